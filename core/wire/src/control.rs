@@ -1,0 +1,820 @@
+//! The client ⇄ daemon control protocol.
+//!
+//! Carried over the daemon's Unix `SOCK_SEQPACKET` socket, one message per
+//! packet (so there is no length prefix). File descriptors (shared-memory
+//! segments, blobs) travel beside a message as `SCM_RIGHTS`; the message says
+//! when one is expected. The steady-state send and receive paths never use this
+//! protocol (DESIGN.md §1 row 4): it serves tag creation, rights, listings and
+//! tag-table notifications.
+//!
+//! ```text
+//!  0                   1                   2                   3
+//!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |        magic "TW" (0x5754)    |  version = 1  |     kind      |
+//! +-------------------------------+---------------+---------------+
+//! |   request id (u32; echoed in the response, 0 for an update)   |
+//! +---------------------------------------------------------------+
+//! |   body, by kind: requests 1..=63, responses 64..=127,          |
+//! ~   tag-table update 128                                         ~
+//! +---------------------------------------------------------------+
+//! ```
+
+use crate::codec::{DecodeError, Reader, Writer};
+use crate::ids::{Domain, Member, NodeAddr, Pid, TagId, TagName};
+
+/// First two bytes of every control message ("TW" little-endian).
+pub const MAGIC: u16 = 0x5754;
+/// Control protocol version.
+pub const VERSION: u8 = 1;
+/// Largest control message either side sends; receivers size buffers with it.
+pub const MAX_MESSAGE: usize = 64 * 1024;
+
+/// Shape of a tag's shared-memory ring. Zero fields mean "the daemon's default".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RingParams {
+    /// Number of message slots.
+    pub slots: u32,
+    /// Bytes of payload one slot holds (messages above this take the blob path).
+    pub slot_payload: u32,
+}
+
+/// A client's request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// First message on a connection.
+    Hello {
+        /// The client's process id as it believes it (the daemon trusts SO_PEERCRED).
+        pid: Pid,
+        /// A label for logs (program name).
+        name: String,
+    },
+    /// Create a tag; creating an existing tag succeeds.
+    CreateTag {
+        /// Tag name.
+        name: TagName,
+        /// Visibility.
+        domain: Domain,
+        /// Ring shape; zeros for defaults.
+        ring: RingParams,
+    },
+    /// Destroy a tag, revoking every right on it.
+    DestroyTag {
+        /// Tag name.
+        name: TagName,
+    },
+    /// Get send access; answered with [`Response::TagOpened`] and the segment fd.
+    GetSendAccess {
+        /// Tag name.
+        name: TagName,
+    },
+    /// Give send access back.
+    ReleaseSendAccess {
+        /// The tag.
+        tag: TagId,
+    },
+    /// Subscribe; answered with [`Response::TagOpened`] and the segment fd.
+    Subscribe {
+        /// Tag name.
+        name: TagName,
+        /// Queue depth (history depth) of this subscription.
+        depth: u32,
+    },
+    /// Cancel one subscription.
+    Unsubscribe {
+        /// The tag.
+        tag: TagId,
+    },
+    /// List the senders and receivers of a tag.
+    ListMembers {
+        /// Tag name.
+        name: TagName,
+    },
+    /// List every tag.
+    ListTags,
+    /// Store a message too large for a slot; a memfd holding it is attached.
+    PutBlob {
+        /// The tag it is published on.
+        tag: TagId,
+        /// Its length.
+        len: u64,
+    },
+    /// Fetch a stored large message; answered with [`Response::BlobFound`] + fd.
+    GetBlob {
+        /// The tag.
+        tag: TagId,
+        /// The blob.
+        blob_id: u64,
+    },
+    /// Liveness check.
+    Ping,
+}
+
+/// Error classes the daemon reports; each maps to one client error variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// No tag of that name (or id).
+    UnknownTag,
+    /// The tag name is not valid.
+    InvalidName,
+    /// The client does not hold send access.
+    NoSendAccess,
+    /// The client is not subscribed.
+    NotSubscribed,
+    /// The stored large message was evicted before it was fetched.
+    BlobGone,
+    /// The request was malformed or missing its file descriptor.
+    BadRequest,
+    /// The daemon failed (e.g. out of memory for a segment).
+    Internal,
+    /// A code this build does not know.
+    Unknown(u16),
+}
+
+impl ErrorCode {
+    fn to_u16(self) -> u16 {
+        match self {
+            ErrorCode::UnknownTag => 1,
+            ErrorCode::InvalidName => 2,
+            ErrorCode::NoSendAccess => 3,
+            ErrorCode::NotSubscribed => 4,
+            ErrorCode::BlobGone => 5,
+            ErrorCode::BadRequest => 6,
+            ErrorCode::Internal => 7,
+            ErrorCode::Unknown(v) => v,
+        }
+    }
+
+    fn from_u16(v: u16) -> Self {
+        match v {
+            1 => ErrorCode::UnknownTag,
+            2 => ErrorCode::InvalidName,
+            3 => ErrorCode::NoSendAccess,
+            4 => ErrorCode::NotSubscribed,
+            5 => ErrorCode::BlobGone,
+            6 => ErrorCode::BadRequest,
+            7 => ErrorCode::Internal,
+            v => ErrorCode::Unknown(v),
+        }
+    }
+}
+
+/// What the daemon tells a client about an opened tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagOpened {
+    /// The tag's id.
+    pub tag: TagId,
+    /// Its name.
+    pub name: TagName,
+    /// Its domain.
+    pub domain: Domain,
+    /// The actual ring shape (defaults resolved).
+    pub ring: RingParams,
+}
+
+/// One row of a tag listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagSummary {
+    /// The tag's id.
+    pub tag: TagId,
+    /// Its name.
+    pub name: TagName,
+    /// Its domain.
+    pub domain: Domain,
+    /// Its senders.
+    pub senders: Vec<Member>,
+    /// Its receivers.
+    pub receivers: Vec<Member>,
+}
+
+/// The daemon's answer to a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// Done, nothing to return.
+    Ok,
+    /// Answer to [`Request::Hello`].
+    Welcome {
+        /// The node address this daemon stamps on messages.
+        node: NodeAddr,
+        /// The daemon's pid.
+        daemon_pid: Pid,
+        /// The pid the daemon saw for this client (SO_PEERCRED).
+        client_pid: Pid,
+        /// Current tag-table version.
+        table_version: u64,
+    },
+    /// Answer to [`Request::CreateTag`].
+    TagCreated {
+        /// The tag's id.
+        tag: TagId,
+        /// False when the tag already existed.
+        created: bool,
+    },
+    /// A tag's segment (fd attached) and shape.
+    TagOpened(TagOpened),
+    /// Senders and receivers of a tag.
+    Members {
+        /// Senders.
+        senders: Vec<Member>,
+        /// Receivers.
+        receivers: Vec<Member>,
+    },
+    /// Every tag.
+    Tags(Vec<TagSummary>),
+    /// A large message was stored under this id.
+    BlobStored {
+        /// Its id.
+        blob_id: u64,
+    },
+    /// A large message (fd attached).
+    BlobFound {
+        /// Its length.
+        len: u64,
+    },
+    /// Answer to [`Request::Ping`].
+    Pong,
+    /// The request failed.
+    Error {
+        /// What class of failure.
+        code: ErrorCode,
+        /// A message for a person.
+        message: String,
+    },
+}
+
+/// A change to the global tag table, pushed by the daemon to its clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Update {
+    /// Table version after the change (strictly increasing).
+    pub version: u64,
+    /// What changed.
+    pub event: TableEvent,
+}
+
+/// One tag-table change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TableEvent {
+    /// A tag was created.
+    TagCreated {
+        /// Id.
+        tag: TagId,
+        /// Name.
+        name: TagName,
+        /// Domain.
+        domain: Domain,
+    },
+    /// A tag was destroyed: every right on it is gone.
+    TagDestroyed {
+        /// Id.
+        tag: TagId,
+        /// Name.
+        name: TagName,
+    },
+    /// A sender got send access.
+    SenderJoined {
+        /// Tag.
+        tag: TagId,
+        /// Who.
+        member: Member,
+    },
+    /// A sender released send access (or died).
+    SenderLeft {
+        /// Tag.
+        tag: TagId,
+        /// Who.
+        member: Member,
+    },
+    /// A receiver subscribed.
+    ReceiverJoined {
+        /// Tag.
+        tag: TagId,
+        /// Who.
+        member: Member,
+    },
+    /// A receiver unsubscribed (or died).
+    ReceiverLeft {
+        /// Tag.
+        tag: TagId,
+        /// Who.
+        member: Member,
+    },
+}
+
+/// Any control message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// Client → daemon.
+    Request {
+        /// Correlates the response.
+        id: u32,
+        /// The request.
+        body: Request,
+    },
+    /// Daemon → client, answering request `id`.
+    Response {
+        /// The request's id.
+        id: u32,
+        /// The response.
+        body: Response,
+    },
+    /// Daemon → client, unsolicited.
+    Update(Update),
+}
+
+impl Message {
+    /// Encodes the message.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        let (kind, id) = match self {
+            Message::Request { id, body } => (request_kind(body), *id),
+            Message::Response { id, body } => (response_kind(body), *id),
+            Message::Update(_) => (KIND_UPDATE, 0),
+        };
+        w.u16(MAGIC).u8(VERSION).u8(kind).u32(id);
+        match self {
+            Message::Request { body, .. } => encode_request(body, &mut w),
+            Message::Response { body, .. } => encode_response(body, &mut w),
+            Message::Update(u) => encode_update(u, &mut w),
+        }
+        w.into_inner()
+    }
+
+    /// Decodes one message; the whole input must be consumed.
+    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(buf);
+        let magic = r.u16()?;
+        if magic != MAGIC {
+            return Err(DecodeError::BadMagic(magic));
+        }
+        let version = r.u8()?;
+        if version != VERSION {
+            return Err(DecodeError::BadVersion(version));
+        }
+        let kind = r.u8()?;
+        let id = r.u32()?;
+        let msg = match kind {
+            1..=63 => Message::Request {
+                id,
+                body: decode_request(kind, &mut r)?,
+            },
+            64..=127 => Message::Response {
+                id,
+                body: decode_response(kind, &mut r)?,
+            },
+            KIND_UPDATE => Message::Update(decode_update(&mut r)?),
+            k => {
+                return Err(DecodeError::Unknown {
+                    what: "message kind",
+                    value: u32::from(k),
+                })
+            }
+        };
+        r.finish()?;
+        Ok(msg)
+    }
+}
+
+const KIND_UPDATE: u8 = 128;
+
+fn request_kind(r: &Request) -> u8 {
+    match r {
+        Request::Hello { .. } => 1,
+        Request::CreateTag { .. } => 2,
+        Request::DestroyTag { .. } => 3,
+        Request::GetSendAccess { .. } => 4,
+        Request::ReleaseSendAccess { .. } => 5,
+        Request::Subscribe { .. } => 6,
+        Request::Unsubscribe { .. } => 7,
+        Request::ListMembers { .. } => 8,
+        Request::ListTags => 9,
+        Request::PutBlob { .. } => 10,
+        Request::GetBlob { .. } => 11,
+        Request::Ping => 12,
+    }
+}
+
+fn encode_request(r: &Request, w: &mut Writer) {
+    match r {
+        Request::Hello { pid, name } => {
+            w.u32(pid.0).str(name);
+        }
+        Request::CreateTag { name, domain, ring } => {
+            w.str(name.as_str()).u8(domain.to_u8());
+            encode_ring(ring, w);
+        }
+        Request::DestroyTag { name }
+        | Request::GetSendAccess { name }
+        | Request::ListMembers { name } => {
+            w.str(name.as_str());
+        }
+        Request::ReleaseSendAccess { tag } | Request::Unsubscribe { tag } => {
+            w.u32(tag.0);
+        }
+        Request::Subscribe { name, depth } => {
+            w.str(name.as_str()).u32(*depth);
+        }
+        Request::ListTags | Request::Ping => {}
+        Request::PutBlob { tag, len } => {
+            w.u32(tag.0).u64(*len);
+        }
+        Request::GetBlob { tag, blob_id } => {
+            w.u32(tag.0).u64(*blob_id);
+        }
+    }
+}
+
+fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, DecodeError> {
+    Ok(match kind {
+        1 => Request::Hello {
+            pid: Pid(r.u32()?),
+            name: r.str()?.to_owned(),
+        },
+        2 => Request::CreateTag {
+            name: TagName::decode(r)?,
+            domain: Domain::from_u8(r.u8()?)?,
+            ring: decode_ring(r)?,
+        },
+        3 => Request::DestroyTag {
+            name: TagName::decode(r)?,
+        },
+        4 => Request::GetSendAccess {
+            name: TagName::decode(r)?,
+        },
+        5 => Request::ReleaseSendAccess {
+            tag: TagId(r.u32()?),
+        },
+        6 => Request::Subscribe {
+            name: TagName::decode(r)?,
+            depth: r.u32()?,
+        },
+        7 => Request::Unsubscribe {
+            tag: TagId(r.u32()?),
+        },
+        8 => Request::ListMembers {
+            name: TagName::decode(r)?,
+        },
+        9 => Request::ListTags,
+        10 => Request::PutBlob {
+            tag: TagId(r.u32()?),
+            len: r.u64()?,
+        },
+        11 => Request::GetBlob {
+            tag: TagId(r.u32()?),
+            blob_id: r.u64()?,
+        },
+        12 => Request::Ping,
+        k => {
+            return Err(DecodeError::Unknown {
+                what: "request kind",
+                value: u32::from(k),
+            })
+        }
+    })
+}
+
+fn response_kind(r: &Response) -> u8 {
+    match r {
+        Response::Ok => 64,
+        Response::Welcome { .. } => 65,
+        Response::TagCreated { .. } => 66,
+        Response::TagOpened(_) => 67,
+        Response::Members { .. } => 68,
+        Response::Tags(_) => 69,
+        Response::BlobStored { .. } => 70,
+        Response::BlobFound { .. } => 71,
+        Response::Pong => 72,
+        Response::Error { .. } => 73,
+    }
+}
+
+fn encode_response(r: &Response, w: &mut Writer) {
+    match r {
+        Response::Ok | Response::Pong => {}
+        Response::Welcome {
+            node,
+            daemon_pid,
+            client_pid,
+            table_version,
+        } => {
+            w.bytes(&node.to_bytes())
+                .u32(daemon_pid.0)
+                .u32(client_pid.0)
+                .u64(*table_version);
+        }
+        Response::TagCreated { tag, created } => {
+            w.u32(tag.0).u8(u8::from(*created));
+        }
+        Response::TagOpened(o) => {
+            w.u32(o.tag.0).str(o.name.as_str()).u8(o.domain.to_u8());
+            encode_ring(&o.ring, w);
+        }
+        Response::Members { senders, receivers } => {
+            encode_members(senders, w);
+            encode_members(receivers, w);
+        }
+        Response::Tags(tags) => {
+            w.count(tags.len());
+            for t in tags {
+                w.u32(t.tag.0).str(t.name.as_str()).u8(t.domain.to_u8());
+                encode_members(&t.senders, w);
+                encode_members(&t.receivers, w);
+            }
+        }
+        Response::BlobStored { blob_id } => {
+            w.u64(*blob_id);
+        }
+        Response::BlobFound { len } => {
+            w.u64(*len);
+        }
+        Response::Error { code, message } => {
+            w.u16(code.to_u16()).str(message);
+        }
+    }
+}
+
+fn decode_response(kind: u8, r: &mut Reader<'_>) -> Result<Response, DecodeError> {
+    Ok(match kind {
+        64 => Response::Ok,
+        65 => Response::Welcome {
+            node: NodeAddr::from_bytes(r.array()?),
+            daemon_pid: Pid(r.u32()?),
+            client_pid: Pid(r.u32()?),
+            table_version: r.u64()?,
+        },
+        66 => Response::TagCreated {
+            tag: TagId(r.u32()?),
+            created: decode_bool(r)?,
+        },
+        67 => Response::TagOpened(TagOpened {
+            tag: TagId(r.u32()?),
+            name: TagName::decode(r)?,
+            domain: Domain::from_u8(r.u8()?)?,
+            ring: decode_ring(r)?,
+        }),
+        68 => Response::Members {
+            senders: decode_members(r)?,
+            receivers: decode_members(r)?,
+        },
+        69 => {
+            // Each summary is at least id + empty name + domain + two counts.
+            let n = r.count(4 + 2 + 1 + 4 + 4)?;
+            let mut tags = Vec::with_capacity(n);
+            for _ in 0..n {
+                tags.push(TagSummary {
+                    tag: TagId(r.u32()?),
+                    name: TagName::decode(r)?,
+                    domain: Domain::from_u8(r.u8()?)?,
+                    senders: decode_members(r)?,
+                    receivers: decode_members(r)?,
+                });
+            }
+            Response::Tags(tags)
+        }
+        70 => Response::BlobStored { blob_id: r.u64()? },
+        71 => Response::BlobFound { len: r.u64()? },
+        72 => Response::Pong,
+        73 => Response::Error {
+            code: ErrorCode::from_u16(r.u16()?),
+            message: r.str()?.to_owned(),
+        },
+        k => {
+            return Err(DecodeError::Unknown {
+                what: "response kind",
+                value: u32::from(k),
+            })
+        }
+    })
+}
+
+fn encode_update(u: &Update, w: &mut Writer) {
+    w.u64(u.version);
+    match &u.event {
+        TableEvent::TagCreated { tag, name, domain } => {
+            w.u8(1).u32(tag.0).str(name.as_str()).u8(domain.to_u8());
+        }
+        TableEvent::TagDestroyed { tag, name } => {
+            w.u8(2).u32(tag.0).str(name.as_str());
+        }
+        TableEvent::SenderJoined { tag, member } => member_event(w, 3, *tag, member),
+        TableEvent::SenderLeft { tag, member } => member_event(w, 4, *tag, member),
+        TableEvent::ReceiverJoined { tag, member } => member_event(w, 5, *tag, member),
+        TableEvent::ReceiverLeft { tag, member } => member_event(w, 6, *tag, member),
+    }
+}
+
+fn member_event(w: &mut Writer, code: u8, tag: TagId, member: &Member) {
+    w.u8(code).u32(tag.0);
+    member.encode(w);
+}
+
+fn decode_update(r: &mut Reader<'_>) -> Result<Update, DecodeError> {
+    let version = r.u64()?;
+    let code = r.u8()?;
+    let event = match code {
+        1 => TableEvent::TagCreated {
+            tag: TagId(r.u32()?),
+            name: TagName::decode(r)?,
+            domain: Domain::from_u8(r.u8()?)?,
+        },
+        2 => TableEvent::TagDestroyed {
+            tag: TagId(r.u32()?),
+            name: TagName::decode(r)?,
+        },
+        3..=6 => {
+            let tag = TagId(r.u32()?);
+            let member = Member::decode(r)?;
+            match code {
+                3 => TableEvent::SenderJoined { tag, member },
+                4 => TableEvent::SenderLeft { tag, member },
+                5 => TableEvent::ReceiverJoined { tag, member },
+                _ => TableEvent::ReceiverLeft { tag, member },
+            }
+        }
+        c => {
+            return Err(DecodeError::Unknown {
+                what: "table event",
+                value: u32::from(c),
+            })
+        }
+    };
+    Ok(Update { version, event })
+}
+
+fn encode_ring(ring: &RingParams, w: &mut Writer) {
+    w.u32(ring.slots).u32(ring.slot_payload);
+}
+
+fn decode_ring(r: &mut Reader<'_>) -> Result<RingParams, DecodeError> {
+    Ok(RingParams {
+        slots: r.u32()?,
+        slot_payload: r.u32()?,
+    })
+}
+
+fn encode_members(members: &[Member], w: &mut Writer) {
+    w.count(members.len());
+    for m in members {
+        m.encode(w);
+    }
+}
+
+fn decode_members(r: &mut Reader<'_>) -> Result<Vec<Member>, DecodeError> {
+    let n = r.count(Member::ENCODED_LEN)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(Member::decode(r)?);
+    }
+    Ok(out)
+}
+
+fn decode_bool(r: &mut Reader<'_>) -> Result<bool, DecodeError> {
+    match r.u8()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(DecodeError::Invalid("boolean")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::SenderInfo;
+    use proptest::prelude::*;
+
+    fn name() -> impl Strategy<Value = TagName> {
+        "(/[a-z0-9_]{1,12}){1,4}".prop_map(|s| TagName::new(&s).unwrap())
+    }
+
+    fn member() -> impl Strategy<Value = Member> {
+        (any::<u32>(), any::<[u8; 16]>(), any::<u64>()).prop_map(|(p, n, t)| Member {
+            who: SenderInfo { pid: Pid(p), node: NodeAddr::from_bytes(n) },
+            since_unix_ns: t,
+        })
+    }
+
+    fn domain() -> impl Strategy<Value = Domain> {
+        prop_oneof![Just(Domain::Global), Just(Domain::Local)]
+    }
+
+    fn ring() -> impl Strategy<Value = RingParams> {
+        (any::<u32>(), any::<u32>()).prop_map(|(slots, slot_payload)| RingParams { slots, slot_payload })
+    }
+
+    fn request() -> impl Strategy<Value = Request> {
+        prop_oneof![
+            (any::<u32>(), "[ -~]{0,40}").prop_map(|(p, n)| Request::Hello { pid: Pid(p), name: n }),
+            (name(), domain(), ring()).prop_map(|(name, domain, ring)| Request::CreateTag { name, domain, ring }),
+            name().prop_map(|name| Request::DestroyTag { name }),
+            name().prop_map(|name| Request::GetSendAccess { name }),
+            any::<u32>().prop_map(|t| Request::ReleaseSendAccess { tag: TagId(t) }),
+            (name(), any::<u32>()).prop_map(|(name, depth)| Request::Subscribe { name, depth }),
+            any::<u32>().prop_map(|t| Request::Unsubscribe { tag: TagId(t) }),
+            name().prop_map(|name| Request::ListMembers { name }),
+            Just(Request::ListTags),
+            (any::<u32>(), any::<u64>()).prop_map(|(t, len)| Request::PutBlob { tag: TagId(t), len }),
+            (any::<u32>(), any::<u64>()).prop_map(|(t, b)| Request::GetBlob { tag: TagId(t), blob_id: b }),
+            Just(Request::Ping),
+        ]
+    }
+
+    fn error_code() -> impl Strategy<Value = ErrorCode> {
+        any::<u16>().prop_map(ErrorCode::from_u16)
+    }
+
+    fn response() -> impl Strategy<Value = Response> {
+        let members = || proptest::collection::vec(member(), 0..4);
+        prop_oneof![
+            Just(Response::Ok),
+            Just(Response::Pong),
+            (any::<[u8; 16]>(), any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(n, d, c, v)| Response::Welcome {
+                node: NodeAddr::from_bytes(n),
+                daemon_pid: Pid(d),
+                client_pid: Pid(c),
+                table_version: v
+            }),
+            (any::<u32>(), any::<bool>()).prop_map(|(t, created)| Response::TagCreated { tag: TagId(t), created }),
+            (any::<u32>(), name(), domain(), ring()).prop_map(|(t, name, domain, ring)| Response::TagOpened(TagOpened {
+                tag: TagId(t),
+                name,
+                domain,
+                ring
+            })),
+            (members(), members()).prop_map(|(senders, receivers)| Response::Members { senders, receivers }),
+            proptest::collection::vec((any::<u32>(), name(), domain(), members(), members()), 0..4).prop_map(|v| {
+                Response::Tags(
+                    v.into_iter()
+                        .map(|(t, name, domain, senders, receivers)| TagSummary {
+                            tag: TagId(t),
+                            name,
+                            domain,
+                            senders,
+                            receivers,
+                        })
+                        .collect(),
+                )
+            }),
+            any::<u64>().prop_map(|blob_id| Response::BlobStored { blob_id }),
+            any::<u64>().prop_map(|len| Response::BlobFound { len }),
+            (error_code(), "[ -~]{0,60}").prop_map(|(code, message)| Response::Error { code, message }),
+        ]
+    }
+
+    fn event() -> impl Strategy<Value = TableEvent> {
+        prop_oneof![
+            (any::<u32>(), name(), domain()).prop_map(|(t, name, domain)| TableEvent::TagCreated { tag: TagId(t), name, domain }),
+            (any::<u32>(), name()).prop_map(|(t, name)| TableEvent::TagDestroyed { tag: TagId(t), name }),
+            (any::<u32>(), member()).prop_map(|(t, member)| TableEvent::SenderJoined { tag: TagId(t), member }),
+            (any::<u32>(), member()).prop_map(|(t, member)| TableEvent::SenderLeft { tag: TagId(t), member }),
+            (any::<u32>(), member()).prop_map(|(t, member)| TableEvent::ReceiverJoined { tag: TagId(t), member }),
+            (any::<u32>(), member()).prop_map(|(t, member)| TableEvent::ReceiverLeft { tag: TagId(t), member }),
+        ]
+    }
+
+    fn message() -> impl Strategy<Value = Message> {
+        prop_oneof![
+            (1..u32::MAX, request()).prop_map(|(id, body)| Message::Request { id, body }),
+            (1..u32::MAX, response()).prop_map(|(id, body)| Message::Response { id, body }),
+            (any::<u64>(), event()).prop_map(|(version, event)| Message::Update(Update { version, event })),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn every_message_round_trips(m in message()) {
+            let bytes = m.encode();
+            prop_assert_eq!(Message::decode(&bytes).unwrap(), m);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes: Vec<u8>) {
+            let _ = Message::decode(&bytes);
+        }
+
+        #[test]
+        fn mutated_messages_never_panic(m in message(), pos: usize, byte: u8, cut: usize) {
+            let mut bytes = m.encode();
+            let i = pos % bytes.len();
+            bytes[i] = byte;
+            let _ = Message::decode(&bytes);
+            bytes.truncate(cut % (bytes.len() + 1));
+            let _ = Message::decode(&bytes);
+        }
+    }
+
+    #[test]
+    fn hostile_counts_do_not_allocate() {
+        let mut w = Writer::new();
+        w.u16(MAGIC).u8(VERSION).u8(68).u32(1).u32(u32::MAX);
+        assert!(matches!(Message::decode(&w.into_inner()), Err(DecodeError::Truncated { .. })));
+    }
+
+    #[test]
+    fn bad_headers_are_named() {
+        assert_eq!(Message::decode(&[0, 0, 1, 64, 0, 0, 0, 0]), Err(DecodeError::BadMagic(0)));
+        assert_eq!(Message::decode(&[0x54, 0x57, 9, 64, 0, 0, 0, 0]), Err(DecodeError::BadVersion(9)));
+        assert!(matches!(Message::decode(&[0x54, 0x57, 1, 200, 0, 0, 0, 0]), Err(DecodeError::Unknown { .. })));
+        let mut ok = Message::Response { id: 1, body: Response::Ok }.encode();
+        ok.push(0);
+        assert_eq!(Message::decode(&ok), Err(DecodeError::Trailing(1)));
+    }
+}

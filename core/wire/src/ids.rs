@@ -1,0 +1,263 @@
+//! Identifiers: newtypes so a pid is never confused with a tag id.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use thiserror::Error;
+
+use crate::codec::{DecodeError, Reader, Writer};
+
+/// Longest tag name, in bytes (DESIGN.md §4).
+pub const MAX_TAG_NAME: usize = 255;
+
+/// Why a string is not a valid tag name.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum NameError {
+    /// The name is empty.
+    #[error("tag name is empty; use a path such as /robot/laser")]
+    Empty,
+    /// The name is longer than [`MAX_TAG_NAME`] bytes.
+    #[error("tag name is {0} bytes long; the limit is 255 bytes")]
+    TooLong(usize),
+    /// The name does not start with `/`.
+    #[error("tag name {0:?} must start with '/', e.g. /robot/laser")]
+    NotAbsolute(String),
+    /// The name has an empty segment (`//`), a trailing `/`, or a control character.
+    #[error("tag name {0:?} has an empty segment, a trailing '/' or a control character")]
+    BadSegment(String),
+}
+
+/// The name of a distribution tag: a UTF-8 path such as `/robot/laser`, at most
+/// 255 bytes, starting with `/`, with no empty segment and no control character.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TagName(String);
+
+impl TagName {
+    /// Validates `s` as a tag name.
+    pub fn new(s: &str) -> Result<Self, NameError> {
+        if s.is_empty() {
+            return Err(NameError::Empty);
+        }
+        if s.len() > MAX_TAG_NAME {
+            return Err(NameError::TooLong(s.len()));
+        }
+        if !s.starts_with('/') {
+            return Err(NameError::NotAbsolute(s.to_owned()));
+        }
+        let body = &s[1..];
+        if body.is_empty()
+            || body.split('/').any(str::is_empty)
+            || s.chars().any(char::is_control)
+        {
+            return Err(NameError::BadSegment(s.to_owned()));
+        }
+        Ok(Self(s.to_owned()))
+    }
+
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Self::new(r.str()?).map_err(|_| DecodeError::Invalid("tag name"))
+    }
+}
+
+impl fmt::Display for TagName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for TagName {
+    type Err = NameError;
+    fn from_str(s: &str) -> Result<Self, NameError> {
+        Self::new(s)
+    }
+}
+
+/// Where a tag is visible: on every node (`Global`) or only on the node that
+/// created it (`Local`), as in the original model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Domain {
+    /// Visible on all nodes.
+    #[default]
+    Global,
+    /// Visible only on the creating node.
+    Local,
+}
+
+impl Domain {
+    pub(crate) fn to_u8(self) -> u8 {
+        match self {
+            Domain::Global => 0,
+            Domain::Local => 1,
+        }
+    }
+
+    pub(crate) fn from_u8(v: u8) -> Result<Self, DecodeError> {
+        match v {
+            0 => Ok(Domain::Global),
+            1 => Ok(Domain::Local),
+            v => Err(DecodeError::Unknown {
+                what: "domain",
+                value: u32::from(v),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for Domain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Domain::Global => "global",
+            Domain::Local => "local",
+        })
+    }
+}
+
+/// A process id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Pid(pub u32);
+
+impl fmt::Display for Pid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A daemon-assigned tag id, unique within one daemon's lifetime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct TagId(pub u32);
+
+impl fmt::Display for TagId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A per-publisher message sequence number, starting at 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct SeqNum(pub u64);
+
+impl fmt::Display for SeqNum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The network address of a node (the address its daemon is known by).
+/// Encoded as 16 bytes (IPv4 as an IPv4-mapped IPv6 address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeAddr(pub IpAddr);
+
+impl NodeAddr {
+    /// The loopback node, used when a daemon has no network identity.
+    pub const LOCALHOST: NodeAddr = NodeAddr(IpAddr::V4(Ipv4Addr::LOCALHOST));
+
+    /// The 16-byte wire form.
+    pub fn to_bytes(self) -> [u8; 16] {
+        match self.0 {
+            IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+            IpAddr::V6(v6) => v6.octets(),
+        }
+    }
+
+    /// Parses the 16-byte wire form.
+    pub fn from_bytes(b: [u8; 16]) -> Self {
+        let v6 = Ipv6Addr::from(b);
+        match v6.to_ipv4_mapped() {
+            Some(v4) => NodeAddr(IpAddr::V4(v4)),
+            None => NodeAddr(IpAddr::V6(v6)),
+        }
+    }
+}
+
+impl Default for NodeAddr {
+    fn default() -> Self {
+        Self::LOCALHOST
+    }
+}
+
+impl fmt::Display for NodeAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Who sent a message: process id and node address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SenderInfo {
+    /// The sending process.
+    pub pid: Pid,
+    /// The node the sending process runs on.
+    pub node: NodeAddr,
+}
+
+impl fmt::Display for SenderInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.pid, self.node)
+    }
+}
+
+/// A sender or receiver of a tag, as listed by the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Member {
+    /// The member's process and node.
+    pub who: SenderInfo,
+    /// When it joined, in nanoseconds since the Unix epoch.
+    pub since_unix_ns: u64,
+}
+
+impl Member {
+    pub(crate) const ENCODED_LEN: usize = 4 + 16 + 8;
+
+    pub(crate) fn encode(&self, w: &mut Writer) {
+        w.u32(self.who.pid.0)
+            .bytes(&self.who.node.to_bytes())
+            .u64(self.since_unix_ns);
+    }
+
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let pid = Pid(r.u32()?);
+        let node = NodeAddr::from_bytes(r.array()?);
+        let since_unix_ns = r.u64()?;
+        Ok(Member {
+            who: SenderInfo { pid, node },
+            since_unix_ns,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_names_follow_the_path_rules() {
+        assert!(TagName::new("/robot/laser").is_ok());
+        assert!(TagName::new("/a").is_ok());
+        assert_eq!(TagName::new(""), Err(NameError::Empty));
+        assert!(matches!(TagName::new("robot"), Err(NameError::NotAbsolute(_))));
+        assert!(matches!(TagName::new("/"), Err(NameError::BadSegment(_))));
+        assert!(matches!(TagName::new("/a//b"), Err(NameError::BadSegment(_))));
+        assert!(matches!(TagName::new("/a/"), Err(NameError::BadSegment(_))));
+        assert!(matches!(TagName::new("/a\nb"), Err(NameError::BadSegment(_))));
+        let long = format!("/{}", "x".repeat(255));
+        assert_eq!(TagName::new(&long), Err(NameError::TooLong(256)));
+        let max = format!("/{}", "x".repeat(254));
+        assert!(TagName::new(&max).is_ok());
+    }
+
+    #[test]
+    fn node_addresses_round_trip_both_families() {
+        for a in [
+            NodeAddr::LOCALHOST,
+            NodeAddr("10.1.2.3".parse().unwrap()),
+            NodeAddr("fe80::1".parse().unwrap()),
+        ] {
+            assert_eq!(NodeAddr::from_bytes(a.to_bytes()), a);
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! # tagwire-wire: vocabulary and codecs
+//!
+//! This crate is the bottom of the tagwire stack (DESIGN.md §3, layer 1). It holds
+//! the identifiers every other crate speaks in ([`TagName`], [`Pid`], [`NodeAddr`],
+//! [`SeqNum`], [`TagId`], [`SenderInfo`]) and the byte layouts that cross a process
+//! boundary:
+//!
+//! * [`frame`]: the fixed header written in front of every message payload in a
+//!   shared-memory slot (and, later, in a datagram);
+//! * [`control`]: the client ⇄ daemon control protocol carried over the daemon's
+//!   Unix socket (requests, responses and tag-table notifications).
+//!
+//! It is *sans-IO*: no sockets, no threads, no clocks. Every decoder takes a byte
+//! slice that may come from an attacker and returns a [`DecodeError`] instead of
+//! panicking; property tests check `decode(encode(x)) == x` and that arbitrary bytes
+//! never panic, and `proof/fuzz` has a fuzz target per decoder.
+
+pub mod codec;
+pub mod control;
+pub mod frame;
+mod ids;
+
+pub use codec::DecodeError;
+pub use ids::{Domain, Member, NameError, NodeAddr, Pid, SenderInfo, SeqNum, TagId, TagName};

@@ -1,0 +1,1 @@
+//! System tests: several processes against a real daemon.
