@@ -1,1 +1,21 @@
-//! tagwire-proto
+//! # tagwire-proto: the tag table
+//!
+//! The global tag table of the distribution-tag model (DESIGN.md §1 rows 1-3) as a
+//! pure data structure: which tags exist, and who holds send access to and
+//! subscriptions on each. Two views of it live here:
+//!
+//! * [`TagTable`], the authoritative copy. Only a daemon owns one (protection: a
+//!   client can at worst corrupt its own replica). Every change bumps the table
+//!   version and returns the [`Update`] the daemon broadcasts.
+//! * [`Replica`], a client's local copy, fed those updates by the client's update
+//!   thread. Applying an update is idempotent, so a snapshot that overlaps a
+//!   stream of updates converges to the same table.
+//!
+//! No I/O, no clocks: the caller passes the time a member joined.
+
+mod replica;
+mod table;
+
+pub use replica::{Replica, ReplicaEntry};
+pub use table::{ClientId, Entry, TableError, TagTable};
+pub use tagwire_wire::control::{TableEvent, Update};

@@ -1,1 +1,32 @@
-//! tagwire-shm
+//! # tagwire-shm: same-node delivery through shared memory
+//!
+//! DESIGN.md §2: "publishing to N local subscribers costs O(1) copies (one write
+//! into a single broadcast ring, per-subscriber read cursors, a futex doorbell
+//! woken only when someone sleeps)". This crate is that mechanism and nothing else;
+//! it knows no tags, no daemon and no frame layout.
+//!
+//! * [`Segment`]: a `memfd` mapping. The daemon creates it (so nothing is left in
+//!   `/dev/shm` after a crash and access follows the tag's rights) and passes the
+//!   descriptor to clients; it is sealed against resizing, so a faulty client cannot
+//!   shrink it under the others' feet.
+//! * [`Ring`]: a broadcast ring of fixed-size slots in a segment. Any number of
+//!   writers claim slots with one `fetch_add`; each slot is a seqlock (odd stamp =
+//!   being written, even = committed for that lap), so a reader that falls a whole
+//!   lap behind detects the overwrite instead of returning torn data. Readers keep
+//!   their cursor in their own memory: a reader that dies leaves nothing behind.
+//! * The doorbell: a futex word bumped on every commit; the `FUTEX_WAKE` system call
+//!   is made only when the waiter count is non-zero, so a publisher whose
+//!   subscribers are busy (or spinning) pays no system call.
+//!
+//! **Trust.** Every process that maps a segment can write to it. A reader therefore
+//! copies the shape (slot count, sizes) out of the header once, validates it against
+//! the file size, and never re-reads it; lengths read from slots are clamped.
+//! A hostile peer can corrupt *messages* on the tag it has mapped, never make a
+//! reader access memory outside the mapping.
+
+mod ring;
+mod segment;
+pub mod sync;
+
+pub use ring::{Cursor, ReadOutcome, Ring, RingError, RingShape};
+pub use segment::{Segment, ShmError};

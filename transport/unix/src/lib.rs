@@ -1,1 +1,220 @@
-//! tagwire-unix
+//! # tagwire-unix: the local control transport
+//!
+//! Client ⇄ daemon control traffic (DESIGN.md §2: "unix socket (control only)")
+//! uses a Unix `SOCK_SEQPACKET` socket: it keeps message boundaries (one control
+//! message per packet, no framing code), carries file descriptors (`SCM_RIGHTS`:
+//! the daemon hands out memfd segments this way) and tells the daemon who the
+//! peer really is (`SO_PEERCRED`: a client cannot lie about its pid).
+//!
+//! Written on `rustix` rather than std because std has no seqpacket sockets and no
+//! stable ancillary-data API. No protocol knowledge lives here: packets are bytes.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::time::Duration;
+
+use rustix::net::{
+    self, AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
+};
+
+/// A connected seqpacket socket.
+#[derive(Debug)]
+pub struct SeqPacket {
+    fd: OwnedFd,
+}
+
+/// Credentials of the peer process, from `SO_PEERCRED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerCred {
+    /// Peer process id.
+    pub pid: u32,
+    /// Peer user id.
+    pub uid: u32,
+}
+
+/// A received packet and the descriptor that came with it, if any.
+#[derive(Debug)]
+pub struct Packet {
+    /// Bytes of the packet.
+    pub data: Vec<u8>,
+    /// A descriptor passed with it (the first one; extras are closed).
+    pub fd: Option<OwnedFd>,
+    /// True when the packet did not fit the buffer and was cut.
+    pub truncated: bool,
+}
+
+impl SeqPacket {
+    /// Connects to a listening socket at `path`.
+    pub fn connect(path: &Path) -> io::Result<Self> {
+        let fd = net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
+        let addr = SocketAddrUnix::new(path)?;
+        net::connect(&fd, &addr)?;
+        Ok(Self { fd })
+    }
+
+    /// A connected pair (for tests).
+    pub fn pair() -> io::Result<(Self, Self)> {
+        let (a, b) = net::socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
+        Ok((Self { fd: a }, Self { fd: b }))
+    }
+
+    /// Sends one packet, with an optional descriptor.
+    pub fn send(&self, data: &[u8], fd: Option<BorrowedFd<'_>>) -> io::Result<()> {
+        let iov = [io::IoSlice::new(data)];
+        let fds;
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if let Some(fd) = fd {
+            fds = [fd];
+            if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+                return Err(io::Error::other("ancillary buffer too small"));
+            }
+        }
+        let n = net::sendmsg(&self.fd, &iov, &mut control, SendFlags::NOSIGNAL)?;
+        if n != data.len() {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "short seqpacket write"));
+        }
+        Ok(())
+    }
+
+    /// Receives one packet of at most `max` bytes. `Ok(None)` means the peer
+    /// closed the connection.
+    pub fn recv(&self, max: usize) -> io::Result<Option<Packet>> {
+        let mut buf = vec![0u8; max];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let res = loop {
+            let mut iov = [io::IoSliceMut::new(&mut buf)];
+            match net::recvmsg(&self.fd, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC) {
+                Err(rustix::io::Errno::INTR) => continue,
+                other => break other?,
+            }
+        };
+        let mut fd = None;
+        for msg in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(fds) = msg {
+                for f in fds {
+                    // Keep the first; dropping the rest closes them.
+                    if fd.is_none() {
+                        fd = Some(f);
+                    }
+                }
+            }
+        }
+        if res.bytes == 0 && fd.is_none() {
+            return Ok(None);
+        }
+        buf.truncate(res.bytes.min(max));
+        Ok(Some(Packet {
+            data: buf,
+            fd,
+            truncated: res.flags.contains(net::ReturnFlags::TRUNC),
+        }))
+    }
+
+    /// Sets (or clears) the receive timeout.
+    pub fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        net::sockopt::set_socket_timeout(&self.fd, net::sockopt::Timeout::Recv, t)?;
+        Ok(())
+    }
+
+    /// The peer's credentials.
+    pub fn peer_cred(&self) -> io::Result<PeerCred> {
+        let c = net::sockopt::socket_peercred(&self.fd)?;
+        Ok(PeerCred {
+            pid: c.pid.as_raw_nonzero().get() as u32,
+            uid: c.uid.as_raw(),
+        })
+    }
+
+    /// Shuts both directions down, waking a thread blocked in [`recv`](Self::recv).
+    pub fn shutdown(&self) -> io::Result<()> {
+        net::shutdown(&self.fd, net::Shutdown::Both)?;
+        Ok(())
+    }
+}
+
+impl AsFd for SeqPacket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// A listening seqpacket socket.
+#[derive(Debug)]
+pub struct Listener {
+    fd: OwnedFd,
+}
+
+impl Listener {
+    /// Binds and listens at `path` (which must not exist).
+    pub fn bind(path: &Path) -> io::Result<Self> {
+        let fd = net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
+        let addr = SocketAddrUnix::new(path)?;
+        net::bind(&fd, &addr)?;
+        net::listen(&fd, 128)?;
+        Ok(Self { fd })
+    }
+
+    /// Accepts one connection.
+    pub fn accept(&self) -> io::Result<SeqPacket> {
+        loop {
+            match net::accept_with(&self.fd, SocketFlags::CLOEXEC) {
+                Err(rustix::io::Errno::INTR) => continue,
+                other => return Ok(SeqPacket { fd: other? }),
+            }
+        }
+    }
+
+    /// Wakes a thread blocked in [`accept`](Self::accept) (it then fails).
+    pub fn shutdown(&self) -> io::Result<()> {
+        net::shutdown(&self.fd, net::Shutdown::Both)?;
+        Ok(())
+    }
+}
+
+impl AsFd for Listener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Seek, Write};
+
+    #[test]
+    fn packets_keep_their_boundaries_and_carry_a_descriptor() {
+        let (a, b) = SeqPacket::pair().unwrap();
+        a.send(b"one", None).unwrap();
+        let mut file = std::fs::File::from(rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap());
+        file.write_all(b"shared").unwrap();
+        a.send(b"two", Some(file.as_fd())).unwrap();
+        let p1 = b.recv(100).unwrap().unwrap();
+        assert_eq!(p1.data, b"one");
+        assert!(p1.fd.is_none());
+        let p2 = b.recv(100).unwrap().unwrap();
+        assert_eq!(p2.data, b"two");
+        let mut f2 = std::fs::File::from(p2.fd.unwrap());
+        f2.rewind().unwrap();
+        let mut s = String::new();
+        f2.read_to_string(&mut s).unwrap();
+        assert_eq!(s, "shared");
+        assert_eq!(a.peer_cred().unwrap().pid, std::process::id());
+        drop(a);
+        assert!(b.recv(100).unwrap().is_none());
+    }
+
+    #[test]
+    fn oversized_packets_are_flagged_truncated() {
+        let (a, b) = SeqPacket::pair().unwrap();
+        a.send(&[7u8; 64], None).unwrap();
+        let p = b.recv(16).unwrap().unwrap();
+        assert!(p.truncated);
+        assert_eq!(p.data.len(), 16);
+    }
+}

@@ -1,0 +1,591 @@
+//! The broadcast ring.
+//!
+//! ```text
+//! segment layout (all offsets in bytes, little-endian, 64-byte aligned lines)
+//!   0  magic "TAGWRNG1" (u64) | version u32 | slots u32 | stride u32 | payload u32
+//!  64  head: next slot index to claim (AtomicU64)         — writers' line
+//! 128  doorbell (AtomicU32 futex word) | waiters (AtomicU32) — sleepers' line
+//! 256  slot 0 .. slot (slots-1), each `stride` bytes:
+//!        0  stamp (AtomicU64): 2·i+1 while record i is written, 2·i+2 once committed
+//!        8  length (AtomicU32) of record i
+//!       16  record bytes (≤ payload)
+//! ```
+//!
+//! Record `i` lives in slot `i mod slots`. Writers: `i = head.fetch_add(1)`, stamp
+//! odd, copy, store length, stamp even, bump the doorbell, and wake only if someone
+//! waits. Readers: a cursor `next`; the record is ready when the stamp is
+//! `2·next+2`; it was overwritten when the stamp is larger; the copy is valid when
+//! the stamp did not change across it (seqlock).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustix::thread::futex;
+use thiserror::Error;
+
+use crate::segment::{Segment, ShmError};
+use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
+
+const MAGIC: u64 = u64::from_le_bytes(*b"TAGWRNG1");
+const VERSION: u32 = 1;
+const HEAD_OFF: usize = 64;
+const DOORBELL_OFF: usize = 128;
+const WAITERS_OFF: usize = 132;
+const SLOTS_OFF: usize = 256;
+const SLOT_HEADER: usize = 16;
+/// Upper bounds that keep every offset computation far from overflow.
+const MAX_SLOTS: u32 = 1 << 20;
+const MAX_PAYLOAD: u32 = 64 << 20;
+
+/// Errors of ring operations.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RingError {
+    /// The record does not fit a slot.
+    #[error("record of {len} bytes exceeds the slot capacity of {max} bytes")]
+    TooLarge {
+        /// Record length.
+        len: usize,
+        /// Slot capacity.
+        max: usize,
+    },
+    /// Mapping or validating the segment failed.
+    #[error(transparent)]
+    Shm(#[from] ShmError),
+}
+
+/// The shape of a ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingShape {
+    /// Number of slots (maximum history a reader can lag by).
+    pub slots: u32,
+    /// Largest record a slot holds, in bytes.
+    pub payload: u32,
+}
+
+impl RingShape {
+    fn stride(self) -> usize {
+        (SLOT_HEADER + self.payload as usize).div_ceil(64) * 64
+    }
+
+    /// Total segment size for this shape.
+    pub fn segment_len(self) -> usize {
+        SLOTS_OFF + self.slots as usize * self.stride()
+    }
+
+    fn check(self) -> Result<Self, ShmError> {
+        if self.slots == 0 || self.slots > MAX_SLOTS {
+            return Err(ShmError::BadShape("slot count must be 1..=1048576"));
+        }
+        if self.payload == 0 || self.payload > MAX_PAYLOAD {
+            return Err(ShmError::BadShape("slot payload must be 1..=64 MiB"));
+        }
+        Ok(self)
+    }
+}
+
+/// What a read attempt found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// A record was copied into the buffer.
+    Record,
+    /// Nothing new.
+    Empty,
+    /// The next record is claimed but not yet committed by its writer.
+    Pending,
+    /// `n` records were lost (overwritten, or beyond the reader's depth); the
+    /// cursor moved past them. Read again for the next record.
+    Lost(u64),
+}
+
+/// A reader's position in the ring. Lives in the reader's own memory.
+#[derive(Debug, Clone)]
+pub struct Cursor {
+    next: u64,
+    depth: u64,
+    pending_since: Option<Instant>,
+}
+
+impl Cursor {
+    /// Index of the next record this cursor will read.
+    pub fn position(&self) -> u64 {
+        self.next
+    }
+}
+
+/// A mapped broadcast ring. Cheap to clone (shares the mapping).
+#[derive(Debug, Clone)]
+pub struct Ring {
+    seg: Arc<Segment>,
+    shape: RingShape,
+    stride: usize,
+}
+
+/// A writer that stalls longer than this on a claimed slot is presumed dead, and
+/// readers skip its record (counted as lost) once later records are committed.
+const DEAD_WRITER: Duration = Duration::from_millis(100);
+
+impl Ring {
+    /// Creates a new ring in a fresh segment.
+    pub fn create(name: &str, shape: RingShape) -> Result<Self, RingError> {
+        let shape = shape.check()?;
+        let seg = Segment::create(name, shape.segment_len())?;
+        let base = seg.as_ptr();
+        // SAFETY: the segment is at least SLOTS_OFF bytes, freshly zeroed, and not
+        // yet shared with anyone; the offsets are within the header line.
+        unsafe {
+            base.cast::<u64>().write(MAGIC);
+            base.add(8).cast::<u32>().write(VERSION);
+            base.add(12).cast::<u32>().write(shape.slots);
+            base.add(16).cast::<u32>().write(shape.stride() as u32);
+            base.add(20).cast::<u32>().write(shape.payload);
+        }
+        Ok(Self {
+            seg: Arc::new(seg),
+            stride: shape.stride(),
+            shape,
+        })
+    }
+
+    /// Maps a ring from a segment received from the daemon, validating its header
+    /// against the segment's real size.
+    pub fn open(seg: Segment) -> Result<Self, RingError> {
+        if seg.len() < SLOTS_OFF {
+            return Err(ShmError::BadHeader("segment smaller than the ring header").into());
+        }
+        let base = seg.as_ptr();
+        // SAFETY: the mapping is at least SLOTS_OFF bytes (checked above). Values are
+        // read once, by value, and validated before use.
+        let (magic, version, slots, stride, payload) = unsafe {
+            (
+                base.cast::<u64>().read_volatile(),
+                base.add(8).cast::<u32>().read_volatile(),
+                base.add(12).cast::<u32>().read_volatile(),
+                base.add(16).cast::<u32>().read_volatile(),
+                base.add(20).cast::<u32>().read_volatile(),
+            )
+        };
+        if magic != MAGIC {
+            return Err(ShmError::BadHeader("bad magic").into());
+        }
+        if version != VERSION {
+            return Err(ShmError::BadHeader("unsupported ring version").into());
+        }
+        let shape = RingShape { slots, payload }.check()?;
+        if stride as usize != shape.stride() {
+            return Err(ShmError::BadHeader("stride does not match payload size").into());
+        }
+        if shape.segment_len() > seg.len() {
+            return Err(ShmError::BadHeader("ring larger than its segment").into());
+        }
+        Ok(Self {
+            seg: Arc::new(seg),
+            shape,
+            stride: stride as usize,
+        })
+    }
+
+    /// The ring's shape.
+    pub fn shape(&self) -> RingShape {
+        self.shape
+    }
+
+    /// The underlying segment (to pass its descriptor on).
+    pub fn segment(&self) -> &Segment {
+        &self.seg
+    }
+
+    /// Largest record a slot holds.
+    pub fn max_record(&self) -> usize {
+        self.shape.payload as usize
+    }
+
+    /// Writes one record made of the concatenation of `parts` and wakes sleeping
+    /// readers. One copy, whatever the number of readers. Returns the record index.
+    pub fn publish(&self, parts: &[&[u8]]) -> Result<u64, RingError> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > self.max_record() {
+            return Err(RingError::TooLarge {
+                len,
+                max: self.max_record(),
+            });
+        }
+        let i = self.head().fetch_add(1, Ordering::AcqRel);
+        let slot = self.slot(i);
+        let stamp = self.stamp(slot);
+        // A writer a whole lap behind may still be in this slot: let it finish
+        // (bounded: a dead writer must not block us forever).
+        if i >= u64::from(self.shape.slots) {
+            let prev_writing = 2 * (i - u64::from(self.shape.slots)) + 1;
+            let start = Instant::now();
+            while stamp.load(Ordering::Acquire) == prev_writing && start.elapsed() < DEAD_WRITER {
+                std::thread::yield_now();
+            }
+        }
+        stamp.store(2 * i + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let mut dst = self.data(slot);
+        for p in parts {
+            // SAFETY: the slot's data area holds `payload` bytes and `len` ≤ payload;
+            // we own the slot for lap `i` (claimed by fetch_add). Readers may copy
+            // concurrently; the seqlock stamps make them discard such copies.
+            unsafe {
+                std::ptr::copy_nonoverlapping(p.as_ptr(), dst, p.len());
+                dst = dst.add(p.len());
+            }
+        }
+        self.len_word(slot).store(len as u32, Ordering::Relaxed);
+        stamp.store(2 * i + 2, Ordering::Release);
+        self.ring_doorbell();
+        Ok(i)
+    }
+
+    /// A cursor at the current end of the ring (sees only records published after
+    /// this call), keeping at most `depth` unread records (clamped to the slot count).
+    pub fn cursor(&self, depth: u32) -> Cursor {
+        Cursor {
+            next: self.head().load(Ordering::Acquire),
+            depth: u64::from(depth.clamp(1, self.shape.slots)),
+            pending_since: None,
+        }
+    }
+
+    /// Copies the next record for `cur` into `out` (replacing its contents).
+    pub fn read(&self, cur: &mut Cursor, out: &mut Vec<u8>) -> ReadOutcome {
+        let head = self.head().load(Ordering::Acquire);
+        if cur.next >= head {
+            cur.pending_since = None;
+            return ReadOutcome::Empty;
+        }
+        if head - cur.next > cur.depth {
+            let lost = head - cur.depth - cur.next;
+            cur.next = head - cur.depth;
+            cur.pending_since = None;
+            return ReadOutcome::Lost(lost);
+        }
+        let slot = self.slot(cur.next);
+        let stamp = self.stamp(slot);
+        let want = 2 * cur.next + 2;
+        let s1 = stamp.load(Ordering::Acquire);
+        if s1 < want {
+            return self.pending(cur, head);
+        }
+        if s1 > want {
+            return self.skip_overwritten(cur);
+        }
+        let len = (self.len_word(slot).load(Ordering::Relaxed) as usize).min(self.max_record());
+        out.clear();
+        out.reserve(len);
+        // SAFETY: `len` is clamped to the slot's capacity; `out` has room for it.
+        // A concurrent overwrite is detected by the stamp re-check below, in which
+        // case the copied bytes are discarded.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.data(slot), out.as_mut_ptr(), len);
+            out.set_len(len);
+        }
+        fence(Ordering::Acquire);
+        if stamp.load(Ordering::Relaxed) != s1 {
+            out.clear();
+            return self.skip_overwritten(cur);
+        }
+        cur.next += 1;
+        cur.pending_since = None;
+        ReadOutcome::Record
+    }
+
+    /// True when a read would not return [`ReadOutcome::Empty`] or `Pending`
+    /// (a record, or a loss to report, is there).
+    pub fn available(&self, cur: &Cursor) -> bool {
+        let head = self.head().load(Ordering::Acquire);
+        if cur.next >= head {
+            return false;
+        }
+        if head - cur.next > cur.depth {
+            return true;
+        }
+        self.stamp(self.slot(cur.next)).load(Ordering::Acquire) >= 2 * cur.next + 2
+    }
+
+    /// Drops every unread record for `cur` (purge). Returns how many.
+    pub fn purge(&self, cur: &mut Cursor) -> u64 {
+        let head = self.head().load(Ordering::Acquire);
+        let n = head.saturating_sub(cur.next).min(cur.depth);
+        cur.next = cur.next.max(head);
+        cur.pending_since = None;
+        n
+    }
+
+    /// Blocks until a record may be available for `cur`, the timeout passes, or a
+    /// spurious wake-up. Spins for `spin` first (busy-poll mode), then sleeps on the
+    /// futex doorbell. Returns immediately if something is already there.
+    pub fn wait(&self, cur: &Cursor, timeout: Option<Duration>, spin: Duration) {
+        if !spin.is_zero() {
+            let start = Instant::now();
+            let mut n = 0u32;
+            while start.elapsed() < spin {
+                for _ in 0..64 {
+                    if self.available(cur) {
+                        return;
+                    }
+                    std::hint::spin_loop();
+                }
+                n += 1;
+                // On two cores a spinning reader can starve the writer it waits for.
+                if n % 16 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        let waiters = self.waiters();
+        waiters.fetch_add(1, Ordering::SeqCst);
+        let seen = self.doorbell().load(Ordering::SeqCst);
+        let mut timeout = timeout;
+        // A claimed-but-uncommitted record may belong to a dead writer: wake up in
+        // time to skip it.
+        if cur.pending_since.is_some() || self.head().load(Ordering::Acquire) > cur.next {
+            timeout = Some(timeout.map_or(DEAD_WRITER, |t| t.min(DEAD_WRITER)));
+        }
+        if !self.available(cur) {
+            let ts = timeout.map(|t| rustix::time::Timespec {
+                tv_sec: t.as_secs() as i64,
+                tv_nsec: i64::from(t.subsec_nanos()),
+            });
+            // Shared (not PRIVATE) futex: the word is in memory shared between
+            // processes. EAGAIN (doorbell moved), ETIMEDOUT and EINTR all just
+            // return to the caller, which re-reads.
+            let _ = futex::wait(self.doorbell(), futex::Flags::empty(), seen, ts.as_ref());
+        }
+        waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Number of records ever claimed (the next record index).
+    pub fn head_index(&self) -> u64 {
+        self.head().load(Ordering::Acquire)
+    }
+
+    fn ring_doorbell(&self) {
+        self.doorbell().fetch_add(1, Ordering::SeqCst);
+        if self.waiters().load(Ordering::SeqCst) > 0 {
+            let _ = futex::wake(self.doorbell(), futex::Flags::empty(), i32::MAX as u32);
+        }
+    }
+
+    fn pending(&self, cur: &mut Cursor, head: u64) -> ReadOutcome {
+        let now = Instant::now();
+        let since = *cur.pending_since.get_or_insert(now);
+        // Skip a record whose writer stalled for long while later ones committed.
+        if head > cur.next + 1 && now.duration_since(since) >= DEAD_WRITER {
+            let later = self.slot(cur.next + 1);
+            if self.stamp(later).load(Ordering::Acquire) >= 2 * (cur.next + 1) + 2 {
+                cur.next += 1;
+                cur.pending_since = None;
+                return ReadOutcome::Lost(1);
+            }
+        }
+        ReadOutcome::Pending
+    }
+
+    fn skip_overwritten(&self, cur: &mut Cursor) -> ReadOutcome {
+        // We fell a lap behind: resume at the oldest record that can still be
+        // intact, leaving a little room for writers in progress.
+        let head = self.head().load(Ordering::Acquire);
+        let keep = cur.depth.min(u64::from(self.shape.slots) / 2).max(1);
+        let target = head.saturating_sub(keep).max(cur.next + 1);
+        let lost = target - cur.next;
+        cur.next = target;
+        cur.pending_since = None;
+        ReadOutcome::Lost(lost)
+    }
+
+    fn slot(&self, i: u64) -> usize {
+        (i % u64::from(self.shape.slots)) as usize
+    }
+
+    fn atomic_u64(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: `off` is 8-aligned and within the mapping (callers pass header
+        // offsets or slot offsets < segment_len); the mapping lives as long as self.
+        unsafe { &*self.seg.as_ptr().add(off).cast::<AtomicU64>() }
+    }
+
+    fn atomic_u32(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: as `atomic_u64`, 4-aligned.
+        unsafe { &*self.seg.as_ptr().add(off).cast::<AtomicU32>() }
+    }
+
+    fn head(&self) -> &AtomicU64 {
+        self.atomic_u64(HEAD_OFF)
+    }
+
+    fn doorbell(&self) -> &AtomicU32 {
+        self.atomic_u32(DOORBELL_OFF)
+    }
+
+    fn waiters(&self) -> &AtomicU32 {
+        self.atomic_u32(WAITERS_OFF)
+    }
+
+    fn stamp(&self, slot: usize) -> &AtomicU64 {
+        self.atomic_u64(SLOTS_OFF + slot * self.stride)
+    }
+
+    fn len_word(&self, slot: usize) -> &AtomicU32 {
+        self.atomic_u32(SLOTS_OFF + slot * self.stride + 8)
+    }
+
+    fn data(&self, slot: usize) -> *mut u8 {
+        // SAFETY: slot < slots, so the data area is within segment_len.
+        unsafe { self.seg.as_ptr().add(SLOTS_OFF + slot * self.stride + SLOT_HEADER) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    fn shape(slots: u32, payload: u32) -> RingShape {
+        RingShape { slots, payload }
+    }
+
+    fn reopen(r: &Ring) -> Ring {
+        let fd = r.segment().as_fd().try_clone_to_owned().unwrap();
+        Ring::open(Segment::open(fd).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn every_reader_sees_every_record_once_in_order() {
+        let w = Ring::create("t", shape(8, 64)).unwrap();
+        let r1 = reopen(&w);
+        let r2 = reopen(&w);
+        let mut c1 = r1.cursor(8);
+        let mut c2 = r2.cursor(8);
+        for i in 0..5u8 {
+            w.publish(&[&[i], &[i, i]]).unwrap();
+        }
+        let mut buf = Vec::new();
+        for (r, c) in [(&r1, &mut c1), (&r2, &mut c2)] {
+            for i in 0..5u8 {
+                assert_eq!(r.read(c, &mut buf), ReadOutcome::Record);
+                assert_eq!(buf, vec![i, i, i]);
+            }
+            assert_eq!(r.read(c, &mut buf), ReadOutcome::Empty);
+        }
+    }
+
+    #[test]
+    fn a_slow_reader_loses_the_oldest_records_and_is_told_how_many() {
+        let w = Ring::create("t", shape(16, 8)).unwrap();
+        let mut c = w.cursor(4);
+        for i in 0..10u8 {
+            w.publish(&[&[i]]).unwrap();
+        }
+        let mut buf = Vec::new();
+        assert_eq!(w.read(&mut c, &mut buf), ReadOutcome::Lost(6));
+        for i in 6..10u8 {
+            assert_eq!(w.read(&mut c, &mut buf), ReadOutcome::Record);
+            assert_eq!(buf, [i]);
+        }
+    }
+
+    #[test]
+    fn a_reader_a_lap_behind_detects_the_overwrite() {
+        let w = Ring::create("t", shape(4, 8)).unwrap();
+        let mut c = w.cursor(4);
+        for i in 0..6u8 {
+            w.publish(&[&[i]]).unwrap();
+        }
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        let mut lost = 0;
+        loop {
+            match w.read(&mut c, &mut buf) {
+                ReadOutcome::Record => got.push(buf[0]),
+                ReadOutcome::Lost(n) => lost += n,
+                ReadOutcome::Empty => break,
+                ReadOutcome::Pending => unreachable!(),
+            }
+        }
+        assert_eq!(lost as usize + got.len(), 6);
+        assert_eq!(got.last(), Some(&5));
+        assert!(got.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn oversize_records_are_refused() {
+        let w = Ring::create("t", shape(4, 8)).unwrap();
+        assert_eq!(w.publish(&[&[0; 9]]), Err(RingError::TooLarge { len: 9, max: 8 }));
+    }
+
+    #[test]
+    fn purge_and_available_follow_the_cursor() {
+        let w = Ring::create("t", shape(8, 8)).unwrap();
+        let mut c = w.cursor(8);
+        assert!(!w.available(&c));
+        w.publish(&[b"a"]).unwrap();
+        w.publish(&[b"b"]).unwrap();
+        assert!(w.available(&c));
+        assert_eq!(w.purge(&mut c), 2);
+        assert!(!w.available(&c));
+    }
+
+    #[test]
+    fn a_corrupt_header_is_rejected_not_trusted() {
+        let w = Ring::create("t", shape(4, 8)).unwrap();
+        // SAFETY: test-only scribble over the header's slot count.
+        unsafe { w.segment().as_ptr().add(12).cast::<u32>().write(1 << 30) };
+        let fd = w.segment().as_fd().try_clone_to_owned().unwrap();
+        assert!(Ring::open(Segment::open(fd).unwrap()).is_err());
+        let plain = rustix::fs::memfd_create("x", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&plain, 4096).unwrap();
+        assert!(matches!(Segment::open(plain), Err(ShmError::BadHeader(_))), "unsealed segment refused");
+    }
+
+    #[test]
+    fn a_sleeping_reader_is_woken_by_a_publish_from_another_thread() {
+        let w = Ring::create("t", shape(8, 8)).unwrap();
+        let r = reopen(&w);
+        let mut c = r.cursor(8);
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            w.publish(&[b"x"]).unwrap();
+        });
+        let mut buf = Vec::new();
+        let start = Instant::now();
+        loop {
+            if r.read(&mut c, &mut buf) == ReadOutcome::Record {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "watchdog");
+            r.wait(&c, Some(Duration::from_secs(5)), Duration::ZERO);
+        }
+        assert_eq!(buf, b"x");
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn many_writers_and_readers_agree_on_content() {
+        let w = Ring::create("t", shape(1024, 16)).unwrap();
+        let writers: Vec<_> = (0..3u64)
+            .map(|k| {
+                let w = w.clone();
+                std::thread::spawn(move || {
+                    for i in 0..200u64 {
+                        let v = k * 1000 + i;
+                        w.publish(&[&v.to_le_bytes(), &v.to_le_bytes()]).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let mut c = w.cursor(1024);
+        c.next = 0;
+        for t in writers {
+            t.join().unwrap();
+        }
+        let mut buf = Vec::new();
+        let mut n = 0;
+        while let ReadOutcome::Record = w.read(&mut c, &mut buf) {
+            assert_eq!(buf[..8], buf[8..], "no torn record");
+            n += 1;
+        }
+        assert_eq!(n, 600);
+    }
+}

@@ -1,0 +1,121 @@
+//! memfd-backed shared memory segments.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::ptr::NonNull;
+
+use rustix::fs::{self, MemfdFlags, SealFlags};
+use rustix::mm::{self, MapFlags, ProtFlags};
+use thiserror::Error;
+
+/// Why a segment could not be created or mapped.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ShmError {
+    /// A system call failed.
+    #[error("{op} failed: {errno}")]
+    Sys {
+        /// Which operation.
+        op: &'static str,
+        /// The error.
+        errno: rustix::io::Errno,
+    },
+    /// The segment's header does not describe a valid ring (or is not a ring).
+    #[error("shared memory segment is not a valid tagwire ring: {0}")]
+    BadHeader(&'static str),
+    /// The requested shape is too large or degenerate.
+    #[error("invalid ring shape: {0}")]
+    BadShape(&'static str),
+}
+
+pub(crate) fn sys(op: &'static str) -> impl FnOnce(rustix::io::Errno) -> ShmError {
+    move |errno| ShmError::Sys { op, errno }
+}
+
+/// A shared mapping of a memfd. Unmapped on drop.
+#[derive(Debug)]
+pub struct Segment {
+    fd: OwnedFd,
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; all access to it goes through
+// atomics or through the ring's seqlock protocol, never through references.
+unsafe impl Send for Segment {}
+// SAFETY: as above.
+unsafe impl Sync for Segment {}
+
+impl Segment {
+    /// Creates a sealed (fixed-size) memfd of `len` bytes and maps it.
+    pub fn create(name: &str, len: usize) -> Result<Self, ShmError> {
+        if len == 0 {
+            return Err(ShmError::BadShape("zero-length segment"));
+        }
+        let fd = fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
+            .map_err(sys("memfd_create"))?;
+        fs::ftruncate(&fd, len as u64).map_err(sys("ftruncate"))?;
+        fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
+            .map_err(sys("F_ADD_SEALS"))?;
+        Self::map(fd, len)
+    }
+
+    /// Maps a segment received from elsewhere. The size comes from the file; a
+    /// segment that can still shrink is refused (a peer could make us fault).
+    pub fn open(fd: OwnedFd) -> Result<Self, ShmError> {
+        let st = fs::fstat(&fd).map_err(sys("fstat"))?;
+        let len = usize::try_from(st.st_size).map_err(|_| ShmError::BadHeader("negative size"))?;
+        if len == 0 {
+            return Err(ShmError::BadHeader("empty segment"));
+        }
+        let seals = fs::fcntl_get_seals(&fd).map_err(sys("F_GET_SEALS"))?;
+        if !seals.contains(SealFlags::SHRINK) {
+            return Err(ShmError::BadHeader("segment is not sealed against shrinking"));
+        }
+        Self::map(fd, len)
+    }
+
+    fn map(fd: OwnedFd, len: usize) -> Result<Self, ShmError> {
+        // SAFETY: a fresh shared mapping of a file we hold; no existing memory is
+        // affected. The file cannot shrink (sealed), so the whole range stays valid.
+        let p = unsafe {
+            mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                &fd,
+                0,
+            )
+        }
+        .map_err(sys("mmap"))?;
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or(ShmError::BadHeader("mmap returned null"))?;
+        Ok(Self { fd, ptr, len })
+    }
+
+    /// Base address of the mapping.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Length of the mapping in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: segments are never empty.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+impl AsFd for Segment {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        // SAFETY: we mapped exactly this range and nothing borrows it past `self`.
+        let _ = unsafe { mm::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
