@@ -219,8 +219,13 @@ pub enum Response {
         /// Receivers.
         receivers: Vec<Member>,
     },
-    /// Every tag.
-    Tags(Vec<TagSummary>),
+    /// Every tag, as of table version `version`.
+    Tags {
+        /// Table version the snapshot reflects.
+        version: u64,
+        /// The tags.
+        tags: Vec<TagSummary>,
+    },
     /// A large message was stored under this id.
     BlobStored {
         /// Its id.
@@ -479,7 +484,7 @@ fn response_kind(r: &Response) -> u8 {
         Response::TagCreated { .. } => 66,
         Response::TagOpened(_) => 67,
         Response::Members { .. } => 68,
-        Response::Tags(_) => 69,
+        Response::Tags { .. } => 69,
         Response::BlobStored { .. } => 70,
         Response::BlobFound { .. } => 71,
         Response::Pong => 72,
@@ -512,8 +517,8 @@ fn encode_response(r: &Response, w: &mut Writer) {
             encode_members(senders, w);
             encode_members(receivers, w);
         }
-        Response::Tags(tags) => {
-            w.count(tags.len());
+        Response::Tags { version, tags } => {
+            w.u64(*version).count(tags.len());
             for t in tags {
                 w.u32(t.tag.0).str(t.name.as_str()).u8(t.domain.to_u8());
                 encode_members(&t.senders, w);
@@ -556,6 +561,7 @@ fn decode_response(kind: u8, r: &mut Reader<'_>) -> Result<Response, DecodeError
             receivers: decode_members(r)?,
         },
         69 => {
+            let version = r.u64()?;
             // Each summary is at least id + empty name + domain + two counts.
             let n = r.count(4 + 2 + 1 + 4 + 4)?;
             let mut tags = Vec::with_capacity(n);
@@ -568,7 +574,7 @@ fn decode_response(kind: u8, r: &mut Reader<'_>) -> Result<Response, DecodeError
                     receivers: decode_members(r)?,
                 });
             }
-            Response::Tags(tags)
+            Response::Tags { version, tags }
         }
         70 => Response::BlobStored { blob_id: r.u64()? },
         71 => Response::BlobFound { len: r.u64()? },
@@ -740,9 +746,10 @@ mod tests {
                 ring
             })),
             (members(), members()).prop_map(|(senders, receivers)| Response::Members { senders, receivers }),
-            proptest::collection::vec((any::<u32>(), name(), domain(), members(), members()), 0..4).prop_map(|v| {
-                Response::Tags(
-                    v.into_iter()
+            (any::<u64>(), proptest::collection::vec((any::<u32>(), name(), domain(), members(), members()), 0..4)).prop_map(|(version, v)| {
+                Response::Tags {
+                    version,
+                    tags: v.into_iter()
                         .map(|(t, name, domain, senders, receivers)| TagSummary {
                             tag: TagId(t),
                             name,
@@ -751,7 +758,7 @@ mod tests {
                             receivers,
                         })
                         .collect(),
-                )
+                }
             }),
             any::<u64>().prop_map(|blob_id| Response::BlobStored { blob_id }),
             any::<u64>().prop_map(|len| Response::BlobFound { len }),

@@ -1,1 +1,68 @@
-//! tagwire
+//! # tagwire: distribution tags for real-time programs
+//!
+//! Programs exchange messages through **distribution tags**, named channels such
+//! as `/robot/laser`. A publisher never names its subscribers and a subscriber
+//! never names its publishers, yet every message says who sent it (process id and
+//! node address), and either side may ask who is on a tag.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use tagwire::{Client, Domain, SubscribeOptions};
+//!
+//! let tw = Client::connect()?;                       // talks to the local tagwired
+//! tw.create_tag("/robot/laser", Domain::Global)?;    // idempotent
+//! let mut sub = tw.subscribe("/robot/laser", SubscribeOptions::default())?;
+//! let mut publ = tw.publisher("/robot/laser")?;      // send access
+//! publ.send(b"scan 1")?;
+//! let msg = sub.receive(Some(Duration::from_secs(1)))?;
+//! println!("{} bytes, seq {}, from {}", msg.payload.len(), msg.seq, msg.sender);
+//! # Ok::<(), tagwire::Error>(())
+//! ```
+//!
+//! ## How it works (DESIGN.md §2)
+//! This crate is the client library of the model: the **local request service**
+//! (blocking calls to the node's daemon with a timeout), the **update thread**
+//! (applies tag-table changes pushed by the daemon to the local replica, and
+//! reconnects and re-registers when the daemon restarts), and the **delivery
+//! service**. The steady-state path never talks to the daemon: [`Publisher::send`]
+//! writes the message once into the tag's shared-memory ring, whatever the number
+//! of subscribers, and [`Subscriber::receive`] reads it from there, sleeping on a
+//! futex that publishers only touch with a system call when someone sleeps.
+//! Messages larger than a ring slot (64 KiB by default) take a slower path
+//! through the daemon, with no change to the call.
+
+mod autostart;
+mod client;
+mod error;
+mod publisher;
+mod subscriber;
+
+use std::time::SystemTime;
+
+pub use client::{Client, ClientOptions};
+pub use error::Error;
+pub use publisher::Publisher;
+pub use subscriber::{SubscribeOptions, Subscriber};
+pub use tagwire_proto::ReplicaEntry;
+pub use tagwire_wire::control::{RingParams, TagSummary};
+pub use tagwire_wire::{Domain, Member, NodeAddr, Pid, SenderInfo, SeqNum, TagName};
+
+/// Largest message [`Publisher::send`] accepts (the blob path); above this,
+/// [`Error::TooLarge`].
+pub const MAX_MESSAGE: usize = 256 << 20;
+
+/// A received message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// The bytes sent.
+    pub payload: Vec<u8>,
+    /// The publisher's sequence number (per publisher, from 1).
+    pub seq: SeqNum,
+    /// Who sent it.
+    pub sender: SenderInfo,
+    /// When it was sent (the publisher's clock).
+    pub timestamp: SystemTime,
+}
+
+/// Result alias.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

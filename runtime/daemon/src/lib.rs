@@ -1,1 +1,238 @@
-//! tagwire-daemon
+//! # tagwire-daemon: the per-node daemon `tagwired`
+//!
+//! DESIGN.md §2: one daemon per node owns the global tag table. Only it changes
+//! the table; clients hold replicas. Its roles each have a module:
+//!
+//! * [`local`] — the **local manager**: serves client requests (create/destroy
+//!   tags, send access, subscriptions, listings) over the Unix socket, one thread
+//!   per client, and releases every right of a client whose connection closes (the
+//!   kernel closes it when the process dies, however it dies).
+//! * [`update`] — the **update manager**: pushes every table change, in version
+//!   order, to all local clients (and, with the "many nodes" issue, to peer daemons).
+//! * [`blob`] — the store for messages too large for a shared-memory slot.
+//!
+//! The delivery manager has nothing to do on a single node: same-node data goes
+//! from publisher to subscribers through the shared-memory ring the daemon created
+//! for the tag, without touching the daemon (DESIGN.md §1 row 4).
+//!
+//! The binary is a few lines over [`Daemon::start`], so tests run daemons in-process.
+
+pub mod blob;
+pub mod local;
+pub mod update;
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use tagwire_proto::{ClientId, TagTable};
+use tagwire_shm::Ring;
+use tagwire_unix::{Listener, SeqPacket};
+use tagwire_wire::control::RingParams;
+use tagwire_wire::{NodeAddr, TagId};
+
+/// Daemon settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Socket path clients connect to.
+    pub socket: PathBuf,
+    /// Address stamped on messages as the sender's node.
+    pub node: NodeAddr,
+    /// Ring shape for tags created without one.
+    pub default_ring: RingParams,
+    /// Large messages kept per tag for late readers.
+    pub blobs_per_tag: usize,
+    /// Bytes of large messages kept per tag.
+    pub blob_bytes_per_tag: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            socket: tagwire_unix::default_socket_path(),
+            node: NodeAddr::LOCALHOST,
+            default_ring: RingParams {
+                slots: 256,
+                slot_payload: 64 * 1024,
+            },
+            blobs_per_tag: 64,
+            blob_bytes_per_tag: 512 << 20,
+        }
+    }
+}
+
+/// Why the daemon could not start.
+#[derive(Debug, Error)]
+pub enum DaemonError {
+    /// Another daemon answers on the socket.
+    #[error("a tagwire daemon is already running at {0}")]
+    AlreadyRunning(PathBuf),
+    /// The socket could not be created.
+    #[error("cannot listen on {path}: {source}")]
+    Bind {
+        /// The socket path.
+        path: PathBuf,
+        /// The cause.
+        source: io::Error,
+    },
+    /// Installing signal handlers failed.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(io::Error),
+}
+
+/// A running daemon. Dropping it shuts it down.
+#[derive(Debug)]
+pub struct Daemon {
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+}
+
+/// State shared by the daemon's threads.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    pub(crate) state: Mutex<State>,
+    pub(crate) stopping: AtomicBool,
+    pub(crate) next_client: AtomicU64,
+    listener: Listener,
+}
+
+/// Everything behind the daemon's one lock. Requests are rare and short (the
+/// data path never comes here), so one lock keeps the table, the rings and the
+/// client list consistent, and makes update broadcasts leave in version order.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub(crate) table: TagTable,
+    pub(crate) rings: HashMap<TagId, Ring>,
+    pub(crate) blobs: HashMap<TagId, blob::BlobStore>,
+    pub(crate) clients: HashMap<ClientId, Arc<SeqPacket>>,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic in a handler thread must not take the daemon down with it: the
+        // state is only mutated through TagTable methods that leave it consistent.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Daemon {
+    /// Binds the socket and starts serving.
+    pub fn start(config: Config) -> Result<Self, DaemonError> {
+        let listener = bind(&config.socket)?;
+        tracing::info!(socket = %config.socket.display(), node = %config.node, "tagwired listening");
+        let shared = Arc::new(Shared {
+            config,
+            state: Mutex::new(State::default()),
+            stopping: AtomicBool::new(false),
+            next_client: AtomicU64::new(1),
+            listener,
+        });
+        let s = shared.clone();
+        let accept = std::thread::Builder::new()
+            .name("tagwired-accept".into())
+            .spawn(move || local::accept_loop(s))
+            .map_err(|e| DaemonError::Bind {
+                path: shared.config.socket.clone(),
+                source: e,
+            })?;
+        Ok(Self {
+            shared,
+            accept: Some(accept),
+        })
+    }
+
+    /// The socket path.
+    pub fn socket(&self) -> &Path {
+        &self.shared.config.socket
+    }
+
+    /// Number of connected clients.
+    pub fn client_count(&self) -> usize {
+        self.shared.lock().clients.len()
+    }
+
+    /// Number of tags.
+    pub fn tag_count(&self) -> usize {
+        self.shared.lock().table.len()
+    }
+
+    /// Stops accepting, disconnects every client, removes the socket file.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if self.shared.stopping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let _ = self.shared.listener.shutdown();
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+        let clients: Vec<_> = self.shared.lock().clients.values().cloned().collect();
+        for c in clients {
+            let _ = c.shutdown();
+        }
+        let _ = std::fs::remove_file(&self.shared.config.socket);
+        tracing::info!("tagwired stopped");
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Runs a daemon until SIGINT or SIGTERM (the `tagwired` binary).
+pub fn run_until_signal(config: Config) -> Result<(), DaemonError> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).map_err(DaemonError::Signals)?;
+    }
+    let daemon = Daemon::start(config)?;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tracing::info!("signal received, shutting down");
+    daemon.shutdown();
+    Ok(())
+}
+
+fn bind(path: &Path) -> Result<Listener, DaemonError> {
+    let bind_err = |source| DaemonError::Bind {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        if !dir.as_os_str().is_empty() && !dir.exists() {
+            std::fs::create_dir_all(dir).map_err(bind_err)?;
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
+    }
+    if path.exists() {
+        // A socket file with a live daemon behind it: refuse. A stale one (the last
+        // daemon crashed): remove it.
+        if SeqPacket::connect(path).is_ok() {
+            return Err(DaemonError::AlreadyRunning(path.to_owned()));
+        }
+        std::fs::remove_file(path).map_err(bind_err)?;
+    }
+    Listener::bind(path).map_err(bind_err)
+}
+
+pub(crate) fn now_unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}

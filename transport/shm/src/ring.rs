@@ -249,6 +249,16 @@ impl Ring {
         }
     }
 
+    /// A cursor at record index `position` (e.g. where a reader registered),
+    /// keeping at most `depth` unread records.
+    pub fn cursor_from(&self, position: u64, depth: u32) -> Cursor {
+        Cursor {
+            next: position,
+            depth: u64::from(depth.clamp(1, self.shape.slots)),
+            pending_since: None,
+        }
+    }
+
     /// Copies the next record for `cur` into `out` (replacing its contents).
     pub fn read(&self, cur: &mut Cursor, out: &mut Vec<u8>) -> ReadOutcome {
         let head = self.head().load(Ordering::Acquire);

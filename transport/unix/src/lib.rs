@@ -12,13 +12,29 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rustix::net::{
     self, AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
     SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
 };
+
+/// Environment variable naming the daemon's socket.
+pub const SOCKET_ENV: &str = "TAGWIRE_SOCKET";
+
+/// Where the daemon listens: `$TAGWIRE_SOCKET`, else
+/// `$XDG_RUNTIME_DIR/tagwire/tagwired.sock`, else `/tmp/tagwire-<uid>/tagwired.sock`.
+pub fn default_socket_path() -> PathBuf {
+    if let Some(p) = std::env::var_os(SOCKET_ENV).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
+        return PathBuf::from(d).join("tagwire").join("tagwired.sock");
+    }
+    let uid = rustix::process::getuid().as_raw();
+    PathBuf::from(format!("/tmp/tagwire-{uid}")).join("tagwired.sock")
+}
 
 /// A connected seqpacket socket.
 #[derive(Debug)]
@@ -113,6 +129,13 @@ impl SeqPacket {
             fd,
             truncated: res.flags.contains(net::ReturnFlags::TRUNC),
         }))
+    }
+
+    /// Sets (or clears) the send timeout (a peer that stops reading cannot block
+    /// us forever).
+    pub fn set_write_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        net::sockopt::set_socket_timeout(&self.fd, net::sockopt::Timeout::Send, t)?;
+        Ok(())
     }
 
     /// Sets (or clears) the receive timeout.

@@ -1,0 +1,543 @@
+//! The client: connection to the daemon, request service, update thread.
+//!
+//! Threads and locks: caller threads send requests on the socket (a mutex
+//! serialises writers) and wait on a per-request channel; the **update thread** is
+//! the only reader of the socket. It routes responses to their waiters and
+//! applies table updates to the replica under a short write lock. The send and
+//! receive paths take none of these locks: they only read two atomics of their
+//! endpoint (generation, destroyed), so a table update cannot delay them
+//! (no unbounded priority inversion, DESIGN.md §1 row 3).
+//!
+//! When the daemon goes away the update thread fails every pending request with
+//! [`Error::DaemonUnreachable`], then reconnects every 100 ms; once connected it
+//! re-creates the tags its endpoints use, re-registers their rights, and hands each
+//! endpoint its new ring (bumping its generation).
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use tagwire_proto::Replica;
+use tagwire_shm::{Ring, Segment};
+use tagwire_unix::SeqPacket;
+use tagwire_wire::control::{
+    ErrorCode, Message as Ctl, Request, Response, RingParams, TableEvent, TagOpened, TagSummary, MAX_MESSAGE,
+};
+use tagwire_wire::{Domain, Member, NodeAddr, Pid, SenderInfo, TagId, TagName};
+
+use crate::publisher::Publisher;
+use crate::subscriber::{SubscribeOptions, Subscriber};
+use crate::{autostart, Error, Result};
+
+/// How to reach the daemon.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Socket path (default: `$TAGWIRE_SOCKET` or the per-user runtime dir).
+    pub socket: PathBuf,
+    /// How long a request may wait for the daemon (default 1 s).
+    pub timeout: Duration,
+    /// Start a background daemon if none answers (default: `TAGWIRE_AUTOSTART=1`).
+    pub autostart: bool,
+    /// A label for the daemon's logs.
+    pub name: String,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            socket: tagwire_unix::default_socket_path(),
+            timeout: Duration::from_secs(1),
+            autostart: std::env::var("TAGWIRE_AUTOSTART").is_ok_and(|v| v == "1" || v == "true"),
+            name: std::env::args().next().unwrap_or_default(),
+        }
+    }
+}
+
+/// A connection to the node's tagwire daemon. Cheap to clone; publishers and
+/// subscribers keep it alive.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub(crate) core: Arc<Core>,
+    _guard: Arc<StopGuard>,
+}
+
+/// Stops the update thread when the last user handle goes.
+#[derive(Debug)]
+struct StopGuard(Arc<Core>);
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::SeqCst);
+        if let Some(c) = self.0.conn() {
+            let _ = c.shutdown();
+        }
+    }
+}
+
+type Reply = (Response, Option<OwnedFd>);
+
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub(crate) opts: ClientOptions,
+    conn: Mutex<Option<Arc<SeqPacket>>>,
+    send_lock: Mutex<()>,
+    next_id: AtomicU32,
+    pending: Mutex<HashMap<u32, mpsc::SyncSender<Result<Reply>>>>,
+    replica: RwLock<Replica>,
+    pub(crate) me: Mutex<SenderInfo>,
+    endpoints: Mutex<Vec<Weak<Endpoint>>>,
+    stop: AtomicBool,
+}
+
+/// What a publisher or subscriber shares with the update thread.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    pub(crate) name: TagName,
+    pub(crate) kind: EndpointKind,
+    pub(crate) tag: AtomicU32,
+    pub(crate) generation: AtomicU64,
+    /// Ring head when the current registration was made: a subscriber moved to a
+    /// new ring reads from here, so nothing sent since re-registration is missed.
+    pub(crate) registered_at: AtomicU64,
+    pub(crate) destroyed: AtomicBool,
+    pub(crate) ring: Mutex<Ring>,
+    pub(crate) domain: Domain,
+    pub(crate) ring_params: RingParams,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EndpointKind {
+    Publisher,
+    Subscriber { depth: u32 },
+}
+
+impl Endpoint {
+    pub(crate) fn tag(&self) -> TagId {
+        TagId(self.tag.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn current_ring(&self) -> Ring {
+        lock(&self.ring).clone()
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Poisoning only means another thread panicked mid-update of plain data.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Client {
+    /// Connects with default options (see [`ClientOptions`]).
+    pub fn connect() -> Result<Self> {
+        Self::with_options(ClientOptions::default())
+    }
+
+    /// Connects with the given options.
+    pub fn with_options(opts: ClientOptions) -> Result<Self> {
+        let sock = match SeqPacket::connect(&opts.socket) {
+            Ok(s) => s,
+            Err(e) if opts.autostart => autostart::start_and_connect(&opts, &e)?,
+            Err(e) => {
+                return Err(Error::DaemonUnreachable {
+                    socket: opts.socket.clone(),
+                    reason: e.to_string(),
+                })
+            }
+        };
+        let core = Arc::new(Core {
+            opts,
+            conn: Mutex::new(None),
+            send_lock: Mutex::new(()),
+            next_id: AtomicU32::new(1),
+            pending: Mutex::new(HashMap::new()),
+            replica: RwLock::new(Replica::new()),
+            me: Mutex::new(SenderInfo {
+                pid: Pid(std::process::id()),
+                node: NodeAddr::LOCALHOST,
+            }),
+            endpoints: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+        });
+        core.handshake(&sock)?;
+        *lock(&core.conn) = Some(Arc::new(sock));
+        let c = core.clone();
+        std::thread::Builder::new()
+            .name("tagwire-update".into())
+            .spawn(move || c.update_loop())
+            .map_err(|e| Error::Io(format!("cannot start the update thread: {e}")))?;
+        Ok(Self {
+            _guard: Arc::new(StopGuard(core.clone())),
+            core,
+        })
+    }
+
+    /// This process as senders see it (pid and node address).
+    pub fn me(&self) -> SenderInfo {
+        *lock(&self.core.me)
+    }
+
+    /// Creates a tag (with the daemon's default ring). Creating an existing tag is
+    /// not an error; returns true when this call created it.
+    pub fn create_tag(&self, name: &str, domain: Domain) -> Result<bool> {
+        self.create_tag_with(name, domain, RingParams::default())
+    }
+
+    /// Creates a tag with a given ring shape (slot count = the deepest queue a
+    /// subscriber may ask for; slot payload = the largest message on the fast path).
+    pub fn create_tag_with(&self, name: &str, domain: Domain, ring: RingParams) -> Result<bool> {
+        let name = TagName::new(name)?;
+        match self.core.call(Request::CreateTag { name: name.clone(), domain, ring }, None)? {
+            (Response::TagCreated { created, .. }, _) => Ok(created),
+            other => Err(unexpected(other, &name)),
+        }
+    }
+
+    /// Destroys a tag: every publisher and subscriber on it, in every process,
+    /// gets [`Error::TagDestroyed`] from then on.
+    pub fn destroy_tag(&self, name: &str) -> Result<()> {
+        let name = TagName::new(name)?;
+        match self.core.call(Request::DestroyTag { name: name.clone() }, None)? {
+            (Response::Ok, _) => Ok(()),
+            other => Err(unexpected(other, &name)),
+        }
+    }
+
+    /// Gets send access to a tag.
+    pub fn publisher(&self, name: &str) -> Result<Publisher> {
+        let ep = self.open(name, EndpointKind::Publisher)?;
+        Ok(Publisher::new(self.clone(), ep))
+    }
+
+    /// Subscribes to a tag; only messages sent after this call are received.
+    pub fn subscribe(&self, name: &str, opts: SubscribeOptions) -> Result<Subscriber> {
+        let ep = self.open(name, EndpointKind::Subscriber { depth: opts.depth })?;
+        Ok(Subscriber::new(self.clone(), ep, opts))
+    }
+
+    /// The processes holding send access to a tag (asks the daemon).
+    pub fn senders(&self, name: &str) -> Result<Vec<Member>> {
+        Ok(self.members(name)?.0)
+    }
+
+    /// The processes subscribed to a tag (asks the daemon).
+    pub fn receivers(&self, name: &str) -> Result<Vec<Member>> {
+        Ok(self.members(name)?.1)
+    }
+
+    /// Every tag with its senders and receivers (asks the daemon).
+    pub fn tags(&self) -> Result<Vec<TagSummary>> {
+        match self.core.call(Request::ListTags, None)? {
+            (Response::Tags { tags, .. }, _) => Ok(tags),
+            other => Err(unexpected(other, &"*")),
+        }
+    }
+
+    /// The local replica's view of a tag, without asking the daemon. Updated
+    /// asynchronously by the update thread.
+    pub fn local_view(&self, name: &str) -> Result<Option<crate::ReplicaEntry>> {
+        let name = TagName::new(name)?;
+        let r = self.core.replica.read().unwrap_or_else(|e| e.into_inner());
+        Ok(r.find(&name).map(|(_, e)| e.clone()))
+    }
+
+    /// Checks the daemon answers.
+    pub fn ping(&self) -> Result<()> {
+        match self.core.call(Request::Ping, None)? {
+            (Response::Pong, _) => Ok(()),
+            other => Err(unexpected(other, &"ping")),
+        }
+    }
+
+    fn members(&self, name: &str) -> Result<(Vec<Member>, Vec<Member>)> {
+        let name = TagName::new(name)?;
+        match self.core.call(Request::ListMembers { name: name.clone() }, None)? {
+            (Response::Members { senders, receivers }, _) => Ok((senders, receivers)),
+            other => Err(unexpected(other, &name)),
+        }
+    }
+
+    fn open(&self, name: &str, kind: EndpointKind) -> Result<Arc<Endpoint>> {
+        let name = TagName::new(name)?;
+        let (opened, ring) = self.core.open_ring(&name, kind)?;
+        let ep = Arc::new(Endpoint {
+            name,
+            kind,
+            tag: AtomicU32::new(opened.tag.0),
+            generation: AtomicU64::new(0),
+            registered_at: AtomicU64::new(0),
+            destroyed: AtomicBool::new(false),
+            ring: Mutex::new(ring),
+            domain: opened.domain,
+            ring_params: opened.ring,
+        });
+        let mut eps = lock(&self.core.endpoints);
+        eps.retain(|w| w.strong_count() > 0);
+        eps.push(Arc::downgrade(&ep));
+        Ok(ep)
+    }
+}
+
+pub(crate) fn unexpected(reply: Reply, tag: &dyn std::fmt::Display) -> Error {
+    match reply.0 {
+        Response::Error { code, message } => Error::from_daemon(code, message, &tag.to_string()),
+        other => Error::Protocol(format!("unexpected answer {other:?}")),
+    }
+}
+
+impl Core {
+    fn conn(&self) -> Option<Arc<SeqPacket>> {
+        lock(&self.conn).clone()
+    }
+
+    fn unreachable(&self, reason: impl Into<String>) -> Error {
+        Error::DaemonUnreachable {
+            socket: self.opts.socket.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    /// One request, answered through the update thread.
+    pub(crate) fn call(&self, req: Request, fd: Option<BorrowedFd<'_>>) -> Result<Reply> {
+        let conn = self
+            .conn()
+            .ok_or_else(|| self.unreachable("connection lost; reconnecting"))?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
+        let (tx, rx) = mpsc::sync_channel(1);
+        lock(&self.pending).insert(id, tx);
+        let bytes = Ctl::Request { id, body: req }.encode();
+        let sent = {
+            let _g = lock(&self.send_lock);
+            conn.send(&bytes, fd)
+        };
+        if let Err(e) = sent {
+            lock(&self.pending).remove(&id);
+            return Err(self.unreachable(e.to_string()));
+        }
+        match rx.recv_timeout(self.opts.timeout) {
+            Ok(r) => r,
+            Err(_) => {
+                lock(&self.pending).remove(&id);
+                Err(Error::DaemonTimeout {
+                    socket: self.opts.socket.clone(),
+                    after: self.opts.timeout,
+                })
+            }
+        }
+    }
+
+    /// Gets a right on a tag and maps its ring.
+    pub(crate) fn open_ring(&self, name: &TagName, kind: EndpointKind) -> Result<(TagOpened, Ring)> {
+        let req = match kind {
+            EndpointKind::Publisher => Request::GetSendAccess { name: name.clone() },
+            EndpointKind::Subscriber { depth } => Request::Subscribe {
+                name: name.clone(),
+                depth,
+            },
+        };
+        match self.call(req, None)? {
+            (Response::TagOpened(o), Some(fd)) => {
+                let ring = map_ring(fd)?;
+                Ok((o, ring))
+            }
+            (Response::TagOpened(_), None) => Err(Error::Protocol("tag opened without its segment".into())),
+            other => Err(unexpected(other, name)),
+        }
+    }
+
+    /// Hello + table snapshot, done synchronously on a socket nobody else reads yet.
+    fn handshake(&self, sock: &SeqPacket) -> Result<()> {
+        sock.set_read_timeout(Some(self.opts.timeout))
+            .map_err(|e| Error::Io(e.to_string()))?;
+        let hello = Request::Hello {
+            pid: Pid(std::process::id()),
+            name: self.opts.name.clone(),
+        };
+        let (node, client_pid) = match self.direct_call(sock, hello)? {
+            Response::Welcome { node, client_pid, .. } => (node, client_pid),
+            other => return Err(Error::Protocol(format!("expected Welcome, got {other:?}"))),
+        };
+        *lock(&self.me) = SenderInfo { pid: client_pid, node };
+        // The snapshot carries its version: updates queued before it on the socket
+        // are applied first and then replaced; later ones have higher versions.
+        match self.direct_call(sock, Request::ListTags)? {
+            Response::Tags { version, tags } => {
+                let mut r = self.replica.write().unwrap_or_else(|e| e.into_inner());
+                r.reset(version, tags);
+            }
+            other => return Err(Error::Protocol(format!("expected Tags, got {other:?}"))),
+        }
+        sock.set_read_timeout(None).map_err(|e| Error::Io(e.to_string()))?;
+        Ok(())
+    }
+
+    fn direct_call(&self, sock: &SeqPacket, req: Request) -> Result<Response> {
+        Ok(self.direct_call_fd(sock, req)?.0)
+    }
+
+    fn direct_call_fd(&self, sock: &SeqPacket, req: Request) -> Result<Reply> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
+        sock.send(&Ctl::Request { id, body: req }.encode(), None)
+            .map_err(|e| self.unreachable(e.to_string()))?;
+        let deadline = Instant::now() + self.opts.timeout;
+        loop {
+            if Instant::now() > deadline {
+                return Err(Error::DaemonTimeout {
+                    socket: self.opts.socket.clone(),
+                    after: self.opts.timeout,
+                });
+            }
+            let p = match sock.recv(MAX_MESSAGE) {
+                Ok(Some(p)) => p,
+                Ok(None) => return Err(self.unreachable("daemon closed the connection")),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return Err(Error::DaemonTimeout {
+                        socket: self.opts.socket.clone(),
+                        after: self.opts.timeout,
+                    })
+                }
+                Err(e) => return Err(self.unreachable(e.to_string())),
+            };
+            match Ctl::decode(&p.data) {
+                Ok(Ctl::Response { id: rid, body }) if rid == id => return Ok((body, p.fd)),
+                Ok(Ctl::Update(u)) => self.apply(&u),
+                Ok(_) => {}
+                Err(e) => return Err(Error::Protocol(e.to_string())),
+            }
+        }
+    }
+
+    fn update_loop(self: Arc<Self>) {
+        while !self.stop.load(Ordering::SeqCst) {
+            let Some(conn) = self.conn() else { break };
+            self.read_until_closed(&conn);
+            if self.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            tracing::warn!(socket = %self.opts.socket.display(), "lost the tagwire daemon; reconnecting");
+            *lock(&self.conn) = None;
+            for (_, tx) in lock(&self.pending).drain() {
+                let _ = tx.send(Err(self.unreachable("daemon connection lost")));
+            }
+            self.reconnect();
+        }
+    }
+
+    fn read_until_closed(&self, conn: &SeqPacket) {
+        loop {
+            let p = match conn.recv(MAX_MESSAGE) {
+                Ok(Some(p)) => p,
+                Ok(None) => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            };
+            match Ctl::decode(&p.data) {
+                Ok(Ctl::Response { id, body }) => {
+                    if let Some(tx) = lock(&self.pending).remove(&id) {
+                        let _ = tx.send(Ok((body, p.fd)));
+                    }
+                }
+                Ok(Ctl::Update(u)) => self.apply(&u),
+                Ok(Ctl::Request { .. }) => tracing::debug!("daemon sent a request; ignored"),
+                Err(e) => tracing::debug!(error = %e, "malformed packet from the daemon; ignored"),
+            }
+        }
+    }
+
+    fn apply(&self, u: &tagwire_proto::Update) {
+        {
+            let mut r = self.replica.write().unwrap_or_else(|e| e.into_inner());
+            r.apply(u);
+        }
+        if let TableEvent::TagDestroyed { tag, .. } = &u.event {
+            for ep in lock(&self.endpoints).iter().filter_map(Weak::upgrade) {
+                if ep.tag() == *tag {
+                    ep.destroyed.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    fn reconnect(&self) {
+        while !self.stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(100));
+            let Ok(sock) = SeqPacket::connect(&self.opts.socket) else {
+                continue;
+            };
+            if let Err(e) = self.handshake(&sock) {
+                tracing::debug!(error = %e, "handshake with restarted daemon failed");
+                continue;
+            }
+            match self.reregister(&sock) {
+                Ok(n) => {
+                    tracing::info!(endpoints = n, "reconnected to the tagwire daemon");
+                    *lock(&self.conn) = Some(Arc::new(sock));
+                    return;
+                }
+                Err(e) => tracing::debug!(error = %e, "re-registration failed; retrying"),
+            }
+        }
+    }
+
+    /// Re-creates the tags our endpoints use and re-acquires their rights on a
+    /// fresh daemon, swapping each endpoint onto the new ring.
+    fn reregister(&self, sock: &SeqPacket) -> Result<usize> {
+        let eps: Vec<_> = lock(&self.endpoints).iter().filter_map(Weak::upgrade).collect();
+        for ep in &eps {
+            if ep.destroyed.load(Ordering::Acquire) {
+                continue;
+            }
+            let create = Request::CreateTag {
+                name: ep.name.clone(),
+                domain: ep.domain,
+                ring: ep.ring_params,
+            };
+            match self.direct_call(sock, create)? {
+                Response::TagCreated { .. } => {}
+                other => return Err(Error::Protocol(format!("re-create failed: {other:?}"))),
+            }
+            let req = match ep.kind {
+                EndpointKind::Publisher => Request::GetSendAccess { name: ep.name.clone() },
+                EndpointKind::Subscriber { depth } => Request::Subscribe {
+                    name: ep.name.clone(),
+                    depth,
+                },
+            };
+            match self.direct_call_fd(sock, req)? {
+                (Response::TagOpened(o), Some(fd)) => {
+                    let ring = map_ring(fd)?;
+                    ep.registered_at.store(ring.head_index(), Ordering::Release);
+                    *lock(&ep.ring) = ring;
+                    ep.tag.store(o.tag.0, Ordering::Release);
+                    ep.generation.fetch_add(1, Ordering::AcqRel);
+                }
+                (Response::Error { code, message }, _) => {
+                    return Err(Error::from_daemon(code, message, ep.name.as_str()))
+                }
+                other => return Err(Error::Protocol(format!("re-register failed: {other:?}"))),
+            }
+        }
+        Ok(eps.len())
+    }
+}
+
+pub(crate) fn map_ring(fd: OwnedFd) -> Result<Ring> {
+    let seg = Segment::open(fd).map_err(|e| Error::Io(e.to_string()))?;
+    Ring::open(seg).map_err(|e| Error::Io(e.to_string()))
+}
+
+/// Lets publisher/subscriber code pass a descriptor to `call`.
+pub(crate) fn borrow(fd: &OwnedFd) -> BorrowedFd<'_> {
+    fd.as_fd()
+}
+
+pub(crate) fn daemon_error(reply: Reply, tag: &TagName) -> Error {
+    unexpected(reply, tag)
+}
+
+pub(crate) fn is_code(reply: &Reply, code: ErrorCode) -> bool {
+    matches!(&reply.0, Response::Error { code: c, .. } if *c == code)
+}

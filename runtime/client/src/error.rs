@@ -1,0 +1,93 @@
+//! The one error type of the client API. Each variant is something a user can act
+//! on; the messages say how.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use tagwire_wire::control::ErrorCode;
+use tagwire_wire::NameError;
+
+/// Everything that can go wrong in a tagwire call.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Error {
+    /// No daemon answers on the socket.
+    #[error(
+        "no tagwire daemon at {} ({reason}); start one with `tagwire daemon` (or `tagwired`), \
+         or set TAGWIRE_AUTOSTART=1 to start one automatically",
+        socket.display()
+    )]
+    DaemonUnreachable {
+        /// The socket tried.
+        socket: PathBuf,
+        /// What the connection attempt said.
+        reason: String,
+    },
+    /// The daemon did not answer a request in time.
+    #[error("the tagwire daemon at {} did not answer within {after:?}; is it overloaded or stopped?", socket.display())]
+    DaemonTimeout {
+        /// The socket.
+        socket: PathBuf,
+        /// The configured timeout.
+        after: Duration,
+    },
+    /// No such tag.
+    #[error("unknown tag {0}: create it first with Client::create_tag")]
+    UnknownTag(String),
+    /// The tag was destroyed while in use.
+    #[error("tag {0} was destroyed")]
+    TagDestroyed(String),
+    /// The name is not a valid tag name.
+    #[error("invalid tag name: {0}")]
+    InvalidName(#[from] NameError),
+    /// The caller holds no send access on the tag.
+    #[error("no send access on tag {0}: call Client::publisher first")]
+    NoSendAccess(String),
+    /// The caller is not subscribed to the tag.
+    #[error("not subscribed to tag {0}")]
+    NotSubscribed(String),
+    /// The message is larger than tagwire accepts.
+    #[error("message of {len} bytes exceeds the limit of {max} bytes")]
+    TooLarge {
+        /// Message length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Messages were lost because this subscriber fell behind (its queue depth
+    /// was exceeded). The subscription stays valid: receive again for the next one.
+    #[error("subscriber queue overflowed: {lost} messages lost; receive faster or subscribe with a larger depth")]
+    Overflowed {
+        /// How many messages were dropped (oldest first).
+        lost: u64,
+    },
+    /// No message arrived within the receive timeout.
+    #[error("no message within the timeout")]
+    Timeout,
+    /// The daemon refused a request for a reason not listed above.
+    #[error("daemon refused the request ({code:?}): {message}")]
+    Refused {
+        /// The daemon's error class.
+        code: ErrorCode,
+        /// The daemon's explanation.
+        message: String,
+    },
+    /// A local resource failed (shared memory, descriptors).
+    #[error("{0}")]
+    Io(String),
+    /// The daemon sent something this library does not understand.
+    #[error("protocol error talking to the daemon: {0}")]
+    Protocol(String),
+}
+
+impl Error {
+    pub(crate) fn from_daemon(code: ErrorCode, message: String, tag: &str) -> Self {
+        match code {
+            ErrorCode::UnknownTag => Error::UnknownTag(tag.to_owned()),
+            ErrorCode::NoSendAccess => Error::NoSendAccess(tag.to_owned()),
+            ErrorCode::NotSubscribed => Error::NotSubscribed(tag.to_owned()),
+            code => Error::Refused { code, message },
+        }
+    }
+}

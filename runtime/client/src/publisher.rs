@@ -1,0 +1,164 @@
+//! Send access: the delivery service's send path.
+//!
+//! `send` reads the clock, writes the 40-byte frame header and the payload into
+//! the tag's ring in one copy, and bumps the doorbell. No lock, no daemon, no
+//! system call unless a subscriber sleeps. Messages larger than a slot go into a
+//! sealed memfd handed to the daemon (the blob path), and the slot carries a
+//! reference to it.
+
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rustix::fs::{MemfdFlags, SealFlags};
+
+use tagwire_shm::{Ring, RingError};
+use tagwire_wire::control::{Request, Response};
+use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
+use tagwire_wire::{SenderInfo, SeqNum};
+
+use crate::client::{borrow, daemon_error, Client, Endpoint};
+use crate::{Error, Result, MAX_MESSAGE};
+
+/// Send access to one tag. Dropping it releases the access.
+#[derive(Debug)]
+pub struct Publisher {
+    client: Client,
+    ep: Arc<Endpoint>,
+    ring: Ring,
+    generation: u64,
+    seq: u64,
+    sender: SenderInfo,
+    header: [u8; HEADER_LEN],
+}
+
+impl Publisher {
+    pub(crate) fn new(client: Client, ep: Arc<Endpoint>) -> Self {
+        let ring = ep.current_ring();
+        let generation = ep.generation.load(Ordering::Acquire);
+        let sender = client.me();
+        Self {
+            client,
+            ep,
+            ring,
+            generation,
+            seq: 0,
+            sender,
+            header: [0; HEADER_LEN],
+        }
+    }
+
+    /// The tag's name.
+    pub fn tag(&self) -> &str {
+        self.ep.name.as_str()
+    }
+
+    /// Sequence number of the last message sent (0 before the first).
+    pub fn last_seq(&self) -> SeqNum {
+        SeqNum(self.seq)
+    }
+
+    /// Largest message that takes the shared-memory fast path.
+    pub fn max_fast_message(&self) -> usize {
+        self.ring.max_record().saturating_sub(HEADER_LEN)
+    }
+
+    /// Sends one message to every subscriber of the tag, on this node and (with
+    /// the many-nodes daemon) elsewhere. Returns its sequence number.
+    pub fn send(&mut self, payload: &[u8]) -> Result<SeqNum> {
+        if self.ep.destroyed.load(Ordering::Acquire) {
+            return Err(Error::TagDestroyed(self.ep.name.to_string()));
+        }
+        let g = self.ep.generation.load(Ordering::Acquire);
+        if g != self.generation {
+            // The daemon restarted and we were re-registered onto a new ring.
+            self.ring = self.ep.current_ring();
+            self.generation = g;
+            self.sender = self.client.me();
+        }
+        if payload.len() > MAX_MESSAGE {
+            return Err(Error::TooLarge {
+                len: payload.len(),
+                max: MAX_MESSAGE,
+            });
+        }
+        self.seq += 1;
+        let fast = payload.len() <= self.max_fast_message();
+        let mut h = FrameHeader {
+            flags: 0,
+            sender: self.sender,
+            seq: SeqNum(self.seq),
+            timestamp_ns: now_ns(),
+        };
+        let res = if fast {
+            let _ = h.emit(&mut self.header);
+            self.ring.publish(&[&self.header, payload])
+        } else {
+            let blob = match self.store_blob(payload) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.seq -= 1;
+                    return Err(e);
+                }
+            };
+            h.flags = FLAG_BLOB;
+            let _ = h.emit(&mut self.header);
+            self.ring.publish(&[&self.header, &blob.to_bytes()])
+        };
+        match res {
+            Ok(_) => Ok(SeqNum(self.seq)),
+            Err(RingError::TooLarge { len, max }) => {
+                self.seq -= 1;
+                Err(Error::TooLarge { len, max })
+            }
+            Err(e) => {
+                self.seq -= 1;
+                Err(Error::Io(e.to_string()))
+            }
+        }
+    }
+
+    fn store_blob(&self, payload: &[u8]) -> Result<BlobRef> {
+        let io = |e: std::io::Error| Error::Io(format!("large message memfd: {e}"));
+        let fd: OwnedFd = rustix::fs::memfd_create("tagwire-blob", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
+            .map_err(|e| io(e.into()))?;
+        let mut f = std::fs::File::from(fd);
+        f.write_all(payload).map_err(io)?;
+        // Sealed: readers can trust the length and contents will not change.
+        rustix::fs::fcntl_add_seals(&f, SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL)
+            .map_err(|e| io(e.into()))?;
+        let fd = OwnedFd::from(f);
+        let req = Request::PutBlob {
+            tag: self.ep.tag(),
+            len: payload.len() as u64,
+        };
+        match self.client.core.call(req, Some(borrow(&fd)))? {
+            (Response::BlobStored { blob_id }, _) => Ok(BlobRef {
+                blob_id,
+                len: payload.len() as u64,
+            }),
+            other => Err(daemon_error(other, &self.ep.name)),
+        }
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        if self.ep.destroyed.load(Ordering::Acquire) {
+            return;
+        }
+        let _ = self
+            .client
+            .core
+            .call(Request::ReleaseSendAccess { tag: self.ep.tag() }, None);
+    }
+}
+
+pub(crate) fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}

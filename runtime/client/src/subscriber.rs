@@ -1,0 +1,218 @@
+//! Subscriptions: the delivery service's receive path.
+//!
+//! Each subscriber has its own cursor into the tag's ring and a bounded queue
+//! depth: when it falls more than `depth` messages behind, the oldest are dropped
+//! and the next `receive` reports how many ([`Error::Overflowed`]), never silently.
+//! Waiting blocks on the ring's futex doorbell; with `busy_poll` it spins first.
+
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use tagwire_shm::{Cursor, ReadOutcome, Ring};
+use tagwire_wire::control::{ErrorCode, Request, Response};
+use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB};
+
+use crate::client::{daemon_error, is_code, Client, Endpoint};
+use crate::{Error, Message, Result};
+
+/// Options of one subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubscribeOptions {
+    /// How many unread messages are kept before the oldest is dropped (default 64;
+    /// at most the tag's slot count).
+    pub depth: u32,
+    /// Spin this long before sleeping in `receive` (default: none, block at once).
+    /// For latency-critical users with a core to spare.
+    pub busy_poll: Option<Duration>,
+}
+
+impl Default for SubscribeOptions {
+    fn default() -> Self {
+        Self {
+            depth: 64,
+            busy_poll: None,
+        }
+    }
+}
+
+impl SubscribeOptions {
+    /// Sets the queue depth.
+    pub fn depth(mut self, depth: u32) -> Self {
+        self.depth = depth.max(1);
+        self
+    }
+
+    /// Enables busy-polling for `spin` before blocking.
+    pub fn busy_poll(mut self, spin: Duration) -> Self {
+        self.busy_poll = Some(spin);
+        self
+    }
+}
+
+/// A subscription to one tag. Dropping it unsubscribes.
+#[derive(Debug)]
+pub struct Subscriber {
+    client: Client,
+    ep: Arc<Endpoint>,
+    ring: Ring,
+    cursor: Cursor,
+    generation: u64,
+    opts: SubscribeOptions,
+    buf: Vec<u8>,
+    lost: u64,
+    received: u64,
+}
+
+impl Subscriber {
+    pub(crate) fn new(client: Client, ep: Arc<Endpoint>, opts: SubscribeOptions) -> Self {
+        let ring = ep.current_ring();
+        let cursor = ring.cursor(opts.depth);
+        let generation = ep.generation.load(Ordering::Acquire);
+        Self {
+            client,
+            ep,
+            ring,
+            cursor,
+            generation,
+            opts,
+            buf: Vec::new(),
+            lost: 0,
+            received: 0,
+        }
+    }
+
+    /// The tag's name.
+    pub fn tag(&self) -> &str {
+        self.ep.name.as_str()
+    }
+
+    /// Messages lost to overflow so far.
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// Messages received so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Receives the next message. `timeout`: `None` waits for ever, `Some(ZERO)`
+    /// polls. Errors: [`Error::Timeout`], [`Error::Overflowed`] (then call again),
+    /// [`Error::TagDestroyed`].
+    pub fn receive(&mut self, timeout: Option<Duration>) -> Result<Message> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            self.follow_ring();
+            match self.ring.read(&mut self.cursor, &mut self.buf) {
+                ReadOutcome::Record => match self.decode() {
+                    Ok(m) => {
+                        self.received += 1;
+                        return Ok(m);
+                    }
+                    Err(Error::Overflowed { lost }) => {
+                        self.lost += lost;
+                        return Err(Error::Overflowed { lost });
+                    }
+                    Err(e) => return Err(e),
+                },
+                ReadOutcome::Lost(n) => {
+                    self.lost += n;
+                    return Err(Error::Overflowed { lost: n });
+                }
+                ReadOutcome::Empty | ReadOutcome::Pending => {}
+            }
+            if self.ep.destroyed.load(Ordering::Acquire) {
+                return Err(Error::TagDestroyed(self.ep.name.to_string()));
+            }
+            let remaining = match deadline {
+                None => None,
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(Error::Timeout);
+                    }
+                    Some(d - now)
+                }
+            };
+            // Wake periodically to notice a destroyed tag or a daemon restart.
+            let slice = remaining.map_or(Duration::from_millis(200), |r| r.min(Duration::from_millis(200)));
+            self.ring
+                .wait(&self.cursor, Some(slice), self.opts.busy_poll.unwrap_or(Duration::ZERO));
+        }
+    }
+
+    /// True when `receive` would return at once with a message (or a loss report).
+    pub fn available(&self) -> bool {
+        self.ring.available(&self.cursor)
+    }
+
+    /// Drops every queued message; returns how many.
+    pub fn purge(&mut self) -> u64 {
+        self.ring.purge(&mut self.cursor)
+    }
+
+    fn follow_ring(&mut self) {
+        let g = self.ep.generation.load(Ordering::Acquire);
+        if g != self.generation {
+            // Re-registered on a restarted daemon: continue on its new ring.
+            self.ring = self.ep.current_ring();
+            let from = self.ep.registered_at.load(Ordering::Acquire);
+            self.cursor = self.ring.cursor_from(from, self.opts.depth);
+            self.generation = g;
+        }
+    }
+
+    fn decode(&mut self) -> Result<Message> {
+        let (h, payload) =
+            FrameHeader::parse(&self.buf).map_err(|e| Error::Protocol(format!("corrupt frame in ring: {e}")))?;
+        let payload = if h.flags & FLAG_BLOB != 0 {
+            let r = BlobRef::parse(payload).map_err(|e| Error::Protocol(format!("corrupt blob reference: {e}")))?;
+            self.fetch_blob(r)?
+        } else {
+            payload.to_vec()
+        };
+        Ok(Message {
+            payload,
+            seq: h.seq,
+            sender: h.sender,
+            timestamp: UNIX_EPOCH + Duration::from_nanos(h.timestamp_ns),
+        })
+    }
+
+    fn fetch_blob(&self, r: BlobRef) -> Result<Vec<u8>> {
+        let req = Request::GetBlob {
+            tag: self.ep.tag(),
+            blob_id: r.blob_id,
+        };
+        let reply = self.client.core.call(req, None)?;
+        if is_code(&reply, ErrorCode::BlobGone) {
+            return Err(Error::Overflowed { lost: 1 });
+        }
+        let (Response::BlobFound { len }, Some(fd)) = reply else {
+            return Err(daemon_error(reply, &self.ep.name));
+        };
+        if len != r.len || len > crate::MAX_MESSAGE as u64 {
+            return Err(Error::Protocol("blob length mismatch".into()));
+        }
+        let f = std::fs::File::from(fd);
+        let mut out = vec![0u8; len as usize];
+        // pread, not mmap: a file that shrank under us is an error, not a SIGBUS.
+        f.read_exact_at(&mut out, 0)
+            .map_err(|e| Error::Io(format!("reading large message: {e}")))?;
+        Ok(out)
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        if self.ep.destroyed.load(Ordering::Acquire) {
+            return;
+        }
+        let _ = self
+            .client
+            .core
+            .call(Request::Unsubscribe { tag: self.ep.tag() }, None);
+    }
+}

@@ -1,0 +1,295 @@
+//! Semantics of every API call, against an in-process daemon on a private socket.
+
+use std::time::Duration;
+
+use tagwire::{Client, ClientOptions, Domain, Error, RingParams, SubscribeOptions};
+use tagwire_daemon::{Config, Daemon};
+
+const T: Option<Duration> = Some(Duration::from_secs(5));
+
+struct Node {
+    _dir: tempfile::TempDir,
+    daemon: Option<Daemon>,
+    opts: ClientOptions,
+}
+
+fn node() -> Node {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("tagwired.sock");
+    let daemon = Daemon::start(Config { socket: socket.clone(), ..Config::default() }).unwrap();
+    let opts = ClientOptions { socket, autostart: false, ..ClientOptions::default() };
+    Node { _dir: dir, daemon: Some(daemon), opts }
+}
+
+impl Node {
+    fn client(&self) -> Client {
+        Client::with_options(self.opts.clone()).unwrap()
+    }
+}
+
+fn wait_until(mut f: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(start.elapsed() < Duration::from_secs(10), "watchdog: condition never became true");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_message_arrives_with_seq_sender_and_timestamp() {
+    let n = node();
+    let c = n.client();
+    assert!(c.create_tag("/robot/laser", Domain::Global).unwrap());
+    assert!(!c.create_tag("/robot/laser", Domain::Global).unwrap(), "creating an existing tag is not an error");
+    let mut sub = c.subscribe("/robot/laser", SubscribeOptions::default()).unwrap();
+    let mut publ = c.publisher("/robot/laser").unwrap();
+    let before = std::time::SystemTime::now();
+    assert_eq!(publ.send(b"scan").unwrap().0, 1);
+    assert_eq!(publ.send(b"scan2").unwrap().0, 2);
+    let m = sub.receive(T).unwrap();
+    assert_eq!(m.payload, b"scan");
+    assert_eq!(m.seq.0, 1);
+    assert_eq!(m.sender.pid.0, std::process::id());
+    assert_eq!(m.sender, c.me());
+    assert!(m.timestamp >= before - Duration::from_secs(1));
+    assert_eq!(sub.receive(T).unwrap().seq.0, 2);
+}
+
+#[test]
+fn receive_times_out_and_polls() {
+    let n = node();
+    let c = n.client();
+    c.create_tag("/t", Domain::Local).unwrap();
+    let mut sub = c.subscribe("/t", SubscribeOptions::default()).unwrap();
+    assert_eq!(sub.receive(Some(Duration::ZERO)), Err(Error::Timeout));
+    assert_eq!(sub.receive(Some(Duration::from_millis(20))), Err(Error::Timeout));
+    assert!(!sub.available());
+}
+
+#[test]
+fn purge_and_available() {
+    let n = node();
+    let c = n.client();
+    c.create_tag("/t", Domain::Global).unwrap();
+    let mut sub = c.subscribe("/t", SubscribeOptions::default()).unwrap();
+    let mut p = c.publisher("/t").unwrap();
+    for _ in 0..3 {
+        p.send(b"x").unwrap();
+    }
+    assert!(sub.available());
+    assert_eq!(sub.purge(), 3);
+    assert!(!sub.available());
+    p.send(b"y").unwrap();
+    assert_eq!(sub.receive(T).unwrap().payload, b"y");
+}
+
+#[test]
+fn overflow_drops_the_oldest_and_reports_the_count() {
+    let n = node();
+    let c = n.client();
+    c.create_tag("/t", Domain::Global).unwrap();
+    let mut sub = c.subscribe("/t", SubscribeOptions::default().depth(4)).unwrap();
+    let mut p = c.publisher("/t").unwrap();
+    for i in 0..10u8 {
+        p.send(&[i]).unwrap();
+    }
+    assert_eq!(sub.receive(T), Err(Error::Overflowed { lost: 6 }));
+    for i in 6..10u8 {
+        assert_eq!(sub.receive(T).unwrap().payload, [i]);
+    }
+    assert_eq!(sub.lost(), 6);
+}
+
+#[test]
+fn one_thread_may_publish_and_subscribe_many_times_over() {
+    let n = node();
+    let c = n.client();
+    c.create_tag("/t", Domain::Global).unwrap();
+    let mut subs: Vec<_> = (0..3).map(|_| c.subscribe("/t", SubscribeOptions::default()).unwrap()).collect();
+    let mut p1 = c.publisher("/t").unwrap();
+    let mut p2 = c.publisher("/t").unwrap();
+    p1.send(b"a").unwrap();
+    p2.send(b"b").unwrap();
+    for s in &mut subs {
+        let a = s.receive(T).unwrap();
+        let b = s.receive(T).unwrap();
+        assert_eq!((a.payload.as_slice(), a.seq.0), (&b"a"[..], 1));
+        assert_eq!((b.payload.as_slice(), b.seq.0), (&b"b"[..], 1), "sequence numbers are per publisher");
+    }
+    assert_eq!(c.senders("/t").unwrap().len(), 2);
+    assert_eq!(c.receivers("/t").unwrap().len(), 3);
+}
+
+#[test]
+fn senders_and_receivers_are_listed_and_released() {
+    let n = node();
+    let c = n.client();
+    c.create_tag("/t", Domain::Global).unwrap();
+    assert!(c.senders("/t").unwrap().is_empty());
+    let p = c.publisher("/t").unwrap();
+    let s = c.subscribe("/t", SubscribeOptions::default()).unwrap();
+    let senders = c.senders("/t").unwrap();
+    assert_eq!(senders.len(), 1);
+    assert_eq!(senders[0].who, c.me());
+    assert!(senders[0].since_unix_ns > 0);
+    assert_eq!(c.receivers("/t").unwrap().len(), 1);
+    // The local replica learns the same through the update thread.
+    let view = c.local_view("/t").unwrap().unwrap();
+    assert_eq!((view.senders.len(), view.receivers.len()), (1, 1));
+    drop(p);
+    drop(s);
+    assert!(c.senders("/t").unwrap().is_empty());
+    assert!(c.receivers("/t").unwrap().is_empty());
+    let tags = c.tags().unwrap();
+    assert_eq!(tags.len(), 1);
+    assert_eq!(tags[0].name.as_str(), "/t");
+}
+
+#[test]
+fn another_client_sees_table_changes_through_its_update_thread() {
+    let n = node();
+    let a = n.client();
+    let b = n.client();
+    a.create_tag("/shared", Domain::Global).unwrap();
+    wait_until(|| b.local_view("/shared").unwrap().is_some());
+    let _p = a.publisher("/shared").unwrap();
+    wait_until(|| b.local_view("/shared").unwrap().is_some_and(|e| e.senders.len() == 1));
+    a.destroy_tag("/shared").unwrap();
+    wait_until(|| b.local_view("/shared").unwrap().is_none());
+}
+
+#[test]
+fn bad_inputs_get_typed_errors() {
+    let n = node();
+    let c = n.client();
+    assert!(matches!(c.create_tag("no-slash", Domain::Global), Err(Error::InvalidName(_))));
+    assert!(matches!(c.create_tag("", Domain::Global), Err(Error::InvalidName(_))));
+    assert!(matches!(c.create_tag(&format!("/{}", "x".repeat(300)), Domain::Global), Err(Error::InvalidName(_))));
+    assert_eq!(c.publisher("/missing").unwrap_err(), Error::UnknownTag("/missing".into()));
+    assert_eq!(
+        c.subscribe("/missing", SubscribeOptions::default()).unwrap_err(),
+        Error::UnknownTag("/missing".into())
+    );
+    assert_eq!(c.senders("/missing").unwrap_err(), Error::UnknownTag("/missing".into()));
+    assert_eq!(c.destroy_tag("/missing").unwrap_err(), Error::UnknownTag("/missing".into()));
+    let msg = c.publisher("/missing").unwrap_err().to_string();
+    assert!(msg.contains("create it first"), "{msg}");
+}
+
+#[test]
+fn a_missing_daemon_is_a_clear_error_naming_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ClientOptions { socket: dir.path().join("none.sock"), autostart: false, ..ClientOptions::default() };
+    let err = Client::with_options(opts).unwrap_err();
+    assert!(matches!(err, Error::DaemonUnreachable { .. }));
+    let text = err.to_string();
+    assert!(text.contains("tagwire daemon") && text.contains("TAGWIRE_AUTOSTART"), "{text}");
+}
+
+#[test]
+fn destroying_a_tag_ends_its_publishers_and_subscribers() {
+    let n = node();
+    let c = n.client();
+    c.create_tag("/t", Domain::Global).unwrap();
+    let mut p = c.publisher("/t").unwrap();
+    let mut s = c.subscribe("/t", SubscribeOptions::default()).unwrap();
+    c.destroy_tag("/t").unwrap();
+    // The destroy is applied by the update thread before the call returns
+    // (updates precede the response on the socket).
+    assert_eq!(p.send(b"x"), Err(Error::TagDestroyed("/t".into())));
+    assert_eq!(s.receive(T), Err(Error::TagDestroyed("/t".into())));
+}
+
+#[test]
+fn large_messages_take_the_slow_path_unchanged() {
+    let n = node();
+    let c = n.client();
+    c.create_tag("/big", Domain::Global).unwrap();
+    let mut s = c.subscribe("/big", SubscribeOptions::default()).unwrap();
+    let mut p = c.publisher("/big").unwrap();
+    let fast = vec![1u8; p.max_fast_message()];
+    let big: Vec<u8> = (0..16 * 1024 * 1024 + 3).map(|i| (i % 251) as u8).collect();
+    p.send(&fast).unwrap();
+    p.send(&big).unwrap();
+    p.send(b"after").unwrap();
+    assert_eq!(s.receive(T).unwrap().payload, fast);
+    let m = s.receive(T).unwrap();
+    assert_eq!(m.seq.0, 2);
+    assert!(m.payload == big, "16 MiB message intact");
+    assert_eq!(s.receive(T).unwrap().payload, b"after");
+    let too_big = vec![0u8; tagwire::MAX_MESSAGE + 1];
+    assert!(matches!(p.send(&too_big), Err(Error::TooLarge { .. })));
+}
+
+#[test]
+fn small_rings_refuse_nothing_but_send_through_blobs() {
+    let n = node();
+    let c = n.client();
+    c.create_tag_with("/small", Domain::Global, RingParams { slots: 8, slot_payload: 64 }).unwrap();
+    let mut s = c.subscribe("/small", SubscribeOptions::default()).unwrap();
+    let mut p = c.publisher("/small").unwrap();
+    assert_eq!(p.max_fast_message(), 64);
+    p.send(&[9u8; 65]).unwrap();
+    assert_eq!(s.receive(T).unwrap().payload, vec![9u8; 65]);
+}
+
+#[test]
+fn busy_poll_subscribers_receive_from_another_thread() {
+    let n = node();
+    let c = n.client();
+    c.create_tag("/spin", Domain::Global).unwrap();
+    let mut s = c.subscribe("/spin", SubscribeOptions::default().busy_poll(Duration::from_micros(200))).unwrap();
+    let mut p = c.publisher("/spin").unwrap();
+    let t = std::thread::spawn(move || {
+        for i in 0..100u32 {
+            p.send(&i.to_le_bytes()).unwrap();
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    });
+    for i in 0..100u32 {
+        assert_eq!(s.receive(T).unwrap().payload, i.to_le_bytes());
+    }
+    t.join().unwrap();
+}
+
+#[test]
+fn clients_reconnect_and_reregister_after_a_daemon_restart() {
+    let mut n = node();
+    let c = n.client();
+    c.create_tag("/t", Domain::Global).unwrap();
+    let mut p = c.publisher("/t").unwrap();
+    let mut s = c.subscribe("/t", SubscribeOptions::default()).unwrap();
+    p.send(b"before").unwrap();
+    assert_eq!(s.receive(T).unwrap().payload, b"before");
+    n.daemon.take().unwrap().shutdown();
+    // While it is down: a clear error.
+    wait_until(|| matches!(c.ping(), Err(Error::DaemonUnreachable { .. })));
+    n.daemon = Some(Daemon::start(Config { socket: n.opts.socket.clone(), ..Config::default() }).unwrap());
+    wait_until(|| c.ping().is_ok() && c.senders("/t").is_ok_and(|v| v.len() == 1));
+    assert_eq!(c.receivers("/t").unwrap().len(), 1);
+    p.send(b"after").unwrap();
+    assert_eq!(s.receive(T).unwrap().payload, b"after");
+}
+
+#[test]
+fn a_hundred_tags_with_ten_subscribers_each() {
+    let n = node();
+    let c = n.client();
+    let mut subs = Vec::new();
+    let mut pubs = Vec::new();
+    for t in 0..100 {
+        let name = format!("/many/{t}");
+        c.create_tag_with(&name, Domain::Global, RingParams { slots: 16, slot_payload: 256 }).unwrap();
+        for _ in 0..10 {
+            subs.push((t, c.subscribe(&name, SubscribeOptions::default().depth(16)).unwrap()));
+        }
+        pubs.push(c.publisher(&name).unwrap());
+    }
+    for (t, p) in pubs.iter_mut().enumerate() {
+        p.send(&(t as u32).to_le_bytes()).unwrap();
+    }
+    for (t, s) in &mut subs {
+        assert_eq!(s.receive(T).unwrap().payload, (*t as u32).to_le_bytes());
+    }
+    assert_eq!(c.tags().unwrap().len(), 100);
+}

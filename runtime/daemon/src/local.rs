@@ -1,0 +1,302 @@
+//! The local manager: one thread per client connection serving its requests.
+//!
+//! Every decoded request is checked against the table; malformed packets get a
+//! `BadRequest` error answer (the connection survives) and are counted in the log
+//! at DEBUG. The client's pid is taken from `SO_PEERCRED`, never from the request.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tagwire_proto::{ClientId, TableError};
+use tagwire_shm::{Ring, RingShape};
+use tagwire_unix::SeqPacket;
+use tagwire_wire::control::{ErrorCode, Message, Request, Response, RingParams, TagOpened, MAX_MESSAGE};
+use tagwire_wire::{Member, Pid, SenderInfo, TagName};
+
+use crate::{now_unix_ns, update, Shared, State};
+
+
+pub(crate) fn accept_loop(shared: Arc<Shared>) {
+    loop {
+        let conn = match shared.listener.accept() {
+            Ok(c) => c,
+            Err(e) => {
+                if shared.stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                tracing::warn!(error = %e, "accept failed");
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let id = ClientId(shared.next_client.fetch_add(1, Ordering::Relaxed));
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("tagwired-client-{}", id.0))
+            .spawn(move || serve(s, id, conn));
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start a client thread");
+        }
+    }
+}
+
+fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
+    let pid = match conn.peer_cred() {
+        Ok(c) => Pid(c.pid),
+        Err(e) => {
+            tracing::debug!(error = %e, "no peer credentials; dropping connection");
+            return;
+        }
+    };
+    let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
+    let conn = Arc::new(conn);
+    shared.lock().clients.insert(id, conn.clone());
+    tracing::trace!(client = id.0, pid = pid.0, "client connected");
+    let client = Client {
+        id,
+        who: SenderInfo {
+            pid,
+            node: shared.config.node,
+        },
+    };
+    loop {
+        let packet = match conn.recv(MAX_MESSAGE) {
+            Ok(Some(p)) => p,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::debug!(client = id.0, error = %e, "client socket error");
+                break;
+            }
+        };
+        let (req_id, request) = match Message::decode(&packet.data) {
+            Ok(Message::Request { id, body }) if !packet.truncated => (id, body),
+            Ok(_) => {
+                reply_error(&conn, 0, ErrorCode::BadRequest, "expected a request");
+                continue;
+            }
+            Err(e) => {
+                tracing::debug!(client = id.0, error = %e, "malformed control packet");
+                reply_error(&conn, 0, ErrorCode::BadRequest, &format!("malformed request: {e}"));
+                continue;
+            }
+        };
+        let (response, fd) = handle(&shared, &client, request, packet.fd);
+        let bytes = Message::Response { id: req_id, body: response }.encode();
+        let sent = match &fd {
+            Some(f) => conn.send(&bytes, Some(f.as_fd())),
+            None => conn.send(&bytes, None),
+        };
+        if let Err(e) = sent {
+            tracing::debug!(client = id.0, error = %e, "cannot answer client");
+            break;
+        }
+    }
+    // The client is gone (exit, crash, SIGKILL): release everything it held.
+    let mut st = shared.lock();
+    st.clients.remove(&id);
+    let ups = st.table.remove_client(id);
+    update::broadcast(&st, &ups);
+    tracing::trace!(client = id.0, pid = pid.0, released = ups.len(), "client disconnected");
+}
+
+struct Client {
+    id: ClientId,
+    who: SenderInfo,
+}
+
+fn reply_error(conn: &SeqPacket, id: u32, code: ErrorCode, message: &str) {
+    let bytes = Message::Response {
+        id,
+        body: Response::Error {
+            code,
+            message: message.to_owned(),
+        },
+    }
+    .encode();
+    let _ = conn.send(&bytes, None);
+}
+
+fn error(code: ErrorCode, message: impl Into<String>) -> (Response, Option<OwnedFd>) {
+    (
+        Response::Error {
+            code,
+            message: message.into(),
+        },
+        None,
+    )
+}
+
+fn table_error(e: TableError) -> (Response, Option<OwnedFd>) {
+    let code = match e {
+        TableError::UnknownTag(_) => ErrorCode::UnknownTag,
+        TableError::NoSendAccess(_) => ErrorCode::NoSendAccess,
+        TableError::NotSubscribed(_) => ErrorCode::NotSubscribed,
+    };
+    error(code, e.to_string())
+}
+
+fn handle(shared: &Shared, client: &Client, req: Request, fd: Option<OwnedFd>) -> (Response, Option<OwnedFd>) {
+    let member = Member {
+        who: client.who,
+        since_unix_ns: now_unix_ns(),
+    };
+    let mut st = shared.lock();
+    match req {
+        Request::Hello { name, .. } => {
+            tracing::debug!(client = client.id.0, pid = client.who.pid.0, name, "hello");
+            (
+                Response::Welcome {
+                    node: shared.config.node,
+                    daemon_pid: Pid(std::process::id()),
+                    client_pid: client.who.pid,
+                    table_version: st.table.version(),
+                },
+                None,
+            )
+        }
+        Request::Ping => (Response::Pong, None),
+        Request::CreateTag { name, domain, ring } => {
+            if let Some(e) = st.table.entry(&name) {
+                return (Response::TagCreated { tag: e.id, created: false }, None);
+            }
+            let ring = resolve_ring(ring, shared.config.default_ring);
+            let segment = match create_ring(&name, ring) {
+                Ok(r) => r,
+                Err(e) => return e,
+            };
+            let (tag, update) = st.table.create(name.clone(), domain, ring);
+            st.rings.insert(tag, segment);
+            tracing::info!(tag = %name, %domain, "tag created");
+            update::broadcast(&st, update.as_slice());
+            (Response::TagCreated { tag, created: true }, None)
+        }
+        Request::DestroyTag { name } => match st.table.destroy(&name) {
+            Ok((entry, u)) => {
+                st.rings.remove(&entry.id);
+                st.blobs.remove(&entry.id);
+                tracing::info!(tag = %name, "tag destroyed");
+                update::broadcast(&st, &[u]);
+                (Response::Ok, None)
+            }
+            Err(e) => table_error(e),
+        },
+        Request::GetSendAccess { name } => open(&mut st, &name, |st, tag| st.table.add_sender(tag, client.id, member)),
+        Request::Subscribe { name, .. } => open(&mut st, &name, |st, tag| st.table.add_receiver(tag, client.id, member)),
+        Request::ReleaseSendAccess { tag } => match st.table.remove_sender(tag, client.id) {
+            Ok(u) => {
+                update::broadcast(&st, &[u]);
+                (Response::Ok, None)
+            }
+            Err(e) => table_error(e),
+        },
+        Request::Unsubscribe { tag } => match st.table.remove_receiver(tag, client.id) {
+            Ok(u) => {
+                update::broadcast(&st, &[u]);
+                (Response::Ok, None)
+            }
+            Err(e) => table_error(e),
+        },
+        Request::ListMembers { name } => match st.table.entry(&name) {
+            Some(e) => (
+                Response::Members {
+                    senders: e.senders().copied().collect(),
+                    receivers: e.receivers().copied().collect(),
+                },
+                None,
+            ),
+            None => error(ErrorCode::UnknownTag, format!("unknown tag {name}")),
+        },
+        Request::ListTags => (
+            Response::Tags {
+                version: st.table.version(),
+                tags: st.table.summaries(),
+            },
+            None,
+        ),
+        Request::PutBlob { tag, len } => {
+            let Some(fd) = fd else {
+                return error(ErrorCode::BadRequest, "PutBlob needs the message's memfd attached");
+            };
+            if !st.table.is_sender(tag, client.id) {
+                return error(ErrorCode::NoSendAccess, "large message on a tag without send access");
+            }
+            match rustix::fs::fstat(&fd) {
+                Ok(s) if u64::try_from(s.st_size).unwrap_or(0) >= len => {}
+                _ => return error(ErrorCode::BadRequest, "blob descriptor is shorter than the stated length"),
+            }
+            let (n, bytes) = (shared.config.blobs_per_tag, shared.config.blob_bytes_per_tag);
+            let blob_id = st.blobs.entry(tag).or_default().put(fd, len, n, bytes);
+            (Response::BlobStored { blob_id }, None)
+        }
+        Request::GetBlob { tag, blob_id } => {
+            if !st.table.is_receiver(tag, client.id) {
+                return error(ErrorCode::NotSubscribed, "large message requested without a subscription");
+            }
+            let found = st.blobs.get(&tag).and_then(|b| b.get(blob_id));
+            match found.map(|(f, len)| (f.try_clone(), len)) {
+                Some((Ok(f), len)) => (Response::BlobFound { len }, Some(f)),
+                Some((Err(e), _)) => error(ErrorCode::Internal, format!("cannot duplicate blob descriptor: {e}")),
+                None => error(ErrorCode::BlobGone, "large message evicted before it was read"),
+            }
+        }
+    }
+}
+
+/// Grants a right on `name` and answers with the tag's segment.
+fn open(
+    st: &mut State,
+    name: &TagName,
+    grant: impl FnOnce(&mut State, tagwire_wire::TagId) -> Result<tagwire_proto::Update, TableError>,
+) -> (Response, Option<OwnedFd>) {
+    let Some(entry) = st.table.entry(name) else {
+        return error(
+            ErrorCode::UnknownTag,
+            format!("unknown tag {name}: create it first (create_tag / `tagwire pub` creates it)"),
+        );
+    };
+    let opened = TagOpened {
+        tag: entry.id,
+        name: entry.name.clone(),
+        domain: entry.domain,
+        ring: entry.ring,
+    };
+    let fd = match st.rings.get(&opened.tag).map(|r| r.segment().as_fd().try_clone_to_owned()) {
+        Some(Ok(fd)) => fd,
+        Some(Err(e)) => return error(ErrorCode::Internal, format!("cannot duplicate segment descriptor: {e}")),
+        None => return error(ErrorCode::Internal, "tag has no segment"),
+    };
+    match grant(st, opened.tag) {
+        Ok(u) => {
+            update::broadcast(st, &[u]);
+            (Response::TagOpened(opened), Some(fd))
+        }
+        Err(e) => table_error(e),
+    }
+}
+
+fn resolve_ring(req: RingParams, default: RingParams) -> RingParams {
+    RingParams {
+        slots: if req.slots == 0 { default.slots } else { req.slots },
+        slot_payload: if req.slot_payload == 0 {
+            default.slot_payload
+        } else {
+            req.slot_payload
+        },
+    }
+}
+
+/// Creates the shared-memory ring for a new tag.
+fn create_ring(name: &TagName, ring: RingParams) -> Result<Ring, (Response, Option<OwnedFd>)> {
+    let shape = RingShape {
+        slots: ring.slots,
+        // Room for the frame header in front of each payload.
+        payload: ring.slot_payload.saturating_add(tagwire_wire::frame::HEADER_LEN as u32),
+    };
+    Ring::create(&format!("tagwire:{name}"), shape)
+        .map_err(|e| error(ErrorCode::BadRequest, format!("cannot create ring for {name}: {e}")))
+}
