@@ -1,1 +1,86 @@
-fn main() {}
+//! `tagwire`: the command-line front end. One module per subcommand.
+
+mod daemon;
+mod demo;
+mod perf;
+mod publish;
+mod subscribe;
+mod tags;
+
+use clap::{Parser, Subcommand};
+
+/// tagwire: real-time publish/subscribe over distribution tags.
+#[derive(Debug, Parser)]
+#[command(name = "tagwire", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the node daemon (same as `tagwired`).
+    Daemon(daemon::Args),
+    /// Publish messages on a tag.
+    Pub(publish::Args),
+    /// Subscribe to a tag and print what arrives.
+    Sub(subscribe::Args),
+    /// List tags with their senders and receivers.
+    Tags(tags::Args),
+    /// Start a daemon if needed, a publisher and subscribers, and print live latencies.
+    Demo(demo::Args),
+    /// Benchmarks: rtt, fanout, throughput (with raw baselines and Cyclone DDS).
+    Perf(perf::Args),
+    /// Internal: a benchmark peer process started by `tagwire perf`.
+    #[command(hide = true)]
+    PerfWorker(perf::WorkerArgs),
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TAGWIRE_LOG").unwrap_or_else(|_| "warn,tagwire_daemon=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let res = match cli.command {
+        Command::Daemon(a) => daemon::run(a),
+        Command::Pub(a) => publish::run(a),
+        Command::Sub(a) => subscribe::run(a),
+        Command::Tags(a) => tags::run(a),
+        Command::Demo(a) => demo::run(a),
+        Command::Perf(a) => perf::run(a),
+        Command::PerfWorker(a) => perf::worker(a),
+    };
+    if let Err(e) = res {
+        eprintln!("tagwire: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+/// Client options shared by the subcommands that talk to a daemon.
+#[derive(Debug, Clone, clap::Args)]
+struct ConnectArgs {
+    /// Daemon socket (default: $TAGWIRE_SOCKET or the per-user runtime dir).
+    #[arg(long, env = "TAGWIRE_SOCKET")]
+    socket: Option<std::path::PathBuf>,
+    /// Start a background daemon if none answers.
+    #[arg(long)]
+    autostart: bool,
+}
+
+impl ConnectArgs {
+    fn options(&self) -> tagwire::ClientOptions {
+        let mut o = tagwire::ClientOptions::default();
+        if let Some(s) = &self.socket {
+            o.socket = s.clone();
+        }
+        o.autostart |= self.autostart;
+        o
+    }
+
+    fn connect(&self) -> anyhow::Result<tagwire::Client> {
+        Ok(tagwire::Client::with_options(self.options())?)
+    }
+}

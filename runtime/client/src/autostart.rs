@@ -3,7 +3,7 @@
 //!
 //! The daemon binary is found as `$TAGWIRE_DAEMON`, else `tagwired` next to the
 //! running program (or one directory up, for test binaries in `target/*/deps`),
-//! else `tagwired` on `PATH`. It runs in its own session, detached from our
+//! else `tagwired` on `PATH` (`tagwire daemon` where only the front end is found). It runs in its own session, detached from our
 //! terminal, logging to `tagwired.log` beside its socket.
 
 use std::path::PathBuf;
@@ -19,10 +19,12 @@ pub(crate) fn daemon_binary() -> PathBuf {
         return PathBuf::from(p);
     }
     if let Ok(exe) = std::env::current_exe() {
-        for dir in exe.ancestors().skip(1).take(2) {
-            let cand = dir.join("tagwired");
-            if cand.is_file() {
-                return cand;
+        for name in ["tagwired", "tagwire"] {
+            for dir in exe.ancestors().skip(1).take(2) {
+                let cand = dir.join(name);
+                if cand.is_file() {
+                    return cand;
+                }
             }
         }
     }
@@ -50,7 +52,12 @@ pub(crate) fn start_and_connect(opts: &ClientOptions, first: &std::io::Error) ->
         .map(Stdio::from)
         .unwrap_or_else(|_| Stdio::null());
     use std::os::unix::process::CommandExt;
-    let spawned = Command::new(&bin)
+    let mut cmd = Command::new(&bin);
+    // The `tagwire` front end runs the daemon as its `daemon` subcommand.
+    if bin.file_name().is_some_and(|n| n == "tagwire") {
+        cmd.arg("daemon");
+    }
+    let spawned = cmd
         .env("TAGWIRE_SOCKET", &opts.socket)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -1,5 +1,6 @@
 //! Micro-benchmarks of the ring: publish cost with 0 and 8 readers attached (it
 //! must not grow with readers: one copy), and read cost.
+#![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tagwire_shm::{ReadOutcome, Ring, RingShape};

@@ -1,0 +1,205 @@
+//! `tagwire perf`: the paper's sender-based benchmarks, with raw baselines and
+//! Cyclone DDS measured in the same run. The library behind it is `tagwire-perf`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use tagwire_perf::report::{self, Record};
+use tagwire_perf::suite::{self, Mode, SuiteOpts};
+use tagwire_perf::workload::{self, Acks, Env};
+
+/// Arguments of `tagwire perf`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    bench: Bench,
+    /// Repetitions of every point (median and spread are reported).
+    #[arg(long, global = true, default_value_t = 3)]
+    reps: usize,
+    /// Round trips per repetition.
+    #[arg(long, global = true, default_value_t = 2000)]
+    iters: usize,
+    /// Unmeasured round trips before each repetition.
+    #[arg(long, global = true, default_value_t = 200)]
+    warmup: usize,
+    /// Print one JSON object per line instead of the table.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Where results (JSON lines, table, PNG) are written.
+    #[arg(long, global = true, default_value = "bench/results")]
+    out: PathBuf,
+    /// Do not run Cyclone DDS beside tagwire.
+    #[arg(long, global = true)]
+    no_dds: bool,
+    /// Seconds per Cyclone DDS measurement.
+    #[arg(long, global = true, default_value_t = 4)]
+    dds_seconds: u32,
+    /// Use the daemon at this socket instead of starting a private one.
+    #[arg(long, global = true)]
+    socket: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Bench {
+    /// Round trip against message size (1 receiver).
+    Rtt {
+        /// Message sizes, bytes.
+        #[arg(long, value_delimiter = ',', default_value = "32,64,128,256,512,1024,2048,4096,8192")]
+        sizes: Vec<usize>,
+        /// Receive modes.
+        #[arg(long, value_delimiter = ',', default_value = "block,spin")]
+        modes: Vec<String>,
+    },
+    /// Round trip against the number of receivers (paper Figures 4-4, 4-5).
+    Fanout {
+        /// Receiver counts: a range `1..8` or a list `1,2,4,8`.
+        #[arg(long, default_value = "1..8")]
+        receivers: String,
+        /// Who acknowledges: all, last or both.
+        #[arg(long, default_value = "both")]
+        acks: String,
+        /// Message size, bytes.
+        #[arg(long, default_value_t = 256)]
+        size: usize,
+        /// Receive mode.
+        #[arg(long, default_value = "block")]
+        mode: String,
+    },
+    /// Messages per second at the subscriber, publisher flat out.
+    Throughput {
+        /// Message sizes, bytes.
+        #[arg(long, value_delimiter = ',', default_value = "256,8192")]
+        size: Vec<usize>,
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+    },
+}
+
+/// Arguments of the hidden worker subcommand.
+#[derive(Debug, clap::Args)]
+pub(crate) struct WorkerArgs {
+    #[arg(long)]
+    role: String,
+    #[arg(long)]
+    ping: String,
+    #[arg(long, default_value = "")]
+    ack: String,
+    #[arg(long)]
+    acks: bool,
+    #[arg(long)]
+    spin: bool,
+    #[arg(long, default_value_t = 64)]
+    depth: u32,
+}
+
+pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
+    workload::worker_main(&workload::WorkerArgs {
+        role: a.role,
+        ping: a.ping,
+        ack: a.ack,
+        acks: a.acks,
+        spin: a.spin,
+        depth: a.depth,
+    })
+}
+
+pub(crate) fn run(a: Args) -> anyhow::Result<()> {
+    // A private daemon unless told otherwise, so runs do not disturb (or get
+    // disturbed by) a user's daemon.
+    let dir = tempfile_dir()?;
+    let _daemon;
+    let socket = match &a.socket {
+        Some(s) => s.clone(),
+        None => {
+            let socket = dir.join("perf.sock");
+            _daemon = tagwire_daemon::Daemon::start(tagwire_daemon::Config {
+                socket: socket.clone(),
+                ..tagwire_daemon::Config::default()
+            })?;
+            socket
+        }
+    };
+    let o = SuiteOpts {
+        env: Env {
+            exe: std::env::current_exe()?,
+            socket,
+        },
+        reps: a.reps.max(1),
+        iters: a.iters.max(1),
+        warmup: a.warmup,
+        dds: !a.no_dds,
+        dds_seconds: a.dds_seconds.max(1),
+        progress: true,
+    };
+    let (name, records) = match &a.bench {
+        Bench::Rtt { sizes, modes } => {
+            let modes = modes.iter().map(|m| parse_mode(m)).collect::<anyhow::Result<Vec<_>>>()?;
+            ("rtt", suite::rtt(&o, sizes, &modes)?)
+        }
+        Bench::Fanout {
+            receivers,
+            acks,
+            size,
+            mode,
+        } => {
+            let acks = match acks.as_str() {
+                "all" => vec![Acks::All],
+                "last" => vec![Acks::Last],
+                "both" => vec![Acks::All, Acks::Last],
+                other => anyhow::bail!("--acks must be all, last or both, not {other}"),
+            };
+            let receivers = parse_receivers(receivers)?;
+            ("fanout", suite::fanout(&o, &receivers, &acks, *size, parse_mode(mode)?)?)
+        }
+        Bench::Throughput { size, seconds } => ("throughput", suite::throughput(&o, size, *seconds)?),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    emit(&a, name, &records)
+}
+
+fn emit(a: &Args, name: &str, records: &[Record]) -> anyhow::Result<()> {
+    if a.json {
+        report::write_json_lines(records, &mut std::io::stdout().lock())?;
+    } else {
+        print!("{}", report::all_tables(records));
+    }
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    report::save_results(&a.out, name, records)?;
+    let png = a.out.join(format!("{name}.png"));
+    let plotted = match name {
+        "rtt" => tagwire_perf::plot::rtt_plot(&png, records),
+        "fanout" => tagwire_perf::plot::fanout_plot(&png, records),
+        _ => Ok(()),
+    };
+    if let Err(e) = plotted {
+        eprintln!("perf: no plot: {e:#}");
+    }
+    eprintln!("perf: results in {}/{name}.{{json,txt}}", a.out.display());
+    Ok(())
+}
+
+fn parse_mode(m: &str) -> anyhow::Result<Mode> {
+    match m {
+        "block" => Ok(Mode::Block),
+        "spin" => Ok(Mode::Spin),
+        other => anyhow::bail!("mode must be block or spin, not {other}"),
+    }
+}
+
+fn parse_receivers(s: &str) -> anyhow::Result<Vec<usize>> {
+    if let Some((lo, hi)) = s.split_once("..") {
+        let (lo, hi): (usize, usize) = (lo.trim().parse()?, hi.trim().trim_start_matches('=').parse()?);
+        anyhow::ensure!(lo >= 1 && hi >= lo, "receiver range must be like 1..8");
+        return Ok((lo..=hi).collect());
+    }
+    s.split(',')
+        .map(|x| x.trim().parse::<usize>().map_err(Into::into))
+        .collect()
+}
+
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let d = std::env::temp_dir().join(format!("tagwire-perf-{}", std::process::id()));
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}

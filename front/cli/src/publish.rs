@@ -1,0 +1,67 @@
+//! `tagwire pub TAG`: publish messages at a rate.
+
+use std::time::{Duration, Instant};
+
+use tagwire::Domain;
+
+use crate::ConnectArgs;
+
+/// Arguments of `tagwire pub`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Tag name, e.g. /robot/laser (created if missing).
+    tag: String,
+    /// Messages per second (0 = as fast as possible).
+    #[arg(long, default_value_t = 10.0)]
+    rate: f64,
+    /// Payload size in bytes.
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// Stop after this many messages (default: run until killed).
+    #[arg(long)]
+    count: Option<u64>,
+    /// Wait until this many receivers are subscribed before sending.
+    #[arg(long, default_value_t = 0)]
+    wait_receivers: usize,
+    /// Print a line per message sent.
+    #[arg(long, short)]
+    verbose: bool,
+    #[command(flatten)]
+    connect: ConnectArgs,
+}
+
+pub(crate) fn run(a: Args) -> anyhow::Result<()> {
+    let client = a.connect.connect()?;
+    client.create_tag(&a.tag, Domain::Global)?;
+    let mut publ = client.publisher(&a.tag)?;
+    let start = Instant::now();
+    while client.receivers(&a.tag)?.len() < a.wait_receivers {
+        anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "receivers did not subscribe within 30 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let me = client.me();
+    eprintln!("publishing on {} as {me} ({} B at {} Hz)", a.tag, a.size, a.rate);
+    let period = (a.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / a.rate));
+    let mut payload = vec![b'.'; a.size];
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    while a.count.is_none_or(|c| n < c) {
+        let text = format!("tagwire #{} from {me}", n + 1);
+        let k = text.len().min(payload.len());
+        payload[..k].copy_from_slice(&text.as_bytes()[..k]);
+        let seq = publ.send(&payload)?;
+        n += 1;
+        if a.verbose {
+            println!("sent seq={seq} size={}", payload.len());
+        }
+        if let Some(p) = period {
+            let next = t0 + p * u32::try_from(n).unwrap_or(u32::MAX);
+            let now = Instant::now();
+            if next > now {
+                std::thread::sleep(next - now);
+            }
+        }
+    }
+    eprintln!("sent {n} messages in {:.2?}", t0.elapsed());
+    Ok(())
+}

@@ -1,0 +1,102 @@
+//! `tagwire sub TAG`: print what arrives, with sender and latency.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use tagwire::{Domain, Error, SubscribeOptions};
+
+use crate::ConnectArgs;
+
+/// Arguments of `tagwire sub`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Tag name (created if missing).
+    tag: String,
+    /// Exit after this many messages.
+    #[arg(long)]
+    count: Option<u64>,
+    /// Exit if nothing arrives for this many seconds.
+    #[arg(long)]
+    idle_timeout: Option<f64>,
+    /// Queue depth.
+    #[arg(long, default_value_t = 64)]
+    depth: u32,
+    /// Busy-poll for this many microseconds before blocking.
+    #[arg(long)]
+    spin_us: Option<u64>,
+    /// Instead of a line per message, a latency summary per second.
+    #[arg(long)]
+    stats: bool,
+    /// A label printed in front of every line.
+    #[arg(long, default_value = "")]
+    label: String,
+    #[command(flatten)]
+    connect: ConnectArgs,
+}
+
+pub(crate) fn run(a: Args) -> anyhow::Result<()> {
+    let client = a.connect.connect()?;
+    client.create_tag(&a.tag, Domain::Global)?;
+    let mut opts = SubscribeOptions::default().depth(a.depth);
+    if let Some(us) = a.spin_us {
+        opts = opts.busy_poll(Duration::from_micros(us));
+    }
+    let mut sub = client.subscribe(&a.tag, opts)?;
+    let idle = a.idle_timeout.map(Duration::from_secs_f64);
+    let mut n = 0u64;
+    let mut window: Vec<f64> = Vec::new();
+    let mut window_start = Instant::now();
+    let label = if a.label.is_empty() { String::new() } else { format!("[{}] ", a.label) };
+    while a.count.is_none_or(|c| n < c) {
+        let m = match sub.receive(idle) {
+            Ok(m) => m,
+            Err(Error::Overflowed { lost }) => {
+                println!("{label}LOST {lost} messages (queue depth {} exceeded)", a.depth);
+                continue;
+            }
+            Err(Error::Timeout) => break,
+            Err(e) => return Err(e.into()),
+        };
+        n += 1;
+        let lat_us = SystemTime::now()
+            .duration_since(m.timestamp)
+            .map(|d| d.as_secs_f64() * 1e6)
+            .unwrap_or(0.0);
+        if a.stats {
+            window.push(lat_us);
+            if window_start.elapsed() >= Duration::from_secs(1) {
+                print_stats(&label, &mut window, sub.lost());
+                window_start = Instant::now();
+            }
+            continue;
+        }
+        let preview: String = String::from_utf8_lossy(&m.payload[..m.payload.len().min(40)])
+            .chars()
+            .map(|c| if c.is_control() { '.' } else { c })
+            .collect();
+        println!(
+            "{label}seq={} from={} latency={:.1}us size={} payload={preview:?}",
+            m.seq,
+            m.sender,
+            lat_us,
+            m.payload.len()
+        );
+    }
+    if a.stats && !window.is_empty() {
+        print_stats(&label, &mut window, sub.lost());
+    }
+    eprintln!("{label}received {n} messages, lost {}", sub.lost());
+    Ok(())
+}
+
+fn print_stats(label: &str, w: &mut Vec<f64>, lost: u64) {
+    w.sort_by(f64::total_cmp);
+    let pct = |p: f64| w[((w.len() as f64 - 1.0) * p).round() as usize];
+    println!(
+        "{label}{} msgs  latency p50={:.1}us p99={:.1}us max={:.1}us  lost={lost}",
+        w.len(),
+        pct(0.5),
+        pct(0.99),
+        pct(1.0)
+    );
+    w.clear();
+}

@@ -1,0 +1,494 @@
+//! Raw operating-system baselines: the floors a middleware is measured against.
+//!
+//! Each function runs a ping-pong between **two threads of the calling
+//! process** (not two processes) and returns one [`Duration`] per measured
+//! round trip, after `warmup` unmeasured round trips:
+//!
+//! * [`raw_shm_futex_rtt`] (`"raw-futex"`): two payload buffers in memory
+//!   shared by the threads, each with a `u32` sequence word; the sender copies
+//!   the payload in, bumps the word and `FUTEX_WAKE`s it, the receiver sleeps
+//!   in `FUTEX_WAIT` on the word. Shared (non-private) futexes are used, the
+//!   kind a cross-process shared-memory transport needs. The floor for a
+//!   *blocking* receive.
+//! * [`raw_shm_spin_rtt`] (`"raw-spin"`): the same with the receiver
+//!   busy-polling the word instead of sleeping. After [`SPIN_BEFORE_YIELD`]
+//!   polls without news it calls `sched_yield`, so that two spinners pinned
+//!   to one core (e.g. under `taskset -c 0`) make progress instead of
+//!   burning whole time slices. The floor for same-host latency.
+//! * [`raw_udp_rtt`] (`"raw-udp"`): two connected `UdpSocket`s on
+//!   `127.0.0.1` with blocking `recv`. Only loopback addresses are used.
+//! * [`raw_udp_throughput`]: one datagram per message, sender thread as fast
+//!   as it can, messages per second counted at the receiver.
+//!
+//! One clock read per round trip: the sample is the time between the end of
+//! the previous round trip and the end of this one, so it includes the
+//! sender's payload copy and the receiver's copy-back, as a middleware round
+//! trip would.
+//!
+//! The threads inherit the caller's CPU affinity; the `_with` variants take a
+//! [`RawOpts`] to pin the ping and pong threads to given CPUs (use the same
+//! pinning for the system under test). A round trip that makes no progress
+//! for [`STALL_TIMEOUT`] aborts with an error instead of hanging.
+
+use std::cell::UnsafeCell;
+use std::hint::spin_loop;
+use std::net::{Ipv4Addr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context as _};
+use rustix::thread::futex;
+
+/// Polls of the sequence word before a spinning waiter yields the CPU once.
+pub const SPIN_BEFORE_YIELD: u32 = 64;
+
+/// A wait that sees no progress for this long fails the measurement.
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Largest UDP payload over IPv4.
+pub const MAX_UDP_PAYLOAD: usize = 65_507;
+
+/// Thread placement for the raw baselines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RawOpts {
+    /// `(ping_cpu, pong_cpu)`: pin the two threads to these CPUs. `None`
+    /// leaves them to the scheduler (within the process's affinity).
+    pub cpus: Option<(usize, usize)>,
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_current_thread(cpu: usize) -> anyhow::Result<()> {
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
+        bail!("cpu {cpu} out of range");
+    }
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).with_context(|| format!("pinning to cpu {cpu}"))
+}
+
+#[repr(align(128))]
+struct Padded<T>(T);
+
+/// A payload buffer handed back and forth; see the SAFETY notes at the uses.
+struct Buf(UnsafeCell<Box<[u8]>>);
+
+// SAFETY: access to the buffer is serialised by the sequence-word protocol:
+// only the side that currently owns a buffer (the writer before its Release
+// store of the sequence number, the reader after its Acquire load of it)
+// touches it, and ownership returns only after the peer has finished.
+unsafe impl Sync for Buf {}
+
+struct Shared {
+    /// Sequence number of the last ping written into `a`.
+    a_seq: Padded<AtomicU32>,
+    /// Sequence number of the last pong written into `b`.
+    b_seq: Padded<AtomicU32>,
+    stop: AtomicBool,
+    a: Buf,
+    b: Buf,
+}
+
+#[derive(Clone, Copy)]
+enum Wait {
+    Futex,
+    Spin,
+}
+
+impl Shared {
+    fn new(size: usize) -> Shared {
+        Shared {
+            a_seq: Padded(AtomicU32::new(0)),
+            b_seq: Padded(AtomicU32::new(0)),
+            stop: AtomicBool::new(false),
+            a: Buf(UnsafeCell::new(vec![0u8; size].into_boxed_slice())),
+            b: Buf(UnsafeCell::new(vec![0u8; size].into_boxed_slice())),
+        }
+    }
+
+    fn publish(&self, word: &AtomicU32, seq: u32, how: Wait) {
+        word.store(seq, Ordering::Release);
+        if let Wait::Futex = how {
+            // Non-private: the flavour a cross-process transport must use.
+            // A failed wake is harmless: the waiter re-checks on timeout.
+            let _ = futex::wake(word, futex::Flags::empty(), 1);
+        }
+    }
+
+    /// Waits until `word == seq`. Errors if `stop` is raised or nothing
+    /// happens for [`STALL_TIMEOUT`].
+    fn wait_for(&self, word: &AtomicU32, seq: u32, how: Wait) -> anyhow::Result<()> {
+        let mut polls = 0u32;
+        let mut since: Option<Instant> = None;
+        loop {
+            let v = word.load(Ordering::Acquire);
+            if v == seq {
+                return Ok(());
+            }
+            match how {
+                Wait::Spin => {
+                    polls += 1;
+                    if polls < SPIN_BEFORE_YIELD {
+                        spin_loop();
+                        continue;
+                    }
+                    polls = 0;
+                    thread::yield_now();
+                }
+                Wait::Futex => {
+                    let timeout = futex::Timespec {
+                        tv_sec: 0,
+                        tv_nsec: 50_000_000,
+                    };
+                    // EAGAIN (word already changed), EINTR and ETIMEDOUT all
+                    // just mean "look again".
+                    let _ = futex::wait(word, futex::Flags::empty(), v, Some(&timeout));
+                }
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                bail!("peer stopped");
+            }
+            let start = *since.get_or_insert_with(Instant::now);
+            if start.elapsed() > STALL_TIMEOUT {
+                self.stop.store(true, Ordering::Relaxed);
+                bail!("no progress for {STALL_TIMEOUT:?} waiting for sequence {seq}");
+            }
+        }
+    }
+}
+
+fn shm_pong(sh: &Shared, total: usize, how: Wait) -> anyhow::Result<()> {
+    for i in 0..total {
+        let seq = (i as u32).wrapping_add(1);
+        sh.wait_for(&sh.a_seq.0, seq, how)?;
+        // SAFETY: after observing a_seq == seq (Acquire) the ping side has
+        // finished writing `a` and will not touch it before it sees
+        // b_seq == seq; it is waiting for that and is not reading `b`, so
+        // this thread has exclusive access to both buffers until the
+        // Release store below.
+        unsafe {
+            let a = &*sh.a.0.get();
+            let b = &mut *sh.b.0.get();
+            b.copy_from_slice(a);
+        }
+        sh.publish(&sh.b_seq.0, seq, how);
+    }
+    Ok(())
+}
+
+fn shm_ping(sh: &Shared, size: usize, iters: usize, warmup: usize, how: Wait) -> anyhow::Result<Vec<Duration>> {
+    let mut out = Vec::with_capacity(iters);
+    let mut local = vec![0u8; size];
+    let mut back = vec![0u8; size];
+    let mut prev = Instant::now();
+    for i in 0..warmup + iters {
+        let seq = (i as u32).wrapping_add(1);
+        let marker = i as u8;
+        if let Some(first) = local.first_mut() {
+            *first = marker;
+        }
+        // SAFETY: the pong side reads `a` only between observing a_seq == seq
+        // and storing b_seq == seq; the previous round (seq - 1) completed
+        // before we got here, so nobody else touches `a` now.
+        unsafe { (*sh.a.0.get()).copy_from_slice(&local) };
+        sh.publish(&sh.a_seq.0, seq, how);
+        sh.wait_for(&sh.b_seq.0, seq, how)?;
+        // SAFETY: after observing b_seq == seq (Acquire) the pong side has
+        // finished writing `b` and waits for seq + 1 before touching it.
+        unsafe { back.copy_from_slice(&*sh.b.0.get()) };
+        let now = Instant::now();
+        if back.first().is_some_and(|&b| b != marker) {
+            bail!("payload corrupted in round trip {i}");
+        }
+        if i >= warmup {
+            out.push(now - prev);
+        }
+        prev = now;
+    }
+    Ok(out)
+}
+
+fn spawn_pinned<T: Send + 'static>(
+    name: &str,
+    cpu: Option<usize>,
+    f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<thread::JoinHandle<anyhow::Result<T>>> {
+    thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            if let Some(cpu) = cpu {
+                pin_current_thread(cpu)?;
+            }
+            f()
+        })
+        .with_context(|| format!("spawning thread {name}"))
+}
+
+fn join<T>(h: thread::JoinHandle<anyhow::Result<T>>) -> anyhow::Result<T> {
+    h.join().map_err(|_| anyhow!("benchmark thread panicked"))?
+}
+
+fn shm_rtt(size: usize, iters: usize, warmup: usize, opts: &RawOpts, how: Wait) -> anyhow::Result<Vec<Duration>> {
+    let sh = Arc::new(Shared::new(size));
+    let total = warmup + iters;
+    let (ping_cpu, pong_cpu) = match opts.cpus {
+        Some((a, b)) => (Some(a), Some(b)),
+        None => (None, None),
+    };
+    let pong = {
+        let sh = Arc::clone(&sh);
+        spawn_pinned("raw-pong", pong_cpu, move || {
+            let r = shm_pong(&sh, total, how);
+            if r.is_err() {
+                sh.stop.store(true, Ordering::Relaxed);
+            }
+            r
+        })?
+    };
+    let ping = {
+        let sh2 = Arc::clone(&sh);
+        spawn_pinned("raw-ping", ping_cpu, move || {
+            let r = shm_ping(&sh2, size, iters, warmup, how);
+            if r.is_err() {
+                sh2.stop.store(true, Ordering::Relaxed);
+            }
+            r
+        })
+    };
+    let ping = match ping {
+        Ok(h) => join(h),
+        Err(e) => {
+            sh.stop.store(true, Ordering::Relaxed);
+            Err(e)
+        }
+    };
+    let pong = join(pong);
+    let samples = ping?;
+    pong?;
+    Ok(samples)
+}
+
+/// `"raw-futex"`: shared-memory ping-pong with `FUTEX_WAIT`/`FUTEX_WAKE`,
+/// two threads, no pinning. Returns `iters` round-trip times.
+pub fn raw_shm_futex_rtt(size: usize, iters: usize, warmup: usize) -> anyhow::Result<Vec<Duration>> {
+    raw_shm_futex_rtt_with(size, iters, warmup, &RawOpts::default())
+}
+
+/// [`raw_shm_futex_rtt`] with thread placement.
+pub fn raw_shm_futex_rtt_with(
+    size: usize,
+    iters: usize,
+    warmup: usize,
+    opts: &RawOpts,
+) -> anyhow::Result<Vec<Duration>> {
+    shm_rtt(size, iters, warmup, opts, Wait::Futex)
+}
+
+/// `"raw-spin"`: shared-memory ping-pong with busy-polling receivers
+/// (yielding every [`SPIN_BEFORE_YIELD`] polls), two threads, no pinning.
+pub fn raw_shm_spin_rtt(size: usize, iters: usize, warmup: usize) -> anyhow::Result<Vec<Duration>> {
+    raw_shm_spin_rtt_with(size, iters, warmup, &RawOpts::default())
+}
+
+/// [`raw_shm_spin_rtt`] with thread placement.
+pub fn raw_shm_spin_rtt_with(
+    size: usize,
+    iters: usize,
+    warmup: usize,
+    opts: &RawOpts,
+) -> anyhow::Result<Vec<Duration>> {
+    shm_rtt(size, iters, warmup, opts, Wait::Spin)
+}
+
+fn loopback_pair() -> anyhow::Result<(UdpSocket, UdpSocket)> {
+    let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("binding UDP socket on 127.0.0.1")?;
+    let b = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("binding UDP socket on 127.0.0.1")?;
+    a.connect(b.local_addr()?).context("connecting UDP socket")?;
+    b.connect(a.local_addr()?).context("connecting UDP socket")?;
+    Ok((a, b))
+}
+
+/// `"raw-udp"`: ping-pong of one `size`-byte datagram between two connected
+/// UDP sockets on 127.0.0.1 with blocking `recv`, two threads, no pinning.
+pub fn raw_udp_rtt(size: usize, iters: usize, warmup: usize) -> anyhow::Result<Vec<Duration>> {
+    raw_udp_rtt_with(size, iters, warmup, &RawOpts::default())
+}
+
+/// [`raw_udp_rtt`] with thread placement.
+pub fn raw_udp_rtt_with(
+    size: usize,
+    iters: usize,
+    warmup: usize,
+    opts: &RawOpts,
+) -> anyhow::Result<Vec<Duration>> {
+    if size > MAX_UDP_PAYLOAD {
+        bail!("UDP payload {size} exceeds {MAX_UDP_PAYLOAD} bytes");
+    }
+    let (a, b) = loopback_pair()?;
+    a.set_read_timeout(Some(STALL_TIMEOUT))?;
+    b.set_read_timeout(Some(STALL_TIMEOUT))?;
+    let total = warmup + iters;
+    let (ping_cpu, pong_cpu) = match opts.cpus {
+        Some((x, y)) => (Some(x), Some(y)),
+        None => (None, None),
+    };
+    let pong = spawn_pinned("udp-pong", pong_cpu, move || {
+        let mut buf = vec![0u8; size.max(1)];
+        for _ in 0..total {
+            let n = b.recv(&mut buf).context("pong recv")?;
+            b.send(&buf[..n]).context("pong send")?;
+        }
+        Ok(())
+    })?;
+    let ping = spawn_pinned("udp-ping", ping_cpu, move || {
+        let mut out = Vec::with_capacity(iters);
+        let mut local = vec![0u8; size];
+        let mut back = vec![0u8; size + 1];
+        let mut prev = Instant::now();
+        for i in 0..total {
+            let marker = i as u8;
+            if let Some(first) = local.first_mut() {
+                *first = marker;
+            }
+            a.send(&local).context("ping send")?;
+            let n = a.recv(&mut back).context("ping recv")?;
+            let now = Instant::now();
+            if n != size || (size > 0 && back[0] != marker) {
+                bail!("unexpected reply in round trip {i}: {n} bytes");
+            }
+            if i >= warmup {
+                out.push(now - prev);
+            }
+            prev = now;
+        }
+        Ok(out)
+    });
+    // If ping fails, pong runs into its read timeout and ends on its own.
+    let samples = join(ping?)?;
+    join(pong)?;
+    Ok(samples)
+}
+
+/// Raw UDP throughput on 127.0.0.1: a sender thread sends `size`-byte
+/// datagrams (one per message) as fast as it can for a 0.2 s warm-up plus
+/// `duration`; returns the messages per second *received* during
+/// `duration` (datagrams the kernel dropped for lack of buffer don't count).
+pub fn raw_udp_throughput(size: usize, duration: Duration) -> anyhow::Result<f64> {
+    if size > MAX_UDP_PAYLOAD {
+        bail!("UDP payload {size} exceeds {MAX_UDP_PAYLOAD} bytes");
+    }
+    let (tx, rx) = loopback_pair()?;
+    // Best effort; the default buffer works, just with more drops.
+    let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&rx, 4 << 20);
+    rx.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let received = Arc::new(AtomicU64::new(0));
+
+    let receiver = {
+        let (stop, received) = (Arc::clone(&stop), Arc::clone(&received));
+        spawn_pinned("udp-rx", None, move || {
+            let mut buf = vec![0u8; size + 1];
+            while !stop.load(Ordering::Relaxed) {
+                match rx.recv(&mut buf) {
+                    Ok(_) => {
+                        received.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock
+                                | std::io::ErrorKind::TimedOut
+                                | std::io::ErrorKind::Interrupted
+                        ) => {}
+                    Err(e) => return Err(e).context("receiver recv"),
+                }
+            }
+            Ok(())
+        })?
+    };
+    let sender = {
+        let stop = Arc::clone(&stop);
+        spawn_pinned("udp-tx", None, move || {
+            let payload = vec![0x5au8; size];
+            let mut errors = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                if tx.send(&payload).is_err() {
+                    // ENOBUFS/ECONNREFUSED can occur transiently under load.
+                    errors += 1;
+                    if errors > 1_000_000 {
+                        return Err(anyhow!("sender: persistent send errors"));
+                    }
+                }
+            }
+            Ok(())
+        })
+    };
+    let sender = match sender {
+        Ok(s) => s,
+        Err(e) => {
+            stop.store(true, Ordering::Relaxed);
+            let _ = join(receiver);
+            return Err(e);
+        }
+    };
+    thread::sleep(Duration::from_millis(200));
+    let c0 = received.load(Ordering::Relaxed);
+    let t0 = Instant::now();
+    thread::sleep(duration);
+    let c1 = received.load(Ordering::Relaxed);
+    let dt = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let s = join(sender);
+    let r = join(receiver);
+    s?;
+    r?;
+    if dt <= 0.0 {
+        bail!("empty measurement window");
+    }
+    Ok((c1 - c0) as f64 / dt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Summary;
+
+    fn check(name: &str, v: &[Duration], iters: usize) {
+        assert_eq!(v.len(), iters);
+        let s = Summary::from_durations(v).expect("samples");
+        println!("{name}: p50 {:.2} µs p99 {:.2} µs", s.p50_us, s.p99_us);
+        assert!(s.p50_us > 0.0 && s.p50_us.is_finite());
+    }
+
+    #[test]
+    fn futex_rtt() {
+        check("raw-futex 256", &raw_shm_futex_rtt(256, 2000, 200).expect("futex"), 2000);
+        check("raw-futex 0", &raw_shm_futex_rtt(0, 100, 0).expect("futex"), 100);
+    }
+
+    #[test]
+    fn spin_rtt() {
+        check("raw-spin 256", &raw_shm_spin_rtt(256, 20_000, 1000).expect("spin"), 20_000);
+    }
+
+    #[test]
+    fn spin_rtt_same_core_makes_progress() {
+        let opts = RawOpts { cpus: Some((0, 0)) };
+        let v = raw_shm_spin_rtt_with(64, 200, 10, &opts).expect("spin same core");
+        check("raw-spin same core", &v, 200);
+    }
+
+    #[test]
+    fn udp_rtt() {
+        check("raw-udp 256", &raw_udp_rtt(256, 2000, 200).expect("udp"), 2000);
+        assert!(raw_udp_rtt(MAX_UDP_PAYLOAD + 1, 1, 0).is_err());
+    }
+
+    #[test]
+    fn udp_throughput() {
+        let r = raw_udp_throughput(256, Duration::from_millis(300)).expect("udp tput");
+        println!("raw-udp throughput 256 B: {r:.0} msg/s");
+        assert!(r > 0.0 && r.is_finite());
+    }
+}

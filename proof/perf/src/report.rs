@@ -1,0 +1,598 @@
+//! Result records, JSON-lines output and paper-style text tables.
+//!
+//! Every measured point (one system, one size, one receiver count, one
+//! acknowledgement mode) becomes one [`Record`]. Records are written as JSON
+//! lines (one object per line, always the same fields, `null` for values a
+//! benchmark does not produce) so that later tooling can re-plot them, and
+//! rendered as text tables shaped like the figures of a paper:
+//!
+//! * [`rtt_table`]: one row per message size, one column per system (p50
+//!   round trip with the `[min-max]` spread of the per-repetition p50s),
+//!   followed by ratio columns `tagwire/raw-futex`, `tagwire/raw-spin` and
+//!   `tagwire/cyclonedds` when those systems are present. A ratio compares
+//!   the tagwire record of the same `mode` as the baseline when there is
+//!   one (blocking tagwire against `raw-futex`, spinning tagwire against
+//!   `raw-spin`), otherwise any tagwire record of that size.
+//! * [`fanout_table`]: one row per (size, receivers), one column per
+//!   system/mode/acks combination.
+//! * [`throughput_table`]: one row per size, msgs/s and MB/s per system and a
+//!   `tagwire/cyclonedds` msgs/s ratio.
+//!
+//! MB/s means 10^6 bytes of payload per second.
+//! Records whose value is missing (a skipped system) print as `-` and their
+//! `note` is listed under the table.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{Repeated, RepeatedRate};
+
+/// One measured (or skipped) data point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Benchmark: `"rtt"`, `"fanout"` or `"throughput"`.
+    pub bench: String,
+    /// System: `"tagwire"`, `"raw-futex"`, `"raw-spin"`, `"raw-udp"`, `"cyclonedds"`, ...
+    pub system: String,
+    /// Receive mode: `"block"` or `"spin"`.
+    pub mode: String,
+    /// Payload size in bytes.
+    pub size: u64,
+    /// Number of receivers (1 for a plain round trip).
+    pub receivers: u32,
+    /// Acknowledgement mode of a fan-out: `"all"` or `"last"`.
+    pub acks: String,
+    /// Median round trip in µs (median over repetitions of the p50).
+    pub p50_us: Option<f64>,
+    /// 99th percentile round trip in µs (median over repetitions).
+    pub p99_us: Option<f64>,
+    /// Smallest per-repetition p50 in µs.
+    pub p50_min_us: Option<f64>,
+    /// Largest per-repetition p50 in µs.
+    pub p50_max_us: Option<f64>,
+    /// Messages per second (median over repetitions).
+    pub msgs_per_s: Option<f64>,
+    /// Payload megabytes (10^6 B) per second (median over repetitions).
+    pub mb_per_s: Option<f64>,
+    /// Number of repetitions behind the figures.
+    pub reps: u32,
+    /// Free text, e.g. why a system was skipped.
+    pub note: Option<String>,
+}
+
+impl Record {
+    /// An empty record for `bench`/`system` with 1 receiver, acks `"all"`
+    /// and no values; fill in the fields you need.
+    pub fn new(bench: &str, system: &str, mode: &str, size: u64) -> Record {
+        Record {
+            bench: bench.to_string(),
+            system: system.to_string(),
+            mode: mode.to_string(),
+            size,
+            receivers: 1,
+            acks: "all".to_string(),
+            p50_us: None,
+            p99_us: None,
+            p50_min_us: None,
+            p50_max_us: None,
+            msgs_per_s: None,
+            mb_per_s: None,
+            reps: 0,
+            note: None,
+        }
+    }
+
+    /// A round-trip record from repeated latency measurements.
+    pub fn rtt(system: &str, mode: &str, size: u64, r: &Repeated) -> Record {
+        Record::new("rtt", system, mode, size).with_latency(r)
+    }
+
+    /// A fan-out record (round trip to `receivers` receivers, acknowledged by
+    /// all of them or by the last one only).
+    pub fn fanout(
+        system: &str,
+        mode: &str,
+        size: u64,
+        receivers: u32,
+        acks: &str,
+        r: &Repeated,
+    ) -> Record {
+        let mut rec = Record::new("fanout", system, mode, size).with_latency(r);
+        rec.receivers = receivers;
+        rec.acks = acks.to_string();
+        rec
+    }
+
+    /// A throughput record; MB/s is derived from `size`.
+    pub fn throughput(system: &str, mode: &str, size: u64, r: &RepeatedRate) -> Record {
+        let mut rec = Record::new("throughput", system, mode, size);
+        rec.msgs_per_s = Some(r.median_msgs_per_s);
+        rec.mb_per_s = Some(r.median_mb_per_s(size));
+        rec.reps = r.reps as u32;
+        rec
+    }
+
+    /// A record saying `system` was not measured, and why.
+    pub fn skipped(bench: &str, system: &str, mode: &str, size: u64, reason: &str) -> Record {
+        let mut rec = Record::new(bench, system, mode, size);
+        rec.note = Some(reason.to_string());
+        rec
+    }
+
+    /// Sets the latency fields from `r`.
+    pub fn with_latency(mut self, r: &Repeated) -> Record {
+        self.p50_us = Some(r.median_p50_us);
+        self.p99_us = Some(r.median_p99_us);
+        self.p50_min_us = Some(r.min_p50_us);
+        self.p50_max_us = Some(r.max_p50_us);
+        self.reps = r.reps as u32;
+        self
+    }
+
+    /// Sets the note.
+    pub fn with_note(mut self, note: &str) -> Record {
+        self.note = Some(note.to_string());
+        self
+    }
+}
+
+/// Writes one JSON object per record, one per line.
+pub fn write_json_lines(records: &[Record], out: &mut impl Write) -> anyhow::Result<()> {
+    for r in records {
+        serde_json::to_writer(&mut *out, r).context("serialising a record")?;
+        out.write_all(b"\n").context("writing a record")?;
+    }
+    out.flush().context("flushing records")?;
+    Ok(())
+}
+
+/// Reads records written by [`write_json_lines`]; blank lines are skipped.
+pub fn read_json_lines(input: impl BufRead) -> anyhow::Result<Vec<Record>> {
+    let mut out = Vec::new();
+    for (i, line) in input.lines().enumerate() {
+        let line = line.context("reading records")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let rec = serde_json::from_str(&line).with_context(|| format!("record on line {}", i + 1))?;
+        out.push(rec);
+    }
+    Ok(out)
+}
+
+/// Human-readable size: `64 B`, `1 KiB`, `1.5 KiB`, `8 MiB`.
+pub fn fmt_size(bytes: u64) -> String {
+    const K: u64 = 1024;
+    let (div, unit) = if bytes >= K * K && bytes % (K * K / 2) == 0 {
+        (K * K, "MiB")
+    } else if bytes >= K && bytes % (K / 2) == 0 {
+        (K, "KiB")
+    } else {
+        return format!("{bytes} B");
+    };
+    let v = bytes as f64 / div as f64;
+    if v.fract() == 0.0 {
+        format!("{} {unit}", v as u64)
+    } else {
+        format!("{v:.1} {unit}")
+    }
+}
+
+/// Formats a latency in µs with 3 significant-ish digits.
+fn fmt_us(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Formats a rate (msgs/s) as e.g. `612k` or `1.80M`.
+fn fmt_rate(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.0}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn fmt_latency_cell(r: &Record) -> String {
+    match r.p50_us {
+        None => "-".to_string(),
+        Some(p50) => match (r.p50_min_us, r.p50_max_us) {
+            (Some(lo), Some(hi)) if r.reps > 1 => {
+                format!("{} [{}-{}]", fmt_us(p50), fmt_us(lo), fmt_us(hi))
+            }
+            _ => fmt_us(p50),
+        },
+    }
+}
+
+/// Column label of a record: the system, plus the mode if that system
+/// appears with several modes among `records`, plus `acks=` if asked.
+fn label(records: &[&Record], r: &Record, with_acks: bool) -> String {
+    let modes: BTreeSet<&str> = records
+        .iter()
+        .filter(|x| x.system == r.system)
+        .map(|x| x.mode.as_str())
+        .collect();
+    let mut s = r.system.clone();
+    if modes.len() > 1 {
+        s.push('/');
+        s.push_str(&r.mode);
+    }
+    if with_acks {
+        s.push_str(" acks=");
+        s.push_str(&r.acks);
+    }
+    s
+}
+
+/// Distinct values in first-appearance order.
+fn ordered_unique<T: PartialEq + Clone>(items: impl Iterator<Item = T>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for it in items {
+        if !out.contains(&it) {
+            out.push(it);
+        }
+    }
+    out
+}
+
+/// Renders rows (first row = header) with column widths fitted and the
+/// first column left-aligned, the others right-aligned.
+fn render_grid(rows: &[Vec<String>]) -> String {
+    let ncol = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut width = vec![0usize; ncol];
+    for row in rows {
+        for (i, c) in row.iter().enumerate() {
+            width[i] = width[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for (ri, row) in rows.iter().enumerate() {
+        let mut line = String::new();
+        for (i, c) in row.iter().enumerate() {
+            if i == 0 {
+                let _ = write!(line, "{c:<w$}", w = width[i]);
+            } else {
+                let _ = write!(line, "  {c:>w$}", w = width[i]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+        if ri == 0 {
+            let total: usize = width.iter().sum::<usize>() + 2 * ncol.saturating_sub(1);
+            out.push_str(&"-".repeat(total));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn notes_section(records: &[&Record], with_acks: bool) -> String {
+    let mut out = String::new();
+    let notes = ordered_unique(records.iter().filter_map(|r| {
+        r.note
+            .as_ref()
+            .map(|n| format!("  {}: {n}", label(records, r, with_acks)))
+    }));
+    if !notes.is_empty() {
+        out.push_str("notes:\n");
+        for n in notes {
+            out.push_str(&n);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn ratio_cell(num: Option<f64>, den: Option<f64>) -> String {
+    match (num, den) {
+        (Some(a), Some(b)) if b > 0.0 && a.is_finite() && b.is_finite() => format!("{:.2}x", a / b),
+        _ => "-".to_string(),
+    }
+}
+
+/// The round-trip table (records with `bench == "rtt"`); empty string if
+/// there are none. Cells are p50 µs with the `[min-max]` spread of the
+/// per-repetition p50s.
+pub fn rtt_table(records: &[Record]) -> String {
+    let recs: Vec<&Record> = records.iter().filter(|r| r.bench == "rtt").collect();
+    if recs.is_empty() {
+        return String::new();
+    }
+    let cols = ordered_unique(recs.iter().map(|r| label(&recs, r, false)));
+    let sizes = {
+        let mut s = ordered_unique(recs.iter().map(|r| r.size));
+        s.sort_unstable();
+        s
+    };
+    let baselines: Vec<&str> = ["raw-futex", "raw-spin", "cyclonedds"]
+        .into_iter()
+        .filter(|b| recs.iter().any(|r| r.system == *b))
+        .collect();
+    let has_tagwire = recs.iter().any(|r| r.system == "tagwire");
+
+    let mut header = vec!["size".to_string()];
+    header.extend(cols.iter().cloned());
+    if has_tagwire {
+        header.extend(baselines.iter().map(|b| format!("tagwire/{b}")));
+    }
+    let mut rows = vec![header];
+    for &size in &sizes {
+        let at: Vec<&Record> = recs.iter().copied().filter(|r| r.size == size).collect();
+        let mut row = vec![fmt_size(size)];
+        for c in &cols {
+            let cell = at
+                .iter()
+                .find(|r| &label(&recs, r, false) == c)
+                .map(|r| fmt_latency_cell(r))
+                .unwrap_or_else(|| "-".to_string());
+            row.push(cell);
+        }
+        if has_tagwire {
+            for b in &baselines {
+                let base = at.iter().find(|r| r.system == *b);
+                let tw = base
+                    .and_then(|base| {
+                        at.iter()
+                            .find(|r| r.system == "tagwire" && r.mode == base.mode && r.p50_us.is_some())
+                    })
+                    .or_else(|| at.iter().find(|r| r.system == "tagwire" && r.p50_us.is_some()));
+                row.push(ratio_cell(tw.and_then(|r| r.p50_us), base.and_then(|r| r.p50_us)));
+            }
+        }
+        rows.push(row);
+    }
+    let mut out = String::from("Round trip, p50 µs [min-max over repetitions]\n");
+    out.push_str(&render_grid(&rows));
+    out.push_str(&notes_section(&recs, false));
+    out
+}
+
+/// The fan-out table (records with `bench == "fanout"`): one row per
+/// (size, receivers), one column per system[/mode] and acks mode.
+pub fn fanout_table(records: &[Record]) -> String {
+    let recs: Vec<&Record> = records.iter().filter(|r| r.bench == "fanout").collect();
+    if recs.is_empty() {
+        return String::new();
+    }
+    let cols = ordered_unique(recs.iter().map(|r| label(&recs, r, true)));
+    let mut keys = ordered_unique(recs.iter().map(|r| (r.size, r.receivers)));
+    keys.sort_unstable();
+    let mut header = vec!["size".to_string(), "receivers".to_string()];
+    header.extend(cols.iter().cloned());
+    let mut rows = vec![header];
+    for (size, receivers) in keys {
+        let mut row = vec![fmt_size(size), receivers.to_string()];
+        for c in &cols {
+            let cell = recs
+                .iter()
+                .find(|r| r.size == size && r.receivers == receivers && &label(&recs, r, true) == c)
+                .map(|r| fmt_latency_cell(r))
+                .unwrap_or_else(|| "-".to_string());
+            row.push(cell);
+        }
+        rows.push(row);
+    }
+    let mut out = String::from("Fan-out round trip, p50 µs [min-max over repetitions]\n");
+    out.push_str(&render_grid(&rows));
+    out.push_str(&notes_section(&recs, true));
+    out
+}
+
+/// The throughput table (records with `bench == "throughput"`): one row per
+/// size, msgs/s and MB/s per system, and `tagwire/cyclonedds` (msgs/s).
+pub fn throughput_table(records: &[Record]) -> String {
+    let recs: Vec<&Record> = records.iter().filter(|r| r.bench == "throughput").collect();
+    if recs.is_empty() {
+        return String::new();
+    }
+    let cols = ordered_unique(recs.iter().map(|r| label(&recs, r, false)));
+    let mut sizes = ordered_unique(recs.iter().map(|r| r.size));
+    sizes.sort_unstable();
+    let ratio = recs.iter().any(|r| r.system == "tagwire")
+        && recs.iter().any(|r| r.system == "cyclonedds");
+    let mut header = vec!["size".to_string()];
+    for c in &cols {
+        header.push(format!("{c} msg/s"));
+        header.push(format!("{c} MB/s"));
+    }
+    if ratio {
+        header.push("tagwire/cyclonedds".to_string());
+    }
+    let mut rows = vec![header];
+    for size in sizes {
+        let at: Vec<&Record> = recs.iter().copied().filter(|r| r.size == size).collect();
+        let mut row = vec![fmt_size(size)];
+        for c in &cols {
+            let r = at.iter().find(|r| &label(&recs, r, false) == c);
+            row.push(
+                r.and_then(|r| r.msgs_per_s)
+                    .map(fmt_rate)
+                    .unwrap_or_else(|| "-".to_string()),
+            );
+            row.push(
+                r.and_then(|r| r.mb_per_s)
+                    .map(|v| format!("{v:.0}"))
+                    .unwrap_or_else(|| "-".to_string()),
+            );
+        }
+        if ratio {
+            let tw = at
+                .iter()
+                .find(|r| r.system == "tagwire" && r.msgs_per_s.is_some())
+                .and_then(|r| r.msgs_per_s);
+            let cy = at
+                .iter()
+                .find(|r| r.system == "cyclonedds")
+                .and_then(|r| r.msgs_per_s);
+            row.push(ratio_cell(tw, cy));
+        }
+        rows.push(row);
+    }
+    let mut out = String::from("Throughput, median over repetitions (MB = 10^6 B)\n");
+    out.push_str(&render_grid(&rows));
+    out.push_str(&notes_section(&recs, false));
+    out
+}
+
+/// All non-empty tables, separated by blank lines.
+pub fn all_tables(records: &[Record]) -> String {
+    [rtt_table(records), fanout_table(records), throughput_table(records)]
+        .into_iter()
+        .filter(|t| !t.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Prints [`rtt_table`] to stdout.
+pub fn print_rtt_table(records: &[Record]) {
+    print!("{}", rtt_table(records));
+}
+
+/// Prints [`fanout_table`] to stdout.
+pub fn print_fanout_table(records: &[Record]) {
+    print!("{}", fanout_table(records));
+}
+
+/// Prints [`throughput_table`] to stdout.
+pub fn print_throughput_table(records: &[Record]) {
+    print!("{}", throughput_table(records));
+}
+
+/// Writes `<dir>/<name>.json` (JSON lines) and `<dir>/<name>.txt` (all
+/// tables), creating `dir` if needed.
+pub fn save_results(dir: &Path, name: &str, records: &[Record]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let json = dir.join(format!("{name}.json"));
+    let mut f = std::io::BufWriter::new(
+        std::fs::File::create(&json).with_context(|| format!("creating {}", json.display()))?,
+    );
+    write_json_lines(records, &mut f).with_context(|| format!("writing {}", json.display()))?;
+    let txt = dir.join(format!("{name}.txt"));
+    std::fs::write(&txt, all_tables(records)).with_context(|| format!("writing {}", txt.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rep(p50: f64) -> Repeated {
+        Repeated {
+            median_p50_us: p50,
+            min_p50_us: p50 * 0.9,
+            max_p50_us: p50 * 1.2,
+            median_p99_us: p50 * 3.0,
+            reps: 3,
+        }
+    }
+
+    fn sample() -> Vec<Record> {
+        vec![
+            Record::rtt("tagwire", "block", 256, &rep(9.0)),
+            Record::rtt("tagwire", "spin", 256, &rep(0.6)),
+            Record::rtt("raw-futex", "block", 256, &rep(4.5)),
+            Record::rtt("raw-spin", "spin", 256, &rep(0.3)),
+            Record::skipped("rtt", "cyclonedds", "block", 256, "ddsperf not found"),
+            Record::rtt("tagwire", "block", 8192, &rep(12.0)),
+            Record::fanout("tagwire", "block", 256, 4, "all", &rep(20.0)),
+            Record::fanout("tagwire", "block", 256, 4, "last", &rep(15.0)),
+            Record::throughput(
+                "tagwire",
+                "block",
+                256,
+                &RepeatedRate::from_rates(&[2e6, 1e6, 3e6]).expect("rates"),
+            ),
+            Record::throughput(
+                "cyclonedds",
+                "block",
+                256,
+                &RepeatedRate::from_rates(&[1e6]).expect("rates"),
+            ),
+        ]
+    }
+
+    #[test]
+    fn json_has_exactly_the_fields() {
+        let r = Record::rtt("tagwire", "block", 256, &rep(9.0));
+        let v = serde_json::to_value(&r).expect("serialise");
+        let obj = v.as_object().expect("object");
+        let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        let mut want = vec![
+            "bench", "system", "mode", "size", "receivers", "acks", "p50_us", "p99_us",
+            "p50_min_us", "p50_max_us", "msgs_per_s", "mb_per_s", "reps", "note",
+        ];
+        want.sort_unstable();
+        assert_eq!(keys, want);
+    }
+
+    #[test]
+    fn json_lines_round_trip() {
+        let recs = sample();
+        let mut buf = Vec::new();
+        write_json_lines(&recs, &mut buf).expect("write");
+        let text = String::from_utf8(buf.clone()).expect("utf8");
+        assert_eq!(text.lines().count(), recs.len());
+        let back = read_json_lines(&buf[..]).expect("read");
+        assert_eq!(back, recs);
+    }
+
+    #[test]
+    fn rtt_table_shape() {
+        let t = rtt_table(&sample());
+        assert!(t.contains("tagwire/block"), "{t}");
+        assert!(t.contains("tagwire/raw-futex"), "{t}");
+        assert!(t.contains("tagwire/raw-spin"), "{t}");
+        assert!(t.contains("tagwire/cyclonedds"), "{t}");
+        // Mode-matched ratios: 9/4.5 and 0.6/0.3.
+        let row256 = t.lines().find(|l| l.starts_with("256 B")).expect("row");
+        assert!(row256.contains("2.00x"), "{row256}");
+        assert!(row256.contains("9.00 [8.10-10.8]"), "{row256}");
+        assert!(t.contains("8 KiB"), "{t}");
+        assert!(t.contains("cyclonedds: ddsperf not found"), "{t}");
+    }
+
+    #[test]
+    fn other_tables() {
+        let f = fanout_table(&sample());
+        assert!(f.contains("acks=all") && f.contains("acks=last"), "{f}");
+        let t = throughput_table(&sample());
+        assert!(t.contains("2.00M"), "{t}");
+        assert!(t.contains("2.00x"), "{t}");
+        assert!(t.contains("512"), "{t}");
+        assert_eq!(rtt_table(&[]), "");
+    }
+
+    #[test]
+    fn save_writes_both_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        save_results(dir.path(), "run", &sample()).expect("save");
+        let json = std::fs::read_to_string(dir.path().join("run.json")).expect("json");
+        assert_eq!(json.lines().count(), sample().len());
+        let txt = std::fs::read_to_string(dir.path().join("run.txt")).expect("txt");
+        assert!(txt.contains("Round trip") && txt.contains("Throughput"));
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(fmt_size(64), "64 B");
+        assert_eq!(fmt_size(1024), "1 KiB");
+        assert_eq!(fmt_size(8192), "8 KiB");
+        assert_eq!(fmt_size(1536), "1.5 KiB");
+        assert_eq!(fmt_size(1 << 20), "1 MiB");
+        assert_eq!(fmt_size(1000), "1000 B");
+    }
+}

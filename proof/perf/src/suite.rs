@@ -1,0 +1,224 @@
+//! The `tagwire perf` benchmarks: each system measured in the same run,
+//! interleaved size by size and repetition by repetition (the machine drifts by
+//! 2-3x over minutes, so systems measured minutes apart are not comparable), and
+//! folded to median and spread over repetitions.
+
+use std::time::Duration;
+
+use crate::ddsperf::{self, DdsOpts};
+use crate::raw;
+use crate::report::Record;
+use crate::stats::{Repeated, RepeatedRate, Summary};
+use crate::workload::{self, Acks, Env};
+
+/// Settings shared by the suites.
+#[derive(Debug, Clone)]
+pub struct SuiteOpts {
+    /// Worker binary and daemon socket.
+    pub env: Env,
+    /// Repetitions per point.
+    pub reps: usize,
+    /// Round trips per repetition.
+    pub iters: usize,
+    /// Unmeasured round trips first.
+    pub warmup: usize,
+    /// Run Cyclone DDS `ddsperf` beside tagwire.
+    pub dds: bool,
+    /// Seconds per ddsperf measurement (plus its discovery second).
+    pub dds_seconds: u32,
+    /// Print progress to stderr.
+    pub progress: bool,
+}
+
+/// Blocking or busy-poll receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Sleep until a message arrives.
+    Block,
+    /// Spin before sleeping.
+    Spin,
+}
+
+impl Mode {
+    /// "block" or "spin".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Block => "block",
+            Mode::Spin => "spin",
+        }
+    }
+}
+
+#[derive(Default)]
+struct Acc(Vec<(String, String, u64, u32, String, Vec<Summary>)>);
+
+impl Acc {
+    fn push(&mut self, system: &str, mode: &str, size: u64, receivers: u32, acks: &str, s: Summary) {
+        if let Some(e) = self
+            .0
+            .iter_mut()
+            .find(|e| e.0 == system && e.1 == mode && e.2 == size && e.3 == receivers && e.4 == acks)
+        {
+            e.5.push(s);
+            return;
+        }
+        self.0
+            .push((system.into(), mode.into(), size, receivers, acks.into(), vec![s]));
+    }
+
+    fn records(self, bench: &str) -> Vec<Record> {
+        self.0
+            .into_iter()
+            .filter_map(|(system, mode, size, receivers, acks, runs)| {
+                let r = Repeated::from_summaries(&runs)?;
+                let mut rec = Record::new(bench, &system, &mode, size).with_latency(&r);
+                rec.receivers = receivers;
+                rec.acks = acks;
+                Some(rec)
+            })
+            .collect()
+    }
+}
+
+fn note(o: &SuiteOpts, msg: impl AsRef<str>) {
+    if o.progress {
+        eprintln!("perf: {}", msg.as_ref());
+    }
+}
+
+/// RTT against size: tagwire (block and spin) beside raw futex, raw spin, raw
+/// UDP and Cyclone DDS.
+pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec<Record>> {
+    let dds = dds_opts(o);
+    let mut acc = Acc::default();
+    let mut skipped = Vec::new();
+    for rep in 0..o.reps {
+        for &size in sizes {
+            note(o, format!("rtt rep {}/{} size {size}", rep + 1, o.reps));
+            let s = size as u64;
+            for &mode in modes {
+                let d = workload::rtt(&o.env, size, o.iters, o.warmup, 1, Acks::All, mode == Mode::Spin)?;
+                push(&mut acc, "tagwire", mode.as_str(), s, 1, "all", &d);
+                let (name, d) = match mode {
+                    Mode::Block => ("raw-futex", raw::raw_shm_futex_rtt(size, o.iters, o.warmup)?),
+                    Mode::Spin => ("raw-spin", raw::raw_shm_spin_rtt(size, o.iters, o.warmup)?),
+                };
+                push(&mut acc, name, mode.as_str(), s, 1, "all", &d);
+            }
+            let d = raw::raw_udp_rtt(size, o.iters, o.warmup)?;
+            push(&mut acc, "raw-udp", "block", s, 1, "all", &d);
+            match &dds {
+                Ok(opts) => match ddsperf::rtt_with(s, o.dds_seconds, opts) {
+                    Ok(r) => acc.push(
+                        "cyclonedds",
+                        "block",
+                        s,
+                        1,
+                        "all",
+                        Summary {
+                            p50_us: r.p50_us,
+                            p99_us: r.p99_us,
+                            min_us: r.p50_us,
+                            max_us: r.p99_us,
+                            mean_us: r.mean_us,
+                            n: r.roundtrips as usize,
+                        },
+                    ),
+                    Err(e) => skipped.push(Record::skipped("rtt", "cyclonedds", "block", s, &format!("ddsperf failed: {e:#}"))),
+                },
+                Err(reason) if rep == 0 => skipped.push(Record::skipped("rtt", "cyclonedds", "block", s, reason)),
+                Err(_) => {}
+            }
+        }
+    }
+    let mut out = acc.records("rtt");
+    out.extend(skipped);
+    Ok(out)
+}
+
+/// RTT against the number of receivers (paper Figures 4-4 and 4-5).
+pub fn fanout(o: &SuiteOpts, receivers: &[usize], acks: &[Acks], size: usize, mode: Mode) -> anyhow::Result<Vec<Record>> {
+    let mut acc = Acc::default();
+    for rep in 0..o.reps {
+        for &n in receivers {
+            for &a in acks {
+                note(o, format!("fanout rep {}/{} receivers {n} acks {}", rep + 1, o.reps, a.as_str()));
+                let d = workload::rtt(&o.env, size, o.iters, o.warmup, n, a, mode == Mode::Spin)?;
+                push(&mut acc, "tagwire", mode.as_str(), size as u64, n as u32, a.as_str(), &d);
+            }
+        }
+    }
+    Ok(acc.records("fanout"))
+}
+
+/// Messages per second at the subscriber, publisher flat out, beside Cyclone DDS
+/// and raw UDP (one datagram per message).
+pub fn throughput(o: &SuiteOpts, sizes: &[usize], seconds: f64) -> anyhow::Result<Vec<Record>> {
+    let dds = dds_opts(o);
+    let mut rates: Vec<(String, u64, Vec<f64>, String)> = Vec::new();
+    let mut add = |system: &str, size: u64, rate: f64, extra: String| {
+        if let Some(e) = rates.iter_mut().find(|e| e.0 == system && e.1 == size) {
+            e.2.push(rate);
+            if !extra.is_empty() {
+                e.3 = extra;
+            }
+        } else {
+            rates.push((system.into(), size, vec![rate], extra));
+        }
+    };
+    let mut skipped = Vec::new();
+    let dur = Duration::from_secs_f64(seconds);
+    for rep in 0..o.reps {
+        for &size in sizes {
+            note(o, format!("throughput rep {}/{} size {size}", rep + 1, o.reps));
+            let s = size as u64;
+            let t = workload::throughput(&o.env, size, dur)?;
+            add(
+                "tagwire",
+                s,
+                t.msgs_per_s,
+                format!("last rep: sent {} received {} lost {}", t.sent, t.received, t.lost),
+            );
+            add("raw-udp", s, raw::raw_udp_throughput(size, dur)?, String::new());
+            match &dds {
+                Ok(opts) => match ddsperf::throughput_with(s, o.dds_seconds, opts) {
+                    Ok(r) => add("cyclonedds", s, r.msgs_per_s, format!("reliable; lost {}", r.lost)),
+                    Err(e) => skipped.push(Record::skipped(
+                        "throughput",
+                        "cyclonedds",
+                        "block",
+                        s,
+                        &format!("ddsperf failed: {e:#}"),
+                    )),
+                },
+                Err(reason) if rep == 0 => {
+                    skipped.push(Record::skipped("throughput", "cyclonedds", "block", s, reason))
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    let mut out: Vec<Record> = rates
+        .into_iter()
+        .filter_map(|(system, size, r, extra)| {
+            let rr = RepeatedRate::from_rates(&r)?;
+            let rec = Record::throughput(&system, "block", size, &rr);
+            Some(if extra.is_empty() { rec } else { rec.with_note(&extra) })
+        })
+        .collect();
+    out.extend(skipped);
+    Ok(out)
+}
+
+fn push(acc: &mut Acc, system: &str, mode: &str, size: u64, receivers: u32, acks: &str, d: &[Duration]) {
+    if let Some(s) = Summary::from_durations(d) {
+        acc.push(system, mode, size, receivers, acks, s);
+    }
+}
+
+fn dds_opts(o: &SuiteOpts) -> Result<DdsOpts, String> {
+    if !o.dds {
+        return Err("Cyclone DDS skipped (--no-dds)".into());
+    }
+    DdsOpts::detect()
+}

@@ -1,0 +1,297 @@
+//! tagwire's own workloads for `tagwire perf`, the paper's sender-based method:
+//! the sender publishes on a *ping* tag and waits for acknowledgements on an
+//! *ack* tag; receivers run in **separate processes** (the `perf-worker` hidden
+//! subcommand of the `tagwire` binary), as in the paper's Figures 4-1 and 4-2.
+//!
+//! * `acks = all`: every receiver acknowledges every ping; the round trip ends at
+//!   the last ack (Figure 4-4).
+//! * `acks = last`: only the last receiver to subscribe acknowledges (Figure 4-5).
+//!
+//! Each ack carries the same payload size as the ping, like the raw ping-pong
+//! baselines that echo their payload.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use tagwire::{Client, ClientOptions, Domain, Error, RingParams, SubscribeOptions};
+
+/// Who acknowledges a ping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// Every receiver.
+    All,
+    /// Only the last receiver.
+    Last,
+}
+
+impl Acks {
+    /// "all" or "last".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Acks::All => "all",
+            Acks::Last => "last",
+        }
+    }
+}
+
+/// Where workers come from and which daemon they use.
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// The `tagwire` binary (has the hidden `perf-worker` subcommand).
+    pub exe: PathBuf,
+    /// The daemon socket.
+    pub socket: PathBuf,
+}
+
+/// Arguments of one worker process.
+#[derive(Debug, Clone)]
+pub struct WorkerArgs {
+    /// `echo` (receive pings, send acks) or `sink` (count messages).
+    pub role: String,
+    /// Tag to receive on.
+    pub ping: String,
+    /// Tag to acknowledge on (echo role).
+    pub ack: String,
+    /// Whether this worker acknowledges.
+    pub acks: bool,
+    /// Busy-poll receive.
+    pub spin: bool,
+    /// Queue depth.
+    pub depth: u32,
+}
+
+const STOP: &[u8] = b"\xffSTOP";
+/// Sink workers print this prefix, then `received lost seconds`.
+const SINK_REPORT: &str = "SINK";
+
+struct Workers(Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn client(env: &Env) -> anyhow::Result<Client> {
+    Ok(Client::with_options(ClientOptions {
+        socket: env.socket.clone(),
+        timeout: Duration::from_secs(5),
+        autostart: false,
+        name: "tagwire-perf".into(),
+    })?)
+}
+
+fn spawn_worker(env: &Env, a: &WorkerArgs, stdout: Stdio) -> anyhow::Result<Child> {
+    let mut cmd = Command::new(&env.exe);
+    cmd.arg("perf-worker")
+        .args(["--role", &a.role, "--ping", &a.ping, "--ack", &a.ack, "--depth", &a.depth.to_string()])
+        .env("TAGWIRE_SOCKET", &env.socket)
+        .stdout(stdout);
+    if a.acks {
+        cmd.arg("--acks");
+    }
+    if a.spin {
+        cmd.arg("--spin");
+    }
+    cmd.spawn().with_context(|| format!("starting worker {}", env.exe.display()))
+}
+
+fn wait_for(mut f: impl FnMut() -> anyhow::Result<bool>, what: &str) -> anyhow::Result<()> {
+    let start = Instant::now();
+    while !f()? {
+        if start.elapsed() > Duration::from_secs(20) {
+            bail!("timed out waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+fn unique(kind: &str) -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("/perf/{}/{kind}{n}", std::process::id())
+}
+
+fn spin_opts(spin: bool, depth: u32) -> SubscribeOptions {
+    let o = SubscribeOptions::default().depth(depth);
+    if spin {
+        o.busy_poll(Duration::from_millis(50))
+    } else {
+        o
+    }
+}
+
+/// Sender-based round trips with `receivers` worker processes. Returns one
+/// duration per measured round trip.
+pub fn rtt(
+    env: &Env,
+    size: usize,
+    iters: usize,
+    warmup: usize,
+    receivers: usize,
+    acks: Acks,
+    spin: bool,
+) -> anyhow::Result<Vec<Duration>> {
+    anyhow::ensure!(receivers >= 1, "at least one receiver");
+    let c = client(env)?;
+    let ping = unique("ping");
+    let ack = unique("ack");
+    c.create_tag(&ping, Domain::Local)?;
+    c.create_tag(&ack, Domain::Local)?;
+    let mut acks_sub = c.subscribe(&ack, spin_opts(spin, 256))?;
+    let mut publ = c.publisher(&ping)?;
+    let mut workers = Workers(Vec::new());
+    for i in 0..receivers {
+        let acking = acks == Acks::All || i + 1 == receivers;
+        let a = WorkerArgs {
+            role: "echo".into(),
+            ping: ping.clone(),
+            ack: ack.clone(),
+            acks: acking,
+            spin,
+            depth: 64,
+        };
+        workers.0.push(spawn_worker(env, &a, Stdio::null())?);
+        // Start them one by one so the last one really is the last to subscribe.
+        wait_for(|| Ok(c.receivers(&ping)?.len() > i), "a worker to subscribe")?;
+    }
+    let expected = if acks == Acks::All { receivers } else { 1 };
+    wait_for(|| Ok(c.senders(&ack)?.len() >= expected), "workers' ack access")?;
+    let payload = vec![0x5au8; size];
+    let mut out = Vec::with_capacity(iters);
+    for i in 0..warmup + iters {
+        let t0 = Instant::now();
+        publ.send(&payload)?;
+        let mut got = 0;
+        while got < expected {
+            match acks_sub.receive(Some(Duration::from_secs(10))) {
+                Ok(_) => got += 1,
+                Err(Error::Timeout) => bail!("no ack within 10 s (round trip {i})"),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if i >= warmup {
+            out.push(t0.elapsed());
+        }
+    }
+    publ.send(STOP)?;
+    drop(workers);
+    let _ = c.destroy_tag(&ping);
+    let _ = c.destroy_tag(&ack);
+    Ok(out)
+}
+
+/// Result of a throughput run, measured at the subscriber.
+#[derive(Debug, Clone, Copy)]
+pub struct Throughput {
+    /// Messages the publisher sent.
+    pub sent: u64,
+    /// Messages the subscriber received.
+    pub received: u64,
+    /// Messages the subscriber reported lost.
+    pub lost: u64,
+    /// Received messages per second (first to last receive).
+    pub msgs_per_s: f64,
+}
+
+/// The publisher sends `size`-byte messages as fast as it can for `duration`;
+/// one subscriber process counts them.
+pub fn throughput(env: &Env, size: usize, duration: Duration) -> anyhow::Result<Throughput> {
+    let c = client(env)?;
+    let tag = unique("tput");
+    // A deep ring so that scheduling hiccups of the subscriber do not drop data.
+    let slot_payload = u32::try_from(size.max(64)).unwrap_or(u32::MAX);
+    c.create_tag_with(&tag, Domain::Local, RingParams { slots: 4096, slot_payload })?;
+    let mut publ = c.publisher(&tag)?;
+    let a = WorkerArgs {
+        role: "sink".into(),
+        ping: tag.clone(),
+        ack: String::new(),
+        acks: false,
+        spin: false,
+        depth: 4096,
+    };
+    let mut workers = Workers(vec![spawn_worker(env, &a, Stdio::piped())?]);
+    wait_for(|| Ok(!c.receivers(&tag)?.is_empty()), "the sink to subscribe")?;
+    let payload = vec![0xa5u8; size];
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while start.elapsed() < duration {
+        for _ in 0..64 {
+            publ.send(&payload)?;
+        }
+        sent += 64;
+    }
+    publ.send(STOP)?;
+    let child = workers.0.pop().context("sink worker")?;
+    let out = child.wait_with_output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(SINK_REPORT))
+        .with_context(|| format!("sink printed no report: {text:?}"))?;
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let received: u64 = f.get(1).context("report")?.parse()?;
+    let lost: u64 = f.get(2).context("report")?.parse()?;
+    let secs: f64 = f.get(3).context("report")?.parse()?;
+    let _ = c.destroy_tag(&tag);
+    Ok(Throughput {
+        sent,
+        received,
+        lost,
+        msgs_per_s: if secs > 0.0 { received as f64 / secs } else { 0.0 },
+    })
+}
+
+/// Body of a worker process.
+pub fn worker_main(a: &WorkerArgs) -> anyhow::Result<()> {
+    let c = Client::connect()?;
+    let mut sub = c.subscribe(&a.ping, spin_opts(a.spin, a.depth))?;
+    match a.role.as_str() {
+        "echo" => {
+            let mut publ = if a.acks { Some(c.publisher(&a.ack)?) } else { None };
+            loop {
+                let m = match sub.receive(Some(Duration::from_secs(60))) {
+                    Ok(m) => m,
+                    Err(Error::Overflowed { .. }) => continue,
+                    Err(e) => return Err(e.into()),
+                };
+                if m.payload == STOP {
+                    return Ok(());
+                }
+                if let Some(p) = publ.as_mut() {
+                    p.send(&m.payload)?;
+                }
+            }
+        }
+        "sink" => {
+            let mut received = 0u64;
+            let mut first = None;
+            let mut last = Instant::now();
+            loop {
+                match sub.receive(Some(Duration::from_secs(60))) {
+                    Ok(m) => {
+                        if m.payload == STOP {
+                            break;
+                        }
+                        last = Instant::now();
+                        first.get_or_insert(last);
+                        received += 1;
+                    }
+                    Err(Error::Overflowed { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            let secs = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
+            println!("{SINK_REPORT} {received} {} {secs}", sub.lost());
+            Ok(())
+        }
+        r => bail!("unknown worker role {r}"),
+    }
+}

@@ -1,1 +1,0 @@
-//! System tests: several processes against a real daemon.
