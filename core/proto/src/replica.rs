@@ -106,7 +106,10 @@ impl Replica {
 
     /// A tag by name.
     pub fn find(&self, name: &TagName) -> Option<(TagId, &ReplicaEntry)> {
-        self.tags.iter().find(|(_, e)| &e.name == name).map(|(id, e)| (*id, e))
+        self.tags
+            .iter()
+            .find(|(_, e)| &e.name == name)
+            .map(|(id, e)| (*id, e))
     }
 
     /// Every tag.
@@ -156,12 +159,22 @@ mod tests {
         let name = |t: u8| TagName::new(&format!("/t{t}")).unwrap();
         let id = |table: &TagTable, t: u8| table.entry(&name(t)).map(|e| e.id);
         let member = |c: u8| Member {
-            who: SenderInfo { pid: Pid(u32::from(c)), node: NodeAddr::LOCALHOST },
+            who: SenderInfo {
+                pid: Pid(u32::from(c)),
+                node: NodeAddr::LOCALHOST,
+            },
             since_unix_ns: 7,
         };
         match *op {
-            Op::Create(t) => table.create(name(t), Domain::Global, RingParams::default()).1.into_iter().collect(),
-            Op::Destroy(t) => table.destroy(&name(t)).map(|(_, u)| vec![u]).unwrap_or_default(),
+            Op::Create(t) => table
+                .create(name(t), Domain::Global, RingParams::default())
+                .1
+                .into_iter()
+                .collect(),
+            Op::Destroy(t) => table
+                .destroy(&name(t))
+                .map(|(_, u)| vec![u])
+                .unwrap_or_default(),
             Op::Send(t, c) => id(table, t)
                 .and_then(|i| table.add_sender(i, ClientId(c.into()), member(c)).ok())
                 .into_iter()

@@ -104,7 +104,12 @@ impl TagTable {
 
     /// Creates a tag. Creating an existing tag is not an error: it returns the
     /// existing id and no update.
-    pub fn create(&mut self, name: TagName, domain: Domain, ring: RingParams) -> (TagId, Option<Update>) {
+    pub fn create(
+        &mut self,
+        name: TagName,
+        domain: Domain,
+        ring: RingParams,
+    ) -> (TagId, Option<Update>) {
         if let Some(e) = self.tags.get(&name) {
             return (e.id, None);
         }
@@ -122,7 +127,14 @@ impl TagTable {
                 receivers: Vec::new(),
             },
         );
-        (id, Some(self.bump(TableEvent::TagCreated { tag: id, name, domain })))
+        (
+            id,
+            Some(self.bump(TableEvent::TagCreated {
+                tag: id,
+                name,
+                domain,
+            })),
+        )
     }
 
     /// Destroys a tag; returns its last state and the update.
@@ -141,7 +153,12 @@ impl TagTable {
 
     /// Records that `client` holds send access (a client may hold it several times,
     /// e.g. from two threads; each grant needs its own release).
-    pub fn add_sender(&mut self, tag: TagId, client: ClientId, member: Member) -> Result<Update, TableError> {
+    pub fn add_sender(
+        &mut self,
+        tag: TagId,
+        client: ClientId,
+        member: Member,
+    ) -> Result<Update, TableError> {
         let e = self.entry_mut(tag)?;
         e.senders.push((client, member));
         Ok(self.bump(TableEvent::SenderJoined { tag, member }))
@@ -160,7 +177,12 @@ impl TagTable {
     }
 
     /// Records a subscription of `client`.
-    pub fn add_receiver(&mut self, tag: TagId, client: ClientId, member: Member) -> Result<Update, TableError> {
+    pub fn add_receiver(
+        &mut self,
+        tag: TagId,
+        client: ClientId,
+        member: Member,
+    ) -> Result<Update, TableError> {
         let e = self.entry_mut(tag)?;
         e.receivers.push((client, member));
         Ok(self.bump(TableEvent::ReceiverJoined { tag, member }))
@@ -197,14 +219,20 @@ impl TagTable {
             e.senders.retain(|(c, m)| {
                 let keep = *c != client;
                 if !keep {
-                    events.push(TableEvent::SenderLeft { tag: e.id, member: *m });
+                    events.push(TableEvent::SenderLeft {
+                        tag: e.id,
+                        member: *m,
+                    });
                 }
                 keep
             });
             e.receivers.retain(|(c, m)| {
                 let keep = *c != client;
                 if !keep {
-                    events.push(TableEvent::ReceiverLeft { tag: e.id, member: *m });
+                    events.push(TableEvent::ReceiverLeft {
+                        tag: e.id,
+                        member: *m,
+                    });
                 }
                 keep
             });
@@ -243,7 +271,10 @@ mod tests {
 
     fn member(pid: u32) -> Member {
         Member {
-            who: SenderInfo { pid: Pid(pid), node: NodeAddr::LOCALHOST },
+            who: SenderInfo {
+                pid: Pid(pid),
+                node: NodeAddr::LOCALHOST,
+            },
             since_unix_ns: u64::from(pid),
         }
     }
@@ -274,9 +305,18 @@ mod tests {
         t.remove_sender(id, ClientId(1)).unwrap();
         assert!(t.is_sender(id, ClientId(1)));
         t.remove_sender(id, ClientId(1)).unwrap();
-        assert_eq!(t.remove_sender(id, ClientId(1)), Err(TableError::NoSendAccess("/a".into())));
-        assert_eq!(t.remove_receiver(id, ClientId(1)), Err(TableError::NotSubscribed("/a".into())));
-        assert!(matches!(t.add_receiver(TagId(99), ClientId(1), member(1)), Err(TableError::UnknownTag(_))));
+        assert_eq!(
+            t.remove_sender(id, ClientId(1)),
+            Err(TableError::NoSendAccess("/a".into()))
+        );
+        assert_eq!(
+            t.remove_receiver(id, ClientId(1)),
+            Err(TableError::NotSubscribed("/a".into()))
+        );
+        assert!(matches!(
+            t.add_receiver(TagId(99), ClientId(1), member(1)),
+            Err(TableError::UnknownTag(_))
+        ));
     }
 
     #[test]

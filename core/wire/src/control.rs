@@ -693,7 +693,10 @@ mod tests {
 
     fn member() -> impl Strategy<Value = Member> {
         (any::<u32>(), any::<[u8; 16]>(), any::<u64>()).prop_map(|(p, n, t)| Member {
-            who: SenderInfo { pid: Pid(p), node: NodeAddr::from_bytes(n) },
+            who: SenderInfo {
+                pid: Pid(p),
+                node: NodeAddr::from_bytes(n),
+            },
             since_unix_ns: t,
         })
     }
@@ -703,13 +706,23 @@ mod tests {
     }
 
     fn ring() -> impl Strategy<Value = RingParams> {
-        (any::<u32>(), any::<u32>()).prop_map(|(slots, slot_payload)| RingParams { slots, slot_payload })
+        (any::<u32>(), any::<u32>()).prop_map(|(slots, slot_payload)| RingParams {
+            slots,
+            slot_payload,
+        })
     }
 
     fn request() -> impl Strategy<Value = Request> {
         prop_oneof![
-            (any::<u32>(), "[ -~]{0,40}").prop_map(|(p, n)| Request::Hello { pid: Pid(p), name: n }),
-            (name(), domain(), ring()).prop_map(|(name, domain, ring)| Request::CreateTag { name, domain, ring }),
+            (any::<u32>(), "[ -~]{0,40}").prop_map(|(p, n)| Request::Hello {
+                pid: Pid(p),
+                name: n
+            }),
+            (name(), domain(), ring()).prop_map(|(name, domain, ring)| Request::CreateTag {
+                name,
+                domain,
+                ring
+            }),
             name().prop_map(|name| Request::DestroyTag { name }),
             name().prop_map(|name| Request::GetSendAccess { name }),
             any::<u32>().prop_map(|t| Request::ReleaseSendAccess { tag: TagId(t) }),
@@ -717,8 +730,12 @@ mod tests {
             any::<u32>().prop_map(|t| Request::Unsubscribe { tag: TagId(t) }),
             name().prop_map(|name| Request::ListMembers { name }),
             Just(Request::ListTags),
-            (any::<u32>(), any::<u64>()).prop_map(|(t, len)| Request::PutBlob { tag: TagId(t), len }),
-            (any::<u32>(), any::<u64>()).prop_map(|(t, b)| Request::GetBlob { tag: TagId(t), blob_id: b }),
+            (any::<u32>(), any::<u64>())
+                .prop_map(|(t, len)| Request::PutBlob { tag: TagId(t), len }),
+            (any::<u32>(), any::<u64>()).prop_map(|(t, b)| Request::GetBlob {
+                tag: TagId(t),
+                blob_id: b
+            }),
             Just(Request::Ping),
         ]
     }
@@ -732,48 +749,84 @@ mod tests {
         prop_oneof![
             Just(Response::Ok),
             Just(Response::Pong),
-            (any::<[u8; 16]>(), any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(n, d, c, v)| Response::Welcome {
-                node: NodeAddr::from_bytes(n),
-                daemon_pid: Pid(d),
-                client_pid: Pid(c),
-                table_version: v
-            }),
-            (any::<u32>(), any::<bool>()).prop_map(|(t, created)| Response::TagCreated { tag: TagId(t), created }),
-            (any::<u32>(), name(), domain(), ring()).prop_map(|(t, name, domain, ring)| Response::TagOpened(TagOpened {
-                tag: TagId(t),
-                name,
-                domain,
-                ring
-            })),
-            (members(), members()).prop_map(|(senders, receivers)| Response::Members { senders, receivers }),
-            (any::<u64>(), proptest::collection::vec((any::<u32>(), name(), domain(), members(), members()), 0..4)).prop_map(|(version, v)| {
-                Response::Tags {
-                    version,
-                    tags: v.into_iter()
-                        .map(|(t, name, domain, senders, receivers)| TagSummary {
-                            tag: TagId(t),
-                            name,
-                            domain,
-                            senders,
-                            receivers,
-                        })
-                        .collect(),
+            (any::<[u8; 16]>(), any::<u32>(), any::<u32>(), any::<u64>()).prop_map(
+                |(n, d, c, v)| Response::Welcome {
+                    node: NodeAddr::from_bytes(n),
+                    daemon_pid: Pid(d),
+                    client_pid: Pid(c),
+                    table_version: v
                 }
+            ),
+            (any::<u32>(), any::<bool>()).prop_map(|(t, created)| Response::TagCreated {
+                tag: TagId(t),
+                created
             }),
+            (any::<u32>(), name(), domain(), ring()).prop_map(|(t, name, domain, ring)| {
+                Response::TagOpened(TagOpened {
+                    tag: TagId(t),
+                    name,
+                    domain,
+                    ring,
+                })
+            }),
+            (members(), members())
+                .prop_map(|(senders, receivers)| Response::Members { senders, receivers }),
+            (
+                any::<u64>(),
+                proptest::collection::vec(
+                    (any::<u32>(), name(), domain(), members(), members()),
+                    0..4
+                )
+            )
+                .prop_map(|(version, v)| {
+                    Response::Tags {
+                        version,
+                        tags: v
+                            .into_iter()
+                            .map(|(t, name, domain, senders, receivers)| TagSummary {
+                                tag: TagId(t),
+                                name,
+                                domain,
+                                senders,
+                                receivers,
+                            })
+                            .collect(),
+                    }
+                }),
             any::<u64>().prop_map(|blob_id| Response::BlobStored { blob_id }),
             any::<u64>().prop_map(|len| Response::BlobFound { len }),
-            (error_code(), "[ -~]{0,60}").prop_map(|(code, message)| Response::Error { code, message }),
+            (error_code(), "[ -~]{0,60}")
+                .prop_map(|(code, message)| Response::Error { code, message }),
         ]
     }
 
     fn event() -> impl Strategy<Value = TableEvent> {
         prop_oneof![
-            (any::<u32>(), name(), domain()).prop_map(|(t, name, domain)| TableEvent::TagCreated { tag: TagId(t), name, domain }),
-            (any::<u32>(), name()).prop_map(|(t, name)| TableEvent::TagDestroyed { tag: TagId(t), name }),
-            (any::<u32>(), member()).prop_map(|(t, member)| TableEvent::SenderJoined { tag: TagId(t), member }),
-            (any::<u32>(), member()).prop_map(|(t, member)| TableEvent::SenderLeft { tag: TagId(t), member }),
-            (any::<u32>(), member()).prop_map(|(t, member)| TableEvent::ReceiverJoined { tag: TagId(t), member }),
-            (any::<u32>(), member()).prop_map(|(t, member)| TableEvent::ReceiverLeft { tag: TagId(t), member }),
+            (any::<u32>(), name(), domain()).prop_map(|(t, name, domain)| TableEvent::TagCreated {
+                tag: TagId(t),
+                name,
+                domain
+            }),
+            (any::<u32>(), name()).prop_map(|(t, name)| TableEvent::TagDestroyed {
+                tag: TagId(t),
+                name
+            }),
+            (any::<u32>(), member()).prop_map(|(t, member)| TableEvent::SenderJoined {
+                tag: TagId(t),
+                member
+            }),
+            (any::<u32>(), member()).prop_map(|(t, member)| TableEvent::SenderLeft {
+                tag: TagId(t),
+                member
+            }),
+            (any::<u32>(), member()).prop_map(|(t, member)| TableEvent::ReceiverJoined {
+                tag: TagId(t),
+                member
+            }),
+            (any::<u32>(), member()).prop_map(|(t, member)| TableEvent::ReceiverLeft {
+                tag: TagId(t),
+                member
+            }),
         ]
     }
 
@@ -781,7 +834,8 @@ mod tests {
         prop_oneof![
             (1..u32::MAX, request()).prop_map(|(id, body)| Message::Request { id, body }),
             (1..u32::MAX, response()).prop_map(|(id, body)| Message::Response { id, body }),
-            (any::<u64>(), event()).prop_map(|(version, event)| Message::Update(Update { version, event })),
+            (any::<u64>(), event())
+                .prop_map(|(version, event)| Message::Update(Update { version, event })),
         ]
     }
 
@@ -812,15 +866,31 @@ mod tests {
     fn hostile_counts_do_not_allocate() {
         let mut w = Writer::new();
         w.u16(MAGIC).u8(VERSION).u8(68).u32(1).u32(u32::MAX);
-        assert!(matches!(Message::decode(&w.into_inner()), Err(DecodeError::Truncated { .. })));
+        assert!(matches!(
+            Message::decode(&w.into_inner()),
+            Err(DecodeError::Truncated { .. })
+        ));
     }
 
     #[test]
     fn bad_headers_are_named() {
-        assert_eq!(Message::decode(&[0, 0, 1, 64, 0, 0, 0, 0]), Err(DecodeError::BadMagic(0)));
-        assert_eq!(Message::decode(&[0x54, 0x57, 9, 64, 0, 0, 0, 0]), Err(DecodeError::BadVersion(9)));
-        assert!(matches!(Message::decode(&[0x54, 0x57, 1, 200, 0, 0, 0, 0]), Err(DecodeError::Unknown { .. })));
-        let mut ok = Message::Response { id: 1, body: Response::Ok }.encode();
+        assert_eq!(
+            Message::decode(&[0, 0, 1, 64, 0, 0, 0, 0]),
+            Err(DecodeError::BadMagic(0))
+        );
+        assert_eq!(
+            Message::decode(&[0x54, 0x57, 9, 64, 0, 0, 0, 0]),
+            Err(DecodeError::BadVersion(9))
+        );
+        assert!(matches!(
+            Message::decode(&[0x54, 0x57, 1, 200, 0, 0, 0, 0]),
+            Err(DecodeError::Unknown { .. })
+        ));
+        let mut ok = Message::Response {
+            id: 1,
+            body: Response::Ok,
+        }
+        .encode();
         ok.push(0);
         assert_eq!(Message::decode(&ok), Err(DecodeError::Trailing(1)));
     }

@@ -154,9 +154,20 @@ mod tests {
 
     #[test]
     fn short_buffers_are_rejected() {
-        assert!(matches!(FrameHeader::parse(&[1, 0, 0]), Err(DecodeError::Truncated { .. })));
-        assert_eq!(FrameHeader::parse(&[9; 40]).unwrap_err(), DecodeError::BadVersion(9));
-        let h = FrameHeader { flags: 0, sender: SenderInfo::default(), seq: SeqNum(1), timestamp_ns: 0 };
+        assert!(matches!(
+            FrameHeader::parse(&[1, 0, 0]),
+            Err(DecodeError::Truncated { .. })
+        ));
+        assert_eq!(
+            FrameHeader::parse(&[9; 40]).unwrap_err(),
+            DecodeError::BadVersion(9)
+        );
+        let h = FrameHeader {
+            flags: 0,
+            sender: SenderInfo::default(),
+            seq: SeqNum(1),
+            timestamp_ns: 0,
+        };
         assert!(h.emit(&mut [0u8; 39]).is_none());
     }
 }

@@ -45,9 +45,7 @@ impl TagName {
             return Err(NameError::NotAbsolute(s.to_owned()));
         }
         let body = &s[1..];
-        if body.is_empty()
-            || body.split('/').any(str::is_empty)
-            || s.chars().any(char::is_control)
+        if body.is_empty() || body.split('/').any(str::is_empty) || s.chars().any(char::is_control)
         {
             return Err(NameError::BadSegment(s.to_owned()));
         }
@@ -239,11 +237,20 @@ mod tests {
         assert!(TagName::new("/robot/laser").is_ok());
         assert!(TagName::new("/a").is_ok());
         assert_eq!(TagName::new(""), Err(NameError::Empty));
-        assert!(matches!(TagName::new("robot"), Err(NameError::NotAbsolute(_))));
+        assert!(matches!(
+            TagName::new("robot"),
+            Err(NameError::NotAbsolute(_))
+        ));
         assert!(matches!(TagName::new("/"), Err(NameError::BadSegment(_))));
-        assert!(matches!(TagName::new("/a//b"), Err(NameError::BadSegment(_))));
+        assert!(matches!(
+            TagName::new("/a//b"),
+            Err(NameError::BadSegment(_))
+        ));
         assert!(matches!(TagName::new("/a/"), Err(NameError::BadSegment(_))));
-        assert!(matches!(TagName::new("/a\nb"), Err(NameError::BadSegment(_))));
+        assert!(matches!(
+            TagName::new("/a\nb"),
+            Err(NameError::BadSegment(_))
+        ));
         let long = format!("/{}", "x".repeat(255));
         assert_eq!(TagName::new(&long), Err(NameError::TooLong(256)));
         let max = format!("/{}", "x".repeat(254));

@@ -21,4 +21,6 @@ pub mod frame;
 mod ids;
 
 pub use codec::DecodeError;
-pub use ids::{Domain, MAX_TAG_NAME, Member, NameError, NodeAddr, Pid, SenderInfo, SeqNum, TagId, TagName};
+pub use ids::{
+    Domain, Member, NameError, NodeAddr, Pid, SenderInfo, SeqNum, TagId, TagName, MAX_TAG_NAME,
+};

@@ -1,6 +1,8 @@
 //! Runs the paper's benchmark example end to end: a daemon, two receiver
 //! processes and the sender process.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::{Command, Stdio};
 
 #[test]
@@ -26,7 +28,11 @@ fn the_paper_benchmark_runs_with_two_receivers() {
         .env("TAGWIRE_SOCKET", &socket)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let us: f64 = text
         .split_whitespace()
@@ -38,6 +44,9 @@ fn the_paper_benchmark_runs_with_two_receivers() {
     for r in receivers {
         let o = r.wait_with_output().unwrap();
         assert!(o.status.success());
-        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "acknowledged 200 messages");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout).trim(),
+            "acknowledged 200 messages"
+        );
     }
 }

@@ -45,12 +45,21 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     // Our own daemon unless one already answers.
     let client = match tagwire::Client::with_options(opts.clone()) {
         Ok(c) => {
-            println!("demo: using the running daemon at {}", opts.socket.display());
+            println!(
+                "demo: using the running daemon at {}",
+                opts.socket.display()
+            );
             c
         }
         Err(_) => {
-            println!("demo: no daemon answers at {}; starting one", opts.socket.display());
-            let d = Command::new(&exe).arg("daemon").env("TAGWIRE_SOCKET", &opts.socket).spawn()?;
+            println!(
+                "demo: no daemon answers at {}; starting one",
+                opts.socket.display()
+            );
+            let d = Command::new(&exe)
+                .arg("daemon")
+                .env("TAGWIRE_SOCKET", &opts.socket)
+                .spawn()?;
             daemon.0.push(d);
             opts.timeout = Duration::from_secs(5);
             let start = std::time::Instant::now();
@@ -68,7 +77,15 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let count = (a.rate * a.seconds as f64) as u64;
     for i in 0..a.subscribers {
         let s = Command::new(&exe)
-            .args(["sub", tag, "--stats", "--count", &count.to_string(), "--idle-timeout", "3"])
+            .args([
+                "sub",
+                tag,
+                "--stats",
+                "--count",
+                &count.to_string(),
+                "--idle-timeout",
+                "3",
+            ])
             .args(["--label", &format!("sub{}", i + 1)])
             .env("TAGWIRE_SOCKET", &opts.socket)
             .spawn()?;
@@ -79,8 +96,20 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         a.subscribers, a.size, a.rate, a.seconds
     );
     let mut publ = Command::new(&exe)
-        .args(["pub", tag, "--rate", &a.rate.to_string(), "--size", &a.size.to_string()])
-        .args(["--count", &count.to_string(), "--wait-receivers", &a.subscribers.to_string()])
+        .args([
+            "pub",
+            tag,
+            "--rate",
+            &a.rate.to_string(),
+            "--size",
+            &a.size.to_string(),
+        ])
+        .args([
+            "--count",
+            &count.to_string(),
+            "--wait-receivers",
+            &a.subscribers.to_string(),
+        ])
         .env("TAGWIRE_SOCKET", &opts.socket)
         .spawn()?;
     let status = publ.wait()?;

@@ -39,7 +39,8 @@ enum Command {
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TAGWIRE_LOG").unwrap_or_else(|_| "warn,tagwire_daemon=info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("TAGWIRE_LOG")
+                .unwrap_or_else(|_| "warn,tagwire_daemon=info".into()),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -44,7 +44,11 @@ enum Bench {
     /// Round trip against message size (1 receiver).
     Rtt {
         /// Message sizes, bytes.
-        #[arg(long, value_delimiter = ',', default_value = "32,64,128,256,512,1024,2048,4096,8192")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "32,64,128,256,512,1024,2048,4096,8192"
+        )]
         sizes: Vec<usize>,
         /// Receive modes.
         #[arg(long, value_delimiter = ',', default_value = "block,spin")]
@@ -134,7 +138,10 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     };
     let (name, records) = match &a.bench {
         Bench::Rtt { sizes, modes } => {
-            let modes = modes.iter().map(|m| parse_mode(m)).collect::<anyhow::Result<Vec<_>>>()?;
+            let modes = modes
+                .iter()
+                .map(|m| parse_mode(m))
+                .collect::<anyhow::Result<Vec<_>>>()?;
             ("rtt", suite::rtt(&o, sizes, &modes)?)
         }
         Bench::Fanout {
@@ -150,9 +157,14 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
                 other => anyhow::bail!("--acks must be all, last or both, not {other}"),
             };
             let receivers = parse_receivers(receivers)?;
-            ("fanout", suite::fanout(&o, &receivers, &acks, *size, parse_mode(mode)?)?)
+            (
+                "fanout",
+                suite::fanout(&o, &receivers, &acks, *size, parse_mode(mode)?)?,
+            )
         }
-        Bench::Throughput { size, seconds } => ("throughput", suite::throughput(&o, size, *seconds)?),
+        Bench::Throughput { size, seconds } => {
+            ("throughput", suite::throughput(&o, size, *seconds)?)
+        }
     };
     let _ = std::fs::remove_dir_all(&dir);
     emit(&a, name, &records)
@@ -189,7 +201,10 @@ fn parse_mode(m: &str) -> anyhow::Result<Mode> {
 
 fn parse_receivers(s: &str) -> anyhow::Result<Vec<usize>> {
     if let Some((lo, hi)) = s.split_once("..") {
-        let (lo, hi): (usize, usize) = (lo.trim().parse()?, hi.trim().trim_start_matches('=').parse()?);
+        let (lo, hi): (usize, usize) = (
+            lo.trim().parse()?,
+            hi.trim().trim_start_matches('=').parse()?,
+        );
         anyhow::ensure!(lo >= 1 && hi >= lo, "receiver range must be like 1..8");
         return Ok((lo..=hi).collect());
     }

@@ -36,11 +36,17 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let mut publ = client.publisher(&a.tag)?;
     let start = Instant::now();
     while client.receivers(&a.tag)?.len() < a.wait_receivers {
-        anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "receivers did not subscribe within 30 s");
+        anyhow::ensure!(
+            start.elapsed() < Duration::from_secs(30),
+            "receivers did not subscribe within 30 s"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     let me = client.me();
-    eprintln!("publishing on {} as {me} ({} B at {} Hz)", a.tag, a.size, a.rate);
+    eprintln!(
+        "publishing on {} as {me} ({} B at {} Hz)",
+        a.tag, a.size, a.rate
+    );
     let period = (a.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / a.rate));
     let mut payload = vec![b'.'; a.size];
     let t0 = Instant::now();

@@ -45,12 +45,19 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let mut n = 0u64;
     let mut window: Vec<f64> = Vec::new();
     let mut window_start = Instant::now();
-    let label = if a.label.is_empty() { String::new() } else { format!("[{}] ", a.label) };
+    let label = if a.label.is_empty() {
+        String::new()
+    } else {
+        format!("[{}] ", a.label)
+    };
     while a.count.is_none_or(|c| n < c) {
         let m = match sub.receive(idle) {
             Ok(m) => m,
             Err(Error::Overflowed { lost }) => {
-                println!("{label}LOST {lost} messages (queue depth {} exceeded)", a.depth);
+                println!(
+                    "{label}LOST {lost} messages (queue depth {} exceeded)",
+                    a.depth
+                );
                 continue;
             }
             Err(Error::Timeout) => break,

@@ -18,7 +18,10 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             if v.is_empty() {
                 "-".to_string()
             } else {
-                v.iter().map(|m| m.who.to_string()).collect::<Vec<_>>().join(",")
+                v.iter()
+                    .map(|m| m.who.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
             }
         };
         println!(

@@ -2,6 +2,8 @@
 //! processes sharing a tag, processes killed with SIGKILL, the daemon killed and
 //! restarted, and garbage on the daemon's socket.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -58,7 +60,11 @@ impl Node {
     }
 
     fn opts(&self) -> ClientOptions {
-        ClientOptions { socket: self.socket(), autostart: false, ..ClientOptions::default() }
+        ClientOptions {
+            socket: self.socket(),
+            autostart: false,
+            ..ClientOptions::default()
+        }
     }
 
     fn client(&self) -> Client {
@@ -67,7 +73,9 @@ impl Node {
 
     fn cli(&self, args: &[&str]) -> Command {
         let mut c = Command::new(BIN);
-        c.args(args).env("TAGWIRE_SOCKET", self.socket()).stderr(Stdio::null());
+        c.args(args)
+            .env("TAGWIRE_SOCKET", self.socket())
+            .stderr(Stdio::null());
         c
     }
 }
@@ -75,14 +83,24 @@ impl Node {
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
-        assert!(start.elapsed() < Duration::from_secs(20), "watchdog: {what}");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "watchdog: {what}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
 
 fn parse_line(l: &str) -> Option<(u64, String)> {
-    let seq = l.split_whitespace().find_map(|w| w.strip_prefix("seq="))?.parse().ok()?;
-    let from = l.split_whitespace().find_map(|w| w.strip_prefix("from="))?.to_string();
+    let seq = l
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("seq="))?
+        .parse()
+        .ok()?;
+    let from = l
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("from="))?
+        .to_string();
     Some((seq, from))
 }
 
@@ -92,11 +110,26 @@ fn several_publisher_and_subscriber_processes_share_one_tag() {
     let c = n.client();
     c.create_tag("/multi", Domain::Global).unwrap();
     let subs: Vec<Proc> = (0..3)
-        .map(|_| Proc(n.cli(&["sub", "/multi", "--count", "20"]).stdout(Stdio::piped()).spawn().unwrap()))
+        .map(|_| {
+            Proc(
+                n.cli(&["sub", "/multi", "--count", "20"])
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .unwrap(),
+            )
+        })
         .collect();
-    wait_until("3 subscribers", || c.receivers("/multi").is_ok_and(|r| r.len() == 3));
+    wait_until("3 subscribers", || {
+        c.receivers("/multi").is_ok_and(|r| r.len() == 3)
+    });
     let pubs: Vec<Proc> = (0..2)
-        .map(|_| Proc(n.cli(&["pub", "/multi", "--count", "10", "--rate", "500"]).spawn().unwrap()))
+        .map(|_| {
+            Proc(
+                n.cli(&["pub", "/multi", "--count", "10", "--rate", "500"])
+                    .spawn()
+                    .unwrap(),
+            )
+        })
         .collect();
     let pub_pids: Vec<u32> = pubs.iter().map(|p| p.0.id()).collect();
     for mut s in subs {
@@ -109,7 +142,10 @@ fn several_publisher_and_subscriber_processes_share_one_tag() {
         assert_eq!(per_sender.len(), 2, "both publishers seen: {per_sender:?}");
         for (from, seqs) in per_sender {
             let pid: u32 = from.split('@').next().unwrap().parse().unwrap();
-            assert!(pub_pids.contains(&pid), "sender pid {pid} is a publisher process");
+            assert!(
+                pub_pids.contains(&pid),
+                "sender pid {pid} is a publisher process"
+            );
             assert!(from.ends_with("@127.0.0.1"), "node address present: {from}");
             assert_eq!(seqs, (1..=10).collect::<Vec<_>>(), "in order, none lost");
         }
@@ -121,20 +157,34 @@ fn a_subscriber_killed_with_sigkill_neither_blocks_nor_crashes_the_publisher() {
     let n = Node::new();
     let c = n.client();
     c.create_tag("/k", Domain::Global).unwrap();
-    let mut victim = Proc(n.cli(&["sub", "/k", "--depth", "4"]).stdout(Stdio::null()).spawn().unwrap());
-    let mut alive = c.subscribe("/k", SubscribeOptions::default().depth(256)).unwrap();
-    wait_until("both subscribed", || c.receivers("/k").is_ok_and(|r| r.len() == 2));
+    let mut victim = Proc(
+        n.cli(&["sub", "/k", "--depth", "4"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut alive = c
+        .subscribe("/k", SubscribeOptions::default().depth(256))
+        .unwrap();
+    wait_until("both subscribed", || {
+        c.receivers("/k").is_ok_and(|r| r.len() == 2)
+    });
     let mut p = c.publisher("/k").unwrap();
     p.send(b"before").unwrap();
     victim.kill9();
     // Its rights are released by the daemon when the kernel closes its socket.
-    wait_until("dead subscriber released", || c.receivers("/k").is_ok_and(|r| r.len() == 1));
+    wait_until("dead subscriber released", || {
+        c.receivers("/k").is_ok_and(|r| r.len() == 1)
+    });
     for i in 0..10_000u32 {
         p.send(&i.to_le_bytes()).unwrap();
     }
     // The live subscriber (depth 256) lost the oldest, was told how many, and
     // then gets the newest 256 in order.
-    assert_eq!(alive.receive(T), Err(Error::Overflowed { lost: 10_001 - 256 }));
+    assert_eq!(
+        alive.receive(T),
+        Err(Error::Overflowed { lost: 10_001 - 256 })
+    );
     for i in 10_000 - 256..10_000u32 {
         assert_eq!(alive.receive(T).unwrap().payload, i.to_le_bytes());
     }
@@ -145,7 +195,9 @@ fn a_publisher_killed_mid_stream_leaves_no_stale_state() {
     let n = Node::new();
     let c = n.client();
     c.create_tag("/p", Domain::Global).unwrap();
-    let mut s = c.subscribe("/p", SubscribeOptions::default().depth(256)).unwrap();
+    let mut s = c
+        .subscribe("/p", SubscribeOptions::default().depth(256))
+        .unwrap();
     let mut victim = Proc(n.cli(&["pub", "/p", "--rate", "2000"]).spawn().unwrap());
     let victim_pid = victim.0.id();
     let first = loop {
@@ -157,7 +209,9 @@ fn a_publisher_killed_mid_stream_leaves_no_stale_state() {
     };
     assert_eq!(first.sender.pid.0, victim_pid);
     victim.kill9();
-    wait_until("dead publisher released", || c.senders("/p").is_ok_and(|v| v.is_empty()));
+    wait_until("dead publisher released", || {
+        c.senders("/p").is_ok_and(|v| v.is_empty())
+    });
     // Drain what it sent, then silence: a timeout, not an error.
     loop {
         match s.receive(Some(Duration::from_millis(300))) {
@@ -170,7 +224,10 @@ fn a_publisher_killed_mid_stream_leaves_no_stale_state() {
     let mut p2 = c.publisher("/p").unwrap();
     p2.send(b"fresh").unwrap();
     let m = s.receive(T).unwrap();
-    assert_eq!((m.payload.as_slice(), m.seq.0, m.sender.pid.0), (&b"fresh"[..], 1, std::process::id()));
+    assert_eq!(
+        (m.payload.as_slice(), m.seq.0, m.sender.pid.0),
+        (&b"fresh"[..], 1, std::process::id())
+    );
 }
 
 #[test]
@@ -181,14 +238,18 @@ fn a_daemon_killed_and_restarted_gives_a_clear_error_then_clients_reregister() {
     let mut p = c.publisher("/d").unwrap();
     let mut s = c.subscribe("/d", SubscribeOptions::default()).unwrap();
     n.daemon.as_mut().unwrap().kill9();
-    wait_until("error while down", || matches!(c.ping(), Err(Error::DaemonUnreachable { .. })));
+    wait_until("error while down", || {
+        matches!(c.ping(), Err(Error::DaemonUnreachable { .. }))
+    });
     let text = c.ping().unwrap_err().to_string();
     assert!(text.contains("tagwire daemon"), "{text}");
     // Steady-state sends keep working on the old segment meanwhile (no daemon needed).
     p.send(b"while down").unwrap();
     assert_eq!(s.receive(T).unwrap().payload, b"while down");
     n.start_daemon(); // removes the stale socket file the killed daemon left
-    wait_until("re-registered", || c.senders("/d").is_ok_and(|v| v.len() == 1) && c.receivers("/d").is_ok_and(|v| v.len() == 1));
+    wait_until("re-registered", || {
+        c.senders("/d").is_ok_and(|v| v.len() == 1) && c.receivers("/d").is_ok_and(|v| v.len() == 1)
+    });
     p.send(b"after restart").unwrap();
     assert_eq!(s.receive(T).unwrap().payload, b"after restart");
 }
@@ -199,8 +260,16 @@ fn malformed_bytes_on_the_daemon_socket_are_rejected_without_harm() {
     let n = Node::new();
     let raw = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
     raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let valid = Message::Request { id: 7, body: tagwire_wire::control::Request::ListTags }.encode();
-    let mut garbage: Vec<Vec<u8>> = vec![vec![0xff; 3], vec![0x54, 0x57, 1, 200, 0, 0, 0, 0], valid[..5].to_vec()];
+    let valid = Message::Request {
+        id: 7,
+        body: tagwire_wire::control::Request::ListTags,
+    }
+    .encode();
+    let mut garbage: Vec<Vec<u8>> = vec![
+        vec![0xff; 3],
+        vec![0x54, 0x57, 1, 200, 0, 0, 0, 0],
+        valid[..5].to_vec(),
+    ];
     let mut x = 12345u32;
     for len in [1usize, 8, 13, 64, 4000] {
         garbage.push(
@@ -218,7 +287,10 @@ fn malformed_bytes_on_the_daemon_socket_are_rejected_without_harm() {
         raw.send(g, None).unwrap();
         let p = raw.recv(65536).unwrap().expect("daemon answers");
         match Message::decode(&p.data).unwrap() {
-            Message::Response { body: Response::Error { code, .. }, .. } => {
+            Message::Response {
+                body: Response::Error { code, .. },
+                ..
+            } => {
                 assert_eq!(code, tagwire_wire::control::ErrorCode::BadRequest)
             }
             other => panic!("expected an error answer, got {other:?}"),
@@ -227,7 +299,13 @@ fn malformed_bytes_on_the_daemon_socket_are_rejected_without_harm() {
     // The same connection still works, and so does everybody else.
     raw.send(&valid, None).unwrap();
     let p = raw.recv(65536).unwrap().unwrap();
-    assert!(matches!(Message::decode(&p.data).unwrap(), Message::Response { id: 7, body: Response::Tags { .. } }));
+    assert!(matches!(
+        Message::decode(&p.data).unwrap(),
+        Message::Response {
+            id: 7,
+            body: Response::Tags { .. }
+        }
+    ));
     n.client().ping().unwrap();
 }
 
@@ -242,7 +320,11 @@ fn autostart_starts_a_daemon_when_none_answers() {
         .env("TAGWIRE_DAEMON", BIN)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("TAG"));
     // Stop the daemon it started.
     let pid = daemon_pid(&socket);
@@ -266,5 +348,8 @@ fn without_a_daemon_the_cli_says_how_to_start_one() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("tagwire daemon") && err.contains("TAGWIRE_AUTOSTART"), "{err}");
+    assert!(
+        err.contains("tagwire daemon") && err.contains("TAGWIRE_AUTOSTART"),
+        "{err}"
+    );
 }

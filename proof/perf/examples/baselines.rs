@@ -11,7 +11,11 @@ use tagwire_perf::stats::{Repeated, RepeatedRate, Summary};
 use tagwire_perf::{ddsperf, plot, raw};
 
 fn main() -> anyhow::Result<()> {
-    let out = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "target/perf-baselines".into()));
+    let out = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .unwrap_or_else(|| "target/perf-baselines".into()),
+    );
     let sizes = [64usize, 256, 8192];
     let reps = 3;
     let dds = ddsperf::DdsOpts::detect();
@@ -22,15 +26,23 @@ fn main() -> anyhow::Result<()> {
     for &size in &sizes {
         let (mut fx, mut sp, mut ud, mut cy) = (vec![], vec![], vec![], vec![]);
         for _ in 0..reps {
-            fx.push(Summary::from_durations(&raw::raw_shm_futex_rtt(size, 20_000, 2_000)?));
-            sp.push(Summary::from_durations(&raw::raw_shm_spin_rtt(size, 100_000, 10_000)?));
-            ud.push(Summary::from_durations(&raw::raw_udp_rtt(size, 20_000, 2_000)?));
+            fx.push(Summary::from_durations(&raw::raw_shm_futex_rtt(
+                size, 20_000, 2_000,
+            )?));
+            sp.push(Summary::from_durations(&raw::raw_shm_spin_rtt(
+                size, 100_000, 10_000,
+            )?));
+            ud.push(Summary::from_durations(&raw::raw_udp_rtt(
+                size, 20_000, 2_000,
+            )?));
             if let Ok(o) = &dds {
                 let r = ddsperf::rtt_with(size as u64, 3, o)?;
                 cy.push((r.p50_us, r.p99_us));
             }
         }
-        let fold = |v: Vec<Option<Summary>>| Repeated::from_summaries(&v.into_iter().flatten().collect::<Vec<_>>());
+        let fold = |v: Vec<Option<Summary>>| {
+            Repeated::from_summaries(&v.into_iter().flatten().collect::<Vec<_>>())
+        };
         if let Some(r) = fold(fx) {
             records.push(Record::rtt("raw-futex", "block", size as u64, &r));
         }
@@ -42,7 +54,13 @@ fn main() -> anyhow::Result<()> {
         }
         match (&dds, Repeated::from_p50_p99(&cy)) {
             (Ok(_), Some(r)) => records.push(Record::rtt("cyclonedds", "block", size as u64, &r)),
-            (Err(e), _) => records.push(Record::skipped("rtt", "cyclonedds", "block", size as u64, e)),
+            (Err(e), _) => records.push(Record::skipped(
+                "rtt",
+                "cyclonedds",
+                "block",
+                size as u64,
+                e,
+            )),
             _ => {}
         }
     }

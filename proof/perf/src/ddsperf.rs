@@ -66,7 +66,11 @@ pub const MIN_SIZE: u64 = 12;
 /// The error is a reason meant to be printed.
 pub fn available() -> Result<PathBuf, String> {
     let mut candidates: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join("ddsperf")).collect())
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("ddsperf"))
+                .collect()
+        })
         .unwrap_or_default();
     candidates.push(PathBuf::from("/usr/bin/ddsperf"));
     candidates
@@ -96,12 +100,20 @@ pub fn default_config() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("TAGWIRE_CYCLONE_CONFIG") {
         candidates.push(PathBuf::from(p));
     }
-    let rel = Path::new("..").join("shared").join("peers").join(CONFIG_FILE_NAME);
+    let rel = Path::new("..")
+        .join("shared")
+        .join("peers")
+        .join(CONFIG_FILE_NAME);
     if let Ok(cwd) = std::env::current_dir() {
         candidates.push(cwd.join(&rel));
     }
     // CARGO_MANIFEST_DIR = <workspace>/proof/perf.
-    candidates.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("..").join(&rel));
+    candidates.push(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join("..")
+            .join(&rel),
+    );
     candidates.push(bundled_config());
     candidates
         .into_iter()
@@ -210,7 +222,10 @@ fn parse_value(tok: &str) -> Option<f64> {
     } else {
         (tok, 1.0)
     };
-    num.parse::<f64>().ok().filter(|v| v.is_finite()).map(|v| v * scale)
+    num.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .map(|v| v * scale)
 }
 
 /// Token following the first occurrence of `key` in `toks`.
@@ -287,7 +302,12 @@ pub fn parse_sub_line(line: &str) -> Option<DdsSubSecond> {
 /// latency line.
 pub fn summarize_ping_output(text: &str) -> anyhow::Result<DdsRtt> {
     let lines: Vec<DdsRttSecond> = text.lines().filter_map(parse_ping_line).collect();
-    let kept: Vec<DdsRttSecond> = lines.iter().skip(1).copied().filter(|l| l.count > 0).collect();
+    let kept: Vec<DdsRttSecond> = lines
+        .iter()
+        .skip(1)
+        .copied()
+        .filter(|l| l.count > 0)
+        .collect();
     if kept.is_empty() {
         bail!(
             "ddsperf ping printed {} latency line(s), none left after dropping the first",
@@ -388,14 +408,22 @@ impl ChildGuard {
         if let Some(err) = child.stderr.take() {
             readers.push(collect(err));
         }
-        Ok(ChildGuard { child, what, readers })
+        Ok(ChildGuard {
+            child,
+            what,
+            readers,
+        })
     }
 
     /// Waits for exit up to `limit`; `None` if still running.
     fn wait_timeout(&mut self, limit: Duration) -> anyhow::Result<Option<ExitStatus>> {
         let deadline = Instant::now() + limit;
         loop {
-            if let Some(st) = self.child.try_wait().with_context(|| format!("waiting for {}", self.what))? {
+            if let Some(st) = self
+                .child
+                .try_wait()
+                .with_context(|| format!("waiting for {}", self.what))?
+            {
                 return Ok(Some(st));
             }
             if Instant::now() >= deadline {
@@ -464,7 +492,10 @@ fn run_pair(
     let second_out = second.finish();
     let first_out = first.finish();
     match status {
-        None => bail!("{} did not finish in time; output:\n{second_out}", second.what),
+        None => bail!(
+            "{} did not finish in time; output:\n{second_out}",
+            second.what
+        ),
         Some(st) if !st.success() => bail!(
             "{} failed ({st}); output:\n{second_out}\npeer output:\n{first_out}",
             second.what
@@ -582,7 +613,10 @@ mod tests {
 
     #[test]
     fn failures_are_errors() {
-        let missing = DdsOpts::new(PathBuf::from("/bin/false"), PathBuf::from("/nonexistent.xml"));
+        let missing = DdsOpts::new(
+            PathBuf::from("/bin/false"),
+            PathBuf::from("/nonexistent.xml"),
+        );
         assert!(rtt_with(256, 1, &missing).is_err());
         if Path::new("/bin/false").is_file() {
             let failing = DdsOpts::new(PathBuf::from("/bin/false"), bundled_config());
@@ -623,7 +657,10 @@ mod tests {
         let mut opts = DdsOpts::new(exe, bundled_config());
         opts.domain = 1 + opts.domain % 99; // distinct from the other test running in parallel
         let t = throughput_with(256, 2, &opts).expect("ddsperf throughput");
-        println!("cyclonedds 256 B throughput: {:.0} msg/s {:?}", t.msgs_per_s, t.per_second);
+        println!(
+            "cyclonedds 256 B throughput: {:.0} msg/s {:?}",
+            t.msgs_per_s, t.per_second
+        );
         assert!(t.msgs_per_s > 0.0);
     }
 }

@@ -48,7 +48,9 @@ fn load_font() -> Result<(), String> {
     }
     paths.extend(FONT_CANDIDATES.iter().map(|s| s.to_string()));
     for p in &paths {
-        let Ok(bytes) = std::fs::read(p) else { continue };
+        let Ok(bytes) = std::fs::read(p) else {
+            continue;
+        };
         // plotters wants 'static font data; this happens once per process.
         let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
         if plotters::style::register_font(FAMILY, FontStyle::Normal, bytes).is_ok() {
@@ -242,7 +244,9 @@ fn group(
 ) -> Vec<Series> {
     let mut out: Vec<Series> = Vec::new();
     for r in records {
-        let (Some(xv), Some((yv, spread))) = (x(r), y(r)) else { continue };
+        let (Some(xv), Some((yv, spread))) = (x(r), y(r)) else {
+            continue;
+        };
         if !(xv.is_finite() && yv.is_finite() && yv > 0.0) {
             continue;
         }
@@ -347,7 +351,10 @@ fn draw_chart(
     };
     let legend_frac = legend_frac.min(0.5);
     let y_top = y_hi * (y_hi / y_lo).powf(legend_frac / (1.0 - legend_frac));
-    let y_range = LogAxis { lo: y_lo, hi: y_top };
+    let y_range = LogAxis {
+        lo: y_lo,
+        hi: y_top,
+    };
 
     let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE).map_err(pe)?;
@@ -361,9 +368,7 @@ fn draw_chart(
     }
     // Without text: no label areas at all, as plotters measures tick labels
     // (loading a font) whenever an axis area exists.
-    let mut chart = builder
-        .build_cartesian_2d(x_range, y_range)
-        .map_err(pe)?;
+    let mut chart = builder.build_cartesian_2d(x_range, y_range).map_err(pe)?;
 
     {
         let mut mesh = chart.configure_mesh();
@@ -414,7 +419,9 @@ fn draw_chart(
             .map_err(pe)?;
         chart
             .draw_series(s.points.iter().filter_map(|p| {
-                p.2.map(|(lo, hi)| ErrorBar::new_vertical(p.0, lo, p.1, hi, color.stroke_width(1), 8))
+                p.2.map(|(lo, hi)| {
+                    ErrorBar::new_vertical(p.0, lo, p.1, hi, color.stroke_width(1), 8)
+                })
             }))
             .map_err(pe)?;
     }
@@ -541,7 +548,10 @@ mod tests {
 
     fn records() -> Vec<Record> {
         let mut v = Vec::new();
-        for (i, size) in [64u64, 256, 1024, 4096, 16384, 65536].into_iter().enumerate() {
+        for (i, size) in [64u64, 256, 1024, 4096, 16384, 65536]
+            .into_iter()
+            .enumerate()
+        {
             let g = 1.0 + i as f64 * 0.3;
             v.push(Record::rtt("tagwire", "block", size, &rep(6.0 * g)));
             v.push(Record::rtt("tagwire", "spin", size, &rep(0.7 * g)));
@@ -555,14 +565,30 @@ mod tests {
         v.push(Record::skipped("rtt", "zenoh", "block", 64, "not built"));
         for n in [1u32, 2, 4, 8] {
             let f = f64::from(n);
-            v.push(Record::fanout("tagwire", "block", 256, n, "all", &rep(6.0 + 2.0 * f)));
-            v.push(Record::fanout("tagwire", "block", 256, n, "last", &rep(6.0 + f)));
+            v.push(Record::fanout(
+                "tagwire",
+                "block",
+                256,
+                n,
+                "all",
+                &rep(6.0 + 2.0 * f),
+            ));
+            v.push(Record::fanout(
+                "tagwire",
+                "block",
+                256,
+                n,
+                "last",
+                &rep(6.0 + f),
+            ));
         }
         v
     }
 
     fn is_png(p: &Path) -> bool {
-        std::fs::read(p).map(|b| b.starts_with(PNG_SIG)).unwrap_or(false)
+        std::fs::read(p)
+            .map(|b| b.starts_with(PNG_SIG))
+            .unwrap_or(false)
     }
 
     #[test]
@@ -591,8 +617,16 @@ mod tests {
     fn draws_without_text() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("notext.png");
-        draw_chart(&p, "t", "x", "y", &rtt_series(&records()), XKind::Log2Size, false)
-            .expect("plot without text");
+        draw_chart(
+            &p,
+            "t",
+            "x",
+            "y",
+            &rtt_series(&records()),
+            XKind::Log2Size,
+            false,
+        )
+        .expect("plot without text");
         assert!(is_png(&p));
         if let Some(out) = std::env::var_os("TAGWIRE_PLOT_TEST_OUT") {
             std::fs::copy(&p, Path::new(&out).join("notext.png")).expect("copy");

@@ -177,7 +177,13 @@ fn shm_pong(sh: &Shared, total: usize, how: Wait) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn shm_ping(sh: &Shared, size: usize, iters: usize, warmup: usize, how: Wait) -> anyhow::Result<Vec<Duration>> {
+fn shm_ping(
+    sh: &Shared,
+    size: usize,
+    iters: usize,
+    warmup: usize,
+    how: Wait,
+) -> anyhow::Result<Vec<Duration>> {
     let mut out = Vec::with_capacity(iters);
     let mut local = vec![0u8; size];
     let mut back = vec![0u8; size];
@@ -229,7 +235,13 @@ fn join<T>(h: thread::JoinHandle<anyhow::Result<T>>) -> anyhow::Result<T> {
     h.join().map_err(|_| anyhow!("benchmark thread panicked"))?
 }
 
-fn shm_rtt(size: usize, iters: usize, warmup: usize, opts: &RawOpts, how: Wait) -> anyhow::Result<Vec<Duration>> {
+fn shm_rtt(
+    size: usize,
+    iters: usize,
+    warmup: usize,
+    opts: &RawOpts,
+    how: Wait,
+) -> anyhow::Result<Vec<Duration>> {
     let sh = Arc::new(Shared::new(size));
     let total = warmup + iters;
     let (ping_cpu, pong_cpu) = match opts.cpus {
@@ -271,7 +283,11 @@ fn shm_rtt(size: usize, iters: usize, warmup: usize, opts: &RawOpts, how: Wait) 
 
 /// `"raw-futex"`: shared-memory ping-pong with `FUTEX_WAIT`/`FUTEX_WAKE`,
 /// two threads, no pinning. Returns `iters` round-trip times.
-pub fn raw_shm_futex_rtt(size: usize, iters: usize, warmup: usize) -> anyhow::Result<Vec<Duration>> {
+pub fn raw_shm_futex_rtt(
+    size: usize,
+    iters: usize,
+    warmup: usize,
+) -> anyhow::Result<Vec<Duration>> {
     raw_shm_futex_rtt_with(size, iters, warmup, &RawOpts::default())
 }
 
@@ -304,8 +320,10 @@ pub fn raw_shm_spin_rtt_with(
 fn loopback_pair() -> anyhow::Result<(UdpSocket, UdpSocket)> {
     let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("binding UDP socket on 127.0.0.1")?;
     let b = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("binding UDP socket on 127.0.0.1")?;
-    a.connect(b.local_addr()?).context("connecting UDP socket")?;
-    b.connect(a.local_addr()?).context("connecting UDP socket")?;
+    a.connect(b.local_addr()?)
+        .context("connecting UDP socket")?;
+    b.connect(a.local_addr()?)
+        .context("connecting UDP socket")?;
     Ok((a, b))
 }
 
@@ -463,13 +481,25 @@ mod tests {
 
     #[test]
     fn futex_rtt() {
-        check("raw-futex 256", &raw_shm_futex_rtt(256, 2000, 200).expect("futex"), 2000);
-        check("raw-futex 0", &raw_shm_futex_rtt(0, 100, 0).expect("futex"), 100);
+        check(
+            "raw-futex 256",
+            &raw_shm_futex_rtt(256, 2000, 200).expect("futex"),
+            2000,
+        );
+        check(
+            "raw-futex 0",
+            &raw_shm_futex_rtt(0, 100, 0).expect("futex"),
+            100,
+        );
     }
 
     #[test]
     fn spin_rtt() {
-        check("raw-spin 256", &raw_shm_spin_rtt(256, 20_000, 1000).expect("spin"), 20_000);
+        check(
+            "raw-spin 256",
+            &raw_shm_spin_rtt(256, 20_000, 1000).expect("spin"),
+            20_000,
+        );
     }
 
     #[test]
@@ -481,7 +511,11 @@ mod tests {
 
     #[test]
     fn udp_rtt() {
-        check("raw-udp 256", &raw_udp_rtt(256, 2000, 200).expect("udp"), 2000);
+        check(
+            "raw-udp 256",
+            &raw_udp_rtt(256, 2000, 200).expect("udp"),
+            2000,
+        );
         assert!(raw_udp_rtt(MAX_UDP_PAYLOAD + 1, 1, 0).is_err());
     }
 

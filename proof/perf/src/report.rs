@@ -159,7 +159,8 @@ pub fn read_json_lines(input: impl BufRead) -> anyhow::Result<Vec<Record>> {
         if line.trim().is_empty() {
             continue;
         }
-        let rec = serde_json::from_str(&line).with_context(|| format!("record on line {}", i + 1))?;
+        let rec =
+            serde_json::from_str(&line).with_context(|| format!("record on line {}", i + 1))?;
         out.push(rec);
     }
     Ok(out)
@@ -345,11 +346,18 @@ pub fn rtt_table(records: &[Record]) -> String {
                 let base = at.iter().find(|r| r.system == *b);
                 let tw = base
                     .and_then(|base| {
-                        at.iter()
-                            .find(|r| r.system == "tagwire" && r.mode == base.mode && r.p50_us.is_some())
+                        at.iter().find(|r| {
+                            r.system == "tagwire" && r.mode == base.mode && r.p50_us.is_some()
+                        })
                     })
-                    .or_else(|| at.iter().find(|r| r.system == "tagwire" && r.p50_us.is_some()));
-                row.push(ratio_cell(tw.and_then(|r| r.p50_us), base.and_then(|r| r.p50_us)));
+                    .or_else(|| {
+                        at.iter()
+                            .find(|r| r.system == "tagwire" && r.p50_us.is_some())
+                    });
+                row.push(ratio_cell(
+                    tw.and_then(|r| r.p50_us),
+                    base.and_then(|r| r.p50_us),
+                ));
             }
         }
         rows.push(row);
@@ -401,8 +409,8 @@ pub fn throughput_table(records: &[Record]) -> String {
     let cols = ordered_unique(recs.iter().map(|r| label(&recs, r, false)));
     let mut sizes = ordered_unique(recs.iter().map(|r| r.size));
     sizes.sort_unstable();
-    let ratio = recs.iter().any(|r| r.system == "tagwire")
-        && recs.iter().any(|r| r.system == "cyclonedds");
+    let ratio =
+        recs.iter().any(|r| r.system == "tagwire") && recs.iter().any(|r| r.system == "cyclonedds");
     let mut header = vec!["size".to_string()];
     for c in &cols {
         header.push(format!("{c} msg/s"));
@@ -449,11 +457,15 @@ pub fn throughput_table(records: &[Record]) -> String {
 
 /// All non-empty tables, separated by blank lines.
 pub fn all_tables(records: &[Record]) -> String {
-    [rtt_table(records), fanout_table(records), throughput_table(records)]
-        .into_iter()
-        .filter(|t| !t.is_empty())
-        .collect::<Vec<_>>()
-        .join("\n")
+    [
+        rtt_table(records),
+        fanout_table(records),
+        throughput_table(records),
+    ]
+    .into_iter()
+    .filter(|t| !t.is_empty())
+    .collect::<Vec<_>>()
+    .join("\n")
 }
 
 /// Prints [`rtt_table`] to stdout.
@@ -481,7 +493,8 @@ pub fn save_results(dir: &Path, name: &str, records: &[Record]) -> anyhow::Resul
     );
     write_json_lines(records, &mut f).with_context(|| format!("writing {}", json.display()))?;
     let txt = dir.join(format!("{name}.txt"));
-    std::fs::write(&txt, all_tables(records)).with_context(|| format!("writing {}", txt.display()))?;
+    std::fs::write(&txt, all_tables(records))
+        .with_context(|| format!("writing {}", txt.display()))?;
     Ok(())
 }
 
@@ -532,8 +545,20 @@ mod tests {
         let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
         keys.sort_unstable();
         let mut want = vec![
-            "bench", "system", "mode", "size", "receivers", "acks", "p50_us", "p99_us",
-            "p50_min_us", "p50_max_us", "msgs_per_s", "mb_per_s", "reps", "note",
+            "bench",
+            "system",
+            "mode",
+            "size",
+            "receivers",
+            "acks",
+            "p50_us",
+            "p99_us",
+            "p50_min_us",
+            "p50_max_us",
+            "msgs_per_s",
+            "mb_per_s",
+            "reps",
+            "note",
         ];
         want.sort_unstable();
         assert_eq!(keys, want);

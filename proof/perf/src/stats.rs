@@ -97,10 +97,12 @@ pub fn median(values: &[f64]) -> Option<f64> {
 }
 
 fn min_max(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
-    values.filter(|x| x.is_finite()).fold(None, |acc, x| match acc {
-        None => Some((x, x)),
-        Some((lo, hi)) => Some((lo.min(x), hi.max(x))),
-    })
+    values
+        .filter(|x| x.is_finite())
+        .fold(None, |acc, x| match acc {
+            None => Some((x, x)),
+            Some((lo, hi)) => Some((lo.min(x), hi.max(x))),
+        })
 }
 
 /// Latency over several repetitions of the same measurement.

@@ -53,17 +53,29 @@ impl Mode {
 struct Acc(Vec<(String, String, u64, u32, String, Vec<Summary>)>);
 
 impl Acc {
-    fn push(&mut self, system: &str, mode: &str, size: u64, receivers: u32, acks: &str, s: Summary) {
-        if let Some(e) = self
-            .0
-            .iter_mut()
-            .find(|e| e.0 == system && e.1 == mode && e.2 == size && e.3 == receivers && e.4 == acks)
-        {
+    fn push(
+        &mut self,
+        system: &str,
+        mode: &str,
+        size: u64,
+        receivers: u32,
+        acks: &str,
+        s: Summary,
+    ) {
+        if let Some(e) = self.0.iter_mut().find(|e| {
+            e.0 == system && e.1 == mode && e.2 == size && e.3 == receivers && e.4 == acks
+        }) {
             e.5.push(s);
             return;
         }
-        self.0
-            .push((system.into(), mode.into(), size, receivers, acks.into(), vec![s]));
+        self.0.push((
+            system.into(),
+            mode.into(),
+            size,
+            receivers,
+            acks.into(),
+            vec![s],
+        ));
     }
 
     fn records(self, bench: &str) -> Vec<Record> {
@@ -97,10 +109,21 @@ pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec
             note(o, format!("rtt rep {}/{} size {size}", rep + 1, o.reps));
             let s = size as u64;
             for &mode in modes {
-                let d = workload::rtt(&o.env, size, o.iters, o.warmup, 1, Acks::All, mode == Mode::Spin)?;
+                let d = workload::rtt(
+                    &o.env,
+                    size,
+                    o.iters,
+                    o.warmup,
+                    1,
+                    Acks::All,
+                    mode == Mode::Spin,
+                )?;
                 push(&mut acc, "tagwire", mode.as_str(), s, 1, "all", &d);
                 let (name, d) = match mode {
-                    Mode::Block => ("raw-futex", raw::raw_shm_futex_rtt(size, o.iters, o.warmup)?),
+                    Mode::Block => (
+                        "raw-futex",
+                        raw::raw_shm_futex_rtt(size, o.iters, o.warmup)?,
+                    ),
                     Mode::Spin => ("raw-spin", raw::raw_shm_spin_rtt(size, o.iters, o.warmup)?),
                 };
                 push(&mut acc, name, mode.as_str(), s, 1, "all", &d);
@@ -124,9 +147,17 @@ pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec
                             n: r.roundtrips as usize,
                         },
                     ),
-                    Err(e) => skipped.push(Record::skipped("rtt", "cyclonedds", "block", s, &format!("ddsperf failed: {e:#}"))),
+                    Err(e) => skipped.push(Record::skipped(
+                        "rtt",
+                        "cyclonedds",
+                        "block",
+                        s,
+                        &format!("ddsperf failed: {e:#}"),
+                    )),
                 },
-                Err(reason) if rep == 0 => skipped.push(Record::skipped("rtt", "cyclonedds", "block", s, reason)),
+                Err(reason) if rep == 0 => {
+                    skipped.push(Record::skipped("rtt", "cyclonedds", "block", s, reason))
+                }
                 Err(_) => {}
             }
         }
@@ -137,14 +168,36 @@ pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec
 }
 
 /// RTT against the number of receivers (paper Figures 4-4 and 4-5).
-pub fn fanout(o: &SuiteOpts, receivers: &[usize], acks: &[Acks], size: usize, mode: Mode) -> anyhow::Result<Vec<Record>> {
+pub fn fanout(
+    o: &SuiteOpts,
+    receivers: &[usize],
+    acks: &[Acks],
+    size: usize,
+    mode: Mode,
+) -> anyhow::Result<Vec<Record>> {
     let mut acc = Acc::default();
     for rep in 0..o.reps {
         for &n in receivers {
             for &a in acks {
-                note(o, format!("fanout rep {}/{} receivers {n} acks {}", rep + 1, o.reps, a.as_str()));
+                note(
+                    o,
+                    format!(
+                        "fanout rep {}/{} receivers {n} acks {}",
+                        rep + 1,
+                        o.reps,
+                        a.as_str()
+                    ),
+                );
                 let d = workload::rtt(&o.env, size, o.iters, o.warmup, n, a, mode == Mode::Spin)?;
-                push(&mut acc, "tagwire", mode.as_str(), size as u64, n as u32, a.as_str(), &d);
+                push(
+                    &mut acc,
+                    "tagwire",
+                    mode.as_str(),
+                    size as u64,
+                    n as u32,
+                    a.as_str(),
+                    &d,
+                );
             }
         }
     }
@@ -170,19 +223,35 @@ pub fn throughput(o: &SuiteOpts, sizes: &[usize], seconds: f64) -> anyhow::Resul
     let dur = Duration::from_secs_f64(seconds);
     for rep in 0..o.reps {
         for &size in sizes {
-            note(o, format!("throughput rep {}/{} size {size}", rep + 1, o.reps));
+            note(
+                o,
+                format!("throughput rep {}/{} size {size}", rep + 1, o.reps),
+            );
             let s = size as u64;
             let t = workload::throughput(&o.env, size, dur)?;
             add(
                 "tagwire",
                 s,
                 t.msgs_per_s,
-                format!("last rep: sent {} received {} lost {}", t.sent, t.received, t.lost),
+                format!(
+                    "last rep: sent {} received {} lost {}",
+                    t.sent, t.received, t.lost
+                ),
             );
-            add("raw-udp", s, raw::raw_udp_throughput(size, dur)?, String::new());
+            add(
+                "raw-udp",
+                s,
+                raw::raw_udp_throughput(size, dur)?,
+                String::new(),
+            );
             match &dds {
                 Ok(opts) => match ddsperf::throughput_with(s, o.dds_seconds, opts) {
-                    Ok(r) => add("cyclonedds", s, r.msgs_per_s, format!("reliable; lost {}", r.lost)),
+                    Ok(r) => add(
+                        "cyclonedds",
+                        s,
+                        r.msgs_per_s,
+                        format!("reliable; lost {}", r.lost),
+                    ),
                     Err(e) => skipped.push(Record::skipped(
                         "throughput",
                         "cyclonedds",
@@ -191,9 +260,13 @@ pub fn throughput(o: &SuiteOpts, sizes: &[usize], seconds: f64) -> anyhow::Resul
                         &format!("ddsperf failed: {e:#}"),
                     )),
                 },
-                Err(reason) if rep == 0 => {
-                    skipped.push(Record::skipped("throughput", "cyclonedds", "block", s, reason))
-                }
+                Err(reason) if rep == 0 => skipped.push(Record::skipped(
+                    "throughput",
+                    "cyclonedds",
+                    "block",
+                    s,
+                    reason,
+                )),
                 Err(_) => {}
             }
         }
@@ -203,14 +276,26 @@ pub fn throughput(o: &SuiteOpts, sizes: &[usize], seconds: f64) -> anyhow::Resul
         .filter_map(|(system, size, r, extra)| {
             let rr = RepeatedRate::from_rates(&r)?;
             let rec = Record::throughput(&system, "block", size, &rr);
-            Some(if extra.is_empty() { rec } else { rec.with_note(&extra) })
+            Some(if extra.is_empty() {
+                rec
+            } else {
+                rec.with_note(&extra)
+            })
         })
         .collect();
     out.extend(skipped);
     Ok(out)
 }
 
-fn push(acc: &mut Acc, system: &str, mode: &str, size: u64, receivers: u32, acks: &str, d: &[Duration]) {
+fn push(
+    acc: &mut Acc,
+    system: &str,
+    mode: &str,
+    size: u64,
+    receivers: u32,
+    acks: &str,
+    d: &[Duration],
+) {
     if let Some(s) = Summary::from_durations(d) {
         acc.push(system, mode, size, receivers, acks, s);
     }

@@ -89,7 +89,16 @@ fn client(env: &Env) -> anyhow::Result<Client> {
 fn spawn_worker(env: &Env, a: &WorkerArgs, stdout: Stdio) -> anyhow::Result<Child> {
     let mut cmd = Command::new(&env.exe);
     cmd.arg("perf-worker")
-        .args(["--role", &a.role, "--ping", &a.ping, "--ack", &a.ack, "--depth", &a.depth.to_string()])
+        .args([
+            "--role",
+            &a.role,
+            "--ping",
+            &a.ping,
+            "--ack",
+            &a.ack,
+            "--depth",
+            &a.depth.to_string(),
+        ])
         .env("TAGWIRE_SOCKET", &env.socket)
         .stdout(stdout);
     if a.acks {
@@ -98,7 +107,8 @@ fn spawn_worker(env: &Env, a: &WorkerArgs, stdout: Stdio) -> anyhow::Result<Chil
     if a.spin {
         cmd.arg("--spin");
     }
-    cmd.spawn().with_context(|| format!("starting worker {}", env.exe.display()))
+    cmd.spawn()
+        .with_context(|| format!("starting worker {}", env.exe.display()))
 }
 
 fn wait_for(mut f: impl FnMut() -> anyhow::Result<bool>, what: &str) -> anyhow::Result<()> {
@@ -159,10 +169,16 @@ pub fn rtt(
         };
         workers.0.push(spawn_worker(env, &a, Stdio::null())?);
         // Start them one by one so the last one really is the last to subscribe.
-        wait_for(|| Ok(c.receivers(&ping)?.len() > i), "a worker to subscribe")?;
+        wait_for(
+            || Ok(c.receivers(&ping)?.len() > i),
+            "a worker to subscribe",
+        )?;
     }
     let expected = if acks == Acks::All { receivers } else { 1 };
-    wait_for(|| Ok(c.senders(&ack)?.len() >= expected), "workers' ack access")?;
+    wait_for(
+        || Ok(c.senders(&ack)?.len() >= expected),
+        "workers' ack access",
+    )?;
     let payload = vec![0x5au8; size];
     let mut out = Vec::with_capacity(iters);
     for i in 0..warmup + iters {
@@ -207,7 +223,14 @@ pub fn throughput(env: &Env, size: usize, duration: Duration) -> anyhow::Result<
     let tag = unique("tput");
     // A deep ring so that scheduling hiccups of the subscriber do not drop data.
     let slot_payload = u32::try_from(size.max(64)).unwrap_or(u32::MAX);
-    c.create_tag_with(&tag, Domain::Local, RingParams { slots: 4096, slot_payload })?;
+    c.create_tag_with(
+        &tag,
+        Domain::Local,
+        RingParams {
+            slots: 4096,
+            slot_payload,
+        },
+    )?;
     let mut publ = c.publisher(&tag)?;
     let a = WorkerArgs {
         role: "sink".into(),
@@ -218,7 +241,10 @@ pub fn throughput(env: &Env, size: usize, duration: Duration) -> anyhow::Result<
         depth: 4096,
     };
     let mut workers = Workers(vec![spawn_worker(env, &a, Stdio::piped())?]);
-    wait_for(|| Ok(!c.receivers(&tag)?.is_empty()), "the sink to subscribe")?;
+    wait_for(
+        || Ok(!c.receivers(&tag)?.is_empty()),
+        "the sink to subscribe",
+    )?;
     let payload = vec![0xa5u8; size];
     let start = Instant::now();
     let mut sent = 0u64;
@@ -245,7 +271,11 @@ pub fn throughput(env: &Env, size: usize, duration: Duration) -> anyhow::Result<
         sent,
         received,
         lost,
-        msgs_per_s: if secs > 0.0 { received as f64 / secs } else { 0.0 },
+        msgs_per_s: if secs > 0.0 {
+            received as f64 / secs
+        } else {
+            0.0
+        },
     })
 }
 
@@ -255,7 +285,11 @@ pub fn worker_main(a: &WorkerArgs) -> anyhow::Result<()> {
     let mut sub = c.subscribe(&a.ping, spin_opts(a.spin, a.depth))?;
     match a.role.as_str() {
         "echo" => {
-            let mut publ = if a.acks { Some(c.publisher(&a.ack)?) } else { None };
+            let mut publ = if a.acks {
+                Some(c.publisher(&a.ack)?)
+            } else {
+                None
+            };
             loop {
                 let m = match sub.receive(Some(Duration::from_secs(60))) {
                     Ok(m) => m,

@@ -76,7 +76,9 @@ pub(crate) fn start_and_connect(opts: &ClientOptions, first: &std::io::Error) ->
         match SeqPacket::connect(&opts.socket) {
             Ok(s) => return Ok(s),
             Err(e) if Instant::now() > deadline => {
-                return Err(unreachable(format!("autostarted daemon did not come up: {e}")))
+                return Err(unreachable(format!(
+                    "autostarted daemon did not come up: {e}"
+                )))
             }
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }

@@ -25,7 +25,8 @@ use tagwire_proto::Replica;
 use tagwire_shm::{Ring, Segment};
 use tagwire_unix::SeqPacket;
 use tagwire_wire::control::{
-    ErrorCode, Message as Ctl, Request, Response, RingParams, TableEvent, TagOpened, TagSummary, MAX_MESSAGE,
+    ErrorCode, Message as Ctl, Request, Response, RingParams, TableEvent, TagOpened, TagSummary,
+    MAX_MESSAGE,
 };
 use tagwire_wire::{Domain, Member, NodeAddr, Pid, SenderInfo, TagId, TagName};
 
@@ -190,7 +191,14 @@ impl Client {
     /// subscriber may ask for; slot payload = the largest message on the fast path).
     pub fn create_tag_with(&self, name: &str, domain: Domain, ring: RingParams) -> Result<bool> {
         let name = TagName::new(name)?;
-        match self.core.call(Request::CreateTag { name: name.clone(), domain, ring }, None)? {
+        match self.core.call(
+            Request::CreateTag {
+                name: name.clone(),
+                domain,
+                ring,
+            },
+            None,
+        )? {
             (Response::TagCreated { created, .. }, _) => Ok(created),
             other => Err(unexpected(other, &name)),
         }
@@ -200,7 +208,10 @@ impl Client {
     /// gets [`Error::TagDestroyed`] from then on.
     pub fn destroy_tag(&self, name: &str) -> Result<()> {
         let name = TagName::new(name)?;
-        match self.core.call(Request::DestroyTag { name: name.clone() }, None)? {
+        match self
+            .core
+            .call(Request::DestroyTag { name: name.clone() }, None)?
+        {
             (Response::Ok, _) => Ok(()),
             other => Err(unexpected(other, &name)),
         }
@@ -254,7 +265,10 @@ impl Client {
 
     fn members(&self, name: &str) -> Result<(Vec<Member>, Vec<Member>)> {
         let name = TagName::new(name)?;
-        match self.core.call(Request::ListMembers { name: name.clone() }, None)? {
+        match self
+            .core
+            .call(Request::ListMembers { name: name.clone() }, None)?
+        {
             (Response::Members { senders, receivers }, _) => Ok((senders, receivers)),
             other => Err(unexpected(other, &name)),
         }
@@ -330,7 +344,11 @@ impl Core {
     }
 
     /// Gets a right on a tag and maps its ring.
-    pub(crate) fn open_ring(&self, name: &TagName, kind: EndpointKind) -> Result<(TagOpened, Ring)> {
+    pub(crate) fn open_ring(
+        &self,
+        name: &TagName,
+        kind: EndpointKind,
+    ) -> Result<(TagOpened, Ring)> {
         let req = match kind {
             EndpointKind::Publisher => Request::GetSendAccess { name: name.clone() },
             EndpointKind::Subscriber { depth } => Request::Subscribe {
@@ -343,7 +361,9 @@ impl Core {
                 let ring = map_ring(fd)?;
                 Ok((o, ring))
             }
-            (Response::TagOpened(_), None) => Err(Error::Protocol("tag opened without its segment".into())),
+            (Response::TagOpened(_), None) => {
+                Err(Error::Protocol("tag opened without its segment".into()))
+            }
             other => Err(unexpected(other, name)),
         }
     }
@@ -357,10 +377,15 @@ impl Core {
             name: self.opts.name.clone(),
         };
         let (node, client_pid) = match self.direct_call(sock, hello)? {
-            Response::Welcome { node, client_pid, .. } => (node, client_pid),
+            Response::Welcome {
+                node, client_pid, ..
+            } => (node, client_pid),
             other => return Err(Error::Protocol(format!("expected Welcome, got {other:?}"))),
         };
-        *lock(&self.me) = SenderInfo { pid: client_pid, node };
+        *lock(&self.me) = SenderInfo {
+            pid: client_pid,
+            node,
+        };
         // The snapshot carries its version: updates queued before it on the socket
         // are applied first and then replaced; later ones have higher versions.
         match self.direct_call(sock, Request::ListTags)? {
@@ -370,7 +395,8 @@ impl Core {
             }
             other => return Err(Error::Protocol(format!("expected Tags, got {other:?}"))),
         }
-        sock.set_read_timeout(None).map_err(|e| Error::Io(e.to_string()))?;
+        sock.set_read_timeout(None)
+            .map_err(|e| Error::Io(e.to_string()))?;
         Ok(())
     }
 
@@ -485,7 +511,10 @@ impl Core {
     /// Re-creates the tags our endpoints use and re-acquires their rights on a
     /// fresh daemon, swapping each endpoint onto the new ring.
     fn reregister(&self, sock: &SeqPacket) -> Result<usize> {
-        let eps: Vec<_> = lock(&self.endpoints).iter().filter_map(Weak::upgrade).collect();
+        let eps: Vec<_> = lock(&self.endpoints)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
         for ep in &eps {
             if ep.destroyed.load(Ordering::Acquire) {
                 continue;
@@ -500,7 +529,9 @@ impl Core {
                 other => return Err(Error::Protocol(format!("re-create failed: {other:?}"))),
             }
             let req = match ep.kind {
-                EndpointKind::Publisher => Request::GetSendAccess { name: ep.name.clone() },
+                EndpointKind::Publisher => Request::GetSendAccess {
+                    name: ep.name.clone(),
+                },
                 EndpointKind::Subscriber { depth } => Request::Subscribe {
                     name: ep.name.clone(),
                     depth,

@@ -122,13 +122,19 @@ impl Publisher {
 
     fn store_blob(&self, payload: &[u8]) -> Result<BlobRef> {
         let io = |e: std::io::Error| Error::Io(format!("large message memfd: {e}"));
-        let fd: OwnedFd = rustix::fs::memfd_create("tagwire-blob", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
-            .map_err(|e| io(e.into()))?;
+        let fd: OwnedFd = rustix::fs::memfd_create(
+            "tagwire-blob",
+            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+        )
+        .map_err(|e| io(e.into()))?;
         let mut f = std::fs::File::from(fd);
         f.write_all(payload).map_err(io)?;
         // Sealed: readers can trust the length and contents will not change.
-        rustix::fs::fcntl_add_seals(&f, SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL)
-            .map_err(|e| io(e.into()))?;
+        rustix::fs::fcntl_add_seals(
+            &f,
+            SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL,
+        )
+        .map_err(|e| io(e.into()))?;
         let fd = OwnedFd::from(f);
         let req = Request::PutBlob {
             tag: self.ep.tag(),

@@ -137,9 +137,14 @@ impl Subscriber {
                 }
             };
             // Wake periodically to notice a destroyed tag or a daemon restart.
-            let slice = remaining.map_or(Duration::from_millis(200), |r| r.min(Duration::from_millis(200)));
-            self.ring
-                .wait(&self.cursor, Some(slice), self.opts.busy_poll.unwrap_or(Duration::ZERO));
+            let slice = remaining.map_or(Duration::from_millis(200), |r| {
+                r.min(Duration::from_millis(200))
+            });
+            self.ring.wait(
+                &self.cursor,
+                Some(slice),
+                self.opts.busy_poll.unwrap_or(Duration::ZERO),
+            );
         }
     }
 
@@ -165,10 +170,11 @@ impl Subscriber {
     }
 
     fn decode(&mut self) -> Result<Message> {
-        let (h, payload) =
-            FrameHeader::parse(&self.buf).map_err(|e| Error::Protocol(format!("corrupt frame in ring: {e}")))?;
+        let (h, payload) = FrameHeader::parse(&self.buf)
+            .map_err(|e| Error::Protocol(format!("corrupt frame in ring: {e}")))?;
         let payload = if h.flags & FLAG_BLOB != 0 {
-            let r = BlobRef::parse(payload).map_err(|e| Error::Protocol(format!("corrupt blob reference: {e}")))?;
+            let r = BlobRef::parse(payload)
+                .map_err(|e| Error::Protocol(format!("corrupt blob reference: {e}")))?;
             self.fetch_blob(r)?
         } else {
             payload.to_vec()

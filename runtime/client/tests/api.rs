@@ -1,5 +1,7 @@
 //! Semantics of every API call, against an in-process daemon on a private socket.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::Duration;
 
 use tagwire::{Client, ClientOptions, Domain, Error, RingParams, SubscribeOptions};
@@ -16,9 +18,21 @@ struct Node {
 fn node() -> Node {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("tagwired.sock");
-    let daemon = Daemon::start(Config { socket: socket.clone(), ..Config::default() }).unwrap();
-    let opts = ClientOptions { socket, autostart: false, ..ClientOptions::default() };
-    Node { _dir: dir, daemon: Some(daemon), opts }
+    let daemon = Daemon::start(Config {
+        socket: socket.clone(),
+        ..Config::default()
+    })
+    .unwrap();
+    let opts = ClientOptions {
+        socket,
+        autostart: false,
+        ..ClientOptions::default()
+    };
+    Node {
+        _dir: dir,
+        daemon: Some(daemon),
+        opts,
+    }
 }
 
 impl Node {
@@ -30,7 +44,10 @@ impl Node {
 fn wait_until(mut f: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
     while !f() {
-        assert!(start.elapsed() < Duration::from_secs(10), "watchdog: condition never became true");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "watchdog: condition never became true"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -40,8 +57,13 @@ fn a_message_arrives_with_seq_sender_and_timestamp() {
     let n = node();
     let c = n.client();
     assert!(c.create_tag("/robot/laser", Domain::Global).unwrap());
-    assert!(!c.create_tag("/robot/laser", Domain::Global).unwrap(), "creating an existing tag is not an error");
-    let mut sub = c.subscribe("/robot/laser", SubscribeOptions::default()).unwrap();
+    assert!(
+        !c.create_tag("/robot/laser", Domain::Global).unwrap(),
+        "creating an existing tag is not an error"
+    );
+    let mut sub = c
+        .subscribe("/robot/laser", SubscribeOptions::default())
+        .unwrap();
     let mut publ = c.publisher("/robot/laser").unwrap();
     let before = std::time::SystemTime::now();
     assert_eq!(publ.send(b"scan").unwrap().0, 1);
@@ -62,7 +84,10 @@ fn receive_times_out_and_polls() {
     c.create_tag("/t", Domain::Local).unwrap();
     let mut sub = c.subscribe("/t", SubscribeOptions::default()).unwrap();
     assert_eq!(sub.receive(Some(Duration::ZERO)), Err(Error::Timeout));
-    assert_eq!(sub.receive(Some(Duration::from_millis(20))), Err(Error::Timeout));
+    assert_eq!(
+        sub.receive(Some(Duration::from_millis(20))),
+        Err(Error::Timeout)
+    );
     assert!(!sub.available());
 }
 
@@ -88,7 +113,9 @@ fn overflow_drops_the_oldest_and_reports_the_count() {
     let n = node();
     let c = n.client();
     c.create_tag("/t", Domain::Global).unwrap();
-    let mut sub = c.subscribe("/t", SubscribeOptions::default().depth(4)).unwrap();
+    let mut sub = c
+        .subscribe("/t", SubscribeOptions::default().depth(4))
+        .unwrap();
     let mut p = c.publisher("/t").unwrap();
     for i in 0..10u8 {
         p.send(&[i]).unwrap();
@@ -105,7 +132,9 @@ fn one_thread_may_publish_and_subscribe_many_times_over() {
     let n = node();
     let c = n.client();
     c.create_tag("/t", Domain::Global).unwrap();
-    let mut subs: Vec<_> = (0..3).map(|_| c.subscribe("/t", SubscribeOptions::default()).unwrap()).collect();
+    let mut subs: Vec<_> = (0..3)
+        .map(|_| c.subscribe("/t", SubscribeOptions::default()).unwrap())
+        .collect();
     let mut p1 = c.publisher("/t").unwrap();
     let mut p2 = c.publisher("/t").unwrap();
     p1.send(b"a").unwrap();
@@ -114,7 +143,11 @@ fn one_thread_may_publish_and_subscribe_many_times_over() {
         let a = s.receive(T).unwrap();
         let b = s.receive(T).unwrap();
         assert_eq!((a.payload.as_slice(), a.seq.0), (&b"a"[..], 1));
-        assert_eq!((b.payload.as_slice(), b.seq.0), (&b"b"[..], 1), "sequence numbers are per publisher");
+        assert_eq!(
+            (b.payload.as_slice(), b.seq.0),
+            (&b"b"[..], 1),
+            "sequence numbers are per publisher"
+        );
     }
     assert_eq!(c.senders("/t").unwrap().len(), 2);
     assert_eq!(c.receivers("/t").unwrap().len(), 3);
@@ -153,7 +186,11 @@ fn another_client_sees_table_changes_through_its_update_thread() {
     a.create_tag("/shared", Domain::Global).unwrap();
     wait_until(|| b.local_view("/shared").unwrap().is_some());
     let _p = a.publisher("/shared").unwrap();
-    wait_until(|| b.local_view("/shared").unwrap().is_some_and(|e| e.senders.len() == 1));
+    wait_until(|| {
+        b.local_view("/shared")
+            .unwrap()
+            .is_some_and(|e| e.senders.len() == 1)
+    });
     a.destroy_tag("/shared").unwrap();
     wait_until(|| b.local_view("/shared").unwrap().is_none());
 }
@@ -162,16 +199,35 @@ fn another_client_sees_table_changes_through_its_update_thread() {
 fn bad_inputs_get_typed_errors() {
     let n = node();
     let c = n.client();
-    assert!(matches!(c.create_tag("no-slash", Domain::Global), Err(Error::InvalidName(_))));
-    assert!(matches!(c.create_tag("", Domain::Global), Err(Error::InvalidName(_))));
-    assert!(matches!(c.create_tag(&format!("/{}", "x".repeat(300)), Domain::Global), Err(Error::InvalidName(_))));
-    assert_eq!(c.publisher("/missing").unwrap_err(), Error::UnknownTag("/missing".into()));
+    assert!(matches!(
+        c.create_tag("no-slash", Domain::Global),
+        Err(Error::InvalidName(_))
+    ));
+    assert!(matches!(
+        c.create_tag("", Domain::Global),
+        Err(Error::InvalidName(_))
+    ));
+    assert!(matches!(
+        c.create_tag(&format!("/{}", "x".repeat(300)), Domain::Global),
+        Err(Error::InvalidName(_))
+    ));
     assert_eq!(
-        c.subscribe("/missing", SubscribeOptions::default()).unwrap_err(),
+        c.publisher("/missing").unwrap_err(),
         Error::UnknownTag("/missing".into())
     );
-    assert_eq!(c.senders("/missing").unwrap_err(), Error::UnknownTag("/missing".into()));
-    assert_eq!(c.destroy_tag("/missing").unwrap_err(), Error::UnknownTag("/missing".into()));
+    assert_eq!(
+        c.subscribe("/missing", SubscribeOptions::default())
+            .unwrap_err(),
+        Error::UnknownTag("/missing".into())
+    );
+    assert_eq!(
+        c.senders("/missing").unwrap_err(),
+        Error::UnknownTag("/missing".into())
+    );
+    assert_eq!(
+        c.destroy_tag("/missing").unwrap_err(),
+        Error::UnknownTag("/missing".into())
+    );
     let msg = c.publisher("/missing").unwrap_err().to_string();
     assert!(msg.contains("create it first"), "{msg}");
 }
@@ -179,11 +235,18 @@ fn bad_inputs_get_typed_errors() {
 #[test]
 fn a_missing_daemon_is_a_clear_error_naming_the_fix() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = ClientOptions { socket: dir.path().join("none.sock"), autostart: false, ..ClientOptions::default() };
+    let opts = ClientOptions {
+        socket: dir.path().join("none.sock"),
+        autostart: false,
+        ..ClientOptions::default()
+    };
     let err = Client::with_options(opts).unwrap_err();
     assert!(matches!(err, Error::DaemonUnreachable { .. }));
     let text = err.to_string();
-    assert!(text.contains("tagwire daemon") && text.contains("TAGWIRE_AUTOSTART"), "{text}");
+    assert!(
+        text.contains("tagwire daemon") && text.contains("TAGWIRE_AUTOSTART"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -225,7 +288,15 @@ fn large_messages_take_the_slow_path_unchanged() {
 fn small_rings_refuse_nothing_but_send_through_blobs() {
     let n = node();
     let c = n.client();
-    c.create_tag_with("/small", Domain::Global, RingParams { slots: 8, slot_payload: 64 }).unwrap();
+    c.create_tag_with(
+        "/small",
+        Domain::Global,
+        RingParams {
+            slots: 8,
+            slot_payload: 64,
+        },
+    )
+    .unwrap();
     let mut s = c.subscribe("/small", SubscribeOptions::default()).unwrap();
     let mut p = c.publisher("/small").unwrap();
     assert_eq!(p.max_fast_message(), 64);
@@ -238,7 +309,12 @@ fn busy_poll_subscribers_receive_from_another_thread() {
     let n = node();
     let c = n.client();
     c.create_tag("/spin", Domain::Global).unwrap();
-    let mut s = c.subscribe("/spin", SubscribeOptions::default().busy_poll(Duration::from_micros(200))).unwrap();
+    let mut s = c
+        .subscribe(
+            "/spin",
+            SubscribeOptions::default().busy_poll(Duration::from_micros(200)),
+        )
+        .unwrap();
     let mut p = c.publisher("/spin").unwrap();
     let t = std::thread::spawn(move || {
         for i in 0..100u32 {
@@ -264,7 +340,13 @@ fn clients_reconnect_and_reregister_after_a_daemon_restart() {
     n.daemon.take().unwrap().shutdown();
     // While it is down: a clear error.
     wait_until(|| matches!(c.ping(), Err(Error::DaemonUnreachable { .. })));
-    n.daemon = Some(Daemon::start(Config { socket: n.opts.socket.clone(), ..Config::default() }).unwrap());
+    n.daemon = Some(
+        Daemon::start(Config {
+            socket: n.opts.socket.clone(),
+            ..Config::default()
+        })
+        .unwrap(),
+    );
     wait_until(|| c.ping().is_ok() && c.senders("/t").is_ok_and(|v| v.len() == 1));
     assert_eq!(c.receivers("/t").unwrap().len(), 1);
     p.send(b"after").unwrap();
@@ -279,9 +361,21 @@ fn a_hundred_tags_with_ten_subscribers_each() {
     let mut pubs = Vec::new();
     for t in 0..100 {
         let name = format!("/many/{t}");
-        c.create_tag_with(&name, Domain::Global, RingParams { slots: 16, slot_payload: 256 }).unwrap();
+        c.create_tag_with(
+            &name,
+            Domain::Global,
+            RingParams {
+                slots: 16,
+                slot_payload: 256,
+            },
+        )
+        .unwrap();
         for _ in 0..10 {
-            subs.push((t, c.subscribe(&name, SubscribeOptions::default().depth(16)).unwrap()));
+            subs.push((
+                t,
+                c.subscribe(&name, SubscribeOptions::default().depth(16))
+                    .unwrap(),
+            ));
         }
         pubs.push(c.publisher(&name).unwrap());
     }

@@ -24,7 +24,8 @@ impl BlobStore {
         self.next_id += 1;
         self.kept.push_back((self.next_id, len, fd));
         self.bytes += len;
-        while self.kept.len() > max_count.max(1) || (self.bytes > max_bytes && self.kept.len() > 1) {
+        while self.kept.len() > max_count.max(1) || (self.bytes > max_bytes && self.kept.len() > 1)
+        {
             if let Some((_, l, _)) = self.kept.pop_front() {
                 self.bytes -= l;
             }
@@ -34,7 +35,10 @@ impl BlobStore {
 
     /// The descriptor and length of blob `id`, if still kept.
     pub fn get(&self, id: u64) -> Option<(&OwnedFd, u64)> {
-        self.kept.iter().find(|(i, _, _)| *i == id).map(|(_, l, f)| (f, *l))
+        self.kept
+            .iter()
+            .find(|(i, _, _)| *i == id)
+            .map(|(_, l, f)| (f, *l))
     }
 }
 

@@ -12,11 +12,12 @@ use std::time::Duration;
 use tagwire_proto::{ClientId, TableError};
 use tagwire_shm::{Ring, RingShape};
 use tagwire_unix::SeqPacket;
-use tagwire_wire::control::{ErrorCode, Message, Request, Response, RingParams, TagOpened, MAX_MESSAGE};
+use tagwire_wire::control::{
+    ErrorCode, Message, Request, Response, RingParams, TagOpened, MAX_MESSAGE,
+};
 use tagwire_wire::{Member, Pid, SenderInfo, TagName};
 
 use crate::{now_unix_ns, update, Shared, State};
-
 
 pub(crate) fn accept_loop(shared: Arc<Shared>) {
     loop {
@@ -81,12 +82,21 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
             }
             Err(e) => {
                 tracing::debug!(client = id.0, error = %e, "malformed control packet");
-                reply_error(&conn, 0, ErrorCode::BadRequest, &format!("malformed request: {e}"));
+                reply_error(
+                    &conn,
+                    0,
+                    ErrorCode::BadRequest,
+                    &format!("malformed request: {e}"),
+                );
                 continue;
             }
         };
         let (response, fd) = handle(&shared, &client, request, packet.fd);
-        let bytes = Message::Response { id: req_id, body: response }.encode();
+        let bytes = Message::Response {
+            id: req_id,
+            body: response,
+        }
+        .encode();
         let sent = match &fd {
             Some(f) => conn.send(&bytes, Some(f.as_fd())),
             None => conn.send(&bytes, None),
@@ -101,7 +111,12 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
     st.clients.remove(&id);
     let ups = st.table.remove_client(id);
     update::broadcast(&st, &ups);
-    tracing::trace!(client = id.0, pid = pid.0, released = ups.len(), "client disconnected");
+    tracing::trace!(
+        client = id.0,
+        pid = pid.0,
+        released = ups.len(),
+        "client disconnected"
+    );
 }
 
 struct Client {
@@ -140,7 +155,12 @@ fn table_error(e: TableError) -> (Response, Option<OwnedFd>) {
     error(code, e.to_string())
 }
 
-fn handle(shared: &Shared, client: &Client, req: Request, fd: Option<OwnedFd>) -> (Response, Option<OwnedFd>) {
+fn handle(
+    shared: &Shared,
+    client: &Client,
+    req: Request,
+    fd: Option<OwnedFd>,
+) -> (Response, Option<OwnedFd>) {
     let member = Member {
         who: client.who,
         since_unix_ns: now_unix_ns(),
@@ -162,7 +182,13 @@ fn handle(shared: &Shared, client: &Client, req: Request, fd: Option<OwnedFd>) -
         Request::Ping => (Response::Pong, None),
         Request::CreateTag { name, domain, ring } => {
             if let Some(e) = st.table.entry(&name) {
-                return (Response::TagCreated { tag: e.id, created: false }, None);
+                return (
+                    Response::TagCreated {
+                        tag: e.id,
+                        created: false,
+                    },
+                    None,
+                );
             }
             let ring = resolve_ring(ring, shared.config.default_ring);
             let segment = match create_ring(&name, ring) {
@@ -185,8 +211,12 @@ fn handle(shared: &Shared, client: &Client, req: Request, fd: Option<OwnedFd>) -
             }
             Err(e) => table_error(e),
         },
-        Request::GetSendAccess { name } => open(&mut st, &name, |st, tag| st.table.add_sender(tag, client.id, member)),
-        Request::Subscribe { name, .. } => open(&mut st, &name, |st, tag| st.table.add_receiver(tag, client.id, member)),
+        Request::GetSendAccess { name } => open(&mut st, &name, |st, tag| {
+            st.table.add_sender(tag, client.id, member)
+        }),
+        Request::Subscribe { name, .. } => open(&mut st, &name, |st, tag| {
+            st.table.add_receiver(tag, client.id, member)
+        }),
         Request::ReleaseSendAccess { tag } => match st.table.remove_sender(tag, client.id) {
             Ok(u) => {
                 update::broadcast(&st, &[u]);
@@ -220,28 +250,51 @@ fn handle(shared: &Shared, client: &Client, req: Request, fd: Option<OwnedFd>) -
         ),
         Request::PutBlob { tag, len } => {
             let Some(fd) = fd else {
-                return error(ErrorCode::BadRequest, "PutBlob needs the message's memfd attached");
+                return error(
+                    ErrorCode::BadRequest,
+                    "PutBlob needs the message's memfd attached",
+                );
             };
             if !st.table.is_sender(tag, client.id) {
-                return error(ErrorCode::NoSendAccess, "large message on a tag without send access");
+                return error(
+                    ErrorCode::NoSendAccess,
+                    "large message on a tag without send access",
+                );
             }
             match rustix::fs::fstat(&fd) {
                 Ok(s) if u64::try_from(s.st_size).unwrap_or(0) >= len => {}
-                _ => return error(ErrorCode::BadRequest, "blob descriptor is shorter than the stated length"),
+                _ => {
+                    return error(
+                        ErrorCode::BadRequest,
+                        "blob descriptor is shorter than the stated length",
+                    )
+                }
             }
-            let (n, bytes) = (shared.config.blobs_per_tag, shared.config.blob_bytes_per_tag);
+            let (n, bytes) = (
+                shared.config.blobs_per_tag,
+                shared.config.blob_bytes_per_tag,
+            );
             let blob_id = st.blobs.entry(tag).or_default().put(fd, len, n, bytes);
             (Response::BlobStored { blob_id }, None)
         }
         Request::GetBlob { tag, blob_id } => {
             if !st.table.is_receiver(tag, client.id) {
-                return error(ErrorCode::NotSubscribed, "large message requested without a subscription");
+                return error(
+                    ErrorCode::NotSubscribed,
+                    "large message requested without a subscription",
+                );
             }
             let found = st.blobs.get(&tag).and_then(|b| b.get(blob_id));
             match found.map(|(f, len)| (f.try_clone(), len)) {
                 Some((Ok(f), len)) => (Response::BlobFound { len }, Some(f)),
-                Some((Err(e), _)) => error(ErrorCode::Internal, format!("cannot duplicate blob descriptor: {e}")),
-                None => error(ErrorCode::BlobGone, "large message evicted before it was read"),
+                Some((Err(e), _)) => error(
+                    ErrorCode::Internal,
+                    format!("cannot duplicate blob descriptor: {e}"),
+                ),
+                None => error(
+                    ErrorCode::BlobGone,
+                    "large message evicted before it was read",
+                ),
             }
         }
     }
@@ -265,9 +318,18 @@ fn open(
         domain: entry.domain,
         ring: entry.ring,
     };
-    let fd = match st.rings.get(&opened.tag).map(|r| r.segment().as_fd().try_clone_to_owned()) {
+    let fd = match st
+        .rings
+        .get(&opened.tag)
+        .map(|r| r.segment().as_fd().try_clone_to_owned())
+    {
         Some(Ok(fd)) => fd,
-        Some(Err(e)) => return error(ErrorCode::Internal, format!("cannot duplicate segment descriptor: {e}")),
+        Some(Err(e)) => {
+            return error(
+                ErrorCode::Internal,
+                format!("cannot duplicate segment descriptor: {e}"),
+            )
+        }
         None => return error(ErrorCode::Internal, "tag has no segment"),
     };
     match grant(st, opened.tag) {
@@ -281,7 +343,11 @@ fn open(
 
 fn resolve_ring(req: RingParams, default: RingParams) -> RingParams {
     RingParams {
-        slots: if req.slots == 0 { default.slots } else { req.slots },
+        slots: if req.slots == 0 {
+            default.slots
+        } else {
+            req.slots
+        },
         slot_payload: if req.slot_payload == 0 {
             default.slot_payload
         } else {
@@ -295,8 +361,14 @@ fn create_ring(name: &TagName, ring: RingParams) -> Result<Ring, (Response, Opti
     let shape = RingShape {
         slots: ring.slots,
         // Room for the frame header in front of each payload.
-        payload: ring.slot_payload.saturating_add(tagwire_wire::frame::HEADER_LEN as u32),
+        payload: ring
+            .slot_payload
+            .saturating_add(tagwire_wire::frame::HEADER_LEN as u32),
     };
-    Ring::create(&format!("tagwire:{name}"), shape)
-        .map_err(|e| error(ErrorCode::BadRequest, format!("cannot create ring for {name}: {e}")))
+    Ring::create(&format!("tagwire:{name}"), shape).map_err(|e| {
+        error(
+            ErrorCode::BadRequest,
+            format!("cannot create ring for {name}: {e}"),
+        )
+    })
 }

@@ -443,7 +443,11 @@ impl Ring {
 
     fn data(&self, slot: usize) -> *mut u8 {
         // SAFETY: slot < slots, so the data area is within segment_len.
-        unsafe { self.seg.as_ptr().add(SLOTS_OFF + slot * self.stride + SLOT_HEADER) }
+        unsafe {
+            self.seg
+                .as_ptr()
+                .add(SLOTS_OFF + slot * self.stride + SLOT_HEADER)
+        }
     }
 }
 
@@ -522,7 +526,10 @@ mod tests {
     #[test]
     fn oversize_records_are_refused() {
         let w = Ring::create("t", shape(4, 8)).unwrap();
-        assert_eq!(w.publish(&[&[0; 9]]), Err(RingError::TooLarge { len: 9, max: 8 }));
+        assert_eq!(
+            w.publish(&[&[0; 9]]),
+            Err(RingError::TooLarge { len: 9, max: 8 })
+        );
     }
 
     #[test]
@@ -546,7 +553,10 @@ mod tests {
         assert!(Ring::open(Segment::open(fd).unwrap()).is_err());
         let plain = rustix::fs::memfd_create("x", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
         rustix::fs::ftruncate(&plain, 4096).unwrap();
-        assert!(matches!(Segment::open(plain), Err(ShmError::BadHeader(_))), "unsealed segment refused");
+        assert!(
+            matches!(Segment::open(plain), Err(ShmError::BadHeader(_))),
+            "unsealed segment refused"
+        );
     }
 
     #[test]

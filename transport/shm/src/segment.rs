@@ -68,7 +68,9 @@ impl Segment {
         }
         let seals = fs::fcntl_get_seals(&fd).map_err(sys("F_GET_SEALS"))?;
         if !seals.contains(SealFlags::SHRINK) {
-            return Err(ShmError::BadHeader("segment is not sealed against shrinking"));
+            return Err(ShmError::BadHeader(
+                "segment is not sealed against shrinking",
+            ));
         }
         Self::map(fd, len)
     }

@@ -65,7 +65,12 @@ pub struct Packet {
 impl SeqPacket {
     /// Connects to a listening socket at `path`.
     pub fn connect(path: &Path) -> io::Result<Self> {
-        let fd = net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
+        let fd = net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )?;
         let addr = SocketAddrUnix::new(path)?;
         net::connect(&fd, &addr)?;
         Ok(Self { fd })
@@ -73,7 +78,12 @@ impl SeqPacket {
 
     /// A connected pair (for tests).
     pub fn pair() -> io::Result<(Self, Self)> {
-        let (a, b) = net::socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
+        let (a, b) = net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )?;
         Ok((Self { fd: a }, Self { fd: b }))
     }
 
@@ -91,7 +101,10 @@ impl SeqPacket {
         }
         let n = net::sendmsg(&self.fd, &iov, &mut control, SendFlags::NOSIGNAL)?;
         if n != data.len() {
-            return Err(io::Error::new(io::ErrorKind::WriteZero, "short seqpacket write"));
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "short seqpacket write",
+            ));
         }
         Ok(())
     }
@@ -175,7 +188,12 @@ pub struct Listener {
 impl Listener {
     /// Binds and listens at `path` (which must not exist).
     pub fn bind(path: &Path) -> io::Result<Self> {
-        let fd = net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
+        let fd = net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )?;
         let addr = SocketAddrUnix::new(path)?;
         net::bind(&fd, &addr)?;
         net::listen(&fd, 128)?;
@@ -214,7 +232,9 @@ mod tests {
     fn packets_keep_their_boundaries_and_carry_a_descriptor() {
         let (a, b) = SeqPacket::pair().unwrap();
         a.send(b"one", None).unwrap();
-        let mut file = std::fs::File::from(rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap());
+        let mut file = std::fs::File::from(
+            rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap(),
+        );
         file.write_all(b"shared").unwrap();
         a.send(b"two", Some(file.as_fd())).unwrap();
         let p1 = b.recv(100).unwrap().unwrap();

@@ -24,7 +24,10 @@ fn main() -> anyhow::Result<()> {
     // Wait until every receiver is there (the paper starts them by hand).
     let t0 = Instant::now();
     while tw.senders("/paper/ack")?.len() < receivers {
-        anyhow::ensure!(t0.elapsed() < Duration::from_secs(30), "receivers did not come up");
+        anyhow::ensure!(
+            t0.elapsed() < Duration::from_secs(30),
+            "receivers did not come up"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 
@@ -37,7 +40,10 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let per_round = start.elapsed() / rounds.max(1);
-    println!("rounds={rounds} size={size} receivers={receivers} round_trip_us={:.2}", per_round.as_secs_f64() * 1e6);
+    println!(
+        "rounds={rounds} size={size} receivers={receivers} round_trip_us={:.2}",
+        per_round.as_secs_f64() * 1e6
+    );
     data.send(b"quit")?;
     Ok(())
 }
