@@ -125,6 +125,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         }
     }
     drop(children);
+    drop(client);
     drop(daemon);
     println!("demo: done");
     Ok(())

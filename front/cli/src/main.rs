@@ -43,6 +43,7 @@ fn main() {
                 .unwrap_or_else(|_| "warn,tagwire_daemon=info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let res = match cli.command {

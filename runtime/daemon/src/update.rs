@@ -14,9 +14,25 @@ pub(crate) fn broadcast(state: &State, updates: &[Update]) {
     for u in updates {
         let bytes = Message::Update(u.clone()).encode();
         for (id, conn) in &state.clients {
-            if let Err(e) = conn.send(&bytes, None) {
-                tracing::warn!(client = id.0, error = %e, "client not reading its updates; disconnecting it");
-                let _ = conn.shutdown();
+            match conn.send(&bytes, None) {
+                Ok(()) => {}
+                // The send timeout expired: the client stopped reading.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    tracing::warn!(
+                        client = id.0,
+                        "client not reading its updates; disconnecting it"
+                    );
+                    let _ = conn.shutdown();
+                }
+                // Already gone; its connection thread is releasing its rights.
+                Err(e) => {
+                    tracing::debug!(client = id.0, error = %e, "update not delivered to a closing client")
+                }
             }
         }
     }

@@ -10,13 +10,14 @@
 //!   descriptor to clients; it is sealed against resizing, so a faulty client cannot
 //!   shrink it under the others' feet.
 //! * [`Ring`]: a broadcast ring of fixed-size slots in a segment. Any number of
-//!   writers claim slots with one `fetch_add`; each slot is a seqlock (odd stamp =
-//!   being written, even = committed for that lap), so a reader that falls a whole
-//!   lap behind detects the overwrite instead of returning torn data. Readers keep
+//!   writers claim slots with one `fetch_add` and commit with one stamp store; a
+//!   reader validates each copy against the claim counter (seqlock-style), so a
+//!   reader that falls a whole lap behind detects the overwrite instead of
+//!   returning torn data. Readers keep
 //!   their cursor in their own memory: a reader that dies leaves nothing behind.
-//! * The doorbell: a futex word bumped on every commit; the `FUTEX_WAKE` system call
-//!   is made only when the waiter count is non-zero, so a publisher whose
-//!   subscribers are busy (or spinning) pays no system call.
+//! * The doorbell: a futex word that a publisher bumps and wakes only when the
+//!   waiter count is non-zero, so a publisher whose subscribers are busy (or
+//!   spinning) pays neither a system call nor a write to the sleepers' line.
 //!
 //! **Trust.** Every process that maps a segment can write to it. A reader therefore
 //! copies the shape (slot count, sizes) out of the header once, validates it against

@@ -6,16 +6,18 @@
 //!  64  head: next slot index to claim (AtomicU64)         — writers' line
 //! 128  doorbell (AtomicU32 futex word) | waiters (AtomicU32) — sleepers' line
 //! 256  slot 0 .. slot (slots-1), each `stride` bytes:
-//!        0  stamp (AtomicU64): 2·i+1 while record i is written, 2·i+2 once committed
+//!        0  stamp (AtomicU64): 2·i+2 once record i is committed
 //!        8  length (AtomicU32) of record i
 //!       16  record bytes (≤ payload)
 //! ```
 //!
-//! Record `i` lives in slot `i mod slots`. Writers: `i = head.fetch_add(1)`, stamp
-//! odd, copy, store length, stamp even, bump the doorbell, and wake only if someone
-//! waits. Readers: a cursor `next`; the record is ready when the stamp is
-//! `2·next+2`; it was overwritten when the stamp is larger; the copy is valid when
-//! the stamp did not change across it (seqlock).
+//! Record `i` lives in slot `i mod slots`. Writers: `i = head.fetch_add(1)`, wait
+//! until the slot's previous lap is committed, copy, store the length, store the
+//! stamp, and, only if someone waits, bump the doorbell and wake. Readers: a
+//! cursor `next`; the record is ready when the stamp is `2·next+2`; it was
+//! overwritten when the stamp is larger; a copy is valid when, after it, `head`
+//! shows no claim of record `next+slots` (writers claim before they write).
+//! Only the commit store touches the line a waiting reader polls.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -212,17 +214,16 @@ impl Ring {
         let i = self.head().fetch_add(1, Ordering::AcqRel);
         let slot = self.slot(i);
         let stamp = self.stamp(slot);
-        // A writer a whole lap behind may still be in this slot: let it finish
-        // (bounded: a dead writer must not block us forever).
+        // The writer of this slot's previous lap may still be copying (only if a
+        // whole lap was claimed meanwhile): let it commit first, but never wait
+        // for ever on a writer that died.
         if i >= u64::from(self.shape.slots) {
-            let prev_writing = 2 * (i - u64::from(self.shape.slots)) + 1;
+            let prev_committed = 2 * (i - u64::from(self.shape.slots)) + 2;
             let start = Instant::now();
-            while stamp.load(Ordering::Acquire) == prev_writing && start.elapsed() < DEAD_WRITER {
+            while stamp.load(Ordering::Acquire) < prev_committed && start.elapsed() < DEAD_WRITER {
                 std::thread::yield_now();
             }
         }
-        stamp.store(2 * i + 1, Ordering::Relaxed);
-        fence(Ordering::Release);
         let mut dst = self.data(slot);
         for p in parts {
             // SAFETY: the slot's data area holds `payload` bytes and `len` ≤ payload;
@@ -234,6 +235,8 @@ impl Ring {
             }
         }
         self.len_word(slot).store(len as u32, Ordering::Relaxed);
+        // One store to the line readers poll: no "being written" mark first. A
+        // reader detects an overwrite from `head` instead (see `read`).
         stamp.store(2 * i + 2, Ordering::Release);
         self.ring_doorbell();
         Ok(i)
@@ -260,27 +263,32 @@ impl Ring {
     }
 
     /// Copies the next record for `cur` into `out` (replacing its contents).
+    ///
+    /// The hot path touches only the slot being read (and, for the depth check,
+    /// the stamp of the slot `depth` records ahead), never the writers' `head`
+    /// line: a spinning reader then waits on the one line the writer commits to.
     pub fn read(&self, cur: &mut Cursor, out: &mut Vec<u8>) -> ReadOutcome {
-        let head = self.head().load(Ordering::Acquire);
-        if cur.next >= head {
-            cur.pending_since = None;
-            return ReadOutcome::Empty;
-        }
-        if head - cur.next > cur.depth {
-            let lost = head - cur.depth - cur.next;
-            cur.next = head - cur.depth;
-            cur.pending_since = None;
-            return ReadOutcome::Lost(lost);
-        }
         let slot = self.slot(cur.next);
         let stamp = self.stamp(slot);
         let want = 2 * cur.next + 2;
         let s1 = stamp.load(Ordering::Acquire);
         if s1 < want {
+            let head = self.head().load(Ordering::Acquire);
+            if cur.next >= head {
+                cur.pending_since = None;
+                return ReadOutcome::Empty;
+            }
+            if head - cur.next > cur.depth {
+                return self.drop_beyond_depth(cur, head);
+            }
             return self.pending(cur, head);
         }
         if s1 > want {
             return self.skip_overwritten(cur);
+        }
+        if self.beyond_depth(cur) {
+            let head = self.head().load(Ordering::Acquire);
+            return self.drop_beyond_depth(cur, head);
         }
         let len = (self.len_word(slot).load(Ordering::Relaxed) as usize).min(self.max_record());
         out.clear();
@@ -292,8 +300,11 @@ impl Ring {
             std::ptr::copy_nonoverlapping(self.data(slot), out.as_mut_ptr(), len);
             out.set_len(len);
         }
+        // Seqlock validation: a writer claims a slot's next lap (bumps `head`)
+        // before touching its bytes, so if no claim of record next+slots is visible
+        // after the copy, the copy is intact.
         fence(Ordering::Acquire);
-        if stamp.load(Ordering::Relaxed) != s1 {
+        if self.head().load(Ordering::Relaxed) > cur.next + u64::from(self.shape.slots) {
             out.clear();
             return self.skip_overwritten(cur);
         }
@@ -303,16 +314,10 @@ impl Ring {
     }
 
     /// True when a read would not return [`ReadOutcome::Empty`] or `Pending`
-    /// (a record, or a loss to report, is there).
+    /// (a record, or a loss to report, is there). Touches no writer-hot line.
     pub fn available(&self, cur: &Cursor) -> bool {
-        let head = self.head().load(Ordering::Acquire);
-        if cur.next >= head {
-            return false;
-        }
-        if head - cur.next > cur.depth {
-            return true;
-        }
         self.stamp(self.slot(cur.next)).load(Ordering::Acquire) >= 2 * cur.next + 2
+            || self.beyond_depth(cur)
     }
 
     /// Drops every unread record for `cur` (purge). Returns how many.
@@ -346,8 +351,11 @@ impl Ring {
             }
         }
         let waiters = self.waiters();
-        waiters.fetch_add(1, Ordering::SeqCst);
+        // Read the doorbell before registering: a publisher that sees our
+        // registration bumps it, so the futex wait below then returns at once.
         let seen = self.doorbell().load(Ordering::SeqCst);
+        waiters.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         let mut timeout = timeout;
         // A claimed-but-uncommitted record may belong to a dead writer: wake up in
         // time to skip it.
@@ -373,10 +381,34 @@ impl Ring {
     }
 
     fn ring_doorbell(&self) {
-        self.doorbell().fetch_add(1, Ordering::SeqCst);
-        if self.waiters().load(Ordering::SeqCst) > 0 {
+        // Dekker-style pairing with `wait`: either this load sees the reader's
+        // waiter registration (and we wake it), or the reader's availability check
+        // after its registration sees our commit. The SeqCst fences order the
+        // commit before the load here, and the registration before the check there.
+        fence(Ordering::SeqCst);
+        if self.waiters().load(Ordering::Relaxed) > 0 {
+            self.doorbell().fetch_add(1, Ordering::SeqCst);
             let _ = futex::wake(self.doorbell(), futex::Flags::empty(), i32::MAX as u32);
         }
+    }
+
+    /// True when record `next + depth` has been claimed: the reader is more
+    /// than `depth` records behind. (With depth = slots that record shares the
+    /// slot of `next`, and the overwrite check covers it.)
+    fn beyond_depth(&self, cur: &Cursor) -> bool {
+        if cur.depth >= u64::from(self.shape.slots) {
+            return false;
+        }
+        let ahead = cur.next + cur.depth;
+        self.stamp(self.slot(ahead)).load(Ordering::Acquire) > 2 * ahead
+    }
+
+    fn drop_beyond_depth(&self, cur: &mut Cursor, head: u64) -> ReadOutcome {
+        let target = head.saturating_sub(cur.depth).max(cur.next + 1);
+        let lost = target - cur.next;
+        cur.next = target;
+        cur.pending_since = None;
+        ReadOutcome::Lost(lost)
     }
 
     fn pending(&self, cur: &mut Cursor, head: u64) -> ReadOutcome {

@@ -7,6 +7,7 @@ fn main() {
                 .unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     if let Err(e) = tagwire_daemon::run_until_signal(tagwire_daemon::Config::default()) {
         eprintln!("tagwired: {e}");
