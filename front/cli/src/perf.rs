@@ -77,6 +77,9 @@ enum Bench {
         /// Seconds per measurement.
         #[arg(long, default_value_t = 2.0)]
         seconds: f64,
+        /// Also run tagwire paced at this multiple of Cyclone DDS's rate (0 = off).
+        #[arg(long, default_value_t = 3.0)]
+        paced: f64,
     },
 }
 
@@ -162,9 +165,11 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
                 suite::fanout(&o, &receivers, &acks, *size, parse_mode(mode)?)?,
             )
         }
-        Bench::Throughput { size, seconds } => {
-            ("throughput", suite::throughput(&o, size, *seconds)?)
-        }
+        Bench::Throughput {
+            size,
+            seconds,
+            paced,
+        } => ("throughput", suite::throughput(&o, size, *seconds, *paced)?),
     };
     let _ = std::fs::remove_dir_all(&dir);
     emit(&a, name, &records)

@@ -205,8 +205,16 @@ pub fn fanout(
 }
 
 /// Messages per second at the subscriber, publisher flat out, beside Cyclone DDS
-/// and raw UDP (one datagram per message).
-pub fn throughput(o: &SuiteOpts, sizes: &[usize], seconds: f64) -> anyhow::Result<Vec<Record>> {
+/// and raw UDP (one datagram per message). When Cyclone ran, tagwire also runs
+/// paced at `paced_factor` × Cyclone's rate of the same repetition
+/// (`tagwire-paced`): the subscriber keeping up at that rate must lose nothing,
+/// and the note reports what it lost.
+pub fn throughput(
+    o: &SuiteOpts,
+    sizes: &[usize],
+    seconds: f64,
+    paced_factor: f64,
+) -> anyhow::Result<Vec<Record>> {
     let dds = dds_opts(o);
     let mut rates: Vec<(String, u64, Vec<f64>, String)> = Vec::new();
     let mut add = |system: &str, size: u64, rate: f64, extra: String| {
@@ -228,7 +236,7 @@ pub fn throughput(o: &SuiteOpts, sizes: &[usize], seconds: f64) -> anyhow::Resul
                 format!("throughput rep {}/{} size {size}", rep + 1, o.reps),
             );
             let s = size as u64;
-            let t = workload::throughput(&o.env, size, dur)?;
+            let t = workload::throughput(&o.env, size, dur, None)?;
             add(
                 "tagwire",
                 s,
@@ -246,12 +254,27 @@ pub fn throughput(o: &SuiteOpts, sizes: &[usize], seconds: f64) -> anyhow::Resul
             );
             match &dds {
                 Ok(opts) => match ddsperf::throughput_with(s, o.dds_seconds, opts) {
-                    Ok(r) => add(
-                        "cyclonedds",
-                        s,
-                        r.msgs_per_s,
-                        format!("reliable; lost {}", r.lost),
-                    ),
+                    Ok(r) => {
+                        add(
+                            "cyclonedds",
+                            s,
+                            r.msgs_per_s,
+                            format!("reliable; lost {}", r.lost),
+                        );
+                        if paced_factor > 0.0 && r.msgs_per_s > 0.0 {
+                            let target = r.msgs_per_s * paced_factor;
+                            let t = workload::throughput(&o.env, size, dur, Some(target))?;
+                            add(
+                                "tagwire-paced",
+                                s,
+                                t.msgs_per_s,
+                                format!(
+                                    "paced at {paced_factor}x cyclonedds = {target:.0} msg/s; last rep: sent {} received {} lost {}",
+                                    t.sent, t.received, t.lost
+                                ),
+                            );
+                        }
+                    }
                     Err(e) => skipped.push(Record::skipped(
                         "throughput",
                         "cyclonedds",

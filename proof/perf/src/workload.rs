@@ -216,9 +216,15 @@ pub struct Throughput {
     pub msgs_per_s: f64,
 }
 
-/// The publisher sends `size`-byte messages as fast as it can for `duration`;
-/// one subscriber process counts them.
-pub fn throughput(env: &Env, size: usize, duration: Duration) -> anyhow::Result<Throughput> {
+/// The publisher sends `size`-byte messages for `duration`, as fast as it can
+/// (`rate = None`) or paced to `rate` messages per second; one subscriber process
+/// counts them.
+pub fn throughput(
+    env: &Env,
+    size: usize,
+    duration: Duration,
+    rate: Option<f64>,
+) -> anyhow::Result<Throughput> {
     let c = client(env)?;
     let tag = unique("tput");
     // A deep ring so that scheduling hiccups of the subscriber do not drop data.
@@ -253,6 +259,13 @@ pub fn throughput(env: &Env, size: usize, duration: Duration) -> anyhow::Result<
             publ.send(&payload)?;
         }
         sent += 64;
+        if let Some(r) = rate {
+            // Pace in batches of 64; yield (not sleep: too coarse) until due.
+            let due = start + Duration::from_secs_f64(sent as f64 / r);
+            while Instant::now() < due {
+                std::thread::yield_now();
+            }
+        }
     }
     publ.send(STOP)?;
     let child = workers.0.pop().context("sink worker")?;
