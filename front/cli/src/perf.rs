@@ -41,6 +41,8 @@ pub(crate) struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 enum Bench {
+    /// Idle daemon memory and client threads per subscription.
+    Footprint,
     /// Round trip against message size (1 receiver).
     Rtt {
         /// Message sizes, bytes.
@@ -112,6 +114,9 @@ pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
 }
 
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
+    if let Bench::Footprint = a.bench {
+        return footprint(&a);
+    }
     // A private daemon unless told otherwise, so runs do not disturb (or get
     // disturbed by) a user's daemon.
     let dir = tempfile_dir()?;
@@ -140,6 +145,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         progress: true,
     };
     let (name, records) = match &a.bench {
+        Bench::Footprint => return footprint(&a),
         Bench::Rtt { sizes, modes } => {
             let modes = modes
                 .iter()
@@ -193,6 +199,24 @@ fn emit(a: &Args, name: &str, records: &[Record]) -> anyhow::Result<()> {
         eprintln!("perf: no plot: {e:#}");
     }
     eprintln!("perf: results in {}/{name}.{{json,txt}}", a.out.display());
+    Ok(())
+}
+
+fn footprint(a: &Args) -> anyhow::Result<()> {
+    let dir = tempfile_dir()?;
+    let f = tagwire_perf::footprint::measure(&std::env::current_exe()?, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let f = f?;
+    let json = serde_json::to_string(&f)?;
+    let table = tagwire_perf::footprint::table(&f);
+    if a.json {
+        println!("{json}");
+    } else {
+        print!("{table}");
+    }
+    std::fs::create_dir_all(&a.out)?;
+    std::fs::write(a.out.join("footprint.json"), format!("{json}\n"))?;
+    std::fs::write(a.out.join("footprint.txt"), table)?;
     Ok(())
 }
 

@@ -25,6 +25,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod ddsperf;
+pub mod footprint;
 pub mod plot;
 pub mod raw;
 pub mod report;
