@@ -353,3 +353,70 @@ fn without_a_daemon_the_cli_says_how_to_start_one() {
         "{err}"
     );
 }
+
+#[test]
+fn sigterm_stops_the_daemon_cleanly_and_removes_its_socket() {
+    let mut n = Node::new();
+    let socket = n.socket();
+    let mut d = n.daemon.take().unwrap();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(d.0.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = d.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "watchdog: daemon ignored SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success(), "clean exit: {status}");
+    assert!(!socket.exists(), "socket file removed");
+}
+
+#[test]
+fn the_daemon_refuses_rights_a_client_does_not_hold() {
+    use std::os::fd::AsFd;
+    use tagwire_wire::control::{ErrorCode, Message, Request, Response};
+    let n = Node::new();
+    let c = n.client();
+    c.create_tag("/guarded", Domain::Global).unwrap();
+    let tag = c.tags().unwrap()[0].tag;
+    let raw = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let ask = |req: Request, fd: Option<std::os::fd::BorrowedFd<'_>>| {
+        raw.send(&Message::Request { id: 1, body: req }.encode(), fd)
+            .unwrap();
+        match Message::decode(&raw.recv(65536).unwrap().unwrap().data).unwrap() {
+            Message::Response {
+                body: Response::Error { code, .. },
+                ..
+            } => code,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    };
+    let memfd = rustix::fs::memfd_create("x", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&memfd, 16).unwrap();
+    // A large message on a tag we hold no send access to.
+    assert_eq!(
+        ask(Request::PutBlob { tag, len: 16 }, Some(memfd.as_fd())),
+        ErrorCode::NoSendAccess
+    );
+    assert_eq!(
+        ask(Request::ReleaseSendAccess { tag }, None),
+        ErrorCode::NoSendAccess
+    );
+    assert_eq!(
+        ask(Request::Unsubscribe { tag }, None),
+        ErrorCode::NotSubscribed
+    );
+    assert_eq!(
+        ask(Request::GetBlob { tag, blob_id: 1 }, None),
+        ErrorCode::NotSubscribed
+    );
+}

@@ -63,6 +63,13 @@ pub struct Record {
     pub reps: u32,
     /// Free text, e.g. why a system was skipped.
     pub note: Option<String>,
+    /// Paired ratios: for each key (a baseline system, or `1-receiver` for
+    /// fan-out), the median over repetitions of this record's value divided by
+    /// the baseline's value **measured in the same repetition**. On a machine whose
+    /// speed drifts over minutes this is the fair comparison; the tables use it
+    /// when present.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub paired: std::collections::BTreeMap<String, f64>,
 }
 
 impl Record {
@@ -84,6 +91,7 @@ impl Record {
             mb_per_s: None,
             reps: 0,
             note: None,
+            paired: Default::default(),
         }
     }
 
@@ -354,15 +362,20 @@ pub fn rtt_table(records: &[Record]) -> String {
                         at.iter()
                             .find(|r| r.system == "tagwire" && r.p50_us.is_some())
                     });
-                row.push(ratio_cell(
-                    tw.and_then(|r| r.p50_us),
-                    base.and_then(|r| r.p50_us),
-                ));
+                match tw.and_then(|r| r.paired.get(*b)) {
+                    Some(p) => row.push(format!("{p:.2}x")),
+                    None => row.push(ratio_cell(
+                        tw.and_then(|r| r.p50_us),
+                        base.and_then(|r| r.p50_us),
+                    )),
+                }
             }
         }
         rows.push(row);
     }
-    let mut out = String::from("Round trip, p50 µs [min-max over repetitions]\n");
+    let mut out = String::from(
+        "Round trip, p50 µs [min-max over repetitions]; ratios are paired (same repetition, median over repetitions)\n",
+    );
     out.push_str(&render_grid(&rows));
     out.push_str(&notes_section(&recs, false));
     out
@@ -387,13 +400,18 @@ pub fn fanout_table(records: &[Record]) -> String {
             let cell = recs
                 .iter()
                 .find(|r| r.size == size && r.receivers == receivers && &label(&recs, r, true) == c)
-                .map(|r| fmt_latency_cell(r))
+                .map(|r| match r.paired.get("1-receiver") {
+                    Some(p) => format!("{}  ({p:.2}x of 1)", fmt_latency_cell(r)),
+                    None => fmt_latency_cell(r),
+                })
                 .unwrap_or_else(|| "-".to_string());
             row.push(cell);
         }
         rows.push(row);
     }
-    let mut out = String::from("Fan-out round trip, p50 µs [min-max over repetitions]\n");
+    let mut out = String::from(
+        "Fan-out round trip, p50 µs [min-max over repetitions] (paired ratio to 1 receiver, same repetition)\n",
+    );
     out.push_str(&render_grid(&rows));
     out.push_str(&notes_section(&recs, true));
     out
@@ -437,15 +455,18 @@ pub fn throughput_table(records: &[Record]) -> String {
             );
         }
         if ratio {
-            let tw = at
+            let twr = at
                 .iter()
-                .find(|r| r.system == "tagwire" && r.msgs_per_s.is_some())
-                .and_then(|r| r.msgs_per_s);
+                .find(|r| r.system == "tagwire" && r.msgs_per_s.is_some());
+            let tw = twr.and_then(|r| r.msgs_per_s);
             let cy = at
                 .iter()
                 .find(|r| r.system == "cyclonedds")
                 .and_then(|r| r.msgs_per_s);
-            row.push(ratio_cell(tw, cy));
+            match twr.and_then(|r| r.paired.get("cyclonedds")) {
+                Some(p) => row.push(format!("{p:.2}x")),
+                None => row.push(ratio_cell(tw, cy)),
+            }
         }
         rows.push(row);
     }

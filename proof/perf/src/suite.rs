@@ -49,8 +49,15 @@ impl Mode {
     }
 }
 
+/// One measured series: (system, mode, size, receivers, acks) and its
+/// per-repetition summaries, tagged with the repetition they came from.
+type Series = (String, String, u64, u32, String, Vec<(usize, Summary)>);
+
 #[derive(Default)]
-struct Acc(Vec<(String, String, u64, u32, String, Vec<Summary>)>);
+struct Acc {
+    series: Vec<Series>,
+    rep: usize,
+}
 
 impl Acc {
     fn push(
@@ -62,33 +69,67 @@ impl Acc {
         acks: &str,
         s: Summary,
     ) {
-        if let Some(e) = self.0.iter_mut().find(|e| {
+        let rep = self.rep;
+        if let Some(e) = self.series.iter_mut().find(|e| {
             e.0 == system && e.1 == mode && e.2 == size && e.3 == receivers && e.4 == acks
         }) {
-            e.5.push(s);
+            e.5.push((rep, s));
             return;
         }
-        self.0.push((
+        self.series.push((
             system.into(),
             mode.into(),
             size,
             receivers,
             acks.into(),
-            vec![s],
+            vec![(rep, s)],
         ));
     }
 
-    fn records(self, bench: &str) -> Vec<Record> {
-        self.0
-            .into_iter()
-            .filter_map(|(system, mode, size, receivers, acks, runs)| {
-                let r = Repeated::from_summaries(&runs)?;
-                let mut rec = Record::new(bench, &system, &mode, size).with_latency(&r);
-                rec.receivers = receivers;
-                rec.acks = acks;
-                Some(rec)
-            })
-            .collect()
+    fn find(
+        &self,
+        system: &str,
+        mode: &str,
+        size: u64,
+        receivers: u32,
+        acks: &str,
+    ) -> Option<&Series> {
+        self.series.iter().find(|e| {
+            e.0 == system && e.1 == mode && e.2 == size && e.3 == receivers && e.4 == acks
+        })
+    }
+
+    /// Records with paired ratios: for each (key, baseline series) that `pairs`
+    /// names, the median over repetitions of p50 / baseline p50 in the same rep.
+    fn records(
+        &self,
+        bench: &str,
+        pairs: impl Fn(&Series) -> Vec<(String, Series)>,
+    ) -> Vec<Record> {
+        let mut out = Vec::new();
+        for e in &self.series {
+            let runs: Vec<Summary> = e.5.iter().map(|(_, s)| *s).collect();
+            let Some(r) = Repeated::from_summaries(&runs) else {
+                continue;
+            };
+            let mut rec = Record::new(bench, &e.0, &e.1, e.2).with_latency(&r);
+            rec.receivers = e.3;
+            rec.acks = e.4.clone();
+            for (key, base) in pairs(e) {
+                let ratios: Vec<f64> =
+                    e.5.iter()
+                        .filter_map(|(rep, s)| {
+                            let b = base.5.iter().find(|(r, _)| r == rep)?.1.p50_us;
+                            (b > 0.0).then(|| s.p50_us / b)
+                        })
+                        .collect();
+                if let Some(m) = crate::stats::median(&ratios) {
+                    rec.paired.insert(key, m);
+                }
+            }
+            out.push(rec);
+        }
+        out
     }
 }
 
@@ -105,6 +146,7 @@ pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec
     let mut acc = Acc::default();
     let mut skipped = Vec::new();
     for rep in 0..o.reps {
+        acc.rep = rep;
         for &size in sizes {
             note(o, format!("rtt rep {}/{} size {size}", rep + 1, o.reps));
             let s = size as u64;
@@ -162,7 +204,25 @@ pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec
             }
         }
     }
-    let mut out = acc.records("rtt");
+    let pairs = |e: &Series| -> Vec<(String, Series)> {
+        if e.0 != "tagwire" {
+            return Vec::new();
+        }
+        let bases: &[&str] = if e.1 == "spin" {
+            &["raw-spin"]
+        } else {
+            &["raw-futex", "raw-udp", "cyclonedds"]
+        };
+        bases
+            .iter()
+            .filter_map(|b| {
+                let mode = if *b == "raw-spin" { "spin" } else { "block" };
+                acc.find(b, mode, e.2, 1, "all")
+                    .map(|s| (b.to_string(), s.clone()))
+            })
+            .collect()
+    };
+    let mut out = acc.records("rtt", pairs);
     out.extend(skipped);
     Ok(out)
 }
@@ -177,6 +237,7 @@ pub fn fanout(
 ) -> anyhow::Result<Vec<Record>> {
     let mut acc = Acc::default();
     for rep in 0..o.reps {
+        acc.rep = rep;
         for &n in receivers {
             for &a in acks {
                 note(
@@ -201,7 +262,12 @@ pub fn fanout(
             }
         }
     }
-    Ok(acc.records("fanout"))
+    let first = receivers.iter().copied().min().unwrap_or(1) as u32;
+    Ok(acc.records("fanout", |e| {
+        acc.find(&e.0, &e.1, e.2, first, &e.4)
+            .map(|b| vec![(format!("{first}-receiver"), b.clone())])
+            .unwrap_or_default()
+    }))
 }
 
 /// Messages per second at the subscriber, publisher flat out, beside Cyclone DDS
@@ -216,20 +282,32 @@ pub fn throughput(
     paced_factor: f64,
 ) -> anyhow::Result<Vec<Record>> {
     let dds = dds_opts(o);
-    let mut rates: Vec<(String, u64, Vec<f64>, String)> = Vec::new();
-    let mut add = |system: &str, size: u64, rate: f64, extra: String| {
+    // (system, size, [(rep, msgs/s)], per-rep notes joined)
+    let mut rates: Vec<(String, u64, Vec<(usize, f64)>, String)> = Vec::new();
+    let mut rep_now = 0usize;
+    let mut add = |rep: usize, system: &str, size: u64, rate: f64, extra: String| {
+        let extra = if extra.is_empty() {
+            extra
+        } else {
+            format!("rep {}: {extra}", rep + 1)
+        };
         if let Some(e) = rates.iter_mut().find(|e| e.0 == system && e.1 == size) {
-            e.2.push(rate);
+            e.2.push((rep, rate));
             if !extra.is_empty() {
-                e.3 = extra;
+                e.3 = if e.3.is_empty() {
+                    extra
+                } else {
+                    format!("{}; {extra}", e.3)
+                };
             }
         } else {
-            rates.push((system.into(), size, vec![rate], extra));
+            rates.push((system.into(), size, vec![(rep, rate)], extra));
         }
     };
     let mut skipped = Vec::new();
     let dur = Duration::from_secs_f64(seconds);
     for rep in 0..o.reps {
+        rep_now = rep;
         for &size in sizes {
             note(
                 o,
@@ -238,15 +316,14 @@ pub fn throughput(
             let s = size as u64;
             let t = workload::throughput(&o.env, size, dur, None)?;
             add(
+                rep_now,
                 "tagwire",
                 s,
                 t.msgs_per_s,
-                format!(
-                    "last rep: sent {} received {} lost {}",
-                    t.sent, t.received, t.lost
-                ),
+                format!("sent {} received {} lost {}", t.sent, t.received, t.lost),
             );
             add(
+                rep_now,
                 "raw-udp",
                 s,
                 raw::raw_udp_throughput(size, dur)?,
@@ -256,6 +333,7 @@ pub fn throughput(
                 Ok(opts) => match ddsperf::throughput_with(s, o.dds_seconds, opts) {
                     Ok(r) => {
                         add(
+                            rep_now,
                             "cyclonedds",
                             s,
                             r.msgs_per_s,
@@ -265,11 +343,12 @@ pub fn throughput(
                             let target = r.msgs_per_s * paced_factor;
                             let t = workload::throughput(&o.env, size, dur, Some(target))?;
                             add(
+                                rep_now,
                                 "tagwire-paced",
                                 s,
                                 t.msgs_per_s,
                                 format!(
-                                    "paced at {paced_factor}x cyclonedds = {target:.0} msg/s; last rep: sent {} received {} lost {}",
+                                    "paced at {paced_factor}x cyclonedds = {target:.0} msg/s, sent {} received {} lost {}",
                                     t.sent, t.received, t.lost
                                 ),
                             );
@@ -294,11 +373,28 @@ pub fn throughput(
             }
         }
     }
+    let paired = |size: u64, r: &[(usize, f64)]| -> Option<f64> {
+        let cy = rates.iter().find(|e| e.0 == "cyclonedds" && e.1 == size)?;
+        let ratios: Vec<f64> = r
+            .iter()
+            .filter_map(|(rep, v)| {
+                let b = cy.2.iter().find(|(x, _)| x == rep)?.1;
+                (b > 0.0).then(|| v / b)
+            })
+            .collect();
+        crate::stats::median(&ratios)
+    };
     let mut out: Vec<Record> = rates
-        .into_iter()
+        .iter()
         .filter_map(|(system, size, r, extra)| {
-            let rr = RepeatedRate::from_rates(&r)?;
-            let rec = Record::throughput(&system, "block", size, &rr);
+            let values: Vec<f64> = r.iter().map(|(_, v)| *v).collect();
+            let rr = RepeatedRate::from_rates(&values)?;
+            let mut rec = Record::throughput(system, "block", *size, &rr);
+            if system.starts_with("tagwire") {
+                if let Some(p) = paired(*size, r) {
+                    rec.paired.insert("cyclonedds".into(), p);
+                }
+            }
             Some(if extra.is_empty() {
                 rec
             } else {

@@ -1,0 +1,116 @@
+//! `tagwire perf` runs end to end and prints the promised JSON fields, with every
+//! system of the run present (Cyclone DDS measured, or skipped with a reason).
+//! Tiny iteration counts: this checks the tool, not the numbers (those belong to
+//! full `tagwire perf` runs, committed under bench/results).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tagwire");
+
+fn perf(args: &[&str]) -> Vec<serde_json::Value> {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .arg("perf")
+        .args(args)
+        .args(["--json", "--reps", "1", "--dds-seconds", "1", "--out"])
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert!(!recs.is_empty());
+    let name = args[0];
+    assert!(out_dir.path().join(format!("{name}.json")).exists());
+    assert!(out_dir.path().join(format!("{name}.txt")).exists());
+    recs
+}
+
+fn systems(recs: &[serde_json::Value]) -> Vec<String> {
+    recs.iter()
+        .map(|r| r["system"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn rtt_reports_tagwire_beside_its_baselines_and_peer() {
+    let recs = perf(&["rtt", "--sizes", "64", "--iters", "50", "--warmup", "5"]);
+    for r in &recs {
+        for field in [
+            "bench",
+            "system",
+            "mode",
+            "size",
+            "receivers",
+            "acks",
+            "p50_us",
+            "p99_us",
+            "msgs_per_s",
+            "reps",
+        ] {
+            assert!(r.get(field).is_some(), "field {field} missing in {r}");
+        }
+        assert_eq!(r["bench"], "rtt");
+    }
+    let s = systems(&recs);
+    for want in ["tagwire", "raw-futex", "raw-spin", "raw-udp", "cyclonedds"] {
+        assert!(s.iter().any(|x| x == want), "{want} missing from {s:?}");
+    }
+    let tw: Vec<_> = recs.iter().filter(|r| r["system"] == "tagwire").collect();
+    assert!(tw.iter().any(|r| r["mode"] == "block") && tw.iter().any(|r| r["mode"] == "spin"));
+    assert!(tw.iter().all(|r| r["p50_us"].as_f64().unwrap() > 0.0));
+    let dds = recs.iter().find(|r| r["system"] == "cyclonedds").unwrap();
+    assert!(
+        dds["p50_us"].as_f64().is_some() || dds["note"].as_str().is_some(),
+        "measured or skipped with a reason"
+    );
+}
+
+#[test]
+fn fanout_reports_each_receiver_count_and_ack_mode() {
+    let recs = perf(&[
+        "fanout",
+        "--receivers",
+        "1,3",
+        "--acks",
+        "both",
+        "--iters",
+        "30",
+        "--warmup",
+        "3",
+        "--no-dds",
+    ]);
+    for n in [1, 3] {
+        for acks in ["all", "last"] {
+            assert!(
+                recs.iter().any(|r| r["receivers"] == n
+                    && r["acks"] == acks
+                    && r["p50_us"].as_f64().is_some()),
+                "receivers={n} acks={acks} missing"
+            );
+        }
+    }
+}
+
+#[test]
+fn throughput_counts_messages_at_the_subscriber() {
+    let recs = perf(&[
+        "throughput",
+        "--size",
+        "256",
+        "--seconds",
+        "0.3",
+        "--no-dds",
+    ]);
+    let tw = recs.iter().find(|r| r["system"] == "tagwire").unwrap();
+    assert!(tw["msgs_per_s"].as_f64().unwrap() > 0.0);
+    assert!(tw["note"].as_str().unwrap().contains("received"));
+}

@@ -1,0 +1,30 @@
+//! A shared-memory segment with arbitrary contents (what a hostile peer could
+//! write) handed to `Ring::open` and read from: must be refused or read safely.
+#![no_main]
+
+use std::io::Write;
+
+use libfuzzer_sys::fuzz_target;
+use rustix::fs::{MemfdFlags, SealFlags};
+use tagwire_shm::{ReadOutcome, Ring, Segment};
+
+fuzz_target!(|data: &[u8]| {
+    if data.is_empty() || data.len() > 1 << 20 {
+        return;
+    }
+    let fd = rustix::fs::memfd_create("fuzz", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).expect("memfd");
+    let mut f = std::fs::File::from(fd);
+    f.write_all(data).expect("write");
+    rustix::fs::fcntl_add_seals(&f, SealFlags::SHRINK | SealFlags::GROW).expect("seal");
+    let Ok(seg) = Segment::open(f.into()) else { return };
+    let Ok(ring) = Ring::open(seg) else { return };
+    let mut cur = ring.cursor_from(0, 64);
+    let mut buf = Vec::new();
+    for _ in 0..64 {
+        match ring.read(&mut cur, &mut buf) {
+            ReadOutcome::Record => assert!(buf.len() <= ring.max_record()),
+            ReadOutcome::Empty => break,
+            _ => {}
+        }
+    }
+});
