@@ -49,6 +49,9 @@ impl Mode {
     }
 }
 
+/// Throughput series: (system, size, [(rep, msgs/s)], per-rep notes joined).
+type RateSeries = (String, u64, Vec<(usize, f64)>, String);
+
 /// One measured series: (system, mode, size, receivers, acks) and its
 /// per-repetition summaries, tagged with the repetition they came from.
 type Series = (String, String, u64, u32, String, Vec<(usize, Summary)>);
@@ -282,9 +285,7 @@ pub fn throughput(
     paced_factor: f64,
 ) -> anyhow::Result<Vec<Record>> {
     let dds = dds_opts(o);
-    // (system, size, [(rep, msgs/s)], per-rep notes joined)
-    let mut rates: Vec<(String, u64, Vec<(usize, f64)>, String)> = Vec::new();
-    let mut rep_now = 0usize;
+    let mut rates: Vec<RateSeries> = Vec::new();
     let mut add = |rep: usize, system: &str, size: u64, rate: f64, extra: String| {
         let extra = if extra.is_empty() {
             extra
@@ -307,7 +308,7 @@ pub fn throughput(
     let mut skipped = Vec::new();
     let dur = Duration::from_secs_f64(seconds);
     for rep in 0..o.reps {
-        rep_now = rep;
+        let rep_now = rep;
         for &size in sizes {
             note(
                 o,
@@ -398,7 +399,7 @@ pub fn throughput(
             Some(if extra.is_empty() {
                 rec
             } else {
-                rec.with_note(&extra)
+                rec.with_note(extra)
             })
         })
         .collect();

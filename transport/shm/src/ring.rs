@@ -613,13 +613,13 @@ mod tests {
     fn a_reader_lapped_during_its_copies_never_returns_a_torn_record() {
         // A tiny ring and two fast writers: the reader is overwritten constantly.
         let w = Ring::create("t", shape(4, 4096)).unwrap();
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let writers: Vec<_> = (0..2u8)
             .map(|k| {
                 let (w, stop) = (w.clone(), stop.clone());
                 std::thread::spawn(move || {
                     let mut i = 0u8;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    while !stop.load(Ordering::Relaxed) {
                         i = i.wrapping_add(1);
                         w.publish(&[&[i ^ k; 4096]]).unwrap();
                     }
@@ -640,7 +640,7 @@ mod tests {
                 _ => std::hint::spin_loop(),
             }
         }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
         for t in writers {
             t.join().unwrap();
         }
