@@ -5,7 +5,8 @@
 //!   0  magic "TAGWRNG1" (u64) | version u32 | slots u32 | stride u32 | payload u32
 //!  64  head: next slot index to claim (AtomicU64)         — writers' line
 //! 128  doorbell (AtomicU32 futex word) | waiters (AtomicU32) — sleepers' line
-//! 256  slot 0 .. slot (slots-1), each `stride` bytes:
+//! 256  owner words, one u64 per slot: pid << 32 | index, 0 = free
+//!  …   (64-aligned) slot 0 .. slot (slots-1), each `stride` bytes:
 //!        0  stamp (AtomicU64): 2·i+2 once record i is committed
 //!        8  length (AtomicU32) of record i
 //!       16  record bytes (≤ payload)
@@ -29,11 +30,17 @@ use crate::segment::{Segment, ShmError};
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"TAGWRNG1");
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const HEAD_OFF: usize = 64;
 const DOORBELL_OFF: usize = 128;
 const WAITERS_OFF: usize = 132;
-const SLOTS_OFF: usize = 256;
+/// Per-slot owner words (one u64 each) start here; slots follow them.
+const OWNERS_OFF: usize = 256;
+/// Indices are kept below this so `2·i + 2` and `i + slots` never overflow, even
+/// with a `head` a hostile peer wrote.
+const MAX_INDEX: u64 = 1 << 62;
+/// A publish that finds its slot held this many times gives up.
+const MAX_CLAIMS: u32 = 4;
 const SLOT_HEADER: usize = 16;
 /// Upper bounds that keep every offset computation far from overflow.
 const MAX_SLOTS: u32 = 1 << 20;
@@ -42,6 +49,10 @@ const MAX_PAYLOAD: u32 = 64 << 20;
 /// Errors of ring operations.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum RingError {
+    /// The ring looks corrupt or its slots stay held by a live but stalled
+    /// writer (e.g. a stopped process).
+    #[error("ring unusable: {0}")]
+    Stalled(&'static str),
     /// The record does not fit a slot.
     #[error("record of {len} bytes exceeds the slot capacity of {max} bytes")]
     TooLarge {
@@ -69,9 +80,13 @@ impl RingShape {
         (SLOT_HEADER + self.payload as usize).div_ceil(64) * 64
     }
 
+    fn slots_off(self) -> usize {
+        (OWNERS_OFF + 8 * self.slots as usize).div_ceil(64) * 64
+    }
+
     /// Total segment size for this shape.
     pub fn segment_len(self) -> usize {
-        SLOTS_OFF + self.slots as usize * self.stride()
+        self.slots_off() + self.slots as usize * self.stride()
     }
 
     fn check(self) -> Result<Self, ShmError> {
@@ -120,6 +135,9 @@ pub struct Ring {
     seg: Arc<Segment>,
     shape: RingShape,
     stride: usize,
+    slots_off: usize,
+    /// Our pid, the high half of the owner words we write.
+    pid: u32,
 }
 
 /// A writer that stalls longer than this on a claimed slot is presumed dead, and
@@ -132,7 +150,7 @@ impl Ring {
         let shape = shape.check()?;
         let seg = Segment::create(name, shape.segment_len())?;
         let base = seg.as_ptr();
-        // SAFETY: the segment is at least SLOTS_OFF bytes, freshly zeroed, and not
+        // SAFETY: the segment is at least OWNERS_OFF bytes, freshly zeroed, and not
         // yet shared with anyone; the offsets are within the header line.
         unsafe {
             base.cast::<u64>().write(MAGIC);
@@ -144,18 +162,20 @@ impl Ring {
         Ok(Self {
             seg: Arc::new(seg),
             stride: shape.stride(),
+            slots_off: shape.slots_off(),
             shape,
+            pid: std::process::id(),
         })
     }
 
     /// Maps a ring from a segment received from the daemon, validating its header
     /// against the segment's real size.
     pub fn open(seg: Segment) -> Result<Self, RingError> {
-        if seg.len() < SLOTS_OFF {
+        if seg.len() < OWNERS_OFF {
             return Err(ShmError::BadHeader("segment smaller than the ring header").into());
         }
         let base = seg.as_ptr();
-        // SAFETY: the mapping is at least SLOTS_OFF bytes (checked above). Values are
+        // SAFETY: the mapping is at least OWNERS_OFF bytes (checked above). Values are
         // read once, by value, and validated before use.
         let (magic, version, slots, stride, payload) = unsafe {
             (
@@ -183,6 +203,8 @@ impl Ring {
             seg: Arc::new(seg),
             shape,
             stride: stride as usize,
+            slots_off: shape.slots_off(),
+            pid: std::process::id(),
         })
     }
 
@@ -211,19 +233,8 @@ impl Ring {
                 max: self.max_record(),
             });
         }
-        let i = self.head().fetch_add(1, Ordering::AcqRel);
-        let slot = self.slot(i);
+        let (i, slot) = self.claim()?;
         let stamp = self.stamp(slot);
-        // The writer of this slot's previous lap may still be copying (only if a
-        // whole lap was claimed meanwhile): let it commit first, but never wait
-        // for ever on a writer that died.
-        if i >= u64::from(self.shape.slots) {
-            let prev_committed = 2 * (i - u64::from(self.shape.slots)) + 2;
-            let start = Instant::now();
-            while stamp.load(Ordering::Acquire) < prev_committed && start.elapsed() < DEAD_WRITER {
-                std::thread::yield_now();
-            }
-        }
         let mut dst = self.data(slot);
         for p in parts {
             // SAFETY: the slot's data area holds `payload` bytes and `len` ≤ payload;
@@ -238,15 +249,73 @@ impl Ring {
         // One store to the line readers poll: no "being written" mark first. A
         // reader detects an overwrite from `head` instead (see `read`).
         stamp.store(2 * i + 2, Ordering::Release);
+        self.owner(slot).store(0, Ordering::Release);
         self.ring_doorbell();
         Ok(i)
+    }
+
+    /// Claims a record index and exclusive write access to its slot.
+    ///
+    /// Writers of different laps of one slot can meet only when a whole lap was
+    /// claimed while one of them stalled. The owner word (pid << 32 | low bits of
+    /// the index, on a line readers never touch) makes them take turns; a holder
+    /// whose process is gone is taken over; a writer that finds a later lap
+    /// already committed, or a live holder stalled for long, abandons its index
+    /// (readers skip it and count it lost) and claims a fresh one.
+    fn claim(&self) -> Result<(u64, usize), RingError> {
+        for _ in 0..MAX_CLAIMS {
+            let i = self.head().fetch_add(1, Ordering::AcqRel);
+            if i >= MAX_INDEX {
+                return Err(RingError::Stalled(
+                    "record index out of range (corrupt ring)",
+                ));
+            }
+            // Our claim (the head increment) must be visible before any byte we
+            // write: readers validate their copies against it.
+            fence(Ordering::Release);
+            let slot = self.slot(i);
+            let owner = self.owner(slot);
+            let token = (u64::from(self.pid) << 32) | (i & 0xffff_ffff);
+            let start = Instant::now();
+            let acquired = loop {
+                match owner.compare_exchange(0, token, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => break true,
+                    Err(held) => {
+                        let holder = (held >> 32) as u32;
+                        if !process_alive(holder) {
+                            if owner
+                                .compare_exchange(held, token, Ordering::AcqRel, Ordering::Acquire)
+                                .is_ok()
+                            {
+                                break true;
+                            }
+                            continue;
+                        }
+                        if start.elapsed() >= DEAD_WRITER {
+                            break false;
+                        }
+                        std::thread::yield_now();
+                    }
+                }
+            };
+            if !acquired {
+                continue;
+            }
+            if self.stamp(slot).load(Ordering::Acquire) >= 2 * i + 2 {
+                // A later lap got here first while we stalled: our index is stale.
+                owner.store(0, Ordering::Release);
+                continue;
+            }
+            return Ok((i, slot));
+        }
+        Err(RingError::Stalled("slots held by a stalled writer"))
     }
 
     /// A cursor at the current end of the ring (sees only records published after
     /// this call), keeping at most `depth` unread records (clamped to the slot count).
     pub fn cursor(&self, depth: u32) -> Cursor {
         Cursor {
-            next: self.head().load(Ordering::Acquire),
+            next: self.head_index_clamped(),
             depth: u64::from(depth.clamp(1, self.shape.slots)),
             pending_since: None,
         }
@@ -268,12 +337,15 @@ impl Ring {
     /// the stamp of the slot `depth` records ahead), never the writers' `head`
     /// line: a spinning reader then waits on the one line the writer commits to.
     pub fn read(&self, cur: &mut Cursor, out: &mut Vec<u8>) -> ReadOutcome {
+        if cur.next >= MAX_INDEX {
+            return ReadOutcome::Empty;
+        }
         let slot = self.slot(cur.next);
         let stamp = self.stamp(slot);
         let want = 2 * cur.next + 2;
         let s1 = stamp.load(Ordering::Acquire);
         if s1 < want {
-            let head = self.head().load(Ordering::Acquire);
+            let head = self.head_index_clamped();
             if cur.next >= head {
                 cur.pending_since = None;
                 return ReadOutcome::Empty;
@@ -287,7 +359,7 @@ impl Ring {
             return self.skip_overwritten(cur);
         }
         if self.beyond_depth(cur) {
-            let head = self.head().load(Ordering::Acquire);
+            let head = self.head_index_clamped();
             return self.drop_beyond_depth(cur, head);
         }
         let len = (self.len_word(slot).load(Ordering::Relaxed) as usize).min(self.max_record());
@@ -316,13 +388,16 @@ impl Ring {
     /// True when a read would not return [`ReadOutcome::Empty`] or `Pending`
     /// (a record, or a loss to report, is there). Touches no writer-hot line.
     pub fn available(&self, cur: &Cursor) -> bool {
+        if cur.next >= MAX_INDEX {
+            return false;
+        }
         self.stamp(self.slot(cur.next)).load(Ordering::Acquire) >= 2 * cur.next + 2
             || self.beyond_depth(cur)
     }
 
     /// Drops every unread record for `cur` (purge). Returns how many.
     pub fn purge(&self, cur: &mut Cursor) -> u64 {
-        let head = self.head().load(Ordering::Acquire);
+        let head = self.head_index_clamped();
         let n = head.saturating_sub(cur.next).min(cur.depth);
         cur.next = cur.next.max(head);
         cur.pending_since = None;
@@ -359,12 +434,12 @@ impl Ring {
         let mut timeout = timeout;
         // A claimed-but-uncommitted record may belong to a dead writer: wake up in
         // time to skip it.
-        if cur.pending_since.is_some() || self.head().load(Ordering::Acquire) > cur.next {
+        if cur.pending_since.is_some() || self.head_index_clamped() > cur.next {
             timeout = Some(timeout.map_or(DEAD_WRITER, |t| t.min(DEAD_WRITER)));
         }
         if !self.available(cur) {
             let ts = timeout.map(|t| rustix::time::Timespec {
-                tv_sec: t.as_secs() as i64,
+                tv_sec: t.as_secs().min(i64::MAX as u64 / 2) as i64,
                 tv_nsec: i64::from(t.subsec_nanos()),
             });
             // Shared (not PRIVATE) futex: the word is in memory shared between
@@ -377,7 +452,7 @@ impl Ring {
 
     /// Number of records ever claimed (the next record index).
     pub fn head_index(&self) -> u64 {
-        self.head().load(Ordering::Acquire)
+        self.head_index_clamped()
     }
 
     fn ring_doorbell(&self) {
@@ -430,7 +505,7 @@ impl Ring {
         // We fell a lap behind: resume at the oldest record within our depth. If a
         // writer is overwriting that one right now, the next read's validation
         // catches it and reports it lost too.
-        let head = self.head().load(Ordering::Acquire);
+        let head = self.head_index_clamped();
         self.drop_beyond_depth(cur, head)
     }
 
@@ -453,6 +528,16 @@ impl Ring {
         self.atomic_u64(HEAD_OFF)
     }
 
+    /// `head` as readers use it: clamped, so a corrupt value cannot make index
+    /// arithmetic overflow.
+    fn head_index_clamped(&self) -> u64 {
+        self.head().load(Ordering::Acquire).min(MAX_INDEX)
+    }
+
+    fn owner(&self, slot: usize) -> &AtomicU64 {
+        self.atomic_u64(OWNERS_OFF + 8 * slot)
+    }
+
     fn doorbell(&self) -> &AtomicU32 {
         self.atomic_u32(DOORBELL_OFF)
     }
@@ -462,11 +547,11 @@ impl Ring {
     }
 
     fn stamp(&self, slot: usize) -> &AtomicU64 {
-        self.atomic_u64(SLOTS_OFF + slot * self.stride)
+        self.atomic_u64(self.slots_off + slot * self.stride)
     }
 
     fn len_word(&self, slot: usize) -> &AtomicU32 {
-        self.atomic_u32(SLOTS_OFF + slot * self.stride + 8)
+        self.atomic_u32(self.slots_off + slot * self.stride + 8)
     }
 
     fn data(&self, slot: usize) -> *mut u8 {
@@ -474,9 +559,21 @@ impl Ring {
         unsafe {
             self.seg
                 .as_ptr()
-                .add(SLOTS_OFF + slot * self.stride + SLOT_HEADER)
+                .add(self.slots_off + slot * self.stride + SLOT_HEADER)
         }
     }
+}
+
+/// True unless the process is known to be gone (ESRCH). A pid of another user
+/// (EPERM) is alive.
+fn process_alive(pid: u32) -> bool {
+    let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
+        return false;
+    };
+    !matches!(
+        rustix::process::test_kill_process(p),
+        Err(rustix::io::Errno::SRCH)
+    )
 }
 
 #[cfg(test)]
@@ -648,6 +745,68 @@ mod tests {
             records > 0 && lost > 0,
             "the test exercised both paths: {records} read, {lost} lost"
         );
+    }
+
+    #[test]
+    fn a_slot_held_by_a_dead_writer_is_taken_over_at_once() {
+        let w = Ring::create("t", shape(4, 8)).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        w.owner(0)
+            .store((u64::from(dead) << 32) | 7, Ordering::Release);
+        let start = Instant::now();
+        assert_eq!(w.publish(&[b"x"]).unwrap(), 0);
+        assert!(
+            start.elapsed() < DEAD_WRITER,
+            "no timeout wait for a dead holder"
+        );
+        assert_eq!(
+            w.owner(0).load(Ordering::Acquire),
+            0,
+            "released after commit"
+        );
+    }
+
+    #[test]
+    fn a_slot_held_by_a_live_stalled_writer_is_skipped_and_reported_lost() {
+        let w = Ring::create("t", shape(4, 8)).unwrap();
+        let mut c = w.cursor(4);
+        // A live process (us) "stalled" holding slot 0.
+        w.owner(0).store(
+            (u64::from(std::process::id()) << 32) | 99,
+            Ordering::Release,
+        );
+        assert_eq!(
+            w.publish(&[b"y"]).unwrap(),
+            1,
+            "index 0 abandoned, record went to 1"
+        );
+        let mut buf = Vec::new();
+        let start = Instant::now();
+        let mut lost = 0;
+        loop {
+            match w.read(&mut c, &mut buf) {
+                ReadOutcome::Record => break,
+                ReadOutcome::Lost(n) => lost += n,
+                _ => {
+                    assert!(start.elapsed() < Duration::from_secs(10), "watchdog");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        }
+        assert_eq!((buf.as_slice(), lost), (&b"y"[..], 1));
+    }
+
+    #[test]
+    fn a_corrupt_head_cannot_overflow_index_arithmetic() {
+        let w = Ring::create("t", shape(4, 8)).unwrap();
+        w.head().store(u64::MAX - 1, Ordering::Release);
+        assert!(matches!(w.publish(&[b"z"]), Err(RingError::Stalled(_))));
+        let mut c = w.cursor(4);
+        let mut buf = Vec::new();
+        assert_eq!(w.read(&mut c, &mut buf), ReadOutcome::Empty);
+        assert!(!w.available(&c));
     }
 
     #[test]
