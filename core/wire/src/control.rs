@@ -27,8 +27,9 @@ use crate::ids::{Domain, Member, NodeAddr, Pid, TagId, TagName};
 pub const MAGIC: u16 = 0x5754;
 /// Control protocol version.
 pub const VERSION: u8 = 1;
-/// Largest control message either side sends; receivers size buffers with it.
-pub const MAX_MESSAGE: usize = 64 * 1024;
+/// Largest control message either side accepts (a tag listing grows with the
+/// table). Receivers size their buffer to each packet, so this costs nothing.
+pub const MAX_MESSAGE: usize = 16 << 20;
 
 /// Shape of a tag's shared-memory ring. Zero fields mean "the daemon's default".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -92,6 +92,27 @@ pub(crate) struct Core {
     pub(crate) me: Mutex<SenderInfo>,
     endpoints: Mutex<Vec<Weak<Endpoint>>>,
     stop: AtomicBool,
+    /// Requests whose caller stopped waiting (timeout, or fire-and-forget): if one
+    /// was granted after all, the update thread gives the right back.
+    abandoned: Mutex<HashMap<u32, Abandoned>>,
+}
+
+/// What to undo if an abandoned request turns out to have succeeded.
+#[derive(Debug, Clone, Copy)]
+enum Abandoned {
+    Nothing,
+    SendAccess,
+    Subscription,
+}
+
+impl Abandoned {
+    fn of(req: &Request) -> Self {
+        match req {
+            Request::GetSendAccess { .. } => Abandoned::SendAccess,
+            Request::Subscribe { .. } => Abandoned::Subscription,
+            _ => Abandoned::Nothing,
+        }
+    }
 }
 
 /// What a publisher or subscriber shares with the update thread.
@@ -139,6 +160,15 @@ impl Client {
 
     /// Connects with the given options.
     pub fn with_options(opts: ClientOptions) -> Result<Self> {
+        let implicit = tagwire_unix::implicit_socket_dir();
+        if let Some(dir) =
+            implicit.filter(|d| Some(d.as_path()) == opts.socket.parent() && d.exists())
+        {
+            tagwire_unix::check_private_dir(&dir).map_err(|e| Error::DaemonUnreachable {
+                socket: opts.socket.clone(),
+                reason: e.to_string(),
+            })?;
+        }
         let sock = match SeqPacket::connect(&opts.socket) {
             Ok(s) => s,
             Err(e) if opts.autostart => autostart::start_and_connect(&opts, &e)?,
@@ -162,8 +192,11 @@ impl Client {
             }),
             endpoints: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            abandoned: Mutex::new(HashMap::new()),
         });
         core.handshake(&sock)?;
+        sock.set_read_timeout(None)
+            .map_err(|e| Error::Io(e.to_string()))?;
         *lock(&core.conn) = Some(Arc::new(sock));
         let c = core.clone();
         std::thread::Builder::new()
@@ -322,6 +355,7 @@ impl Core {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
         let (tx, rx) = mpsc::sync_channel(1);
         lock(&self.pending).insert(id, tx);
+        let undo = Abandoned::of(&req);
         let bytes = Ctl::Request { id, body: req }.encode();
         let sent = {
             let _g = lock(&self.send_lock);
@@ -334,13 +368,26 @@ impl Core {
         match rx.recv_timeout(self.opts.timeout) {
             Ok(r) => r,
             Err(_) => {
-                lock(&self.pending).remove(&id);
+                if lock(&self.pending).remove(&id).is_some() {
+                    lock(&self.abandoned).insert(id, undo);
+                }
                 Err(Error::DaemonTimeout {
                     socket: self.opts.socket.clone(),
                     after: self.opts.timeout,
                 })
             }
         }
+    }
+
+    /// Sends a request without waiting for its answer (used by `Drop`, which must
+    /// not block). Errors are ignored: a dead connection releases everything anyway.
+    pub(crate) fn send_only(&self, req: Request) {
+        let Some(conn) = self.conn() else { return };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
+        lock(&self.abandoned).insert(id, Abandoned::Nothing);
+        let bytes = Ctl::Request { id, body: req }.encode();
+        let _g = lock(&self.send_lock);
+        let _ = conn.send(&bytes, None);
     }
 
     /// Gets a right on a tag and maps its ring.
@@ -386,25 +433,39 @@ impl Core {
             pid: client_pid,
             node,
         };
-        // The snapshot carries its version: updates queued before it on the socket
-        // are applied first and then replaced; later ones have higher versions.
-        match self.direct_call(sock, Request::ListTags)? {
+        // The snapshot carries its version. Updates that arrive while we wait for
+        // it may be older or newer (the daemon answers after releasing its lock):
+        // hold them, install the snapshot, then apply those newer than it.
+        let mut held = Vec::new();
+        match self
+            .direct_call_fd(sock, Request::ListTags, Some(&mut held))?
+            .0
+        {
             Response::Tags { version, tags } => {
                 let mut r = self.replica.write().unwrap_or_else(|e| e.into_inner());
                 r.reset(version, tags);
+                drop(r);
+                for u in held.iter().filter(|u| u.version > version) {
+                    self.apply(u);
+                }
             }
             other => return Err(Error::Protocol(format!("expected Tags, got {other:?}"))),
         }
-        sock.set_read_timeout(None)
-            .map_err(|e| Error::Io(e.to_string()))?;
         Ok(())
     }
 
     fn direct_call(&self, sock: &SeqPacket, req: Request) -> Result<Response> {
-        Ok(self.direct_call_fd(sock, req)?.0)
+        Ok(self.direct_call_fd(sock, req, None)?.0)
     }
 
-    fn direct_call_fd(&self, sock: &SeqPacket, req: Request) -> Result<Reply> {
+    /// A request on a socket the update thread does not read yet. Updates met on
+    /// the way are applied, or collected into `hold` if given.
+    fn direct_call_fd(
+        &self,
+        sock: &SeqPacket,
+        req: Request,
+        mut hold: Option<&mut Vec<tagwire_proto::Update>>,
+    ) -> Result<Reply> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
         sock.send(&Ctl::Request { id, body: req }.encode(), None)
             .map_err(|e| self.unreachable(e.to_string()))?;
@@ -429,7 +490,10 @@ impl Core {
             };
             match Ctl::decode(&p.data) {
                 Ok(Ctl::Response { id: rid, body }) if rid == id => return Ok((body, p.fd)),
-                Ok(Ctl::Update(u)) => self.apply(&u),
+                Ok(Ctl::Update(u)) => match hold.as_deref_mut() {
+                    Some(h) => h.push(u),
+                    None => self.apply(&u),
+                },
                 Ok(_) => {}
                 Err(e) => return Err(Error::Protocol(e.to_string())),
             }
@@ -464,6 +528,20 @@ impl Core {
                 Ok(Ctl::Response { id, body }) => {
                     if let Some(tx) = lock(&self.pending).remove(&id) {
                         let _ = tx.send(Ok((body, p.fd)));
+                        continue;
+                    }
+                    let undo = lock(&self.abandoned).remove(&id);
+                    if let (Some(undo), Response::TagOpened(o)) = (undo, &body) {
+                        // Granted after its caller gave up: give it back.
+                        match undo {
+                            Abandoned::SendAccess => {
+                                self.send_only(Request::ReleaseSendAccess { tag: o.tag })
+                            }
+                            Abandoned::Subscription => {
+                                self.send_only(Request::Unsubscribe { tag: o.tag })
+                            }
+                            Abandoned::Nothing => {}
+                        }
                     }
                 }
                 Ok(Ctl::Update(u)) => self.apply(&u),
@@ -478,9 +556,10 @@ impl Core {
             let mut r = self.replica.write().unwrap_or_else(|e| e.into_inner());
             r.apply(u);
         }
-        if let TableEvent::TagDestroyed { tag, .. } = &u.event {
+        if let TableEvent::TagDestroyed { tag, name } = &u.event {
             for ep in lock(&self.endpoints).iter().filter_map(Weak::upgrade) {
-                if ep.tag() == *tag {
+                // Ids restart with a new daemon: match the name too.
+                if ep.tag() == *tag && ep.name == *name {
                     ep.destroyed.store(true, Ordering::Release);
                 }
             }
@@ -497,7 +576,12 @@ impl Core {
                 tracing::debug!(error = %e, "handshake with restarted daemon failed");
                 continue;
             }
-            match self.reregister(&sock) {
+            match self.reregister(&sock).and_then(|n| {
+                // Only now may the update thread block on this socket for ever.
+                sock.set_read_timeout(None)
+                    .map_err(|e| Error::Io(e.to_string()))?;
+                Ok(n)
+            }) {
                 Ok(n) => {
                     tracing::info!(endpoints = n, "reconnected to the tagwire daemon");
                     *lock(&self.conn) = Some(Arc::new(sock));
@@ -537,7 +621,7 @@ impl Core {
                     depth,
                 },
             };
-            match self.direct_call_fd(sock, req)? {
+            match self.direct_call_fd(sock, req, None)? {
                 (Response::TagOpened(o), Some(fd)) => {
                     let ring = map_ring(fd)?;
                     ep.registered_at.store(ring.head_index(), Ordering::Release);

@@ -155,10 +155,10 @@ impl Drop for Publisher {
         if self.ep.destroyed.load(Ordering::Acquire) {
             return;
         }
-        let _ = self
-            .client
+        // Fire and forget: dropping must not block on the daemon.
+        self.client
             .core
-            .call(Request::ReleaseSendAccess { tag: self.ep.tag() }, None);
+            .send_only(Request::ReleaseSendAccess { tag: self.ep.tag() });
     }
 }
 

@@ -102,7 +102,8 @@ impl Subscriber {
     /// polls. Errors: [`Error::Timeout`], [`Error::Overflowed`] (then call again),
     /// [`Error::TagDestroyed`].
     pub fn receive(&mut self, timeout: Option<Duration>) -> Result<Message> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        // A timeout too large to represent is "for ever".
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             self.follow_ring();
             match self.ring.read(&mut self.cursor, &mut self.buf) {
@@ -160,7 +161,9 @@ impl Subscriber {
 
     fn follow_ring(&mut self) {
         let g = self.ep.generation.load(Ordering::Acquire);
-        if g != self.generation {
+        // Finish the old ring first: records sent before our publishers moved
+        // are still there.
+        if g != self.generation && !self.ring.available(&self.cursor) {
             // Re-registered on a restarted daemon: continue on its new ring.
             self.ring = self.ep.current_ring();
             let from = self.ep.registered_at.load(Ordering::Acquire);
@@ -216,9 +219,9 @@ impl Drop for Subscriber {
         if self.ep.destroyed.load(Ordering::Acquire) {
             return;
         }
-        let _ = self
-            .client
+        // Fire and forget: dropping must not block on the daemon.
+        self.client
             .core
-            .call(Request::Unsubscribe { tag: self.ep.tag() }, None);
+            .send_only(Request::Unsubscribe { tag: self.ep.tag() });
     }
 }

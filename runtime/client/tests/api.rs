@@ -387,3 +387,37 @@ fn a_hundred_tags_with_ten_subscribers_each() {
     }
     assert_eq!(c.tags().unwrap().len(), 100);
 }
+
+#[test]
+fn a_huge_receive_timeout_means_forever_not_a_panic() {
+    let n = node();
+    let c = n.client();
+    c.create_tag("/t", Domain::Global).unwrap();
+    let mut s = c.subscribe("/t", SubscribeOptions::default()).unwrap();
+    let mut p = c.publisher("/t").unwrap();
+    p.send(b"x").unwrap();
+    assert_eq!(s.receive(Some(Duration::MAX)).unwrap().payload, b"x");
+}
+
+#[test]
+fn a_large_tag_table_fits_one_listing() {
+    let n = node();
+    let c = n.client();
+    let long = "x".repeat(200);
+    for i in 0..400 {
+        c.create_tag_with(
+            &format!("/{long}/{i}"),
+            Domain::Global,
+            RingParams {
+                slots: 2,
+                slot_payload: 64,
+            },
+        )
+        .unwrap();
+    }
+    // ~85 KB of listing: more than the old 64 KiB packet limit.
+    assert_eq!(c.tags().unwrap().len(), 400);
+    // A client connecting now receives the whole table as its snapshot.
+    let late = n.client();
+    assert!(late.local_view(&format!("/{long}/399")).unwrap().is_some());
+}

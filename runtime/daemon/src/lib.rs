@@ -219,6 +219,13 @@ fn bind(path: &Path) -> Result<Listener, DaemonError> {
             let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         }
     }
+    if let Some(dir) =
+        tagwire_unix::implicit_socket_dir().filter(|d| Some(d.as_path()) == path.parent())
+    {
+        if dir.exists() {
+            tagwire_unix::check_private_dir(&dir).map_err(bind_err)?;
+        }
+    }
     if path.exists() {
         // A socket file with a live daemon behind it: refuse. A stale one (the last
         // daemon crashed): remove it.

@@ -55,6 +55,9 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
         }
     };
     let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
+    // Room for a large tag listing in one packet (capped by net.core.wmem_max
+    // unless we are privileged).
+    let _ = rustix::net::sockopt::set_socket_send_buffer_size(&conn, 8 << 20);
     let conn = Arc::new(conn);
     shared.lock().clients.insert(id, conn.clone());
     tracing::trace!(client = id.0, pid = pid.0, "client connected");

@@ -36,6 +36,36 @@ pub fn default_socket_path() -> PathBuf {
     PathBuf::from(format!("/tmp/tagwire-{uid}")).join("tagwired.sock")
 }
 
+/// The directory of the implicit socket path (no `$TAGWIRE_SOCKET`), which must
+/// be private to the user; `None` when the user chose the path explicitly.
+pub fn implicit_socket_dir() -> Option<PathBuf> {
+    if std::env::var_os(SOCKET_ENV).is_some_and(|p| !p.is_empty()) {
+        return None;
+    }
+    default_socket_path().parent().map(Path::to_path_buf)
+}
+
+/// Checks that `dir` is a real directory (not a symlink) owned by the current
+/// user and closed to everyone else (mode `0700` or stricter): a socket under a
+/// directory another user created could lead to a daemon that user runs.
+pub fn check_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let md = std::fs::symlink_metadata(dir)?;
+    let me = rustix::process::getuid().as_raw();
+    if !md.is_dir() || md.uid() != me || md.mode() & 0o077 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} must be a directory owned by uid {me} with mode 0700 (found uid {} mode {:o}); remove it or set TAGWIRE_SOCKET",
+                dir.display(),
+                md.uid(),
+                md.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A connected seqpacket socket.
 #[derive(Debug)]
 pub struct SeqPacket {
@@ -109,10 +139,27 @@ impl SeqPacket {
         Ok(())
     }
 
-    /// Receives one packet of at most `max` bytes. `Ok(None)` means the peer
-    /// closed the connection.
+    /// Receives one packet of at most `max` bytes (a longer one is cut and flagged
+    /// `truncated`). The buffer is sized to the packet (peeked first), so a large
+    /// `max` costs nothing for small packets. `Ok(None)` means the peer closed the
+    /// connection.
     pub fn recv(&self, max: usize) -> io::Result<Option<Packet>> {
-        let mut buf = vec![0u8; max];
+        let size = loop {
+            let mut probe = [0u8; 1];
+            let mut iov = [io::IoSliceMut::new(&mut probe)];
+            let mut none = RecvAncillaryBuffer::default();
+            match net::recvmsg(
+                &self.fd,
+                &mut iov,
+                &mut none,
+                RecvFlags::PEEK | RecvFlags::TRUNC,
+            ) {
+                Err(rustix::io::Errno::INTR) => continue,
+                // MSG_TRUNC makes recvmsg return the packet's real length.
+                other => break other?.bytes,
+            }
+        };
+        let mut buf = vec![0u8; size.clamp(1, max.max(1))];
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
         let mut control = RecvAncillaryBuffer::new(&mut space);
         let res = loop {
@@ -250,6 +297,37 @@ mod tests {
         assert_eq!(a.peer_cred().unwrap().pid, std::process::id());
         drop(a);
         assert!(b.recv(100).unwrap().is_none());
+    }
+
+    #[test]
+    fn only_a_private_directory_passes_the_socket_dir_check() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = std::env::temp_dir().join(format!("tagwire-unix-test-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(
+            check_private_dir(&d).is_err(),
+            "group/world-readable refused"
+        );
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(check_private_dir(&d).is_ok());
+        let link = d.with_extension("link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&d, &link).unwrap();
+        assert!(check_private_dir(&link).is_err(), "symlink refused");
+        std::fs::remove_file(&link).unwrap();
+        std::fs::remove_dir(&d).unwrap();
+    }
+
+    #[test]
+    fn large_packets_are_received_whole() {
+        let (a, b) = SeqPacket::pair().unwrap();
+        net::sockopt::set_socket_send_buffer_size(&a, 1 << 20).unwrap();
+        let big: Vec<u8> = (0..150_000u32).map(|i| i as u8).collect();
+        a.send(&big, None).unwrap();
+        let p = b.recv(1 << 24).unwrap().unwrap();
+        assert!(!p.truncated);
+        assert_eq!(p.data, big);
     }
 
     #[test]
