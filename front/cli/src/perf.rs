@@ -34,6 +34,10 @@ pub(crate) struct Args {
     /// Seconds per Cyclone DDS measurement.
     #[arg(long, global = true, default_value_t = 4)]
     dds_seconds: u32,
+    /// CPU placement `SENDER,RECEIVER` for every system (tagwire, raw baselines,
+    /// ddsperf), or `none` to leave it to the scheduler.
+    #[arg(long, global = true, default_value = "none")]
+    pin: String,
     /// Use the daemon at this socket instead of starting a private one.
     #[arg(long, global = true)]
     socket: Option<PathBuf>,
@@ -100,6 +104,8 @@ pub(crate) struct WorkerArgs {
     spin: bool,
     #[arg(long, default_value_t = 64)]
     depth: u32,
+    #[arg(long)]
+    cpu: Option<usize>,
 }
 
 pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
@@ -110,6 +116,7 @@ pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
         acks: a.acks,
         spin: a.spin,
         depth: a.depth,
+        cpu: a.cpu,
     })
 }
 
@@ -136,6 +143,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         env: Env {
             exe: std::env::current_exe()?,
             socket,
+            cpus: parse_pin(&a.pin)?,
         },
         reps: a.reps.max(1),
         iters: a.iters.max(1),
@@ -218,6 +226,22 @@ fn footprint(a: &Args) -> anyhow::Result<()> {
     std::fs::write(a.out.join("footprint.json"), format!("{json}\n"))?;
     std::fs::write(a.out.join("footprint.txt"), table)?;
     Ok(())
+}
+
+fn parse_pin(s: &str) -> anyhow::Result<Option<(usize, usize)>> {
+    if s == "none" {
+        return Ok(None);
+    }
+    let (a, b) = s
+        .split_once(',')
+        .context("--pin takes SENDER,RECEIVER or none")?;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (a, b): (usize, usize) = (a.trim().parse()?, b.trim().parse()?);
+    if a >= cpus || b >= cpus {
+        eprintln!("perf: only {cpus} CPU(s); not pinning");
+        return Ok(None);
+    }
+    Ok(Some((a, b)))
 }
 
 fn parse_mode(m: &str) -> anyhow::Result<Mode> {

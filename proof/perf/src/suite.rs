@@ -146,6 +146,7 @@ fn note(o: &SuiteOpts, msg: impl AsRef<str>) {
 /// UDP and Cyclone DDS.
 pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec<Record>> {
     let dds = dds_opts(o);
+    let ropts = raw::RawOpts { cpus: o.env.cpus };
     let mut acc = Acc::default();
     let mut skipped = Vec::new();
     for rep in 0..o.reps {
@@ -173,7 +174,7 @@ pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec
                 };
                 push(&mut acc, name, mode.as_str(), s, 1, "all", &d);
             }
-            let d = raw::raw_udp_rtt(size, o.iters, o.warmup)?;
+            let d = raw::raw_udp_rtt_with(size, o.iters, o.warmup, &ropts)?;
             push(&mut acc, "raw-udp", "block", s, 1, "all", &d);
             match &dds {
                 Ok(opts) => match ddsperf::rtt_with(s, o.dds_seconds, opts) {
@@ -425,5 +426,7 @@ fn dds_opts(o: &SuiteOpts) -> Result<DdsOpts, String> {
     if !o.dds {
         return Err("Cyclone DDS skipped (--no-dds)".into());
     }
-    DdsOpts::detect()
+    let mut d = DdsOpts::detect()?;
+    d.cpus = o.env.cpus;
+    Ok(d)
 }

@@ -43,6 +43,9 @@ pub struct Env {
     pub exe: PathBuf,
     /// The daemon socket.
     pub socket: PathBuf,
+    /// `(sender_cpu, receiver_cpu)`: pin the measuring thread and the worker
+    /// processes (the same placement the raw baselines and ddsperf get).
+    pub cpus: Option<(usize, usize)>,
 }
 
 /// Arguments of one worker process.
@@ -60,6 +63,8 @@ pub struct WorkerArgs {
     pub spin: bool,
     /// Queue depth.
     pub depth: u32,
+    /// Pin the worker to this CPU.
+    pub cpu: Option<usize>,
 }
 
 const STOP: &[u8] = b"\xffSTOP";
@@ -107,6 +112,9 @@ fn spawn_worker(env: &Env, a: &WorkerArgs, stdout: Stdio) -> anyhow::Result<Chil
     if a.spin {
         cmd.arg("--spin");
     }
+    if let Some(c) = a.cpu {
+        cmd.args(["--cpu", &c.to_string()]);
+    }
     cmd.spawn()
         .with_context(|| format!("starting worker {}", env.exe.display()))
 }
@@ -149,6 +157,7 @@ pub fn rtt(
     spin: bool,
 ) -> anyhow::Result<Vec<Duration>> {
     anyhow::ensure!(receivers >= 1, "at least one receiver");
+    pin(env)?;
     let c = client(env)?;
     let ping = unique("ping");
     let ack = unique("ack");
@@ -166,6 +175,7 @@ pub fn rtt(
             acks: acking,
             spin,
             depth: 64,
+            cpu: env.cpus.map(|c| c.1),
         };
         workers.0.push(spawn_worker(env, &a, Stdio::null())?);
         // Start them one by one so the last one really is the last to subscribe.
@@ -244,7 +254,8 @@ pub fn throughput(
         ack: String::new(),
         acks: false,
         spin: false,
-        depth: 4096,
+        depth: 65536,
+        cpu: env.cpus.map(|c| c.1),
     };
     let mut workers = Workers(vec![spawn_worker(env, &a, Stdio::piped())?]);
     wait_for(
@@ -292,8 +303,18 @@ pub fn throughput(
     })
 }
 
+fn pin(env: &Env) -> anyhow::Result<()> {
+    match env.cpus {
+        Some((a, _)) => crate::raw::pin_current_thread(a),
+        None => Ok(()),
+    }
+}
+
 /// Body of a worker process.
 pub fn worker_main(a: &WorkerArgs) -> anyhow::Result<()> {
+    if let Some(c) = a.cpu {
+        crate::raw::pin_current_thread(c)?;
+    }
     let c = Client::connect()?;
     let mut sub = c.subscribe(&a.ping, spin_opts(a.spin, a.depth))?;
     match a.role.as_str() {
