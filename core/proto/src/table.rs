@@ -62,6 +62,43 @@ impl Entry {
     }
 }
 
+/// Which list of a tag an operation touches.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    Sender,
+    Receiver,
+}
+
+impl Role {
+    fn members(self, e: &mut Entry) -> &mut Vec<(ClientId, Member)> {
+        match self {
+            Role::Sender => &mut e.senders,
+            Role::Receiver => &mut e.receivers,
+        }
+    }
+
+    fn joined(self, tag: TagId, member: Member) -> TableEvent {
+        match self {
+            Role::Sender => TableEvent::SenderJoined { tag, member },
+            Role::Receiver => TableEvent::ReceiverJoined { tag, member },
+        }
+    }
+
+    fn left(self, tag: TagId, member: Member) -> TableEvent {
+        match self {
+            Role::Sender => TableEvent::SenderLeft { tag, member },
+            Role::Receiver => TableEvent::ReceiverLeft { tag, member },
+        }
+    }
+
+    fn missing(self, name: String) -> TableError {
+        match self {
+            Role::Sender => TableError::NoSendAccess(name),
+            Role::Receiver => TableError::NotSubscribed(name),
+        }
+    }
+}
+
 /// The authoritative table. See the crate docs.
 #[derive(Debug, Default)]
 pub struct TagTable {
@@ -159,21 +196,12 @@ impl TagTable {
         client: ClientId,
         member: Member,
     ) -> Result<Update, TableError> {
-        let e = self.entry_mut(tag)?;
-        e.senders.push((client, member));
-        Ok(self.bump(TableEvent::SenderJoined { tag, member }))
+        self.add(Role::Sender, tag, client, member)
     }
 
     /// Releases one send access held by `client`.
     pub fn remove_sender(&mut self, tag: TagId, client: ClientId) -> Result<Update, TableError> {
-        let e = self.entry_mut(tag)?;
-        let i = e
-            .senders
-            .iter()
-            .rposition(|(c, _)| *c == client)
-            .ok_or_else(|| TableError::NoSendAccess(e.name.to_string()))?;
-        let (_, member) = e.senders.remove(i);
-        Ok(self.bump(TableEvent::SenderLeft { tag, member }))
+        self.remove(Role::Sender, tag, client)
     }
 
     /// Records a subscription of `client`.
@@ -183,21 +211,36 @@ impl TagTable {
         client: ClientId,
         member: Member,
     ) -> Result<Update, TableError> {
-        let e = self.entry_mut(tag)?;
-        e.receivers.push((client, member));
-        Ok(self.bump(TableEvent::ReceiverJoined { tag, member }))
+        self.add(Role::Receiver, tag, client, member)
     }
 
     /// Cancels one subscription of `client`.
     pub fn remove_receiver(&mut self, tag: TagId, client: ClientId) -> Result<Update, TableError> {
+        self.remove(Role::Receiver, tag, client)
+    }
+
+    fn add(
+        &mut self,
+        role: Role,
+        tag: TagId,
+        client: ClientId,
+        member: Member,
+    ) -> Result<Update, TableError> {
         let e = self.entry_mut(tag)?;
-        let i = e
-            .receivers
+        role.members(e).push((client, member));
+        Ok(self.bump(role.joined(tag, member)))
+    }
+
+    fn remove(&mut self, role: Role, tag: TagId, client: ClientId) -> Result<Update, TableError> {
+        let e = self.entry_mut(tag)?;
+        let name = e.name.to_string();
+        let list = role.members(e);
+        let i = list
             .iter()
             .rposition(|(c, _)| *c == client)
-            .ok_or_else(|| TableError::NotSubscribed(e.name.to_string()))?;
-        let (_, member) = e.receivers.remove(i);
-        Ok(self.bump(TableEvent::ReceiverLeft { tag, member }))
+            .ok_or_else(|| role.missing(name))?;
+        let (_, member) = list.remove(i);
+        Ok(self.bump(role.left(tag, member)))
     }
 
     /// True when `client` holds send access on `tag`.

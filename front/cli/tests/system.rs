@@ -91,6 +91,19 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// The next response on a raw control connection (tag-table updates, which the
+/// daemon broadcasts to every connection, are skipped).
+fn next_response(raw: &tagwire_unix::SeqPacket) -> tagwire_unix::Packet {
+    use tagwire_wire::control::Message;
+    loop {
+        let p = raw.recv(1 << 20).unwrap().expect("daemon answers");
+        if let Ok(Message::Update(_)) = Message::decode(&p.data) {
+            continue;
+        }
+        return p;
+    }
+}
+
 fn parse_line(l: &str) -> Option<(u64, String)> {
     let seq = l
         .split_whitespace()
@@ -285,7 +298,7 @@ fn malformed_bytes_on_the_daemon_socket_are_rejected_without_harm() {
     }
     for g in &garbage {
         raw.send(g, None).unwrap();
-        let p = raw.recv(65536).unwrap().expect("daemon answers");
+        let p = next_response(&raw);
         match Message::decode(&p.data).unwrap() {
             Message::Response {
                 body: Response::Error { code, .. },
@@ -298,7 +311,7 @@ fn malformed_bytes_on_the_daemon_socket_are_rejected_without_harm() {
     }
     // The same connection still works, and so does everybody else.
     raw.send(&valid, None).unwrap();
-    let p = raw.recv(65536).unwrap().unwrap();
+    let p = next_response(&raw);
     assert!(matches!(
         Message::decode(&p.data).unwrap(),
         Message::Response {
@@ -392,7 +405,7 @@ fn the_daemon_refuses_rights_a_client_does_not_hold() {
     let ask = |req: Request, fd: Option<std::os::fd::BorrowedFd<'_>>| {
         raw.send(&Message::Request { id: 1, body: req }.encode(), fd)
             .unwrap();
-        match Message::decode(&raw.recv(65536).unwrap().unwrap().data).unwrap() {
+        match Message::decode(&next_response(&raw).data).unwrap() {
             Message::Response {
                 body: Response::Error { code, .. },
                 ..
@@ -419,4 +432,48 @@ fn the_daemon_refuses_rights_a_client_does_not_hold() {
         ask(Request::GetBlob { tag, blob_id: 1 }, None),
         ErrorCode::NotSubscribed
     );
+}
+
+#[test]
+fn a_subscriber_killed_while_asleep_does_not_leave_publishers_paying_wakeups() {
+    use std::os::fd::OwnedFd;
+    use tagwire_wire::control::{Message, Request, Response};
+    let n = Node::new();
+    let c = n.client();
+    c.create_tag("/sleepy", Domain::Global).unwrap();
+    // Map the tag's ring ourselves to watch its sleeper count.
+    let raw = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let name = tagwire_wire::TagName::new("/sleepy").unwrap();
+    raw.send(
+        &Message::Request {
+            id: 1,
+            body: Request::GetSendAccess { name },
+        }
+        .encode(),
+        None,
+    )
+    .unwrap();
+    let p = next_response(&raw);
+    assert!(matches!(
+        Message::decode(&p.data).unwrap(),
+        Message::Response {
+            body: Response::TagOpened(_),
+            ..
+        }
+    ));
+    let fd: OwnedFd = p.fd.unwrap();
+    let ring = tagwire_shm::Ring::open(tagwire_shm::Segment::open(fd).unwrap()).unwrap();
+    // A subscriber process blocks in receive (asleep on the futex), then dies.
+    let mut victim = Proc(
+        n.cli(&["sub", "/sleepy"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until("victim asleep", || ring.waiter_count() == 1);
+    victim.kill9();
+    wait_until("daemon released it and reset the count", || {
+        c.receivers("/sleepy").is_ok_and(|r| r.is_empty()) && ring.waiter_count() == 0
+    });
 }

@@ -114,6 +114,22 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
     st.clients.remove(&id);
     let ups = st.table.remove_client(id);
     update::broadcast(&st, &ups);
+    // A subscriber killed while asleep never lowers its ring's sleeper count.
+    // When no receiver is left on a tag, nobody can be asleep on its ring (new
+    // subscribers get the ring only through us, under this lock): reset it.
+    for u in &ups {
+        if let tagwire_proto::TableEvent::ReceiverLeft { tag, .. } = u.event {
+            let idle = st
+                .table
+                .entry_by_id(tag)
+                .is_some_and(|e| e.receivers().next().is_none());
+            if idle {
+                if let Some(r) = st.rings.get(&tag) {
+                    r.reset_waiters();
+                }
+            }
+        }
+    }
     tracing::trace!(
         client = id.0,
         pid = pid.0,

@@ -450,6 +450,18 @@ impl Ring {
         waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// Resets the sleeper count to zero. Only for the ring's owner (the daemon)
+    /// when it knows nobody can be waiting: a reader killed inside `wait` never
+    /// deregisters, and a stale count makes every publish pay a wake system call.
+    pub fn reset_waiters(&self) {
+        self.waiters().store(0, Ordering::SeqCst);
+    }
+
+    /// Current sleeper count (for tests and diagnostics).
+    pub fn waiter_count(&self) -> u32 {
+        self.waiters().load(Ordering::SeqCst)
+    }
+
     /// Number of records ever claimed (the next record index).
     pub fn head_index(&self) -> u64 {
         self.head_index_clamped()

@@ -45,6 +45,17 @@ pub fn implicit_socket_dir() -> Option<PathBuf> {
     default_socket_path().parent().map(Path::to_path_buf)
 }
 
+/// A fresh close-on-exec seqpacket socket and the address of `path`.
+fn socket_for(path: &Path) -> io::Result<(OwnedFd, SocketAddrUnix)> {
+    let fd = net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    Ok((fd, SocketAddrUnix::new(path)?))
+}
+
 /// Checks that `dir` is a real directory (not a symlink) owned by the current
 /// user and closed to everyone else (mode `0700` or stricter): a socket under a
 /// directory another user created could lead to a daemon that user runs.
@@ -95,13 +106,7 @@ pub struct Packet {
 impl SeqPacket {
     /// Connects to a listening socket at `path`.
     pub fn connect(path: &Path) -> io::Result<Self> {
-        let fd = net::socket_with(
-            AddressFamily::UNIX,
-            SocketType::SEQPACKET,
-            SocketFlags::CLOEXEC,
-            None,
-        )?;
-        let addr = SocketAddrUnix::new(path)?;
+        let (fd, addr) = socket_for(path)?;
         net::connect(&fd, &addr)?;
         Ok(Self { fd })
     }
@@ -235,13 +240,7 @@ pub struct Listener {
 impl Listener {
     /// Binds and listens at `path` (which must not exist).
     pub fn bind(path: &Path) -> io::Result<Self> {
-        let fd = net::socket_with(
-            AddressFamily::UNIX,
-            SocketType::SEQPACKET,
-            SocketFlags::CLOEXEC,
-            None,
-        )?;
-        let addr = SocketAddrUnix::new(path)?;
+        let (fd, addr) = socket_for(path)?;
         net::bind(&fd, &addr)?;
         net::listen(&fd, 128)?;
         Ok(Self { fd })
