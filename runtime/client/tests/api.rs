@@ -421,3 +421,24 @@ fn a_large_tag_table_fits_one_listing() {
     let late = n.client();
     assert!(late.local_view(&format!("/{long}/399")).unwrap().is_some());
 }
+
+#[test]
+fn an_oversized_ring_request_is_refused_with_a_reason() {
+    let n = node();
+    let c = n.client();
+    let err = c
+        .create_tag_with(
+            "/huge",
+            Domain::Global,
+            RingParams {
+                slots: 1 << 20,
+                slot_payload: 64 << 20,
+            },
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("1 GiB"), "{err}");
+    assert_eq!(
+        c.publisher("/huge").unwrap_err(),
+        Error::UnknownTag("/huge".into())
+    );
+}

@@ -375,8 +375,21 @@ fn resolve_ring(req: RingParams, default: RingParams) -> RingParams {
     }
 }
 
+/// Largest ring a client may ask for (slots × slot size), so that one request
+/// cannot reserve unbounded shared memory.
+const MAX_RING_BYTES: u64 = 1 << 30;
+
 /// Creates the shared-memory ring for a new tag.
 fn create_ring(name: &TagName, ring: RingParams) -> Result<Ring, (Response, Option<OwnedFd>)> {
+    if u64::from(ring.slots) * u64::from(ring.slot_payload) > MAX_RING_BYTES {
+        return Err(error(
+            ErrorCode::BadRequest,
+            format!(
+                "ring of {} slots x {} bytes exceeds the daemon's 1 GiB limit per tag",
+                ring.slots, ring.slot_payload
+            ),
+        ));
+    }
     let shape = RingShape {
         slots: ring.slots,
         // Room for the frame header in front of each payload.
