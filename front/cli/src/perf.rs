@@ -35,8 +35,9 @@ pub(crate) struct Args {
     #[arg(long, global = true, default_value_t = 4)]
     dds_seconds: u32,
     /// CPU placement `SENDER,RECEIVER` for every system (tagwire, raw baselines,
-    /// ddsperf), or `none` to leave it to the scheduler.
-    #[arg(long, global = true, default_value = "none")]
+    /// ddsperf), or `none` to leave it to the scheduler (whose placement makes
+    /// blocking round trips bimodal on a 2-vCPU VM). Default: across two cores.
+    #[arg(long, global = true, default_value = "0,1")]
     pin: String,
     /// Use the daemon at this socket instead of starting a private one.
     #[arg(long, global = true)]

@@ -168,9 +168,12 @@ pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec
                 let (name, d) = match mode {
                     Mode::Block => (
                         "raw-futex",
-                        raw::raw_shm_futex_rtt(size, o.iters, o.warmup)?,
+                        raw::raw_shm_futex_rtt_with(size, o.iters, o.warmup, &ropts)?,
                     ),
-                    Mode::Spin => ("raw-spin", raw::raw_shm_spin_rtt(size, o.iters, o.warmup)?),
+                    Mode::Spin => (
+                        "raw-spin",
+                        raw::raw_shm_spin_rtt_with(size, o.iters, o.warmup, &ropts)?,
+                    ),
                 };
                 push(&mut acc, name, mode.as_str(), s, 1, "all", &d);
             }
