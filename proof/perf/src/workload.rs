@@ -190,13 +190,14 @@ pub fn rtt(
         "workers' ack access",
     )?;
     let payload = vec![0x5au8; size];
+    let mut ack_buf = Vec::with_capacity(size + 64);
     let mut out = Vec::with_capacity(iters);
     for i in 0..warmup + iters {
         let t0 = Instant::now();
         publ.send(&payload)?;
         let mut got = 0;
         while got < expected {
-            match acks_sub.receive(Some(Duration::from_secs(10))) {
+            match acks_sub.receive_into(Some(Duration::from_secs(10)), &mut ack_buf) {
                 Ok(_) => got += 1,
                 Err(Error::Timeout) => bail!("no ack within 10 s (round trip {i})"),
                 Err(e) => return Err(e.into()),
@@ -324,17 +325,18 @@ pub fn worker_main(a: &WorkerArgs) -> anyhow::Result<()> {
             } else {
                 None
             };
+            let mut buf = Vec::with_capacity(64 * 1024);
             loop {
-                let m = match sub.receive(Some(Duration::from_secs(60))) {
-                    Ok(m) => m,
+                match sub.receive_into(Some(Duration::from_secs(60)), &mut buf) {
+                    Ok(_) => {}
                     Err(Error::Overflowed { .. }) => continue,
                     Err(e) => return Err(e.into()),
-                };
-                if m.payload == STOP {
+                }
+                if buf == STOP {
                     return Ok(());
                 }
                 if let Some(p) = publ.as_mut() {
-                    p.send(&m.payload)?;
+                    p.send(&buf)?;
                 }
             }
         }
@@ -342,10 +344,11 @@ pub fn worker_main(a: &WorkerArgs) -> anyhow::Result<()> {
             let mut received = 0u64;
             let mut first = None;
             let mut last = Instant::now();
+            let mut buf = Vec::with_capacity(64 * 1024);
             loop {
-                match sub.receive(Some(Duration::from_secs(60))) {
-                    Ok(m) => {
-                        if m.payload == STOP {
+                match sub.receive_into(Some(Duration::from_secs(60)), &mut buf) {
+                    Ok(_) => {
+                        if buf == STOP {
                             break;
                         }
                         last = Instant::now();

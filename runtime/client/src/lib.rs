@@ -42,7 +42,7 @@ use std::time::SystemTime;
 pub use client::{Client, ClientOptions};
 pub use error::Error;
 pub use publisher::Publisher;
-pub use subscriber::{SubscribeOptions, Subscriber};
+pub use subscriber::{MessageInfo, SubscribeOptions, Subscriber};
 pub use tagwire_proto::ReplicaEntry;
 pub use tagwire_wire::control::{RingParams, TagSummary};
 pub use tagwire_wire::{Domain, Member, NodeAddr, Pid, SenderInfo, SeqNum, TagName};

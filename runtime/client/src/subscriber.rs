@@ -51,6 +51,17 @@ impl SubscribeOptions {
     }
 }
 
+/// What [`Subscriber::receive_into`] returns beside the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageInfo {
+    /// The publisher's sequence number.
+    pub seq: tagwire_wire::SeqNum,
+    /// Who sent it.
+    pub sender: tagwire_wire::SenderInfo,
+    /// When it was sent (the publisher's clock).
+    pub timestamp: std::time::SystemTime,
+}
+
 /// A subscription to one tag. Dropping it unsubscribes.
 #[derive(Debug)]
 pub struct Subscriber {
@@ -60,7 +71,6 @@ pub struct Subscriber {
     cursor: Cursor,
     generation: u64,
     opts: SubscribeOptions,
-    buf: Vec<u8>,
     lost: u64,
     received: u64,
 }
@@ -77,7 +87,6 @@ impl Subscriber {
             cursor,
             generation,
             opts,
-            buf: Vec::new(),
             lost: 0,
             received: 0,
         }
@@ -102,12 +111,30 @@ impl Subscriber {
     /// polls. Errors: [`Error::Timeout`], [`Error::Overflowed`] (then call again),
     /// [`Error::TagDestroyed`].
     pub fn receive(&mut self, timeout: Option<Duration>) -> Result<Message> {
+        let mut payload = Vec::new();
+        let info = self.receive_into(timeout, &mut payload)?;
+        Ok(Message {
+            payload,
+            seq: info.seq,
+            sender: info.sender,
+            timestamp: info.timestamp,
+        })
+    }
+
+    /// Like [`receive`](Self::receive), but writes the payload into `payload`
+    /// (replacing its contents, reusing its allocation): no allocation per message
+    /// once the buffer is large enough, for latency-critical loops.
+    pub fn receive_into(
+        &mut self,
+        timeout: Option<Duration>,
+        payload: &mut Vec<u8>,
+    ) -> Result<MessageInfo> {
         // A timeout too large to represent is "for ever".
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             self.follow_ring();
-            match self.ring.read(&mut self.cursor, &mut self.buf) {
-                ReadOutcome::Record => match self.decode() {
+            match self.ring.read(&mut self.cursor, payload) {
+                ReadOutcome::Record => match self.decode(payload) {
                     Ok(m) => {
                         self.received += 1;
                         return Ok(m);
@@ -172,18 +199,20 @@ impl Subscriber {
         }
     }
 
-    fn decode(&mut self) -> Result<Message> {
-        let (h, payload) = FrameHeader::parse(&self.buf)
+    /// Turns the frame read into `buf` into the payload (in place) and its header.
+    fn decode(&mut self, buf: &mut Vec<u8>) -> Result<MessageInfo> {
+        let (h, rest) = FrameHeader::parse(buf)
             .map_err(|e| Error::Protocol(format!("corrupt frame in ring: {e}")))?;
-        let payload = if h.flags & FLAG_BLOB != 0 {
-            let r = BlobRef::parse(payload)
+        if h.flags & FLAG_BLOB != 0 {
+            let r = BlobRef::parse(rest)
                 .map_err(|e| Error::Protocol(format!("corrupt blob reference: {e}")))?;
-            self.fetch_blob(r)?
+            *buf = self.fetch_blob(r)?;
         } else {
-            payload.to_vec()
-        };
-        Ok(Message {
-            payload,
+            // Drop the header with a short memmove; the payload stays where the
+            // ring copy put it (one copy in all).
+            buf.drain(..tagwire_wire::frame::HEADER_LEN);
+        }
+        Ok(MessageInfo {
             seq: h.seq,
             sender: h.sender,
             timestamp: UNIX_EPOCH + Duration::from_nanos(h.timestamp_ns),

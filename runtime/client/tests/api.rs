@@ -442,3 +442,26 @@ fn an_oversized_ring_request_is_refused_with_a_reason() {
         Error::UnknownTag("/huge".into())
     );
 }
+
+#[test]
+fn receive_into_reuses_the_callers_buffer() {
+    let n = node();
+    let c = n.client();
+    c.create_tag("/into", Domain::Global).unwrap();
+    let mut s = c.subscribe("/into", SubscribeOptions::default()).unwrap();
+    let mut p = c.publisher("/into").unwrap();
+    let mut buf = Vec::with_capacity(1024);
+    let cap = buf.capacity();
+    for i in 0..10u8 {
+        p.send(&[i; 100]).unwrap();
+        let info = s.receive_into(T, &mut buf).unwrap();
+        assert_eq!(buf, [i; 100]);
+        assert_eq!(info.seq.0, u64::from(i) + 1);
+        assert_eq!(info.sender, c.me());
+    }
+    assert_eq!(buf.capacity(), cap, "no reallocation");
+    let big = vec![3u8; 200_000];
+    p.send(&big).unwrap();
+    s.receive_into(T, &mut buf).unwrap();
+    assert_eq!(buf, big, "blob path fills the buffer too");
+}
