@@ -171,6 +171,9 @@ pub struct TagOpened {
     pub domain: Domain,
     /// The actual ring shape (defaults resolved).
     pub ring: RingParams,
+    /// The ring's record index when the right was granted: a subscriber reads
+    /// from here, so nothing published after the daemon counted it is missed.
+    pub start: u64,
 }
 
 /// One row of a tag listing.
@@ -513,6 +516,7 @@ fn encode_response(r: &Response, w: &mut Writer) {
         Response::TagOpened(o) => {
             w.u32(o.tag.0).str(o.name.as_str()).u8(o.domain.to_u8());
             encode_ring(&o.ring, w);
+            w.u64(o.start);
         }
         Response::Members { senders, receivers } => {
             encode_members(senders, w);
@@ -556,6 +560,7 @@ fn decode_response(kind: u8, r: &mut Reader<'_>) -> Result<Response, DecodeError
             name: TagName::decode(r)?,
             domain: Domain::from_u8(r.u8()?)?,
             ring: decode_ring(r)?,
+            start: r.u64()?,
         }),
         68 => Response::Members {
             senders: decode_members(r)?,
@@ -768,6 +773,7 @@ mod tests {
                     name,
                     domain,
                     ring,
+                    start: u64::from(t) * 3,
                 })
             }),
             (members(), members())

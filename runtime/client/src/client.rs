@@ -315,7 +315,7 @@ impl Client {
             kind,
             tag: AtomicU32::new(opened.tag.0),
             generation: AtomicU64::new(0),
-            registered_at: AtomicU64::new(0),
+            registered_at: AtomicU64::new(opened.start),
             destroyed: AtomicBool::new(false),
             ring: Mutex::new(ring),
             domain: opened.domain,
@@ -624,7 +624,7 @@ impl Core {
             match self.direct_call_fd(sock, req, None)? {
                 (Response::TagOpened(o), Some(fd)) => {
                     let ring = map_ring(fd)?;
-                    ep.registered_at.store(ring.head_index(), Ordering::Release);
+                    ep.registered_at.store(o.start, Ordering::Release);
                     *lock(&ep.ring) = ring;
                     ep.tag.store(o.tag.0, Ordering::Release);
                     ep.generation.fetch_add(1, Ordering::AcqRel);

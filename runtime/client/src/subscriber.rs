@@ -78,7 +78,9 @@ pub struct Subscriber {
 impl Subscriber {
     pub(crate) fn new(client: Client, ep: Arc<Endpoint>, opts: SubscribeOptions) -> Self {
         let ring = ep.current_ring();
-        let cursor = ring.cursor(opts.depth);
+        // Start where the daemon granted the subscription, not where the ring is
+        // now: messages sent in between are ours.
+        let cursor = ring.cursor_from(ep.registered_at.load(Ordering::Acquire), opts.depth);
         let generation = ep.generation.load(Ordering::Acquire);
         Self {
             client,

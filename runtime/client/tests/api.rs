@@ -465,3 +465,41 @@ fn receive_into_reuses_the_callers_buffer() {
     s.receive_into(T, &mut buf).unwrap();
     assert_eq!(buf, big, "blob path fills the buffer too");
 }
+
+#[test]
+fn a_message_sent_as_soon_as_a_subscriber_is_counted_is_not_missed() {
+    // The daemon counts a receiver before the subscriber's library has set up
+    // its cursor; a publisher reacting to the count at once must still reach it.
+    let n = node();
+    let a = n.client();
+    let b = n.client();
+    for round in 0..30 {
+        let tag = format!("/race/{round}");
+        a.create_tag(&tag, Domain::Global).unwrap();
+        let mut p = b.publisher(&tag).unwrap();
+        let watcher = {
+            let b = b.clone();
+            let tag = tag.clone();
+            std::thread::spawn(move || {
+                let start = std::time::Instant::now();
+                while !b
+                    .local_view(&tag)
+                    .unwrap()
+                    .is_some_and(|e| !e.receivers.is_empty())
+                {
+                    assert!(start.elapsed() < Duration::from_secs(10), "watchdog");
+                    std::hint::spin_loop();
+                }
+                p.send(b"first").unwrap();
+                p
+            })
+        };
+        let mut s = a.subscribe(&tag, SubscribeOptions::default()).unwrap();
+        let _p = watcher.join().unwrap();
+        assert_eq!(
+            s.receive(Some(Duration::from_secs(2))).unwrap().payload,
+            b"first",
+            "round {round}"
+        );
+    }
+}

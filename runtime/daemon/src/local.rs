@@ -331,11 +331,15 @@ fn open(
             format!("unknown tag {name}: create it first (create_tag / `tagwire pub` creates it)"),
         );
     };
+    // Read under the lock, before the grant is visible to anyone: a publisher
+    // that sees this receiver counted publishes at or after `start`.
+    let start = st.rings.get(&entry.id).map_or(0, Ring::head_index);
     let opened = TagOpened {
         tag: entry.id,
         name: entry.name.clone(),
         domain: entry.domain,
         ring: entry.ring,
+        start,
     };
     let fd = match st
         .rings
