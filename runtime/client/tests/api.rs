@@ -482,10 +482,10 @@ fn a_message_sent_as_soon_as_a_subscriber_is_counted_is_not_missed() {
             let tag = tag.clone();
             std::thread::spawn(move || {
                 let start = std::time::Instant::now();
-                while !b
+                while b
                     .local_view(&tag)
                     .unwrap()
-                    .is_some_and(|e| !e.receivers.is_empty())
+                    .is_none_or(|e| e.receivers.is_empty())
                 {
                     assert!(start.elapsed() < Duration::from_secs(10), "watchdog");
                     std::hint::spin_loop();
