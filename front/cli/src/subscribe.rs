@@ -91,7 +91,9 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     if a.stats && !window.is_empty() {
         print_stats(&label, &mut window, sub.lost());
     }
-    eprintln!("{label}received {n} messages, lost {}", sub.lost());
+    // stdout is line-buffered: one write per line, so concurrent subscribers'
+    // summaries do not interleave.
+    println!("{label}received {n} messages, lost {}", sub.lost());
     Ok(())
 }
 

@@ -477,3 +477,28 @@ fn a_subscriber_killed_while_asleep_does_not_leave_publishers_paying_wakeups() {
         c.receivers("/sleepy").is_ok_and(|r| r.is_empty()) && ring.waiter_count() == 0
     });
 }
+
+#[test]
+fn the_readme_demo_runs_and_every_subscriber_gets_every_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["demo", "--seconds", "1", "--rate", "500"])
+        .env("TAGWIRE_SOCKET", dir.path().join("demo.sock"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let done: Vec<&str> = text.lines().filter(|l| l.contains("received ")).collect();
+    assert_eq!(done.len(), 3, "three subscriber summaries in {text}");
+    for l in done {
+        assert!(l.ends_with("received 500 messages, lost 0"), "{l}");
+    }
+    assert!(
+        text.contains("latency p50="),
+        "live latencies printed: {text}"
+    );
+}
