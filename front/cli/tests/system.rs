@@ -148,10 +148,17 @@ fn several_publisher_and_subscriber_processes_share_one_tag() {
     for mut s in subs {
         let out = BufReader::new(s.0.stdout.take().unwrap());
         let mut per_sender: std::collections::HashMap<String, Vec<u64>> = Default::default();
+        let mut summary = String::new();
         for line in out.lines() {
-            let (seq, from) = parse_line(&line.unwrap()).expect("sub line has seq= and from=");
+            let line = line.unwrap();
+            if line.starts_with("received ") {
+                summary = line;
+                continue;
+            }
+            let (seq, from) = parse_line(&line).expect("sub line has seq= and from=");
             per_sender.entry(from).or_default().push(seq);
         }
+        assert_eq!(summary, "received 20 messages, lost 0");
         assert_eq!(per_sender.len(), 2, "both publishers seen: {per_sender:?}");
         for (from, seqs) in per_sender {
             let pid: u32 = from.split('@').next().unwrap().parse().unwrap();

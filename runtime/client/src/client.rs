@@ -92,6 +92,9 @@ pub(crate) struct Core {
     pub(crate) me: Mutex<SenderInfo>,
     endpoints: Mutex<Vec<Weak<Endpoint>>>,
     stop: AtomicBool,
+    /// Connection epoch: bumped (under the `endpoints` lock) each time a
+    /// reconnection has re-registered every endpoint.
+    epoch: AtomicU64,
     /// Requests whose caller stopped waiting (timeout, or fire-and-forget): if one
     /// was granted after all, the update thread gives the right back.
     abandoned: Mutex<HashMap<u32, Abandoned>>,
@@ -126,6 +129,10 @@ pub(crate) struct Endpoint {
     /// new ring reads from here, so nothing sent since re-registration is missed.
     pub(crate) registered_at: AtomicU64,
     pub(crate) destroyed: AtomicBool,
+    /// Set by the publisher's/subscriber's Drop: never re-register it.
+    pub(crate) closed: AtomicBool,
+    /// The connection epoch its current registration belongs to.
+    epoch: AtomicU64,
     pub(crate) ring: Mutex<Ring>,
     pub(crate) domain: Domain,
     pub(crate) ring_params: RingParams,
@@ -144,6 +151,16 @@ impl Endpoint {
 
     pub(crate) fn current_ring(&self) -> Ring {
         lock(&self.ring).clone()
+    }
+
+    /// Moves the endpoint onto a new registration; its publisher or subscriber
+    /// notices the generation change on its next call.
+    fn install(&self, o: &TagOpened, ring: Ring, epoch: u64) {
+        self.registered_at.store(o.start, Ordering::Release);
+        *lock(&self.ring) = ring;
+        self.tag.store(o.tag.0, Ordering::Release);
+        self.epoch.store(epoch, Ordering::Release);
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -193,6 +210,7 @@ impl Client {
             endpoints: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             abandoned: Mutex::new(HashMap::new()),
+            epoch: AtomicU64::new(0),
         });
         core.handshake(&sock)?;
         sock.set_read_timeout(None)
@@ -309,6 +327,7 @@ impl Client {
 
     fn open(&self, name: &str, kind: EndpointKind) -> Result<Arc<Endpoint>> {
         let name = TagName::new(name)?;
+        let epoch = self.core.epoch.load(Ordering::Acquire);
         let (opened, ring) = self.core.open_ring(&name, kind)?;
         let ep = Arc::new(Endpoint {
             name,
@@ -317,13 +336,23 @@ impl Client {
             generation: AtomicU64::new(0),
             registered_at: AtomicU64::new(opened.start),
             destroyed: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            epoch: AtomicU64::new(epoch),
             ring: Mutex::new(ring),
             domain: opened.domain,
             ring_params: opened.ring,
         });
-        let mut eps = lock(&self.core.endpoints);
-        eps.retain(|w| w.strong_count() > 0);
-        eps.push(Arc::downgrade(&ep));
+        let stale = {
+            let mut eps = lock(&self.core.endpoints);
+            eps.retain(|w| w.strong_count() > 0);
+            eps.push(Arc::downgrade(&ep));
+            // The daemon that granted this died and a reconnection finished while
+            // we were being answered: register again with the new one.
+            self.core.epoch.load(Ordering::Acquire) != epoch
+        };
+        if stale {
+            self.core.reopen(&ep)?;
+        }
         Ok(ep)
     }
 }
@@ -413,6 +442,23 @@ impl Core {
             }
             other => Err(unexpected(other, name)),
         }
+    }
+
+    /// Registers `ep` again through the live connection (see `Client::open`).
+    fn reopen(&self, ep: &Endpoint) -> Result<()> {
+        let create = Request::CreateTag {
+            name: ep.name.clone(),
+            domain: ep.domain,
+            ring: ep.ring_params,
+        };
+        match self.call(create, None)? {
+            (Response::TagCreated { .. }, _) => {}
+            other => return Err(unexpected(other, &ep.name)),
+        }
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let (o, ring) = self.open_ring(&ep.name, ep.kind)?;
+        ep.install(&o, ring, epoch);
+        Ok(())
     }
 
     /// Hello + table snapshot, done synchronously on a socket nobody else reads yet.
@@ -567,6 +613,9 @@ impl Core {
     }
 
     fn reconnect(&self) {
+        // Each attempt gets a fresh epoch number, so an endpoint re-registered on
+        // a connection that then failed is re-registered again on the next one.
+        let mut attempt = self.epoch.load(Ordering::Acquire);
         while !self.stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(100));
             let Ok(sock) = SeqPacket::connect(&self.opts.socket) else {
@@ -576,15 +625,10 @@ impl Core {
                 tracing::debug!(error = %e, "handshake with restarted daemon failed");
                 continue;
             }
-            match self.reregister(&sock).and_then(|n| {
-                // Only now may the update thread block on this socket for ever.
-                sock.set_read_timeout(None)
-                    .map_err(|e| Error::Io(e.to_string()))?;
-                Ok(n)
-            }) {
+            attempt += 1;
+            match self.adopt(sock, attempt) {
                 Ok(n) => {
                     tracing::info!(endpoints = n, "reconnected to the tagwire daemon");
-                    *lock(&self.conn) = Some(Arc::new(sock));
                     return;
                 }
                 Err(e) => tracing::debug!(error = %e, "re-registration failed; retrying"),
@@ -592,17 +636,47 @@ impl Core {
         }
     }
 
+    /// Re-registers every endpoint on `sock`, including ones opened against the
+    /// dead daemon meanwhile, then publishes the connection and the epoch
+    /// together under the endpoints lock, so that `Client::open` sees either
+    /// the old epoch (and its endpoint is in our list) or the new one.
+    fn adopt(&self, sock: SeqPacket, epoch: u64) -> Result<usize> {
+        let mut total = 0;
+        loop {
+            total += self.reregister(&sock, epoch)?;
+            let eps = lock(&self.endpoints);
+            if eps
+                .iter()
+                .filter_map(Weak::upgrade)
+                .any(|e| self.needs_reregister(&e, epoch))
+            {
+                continue;
+            }
+            // Only now may the update thread block on this socket for ever.
+            sock.set_read_timeout(None)
+                .map_err(|e| Error::Io(e.to_string()))?;
+            *lock(&self.conn) = Some(Arc::new(sock));
+            self.epoch.store(epoch, Ordering::Release);
+            drop(eps);
+            return Ok(total);
+        }
+    }
+
+    fn needs_reregister(&self, ep: &Endpoint, epoch: u64) -> bool {
+        !ep.destroyed.load(Ordering::Acquire)
+            && !ep.closed.load(Ordering::Acquire)
+            && ep.epoch.load(Ordering::Acquire) < epoch
+    }
+
     /// Re-creates the tags our endpoints use and re-acquires their rights on a
     /// fresh daemon, swapping each endpoint onto the new ring.
-    fn reregister(&self, sock: &SeqPacket) -> Result<usize> {
+    fn reregister(&self, sock: &SeqPacket, epoch: u64) -> Result<usize> {
         let eps: Vec<_> = lock(&self.endpoints)
             .iter()
             .filter_map(Weak::upgrade)
+            .filter(|e| self.needs_reregister(e, epoch))
             .collect();
         for ep in &eps {
-            if ep.destroyed.load(Ordering::Acquire) {
-                continue;
-            }
             let create = Request::CreateTag {
                 name: ep.name.clone(),
                 domain: ep.domain,
@@ -624,10 +698,15 @@ impl Core {
             match self.direct_call_fd(sock, req, None)? {
                 (Response::TagOpened(o), Some(fd)) => {
                     let ring = map_ring(fd)?;
-                    ep.registered_at.store(o.start, Ordering::Release);
-                    *lock(&ep.ring) = ring;
-                    ep.tag.store(o.tag.0, Ordering::Release);
-                    ep.generation.fetch_add(1, Ordering::AcqRel);
+                    ep.install(&o, ring, epoch);
+                    if ep.closed.load(Ordering::Acquire) {
+                        // Dropped while we re-registered it: give the right back.
+                        let release = match ep.kind {
+                            EndpointKind::Publisher => Request::ReleaseSendAccess { tag: o.tag },
+                            EndpointKind::Subscriber { .. } => Request::Unsubscribe { tag: o.tag },
+                        };
+                        self.direct_call(sock, release)?;
+                    }
                 }
                 (Response::Error { code, message }, _) => {
                     return Err(Error::from_daemon(code, message, ep.name.as_str()))

@@ -250,6 +250,7 @@ impl Drop for Subscriber {
         if self.ep.destroyed.load(Ordering::Acquire) {
             return;
         }
+        self.ep.closed.store(true, Ordering::Release);
         // Fire and forget: dropping must not block on the daemon.
         self.client
             .core

@@ -503,3 +503,30 @@ fn a_message_sent_as_soon_as_a_subscriber_is_counted_is_not_missed() {
         );
     }
 }
+
+#[test]
+fn endpoints_dropped_while_the_daemon_is_down_do_not_come_back() {
+    let mut n = node();
+    let c = n.client();
+    c.create_tag("/t", Domain::Global).unwrap();
+    let keep = c.subscribe("/t", SubscribeOptions::default()).unwrap();
+    let gone = c.subscribe("/t", SubscribeOptions::default()).unwrap();
+    let gone_pub = c.publisher("/t").unwrap();
+    n.daemon.take().unwrap().shutdown();
+    wait_until(|| matches!(c.ping(), Err(Error::DaemonUnreachable { .. })));
+    drop(gone);
+    drop(gone_pub);
+    n.daemon = Some(
+        Daemon::start(Config {
+            socket: n.opts.socket.clone(),
+            ..Config::default()
+        })
+        .unwrap(),
+    );
+    wait_until(|| c.receivers("/t").is_ok_and(|v| v.len() == 1));
+    // Give a wrong re-registration time to show up before checking again.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(c.receivers("/t").unwrap().len(), 1);
+    assert!(c.senders("/t").unwrap().is_empty());
+    drop(keep);
+}
