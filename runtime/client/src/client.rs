@@ -153,6 +153,24 @@ impl Endpoint {
         lock(&self.ring).clone()
     }
 
+    /// The request that gives this endpoint's right on `tag` back.
+    fn release_request(&self, tag: TagId) -> Request {
+        match self.kind {
+            EndpointKind::Publisher => Request::ReleaseSendAccess { tag },
+            EndpointKind::Subscriber { .. } => Request::Unsubscribe { tag },
+        }
+    }
+
+    /// Gives the right back (the publisher's or subscriber's `Drop`). Fire and
+    /// forget: dropping must not block on the daemon; a lost connection releases
+    /// everything anyway, and re-registration skips closed endpoints.
+    pub(crate) fn close(&self, core: &Core) {
+        self.closed.store(true, Ordering::Release);
+        if !self.destroyed.load(Ordering::Acquire) {
+            core.send_only(self.release_request(self.tag()));
+        }
+    }
+
     /// Moves the endpoint onto a new registration; its publisher or subscriber
     /// notices the generation change on its next call.
     fn install(&self, o: &TagOpened, ring: Ring, epoch: u64) {
@@ -701,11 +719,7 @@ impl Core {
                     ep.install(&o, ring, epoch);
                     if ep.closed.load(Ordering::Acquire) {
                         // Dropped while we re-registered it: give the right back.
-                        let release = match ep.kind {
-                            EndpointKind::Publisher => Request::ReleaseSendAccess { tag: o.tag },
-                            EndpointKind::Subscriber { .. } => Request::Unsubscribe { tag: o.tag },
-                        };
-                        self.direct_call(sock, release)?;
+                        self.direct_call(sock, ep.release_request(o.tag))?;
                     }
                 }
                 (Response::Error { code, message }, _) => {

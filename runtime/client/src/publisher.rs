@@ -152,14 +152,7 @@ impl Publisher {
 
 impl Drop for Publisher {
     fn drop(&mut self) {
-        if self.ep.destroyed.load(Ordering::Acquire) {
-            return;
-        }
-        self.ep.closed.store(true, Ordering::Release);
-        // Fire and forget: dropping must not block on the daemon.
-        self.client
-            .core
-            .send_only(Request::ReleaseSendAccess { tag: self.ep.tag() });
+        self.ep.close(&self.client.core);
     }
 }
 

@@ -247,13 +247,6 @@ impl Subscriber {
 
 impl Drop for Subscriber {
     fn drop(&mut self) {
-        if self.ep.destroyed.load(Ordering::Acquire) {
-            return;
-        }
-        self.ep.closed.store(true, Ordering::Release);
-        // Fire and forget: dropping must not block on the daemon.
-        self.client
-            .core
-            .send_only(Request::Unsubscribe { tag: self.ep.tag() });
+        self.ep.close(&self.client.core);
     }
 }
