@@ -111,8 +111,23 @@ pub(crate) struct State {
     pub(crate) table: TagTable,
     pub(crate) rings: HashMap<TagId, Ring>,
     pub(crate) blobs: HashMap<TagId, blob::BlobStore>,
-    pub(crate) clients: HashMap<ClientId, Arc<SeqPacket>>,
+    pub(crate) clients: HashMap<ClientId, Outbox>,
 }
+
+/// A packet on its way to a client, with the descriptor it carries.
+pub(crate) type Outgoing = (Vec<u8>, Option<std::os::fd::OwnedFd>);
+
+/// A client's connection as the rest of the daemon sees it: a bounded queue
+/// that its writer thread drains, so that a client which stops reading delays
+/// only itself, never a broadcast made under the state lock.
+#[derive(Debug)]
+pub(crate) struct Outbox {
+    pub(crate) conn: Arc<SeqPacket>,
+    pub(crate) tx: std::sync::mpsc::SyncSender<Outgoing>,
+}
+
+/// Packets queued for one client before it counts as stuck and is disconnected.
+pub(crate) const OUTBOX_DEPTH: usize = 4096;
 
 impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
@@ -176,7 +191,13 @@ impl Daemon {
         if let Some(t) = self.accept.take() {
             let _ = t.join();
         }
-        let clients: Vec<_> = self.shared.lock().clients.values().cloned().collect();
+        let clients: Vec<_> = self
+            .shared
+            .lock()
+            .clients
+            .values()
+            .map(|o| o.conn.clone())
+            .collect();
         for c in clients {
             let _ = c.shutdown();
         }

@@ -17,7 +17,9 @@ use tagwire_wire::control::{
 };
 use tagwire_wire::{Member, Pid, SenderInfo, TagName};
 
-use crate::{now_unix_ns, update, Shared, State};
+use std::sync::mpsc::SyncSender;
+
+use crate::{now_unix_ns, update, Outbox, Outgoing, Shared, State, OUTBOX_DEPTH};
 
 pub(crate) fn accept_loop(shared: Arc<Shared>) {
     loop {
@@ -59,7 +61,41 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
     // unless we are privileged).
     let _ = rustix::net::sockopt::set_socket_send_buffer_size(&conn, 8 << 20);
     let conn = Arc::new(conn);
-    shared.lock().clients.insert(id, conn.clone());
+    // Everything we send this client (responses and updates, in order) goes
+    // through one queue and one writer thread.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Outgoing>(OUTBOX_DEPTH);
+    let writer = {
+        let conn = conn.clone();
+        std::thread::Builder::new()
+            .name(format!("tagwired-out-{}", id.0))
+            .spawn(move || {
+                for (bytes, fd) in rx {
+                    let sent = match &fd {
+                        Some(f) => conn.send(&bytes, Some(f.as_fd())),
+                        None => conn.send(&bytes, None),
+                    };
+                    if let Err(e) = sent {
+                        tracing::debug!(client = id.0, error = %e, "cannot write to client; closing");
+                        let _ = conn.shutdown();
+                        return;
+                    }
+                }
+            })
+    };
+    let writer = match writer {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start a client writer thread");
+            return;
+        }
+    };
+    shared.lock().clients.insert(
+        id,
+        Outbox {
+            conn: conn.clone(),
+            tx: tx.clone(),
+        },
+    );
     tracing::trace!(client = id.0, pid = pid.0, "client connected");
     let client = Client {
         id,
@@ -80,13 +116,13 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
         let (req_id, request) = match Message::decode(&packet.data) {
             Ok(Message::Request { id, body }) if !packet.truncated => (id, body),
             Ok(_) => {
-                reply_error(&conn, 0, ErrorCode::BadRequest, "expected a request");
+                reply_error(&tx, 0, ErrorCode::BadRequest, "expected a request");
                 continue;
             }
             Err(e) => {
                 tracing::debug!(client = id.0, error = %e, "malformed control packet");
                 reply_error(
-                    &conn,
+                    &tx,
                     0,
                     ErrorCode::BadRequest,
                     &format!("malformed request: {e}"),
@@ -100,18 +136,18 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
             body: response,
         }
         .encode();
-        let sent = match &fd {
-            Some(f) => conn.send(&bytes, Some(f.as_fd())),
-            None => conn.send(&bytes, None),
-        };
-        if let Err(e) = sent {
-            tracing::debug!(client = id.0, error = %e, "cannot answer client");
+        if tx.send((bytes, fd)).is_err() {
+            tracing::debug!(client = id.0, "client writer gone; closing");
             break;
         }
     }
     // The client is gone (exit, crash, SIGKILL): release everything it held.
     let mut st = shared.lock();
     st.clients.remove(&id);
+    drop(tx);
+    // Its writer ends once the queue is drained (or the socket fails).
+    let _ = conn.shutdown();
+    drop(writer);
     let ups = st.table.remove_client(id);
     update::broadcast(&st, &ups);
     // A subscriber killed while asleep never lowers its ring's sleeper count.
@@ -143,7 +179,7 @@ struct Client {
     who: SenderInfo,
 }
 
-fn reply_error(conn: &SeqPacket, id: u32, code: ErrorCode, message: &str) {
+fn reply_error(tx: &SyncSender<Outgoing>, id: u32, code: ErrorCode, message: &str) {
     let bytes = Message::Response {
         id,
         body: Response::Error {
@@ -152,7 +188,7 @@ fn reply_error(conn: &SeqPacket, id: u32, code: ErrorCode, message: &str) {
         },
     }
     .encode();
-    let _ = conn.send(&bytes, None);
+    let _ = tx.send((bytes, None));
 }
 
 fn error(code: ErrorCode, message: impl Into<String>) -> (Response, Option<OwnedFd>) {
