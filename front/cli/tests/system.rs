@@ -509,3 +509,36 @@ fn the_readme_demo_runs_and_every_subscriber_gets_every_message() {
         "live latencies printed: {text}"
     );
 }
+
+#[test]
+fn a_client_that_stops_reading_is_disconnected_and_others_carry_on() {
+    let n = Node::new();
+    let c = n.client();
+    // A raw connection that never reads the updates the daemon pushes.
+    let stuck = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
+    for i in 0..12_000 {
+        let tag = format!("/churn/{i}");
+        c.create_tag(&tag, Domain::Local).unwrap();
+        c.destroy_tag(&tag).unwrap();
+    }
+    c.ping().unwrap();
+    // 24 000 updates overflow its socket buffer plus its bounded outbox: the
+    // daemon hung up on it after what those held.
+    stuck
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut n_updates = 0u32;
+    loop {
+        match stuck.recv(1 << 16) {
+            Ok(Some(_)) => n_updates += 1,
+            Ok(None) => break,
+            Err(e) => panic!(
+                "expected the daemon to close the connection, got {e} after {n_updates} packets"
+            ),
+        }
+    }
+    assert!(
+        n_updates < 24_000,
+        "not every update was queued for it ({n_updates})"
+    );
+}
