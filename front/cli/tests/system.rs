@@ -80,6 +80,17 @@ impl Node {
     }
 }
 
+/// Runs a command to completion and fails the test with its stderr if it failed.
+fn run_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
@@ -333,17 +344,12 @@ fn malformed_bytes_on_the_daemon_socket_are_rejected_without_harm() {
 fn autostart_starts_a_daemon_when_none_answers() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("auto.sock");
-    let out = Command::new(BIN)
-        .args(["tags"])
-        .env("TAGWIRE_SOCKET", &socket)
-        .env("TAGWIRE_AUTOSTART", "1")
-        .env("TAGWIRE_DAEMON", BIN)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new(BIN)
+            .args(["tags"])
+            .env("TAGWIRE_SOCKET", &socket)
+            .env("TAGWIRE_AUTOSTART", "1")
+            .env("TAGWIRE_DAEMON", BIN),
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("TAG"));
     // Stop the daemon it started.
@@ -488,15 +494,10 @@ fn a_subscriber_killed_while_asleep_does_not_leave_publishers_paying_wakeups() {
 #[test]
 fn the_readme_demo_runs_and_every_subscriber_gets_every_message() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
-        .args(["demo", "--seconds", "1", "--rate", "500"])
-        .env("TAGWIRE_SOCKET", dir.path().join("demo.sock"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new(BIN)
+            .args(["demo", "--seconds", "1", "--rate", "500"])
+            .env("TAGWIRE_SOCKET", dir.path().join("demo.sock")),
     );
     let text = String::from_utf8_lossy(&out.stdout);
     let done: Vec<&str> = text.lines().filter(|l| l.contains("received ")).collect();

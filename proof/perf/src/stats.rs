@@ -123,16 +123,8 @@ pub struct Repeated {
 impl Repeated {
     /// Folds per-repetition summaries. Returns `None` for an empty slice.
     pub fn from_summaries(runs: &[Summary]) -> Option<Repeated> {
-        let p50: Vec<f64> = runs.iter().map(|s| s.p50_us).collect();
-        let p99: Vec<f64> = runs.iter().map(|s| s.p99_us).collect();
-        let (min_p50_us, max_p50_us) = min_max(p50.iter().copied())?;
-        Some(Repeated {
-            median_p50_us: median(&p50)?,
-            min_p50_us,
-            max_p50_us,
-            median_p99_us: median(&p99)?,
-            reps: runs.len(),
-        })
+        let pairs: Vec<(f64, f64)> = runs.iter().map(|s| (s.p50_us, s.p99_us)).collect();
+        Self::from_p50_p99(&pairs)
     }
 
     /// Folds `(p50, p99)` pairs in microseconds, e.g. from an external peer

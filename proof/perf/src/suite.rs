@@ -9,6 +9,13 @@ use crate::ddsperf::{self, DdsOpts};
 use crate::raw;
 use crate::report::Record;
 use crate::stats::{Repeated, RepeatedRate, Summary};
+
+/// One repetition's result: p50 and p99 in µs.
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    p50_us: f64,
+    p99_us: f64,
+}
 use crate::workload::{self, Acks, Env};
 
 /// Settings shared by the suites.
@@ -54,7 +61,7 @@ type RateSeries = (String, u64, Vec<(usize, f64)>, String);
 
 /// One measured series: (system, mode, size, receivers, acks) and its
 /// per-repetition summaries, tagged with the repetition they came from.
-type Series = (String, String, u64, u32, String, Vec<(usize, Summary)>);
+type Series = (String, String, u64, u32, String, Vec<(usize, Point)>);
 
 #[derive(Default)]
 struct Acc {
@@ -63,15 +70,7 @@ struct Acc {
 }
 
 impl Acc {
-    fn push(
-        &mut self,
-        system: &str,
-        mode: &str,
-        size: u64,
-        receivers: u32,
-        acks: &str,
-        s: Summary,
-    ) {
+    fn push(&mut self, system: &str, mode: &str, size: u64, receivers: u32, acks: &str, s: Point) {
         let rep = self.rep;
         if let Some(e) = self.series.iter_mut().find(|e| {
             e.0 == system && e.1 == mode && e.2 == size && e.3 == receivers && e.4 == acks
@@ -111,8 +110,8 @@ impl Acc {
     ) -> Vec<Record> {
         let mut out = Vec::new();
         for e in &self.series {
-            let runs: Vec<Summary> = e.5.iter().map(|(_, s)| *s).collect();
-            let Some(r) = Repeated::from_summaries(&runs) else {
+            let runs: Vec<(f64, f64)> = e.5.iter().map(|(_, s)| (s.p50_us, s.p99_us)).collect();
+            let Some(r) = Repeated::from_p50_p99(&runs) else {
                 continue;
             };
             let mut rec = Record::new(bench, &e.0, &e.1, e.2).with_latency(&r);
@@ -187,13 +186,9 @@ pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec
                         s,
                         1,
                         "all",
-                        Summary {
+                        Point {
                             p50_us: r.p50_us,
                             p99_us: r.p99_us,
-                            min_us: r.p50_us,
-                            max_us: r.p99_us,
-                            mean_us: r.mean_us,
-                            n: r.roundtrips as usize,
                         },
                     ),
                     Err(e) => skipped.push(Record::skipped(
@@ -421,7 +416,11 @@ fn push(
     d: &[Duration],
 ) {
     if let Some(s) = Summary::from_durations(d) {
-        acc.push(system, mode, size, receivers, acks, s);
+        let point = Point {
+            p50_us: s.p50_us,
+            p99_us: s.p99_us,
+        };
+        acc.push(system, mode, size, receivers, acks, point);
     }
 }
 

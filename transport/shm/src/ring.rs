@@ -767,12 +767,9 @@ mod tests {
         child.wait().unwrap();
         w.owner(0)
             .store((u64::from(dead) << 32) | 7, Ordering::Release);
-        let start = Instant::now();
+        // Index 0 itself, not 1: the dead holder was taken over, not waited out
+        // and skipped as a live stalled one would be.
         assert_eq!(w.publish(&[b"x"]).unwrap(), 0);
-        assert!(
-            start.elapsed() < DEAD_WRITER,
-            "no timeout wait for a dead holder"
-        );
         assert_eq!(
             w.owner(0).load(Ordering::Acquire),
             0,
