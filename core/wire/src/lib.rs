@@ -17,7 +17,9 @@
 
 pub mod codec;
 pub mod control;
+pub mod datagram;
 pub mod frame;
+pub mod peer;
 mod ids;
 
 pub use codec::DecodeError;

@@ -1,0 +1,1 @@
+//! Data-path datagrams (written by the reliable-delivery helper).

@@ -1,0 +1,1 @@
+//! Daemon ⇄ daemon control messages.
