@@ -1,1 +1,631 @@
-//! Data-path datagrams (written by the reliable-delivery helper).
+//! Data-path datagrams: what daemons exchange on their UDP delivery port.
+//!
+//! One datagram stream runs from a writer (a publisher's delivery service) to
+//! each remote node that has receivers (DESIGN.md §2, "data path, across
+//! nodes"). The writer picks a random 64-bit `stream` id; every datagram of the
+//! stream, in both directions, carries it. `tagwire-reliable` holds the state
+//! machines that give these datagrams their meaning (windows, ACK/NACK,
+//! fragments); this module only lays out the bytes.
+//!
+//! Common header (12 bytes), little-endian like every tagwire codec:
+//!
+//! ```text
+//!  0                   1                   2                   3
+//!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |        magic "TD" (0x4454)    |  version = 1  |  kind 1..=3   |
+//! +-------------------------------+---------------+---------------+
+//! |              stream id (u64, chosen by the writer)            |
+//! +                                                               +
+//! |                                                               |
+//! +---------------------------------------------------------------+
+//! ~                        body, by kind                          ~
+//! ```
+//!
+//! Kind 1, [`DataRef`]: one fragment of one message (58 bytes + tag + payload):
+//!
+//! ```text
+//! +---------------------------------------------------------------+
+//! |     seq (u64): per-stream datagram number, from 1, +1 each    |
+//! +                                                               +
+//! |                                                               |
+//! +---------------+-------------------------------+---------------+
+//! |  flags (u8)   |        frag (u16, index)      | frags (u16 ..
+//! +---------------+-------------------------------+---------------+
+//!  .. count ≥ 1)  |        msg_len (u32, whole message, ≤ 64 MiB) ..
+//! +---------------+-----------------------------------------------+
+//!  ..             |  FrameHeader (40 bytes: pid, node, publisher  ..
+//! +---------------+                                               +
+//! ~   seq, timestamp; see `frame`), repeated in every fragment    ~
+//! +---------------+-----------------------------------------------+
+//! | tag len (u8)  |  tag name (UTF-8, a valid `TagName`)          ~
+//! +---------------+-----------------------------------------------+
+//! ~  fragment payload: the rest of the datagram (≤ msg_len bytes) ~
+//! +---------------------------------------------------------------+
+//! ```
+//!
+//! A message cut into `frags` fragments uses `frags` consecutive `seq`s, so the
+//! message's first datagram is `seq - frag`.
+//!
+//! Kind 2, [`Heartbeat`] (writer → reader, 16 bytes): `first` (u64, oldest seq
+//! the writer still holds) then `last` (u64, last seq sent); `first > last`
+//! means nothing is unacknowledged.
+//!
+//! Kind 3, [`AckNack`] (reader → writer, 9..=41 bytes):
+//!
+//! ```text
+//! +---------------------------------------------------------------+
+//! |   ack_through (u64): every seq ≤ this was received            |
+//! +                                                               +
+//! |                                                               |
+//! +---------------+-----------------------------------------------+
+//! | bitmap bytes  |  bitmap (0..=32 bytes): bit i (LSB first) set  ~
+//! |   (u8 ≤ 32)   |  ⇒ seq ack_through + 1 + i is missing          ~
+//! +---------------+-----------------------------------------------+
+//! ```
+
+use std::borrow::Cow;
+
+use crate::codec::{DecodeError, Reader};
+use crate::frame::{FrameHeader, HEADER_LEN};
+use crate::ids::TagName;
+
+/// First two bytes of every datagram ("TD" little-endian).
+pub const MAGIC: u16 = 0x4454;
+/// Datagram protocol version.
+pub const VERSION: u8 = 1;
+/// Largest UDP payload over IPv4 (65535 − 8 − 20); no datagram is larger.
+pub const MAX_DATAGRAM: usize = 65507;
+/// Largest message a data stream carries, in bytes (64 MiB).
+pub const MAX_MESSAGE: u32 = 64 << 20;
+/// [`DataRef::flags`] bit: the stream is reliable (the reader acknowledges).
+pub const FLAG_RELIABLE: u8 = 0x01;
+/// Bytes before the body: magic, version, kind, stream.
+pub const COMMON_LEN: usize = 12;
+/// Bytes of a data datagram before its tag name and payload.
+pub const DATA_FIXED_LEN: usize = COMMON_LEN + 8 + 1 + 2 + 2 + 4 + HEADER_LEN + 1;
+/// Most missing seqs one [`AckNack`] can name (its bitmap is 32 bytes).
+pub const MAX_MISSING_SPAN: u64 = 256;
+
+const KIND_DATA: u8 = 1;
+const KIND_HEARTBEAT: u8 = 2;
+const KIND_ACKNACK: u8 = 3;
+const MAX_BITMAP: usize = 32;
+
+/// How many payload bytes fit in one data datagram of at most `datagram_size`
+/// bytes for this tag (0 if not even the fixed part fits).
+pub fn max_fragment_payload(tag: &TagName, datagram_size: usize) -> usize {
+    datagram_size
+        .min(MAX_DATAGRAM)
+        .saturating_sub(DATA_FIXED_LEN + tag.as_str().len())
+}
+
+/// One decoded datagram: the stream it belongs to and what it says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Datagram<'a> {
+    /// The writer-chosen stream id.
+    pub stream: u64,
+    /// The kind-specific body.
+    pub body: Body<'a>,
+}
+
+/// The body of a [`Datagram`], by kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body<'a> {
+    /// Kind 1: one fragment of a message.
+    Data(DataRef<'a>),
+    /// Kind 2: the writer's window.
+    Heartbeat(Heartbeat),
+    /// Kind 3: the reader's acknowledgement.
+    AckNack(AckNack),
+}
+
+/// A data datagram: one fragment of one message; the payload borrows the
+/// datagram's bytes (decode) or the caller's message (encode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataRef<'a> {
+    /// Per-stream datagram sequence number (≥ 1, > `frag`).
+    pub seq: u64,
+    /// Flag bits ([`FLAG_RELIABLE`]).
+    pub flags: u8,
+    /// Index of this fragment, `< frags`.
+    pub frag: u16,
+    /// Number of fragments of the message, ≥ 1.
+    pub frags: u16,
+    /// Length of the whole message, ≤ [`MAX_MESSAGE`].
+    pub msg_len: u32,
+    /// The original publisher's frame header.
+    pub header: FrameHeader,
+    /// The tag the message was published on (owned when decoded).
+    pub tag: Cow<'a, TagName>,
+    /// This fragment's bytes.
+    pub payload: &'a [u8],
+}
+
+impl DataRef<'_> {
+    /// Seq of the message's first fragment (`seq - frag`, never underflows in
+    /// a decoded datagram).
+    pub fn first_seq(&self) -> u64 {
+        self.seq.saturating_sub(u64::from(self.frag))
+    }
+
+    /// Appends the whole datagram (common header included) to `out`.
+    pub fn encode(&self, stream: u64, out: &mut Vec<u8>) {
+        let tag = self.tag.as_str().as_bytes();
+        out.reserve(DATA_FIXED_LEN + tag.len() + self.payload.len());
+        common(out, KIND_DATA, stream);
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.push(self.flags);
+        out.extend_from_slice(&self.frag.to_le_bytes());
+        out.extend_from_slice(&self.frags.to_le_bytes());
+        out.extend_from_slice(&self.msg_len.to_le_bytes());
+        let mut header = [0u8; HEADER_LEN];
+        // The array is exactly HEADER_LEN long, so `emit` cannot fail.
+        let _ = self.header.emit(&mut header);
+        out.extend_from_slice(&header);
+        // A TagName is at most 255 bytes (MAX_TAG_NAME), so it fits a u8.
+        out.push(u8::try_from(tag.len()).unwrap_or(u8::MAX));
+        out.extend_from_slice(tag);
+        out.extend_from_slice(self.payload);
+    }
+}
+
+/// Writer → reader: the span of the writer's window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// Oldest seq the writer still holds.
+    pub first: u64,
+    /// Last seq sent (`first > last`: nothing unacknowledged).
+    pub last: u64,
+}
+
+impl Heartbeat {
+    /// Appends the whole datagram to `out`.
+    pub fn encode(&self, stream: u64, out: &mut Vec<u8>) {
+        common(out, KIND_HEARTBEAT, stream);
+        out.extend_from_slice(&self.first.to_le_bytes());
+        out.extend_from_slice(&self.last.to_le_bytes());
+    }
+}
+
+/// Reader → writer: cumulative acknowledgement plus the seqs it lacks.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AckNack {
+    /// Every seq ≤ this was received.
+    pub ack_through: u64,
+    /// Seqs the reader lacks, ascending, each in
+    /// `ack_through + 1 ..= ack_through + MAX_MISSING_SPAN`.
+    pub missing: Vec<u64>,
+}
+
+impl AckNack {
+    /// Appends the whole datagram to `out`. Seqs in `missing` outside the
+    /// bitmap's span ([`MAX_MISSING_SPAN`] after `ack_through`) are not sent;
+    /// the writer learns about them from a later AckNack.
+    pub fn encode(&self, stream: u64, out: &mut Vec<u8>) {
+        let mut bitmap = [0u8; MAX_BITMAP];
+        let mut used = 0;
+        for &s in &self.missing {
+            if s <= self.ack_through {
+                continue;
+            }
+            let i = s - self.ack_through - 1;
+            if i >= MAX_MISSING_SPAN {
+                continue;
+            }
+            // i < 256, so both casts are lossless.
+            let (byte, bit) = ((i / 8) as usize, (i % 8) as u32);
+            bitmap[byte] |= 1 << bit;
+            used = used.max(byte + 1);
+        }
+        common(out, KIND_ACKNACK, stream);
+        out.extend_from_slice(&self.ack_through.to_le_bytes());
+        // used ≤ 32.
+        out.push(used as u8);
+        out.extend_from_slice(&bitmap[..used]);
+    }
+}
+
+impl<'a> Datagram<'a> {
+    /// Decodes one datagram; a data payload borrows from `buf`.
+    pub fn decode(buf: &'a [u8]) -> Result<Self, DecodeError> {
+        if buf.len() > MAX_DATAGRAM {
+            return Err(DecodeError::Invalid("datagram longer than MAX_DATAGRAM"));
+        }
+        let mut r = Reader::new(buf);
+        let magic = r.u16()?;
+        if magic != MAGIC {
+            return Err(DecodeError::BadMagic(magic));
+        }
+        let version = r.u8()?;
+        if version != VERSION {
+            return Err(DecodeError::BadVersion(version));
+        }
+        let kind = r.u8()?;
+        let stream = r.u64()?;
+        let body = match kind {
+            KIND_DATA => Body::Data(decode_data(&mut r)?),
+            KIND_HEARTBEAT => {
+                let hb = Heartbeat {
+                    first: r.u64()?,
+                    last: r.u64()?,
+                };
+                r.finish()?;
+                Body::Heartbeat(hb)
+            }
+            KIND_ACKNACK => {
+                let an = decode_acknack(&mut r)?;
+                r.finish()?;
+                Body::AckNack(an)
+            }
+            k => {
+                return Err(DecodeError::Unknown {
+                    what: "datagram kind",
+                    value: u32::from(k),
+                })
+            }
+        };
+        Ok(Datagram { stream, body })
+    }
+
+    /// Appends the encoded datagram to `out` (which may hold other bytes:
+    /// buffers are meant to be reused).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match &self.body {
+            Body::Data(d) => d.encode(self.stream, out),
+            Body::Heartbeat(h) => h.encode(self.stream, out),
+            Body::AckNack(a) => a.encode(self.stream, out),
+        }
+    }
+}
+
+fn common(out: &mut Vec<u8>, kind: u8, stream: u64) {
+    out.extend_from_slice(&MAGIC.to_le_bytes());
+    out.push(VERSION);
+    out.push(kind);
+    out.extend_from_slice(&stream.to_le_bytes());
+}
+
+fn decode_data<'a>(r: &mut Reader<'a>) -> Result<DataRef<'a>, DecodeError> {
+    let seq = r.u64()?;
+    let flags = r.u8()?;
+    let frag = r.u16()?;
+    let frags = r.u16()?;
+    let msg_len = r.u32()?;
+    let (header, _) = FrameHeader::parse(r.bytes(HEADER_LEN)?)?;
+    let tag_len = usize::from(r.u8()?);
+    let tag = std::str::from_utf8(r.bytes(tag_len)?)
+        .ok()
+        .and_then(|s| TagName::new(s).ok())
+        .ok_or(DecodeError::Invalid("tag name"))?;
+    let payload = r.bytes(r.remaining())?;
+    if frags == 0 {
+        return Err(DecodeError::Invalid("fragment count 0"));
+    }
+    if frag >= frags {
+        return Err(DecodeError::Invalid("fragment index ≥ count"));
+    }
+    if seq <= u64::from(frag) {
+        return Err(DecodeError::Invalid(
+            "fragment before the stream's first seq",
+        ));
+    }
+    if msg_len > MAX_MESSAGE {
+        return Err(DecodeError::Invalid("message longer than 64 MiB"));
+    }
+    if payload.len() > msg_len as usize {
+        return Err(DecodeError::Invalid("fragment longer than its message"));
+    }
+    Ok(DataRef {
+        seq,
+        flags,
+        frag,
+        frags,
+        msg_len,
+        header,
+        tag: Cow::Owned(tag),
+        payload,
+    })
+}
+
+fn decode_acknack(r: &mut Reader<'_>) -> Result<AckNack, DecodeError> {
+    let ack_through = r.u64()?;
+    let len = usize::from(r.u8()?);
+    if len > MAX_BITMAP {
+        return Err(DecodeError::Invalid("ack bitmap longer than 32 bytes"));
+    }
+    let bitmap = r.bytes(len)?;
+    let mut missing = Vec::new();
+    for (byte, &b) in bitmap.iter().enumerate() {
+        for bit in 0..8 {
+            if b & (1 << bit) == 0 {
+                continue;
+            }
+            let offset = (byte * 8 + bit) as u64 + 1;
+            let seq = ack_through
+                .checked_add(offset)
+                .ok_or(DecodeError::Invalid("missing seq past u64::MAX"))?;
+            missing.push(seq);
+        }
+    }
+    Ok(AckNack {
+        ack_through,
+        missing,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{NodeAddr, Pid, SenderInfo, SeqNum};
+    use proptest::prelude::*;
+
+    fn name() -> impl Strategy<Value = TagName> {
+        "(/[a-z0-9_]{1,12}){1,4}".prop_map(|s| TagName::new(&s).unwrap())
+    }
+
+    fn header() -> impl Strategy<Value = FrameHeader> {
+        (
+            any::<u8>(),
+            any::<u32>(),
+            any::<[u8; 16]>(),
+            any::<u64>(),
+            any::<u64>(),
+        )
+            .prop_map(|(flags, pid, node, seq, ts)| FrameHeader {
+                flags,
+                sender: SenderInfo {
+                    pid: Pid(pid),
+                    node: NodeAddr::from_bytes(node),
+                },
+                seq: SeqNum(seq),
+                timestamp_ns: ts,
+            })
+    }
+
+    /// An owned data datagram: (stream, seq, flags, frag, frags, header, tag,
+    /// payload, extra message length).
+    type DataParts = (u64, u64, u8, u16, u16, FrameHeader, TagName, Vec<u8>, u32);
+
+    fn data_parts() -> impl Strategy<Value = DataParts> {
+        (
+            any::<u64>(),
+            1u64..u64::MAX / 2,
+            any::<u8>(),
+            1u16..=u16::MAX,
+            header(),
+            name(),
+            proptest::collection::vec(any::<u8>(), 0..300),
+            0u32..1000,
+        )
+            .prop_flat_map(|(stream, seq, flags, frags, h, tag, payload, extra)| {
+                (0..frags).prop_map(move |frag| {
+                    (
+                        stream,
+                        seq + u64::from(frag),
+                        flags,
+                        frag,
+                        frags,
+                        h,
+                        tag.clone(),
+                        payload.clone(),
+                        extra,
+                    )
+                })
+            })
+    }
+
+    fn encode_data(p: &DataParts) -> Vec<u8> {
+        let (stream, seq, flags, frag, frags, header, tag, payload, extra) = p;
+        let d = DataRef {
+            seq: *seq,
+            flags: *flags,
+            frag: *frag,
+            frags: *frags,
+            msg_len: payload.len() as u32 + extra,
+            header: *header,
+            tag: Cow::Borrowed(tag),
+            payload,
+        };
+        let mut out = vec![0xAA; 3];
+        d.encode(*stream, &mut out);
+        out.split_off(3)
+    }
+
+    fn acknack() -> impl Strategy<Value = AckNack> {
+        (
+            0u64..u64::MAX - 300,
+            proptest::collection::btree_set(1u64..=MAX_MISSING_SPAN, 0..40),
+        )
+            .prop_map(|(ack_through, offs)| AckNack {
+                ack_through,
+                missing: offs.into_iter().map(|o| ack_through + o).collect(),
+            })
+    }
+
+    fn any_datagram() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            data_parts().prop_map(|p| encode_data(&p)),
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(s, first, last)| {
+                let mut out = Vec::new();
+                Heartbeat { first, last }.encode(s, &mut out);
+                out
+            }),
+            (any::<u64>(), acknack()).prop_map(|(s, a)| {
+                let mut out = Vec::new();
+                a.encode(s, &mut out);
+                out
+            }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn data_round_trips(p in data_parts()) {
+            let bytes = encode_data(&p);
+            let d = Datagram::decode(&bytes).unwrap();
+            let (stream, seq, flags, frag, frags, header, tag, payload, extra) = p;
+            prop_assert_eq!(d.stream, stream);
+            let Body::Data(d) = d.body else { panic!("not data") };
+            prop_assert_eq!(d.seq, seq);
+            prop_assert_eq!(d.flags, flags);
+            prop_assert_eq!(d.frag, frag);
+            prop_assert_eq!(d.frags, frags);
+            prop_assert_eq!(d.msg_len, payload.len() as u32 + extra);
+            prop_assert_eq!(d.header, header);
+            prop_assert_eq!(d.tag.as_ref(), &tag);
+            prop_assert_eq!(d.payload, &payload[..]);
+            prop_assert_eq!(d.first_seq(), seq - u64::from(frag));
+            prop_assert_eq!(
+                bytes.len(),
+                DATA_FIXED_LEN + tag.as_str().len() + payload.len()
+            );
+        }
+
+        #[test]
+        fn heartbeat_round_trips(stream: u64, first: u64, last: u64) {
+            let g = Datagram { stream, body: Body::Heartbeat(Heartbeat { first, last }) };
+            let mut out = Vec::new();
+            g.encode(&mut out);
+            prop_assert_eq!(Datagram::decode(&out).unwrap(), g);
+        }
+
+        #[test]
+        fn acknack_round_trips(stream: u64, a in acknack()) {
+            let g = Datagram { stream, body: Body::AckNack(a) };
+            let mut out = Vec::new();
+            g.encode(&mut out);
+            prop_assert!(out.len() <= COMMON_LEN + 9 + MAX_BITMAP);
+            prop_assert_eq!(Datagram::decode(&out).unwrap(), g);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes: Vec<u8>) {
+            let _ = Datagram::decode(&bytes);
+        }
+
+        #[test]
+        fn truncated_datagrams_are_errors(bytes in any_datagram(), cut: usize) {
+            let data = bytes[..2] == MAGIC.to_le_bytes() && bytes[3] == KIND_DATA;
+            let cut = cut % bytes.len();
+            let r = Datagram::decode(&bytes[..cut]);
+            // A data datagram cut inside its payload is a shorter, valid
+            // fragment; everything else must fail.
+            let min_data = bytes.len() - match Datagram::decode(&bytes) {
+                Ok(Datagram { body: Body::Data(d), .. }) => d.payload.len(),
+                _ => 0,
+            };
+            if data && cut >= min_data {
+                prop_assert!(r.is_ok());
+            } else {
+                prop_assert!(r.is_err());
+            }
+        }
+
+        #[test]
+        fn mutated_datagrams_never_panic(bytes in any_datagram(), pos: usize, byte: u8) {
+            let mut bytes = bytes;
+            let i = pos % bytes.len();
+            bytes[i] = byte;
+            let _ = Datagram::decode(&bytes);
+        }
+    }
+
+    fn sample_data(frag: u16, frags: u16, msg_len: u32, payload: &[u8]) -> Vec<u8> {
+        let tag = TagName::new("/robot/laser").unwrap();
+        let d = DataRef {
+            seq: 10,
+            flags: FLAG_RELIABLE,
+            frag,
+            frags,
+            msg_len,
+            header: FrameHeader {
+                flags: 0,
+                sender: SenderInfo::default(),
+                seq: SeqNum(1),
+                timestamp_ns: 0,
+            },
+            tag: Cow::Borrowed(&tag),
+            payload,
+        };
+        let mut out = Vec::new();
+        d.encode(7, &mut out);
+        out
+    }
+
+    #[test]
+    fn inconsistent_fragments_are_rejected() {
+        assert!(Datagram::decode(&sample_data(0, 1, 3, b"abc")).is_ok());
+        let invalid = |b: Vec<u8>| matches!(Datagram::decode(&b), Err(DecodeError::Invalid(_)));
+        assert!(invalid(sample_data(0, 0, 3, b"abc")));
+        assert!(invalid(sample_data(2, 2, 3, b"abc")));
+        assert!(invalid(sample_data(0, 1, 2, b"abc")));
+        assert!(invalid(sample_data(0, 1, MAX_MESSAGE + 1, b"abc")));
+        // seq 10 with frag 10 would put the message's first seq at 0.
+        assert!(invalid(sample_data(10, 11, 3, b"abc")));
+    }
+
+    #[test]
+    fn bad_headers_and_bitmaps_are_named() {
+        let mut hb = Vec::new();
+        Heartbeat { first: 1, last: 2 }.encode(5, &mut hb);
+        let mut bad = hb.clone();
+        bad[0] = 0;
+        assert!(matches!(
+            Datagram::decode(&bad),
+            Err(DecodeError::BadMagic(_))
+        ));
+        bad = hb.clone();
+        bad[2] = 9;
+        assert_eq!(Datagram::decode(&bad), Err(DecodeError::BadVersion(9)));
+        bad = hb.clone();
+        bad[3] = 99;
+        assert!(matches!(
+            Datagram::decode(&bad),
+            Err(DecodeError::Unknown { .. })
+        ));
+        hb.push(0);
+        assert_eq!(Datagram::decode(&hb), Err(DecodeError::Trailing(1)));
+
+        let mut an = Vec::new();
+        common(&mut an, KIND_ACKNACK, 5);
+        an.extend_from_slice(&0u64.to_le_bytes());
+        an.push(33);
+        an.extend_from_slice(&[0xff; 33]);
+        assert!(matches!(
+            Datagram::decode(&an),
+            Err(DecodeError::Invalid(_))
+        ));
+        let mut wrap = Vec::new();
+        common(&mut wrap, KIND_ACKNACK, 5);
+        wrap.extend_from_slice(&u64::MAX.to_le_bytes());
+        wrap.extend_from_slice(&[1, 1]);
+        assert!(Datagram::decode(&wrap).is_err());
+        assert!(Datagram::decode(&vec![0; MAX_DATAGRAM + 1]).is_err());
+    }
+
+    #[test]
+    fn out_of_span_missing_seqs_are_not_encoded() {
+        let a = AckNack {
+            ack_through: 10,
+            missing: vec![5, 11, 266, 267],
+        };
+        let mut out = Vec::new();
+        a.encode(1, &mut out);
+        let Body::AckNack(back) = Datagram::decode(&out).unwrap().body else {
+            panic!("not an acknack")
+        };
+        assert_eq!(back.missing, vec![11, 266]);
+    }
+
+    #[test]
+    fn fragment_payload_budget_fills_a_datagram() {
+        let tag = TagName::new("/robot/laser").unwrap();
+        let n = max_fragment_payload(&tag, MAX_DATAGRAM);
+        let payload = vec![1u8; n];
+        let bytes = sample_data(0, 1, n as u32, &payload);
+        assert_eq!(bytes.len(), MAX_DATAGRAM);
+        assert!(Datagram::decode(&bytes).is_ok());
+        assert_eq!(max_fragment_payload(&tag, 10), 0);
+    }
+}
