@@ -81,8 +81,10 @@ pub struct Reader {
     buffer: BTreeMap<u64, Vec<u8>>,
     /// In-order datagrams since the last AckNack.
     since_ack: u32,
-    /// An AckNack must be sent (heartbeat or duplicate).
+    /// An AckNack must be sent (a duplicate suggests a lost acknowledgement).
     ack_due: bool,
+    /// A heartbeat awaits its answer, which always names missing seqs.
+    heartbeat_due: bool,
     /// A gap appeared since the last NACK.
     nack_due: bool,
     last_nack: Option<Instant>,
@@ -102,6 +104,7 @@ impl Reader {
             buffer: BTreeMap::new(),
             since_ack: 0,
             ack_due: false,
+            heartbeat_due: false,
             nack_due: false,
             last_nack: None,
             stats: ReaderStats::default(),
@@ -162,7 +165,7 @@ impl Reader {
         if !self.started {
             self.start(last.saturating_add(1));
         }
-        self.ack_due = true;
+        self.heartbeat_due = true;
         if first <= last {
             self.known_last = self.known_last.max(last);
         }
@@ -204,13 +207,21 @@ impl Reader {
             .last_nack
             .is_none_or(|t| now >= t + self.config.nack_interval);
         let due = self.ack_due
+            || self.heartbeat_due
             || self.since_ack >= self.config.ack_every.max(1)
             || (self.nack_due && has_gap && nack_allowed);
         if !due {
             return None;
         }
-        let missing = self.missing();
+        // Naming missing seqs makes the writer resend them: rate-limited,
+        // except in a heartbeat's answer (heartbeats are rate-limited already).
+        let missing = if nack_allowed || self.heartbeat_due {
+            self.missing()
+        } else {
+            Vec::new()
+        };
         self.ack_due = false;
+        self.heartbeat_due = false;
         self.since_ack = 0;
         self.stats.acks_sent += 1;
         if !missing.is_empty() {

@@ -16,6 +16,10 @@ pub struct WriterConfig {
     /// Resend a datagram neither acknowledged nor re-sent for this long
     /// (default 100 ms): recovers when heartbeats or NACKs are lost.
     pub resend_after: Duration,
+    /// Ignore a NACK for a datagram (re)sent less than this long ago (default
+    /// 10 ms): its copy may still be in flight, and resending it again feeds
+    /// a storm of duplicates.
+    pub nack_holdoff: Duration,
 }
 
 impl Default for WriterConfig {
@@ -24,6 +28,7 @@ impl Default for WriterConfig {
             window: 256,
             heartbeat_period: Duration::from_millis(50),
             resend_after: Duration::from_millis(100),
+            nack_holdoff: Duration::from_millis(10),
         }
     }
 }
@@ -193,10 +198,11 @@ impl Writer {
                 }
             }
         }
+        let holdoff = self.config.nack_holdoff;
         for &s in missing {
             if let Some(slot) = self.slot_mut(s) {
                 slot.sacked = false;
-                if !slot.queued {
+                if !slot.queued && now >= slot.sent_at + holdoff {
                     slot.queued = true;
                     self.resend.push_back(s);
                 }
@@ -367,23 +373,30 @@ mod tests {
         for i in 1..=4 {
             send(&mut w, t0, i);
         }
+        // Too soon: the first copies may still be in flight.
         w.handle_acknack(t0, 1, &[2, 4]);
-        w.handle_acknack(t0, 1, &[2, 4]);
+        assert_eq!(w.poll_transmit(t0), None);
+        let t = t0 + ms(20);
+        w.handle_acknack(t, 1, &[2, 4]);
+        w.handle_acknack(t, 1, &[2, 4]);
         assert_eq!(
-            w.poll_transmit(t0),
+            w.poll_transmit(t),
             Some(Transmit::Data {
                 seq: 2,
                 bytes: &[2, 2]
             })
         );
         assert_eq!(
-            w.poll_transmit(t0),
+            w.poll_transmit(t),
             Some(Transmit::Data {
                 seq: 4,
                 bytes: &[4, 4]
             })
         );
-        assert_eq!(w.poll_transmit(t0), None);
+        assert_eq!(w.poll_transmit(t), None);
+        // A NACK right after the retransmission is ignored too.
+        w.handle_acknack(t + ms(1), 1, &[2]);
+        assert_eq!(w.poll_transmit(t + ms(1)), None);
         assert_eq!(w.stats().retransmitted, 2);
     }
 
