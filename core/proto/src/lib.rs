@@ -17,5 +17,6 @@ mod replica;
 mod table;
 
 pub use replica::{Replica, ReplicaEntry};
-pub use table::{ClientId, Entry, TableError, TagTable};
+pub use table::{Change, ClientId, Entry, Holder, Right, TableError, TagTable};
 pub use tagwire_wire::control::{TableEvent, Update};
+pub use tagwire_wire::peer::{MemberKey, Role, TableOp, Version};

@@ -166,32 +166,33 @@ mod tests {
             since_unix_ns: 7,
         };
         match *op {
-            Op::Create(t) => table
-                .create(name(t), Domain::Global, RingParams::default())
-                .1
-                .into_iter()
-                .collect(),
+            Op::Create(t) => {
+                table
+                    .create(name(t), Domain::Global, RingParams::default())
+                    .1
+                    .updates
+            }
             Op::Destroy(t) => table
                 .destroy(&name(t))
-                .map(|(_, u)| vec![u])
+                .map(|(_, c)| c.updates)
                 .unwrap_or_default(),
             Op::Send(t, c) => id(table, t)
                 .and_then(|i| table.add_sender(i, ClientId(c.into()), member(c)).ok())
-                .into_iter()
-                .collect(),
+                .map(|c| c.updates)
+                .unwrap_or_default(),
             Op::Unsend(t, c) => id(table, t)
                 .and_then(|i| table.remove_sender(i, ClientId(c.into())).ok())
-                .into_iter()
-                .collect(),
+                .map(|c| c.updates)
+                .unwrap_or_default(),
             Op::Sub(t, c) => id(table, t)
                 .and_then(|i| table.add_receiver(i, ClientId(c.into()), member(c)).ok())
-                .into_iter()
-                .collect(),
+                .map(|c| c.updates)
+                .unwrap_or_default(),
             Op::Unsub(t, c) => id(table, t)
                 .and_then(|i| table.remove_receiver(i, ClientId(c.into())).ok())
-                .into_iter()
-                .collect(),
-            Op::Drop(c) => table.remove_client(ClientId(c.into())),
+                .map(|c| c.updates)
+                .unwrap_or_default(),
+            Op::Drop(c) => table.remove_client(ClientId(c.into())).updates,
         }
     }
 

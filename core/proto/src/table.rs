@@ -1,11 +1,12 @@
 //! The daemon's authoritative tag table.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use thiserror::Error;
 
 use tagwire_wire::control::{RingParams, TableEvent, TagSummary, Update};
-use tagwire_wire::{Domain, Member, TagId, TagName};
+use tagwire_wire::peer::{MemberKey, Role, TableOp, Version};
+use tagwire_wire::{Domain, Member, NodeAddr, TagId, TagName};
 
 /// A daemon-local id for one client connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -25,10 +26,32 @@ pub enum TableError {
     NotSubscribed(String),
 }
 
+/// Who holds a right, as this daemon sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// One of this daemon's clients.
+    Local(ClientId),
+    /// A process on another node (its daemon told us).
+    Remote,
+}
+
+/// One send access or subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Right {
+    /// Its system-wide identity.
+    pub key: MemberKey,
+    /// Who holds it here.
+    pub holder: Holder,
+    /// The holder's process, node and join time.
+    pub member: Member,
+    /// When it was granted.
+    pub version: Version,
+}
+
 /// One tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    /// Its id.
+    /// Its id (this daemon's; other daemons number their tags themselves).
     pub id: TagId,
     /// Its name.
     pub name: TagName,
@@ -36,19 +59,36 @@ pub struct Entry {
     pub domain: Domain,
     /// Ring shape chosen at creation.
     pub ring: RingParams,
-    senders: Vec<(ClientId, Member)>,
-    receivers: Vec<(ClientId, Member)>,
+    /// The latest operation that asserted the tag exists.
+    pub created: Version,
+    senders: Vec<Right>,
+    receivers: Vec<Right>,
 }
 
 impl Entry {
     /// Current senders.
     pub fn senders(&self) -> impl Iterator<Item = &Member> {
-        self.senders.iter().map(|(_, m)| m)
+        self.senders.iter().map(|r| &r.member)
     }
 
     /// Current receivers.
     pub fn receivers(&self) -> impl Iterator<Item = &Member> {
-        self.receivers.iter().map(|(_, m)| m)
+        self.receivers.iter().map(|r| &r.member)
+    }
+
+    /// Current rights of one role.
+    pub fn rights(&self, role: Role) -> &[Right] {
+        match role {
+            Role::Sender => &self.senders,
+            Role::Receiver => &self.receivers,
+        }
+    }
+
+    fn list(&mut self, role: Role) -> &mut Vec<Right> {
+        match role {
+            Role::Sender => &mut self.senders,
+            Role::Receiver => &mut self.receivers,
+        }
     }
 
     fn summary(&self) -> TagSummary {
@@ -62,56 +102,72 @@ impl Entry {
     }
 }
 
-/// Which list of a tag an operation touches.
-#[derive(Debug, Clone, Copy)]
-enum Role {
-    Sender,
-    Receiver,
+/// What one change did: the updates for local clients, and the operations to
+/// send to peer daemons (none for a `Local` tag, or when nothing changed).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Change {
+    /// For this daemon's clients, in version order.
+    pub updates: Vec<Update>,
+    /// For the peer daemons.
+    pub ops: Vec<TableOp>,
 }
 
-impl Role {
-    fn members(self, e: &mut Entry) -> &mut Vec<(ClientId, Member)> {
-        match self {
-            Role::Sender => &mut e.senders,
-            Role::Receiver => &mut e.receivers,
-        }
-    }
-
-    fn joined(self, tag: TagId, member: Member) -> TableEvent {
-        match self {
-            Role::Sender => TableEvent::SenderJoined { tag, member },
-            Role::Receiver => TableEvent::ReceiverJoined { tag, member },
-        }
-    }
-
-    fn left(self, tag: TagId, member: Member) -> TableEvent {
-        match self {
-            Role::Sender => TableEvent::SenderLeft { tag, member },
-            Role::Receiver => TableEvent::ReceiverLeft { tag, member },
-        }
-    }
-
-    fn missing(self, name: String) -> TableError {
-        match self {
-            Role::Sender => TableError::NoSendAccess(name),
-            Role::Receiver => TableError::NotSubscribed(name),
-        }
+fn joined(role: Role, tag: TagId, member: Member) -> TableEvent {
+    match role {
+        Role::Sender => TableEvent::SenderJoined { tag, member },
+        Role::Receiver => TableEvent::ReceiverJoined { tag, member },
     }
 }
 
-/// The authoritative table. See the crate docs.
+fn left(role: Role, tag: TagId, member: Member) -> TableEvent {
+    match role {
+        Role::Sender => TableEvent::SenderLeft { tag, member },
+        Role::Receiver => TableEvent::ReceiverLeft { tag, member },
+    }
+}
+
+fn missing(role: Role, name: String) -> TableError {
+    match role {
+        Role::Sender => TableError::NoSendAccess(name),
+        Role::Receiver => TableError::NotSubscribed(name),
+    }
+}
+
+/// One daemon's copy of the global table. See the crate docs.
 #[derive(Debug, Default)]
 pub struct TagTable {
+    node: NodeAddr,
+    clock: u64,
+    next_key: u64,
     version: u64,
     next_id: u32,
+    remote_ring: RingParams,
     tags: BTreeMap<TagName, Entry>,
     names: HashMap<TagId, TagName>,
+    /// Per name, the latest destroy seen: rights and creations older than it
+    /// are dead wherever they arrive from.
+    graves: HashMap<TagName, Version>,
 }
 
 impl TagTable {
-    /// An empty table at version 0.
+    /// An empty table at version 0, for a daemon on the loopback node.
     pub fn new() -> Self {
-        Self::default()
+        Self::for_node(NodeAddr::LOCALHOST, RingParams::default(), 0)
+    }
+
+    /// An empty table for the daemon of `node`; tags that other daemons create
+    /// get rings of shape `remote_ring` here. The Lamport clock and the right
+    /// counter start at `start`: a daemon passes the wall clock in µs, so that
+    /// after a restart its changes and rights are newer than its previous
+    /// life's (which peers may still remember).
+    pub fn for_node(node: NodeAddr, remote_ring: RingParams, start: u64) -> Self {
+        Self {
+            node,
+            remote_ring,
+            clock: start,
+            next_key: start,
+            ..Self::default()
+        }
     }
 
     /// Current version (number of changes applied).
@@ -139,16 +195,350 @@ impl TagTable {
         self.names.get(&id).and_then(|n| self.tags.get(n))
     }
 
+    /// Every tag.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.tags.values()
+    }
+
     /// Creates a tag. Creating an existing tag is not an error: it returns the
-    /// existing id and no update.
-    pub fn create(
+    /// existing id and no change.
+    pub fn create(&mut self, name: TagName, domain: Domain, ring: RingParams) -> (TagId, Change) {
+        if let Some(e) = self.tags.get(&name) {
+            return (e.id, Change::default());
+        }
+        let version = self.tick();
+        let mut change = Change::default();
+        let id = self.raise(&name, domain, ring, version, &mut change.updates);
+        if domain == Domain::Global {
+            change.ops.push(TableOp::TagUp {
+                name,
+                domain,
+                version,
+            });
+        }
+        (id, change)
+    }
+
+    /// Destroys a tag; returns its last state and the change.
+    pub fn destroy(&mut self, name: &TagName) -> Result<(Entry, Change), TableError> {
+        let last = self
+            .tags
+            .get(name)
+            .cloned()
+            .ok_or_else(|| TableError::UnknownTag(name.to_string()))?;
+        let version = self.tick();
+        let op = TableOp::TagDown {
+            name: name.clone(),
+            version,
+        };
+        let mut change = Change::default();
+        self.apply_op(&op, Holder::Remote, &mut change.updates);
+        if last.domain == Domain::Global {
+            change.ops.push(op);
+        }
+        Ok((last, change))
+    }
+
+    /// Records that `client` holds send access (a client may hold it several times,
+    /// e.g. from two threads; each grant needs its own release).
+    pub fn add_sender(
         &mut self,
-        name: TagName,
+        tag: TagId,
+        client: ClientId,
+        member: Member,
+    ) -> Result<Change, TableError> {
+        self.grant(Role::Sender, tag, client, member)
+    }
+
+    /// Releases one send access held by `client`.
+    pub fn remove_sender(&mut self, tag: TagId, client: ClientId) -> Result<Change, TableError> {
+        self.release(Role::Sender, tag, client)
+    }
+
+    /// Records a subscription of `client`.
+    pub fn add_receiver(
+        &mut self,
+        tag: TagId,
+        client: ClientId,
+        member: Member,
+    ) -> Result<Change, TableError> {
+        self.grant(Role::Receiver, tag, client, member)
+    }
+
+    /// Cancels one subscription of `client`.
+    pub fn remove_receiver(&mut self, tag: TagId, client: ClientId) -> Result<Change, TableError> {
+        self.release(Role::Receiver, tag, client)
+    }
+
+    /// True when `client` holds send access on `tag`.
+    pub fn is_sender(&self, tag: TagId, client: ClientId) -> bool {
+        self.held(Role::Sender, tag, client)
+    }
+
+    /// True when `client` is subscribed to `tag`.
+    pub fn is_receiver(&self, tag: TagId, client: ClientId) -> bool {
+        self.held(Role::Receiver, tag, client)
+    }
+
+    /// Drops every right `client` held (it disconnected or died).
+    pub fn remove_client(&mut self, client: ClientId) -> Change {
+        let mut held = Vec::new();
+        for e in self.tags.values() {
+            for role in [Role::Sender, Role::Receiver] {
+                for r in e.rights(role) {
+                    if r.holder == Holder::Local(client) {
+                        held.push((e.id, role));
+                    }
+                }
+            }
+        }
+        let mut change = Change::default();
+        for (tag, role) in held {
+            if let Ok(c) = self.release(role, tag, client) {
+                change.updates.extend(c.updates);
+                change.ops.extend(c.ops);
+            }
+        }
+        change
+    }
+
+    /// Applies an operation from a peer daemon. Operations commute: any order of
+    /// the same set gives the same table (rights of one node arrive in the order
+    /// that node made them, which is all a Leave needs).
+    pub fn apply_remote(&mut self, op: &TableOp) -> Vec<Update> {
+        self.clock = self.clock.max(op.version().lamport);
+        let mut updates = Vec::new();
+        self.apply_op(op, Holder::Remote, &mut updates);
+        updates
+    }
+
+    /// Applies a peer's full state ([`TagTable::sync_ops`] on its side): its
+    /// rights replace whatever we held for that node before.
+    pub fn apply_sync(&mut self, from: NodeAddr, ops: &[TableOp]) -> Vec<Update> {
+        let mut updates = Vec::new();
+        let mut keep = HashSet::new();
+        for op in ops {
+            if let TableOp::Join { key, .. } = op {
+                if key.node == from {
+                    keep.insert(*key);
+                }
+            }
+            updates.extend(self.apply_remote(op));
+        }
+        updates.extend(self.retain_rights(|r| r.key.node != from || keep.contains(&r.key)));
+        updates
+    }
+
+    /// Removes every right granted by `node`'s daemon (it was declared dead).
+    pub fn drop_node(&mut self, node: NodeAddr) -> Vec<Update> {
+        self.retain_rights(|r| r.key.node != node || r.holder != Holder::Remote)
+    }
+
+    /// What a peer needs to catch up with us: every global tag's creation, every
+    /// destroy we remember, and every right our own clients hold.
+    pub fn sync_ops(&self) -> Vec<TableOp> {
+        let mut ops = Vec::new();
+        for e in self.tags.values().filter(|e| e.domain == Domain::Global) {
+            ops.push(TableOp::TagUp {
+                name: e.name.clone(),
+                domain: e.domain,
+                version: e.created,
+            });
+            for role in [Role::Sender, Role::Receiver] {
+                for r in e.rights(role) {
+                    if let Holder::Local(_) = r.holder {
+                        ops.push(join_op(e, role, r));
+                    }
+                }
+            }
+        }
+        for (name, version) in &self.graves {
+            ops.push(TableOp::TagDown {
+                name: name.clone(),
+                version: *version,
+            });
+        }
+        ops
+    }
+
+    /// Every tag, for listings and client snapshots.
+    pub fn summaries(&self) -> Vec<TagSummary> {
+        self.tags.values().map(Entry::summary).collect()
+    }
+
+    fn held(&self, role: Role, tag: TagId, client: ClientId) -> bool {
+        self.entry_by_id(tag).is_some_and(|e| {
+            e.rights(role)
+                .iter()
+                .any(|r| r.holder == Holder::Local(client))
+        })
+    }
+
+    fn grant(
+        &mut self,
+        role: Role,
+        tag: TagId,
+        client: ClientId,
+        member: Member,
+    ) -> Result<Change, TableError> {
+        let (name, domain) = {
+            let e = self.entry_mut(tag)?;
+            (e.name.clone(), e.domain)
+        };
+        self.next_key += 1;
+        let key = MemberKey {
+            node: self.node,
+            id: self.next_key,
+        };
+        let version = self.tick();
+        let op = TableOp::Join {
+            name,
+            domain,
+            role,
+            key,
+            member,
+            version,
+        };
+        let mut change = Change::default();
+        self.apply_op(&op, Holder::Local(client), &mut change.updates);
+        if domain == Domain::Global {
+            change.ops.push(op);
+        }
+        Ok(change)
+    }
+
+    fn release(&mut self, role: Role, tag: TagId, client: ClientId) -> Result<Change, TableError> {
+        let e = self.entry_mut(tag)?;
+        let key = e
+            .rights(role)
+            .iter()
+            .rev()
+            .find(|r| r.holder == Holder::Local(client))
+            .map(|r| r.key)
+            .ok_or_else(|| missing(role, e.name.to_string()))?;
+        let (name, domain) = (e.name.clone(), e.domain);
+        let version = self.tick();
+        let op = TableOp::Leave {
+            name,
+            role,
+            key,
+            version,
+        };
+        let mut change = Change::default();
+        self.apply_op(&op, Holder::Remote, &mut change.updates);
+        if domain == Domain::Global {
+            change.ops.push(op);
+        }
+        Ok(change)
+    }
+
+    /// The merge rules (the same for local and remote operations):
+    /// * a tag exists while its latest existence assertion (a creation or a
+    ///   grant) is newer than its latest destroy;
+    /// * a destroy removes every right granted before it;
+    /// * anything older than the latest destroy of its tag is ignored.
+    fn apply_op(&mut self, op: &TableOp, holder: Holder, out: &mut Vec<Update>) {
+        let grave = self.graves.get(op.name()).copied();
+        let dead = |v: Version| grave.is_some_and(|g| v <= g);
+        match op {
+            TableOp::TagUp {
+                name,
+                domain,
+                version,
+            } => {
+                if !dead(*version) {
+                    let ring = self.remote_ring;
+                    self.raise(name, *domain, ring, *version, out);
+                }
+            }
+            TableOp::TagDown { name, version } => {
+                let g = self.graves.entry(name.clone()).or_default();
+                *g = (*g).max(*version);
+                let Some(e) = self.tags.get_mut(name) else {
+                    return;
+                };
+                if e.created < *version {
+                    let id = e.id;
+                    self.tags.remove(name);
+                    self.names.remove(&id);
+                    let ev = TableEvent::TagDestroyed {
+                        tag: id,
+                        name: name.clone(),
+                    };
+                    out.push(self.bump(ev));
+                    return;
+                }
+                let id = e.id;
+                let mut gone = Vec::new();
+                for role in [Role::Sender, Role::Receiver] {
+                    e.list(role).retain(|r| {
+                        let keep = r.version > *version;
+                        if !keep {
+                            gone.push(left(role, id, r.member));
+                        }
+                        keep
+                    });
+                }
+                for ev in gone {
+                    out.push(self.bump(ev));
+                }
+            }
+            TableOp::Join {
+                name,
+                domain,
+                role,
+                key,
+                member,
+                version,
+            } => {
+                if dead(*version) {
+                    return;
+                }
+                let ring = self.remote_ring;
+                let id = self.raise(name, *domain, ring, *version, out);
+                let Some(e) = self.tags.get_mut(name) else {
+                    return;
+                };
+                if e.rights(*role).iter().any(|r| r.key == *key) {
+                    return;
+                }
+                e.list(*role).push(Right {
+                    key: *key,
+                    holder,
+                    member: *member,
+                    version: *version,
+                });
+                out.push(self.bump(joined(*role, id, *member)));
+            }
+            TableOp::Leave {
+                name, role, key, ..
+            } => {
+                let Some(e) = self.tags.get_mut(name) else {
+                    return;
+                };
+                let id = e.id;
+                let list = e.list(*role);
+                if let Some(i) = list.iter().position(|r| r.key == *key) {
+                    let r = list.remove(i);
+                    out.push(self.bump(left(*role, id, r.member)));
+                }
+            }
+        }
+    }
+
+    /// Makes sure the tag exists (its creation is at least `version`), and
+    /// returns its id.
+    fn raise(
+        &mut self,
+        name: &TagName,
         domain: Domain,
         ring: RingParams,
-    ) -> (TagId, Option<Update>) {
-        if let Some(e) = self.tags.get(&name) {
-            return (e.id, None);
+        version: Version,
+        out: &mut Vec<Update>,
+    ) -> TagId {
+        if let Some(e) = self.tags.get_mut(name) {
+            e.created = e.created.max(version);
+            return e.id;
         }
         self.next_id = self.next_id.wrapping_add(1).max(1);
         let id = TagId(self.next_id);
@@ -160,132 +550,42 @@ impl TagTable {
                 name: name.clone(),
                 domain,
                 ring,
+                created: version,
                 senders: Vec::new(),
                 receivers: Vec::new(),
             },
         );
-        (
-            id,
-            Some(self.bump(TableEvent::TagCreated {
-                tag: id,
-                name,
-                domain,
-            })),
-        )
+        out.push(self.bump(TableEvent::TagCreated {
+            tag: id,
+            name: name.clone(),
+            domain,
+        }));
+        id
     }
 
-    /// Destroys a tag; returns its last state and the update.
-    pub fn destroy(&mut self, name: &TagName) -> Result<(Entry, Update), TableError> {
-        let entry = self
-            .tags
-            .remove(name)
-            .ok_or_else(|| TableError::UnknownTag(name.to_string()))?;
-        self.names.remove(&entry.id);
-        let update = self.bump(TableEvent::TagDestroyed {
-            tag: entry.id,
-            name: entry.name.clone(),
-        });
-        Ok((entry, update))
-    }
-
-    /// Records that `client` holds send access (a client may hold it several times,
-    /// e.g. from two threads; each grant needs its own release).
-    pub fn add_sender(
-        &mut self,
-        tag: TagId,
-        client: ClientId,
-        member: Member,
-    ) -> Result<Update, TableError> {
-        self.add(Role::Sender, tag, client, member)
-    }
-
-    /// Releases one send access held by `client`.
-    pub fn remove_sender(&mut self, tag: TagId, client: ClientId) -> Result<Update, TableError> {
-        self.remove(Role::Sender, tag, client)
-    }
-
-    /// Records a subscription of `client`.
-    pub fn add_receiver(
-        &mut self,
-        tag: TagId,
-        client: ClientId,
-        member: Member,
-    ) -> Result<Update, TableError> {
-        self.add(Role::Receiver, tag, client, member)
-    }
-
-    /// Cancels one subscription of `client`.
-    pub fn remove_receiver(&mut self, tag: TagId, client: ClientId) -> Result<Update, TableError> {
-        self.remove(Role::Receiver, tag, client)
-    }
-
-    fn add(
-        &mut self,
-        role: Role,
-        tag: TagId,
-        client: ClientId,
-        member: Member,
-    ) -> Result<Update, TableError> {
-        let e = self.entry_mut(tag)?;
-        role.members(e).push((client, member));
-        Ok(self.bump(role.joined(tag, member)))
-    }
-
-    fn remove(&mut self, role: Role, tag: TagId, client: ClientId) -> Result<Update, TableError> {
-        let e = self.entry_mut(tag)?;
-        let name = e.name.to_string();
-        let list = role.members(e);
-        let i = list
-            .iter()
-            .rposition(|(c, _)| *c == client)
-            .ok_or_else(|| role.missing(name))?;
-        let (_, member) = list.remove(i);
-        Ok(self.bump(role.left(tag, member)))
-    }
-
-    /// True when `client` holds send access on `tag`.
-    pub fn is_sender(&self, tag: TagId, client: ClientId) -> bool {
-        self.entry_by_id(tag)
-            .is_some_and(|e| e.senders.iter().any(|(c, _)| *c == client))
-    }
-
-    /// True when `client` is subscribed to `tag`.
-    pub fn is_receiver(&self, tag: TagId, client: ClientId) -> bool {
-        self.entry_by_id(tag)
-            .is_some_and(|e| e.receivers.iter().any(|(c, _)| *c == client))
-    }
-
-    /// Drops every right `client` held (it disconnected or died).
-    pub fn remove_client(&mut self, client: ClientId) -> Vec<Update> {
-        let mut events = Vec::new();
+    fn retain_rights(&mut self, keep: impl Fn(&Right) -> bool) -> Vec<Update> {
+        let mut gone = Vec::new();
         for e in self.tags.values_mut() {
-            e.senders.retain(|(c, m)| {
-                let keep = *c != client;
-                if !keep {
-                    events.push(TableEvent::SenderLeft {
-                        tag: e.id,
-                        member: *m,
-                    });
-                }
-                keep
-            });
-            e.receivers.retain(|(c, m)| {
-                let keep = *c != client;
-                if !keep {
-                    events.push(TableEvent::ReceiverLeft {
-                        tag: e.id,
-                        member: *m,
-                    });
-                }
-                keep
-            });
+            let id = e.id;
+            for role in [Role::Sender, Role::Receiver] {
+                e.list(role).retain(|r| {
+                    let k = keep(r);
+                    if !k {
+                        gone.push(left(role, id, r.member));
+                    }
+                    k
+                });
+            }
         }
-        events.into_iter().map(|ev| self.bump(ev)).collect()
+        gone.into_iter().map(|ev| self.bump(ev)).collect()
     }
 
-    /// Every tag, for listings and client snapshots.
-    pub fn summaries(&self) -> Vec<TagSummary> {
-        self.tags.values().map(Entry::summary).collect()
+    fn tick(&mut self) -> Version {
+        self.clock += 1;
+        Version {
+            lamport: self.clock,
+            node: self.node,
+        }
     }
 
     fn entry_mut(&mut self, tag: TagId) -> Result<&mut Entry, TableError> {
@@ -304,6 +604,17 @@ impl TagTable {
             version: self.version,
             event,
         }
+    }
+}
+
+fn join_op(e: &Entry, role: Role, r: &Right) -> TableOp {
+    TableOp::Join {
+        name: e.name.clone(),
+        domain: e.domain,
+        role,
+        key: r.key,
+        member: r.member,
+        version: r.version,
     }
 }
 
@@ -330,10 +641,11 @@ mod tests {
     fn creating_an_existing_tag_returns_the_same_id_without_an_update() {
         let mut t = TagTable::new();
         let (a, u) = t.create(name("/a"), Domain::Global, RingParams::default());
-        assert!(u.is_some());
+        assert_eq!(u.updates.len(), 1);
+        assert_eq!(u.ops.len(), 1);
         let (b, u2) = t.create(name("/a"), Domain::Local, RingParams::default());
         assert_eq!(a, b);
-        assert!(u2.is_none());
+        assert_eq!(u2, Change::default());
         assert_eq!(t.version(), 1);
     }
 
@@ -371,7 +683,7 @@ mod tests {
         t.add_receiver(b, ClientId(1), member(1)).unwrap();
         t.add_receiver(b, ClientId(2), member(2)).unwrap();
         let v = t.version();
-        let ups = t.remove_client(ClientId(1));
+        let ups = t.remove_client(ClientId(1)).updates;
         assert_eq!(ups.len(), 2);
         assert_eq!(ups.last().unwrap().version, v + 2);
         assert_eq!(t.entry(&name("/b")).unwrap().receivers().count(), 1);
@@ -384,10 +696,230 @@ mod tests {
         let (a, _) = t.create(name("/a"), Domain::Global, RingParams::default());
         let (e, u) = t.destroy(&name("/a")).unwrap();
         assert_eq!(e.id, a);
-        assert!(matches!(u.event, TableEvent::TagDestroyed { .. }));
+        assert!(matches!(
+            u.updates[0].event,
+            TableEvent::TagDestroyed { .. }
+        ));
         assert!(t.entry_by_id(a).is_none());
         assert!(t.destroy(&name("/a")).is_err());
         let (a2, _) = t.create(name("/a"), Domain::Global, RingParams::default());
         assert_ne!(a, a2, "ids are not reused, so stale handles cannot alias");
+    }
+
+    mod replication {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::VecDeque;
+
+        const NODES: usize = 3;
+
+        #[derive(Debug, Clone)]
+        enum Act {
+            Create(usize, u8),
+            Destroy(usize, u8),
+            Send(usize, u8, u8),
+            Unsend(usize, u8, u8),
+            Sub(usize, u8, u8),
+            Unsub(usize, u8, u8),
+            Drop(usize, u8),
+            /// Deliver the oldest pending op from one node to another.
+            Deliver(usize, usize),
+        }
+
+        fn act() -> impl Strategy<Value = Act> {
+            let n = 0..NODES;
+            prop_oneof![
+                (n.clone(), 0..3u8).prop_map(|(k, t)| Act::Create(k, t)),
+                (n.clone(), 0..3u8).prop_map(|(k, t)| Act::Destroy(k, t)),
+                (n.clone(), 0..3u8, 0..2u8).prop_map(|(k, t, c)| Act::Send(k, t, c)),
+                (n.clone(), 0..3u8, 0..2u8).prop_map(|(k, t, c)| Act::Unsend(k, t, c)),
+                (n.clone(), 0..3u8, 0..2u8).prop_map(|(k, t, c)| Act::Sub(k, t, c)),
+                (n.clone(), 0..3u8, 0..2u8).prop_map(|(k, t, c)| Act::Unsub(k, t, c)),
+                (n.clone(), 0..2u8).prop_map(|(k, c)| Act::Drop(k, c)),
+                (n.clone(), n.clone()).prop_map(|(a, b)| Act::Deliver(a, b)),
+                (n.clone(), n).prop_map(|(a, b)| Act::Deliver(a, b)),
+            ]
+        }
+
+        fn node(k: usize) -> NodeAddr {
+            NodeAddr(std::net::IpAddr::from([10, 0, 0, k as u8 + 1]))
+        }
+
+        fn local(t: &mut TagTable, k: usize, a: &Act) -> Vec<TableOp> {
+            let who = |c: u8| Member {
+                who: SenderInfo {
+                    pid: Pid(k as u32 * 10 + u32::from(c)),
+                    node: node(k),
+                },
+                since_unix_ns: 1,
+            };
+            let id = |t: &TagTable, n: u8| t.entry(&name(&format!("/t{n}"))).map(|e| e.id);
+            let c = match *a {
+                Act::Create(_, n) => {
+                    t.create(
+                        name(&format!("/t{n}")),
+                        Domain::Global,
+                        RingParams::default(),
+                    )
+                    .1
+                }
+                Act::Destroy(_, n) => t
+                    .destroy(&name(&format!("/t{n}")))
+                    .map(|(_, c)| c)
+                    .unwrap_or_default(),
+                Act::Send(_, n, c) => id(t, n)
+                    .and_then(|i| t.add_sender(i, ClientId(c.into()), who(c)).ok())
+                    .unwrap_or_default(),
+                Act::Unsend(_, n, c) => id(t, n)
+                    .and_then(|i| t.remove_sender(i, ClientId(c.into())).ok())
+                    .unwrap_or_default(),
+                Act::Sub(_, n, c) => id(t, n)
+                    .and_then(|i| t.add_receiver(i, ClientId(c.into()), who(c)).ok())
+                    .unwrap_or_default(),
+                Act::Unsub(_, n, c) => id(t, n)
+                    .and_then(|i| t.remove_receiver(i, ClientId(c.into())).ok())
+                    .unwrap_or_default(),
+                Act::Drop(_, c) => t.remove_client(ClientId(c.into())),
+                Act::Deliver(..) => Change::default(),
+            };
+            c.ops
+        }
+
+        type View = Vec<(String, Vec<(u32, [u8; 16])>, Vec<(u32, [u8; 16])>)>;
+
+        fn view(t: &TagTable) -> View {
+            let key = |m: &Member| (m.who.pid.0, m.who.node.to_bytes());
+            t.entries()
+                .map(|e| {
+                    let mut s: Vec<_> = e.senders().map(key).collect();
+                    let mut r: Vec<_> = e.receivers().map(key).collect();
+                    s.sort_unstable();
+                    r.sort_unstable();
+                    (e.name.to_string(), s, r)
+                })
+                .collect()
+        }
+
+        proptest! {
+            /// Daemons that make concurrent, conflicting changes (creating,
+            /// destroying and joining the same tags at once) and receive each
+            /// other's operations in any interleaving (each link in order) end
+            /// with the same table.
+            #[test]
+            fn daemons_converge_whatever_the_interleaving(acts in proptest::collection::vec(act(), 0..80)) {
+                let mut tables: Vec<TagTable> = (0..NODES)
+                    .map(|k| TagTable::for_node(node(k), RingParams::default(), 0))
+                    .collect();
+                let mut links: Vec<Vec<VecDeque<TableOp>>> =
+                    vec![vec![VecDeque::new(); NODES]; NODES];
+                for a in &acts {
+                    match *a {
+                        Act::Deliver(from, to) => {
+                            if let Some(op) = links[from][to].pop_front() {
+                                tables[to].apply_remote(&op);
+                            }
+                        }
+                        Act::Create(k, ..) | Act::Destroy(k, ..) | Act::Send(k, ..)
+                        | Act::Unsend(k, ..) | Act::Sub(k, ..) | Act::Unsub(k, ..)
+                        | Act::Drop(k, ..) => {
+                            for op in local(&mut tables[k], k, a) {
+                                for (to, link) in links[k].iter_mut().enumerate() {
+                                    if to != k {
+                                        link.push_back(op.clone());
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                for from_links in &mut links {
+                    for (to, link) in from_links.iter_mut().enumerate() {
+                        while let Some(op) = link.pop_front() {
+                            tables[to].apply_remote(&op);
+                        }
+                    }
+                }
+                let first = view(&tables[0]);
+                for t in &tables[1..] {
+                    prop_assert_eq!(&view(t), &first);
+                }
+            }
+
+            /// A daemon that missed operations (it was partitioned) catches up
+            /// from its peers' sync messages alone.
+            #[test]
+            fn a_partitioned_daemon_catches_up_from_sync(acts in proptest::collection::vec(act(), 0..60)) {
+                let mut tables: Vec<TagTable> = (0..NODES)
+                    .map(|k| TagTable::for_node(node(k), RingParams::default(), 0))
+                    .collect();
+                // Nodes 0 and 1 exchange everything at once; node 2 hears nothing.
+                for a in &acts {
+                    let k = match *a {
+                        Act::Create(k, ..) | Act::Destroy(k, ..) | Act::Send(k, ..)
+                        | Act::Unsend(k, ..) | Act::Sub(k, ..) | Act::Unsub(k, ..)
+                        | Act::Drop(k, ..) => k.min(1),
+                        Act::Deliver(..) => continue,
+                    };
+                    for op in local(&mut tables[k], k, a) {
+                        tables[1 - k].apply_remote(&op);
+                    }
+                }
+                let s0 = tables[0].sync_ops();
+                let s1 = tables[1].sync_ops();
+                tables[2].apply_sync(node(0), &s0);
+                tables[2].apply_sync(node(1), &s1);
+                prop_assert_eq!(view(&tables[2]), view(&tables[0]));
+                prop_assert_eq!(view(&tables[1]), view(&tables[0]));
+            }
+        }
+
+        #[test]
+        fn a_dead_node_loses_its_rights_everywhere() {
+            let mut a = TagTable::for_node(node(0), RingParams::default(), 0);
+            let mut b = TagTable::for_node(node(1), RingParams::default(), 0);
+            let (id, c) = a.create(name("/x"), Domain::Global, RingParams::default());
+            for op in &c.ops {
+                b.apply_remote(op);
+            }
+            let c = a
+                .add_receiver(
+                    id,
+                    ClientId(1),
+                    Member {
+                        who: SenderInfo {
+                            pid: Pid(5),
+                            node: node(0),
+                        },
+                        since_unix_ns: 1,
+                    },
+                )
+                .unwrap();
+            for op in &c.ops {
+                b.apply_remote(op);
+            }
+            assert_eq!(b.entry(&name("/x")).unwrap().receivers().count(), 1);
+            let ups = b.drop_node(node(0));
+            assert_eq!(ups.len(), 1);
+            assert!(matches!(ups[0].event, TableEvent::ReceiverLeft { .. }));
+            assert_eq!(b.entry(&name("/x")).unwrap().receivers().count(), 0);
+            // Our own clients' rights survive the loss of another node.
+            assert_eq!(a.drop_node(node(1)).len(), 0);
+        }
+
+        #[test]
+        fn local_tags_are_never_replicated() {
+            let mut a = TagTable::for_node(node(0), RingParams::default(), 0);
+            let (id, c) = a.create(name("/l"), Domain::Local, RingParams::default());
+            assert!(c.ops.is_empty());
+            let who = Member {
+                who: SenderInfo {
+                    pid: Pid(5),
+                    node: node(0),
+                },
+                since_unix_ns: 1,
+            };
+            assert!(a.add_sender(id, ClientId(1), who).unwrap().ops.is_empty());
+            assert!(a.sync_ops().is_empty());
+        }
     }
 }

@@ -109,6 +109,34 @@ pub enum Request {
     },
     /// Liveness check.
     Ping,
+    /// List the other nodes this daemon knows.
+    ListNodes,
+}
+
+/// A peer node's state, as its daemon's neighbour sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeState {
+    /// Known (node list or beacon) but not connected yet.
+    Connecting,
+    /// Connected and heard from within the lease.
+    Up,
+    /// Silent for longer than the lease.
+    Dead,
+}
+
+/// One row of a node listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSummary {
+    /// The node's address.
+    pub node: NodeAddr,
+    /// Its name.
+    pub name: String,
+    /// Its state.
+    pub state: NodeState,
+    /// Milliseconds since it was last heard from (`u64::MAX`: never).
+    pub last_heard_ms: u64,
+    /// How it was found: the node list, a beacon, or it connected to us.
+    pub source: String,
 }
 
 /// Error classes the daemon reports; each maps to one client error variant.
@@ -128,6 +156,9 @@ pub enum ErrorCode {
     BadRequest,
     /// The daemon failed (e.g. out of memory for a segment).
     Internal,
+    /// The change was made here, but some peer daemons did not confirm it in
+    /// time (the message names them).
+    PeersUnresponsive,
     /// A code this build does not know.
     Unknown(u16),
 }
@@ -142,6 +173,7 @@ impl ErrorCode {
             ErrorCode::BlobGone => 5,
             ErrorCode::BadRequest => 6,
             ErrorCode::Internal => 7,
+            ErrorCode::PeersUnresponsive => 8,
             ErrorCode::Unknown(v) => v,
         }
     }
@@ -155,6 +187,7 @@ impl ErrorCode {
             5 => ErrorCode::BlobGone,
             6 => ErrorCode::BadRequest,
             7 => ErrorCode::Internal,
+            8 => ErrorCode::PeersUnresponsive,
             v => ErrorCode::Unknown(v),
         }
     }
@@ -242,6 +275,11 @@ pub enum Response {
     },
     /// Answer to [`Request::Ping`].
     Pong,
+    /// Answer to [`Request::ListNodes`]: this node first, then its peers.
+    Nodes {
+        /// The nodes.
+        nodes: Vec<NodeSummary>,
+    },
     /// The request failed.
     Error {
         /// What class of failure.
@@ -399,6 +437,7 @@ fn request_kind(r: &Request) -> u8 {
         Request::PutBlob { .. } => 10,
         Request::GetBlob { .. } => 11,
         Request::Ping => 12,
+        Request::ListNodes => 13,
     }
 }
 
@@ -422,7 +461,7 @@ fn encode_request(r: &Request, w: &mut Writer) {
         Request::Subscribe { name, depth } => {
             w.str(name.as_str()).u32(*depth);
         }
-        Request::ListTags | Request::Ping => {}
+        Request::ListTags | Request::Ping | Request::ListNodes => {}
         Request::PutBlob { tag, len } => {
             w.u32(tag.0).u64(*len);
         }
@@ -472,6 +511,7 @@ fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, DecodeError> 
             blob_id: r.u64()?,
         },
         12 => Request::Ping,
+        13 => Request::ListNodes,
         k => {
             return Err(DecodeError::Unknown {
                 what: "request kind",
@@ -493,6 +533,7 @@ fn response_kind(r: &Response) -> u8 {
         Response::BlobFound { .. } => 71,
         Response::Pong => 72,
         Response::Error { .. } => 73,
+        Response::Nodes { .. } => 74,
     }
 }
 
@@ -538,6 +579,21 @@ fn encode_response(r: &Response, w: &mut Writer) {
         }
         Response::Error { code, message } => {
             w.u16(code.to_u16()).str(message);
+        }
+        Response::Nodes { nodes } => {
+            w.count(nodes.len());
+            for n in nodes {
+                let state = match n.state {
+                    NodeState::Connecting => 0,
+                    NodeState::Up => 1,
+                    NodeState::Dead => 2,
+                };
+                w.bytes(&n.node.to_bytes())
+                    .str(&n.name)
+                    .u8(state)
+                    .u64(n.last_heard_ms)
+                    .str(&n.source);
+            }
         }
     }
 }
@@ -589,6 +645,31 @@ fn decode_response(kind: u8, r: &mut Reader<'_>) -> Result<Response, DecodeError
             code: ErrorCode::from_u16(r.u16()?),
             message: r.str()?.to_owned(),
         },
+        74 => {
+            // node(16) + name(2) + state(1) + heard(8) + source(2)
+            let n = r.count(29)?;
+            let mut nodes = Vec::with_capacity(n);
+            for _ in 0..n {
+                nodes.push(NodeSummary {
+                    node: NodeAddr::from_bytes(r.array()?),
+                    name: r.str()?.to_owned(),
+                    state: match r.u8()? {
+                        0 => NodeState::Connecting,
+                        1 => NodeState::Up,
+                        2 => NodeState::Dead,
+                        v => {
+                            return Err(DecodeError::Unknown {
+                                what: "node state",
+                                value: u32::from(v),
+                            })
+                        }
+                    },
+                    last_heard_ms: r.u64()?,
+                    source: r.str()?.to_owned(),
+                });
+            }
+            Response::Nodes { nodes }
+        }
         k => {
             return Err(DecodeError::Unknown {
                 what: "response kind",
@@ -743,6 +824,7 @@ mod tests {
                 blob_id: b
             }),
             Just(Request::Ping),
+            Just(Request::ListNodes),
         ]
     }
 
@@ -755,6 +837,29 @@ mod tests {
         prop_oneof![
             Just(Response::Ok),
             Just(Response::Pong),
+            proptest::collection::vec(
+                (
+                    any::<[u8; 16]>(),
+                    "[a-z]{0,8}",
+                    0..3u8,
+                    any::<u64>(),
+                    "[a-z]{0,6}"
+                ),
+                0..4
+            )
+            .prop_map(|v| Response::Nodes {
+                nodes: v
+                    .into_iter()
+                    .map(|(n, name, st, heard, source)| NodeSummary {
+                        node: NodeAddr::from_bytes(n),
+                        name,
+                        state: [NodeState::Connecting, NodeState::Up, NodeState::Dead]
+                            [usize::from(st)],
+                        last_heard_ms: heard,
+                        source,
+                    })
+                    .collect()
+            }),
             (any::<[u8; 16]>(), any::<u32>(), any::<u32>(), any::<u64>()).prop_map(
                 |(n, d, c, v)| Response::Welcome {
                     node: NodeAddr::from_bytes(n),

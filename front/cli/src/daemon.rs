@@ -1,6 +1,8 @@
 //! `tagwire daemon`: run the node daemon in the foreground.
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Arguments of `tagwire daemon`.
 #[derive(Debug, clap::Args)]
@@ -14,6 +16,35 @@ pub(crate) struct Args {
     /// Largest message on the shared-memory fast path, bytes.
     #[arg(long, default_value_t = 64 * 1024)]
     slot_payload: u32,
+    /// This node's address: join the other nodes' daemons from here. Without
+    /// it the daemon serves this node alone.
+    #[arg(long, env = "TAGWIRE_NODE")]
+    node: Option<IpAddr>,
+    /// A name for this node (default: its address).
+    #[arg(long)]
+    name: Option<String>,
+    /// Static node list: lines of `name address [control_port [delivery_port]]`,
+    /// the same file on every node.
+    #[arg(long, env = "TAGWIRE_NODES")]
+    nodes: Option<PathBuf>,
+    /// Do not find nodes by multicast beacon.
+    #[arg(long)]
+    no_discovery: bool,
+    /// Multicast group and port of the discovery beacon.
+    #[arg(long, default_value = "239.255.74.1:7400")]
+    discovery_group: std::net::SocketAddrV4,
+    /// TCP port of the update manager.
+    #[arg(long, default_value_t = tagwire_daemon::peers::DEFAULT_CONTROL_PORT)]
+    control_port: u16,
+    /// UDP port of the delivery manager.
+    #[arg(long, default_value_t = tagwire_daemon::peers::DEFAULT_DELIVERY_PORT)]
+    delivery_port: u16,
+    /// A peer silent this long (ms) is declared dead.
+    #[arg(long, default_value_t = 3000)]
+    lease_ms: u64,
+    /// How long (ms) a table change waits for every live peer to apply it.
+    #[arg(long, default_value_t = 1000)]
+    apply_timeout_ms: u64,
 }
 
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
@@ -23,6 +54,28 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     }
     cfg.default_ring.slots = a.slots;
     cfg.default_ring.slot_payload = a.slot_payload;
+    if let Some(addr) = a.node {
+        let mut net = tagwire_daemon::NetConfig::new(addr);
+        if let Some(n) = a.name {
+            net.name = n;
+        }
+        net.nodes_file = a.nodes;
+        net.control_port = a.control_port;
+        net.delivery_port = a.delivery_port;
+        net.lease = Duration::from_millis(a.lease_ms);
+        net.apply_timeout = Duration::from_millis(a.apply_timeout_ms);
+        net.discovery = (!a.no_discovery).then(|| tagwire_daemon::Discovery {
+            group: *a.discovery_group.ip(),
+            port: a.discovery_group.port(),
+            ..Default::default()
+        });
+        if net.discovery.is_some() && !matches!(addr, IpAddr::V4(a) if a != Ipv4Addr::UNSPECIFIED) {
+            anyhow::bail!("multicast discovery needs an IPv4 --node address; add --no-discovery");
+        }
+        cfg.net = Some(net);
+    } else if a.nodes.is_some() {
+        anyhow::bail!("--nodes needs --node ADDRESS (this node's address in the list)");
+    }
     tagwire_daemon::run_until_signal(cfg)?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 mod daemon;
 mod demo;
+mod nodes;
 mod perf;
 mod publish;
 mod subscribe;
@@ -27,6 +28,8 @@ enum Command {
     Sub(subscribe::Args),
     /// List tags with their senders and receivers.
     Tags(tags::Args),
+    /// List the nodes this node's daemon knows, their state and last-heard time.
+    Nodes(nodes::Args),
     /// Start a daemon if needed, a publisher and subscribers, and print live latencies.
     Demo(demo::Args),
     /// Benchmarks: rtt, fanout, throughput (with raw baselines and Cyclone DDS).
@@ -48,6 +51,7 @@ fn main() {
     let cli = Cli::parse();
     let res = match cli.command {
         Command::Daemon(a) => daemon::run(a),
+        Command::Nodes(a) => nodes::run(a),
         Command::Pub(a) => publish::run(a),
         Command::Sub(a) => subscribe::run(a),
         Command::Tags(a) => tags::run(a),

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use tagwire_proto::Replica;
 use tagwire_shm::{Ring, Segment};
 use tagwire_unix::SeqPacket;
+use tagwire_wire::control::NodeSummary;
 use tagwire_wire::control::{
     ErrorCode, Message as Ctl, Request, Response, RingParams, TableEvent, TagOpened, TagSummary,
     MAX_MESSAGE,
@@ -312,6 +313,15 @@ impl Client {
     pub fn tags(&self) -> Result<Vec<TagSummary>> {
         match self.core.call(Request::ListTags, None)? {
             (Response::Tags { tags, .. }, _) => Ok(tags),
+            other => Err(unexpected(other, &"*")),
+        }
+    }
+
+    /// The nodes the daemon knows: this one first, then its peers with their
+    /// state and when they were last heard from (asks the daemon).
+    pub fn nodes(&self) -> Result<Vec<NodeSummary>> {
+        match self.core.call(Request::ListNodes, None)? {
+            (Response::Nodes { nodes }, _) => Ok(nodes),
             other => Err(unexpected(other, &"*")),
         }
     }

@@ -65,6 +65,9 @@ pub enum Error {
     /// No message arrived within the receive timeout.
     #[error("no message within the timeout")]
     Timeout,
+    /// Peer daemons on other nodes did not confirm a table change in time.
+    #[error("{0}; retry, or see `tagwire nodes` for the state of the other nodes")]
+    PeersUnresponsive(String),
     /// The daemon refused a request for a reason not listed above.
     #[error("daemon refused the request ({code:?}): {message}")]
     Refused {
@@ -87,6 +90,7 @@ impl Error {
             ErrorCode::UnknownTag => Error::UnknownTag(tag.to_owned()),
             ErrorCode::NoSendAccess => Error::NoSendAccess(tag.to_owned()),
             ErrorCode::NotSubscribed => Error::NotSubscribed(tag.to_owned()),
+            ErrorCode::PeersUnresponsive => Error::PeersUnresponsive(message),
             code => Error::Refused { code, message },
         }
     }

@@ -44,7 +44,7 @@ pub use error::Error;
 pub use publisher::Publisher;
 pub use subscriber::{MessageInfo, SubscribeOptions, Subscriber};
 pub use tagwire_proto::ReplicaEntry;
-pub use tagwire_wire::control::{RingParams, TagSummary};
+pub use tagwire_wire::control::{NodeState, NodeSummary, RingParams, TagSummary};
 pub use tagwire_wire::{Domain, Member, NodeAddr, Pid, SenderInfo, SeqNum, TagName};
 
 /// Largest message [`Publisher::send`] accepts (the blob path); above this,

@@ -19,7 +19,10 @@
 
 pub mod blob;
 pub mod local;
+pub mod peers;
 pub mod update;
+
+pub use peers::{Discovery, NetConfig, NodeListEntry};
 
 use std::collections::HashMap;
 use std::io;
@@ -50,6 +53,8 @@ pub struct Config {
     pub blobs_per_tag: usize,
     /// Bytes of large messages kept per tag.
     pub blob_bytes_per_tag: u64,
+    /// Networking with the daemons of other nodes; `None` for a single node.
+    pub net: Option<NetConfig>,
 }
 
 impl Default for Config {
@@ -63,6 +68,7 @@ impl Default for Config {
             },
             blobs_per_tag: 64,
             blob_bytes_per_tag: 512 << 20,
+            net: None,
         }
     }
 }
@@ -84,6 +90,9 @@ pub enum DaemonError {
     /// Installing signal handlers failed.
     #[error("cannot install signal handlers: {0}")]
     Signals(io::Error),
+    /// The network side (peer links, discovery, delivery) could not start.
+    #[error("cannot start networking: {0}")]
+    Net(io::Error),
 }
 
 /// A running daemon. Dropping it shuts it down.
@@ -100,18 +109,31 @@ pub(crate) struct Shared {
     pub(crate) state: Mutex<State>,
     pub(crate) stopping: AtomicBool,
     pub(crate) next_client: AtomicU64,
+    /// Changes at each start (nanoseconds since the epoch), so peers can tell
+    /// a restarted daemon from a reconnecting one.
+    pub(crate) incarnation: u64,
+    pub(crate) acks: peers::Acks,
+    pub(crate) stats: Stats,
     listener: Listener,
+}
+
+/// Counters of dropped input (never logged per packet at INFO).
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) bad_beacons: AtomicU64,
+    pub(crate) bad_peer_messages: AtomicU64,
 }
 
 /// Everything behind the daemon's one lock. Requests are rare and short (the
 /// data path never comes here), so one lock keeps the table, the rings and the
 /// client list consistent, and makes update broadcasts leave in version order.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct State {
     pub(crate) table: TagTable,
     pub(crate) rings: HashMap<TagId, Ring>,
     pub(crate) blobs: HashMap<TagId, blob::BlobStore>,
     pub(crate) clients: HashMap<ClientId, Outbox>,
+    pub(crate) peers: peers::PeerSet,
 }
 
 /// A packet on its way to a client, with the descriptor it carries.
@@ -131,24 +153,61 @@ pub(crate) const OUTBOX_DEPTH: usize = 4096;
 
 impl Shared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic in a handler thread must not take the daemon down with it: the
-        // state is only mutated through TagTable methods that leave it consistent.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// This daemon's node address.
+    pub(crate) fn node(&self) -> NodeAddr {
+        self.config.node
+    }
+}
+
+/// Locks a mutex, recovering it if a thread panicked while holding it: a panic
+/// in one handler must not take the daemon down, and the state is only mutated
+/// through methods that leave it consistent.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Daemon {
     /// Binds the socket and starts serving.
-    pub fn start(config: Config) -> Result<Self, DaemonError> {
+    pub fn start(mut config: Config) -> Result<Self, DaemonError> {
+        if let Some(net) = &config.net {
+            config.node = NodeAddr(net.addr);
+        }
         let listener = bind(&config.socket)?;
         tracing::info!(socket = %config.socket.display(), node = %config.node, "tagwired listening");
+        let incarnation = now_unix_ns();
+        // The table's Lamport clock starts at the wall clock (µs), so that the
+        // changes of a restarted daemon are newer than its previous life's.
+        let table = TagTable::for_node(config.node, config.default_ring, incarnation / 1000);
         let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                table,
+                rings: HashMap::new(),
+                blobs: HashMap::new(),
+                clients: HashMap::new(),
+                peers: peers::PeerSet::default(),
+            }),
             config,
-            state: Mutex::new(State::default()),
             stopping: AtomicBool::new(false),
             next_client: AtomicU64::new(1),
+            incarnation,
+            acks: peers::Acks::default(),
+            stats: Stats::default(),
             listener,
         });
+        if let Some(net) = shared.config.net.clone() {
+            if let Err(e) = peers::start(&shared, &net) {
+                shared.stopping.store(true, Ordering::SeqCst);
+                let _ = std::fs::remove_file(&shared.config.socket);
+                return Err(DaemonError::Net(e));
+            }
+        }
         let s = shared.clone();
         let accept = std::thread::Builder::new()
             .name("tagwired-accept".into())
@@ -176,6 +235,14 @@ impl Daemon {
     /// Number of tags.
     pub fn tag_count(&self) -> usize {
         self.shared.lock().table.len()
+    }
+
+    /// The peers this daemon knows and their state.
+    pub fn nodes(&self) -> Vec<tagwire_wire::control::NodeSummary> {
+        self.shared
+            .lock()
+            .peers
+            .summaries(std::time::Instant::now())
     }
 
     /// Stops accepting, disconnects every client, removes the socket file.

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tagwire_proto::{ClientId, TableError};
+use tagwire_proto::{Change, ClientId, TableError, TableOp};
 use tagwire_shm::{Ring, RingShape};
 use tagwire_unix::SeqPacket;
 use tagwire_wire::control::{
@@ -130,7 +130,30 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
                 continue;
             }
         };
-        let (response, fd) = handle(&shared, &client, request, packet.fd);
+        let mut ops = Vec::new();
+        let (mut response, mut fd) = handle(&shared, &client, request, packet.fd, &mut ops);
+        if let Err(message) = update::replicate(&shared, ops) {
+            tracing::warn!(client = id.0, "{message}");
+            if let Response::TagOpened(o) = &response {
+                // The right is not known everywhere: give it back rather than
+                // leave the client with a subscription other nodes ignore.
+                let mut st = shared.lock();
+                let c = st
+                    .table
+                    .remove_receiver(o.tag, client.id)
+                    .or_else(|_| st.table.remove_sender(o.tag, client.id));
+                if let Ok(c) = c {
+                    update::effects(&shared, &mut st, &c.updates);
+                    drop(st);
+                    let _ = update::replicate(&shared, c.ops);
+                }
+            }
+            response = Response::Error {
+                code: ErrorCode::PeersUnresponsive,
+                message,
+            };
+            fd = None;
+        }
         let bytes = Message::Response {
             id: req_id,
             body: response,
@@ -148,8 +171,9 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
     // Its writer ends once the queue is drained (or the socket fails).
     let _ = conn.shutdown();
     drop(writer);
-    let ups = st.table.remove_client(id);
-    update::broadcast(&st, &ups);
+    let change = st.table.remove_client(id);
+    let ups = change.updates;
+    update::effects(&shared, &mut st, &ups);
     // A subscriber killed while asleep never lowers its ring's sleeper count.
     // When no receiver is left on a tag, nobody can be asleep on its ring (new
     // subscribers get the ring only through us, under this lock): reset it.
@@ -165,6 +189,10 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
                 }
             }
         }
+    }
+    drop(st);
+    if let Err(message) = update::replicate(&shared, change.ops) {
+        tracing::warn!(client = id.0, "releasing a dead client's rights: {message}");
     }
     tracing::trace!(
         client = id.0,
@@ -210,11 +238,14 @@ fn table_error(e: TableError) -> (Response, Option<OwnedFd>) {
     error(code, e.to_string())
 }
 
+/// Serves one request under the state lock; the operations to replicate to
+/// peer daemons are left in `ops` (sent once the lock is released).
 fn handle(
     shared: &Shared,
     client: &Client,
     req: Request,
     fd: Option<OwnedFd>,
+    ops: &mut Vec<TableOp>,
 ) -> (Response, Option<OwnedFd>) {
     let member = Member {
         who: client.who,
@@ -250,42 +281,59 @@ fn handle(
                 Ok(r) => r,
                 Err(e) => return e,
             };
-            let (tag, update) = st.table.create(name.clone(), domain, ring);
+            let (tag, change) = st.table.create(name.clone(), domain, ring);
             st.rings.insert(tag, segment);
             tracing::info!(tag = %name, %domain, "tag created");
-            update::broadcast(&st, update.as_slice());
+            update::effects(shared, &mut st, &change.updates);
+            ops.extend(change.ops);
             (Response::TagCreated { tag, created: true }, None)
         }
         Request::DestroyTag { name } => match st.table.destroy(&name) {
-            Ok((entry, u)) => {
-                st.rings.remove(&entry.id);
-                st.blobs.remove(&entry.id);
+            Ok((_, change)) => {
                 tracing::info!(tag = %name, "tag destroyed");
-                update::broadcast(&st, &[u]);
+                update::effects(shared, &mut st, &change.updates);
+                ops.extend(change.ops);
                 (Response::Ok, None)
             }
             Err(e) => table_error(e),
         },
-        Request::GetSendAccess { name } => open(&mut st, &name, |st, tag| {
+        Request::GetSendAccess { name } => open(shared, &mut st, &name, ops, |st, tag| {
             st.table.add_sender(tag, client.id, member)
         }),
-        Request::Subscribe { name, .. } => open(&mut st, &name, |st, tag| {
+        Request::Subscribe { name, .. } => open(shared, &mut st, &name, ops, |st, tag| {
             st.table.add_receiver(tag, client.id, member)
         }),
         Request::ReleaseSendAccess { tag } => match st.table.remove_sender(tag, client.id) {
-            Ok(u) => {
-                update::broadcast(&st, &[u]);
+            Ok(c) => {
+                update::effects(shared, &mut st, &c.updates);
+                ops.extend(c.ops);
                 (Response::Ok, None)
             }
             Err(e) => table_error(e),
         },
         Request::Unsubscribe { tag } => match st.table.remove_receiver(tag, client.id) {
-            Ok(u) => {
-                update::broadcast(&st, &[u]);
+            Ok(c) => {
+                update::effects(shared, &mut st, &c.updates);
+                ops.extend(c.ops);
                 (Response::Ok, None)
             }
             Err(e) => table_error(e),
         },
+        Request::ListNodes => {
+            let mut nodes = vec![tagwire_wire::control::NodeSummary {
+                node: shared.node(),
+                name: shared
+                    .config
+                    .net
+                    .as_ref()
+                    .map_or_else(|| "(this node)".to_owned(), |n| n.name.clone()),
+                state: tagwire_wire::control::NodeState::Up,
+                last_heard_ms: 0,
+                source: "self".to_owned(),
+            }];
+            nodes.extend(st.peers.summaries(std::time::Instant::now()));
+            (Response::Nodes { nodes }, None)
+        }
         Request::ListMembers { name } => match st.table.entry(&name) {
             Some(e) => (
                 Response::Members {
@@ -357,9 +405,11 @@ fn handle(
 
 /// Grants a right on `name` and answers with the tag's segment.
 fn open(
+    shared: &Shared,
     st: &mut State,
     name: &TagName,
-    grant: impl FnOnce(&mut State, tagwire_wire::TagId) -> Result<tagwire_proto::Update, TableError>,
+    ops: &mut Vec<TableOp>,
+    grant: impl FnOnce(&mut State, tagwire_wire::TagId) -> Result<Change, TableError>,
 ) -> (Response, Option<OwnedFd>) {
     let Some(entry) = st.table.entry(name) else {
         return error(
@@ -392,8 +442,9 @@ fn open(
         None => return error(ErrorCode::Internal, "tag has no segment"),
     };
     match grant(st, opened.tag) {
-        Ok(u) => {
-            update::broadcast(st, &[u]);
+        Ok(c) => {
+            update::effects(shared, st, &c.updates);
+            ops.extend(c.ops);
             (Response::TagOpened(opened), Some(fd))
         }
         Err(e) => table_error(e),
@@ -420,7 +471,10 @@ fn resolve_ring(req: RingParams, default: RingParams) -> RingParams {
 const MAX_RING_BYTES: u64 = 1 << 30;
 
 /// Creates the shared-memory ring for a new tag.
-fn create_ring(name: &TagName, ring: RingParams) -> Result<Ring, (Response, Option<OwnedFd>)> {
+pub(crate) fn create_ring(
+    name: &TagName,
+    ring: RingParams,
+) -> Result<Ring, (Response, Option<OwnedFd>)> {
     if u64::from(ring.slots) * u64::from(ring.slot_payload) > MAX_RING_BYTES {
         return Err(error(
             ErrorCode::BadRequest,

@@ -1,0 +1,292 @@
+//! Many nodes, each a real network namespace (proof/testkit) with its own
+//! daemon: tag-table convergence under concurrent conflicting requests, the node
+//! list and multicast discovery each on their own, and a node whose link goes
+//! down and comes back. Clients reach their node's daemon by its Unix socket;
+//! the daemons talk to each other only over the namespaces' network.
+//!
+//! These tests need root (network namespaces); without it each prints
+//! `skipped: <reason>` and passes. `.ci/run` runs them as root.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tagwire::{Client, ClientOptions, Domain, NodeState, SubscribeOptions};
+use tagwire_daemon::{Config, Daemon, NetConfig};
+use tagwire_testkit::{Host, Lan};
+
+fn skip() -> bool {
+    match tagwire_testkit::skip_reason() {
+        Some(r) => {
+            println!("skipped: {r}");
+            true
+        }
+        None => false,
+    }
+}
+
+/// Polls `f` until it holds; fails the test after 20 s (a watchdog, not a bound
+/// on how fast anything must be).
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+struct Site {
+    dir: tempfile::TempDir,
+    lan: Lan,
+}
+
+enum Find {
+    List,
+    Beacon,
+}
+
+impl Site {
+    fn new(hosts: usize) -> Self {
+        let lan = Lan::new(hosts).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let list: String = lan
+            .hosts()
+            .iter()
+            .map(|h| format!("{} {}\n", h.name(), h.addr()))
+            .collect();
+        std::fs::write(dir.path().join("nodes"), list).unwrap();
+        Site { dir, lan }
+    }
+
+    fn socket(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("h{i}.sock"))
+    }
+
+    fn config(&self, i: usize, find: &Find) -> Config {
+        let h = self.lan.host(i);
+        let mut net = NetConfig::new(h.addr().into());
+        net.name = h.name().to_owned();
+        net.lease = Duration::from_millis(1000);
+        net.apply_timeout = Duration::from_millis(2000);
+        match find {
+            Find::List => {
+                net.nodes_file = Some(self.dir.path().join("nodes"));
+                net.discovery = None;
+            }
+            Find::Beacon => {
+                if let Some(d) = net.discovery.as_mut() {
+                    d.interval = Duration::from_millis(100);
+                }
+            }
+        }
+        Config {
+            socket: self.socket(i),
+            net: Some(net),
+            ..Config::default()
+        }
+    }
+
+    fn start(&self, i: usize, find: &Find) -> Daemon {
+        start_in(self.lan.host(i), self.config(i, find))
+    }
+
+    fn client(&self, i: usize) -> Client {
+        connect(&self.socket(i))
+    }
+}
+
+fn start_in(host: &Host, cfg: Config) -> Daemon {
+    host.spawn(move || Daemon::start(cfg))
+        .unwrap()
+        .join()
+        .unwrap()
+        .unwrap()
+}
+
+fn connect(socket: &Path) -> Client {
+    Client::with_options(ClientOptions {
+        socket: socket.to_owned(),
+        timeout: Duration::from_secs(5),
+        ..ClientOptions::default()
+    })
+    .unwrap()
+}
+
+fn up_peers(c: &Client) -> usize {
+    c.nodes()
+        .unwrap()
+        .iter()
+        .filter(|n| n.source != "self" && n.state == NodeState::Up)
+        .count()
+}
+
+/// A node's table without its local tag ids: name → (senders, receivers).
+type View = BTreeMap<String, (Vec<String>, Vec<String>)>;
+
+fn view(c: &Client) -> View {
+    c.tags()
+        .unwrap()
+        .into_iter()
+        .map(|t| {
+            let mut s: Vec<_> = t.senders.iter().map(|m| m.who.to_string()).collect();
+            let mut r: Vec<_> = t.receivers.iter().map(|m| m.who.to_string()).collect();
+            s.sort();
+            r.sort();
+            (t.name.to_string(), (s, r))
+        })
+        .collect()
+}
+
+#[test]
+fn tag_tables_converge_across_four_hosts_with_concurrent_requests() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(4);
+    let _daemons: Vec<Daemon> = (0..4).map(|i| site.start(i, &Find::List)).collect();
+    let clients: Vec<Client> = (0..4).map(|i| site.client(i)).collect();
+    for c in &clients {
+        wait_until("every daemon up with 3 peers", || up_peers(c) == 3);
+    }
+    // Every host at once: create the same tags, subscribe, publish, destroy
+    // one of them while others join it: conflicting changes.
+    std::thread::scope(|s| {
+        for (i, c) in clients.iter().enumerate() {
+            s.spawn(move || {
+                let mut keep = Vec::new();
+                for round in 0..5 {
+                    c.create_tag("/shared", Domain::Global).unwrap();
+                    c.create_tag(&format!("/own/{i}"), Domain::Global).unwrap();
+                    if let Ok(sub) = c.subscribe("/shared", SubscribeOptions::default()) {
+                        keep.push(sub);
+                    }
+                    if let Ok(p) = c.publisher(&format!("/own/{i}")) {
+                        std::mem::forget(p); // keep the right for the whole test
+                    }
+                    if (i + round) % 3 == 0 {
+                        let _ = c.destroy_tag("/shared");
+                    }
+                }
+                // Leave subscriptions in place for the comparison.
+                std::mem::forget(keep);
+            });
+        }
+    });
+    // Every change was confirmed by every peer before its call returned, so the
+    // tables must already agree.
+    let first = view(&clients[0]);
+    assert!(
+        first.contains_key("/own/0") && first.contains_key("/own/3"),
+        "{first:?}"
+    );
+    for (i, c) in clients.iter().enumerate().skip(1) {
+        assert_eq!(view(c), first, "host {i} disagrees with host 0");
+    }
+    // Each host's own tag lists its sender, stamped with that host's address.
+    for (i, h) in site.lan.hosts().iter().enumerate() {
+        let (senders, _) = &first[&format!("/own/{i}")];
+        assert!(
+            senders
+                .iter()
+                .all(|s| s.ends_with(&format!("@{}", h.addr()))),
+            "{senders:?}"
+        );
+    }
+}
+
+#[test]
+fn multicast_discovery_alone_finds_every_node() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(3);
+    let _daemons: Vec<Daemon> = (0..3).map(|i| site.start(i, &Find::Beacon)).collect();
+    let clients: Vec<Client> = (0..3).map(|i| site.client(i)).collect();
+    for c in &clients {
+        wait_until("discovery of both peers", || up_peers(c) == 2);
+        assert!(c.nodes().unwrap().iter().all(|n| n.source != "list"));
+    }
+    clients[2].create_tag("/found", Domain::Global).unwrap();
+    assert!(view(&clients[0]).contains_key("/found"));
+}
+
+#[test]
+fn node_list_alone_joins_the_nodes_without_multicast() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let _daemons: Vec<Daemon> = (0..2).map(|i| site.start(i, &Find::List)).collect();
+    let c0 = site.client(0);
+    wait_until("peer up", || up_peers(&c0) == 1);
+    let nodes = c0.nodes().unwrap();
+    assert_eq!(nodes[0].source, "self");
+    assert_eq!(nodes[1].name, "h1");
+    assert_eq!(nodes[1].source, "list");
+    // A Local tag stays on its node.
+    c0.create_tag("/here/only", Domain::Local).unwrap();
+    c0.create_tag("/everywhere", Domain::Global).unwrap();
+    let v1 = view(&site.client(1));
+    assert!(v1.contains_key("/everywhere"));
+    assert!(!v1.contains_key("/here/only"));
+}
+
+#[test]
+fn a_node_whose_link_goes_down_disappears_within_the_lease_and_comes_back() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(3);
+    let _daemons: Vec<Daemon> = (0..3).map(|i| site.start(i, &Find::List)).collect();
+    let clients: Vec<Client> = (0..3).map(|i| site.client(i)).collect();
+    for c in &clients {
+        wait_until("full mesh", || up_peers(c) == 2);
+    }
+    clients[0].create_tag("/state", Domain::Global).unwrap();
+    let _s1 = clients[1]
+        .subscribe("/state", SubscribeOptions::default())
+        .unwrap();
+    let _s2 = clients[2]
+        .subscribe("/state", SubscribeOptions::default())
+        .unwrap();
+    assert_eq!(view(&clients[0])["/state"].1.len(), 2);
+
+    site.lan.host(2).link_down().unwrap();
+    let down = Instant::now();
+    wait_until("host 2 declared dead on host 0", || {
+        clients[0]
+            .nodes()
+            .unwrap()
+            .iter()
+            .any(|n| n.name == "h2" && n.state == NodeState::Dead)
+    });
+    println!(
+        "host 2 declared dead after {:?} (lease 1 s)",
+        down.elapsed()
+    );
+    // Its subscriber is gone from the others' tables; host 1's is not.
+    let v0 = view(&clients[0]);
+    let host1 = site.lan.host(1).addr().to_string();
+    assert_eq!(v0["/state"].1.len(), 1, "{v0:?}");
+    assert!(v0["/state"].1[0].ends_with(&host1));
+    // Host 0 and host 1 keep working together meanwhile.
+    clients[1].create_tag("/during", Domain::Global).unwrap();
+    assert!(view(&clients[0]).contains_key("/during"));
+
+    site.lan.host(2).link_up().unwrap();
+    wait_until("host 2 back up on host 0", || {
+        clients[0]
+            .nodes()
+            .unwrap()
+            .iter()
+            .any(|n| n.name == "h2" && n.state == NodeState::Up)
+    });
+    // Re-synchronised both ways: host 2's subscriber is back everywhere and
+    // host 2 learnt the tag created while it was away.
+    wait_until("tables agree again", || {
+        let v = view(&clients[0]);
+        v["/state"].1.len() == 2 && view(&clients[2]) == v && view(&clients[1]) == v
+    });
+}
