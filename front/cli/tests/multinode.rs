@@ -290,3 +290,67 @@ fn a_node_whose_link_goes_down_disappears_within_the_lease_and_comes_back() {
         v["/state"].1.len() == 2 && view(&clients[2]) == v && view(&clients[1]) == v
     });
 }
+
+/// Receives `n` messages or fails; returns them as (seq, sender, payload).
+fn drain(sub: &mut tagwire::Subscriber, n: usize) -> Vec<(u64, String, Vec<u8>)> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        match sub.receive(Some(Duration::from_secs(10))) {
+            Ok(m) => out.push((m.seq.0, m.sender.to_string(), m.payload.to_vec())),
+            Err(e) => panic!("after {} of {n} messages: {e}", out.len()),
+        }
+    }
+    out
+}
+
+#[test]
+fn messages_reach_remote_subscribers_once_per_node_in_order_with_the_sender() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(3);
+    let _daemons: Vec<Daemon> = (0..3).map(|i| site.start(i, &Find::List)).collect();
+    let clients: Vec<Client> = (0..3).map(|i| site.client(i)).collect();
+    for c in &clients {
+        wait_until("full mesh", || up_peers(c) == 2);
+    }
+    clients[0].create_tag("/remote", Domain::Global).unwrap();
+    let opts = || SubscribeOptions::default().depth(256);
+    // Three subscribers on host 1, one on host 2, none on host 0.
+    let mut subs: Vec<_> = (0..3)
+        .map(|_| clients[1].subscribe("/remote", opts()).unwrap())
+        .collect();
+    subs.push(clients[2].subscribe("/remote", opts()).unwrap());
+    let mut publisher = clients[0].publisher("/remote").unwrap();
+    let me = clients[0].me().to_string();
+    assert!(me.ends_with(&site.lan.host(0).addr().to_string()), "{me}");
+
+    const N: usize = 500;
+    let big: Vec<u8> = (0..(1 << 20)).map(|i| (i % 251) as u8).collect();
+    let results: Vec<_> = std::thread::scope(|s| {
+        let readers: Vec<_> = subs
+            .iter_mut()
+            .map(|sub| s.spawn(move || (drain(sub, N + 1), sub.lost())))
+            .collect();
+        for i in 0..N {
+            publisher.send(format!("m{i}").as_bytes()).unwrap();
+            if i % 50 == 49 {
+                // Stay within the queue depths: this test is about delivery,
+                // not overflow.
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        publisher.send(&big).unwrap(); // fragmented on the wire, a blob on arrival
+        readers.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    for (k, (got, lost)) in results.into_iter().enumerate() {
+        assert_eq!(lost, 0);
+        for (i, (seq, sender, payload)) in got.iter().take(N).enumerate() {
+            assert_eq!(*seq, i as u64 + 1, "subscriber {k}: out of order");
+            assert_eq!(sender, &me);
+            assert_eq!(payload, format!("m{i}").as_bytes());
+        }
+        assert_eq!(got[N].2.len(), big.len());
+        assert!(got[N].2 == big, "subscriber {k}: large message corrupted");
+    }
+}

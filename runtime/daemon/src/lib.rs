@@ -18,6 +18,7 @@
 //! The binary is a few lines over [`Daemon::start`], so tests run daemons in-process.
 
 pub mod blob;
+pub mod delivery;
 pub mod local;
 pub mod peers;
 pub mod update;
@@ -114,6 +115,10 @@ pub(crate) struct Shared {
     pub(crate) incarnation: u64,
     pub(crate) acks: peers::Acks,
     pub(crate) stats: Stats,
+    /// The delivery manager, once networking started.
+    pub(crate) delivery: std::sync::OnceLock<Arc<delivery::Delivery>>,
+    /// Ourselves, for threads started from code that holds only `&Shared`.
+    pub(crate) this: std::sync::OnceLock<std::sync::Weak<Shared>>,
     listener: Listener,
 }
 
@@ -122,6 +127,10 @@ pub(crate) struct Shared {
 pub(crate) struct Stats {
     pub(crate) bad_beacons: AtomicU64,
     pub(crate) bad_peer_messages: AtomicU64,
+    pub(crate) bad_datagrams: AtomicU64,
+    pub(crate) unknown_tag: AtomicU64,
+    pub(crate) forward_lost: AtomicU64,
+    pub(crate) forward_dropped: AtomicU64,
 }
 
 /// Everything behind the daemon's one lock. Requests are rare and short (the
@@ -199,10 +208,21 @@ impl Daemon {
             incarnation,
             acks: peers::Acks::default(),
             stats: Stats::default(),
+            delivery: std::sync::OnceLock::new(),
+            this: std::sync::OnceLock::new(),
             listener,
         });
+        let _ = shared.this.set(Arc::downgrade(&shared));
         if let Some(net) = shared.config.net.clone() {
-            if let Err(e) = peers::start(&shared, &net) {
+            let started = delivery::Delivery::start(
+                &shared,
+                std::net::SocketAddr::new(net.addr, net.delivery_port),
+            )
+            .and_then(|d| {
+                let _ = shared.delivery.set(d);
+                peers::start(&shared, &net)
+            });
+            if let Err(e) = started {
                 shared.stopping.store(true, Ordering::SeqCst);
                 let _ = std::fs::remove_file(&shared.config.socket);
                 return Err(DaemonError::Net(e));
@@ -235,6 +255,18 @@ impl Daemon {
     /// Number of tags.
     pub fn tag_count(&self) -> usize {
         self.shared.lock().table.len()
+    }
+
+    /// Datagrams dropped as malformed by the delivery manager.
+    pub fn bad_datagrams(&self) -> u64 {
+        self.shared.stats.bad_datagrams.load(Ordering::Relaxed)
+    }
+
+    /// Messages the forwarders lost (ring lapped them) or dropped (window full
+    /// for too long).
+    pub fn forward_losses(&self) -> u64 {
+        self.shared.stats.forward_lost.load(Ordering::Relaxed)
+            + self.shared.stats.forward_dropped.load(Ordering::Relaxed)
     }
 
     /// The peers this daemon knows and their state.

@@ -194,6 +194,14 @@ impl PeerSet {
             .collect()
     }
 
+    /// Where the delivery manager of `node` listens, if it is up.
+    pub(crate) fn delivery_addr(&self, node: NodeAddr) -> Option<SocketAddr> {
+        self.peers
+            .get(&node)
+            .filter(|p| p.state == NodeState::Up)
+            .map(|p| p.delivery)
+    }
+
     pub(crate) fn summaries(&self, now: Instant) -> Vec<NodeSummary> {
         self.peers
             .iter()

@@ -70,6 +70,14 @@ pub(crate) fn effects(shared: &Shared, st: &mut State, updates: &[Update]) {
             _ => {}
         }
     }
+    if !updates.is_empty() {
+        if let (Some(d), Some(me)) = (
+            shared.delivery.get(),
+            shared.this.get().and_then(std::sync::Weak::upgrade),
+        ) {
+            d.reroute(&me, st);
+        }
+    }
     broadcast(st, updates);
 }
 

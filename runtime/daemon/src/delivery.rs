@@ -1,0 +1,521 @@
+//! The delivery manager: data between nodes (DESIGN.md §2).
+//!
+//! * **Outbound.** For every global tag with receivers on other nodes, a
+//!   forwarder thread reads the tag's ring like a subscriber and sends each
+//!   message published on *this* node once to each node with receivers, as
+//!   fragments of at most [`DATAGRAM`] bytes, through one reliable stream per
+//!   (tag, node) (`tagwire_reliable::Writer`: window, heartbeats, resends on
+//!   NACK). Messages that arrived from other nodes are not forwarded: their
+//!   publisher's node already sent one copy to every node.
+//! * **Inbound.** One thread receives on the delivery port: data fragments go
+//!   through the stream's `Reader` (in order, exactly once, ACK every K, NACK
+//!   on gaps) and `Reassembler`, and each whole message is written into the
+//!   tag's local ring with the publisher's original header (pid, node,
+//!   sequence number, timestamp), so local subscribers cannot tell it from a
+//!   local message. Messages larger than a slot become blobs, as on one node.
+//!   ACK/NACKs for our own streams are handed to their writers here too.
+//!
+//! Malformed datagrams are counted and dropped. For now (issue "many nodes")
+//! the forwarder runs in the daemon, so a full window delays the forwarder,
+//! not the publisher; a publisher much faster than the network loses messages
+//! when its ring laps the forwarder (counted in `Stats::forward_lost`).
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rustix::fs::{MemfdFlags, SealFlags};
+
+use tagwire_proto::{Holder, Role};
+use tagwire_reliable::{
+    fragments, Arrival, Reader, ReaderConfig, Reassembler, ReassemblerConfig, Transmit, Writer,
+    WriterConfig,
+};
+use tagwire_shm::{ReadOutcome, Ring, Segment};
+use tagwire_wire::datagram::{
+    max_fragment_payload, AckNack, Body, DataRef, Datagram, Heartbeat, FLAG_RELIABLE,
+};
+use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
+use tagwire_wire::{NodeAddr, TagName};
+
+use crate::{lock, Shared, State};
+
+/// Largest datagram sent (the kernel fragments it at the IP layer; fewer,
+/// larger datagrams cost far fewer system calls than MTU-sized ones).
+pub const DATAGRAM: usize = 60 * 1024;
+
+/// How long a forwarder waits for window space before dropping a message.
+const WINDOW_WAIT: Duration = Duration::from_secs(2);
+
+/// The delivery manager's shared state.
+#[derive(Debug)]
+pub(crate) struct Delivery {
+    sock: UdpSocket,
+    /// Our outbound streams by stream id (ACK/NACK dispatch).
+    out: Mutex<HashMap<u64, Arc<Mutex<OutStream>>>>,
+    /// Running forwarders by tag name.
+    routes: Mutex<HashMap<TagName, Arc<Route>>>,
+}
+
+#[derive(Debug)]
+struct OutStream {
+    id: u64,
+    dest: SocketAddr,
+    writer: Writer,
+}
+
+/// A forwarder's instructions: where this tag's messages go.
+#[derive(Debug)]
+struct Route {
+    dests: Mutex<Vec<NodeAddr>>,
+    stop: AtomicBool,
+}
+
+impl Delivery {
+    /// Binds the delivery port and starts the inbound thread.
+    pub(crate) fn start(shared: &Arc<Shared>, addr: SocketAddr) -> std::io::Result<Arc<Self>> {
+        let sock = tagwire_net::udp_socket(addr)?;
+        sock.set_read_timeout(Some(Duration::from_millis(10)))?;
+        let d = Arc::new(Self {
+            sock,
+            out: Mutex::new(HashMap::new()),
+            routes: Mutex::new(HashMap::new()),
+        });
+        let (s, d2) = (shared.clone(), d.clone());
+        std::thread::Builder::new()
+            .name("tagwired-delivery".into())
+            .spawn(move || inbound_loop(&s, &d2))?;
+        Ok(d)
+    }
+
+    /// Starts, updates or stops forwarders after a table change (called under
+    /// the state lock).
+    pub(crate) fn reroute(self: &Arc<Self>, shared: &Arc<Shared>, st: &State) {
+        let me = shared.node();
+        let mut wanted: HashMap<TagName, Vec<NodeAddr>> = HashMap::new();
+        for e in st.table.entries() {
+            let mut nodes: Vec<NodeAddr> = e
+                .rights(Role::Receiver)
+                .iter()
+                .filter(|r| r.holder == Holder::Remote && r.key.node != me)
+                .map(|r| r.key.node)
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .collect();
+            if !nodes.is_empty() {
+                nodes.sort();
+                wanted.insert(e.name.clone(), nodes);
+            }
+        }
+        let mut routes = lock(&self.routes);
+        routes.retain(|name, r| {
+            let keep = wanted.contains_key(name);
+            if !keep {
+                r.stop.store(true, Ordering::Release);
+            }
+            keep
+        });
+        for (name, nodes) in wanted {
+            if let Some(r) = routes.get(&name) {
+                *lock(&r.dests) = nodes;
+                continue;
+            }
+            let Some(shared_ring) = st.table.entry(&name).and_then(|e| st.rings.get(&e.id)) else {
+                continue;
+            };
+            // Forward from the grant on: a publisher that saw this receiver
+            // counted publishes at or after this index.
+            let start = shared_ring.head_index();
+            let Ok(ring) = private_ring(shared_ring) else {
+                continue;
+            };
+            let route = Arc::new(Route {
+                dests: Mutex::new(nodes),
+                stop: AtomicBool::new(false),
+            });
+            let (s, d, r, n) = (shared.clone(), self.clone(), route.clone(), name.clone());
+            let spawned = std::thread::Builder::new()
+                .name("tagwired-forward".into())
+                .spawn(move || forward_loop(&s, &d, &r, &n, &ring, start));
+            match spawned {
+                Ok(_) => {
+                    routes.insert(name, route);
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot start a forwarder"),
+            }
+        }
+    }
+
+    fn stream_to(&self, dest: SocketAddr) -> Arc<Mutex<OutStream>> {
+        let id = random_id();
+        let s = Arc::new(Mutex::new(OutStream {
+            id,
+            dest,
+            writer: Writer::new(WriterConfig::default()),
+        }));
+        lock(&self.out).insert(id, s.clone());
+        s
+    }
+
+    fn drop_stream(&self, id: u64) {
+        lock(&self.out).remove(&id);
+    }
+}
+
+/// Our own mapping of a tag's ring (the forwarder reads it without the lock).
+fn private_ring(r: &Ring) -> std::io::Result<Ring> {
+    let fd: OwnedFd = r.segment().as_fd().try_clone_to_owned()?;
+    let seg = Segment::open(fd).map_err(std::io::Error::other)?;
+    Ring::open(seg).map_err(std::io::Error::other)
+}
+
+fn random_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(crate::now_unix_ns());
+    h.finish() | 1
+}
+
+fn forward_loop(
+    shared: &Arc<Shared>,
+    d: &Arc<Delivery>,
+    route: &Route,
+    tag: &TagName,
+    ring: &Ring,
+    start: u64,
+) {
+    let me = shared.node();
+    let mut cur = ring.cursor_from(start, ring.shape().slots);
+    let mut rec = Vec::new();
+    let mut streams: HashMap<NodeAddr, Arc<Mutex<OutStream>>> = HashMap::new();
+    let mut payload = Vec::new();
+    tracing::debug!(tag = %tag, "forwarder started");
+    while !route.stop.load(Ordering::Acquire) && !shared.is_stopping() {
+        match ring.read(&mut cur, &mut rec) {
+            ReadOutcome::Record => {}
+            ReadOutcome::Empty | ReadOutcome::Pending => {
+                ring.wait(&cur, Some(Duration::from_millis(50)), Duration::ZERO);
+                continue;
+            }
+            ReadOutcome::Lost(n) => {
+                shared.stats.forward_lost.fetch_add(n, Ordering::Relaxed);
+                continue;
+            }
+        }
+        let Ok((header, body)) = FrameHeader::parse(&rec) else {
+            continue;
+        };
+        if header.sender.node != me {
+            continue; // came from another node, which sent it everywhere itself
+        }
+        let message: &[u8] = if header.flags & FLAG_BLOB != 0 {
+            match read_blob(shared, tag, body, &mut payload) {
+                Some(()) => &payload,
+                None => continue,
+            }
+        } else {
+            body
+        };
+        let dests = lock(&route.dests).clone();
+        streams.retain(|n, s| {
+            let keep = dests.contains(n);
+            if !keep {
+                d.drop_stream(lock(s).id);
+            }
+            keep
+        });
+        for node in dests {
+            let Some(addr) = shared.lock().peers.delivery_addr(node) else {
+                continue;
+            };
+            let s = streams
+                .entry(node)
+                .or_insert_with(|| d.stream_to(addr))
+                .clone();
+            send_message(shared, d, &s, tag, &header, message);
+        }
+    }
+    for s in streams.values() {
+        d.drop_stream(lock(s).id);
+    }
+    tracing::debug!(tag = %tag, "forwarder stopped");
+}
+
+fn read_blob(shared: &Shared, tag: &TagName, body: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    let r = BlobRef::parse(body).ok()?;
+    let fd = {
+        let st = shared.lock();
+        let e = st.table.entry(tag)?;
+        let (fd, _) = st.blobs.get(&e.id)?.get(r.blob_id)?;
+        fd.try_clone().ok()?
+    };
+    let len = usize::try_from(r.len).ok()?;
+    out.clear();
+    out.resize(len, 0);
+    let mut done = 0;
+    while done < len {
+        let n = rustix::io::pread(&fd, &mut out[done..], done as u64).ok()?;
+        if n == 0 {
+            return None;
+        }
+        done += n;
+    }
+    Some(())
+}
+
+fn send_message(
+    shared: &Shared,
+    d: &Delivery,
+    stream: &Mutex<OutStream>,
+    tag: &TagName,
+    header: &FrameHeader,
+    message: &[u8],
+) {
+    let max = max_fragment_payload(tag, DATAGRAM);
+    let frags: Vec<_> = fragments(message.len(), max).collect();
+    let Ok(count) = u16::try_from(frags.len()) else {
+        shared.stats.forward_dropped.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let mut h = *header;
+    h.flags &= !FLAG_BLOB;
+    for (i, range) in frags.into_iter().enumerate() {
+        let deadline = Instant::now() + WINDOW_WAIT;
+        loop {
+            let mut s = lock(stream);
+            let (id, dest) = (s.id, s.dest);
+            let data = DataRef {
+                seq: 0,
+                flags: FLAG_RELIABLE,
+                frag: i as u16,
+                frags: count,
+                msg_len: message.len() as u32,
+                header: h,
+                tag: std::borrow::Cow::Borrowed(tag),
+                payload: &message[range.clone()],
+            };
+            let sent = s.writer.send(Instant::now(), |seq, out| {
+                DataRef {
+                    seq,
+                    ..data.clone()
+                }
+                .encode(id, out)
+            });
+            match sent {
+                Ok((_, bytes)) => {
+                    let _ = d.sock.send_to(bytes, dest);
+                    break;
+                }
+                Err(_) if Instant::now() < deadline => {
+                    drop(s);
+                    // The inbound thread frees space as acknowledgements arrive.
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                Err(_) => {
+                    shared.stats.forward_dropped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Per remote stream: its reader and reassembler.
+struct InStream {
+    reader: Reader,
+    reasm: Reassembler,
+    last: Instant,
+}
+
+fn inbound_loop(shared: &Arc<Shared>, d: &Delivery) {
+    let mut buf = vec![0u8; 65536];
+    let mut streams: HashMap<(SocketAddr, u64), InStream> = HashMap::new();
+    let mut out = Vec::new();
+    let mut next_service = Instant::now();
+    while !shared.is_stopping() {
+        if let Ok((n, from)) = d.sock.recv_from(&mut buf) {
+            let now = Instant::now();
+            match Datagram::decode(&buf[..n]) {
+                Ok(dg) => {
+                    let raw = &buf[..n];
+                    handle(shared, d, &mut streams, from, raw, dg, now, &mut out);
+                }
+                Err(e) => {
+                    shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(%from, error = %e, "malformed datagram dropped");
+                }
+            }
+        }
+        let now = Instant::now();
+        if now >= next_service {
+            next_service = now + Duration::from_millis(10);
+            service(d, &mut streams, now, &mut out);
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn handle(
+    shared: &Shared,
+    d: &Delivery,
+    streams: &mut HashMap<(SocketAddr, u64), InStream>,
+    from: SocketAddr,
+    raw: &[u8],
+    dg: Datagram<'_>,
+    now: Instant,
+    out: &mut Vec<u8>,
+) {
+    let key = (from, dg.stream);
+    match dg.body {
+        Body::Data(data) => {
+            let s = streams.entry(key).or_insert_with(|| InStream {
+                reader: Reader::new(ReaderConfig::default()),
+                reasm: Reassembler::new(ReassemblerConfig::default()),
+                last: now,
+            });
+            s.last = now;
+            if data.flags & FLAG_RELIABLE == 0 {
+                if let Some(m) = s.reasm.handle_fragment(&data) {
+                    deliver(shared, &m.tag, m.header, &m.payload);
+                }
+                return;
+            }
+            if s.reader.handle_data(now, data.seq, raw) == Arrival::Deliver {
+                if let Some(m) = s.reasm.handle_fragment(&data) {
+                    deliver(shared, &m.tag, m.header, &m.payload);
+                }
+            }
+            while let Some(bytes) = s.reader.poll_event() {
+                if let Ok(Datagram {
+                    body: Body::Data(data),
+                    ..
+                }) = Datagram::decode(&bytes)
+                {
+                    if let Some(m) = s.reasm.handle_fragment(&data) {
+                        deliver(shared, &m.tag, m.header, &m.payload);
+                    }
+                }
+            }
+            ack(d, &mut s.reader, dg.stream, from, now, out);
+        }
+        Body::Heartbeat(Heartbeat { first, last }) => {
+            if let Some(s) = streams.get_mut(&key) {
+                s.reader.handle_heartbeat(now, first, last);
+                ack(d, &mut s.reader, dg.stream, from, now, out);
+            }
+        }
+        Body::AckNack(AckNack {
+            ack_through,
+            missing,
+        }) => {
+            let s = lock(&d.out).get(&dg.stream).cloned();
+            if let Some(s) = s {
+                let mut s = lock(&s);
+                s.writer.handle_acknack(now, ack_through, &missing);
+                flush_writer(d, &mut s, now, out);
+            }
+        }
+    }
+}
+
+fn ack(d: &Delivery, r: &mut Reader, stream: u64, to: SocketAddr, now: Instant, out: &mut Vec<u8>) {
+    while let Some(a) = r.poll_transmit(now) {
+        out.clear();
+        a.encode(stream, out);
+        let _ = d.sock.send_to(out, to);
+    }
+}
+
+fn flush_writer(d: &Delivery, s: &mut OutStream, now: Instant, out: &mut Vec<u8>) {
+    let (id, dest) = (s.id, s.dest);
+    while let Some(t) = s.writer.poll_transmit(now) {
+        match t {
+            Transmit::Data { bytes, .. } => {
+                let _ = d.sock.send_to(bytes, dest);
+            }
+            Transmit::Heartbeat { first, last } => {
+                out.clear();
+                Heartbeat { first, last }.encode(id, out);
+                let _ = d.sock.send_to(out, dest);
+            }
+        }
+    }
+}
+
+/// Timers: writers' heartbeats and resends, readers' delayed NACKs, and
+/// forgetting streams silent for a minute.
+fn service(
+    d: &Delivery,
+    streams: &mut HashMap<(SocketAddr, u64), InStream>,
+    now: Instant,
+    out: &mut Vec<u8>,
+) {
+    let outs: Vec<_> = lock(&d.out).values().cloned().collect();
+    for s in outs {
+        flush_writer(d, &mut lock(&s), now, out);
+    }
+    streams.retain(|_, s| now.duration_since(s.last) < Duration::from_secs(60));
+    for ((from, id), s) in streams.iter_mut() {
+        ack(d, &mut s.reader, *id, *from, now, out);
+    }
+}
+
+/// Writes a message from another node into the tag's local ring.
+fn deliver(shared: &Shared, tag: &TagName, mut header: FrameHeader, payload: &[u8]) {
+    let mut st = shared.lock();
+    let Some(id) = st.table.entry(tag).map(|e| e.id) else {
+        shared.stats.unknown_tag.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let Some(ring) = st.rings.get(&id) else {
+        return;
+    };
+    let mut h = [0u8; HEADER_LEN];
+    if payload.len() + HEADER_LEN <= ring.max_record() {
+        header.flags = 0;
+        let _ = header.emit(&mut h);
+        let _ = ring.publish(&[&h, payload]);
+        return;
+    }
+    let Some(fd) = blob_fd(payload) else {
+        return;
+    };
+    let (n, bytes) = (
+        shared.config.blobs_per_tag,
+        shared.config.blob_bytes_per_tag,
+    );
+    let blob_id = st
+        .blobs
+        .entry(id)
+        .or_default()
+        .put(fd, payload.len() as u64, n, bytes);
+    let r = BlobRef {
+        blob_id,
+        len: payload.len() as u64,
+    };
+    header.flags = FLAG_BLOB;
+    let _ = header.emit(&mut h);
+    if let Some(ring) = st.rings.get(&id) {
+        let _ = ring.publish(&[&h, &r.to_bytes()]);
+    }
+}
+
+fn blob_fd(payload: &[u8]) -> Option<OwnedFd> {
+    let fd = rustix::fs::memfd_create(
+        "tagwire-blob",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )
+    .ok()?;
+    let mut f = std::fs::File::from(fd);
+    f.write_all(payload).ok()?;
+    rustix::fs::fcntl_add_seals(
+        &f,
+        SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL,
+    )
+    .ok()?;
+    Some(OwnedFd::from(f))
+}
