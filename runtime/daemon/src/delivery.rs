@@ -15,12 +15,14 @@
 //!   local message. Messages larger than a slot become blobs, as on one node.
 //!   ACK/NACKs for our own streams are handed to their writers here too.
 //!
-//! Malformed datagrams are counted and dropped. For now (issue "many nodes")
-//! the forwarder runs in the daemon, so a full window delays the forwarder,
-//! not the publisher; a publisher much faster than the network loses messages
-//! when its ring laps the forwarder (counted in `Stats::forward_lost`).
+//! Malformed datagrams are counted and dropped. The forwarder runs in the
+//! daemon, so a full window delays the forwarder, not the publisher: it keeps
+//! draining the ring into a backlog (at most 64 MiB) while it waits for
+//! acknowledgements. A publisher that outruns the network for longer than that
+//! loses messages when its ring laps the forwarder (counted, see
+//! `Daemon::forward_losses`); back-pressure to the publisher is the next step.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, OwnedFd};
@@ -48,7 +50,11 @@ use crate::{lock, Shared, State};
 /// larger datagrams cost far fewer system calls than MTU-sized ones).
 pub const DATAGRAM: usize = 60 * 1024;
 
-/// How long a forwarder waits for window space before dropping a message.
+/// Datagrams a stream may have unacknowledged.
+const WINDOW: usize = 1024;
+
+/// How long a forwarder waits for window space before dropping a message
+/// larger than the whole window.
 const WINDOW_WAIT: Duration = Duration::from_secs(2);
 
 /// The delivery manager's shared state.
@@ -59,6 +65,8 @@ pub(crate) struct Delivery {
     out: Mutex<HashMap<u64, Arc<Mutex<OutStream>>>>,
     /// Running forwarders by tag name.
     routes: Mutex<HashMap<TagName, Arc<Route>>>,
+    /// Datagrams sent again after a NACK or a resend timeout.
+    pub(crate) retransmitted: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug)]
@@ -84,6 +92,7 @@ impl Delivery {
             sock,
             out: Mutex::new(HashMap::new()),
             routes: Mutex::new(HashMap::new()),
+            retransmitted: std::sync::atomic::AtomicU64::new(0),
         });
         let (s, d2) = (shared.clone(), d.clone());
         std::thread::Builder::new()
@@ -155,7 +164,10 @@ impl Delivery {
         let s = Arc::new(Mutex::new(OutStream {
             id,
             dest,
-            writer: Writer::new(WriterConfig::default()),
+            writer: Writer::new(WriterConfig {
+                window: WINDOW,
+                ..WriterConfig::default()
+            }),
         }));
         lock(&self.out).insert(id, s.clone());
         s
@@ -193,33 +205,45 @@ fn forward_loop(
     let mut rec = Vec::new();
     let mut streams: HashMap<NodeAddr, Arc<Mutex<OutStream>>> = HashMap::new();
     let mut payload = Vec::new();
+    // Messages read from the ring but not yet accepted by every window: the
+    // ring is drained promptly even while a window waits for a
+    // retransmission, so a loss on the network does not let the ring lap us.
+    let mut backlog: VecDeque<Pending> = VecDeque::new();
+    let mut backlog_bytes = 0usize;
     tracing::debug!(tag = %tag, "forwarder started");
     while !route.stop.load(Ordering::Acquire) && !shared.is_stopping() {
-        match ring.read(&mut cur, &mut rec) {
-            ReadOutcome::Record => {}
-            ReadOutcome::Empty | ReadOutcome::Pending => {
-                ring.wait(&cur, Some(Duration::from_millis(50)), Duration::ZERO);
+        let mut progressed = false;
+        while backlog_bytes < MAX_BACKLOG_BYTES {
+            match ring.read(&mut cur, &mut rec) {
+                ReadOutcome::Record => {}
+                ReadOutcome::Empty | ReadOutcome::Pending => break,
+                ReadOutcome::Lost(n) => {
+                    shared.stats.forward_lost.fetch_add(n, Ordering::Relaxed);
+                    continue;
+                }
+            }
+            progressed = true;
+            let Ok((header, body)) = FrameHeader::parse(&rec) else {
                 continue;
+            };
+            if header.sender.node != me {
+                continue; // came from another node, which sent it everywhere itself
             }
-            ReadOutcome::Lost(n) => {
-                shared.stats.forward_lost.fetch_add(n, Ordering::Relaxed);
-                continue;
-            }
+            let message = if header.flags & FLAG_BLOB != 0 {
+                match read_blob(shared, tag, body, &mut payload) {
+                    Some(()) => std::mem::take(&mut payload),
+                    None => continue,
+                }
+            } else {
+                body.to_vec()
+            };
+            backlog_bytes += message.len();
+            backlog.push_back(Pending {
+                header,
+                message,
+                done: Vec::new(),
+            });
         }
-        let Ok((header, body)) = FrameHeader::parse(&rec) else {
-            continue;
-        };
-        if header.sender.node != me {
-            continue; // came from another node, which sent it everywhere itself
-        }
-        let message: &[u8] = if header.flags & FLAG_BLOB != 0 {
-            match read_blob(shared, tag, body, &mut payload) {
-                Some(()) => &payload,
-                None => continue,
-            }
-        } else {
-            body
-        };
         let dests = lock(&route.dests).clone();
         streams.retain(|n, s| {
             let keep = dests.contains(n);
@@ -228,15 +252,41 @@ fn forward_loop(
             }
             keep
         });
-        for node in dests {
-            let Some(addr) = shared.lock().peers.delivery_addr(node) else {
-                continue;
-            };
-            let s = streams
-                .entry(node)
-                .or_insert_with(|| d.stream_to(addr))
-                .clone();
-            send_message(shared, d, &s, tag, &header, message);
+        while let Some(p) = backlog.front_mut() {
+            let mut complete = true;
+            for node in &dests {
+                if p.done.contains(node) {
+                    continue;
+                }
+                let Some(addr) = shared.lock().peers.delivery_addr(*node) else {
+                    p.done.push(*node); // node down: nothing to deliver to
+                    continue;
+                };
+                let s = streams
+                    .entry(*node)
+                    .or_insert_with(|| d.stream_to(addr))
+                    .clone();
+                if send_message(shared, d, &s, tag, &p.header, &p.message) {
+                    p.done.push(*node);
+                } else {
+                    complete = false;
+                }
+            }
+            if !complete {
+                break;
+            }
+            if let Some(p) = backlog.pop_front() {
+                backlog_bytes -= p.message.len();
+                progressed = true;
+            }
+        }
+        if !progressed {
+            if backlog.is_empty() {
+                ring.wait(&cur, Some(Duration::from_millis(50)), Duration::ZERO);
+            } else {
+                // Waiting for acknowledgements (the inbound thread applies them).
+                std::thread::sleep(Duration::from_micros(200));
+            }
         }
     }
     for s in streams.values() {
@@ -244,6 +294,16 @@ fn forward_loop(
     }
     tracing::debug!(tag = %tag, "forwarder stopped");
 }
+
+/// A message waiting for window space, with the nodes it already went to.
+struct Pending {
+    header: FrameHeader,
+    message: Vec<u8>,
+    done: Vec<NodeAddr>,
+}
+
+/// Bytes a forwarder holds beyond the ring while windows are full.
+const MAX_BACKLOG_BYTES: usize = 64 << 20;
 
 fn read_blob(shared: &Shared, tag: &TagName, body: &[u8], out: &mut Vec<u8>) -> Option<()> {
     let r = BlobRef::parse(body).ok()?;
@@ -267,6 +327,10 @@ fn read_blob(shared: &Shared, tag: &TagName, body: &[u8], out: &mut Vec<u8>) -> 
     Some(())
 }
 
+/// Sends one message to one stream. Returns false, having sent nothing, when
+/// the window lacks room for all its fragments (the caller retries later); a
+/// message with more fragments than the whole window is sent fragment by
+/// fragment, waiting for room (up to `WINDOW_WAIT` per fragment).
 fn send_message(
     shared: &Shared,
     d: &Delivery,
@@ -274,13 +338,20 @@ fn send_message(
     tag: &TagName,
     header: &FrameHeader,
     message: &[u8],
-) {
+) -> bool {
     let max = max_fragment_payload(tag, DATAGRAM);
     let frags: Vec<_> = fragments(message.len(), max).collect();
     let Ok(count) = u16::try_from(frags.len()) else {
         shared.stats.forward_dropped.fetch_add(1, Ordering::Relaxed);
-        return;
+        return true;
     };
+    {
+        let s = lock(stream);
+        let free = s.writer.window() - s.writer.occupancy().min(s.writer.window());
+        if free < frags.len() && frags.len() <= s.writer.window() {
+            return false;
+        }
+    }
     let mut h = *header;
     h.flags &= !FLAG_BLOB;
     for (i, range) in frags.into_iter().enumerate() {
@@ -312,16 +383,16 @@ fn send_message(
                 }
                 Err(_) if Instant::now() < deadline => {
                     drop(s);
-                    // The inbound thread frees space as acknowledgements arrive.
                     std::thread::sleep(Duration::from_micros(200));
                 }
                 Err(_) => {
                     shared.stats.forward_dropped.fetch_add(1, Ordering::Relaxed);
-                    return;
+                    return true;
                 }
             }
         }
     }
+    true
 }
 
 /// Per remote stream: its reader and reassembler.
@@ -435,6 +506,7 @@ fn flush_writer(d: &Delivery, s: &mut OutStream, now: Instant, out: &mut Vec<u8>
     while let Some(t) = s.writer.poll_transmit(now) {
         match t {
             Transmit::Data { bytes, .. } => {
+                d.retransmitted.fetch_add(1, Ordering::Relaxed);
                 let _ = d.sock.send_to(bytes, dest);
             }
             Transmit::Heartbeat { first, last } => {

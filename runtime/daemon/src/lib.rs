@@ -269,6 +269,14 @@ impl Daemon {
             + self.shared.stats.forward_dropped.load(Ordering::Relaxed)
     }
 
+    /// Datagrams this daemon's delivery manager sent again (NACK or timeout).
+    pub fn retransmissions(&self) -> u64 {
+        self.shared
+            .delivery
+            .get()
+            .map_or(0, |d| d.retransmitted.load(Ordering::Relaxed))
+    }
+
     /// The peers this daemon knows and their state.
     pub fn nodes(&self) -> Vec<tagwire_wire::control::NodeSummary> {
         self.shared
