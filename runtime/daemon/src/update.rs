@@ -1,17 +1,17 @@
 //! The update manager: keeps this daemon's copy of the global tag table in step
 //! with the other daemons', and tells local clients about every change.
 //!
-//! * To clients: [`broadcast`] queues updates, in version order (callers hold
+//! * To clients: `broadcast` queues updates, in version order (callers hold
 //!   the state lock), into each client's bounded outbox (see `Outbox`), drained
 //!   by that client's writer thread, so a client that stops reading cannot stall
 //!   the daemon: when its outbox is full it is disconnected; its library
 //!   reconnects and re-registers.
-//! * To peers: [`replicate`] sends the operations of a local change to every
+//! * To peers: `replicate` sends the operations of a local change to every
 //!   live peer over its link (`crate::peers`) and waits until each has applied
 //!   it, or names those that did not answer within the apply timeout. Peers'
 //!   operations are merged by `TagTable::apply_remote`, whose rules make the
 //!   outcome independent of arrival order.
-//! * Locally: [`effects`] creates the shared-memory ring of a tag first heard
+//! * Locally: `effects` creates the shared-memory ring of a tag first heard
 //!   of from a peer, and frees the ring of a destroyed tag.
 
 use std::sync::mpsc::TrySendError;
