@@ -19,8 +19,8 @@ pub mod codec;
 pub mod control;
 pub mod datagram;
 pub mod frame;
-pub mod peer;
 mod ids;
+pub mod peer;
 
 pub use codec::DecodeError;
 pub use ids::{
