@@ -55,6 +55,20 @@ impl<'a> Reader<'a> {
         self.buf.len()
     }
 
+    /// Reads the `magic` (u16) and `version` (u8) that open every tagwire
+    /// message, failing with [`DecodeError::BadMagic`] / [`DecodeError::BadVersion`].
+    pub fn preamble(&mut self, magic: u16, version: u8) -> Result<(), DecodeError> {
+        let m = self.u16()?;
+        if m != magic {
+            return Err(DecodeError::BadMagic(m));
+        }
+        let v = self.u8()?;
+        if v != version {
+            return Err(DecodeError::BadVersion(v));
+        }
+        Ok(())
+    }
+
     /// Fails with [`DecodeError::Trailing`] if anything is left.
     pub fn finish(self) -> Result<(), DecodeError> {
         match self.buf.len() {

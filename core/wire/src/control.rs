@@ -389,14 +389,7 @@ impl Message {
     /// Decodes one message; the whole input must be consumed.
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(buf);
-        let magic = r.u16()?;
-        if magic != MAGIC {
-            return Err(DecodeError::BadMagic(magic));
-        }
-        let version = r.u8()?;
-        if version != VERSION {
-            return Err(DecodeError::BadVersion(version));
-        }
+        r.preamble(MAGIC, VERSION)?;
         let kind = r.u8()?;
         let id = r.u32()?;
         let msg = match kind {

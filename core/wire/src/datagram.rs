@@ -233,14 +233,7 @@ impl<'a> Datagram<'a> {
             return Err(DecodeError::Invalid("datagram longer than MAX_DATAGRAM"));
         }
         let mut r = Reader::new(buf);
-        let magic = r.u16()?;
-        if magic != MAGIC {
-            return Err(DecodeError::BadMagic(magic));
-        }
-        let version = r.u8()?;
-        if version != VERSION {
-            return Err(DecodeError::BadVersion(version));
-        }
+        r.preamble(MAGIC, VERSION)?;
         let kind = r.u8()?;
         let stream = r.u64()?;
         let body = match kind {

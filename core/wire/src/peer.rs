@@ -268,14 +268,7 @@ impl PeerMessage {
     /// Decodes one message body (the bytes after the length prefix).
     pub fn decode(body: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(body);
-        let magic = r.u16()?;
-        if magic != PEER_MAGIC {
-            return Err(DecodeError::BadMagic(magic));
-        }
-        let version = r.u8()?;
-        if version != PEER_VERSION {
-            return Err(DecodeError::BadVersion(version));
-        }
+        r.preamble(PEER_MAGIC, PEER_VERSION)?;
         let kind = r.u8()?;
         let msg = match kind {
             HELLO => PeerMessage::Hello {
@@ -328,14 +321,7 @@ impl Beacon {
     /// Decodes a beacon datagram.
     pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(buf);
-        let magic = r.u16()?;
-        if magic != BEACON_MAGIC {
-            return Err(DecodeError::BadMagic(magic));
-        }
-        let version = r.u8()?;
-        if version != PEER_VERSION {
-            return Err(DecodeError::BadVersion(version));
-        }
+        r.preamble(BEACON_MAGIC, PEER_VERSION)?;
         let _reserved = r.u8()?;
         let b = Beacon {
             node: NodeAddr::from_bytes(r.array()?),
