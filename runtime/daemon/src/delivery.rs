@@ -34,8 +34,8 @@ use rustix::fs::{MemfdFlags, SealFlags};
 
 use tagwire_proto::{Holder, Role};
 use tagwire_reliable::{
-    fragments, Arrival, Reader, ReaderConfig, Reassembler, ReassemblerConfig, Transmit, Writer,
-    WriterConfig,
+    fragment_count, fragments, Arrival, Reader, ReaderConfig, Reassembler, ReassemblerConfig,
+    Transmit, Writer, WriterConfig,
 };
 use tagwire_shm::{ReadOutcome, Ring, Segment};
 use tagwire_wire::datagram::{
@@ -76,10 +76,14 @@ struct OutStream {
     writer: Writer,
 }
 
+type Dests = Arc<Vec<(NodeAddr, SocketAddr)>>;
+
 /// A forwarder's instructions: where this tag's messages go.
 #[derive(Debug)]
 struct Route {
-    dests: Mutex<Vec<NodeAddr>>,
+    /// Nodes with receivers and their delivery addresses, resolved under the
+    /// state lock by `reroute` so the forwarder never takes that lock.
+    dests: Mutex<Dests>,
     stop: AtomicBool,
 }
 
@@ -105,19 +109,20 @@ impl Delivery {
     /// the state lock).
     pub(crate) fn reroute(self: &Arc<Self>, shared: &Arc<Shared>, st: &State) {
         let me = shared.node();
-        let mut wanted: HashMap<TagName, Vec<NodeAddr>> = HashMap::new();
+        let mut wanted: HashMap<TagName, Dests> = HashMap::new();
         for e in st.table.entries() {
-            let mut nodes: Vec<NodeAddr> = e
+            let mut nodes: Vec<(NodeAddr, SocketAddr)> = e
                 .rights(Role::Receiver)
                 .iter()
                 .filter(|r| r.holder == Holder::Remote && r.key.node != me)
                 .map(|r| r.key.node)
                 .collect::<HashSet<_>>()
                 .into_iter()
+                .filter_map(|n| st.peers.delivery_addr(n).map(|a| (n, a)))
                 .collect();
             if !nodes.is_empty() {
                 nodes.sort();
-                wanted.insert(e.name.clone(), nodes);
+                wanted.insert(e.name.clone(), Arc::new(nodes));
             }
         }
         let mut routes = lock(&self.routes);
@@ -203,16 +208,44 @@ fn forward_loop(
     let me = shared.node();
     let mut cur = ring.cursor_from(start, ring.shape().slots);
     let mut rec = Vec::new();
+    let mut blob = Vec::new();
     let mut streams: HashMap<NodeAddr, Arc<Mutex<OutStream>>> = HashMap::new();
-    let mut payload = Vec::new();
-    // Messages read from the ring but not yet accepted by every window: the
-    // ring is drained promptly even while a window waits for a
-    // retransmission, so a loss on the network does not let the ring lap us.
+    // Messages read from the ring but not yet accepted by every window (only
+    // while some window is full): the ring is drained promptly even while a
+    // window waits for a retransmission, so a loss on the network does not let
+    // the ring lap us.
     let mut backlog: VecDeque<Pending> = VecDeque::new();
     let mut backlog_bytes = 0usize;
     tracing::debug!(tag = %tag, "forwarder started");
     while !route.stop.load(Ordering::Acquire) && !shared.is_stopping() {
+        let dests = lock(&route.dests).clone();
+        streams.retain(|n, s| {
+            let keep = dests.iter().any(|(m, a)| m == n && lock(s).dest == *a);
+            if !keep {
+                d.drop_stream(lock(s).id);
+            }
+            keep
+        });
         let mut progressed = false;
+        // Older messages first: retry the backlog before reading new ones.
+        while let Some(p) = backlog.front_mut() {
+            if !send_to_all(
+                shared,
+                d,
+                &dests,
+                &mut streams,
+                tag,
+                &p.header,
+                &p.message,
+                &mut p.done,
+            ) {
+                break;
+            }
+            if let Some(p) = backlog.pop_front() {
+                backlog_bytes -= p.message.len();
+                progressed = true;
+            }
+        }
         while backlog_bytes < MAX_BACKLOG_BYTES {
             match ring.read(&mut cur, &mut rec) {
                 ReadOutcome::Record => {}
@@ -229,56 +262,35 @@ fn forward_loop(
             if header.sender.node != me {
                 continue; // came from another node, which sent it everywhere itself
             }
-            let message = if header.flags & FLAG_BLOB != 0 {
-                match read_blob(shared, tag, body, &mut payload) {
-                    Some(()) => std::mem::take(&mut payload),
+            let message: &[u8] = if header.flags & FLAG_BLOB != 0 {
+                match read_blob(shared, tag, body, &mut blob) {
+                    Some(()) => &blob,
                     None => continue,
                 }
             } else {
-                body.to_vec()
+                body
             };
+            let mut done = Vec::new();
+            if backlog.is_empty()
+                && send_to_all(
+                    shared,
+                    d,
+                    &dests,
+                    &mut streams,
+                    tag,
+                    &header,
+                    message,
+                    &mut done,
+                )
+            {
+                continue; // the common case: no copy beyond the datagrams
+            }
             backlog_bytes += message.len();
             backlog.push_back(Pending {
                 header,
-                message,
-                done: Vec::new(),
+                message: message.to_vec(),
+                done,
             });
-        }
-        let dests = lock(&route.dests).clone();
-        streams.retain(|n, s| {
-            let keep = dests.contains(n);
-            if !keep {
-                d.drop_stream(lock(s).id);
-            }
-            keep
-        });
-        while let Some(p) = backlog.front_mut() {
-            let mut complete = true;
-            for node in &dests {
-                if p.done.contains(node) {
-                    continue;
-                }
-                let Some(addr) = shared.lock().peers.delivery_addr(*node) else {
-                    p.done.push(*node); // node down: nothing to deliver to
-                    continue;
-                };
-                let s = streams
-                    .entry(*node)
-                    .or_insert_with(|| d.stream_to(addr))
-                    .clone();
-                if send_message(shared, d, &s, tag, &p.header, &p.message) {
-                    p.done.push(*node);
-                } else {
-                    complete = false;
-                }
-            }
-            if !complete {
-                break;
-            }
-            if let Some(p) = backlog.pop_front() {
-                backlog_bytes -= p.message.len();
-                progressed = true;
-            }
         }
         if !progressed {
             if backlog.is_empty() {
@@ -293,6 +305,34 @@ fn forward_loop(
         d.drop_stream(lock(s).id);
     }
     tracing::debug!(tag = %tag, "forwarder stopped");
+}
+
+/// Sends a message to every destination not yet in `done`; true when all
+/// have it.
+#[allow(clippy::too_many_arguments)]
+fn send_to_all(
+    shared: &Shared,
+    d: &Delivery,
+    dests: &[(NodeAddr, SocketAddr)],
+    streams: &mut HashMap<NodeAddr, Arc<Mutex<OutStream>>>,
+    tag: &TagName,
+    header: &FrameHeader,
+    message: &[u8],
+    done: &mut Vec<NodeAddr>,
+) -> bool {
+    let mut all = true;
+    for (node, addr) in dests {
+        if done.contains(node) {
+            continue;
+        }
+        let s = streams.entry(*node).or_insert_with(|| d.stream_to(*addr));
+        if send_message(shared, d, s, tag, header, message) {
+            done.push(*node);
+        } else {
+            all = false;
+        }
+    }
+    all
 }
 
 /// A message waiting for window space, with the nodes it already went to.
@@ -340,21 +380,21 @@ fn send_message(
     message: &[u8],
 ) -> bool {
     let max = max_fragment_payload(tag, DATAGRAM);
-    let frags: Vec<_> = fragments(message.len(), max).collect();
-    let Ok(count) = u16::try_from(frags.len()) else {
+    let n = fragment_count(message.len(), max);
+    let Ok(count) = u16::try_from(n) else {
         shared.stats.forward_dropped.fetch_add(1, Ordering::Relaxed);
         return true;
     };
     {
         let s = lock(stream);
         let free = s.writer.window() - s.writer.occupancy().min(s.writer.window());
-        if free < frags.len() && frags.len() <= s.writer.window() {
+        if free < n && n <= s.writer.window() {
             return false;
         }
     }
     let mut h = *header;
     h.flags &= !FLAG_BLOB;
-    for (i, range) in frags.into_iter().enumerate() {
+    for (i, range) in fragments(message.len(), max).enumerate() {
         let deadline = Instant::now() + WINDOW_WAIT;
         loop {
             let mut s = lock(stream);
