@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tagwire_proto::{Change, ClientId, TableError, TableOp};
+use tagwire_proto::{Change, ClientId, Role, TableError, TableOp};
 use tagwire_shm::{Ring, RingShape};
 use tagwire_unix::SeqPacket;
 use tagwire_wire::control::{
@@ -130,18 +130,23 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
                 continue;
             }
         };
+        let grant = match &request {
+            Request::Subscribe { .. } => Some(Role::Receiver),
+            Request::GetSendAccess { .. } => Some(Role::Sender),
+            _ => None,
+        };
         let mut ops = Vec::new();
         let (mut response, mut fd) = handle(&shared, &client, request, packet.fd, &mut ops);
         if let Err(message) = update::replicate(&shared, ops) {
             tracing::warn!(client = id.0, "{message}");
-            if let Response::TagOpened(o) = &response {
+            if let (Response::TagOpened(o), Some(role)) = (&response, grant) {
                 // The right is not known everywhere: give it back rather than
-                // leave the client with a subscription other nodes ignore.
+                // leave the client with a right other nodes ignore.
                 let mut st = shared.lock();
-                let c = st
-                    .table
-                    .remove_receiver(o.tag, client.id)
-                    .or_else(|_| st.table.remove_sender(o.tag, client.id));
+                let c = match role {
+                    Role::Receiver => st.table.remove_receiver(o.tag, client.id),
+                    Role::Sender => st.table.remove_sender(o.tag, client.id),
+                };
                 if let Ok(c) = c {
                     update::effects(&shared, &mut st, &c.updates);
                     drop(st);
