@@ -251,7 +251,8 @@ impl PeerSet {
 #[derive(Debug)]
 pub(crate) struct Link {
     id: u64,
-    pub(crate) node: Mutex<Option<NodeAddr>>,
+    /// The peer, once its Hello arrived.
+    node: std::sync::OnceLock<NodeAddr>,
     stream: TcpStream,
     writer: Mutex<TcpStream>,
 }
@@ -268,7 +269,7 @@ impl Link {
     }
 
     pub(crate) fn peer(&self) -> Option<NodeAddr> {
-        *lock(&self.node)
+        self.node.get().copied()
     }
 }
 
@@ -503,7 +504,7 @@ fn run_link(shared: Arc<Shared>, stream: TcpStream, dialed: Option<NodeAddr>, fr
     let link = match setup(&stream) {
         Ok(w) => Arc::new(Link {
             id: NEXT_LINK.fetch_add(1, Ordering::Relaxed),
-            node: Mutex::new(None),
+            node: std::sync::OnceLock::new(),
             stream,
             writer: Mutex::new(w),
         }),
@@ -590,7 +591,7 @@ fn serve(shared: &Arc<Shared>, link: &Arc<Link>, from: SocketAddr) -> Option<Nod
         tracing::warn!(%from, "a peer claims our own node address; check the node list");
         return None;
     }
-    *lock(&link.node) = Some(peer);
+    let _ = link.node.set(peer);
     {
         // Register and sync atomically (see the module docs).
         let mut w = lock(&link.writer);
