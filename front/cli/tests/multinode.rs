@@ -95,6 +95,18 @@ impl Site {
     fn client(&self, i: usize) -> Client {
         connect(&self.socket(i))
     }
+
+    /// Starts a daemon on every host, connects a client to each, and waits
+    /// until every daemon has every other one up.
+    fn mesh(&self, find: &Find) -> (Vec<Daemon>, Vec<Client>) {
+        let n = self.lan.hosts().len();
+        let daemons = (0..n).map(|i| self.start(i, find)).collect();
+        let clients: Vec<Client> = (0..n).map(|i| self.client(i)).collect();
+        for c in &clients {
+            wait_until("every daemon up with every peer", || up_peers(c) == n - 1);
+        }
+        (daemons, clients)
+    }
 }
 
 fn start_in(host: &Host, cfg: Config) -> Daemon {
@@ -145,11 +157,7 @@ fn tag_tables_converge_across_four_hosts_with_concurrent_requests() {
         return;
     }
     let site = Site::new(4);
-    let _daemons: Vec<Daemon> = (0..4).map(|i| site.start(i, &Find::List)).collect();
-    let clients: Vec<Client> = (0..4).map(|i| site.client(i)).collect();
-    for c in &clients {
-        wait_until("every daemon up with 3 peers", || up_peers(c) == 3);
-    }
+    let (_daemons, clients) = site.mesh(&Find::List);
     // Every host at once: create the same tags, subscribe, publish, destroy
     // one of them while others join it: conflicting changes.
     std::thread::scope(|s| {
@@ -202,10 +210,8 @@ fn multicast_discovery_alone_finds_every_node() {
         return;
     }
     let site = Site::new(3);
-    let _daemons: Vec<Daemon> = (0..3).map(|i| site.start(i, &Find::Beacon)).collect();
-    let clients: Vec<Client> = (0..3).map(|i| site.client(i)).collect();
+    let (_daemons, clients) = site.mesh(&Find::Beacon);
     for c in &clients {
-        wait_until("discovery of both peers", || up_peers(c) == 2);
         assert!(c.nodes().unwrap().iter().all(|n| n.source != "list"));
     }
     clients[2].create_tag("/found", Domain::Global).unwrap();
@@ -218,9 +224,8 @@ fn node_list_alone_joins_the_nodes_without_multicast() {
         return;
     }
     let site = Site::new(2);
-    let _daemons: Vec<Daemon> = (0..2).map(|i| site.start(i, &Find::List)).collect();
-    let c0 = site.client(0);
-    wait_until("peer up", || up_peers(&c0) == 1);
+    let (_daemons, clients) = site.mesh(&Find::List);
+    let c0 = &clients[0];
     let nodes = c0.nodes().unwrap();
     assert_eq!(nodes[0].source, "self");
     assert_eq!(nodes[1].name, "h1");
@@ -239,11 +244,7 @@ fn a_node_whose_link_goes_down_disappears_within_the_lease_and_comes_back() {
         return;
     }
     let site = Site::new(3);
-    let _daemons: Vec<Daemon> = (0..3).map(|i| site.start(i, &Find::List)).collect();
-    let clients: Vec<Client> = (0..3).map(|i| site.client(i)).collect();
-    for c in &clients {
-        wait_until("full mesh", || up_peers(c) == 2);
-    }
+    let (_daemons, clients) = site.mesh(&Find::List);
     clients[0].create_tag("/state", Domain::Global).unwrap();
     let _s1 = clients[1]
         .subscribe("/state", SubscribeOptions::default())
@@ -309,11 +310,7 @@ fn messages_reach_remote_subscribers_once_per_node_in_order_with_the_sender() {
         return;
     }
     let site = Site::new(3);
-    let _daemons: Vec<Daemon> = (0..3).map(|i| site.start(i, &Find::List)).collect();
-    let clients: Vec<Client> = (0..3).map(|i| site.client(i)).collect();
-    for c in &clients {
-        wait_until("full mesh", || up_peers(c) == 2);
-    }
+    let (_daemons, clients) = site.mesh(&Find::List);
     clients[0].create_tag("/remote", Domain::Global).unwrap();
     let opts = || SubscribeOptions::default().depth(256);
     // Three subscribers on host 1, one on host 2, none on host 0.
@@ -361,9 +358,8 @@ fn malformed_datagrams_and_peer_bytes_are_dropped_and_counted() {
         return;
     }
     let site = Site::new(2);
-    let daemons: Vec<Daemon> = (0..2).map(|i| site.start(i, &Find::List)).collect();
-    let c0 = site.client(0);
-    wait_until("peer up", || up_peers(&c0) == 1);
+    let (daemons, clients) = site.mesh(&Find::List);
+    let c0 = &clients[0];
     let target = site.lan.host(0).addr();
     let garbage: Vec<Vec<u8>> = vec![
         vec![],
@@ -399,7 +395,7 @@ fn malformed_datagrams_and_peer_bytes_are_dropped_and_counted() {
     // Both daemons still serve, and still agree.
     c0.create_tag("/after/garbage", Domain::Global).unwrap();
     assert!(view(&site.client(1)).contains_key("/after/garbage"));
-    assert_eq!(up_peers(&c0), 1);
+    assert_eq!(up_peers(c0), 1);
 }
 
 #[test]
@@ -408,9 +404,8 @@ fn reliable_delivery_through_a_lossy_bottleneck_loses_and_duplicates_nothing() {
         return;
     }
     let site = Site::new(2);
-    let daemons: Vec<Daemon> = (0..2).map(|i| site.start(i, &Find::List)).collect();
-    let (c0, c1) = (site.client(0), site.client(1));
-    wait_until("peer up", || up_peers(&c0) == 1);
+    let (daemons, clients) = site.mesh(&Find::List);
+    let (c0, c1) = (&clients[0], &clients[1]);
     // The receiving side's queue must absorb what a recovery releases at once
     // (up to a window of 1024 datagrams): a deep ring on host 1.
     let deep = tagwire::RingParams {
