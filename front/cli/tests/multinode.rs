@@ -40,6 +40,8 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 struct Site {
     dir: tempfile::TempDir,
     lan: Lan,
+    /// The daemons' lease (short, so failures show quickly).
+    lease: Duration,
 }
 
 enum Find {
@@ -57,7 +59,11 @@ impl Site {
             .map(|h| format!("{} {}\n", h.name(), h.addr()))
             .collect();
         std::fs::write(dir.path().join("nodes"), list).unwrap();
-        Site { dir, lan }
+        Site {
+            dir,
+            lan,
+            lease: Duration::from_millis(1000),
+        }
     }
 
     fn socket(&self, i: usize) -> PathBuf {
@@ -68,7 +74,7 @@ impl Site {
         let h = self.lan.host(i);
         let mut net = NetConfig::new(h.addr().into());
         net.name = h.name().to_owned();
-        net.lease = Duration::from_millis(1000);
+        net.lease = self.lease;
         net.apply_timeout = Duration::from_millis(2000);
         match find {
             Find::List => {
@@ -440,16 +446,13 @@ fn reliable_delivery_through_a_lossy_bottleneck_loses_and_duplicates_nothing() {
             }
             (next - 1, sub.lost())
         });
-        let payload = [0u8; 64];
-        let mut buf = payload;
+        // Unpaced: the publisher outruns the bottleneck and is held back by
+        // the remote window (through the forwarder's gate on the ring).
+        publisher.set_send_timeout(Duration::from_secs(20));
+        let mut buf = [0u8; 64];
         for i in 1..=N {
             buf[..8].copy_from_slice(&i.to_le_bytes());
             publisher.send(&buf).unwrap();
-            if i % 64 == 0 {
-                // Below the bottleneck's rate on average (the publisher is not
-                // back-pressured by the remote window yet), bursty within it.
-                std::thread::sleep(Duration::from_millis(8));
-            }
         }
         reader.join().unwrap()
     });
@@ -461,4 +464,71 @@ fn reliable_delivery_through_a_lossy_bottleneck_loses_and_duplicates_nothing() {
         resent > 0,
         "the bottleneck dropped nothing: the test proves nothing"
     );
+}
+
+#[test]
+fn a_publisher_is_held_back_while_a_remote_receiver_is_unreachable_and_loses_nothing() {
+    if skip() {
+        return;
+    }
+    let mut site = Site::new(2);
+    // Longer than the outage below: host 1 stays a live receiver throughout.
+    site.lease = Duration::from_secs(5);
+    let (daemons, clients) = site.mesh(&Find::List);
+    let (c0, c1) = (&clients[0], &clients[1]);
+    let deep = tagwire::RingParams {
+        slots: 4096,
+        slot_payload: 256,
+    };
+    c1.create_tag_with("/held", Domain::Global, deep).unwrap();
+    let mut sub = c1
+        .subscribe("/held", SubscribeOptions::default().depth(4096))
+        .unwrap();
+    let mut publisher = c0.publisher("/held").unwrap();
+    let timeout = Duration::from_millis(200);
+    publisher.set_send_timeout(timeout);
+
+    site.lan.host(1).link_down().unwrap();
+    // The window (1024 datagrams) and then host 0's ring (256 slots) fill up;
+    // the next send waits its timeout and fails, having sent nothing.
+    let mut sent = 0u64;
+    let err = loop {
+        let t = Instant::now();
+        match publisher.send(&(sent + 1).to_le_bytes()) {
+            Ok(seq) => {
+                sent += 1;
+                assert_eq!(seq.0, sent);
+                assert!(sent < 100_000, "the publisher was never held back");
+            }
+            Err(e) => break (e, t.elapsed()),
+        }
+    };
+    site.lan.host(1).link_up().unwrap();
+    println!("held back after {sent} messages: {}", err.0);
+    assert!(
+        matches!(&err.0, tagwire::Error::WindowFull { tag, .. } if tag == "/held"),
+        "{:?}",
+        err.0
+    );
+    assert!(err.1 >= timeout, "gave up after {:?}", err.1);
+    assert!(sent >= 256, "held back before the ring was full: {sent}");
+    assert_eq!(
+        publisher.last_seq().0,
+        sent,
+        "the failed send used no number"
+    );
+
+    // Once the link is back everything sent before and after arrives, in
+    // order, exactly once.
+    publisher.set_send_timeout(Duration::from_secs(20));
+    let total = sent + 1000;
+    for i in sent + 1..=total {
+        publisher.send(&i.to_le_bytes()).unwrap();
+    }
+    for i in 1..=total {
+        let m = sub.receive(Some(Duration::from_secs(20))).unwrap();
+        assert_eq!((m.seq.0, &m.payload[..]), (i, &i.to_le_bytes()[..]));
+    }
+    assert_eq!(sub.lost(), 0);
+    assert_eq!(daemons[0].forward_losses(), 0);
 }

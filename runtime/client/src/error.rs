@@ -62,6 +62,21 @@ pub enum Error {
         /// How many messages were dropped (oldest first).
         lost: u64,
     },
+    /// A send waited its whole send timeout for a reliable receiver on another
+    /// node (its network window is full, so the ring holds unsent messages)
+    /// and gave up. Nothing was sent; the message can be sent again.
+    #[error(
+        "send on tag {tag} gave up after {waited:?}: a reliable receiver on another node \
+         has not acknowledged enough (network slower than the publisher, or the node is \
+         unreachable); nothing was sent: retry, publish slower, or raise \
+         Publisher::set_send_timeout"
+    )]
+    WindowFull {
+        /// The tag.
+        tag: String,
+        /// How long the send waited.
+        waited: Duration,
+    },
     /// No message arrived within the receive timeout.
     #[error("no message within the timeout")]
     Timeout,

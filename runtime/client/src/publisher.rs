@@ -2,15 +2,17 @@
 //!
 //! `send` reads the clock, writes the 40-byte frame header and the payload into
 //! the tag's ring in one copy, and bumps the doorbell. No lock, no daemon, no
-//! system call unless a subscriber sleeps. Messages larger than a slot go into a
-//! sealed memfd handed to the daemon (the blob path), and the slot carries a
-//! reference to it.
+//! system call unless a subscriber sleeps. When a reliable receiver on another
+//! node is a whole ring behind, `send` waits for it (bounded, see
+//! `Publisher::set_send_timeout`): that is the network window pushing back.
+//! Messages larger than a slot go into a sealed memfd handed to the daemon (the
+//! blob path), and the slot carries a reference to it.
 
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::{MemfdFlags, SealFlags};
 
@@ -32,7 +34,11 @@ pub struct Publisher {
     seq: u64,
     sender: SenderInfo,
     header: [u8; HEADER_LEN],
+    send_timeout: Duration,
 }
+
+/// How long `send` waits, by default, for a full network window to open.
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl Publisher {
     pub(crate) fn new(client: Client, ep: Arc<Endpoint>) -> Self {
@@ -47,7 +53,16 @@ impl Publisher {
             seq: 0,
             sender,
             header: [0; HEADER_LEN],
+            send_timeout: DEFAULT_SEND_TIMEOUT,
         }
+    }
+
+    /// How long `send` may wait when a reliable receiver on another node is a
+    /// whole ring behind (its network window is full) before failing with
+    /// [`Error::WindowFull`]. `Duration::ZERO` fails at once. Default 1 s.
+    /// Sends to receivers on this node alone never wait.
+    pub fn set_send_timeout(&mut self, timeout: Duration) {
+        self.send_timeout = timeout;
     }
 
     /// The tag's name.
@@ -94,7 +109,8 @@ impl Publisher {
         };
         let res = if fast {
             let _ = h.emit(&mut self.header);
-            self.ring.publish(&[&self.header, payload])
+            self.ring
+                .publish_gated(&[&self.header, payload], self.send_timeout)
         } else {
             let blob = match self.store_blob(payload) {
                 Ok(b) => b,
@@ -105,13 +121,21 @@ impl Publisher {
             };
             h.flags = FLAG_BLOB;
             let _ = h.emit(&mut self.header);
-            self.ring.publish(&[&self.header, &blob.to_bytes()])
+            self.ring
+                .publish_gated(&[&self.header, &blob.to_bytes()], self.send_timeout)
         };
         match res {
             Ok(_) => Ok(SeqNum(self.seq)),
             Err(RingError::TooLarge { len, max }) => {
                 self.seq -= 1;
                 Err(Error::TooLarge { len, max })
+            }
+            Err(RingError::Full { waited }) => {
+                self.seq -= 1;
+                Err(Error::WindowFull {
+                    tag: self.ep.name.to_string(),
+                    waited,
+                })
             }
             Err(e) => {
                 self.seq -= 1;

@@ -15,14 +15,16 @@
 //!   local message. Messages larger than a slot become blobs, as on one node.
 //!   ACK/NACKs for our own streams are handed to their writers here too.
 //!
-//! Malformed datagrams are counted and dropped. The forwarder runs in the
-//! daemon, so a full window delays the forwarder, not the publisher: it keeps
-//! draining the ring into a backlog (at most 64 MiB) while it waits for
-//! acknowledgements. A publisher that outruns the network for longer than that
-//! loses messages when its ring laps the forwarder (counted, see
-//! `Daemon::forward_losses`); back-pressure to the publisher is the next step.
+//! Malformed datagrams are counted and dropped. **Back-pressure:** the
+//! forwarder holds a gate on the ring (`tagwire_shm::Gate`) at its read
+//! position and stops reading while a window is full, so the ring fills and
+//! the publisher's `send` waits (for its configured time, then fails with
+//! `Error::WindowFull`, having sent nothing) instead of overwriting messages
+//! not yet handed to every window. Records written without a gate (messages
+//! that arrived from other nodes) can still lap it; such losses are counted
+//! (`Daemon::forward_losses`).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, OwnedFd};
@@ -207,15 +209,22 @@ fn forward_loop(
 ) {
     let me = shared.node();
     let mut cur = ring.cursor_from(start, ring.shape().slots);
+    // The gate holds the publisher back (for its configured time) instead of
+    // letting it overwrite what we have not handed to every window yet.
+    let gate = match ring.attach_gate(start) {
+        Ok(g) => Some(g),
+        Err(e) => {
+            tracing::warn!(tag = %tag, error = %e, "forwarder runs without back-pressure");
+            None
+        }
+    };
     let mut rec = Vec::new();
     let mut blob = Vec::new();
     let mut streams: HashMap<NodeAddr, Arc<Mutex<OutStream>>> = HashMap::new();
-    // Messages read from the ring but not yet accepted by every window (only
-    // while some window is full): the ring is drained promptly even while a
-    // window waits for a retransmission, so a loss on the network does not let
-    // the ring lap us.
-    let mut backlog: VecDeque<Pending> = VecDeque::new();
-    let mut backlog_bytes = 0usize;
+    // The one message read from the ring but not yet in every window (a window
+    // is full): nothing more is read until it is, so the ring fills and the
+    // gate holds the publisher back.
+    let mut pending: Option<Pending> = None;
     tracing::debug!(tag = %tag, "forwarder started");
     while !route.stop.load(Ordering::Acquire) && !shared.is_stopping() {
         let dests = lock(&route.dests).clone();
@@ -226,10 +235,8 @@ fn forward_loop(
             }
             keep
         });
-        let mut progressed = false;
-        // Older messages first: retry the backlog before reading new ones.
-        while let Some(p) = backlog.front_mut() {
-            if !send_to_all(
+        if let Some(p) = pending.as_mut() {
+            let sent = send_to_all(
                 shared,
                 d,
                 &dests,
@@ -238,15 +245,16 @@ fn forward_loop(
                 &p.header,
                 &p.message,
                 &mut p.done,
-            ) {
-                break;
+            );
+            if !sent {
+                // Waiting for acknowledgements (the inbound thread applies them).
+                std::thread::sleep(Duration::from_micros(200));
+                continue;
             }
-            if let Some(p) = backlog.pop_front() {
-                backlog_bytes -= p.message.len();
-                progressed = true;
-            }
+            pending = None;
         }
-        while backlog_bytes < MAX_BACKLOG_BYTES {
+        let mut progressed = false;
+        loop {
             match ring.read(&mut cur, &mut rec) {
                 ReadOutcome::Record => {}
                 ReadOutcome::Empty | ReadOutcome::Pending => break,
@@ -256,6 +264,10 @@ fn forward_loop(
                 }
             }
             progressed = true;
+            // The record is copied out: its slot may be reused.
+            if let Some(g) = &gate {
+                g.advance(cur.position());
+            }
             let Ok((header, body)) = FrameHeader::parse(&rec) else {
                 continue;
             };
@@ -271,36 +283,29 @@ fn forward_loop(
                 body
             };
             let mut done = Vec::new();
-            if backlog.is_empty()
-                && send_to_all(
-                    shared,
-                    d,
-                    &dests,
-                    &mut streams,
-                    tag,
-                    &header,
-                    message,
-                    &mut done,
-                )
-            {
-                continue; // the common case: no copy beyond the datagrams
+            if !send_to_all(
+                shared,
+                d,
+                &dests,
+                &mut streams,
+                tag,
+                &header,
+                message,
+                &mut done,
+            ) {
+                pending = Some(Pending {
+                    header,
+                    message: message.to_vec(),
+                    done,
+                });
+                break;
             }
-            backlog_bytes += message.len();
-            backlog.push_back(Pending {
-                header,
-                message: message.to_vec(),
-                done,
-            });
         }
         if !progressed {
-            if backlog.is_empty() {
-                ring.wait(&cur, Some(Duration::from_millis(50)), Duration::ZERO);
-            } else {
-                // Waiting for acknowledgements (the inbound thread applies them).
-                std::thread::sleep(Duration::from_micros(200));
-            }
+            ring.wait(&cur, Some(Duration::from_millis(50)), Duration::ZERO);
         }
     }
+    drop(gate);
     for s in streams.values() {
         d.drop_stream(lock(s).id);
     }
@@ -341,9 +346,6 @@ struct Pending {
     message: Vec<u8>,
     done: Vec<NodeAddr>,
 }
-
-/// Bytes a forwarder holds beyond the ring while windows are full.
-const MAX_BACKLOG_BYTES: usize = 64 << 20;
 
 fn read_blob(shared: &Shared, tag: &TagName, body: &[u8], out: &mut Vec<u8>) -> Option<()> {
     let r = BlobRef::parse(body).ok()?;
@@ -442,6 +444,19 @@ struct InStream {
     last: Instant,
 }
 
+impl InStream {
+    fn new(now: Instant) -> Self {
+        Self {
+            // A stream is created for a receiver that already exists, so it is
+            // wanted from its first datagram: when that one was lost, the
+            // reader asks for it rather than starting later.
+            reader: Reader::with_start(ReaderConfig::default(), 1),
+            reasm: Reassembler::new(ReassemblerConfig::default()),
+            last: now,
+        }
+    }
+}
+
 fn inbound_loop(shared: &Arc<Shared>, d: &Delivery) {
     let mut buf = vec![0u8; 65536];
     let mut streams: HashMap<(SocketAddr, u64), InStream> = HashMap::new();
@@ -483,11 +498,7 @@ fn handle(
     let key = (from, dg.stream);
     match dg.body {
         Body::Data(data) => {
-            let s = streams.entry(key).or_insert_with(|| InStream {
-                reader: Reader::new(ReaderConfig::default()),
-                reasm: Reassembler::new(ReassemblerConfig::default()),
-                last: now,
-            });
+            let s = streams.entry(key).or_insert_with(|| InStream::new(now));
             s.last = now;
             if data.flags & FLAG_RELIABLE == 0 {
                 if let Some(m) = s.reasm.handle_fragment(&data) {
@@ -514,10 +525,12 @@ fn handle(
             ack(d, &mut s.reader, dg.stream, from, now, out);
         }
         Body::Heartbeat(Heartbeat { first, last }) => {
-            if let Some(s) = streams.get_mut(&key) {
-                s.reader.handle_heartbeat(now, first, last);
-                ack(d, &mut s.reader, dg.stream, from, now, out);
-            }
+            // A heartbeat may be the first we hear of a stream whose first
+            // datagrams were all lost: its answer asks for them.
+            let s = streams.entry(key).or_insert_with(|| InStream::new(now));
+            s.last = now;
+            s.reader.handle_heartbeat(now, first, last);
+            ack(d, &mut s.reader, dg.stream, from, now, out);
         }
         Body::AckNack(AckNack {
             ack_through,

@@ -15,6 +15,10 @@
 //!   reader that falls a whole lap behind detects the overwrite instead of
 //!   returning torn data. Readers keep
 //!   their cursor in their own memory: a reader that dies leaves nothing behind.
+//! * [`Gate`]: a reader that must not lose records (the daemon's forwarder of
+//!   a reliable remote stream) holds a gate; gated writers wait for it, for a
+//!   bounded time, instead of overwriting what it has not read. This is how a
+//!   full network window pushes back on the publisher.
 //! * The doorbell: a futex word that a publisher bumps and wakes only when the
 //!   waiter count is non-zero, so a publisher whose subscribers are busy (or
 //!   spinning) pays neither a system call nor a write to the sleepers' line.
@@ -29,5 +33,5 @@ mod ring;
 mod segment;
 pub mod sync;
 
-pub use ring::{Cursor, ReadOutcome, Ring, RingError, RingShape};
+pub use ring::{Cursor, Gate, ReadOutcome, Ring, RingError, RingShape, GATES};
 pub use segment::{Segment, ShmError};

@@ -4,7 +4,11 @@
 //! segment layout (all offsets in bytes, little-endian, 64-byte aligned lines)
 //!   0  magic "TAGWRNG1" (u64) | version u32 | slots u32 | stride u32 | payload u32
 //!  64  head: next slot index to claim (AtomicU64)         — writers' line
+//!  24  gate epoch (AtomicU32): bumped when a gate is attached
 //! 128  doorbell (AtomicU32 futex word) | waiters (AtomicU32) — sleepers' line
+//! 192  gate bell (AtomicU32 futex word) | gate waiters (AtomicU32)
+//! 200  gate positions, 3 × AtomicU64: record index + 1, 0 = free
+//! 224  gate owners, 3 × AtomicU32: pid of the process holding the gate
 //! 256  owner words, one u64 per slot: pid << 32 | index, 0 = free
 //!  …   (64-aligned) slot 0 .. slot (slots-1), each `stride` bytes:
 //!        0  stamp (AtomicU64): 2·i+2 once record i is committed
@@ -19,6 +23,14 @@
 //! overwritten when the stamp is larger; a copy is valid when, after it, `head`
 //! shows no claim of record `next+slots` (writers claim before they write).
 //! Only the commit store touches the line a waiting reader polls.
+//!
+//! **Gates.** A reader that must not lose records (the daemon's forwarder of a
+//! reliable remote stream) attaches a gate: a position in the header that
+//! gated writers (`publish_gated`) do not lap. Such a writer claims record `i`
+//! only once every gate is past `i - slots`; it waits on the gate bell for a
+//! bounded time and otherwise fails having written nothing. Plain `publish`
+//! ignores gates (the daemon's inbound path must never block). A gate whose
+//! process is gone is freed by the first writer it blocks.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,10 +42,17 @@ use crate::segment::{Segment, ShmError};
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"TAGWRNG1");
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
+const GATE_EPOCH_OFF: usize = 24;
 const HEAD_OFF: usize = 64;
 const DOORBELL_OFF: usize = 128;
 const WAITERS_OFF: usize = 132;
+const GATE_BELL_OFF: usize = 192;
+const GATE_WAITERS_OFF: usize = 196;
+const GATE_POS_OFF: usize = 200;
+const GATE_PID_OFF: usize = 224;
+/// Gates a ring has room for.
+pub const GATES: usize = 3;
 /// Per-slot owner words (one u64 each) start here; slots follow them.
 const OWNERS_OFF: usize = 256;
 /// Indices are kept below this so `2·i + 2` and `i + slots` never overflow, even
@@ -61,6 +80,16 @@ pub enum RingError {
         /// Slot capacity.
         max: usize,
     },
+    /// A gated publish waited `waited` for a gate (a reader that must not
+    /// lose records) to move and gave up; nothing was written.
+    #[error("ring full: a gated reader did not free a slot within {waited:?}")]
+    Full {
+        /// How long the writer waited.
+        waited: Duration,
+    },
+    /// Every gate of the ring is taken.
+    #[error("all {GATES} gates of the ring are taken")]
+    NoGate,
     /// Mapping or validating the segment failed.
     #[error(transparent)]
     Shm(#[from] ShmError),
@@ -138,6 +167,51 @@ pub struct Ring {
     slots_off: usize,
     /// Our pid, the high half of the owner words we write.
     pid: u32,
+    /// What gated writers of this mapping last learned of the gates.
+    gates_seen: Arc<GatesSeen>,
+}
+
+/// A gated writer's cache: while `head` is below `limit` and the epoch is
+/// unchanged, no gate can be in the way and the gate line is not read.
+#[derive(Debug, Default)]
+struct GatesSeen {
+    epoch: AtomicU32,
+    /// 0 = not computed yet.
+    limit: AtomicU64,
+}
+
+/// A reader's hold on a ring: gated writers do not overwrite records at or
+/// after its position. Released when dropped.
+#[derive(Debug)]
+pub struct Gate {
+    ring: Ring,
+    idx: usize,
+}
+
+impl Gate {
+    /// Moves the gate to `position` (the next record its holder needs) and
+    /// wakes writers waiting for it.
+    pub fn advance(&self, position: u64) {
+        self.ring
+            .gate_pos(self.idx)
+            .store(position.min(MAX_INDEX) + 1, Ordering::Release);
+        self.ring.ring_gate_bell();
+    }
+
+    /// The gate's position.
+    pub fn position(&self) -> u64 {
+        self.ring
+            .gate_pos(self.idx)
+            .load(Ordering::Acquire)
+            .saturating_sub(1)
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.ring.gate_pos(self.idx).store(0, Ordering::Release);
+        self.ring.ring_gate_bell();
+    }
 }
 
 /// A writer that stalls longer than this on a claimed slot is presumed dead, and
@@ -165,6 +239,7 @@ impl Ring {
             slots_off: shape.slots_off(),
             shape,
             pid: std::process::id(),
+            gates_seen: Arc::default(),
         })
     }
 
@@ -205,6 +280,7 @@ impl Ring {
             stride: stride as usize,
             slots_off: shape.slots_off(),
             pid: std::process::id(),
+            gates_seen: Arc::default(),
         })
     }
 
@@ -226,6 +302,10 @@ impl Ring {
     /// Writes one record made of the concatenation of `parts` and wakes sleeping
     /// readers. One copy, whatever the number of readers. Returns the record index.
     pub fn publish(&self, parts: &[&[u8]]) -> Result<u64, RingError> {
+        self.publish_inner(parts, false)
+    }
+
+    fn publish_inner(&self, parts: &[&[u8]], gated: bool) -> Result<u64, RingError> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len > self.max_record() {
             return Err(RingError::TooLarge {
@@ -234,6 +314,13 @@ impl Ring {
             });
         }
         let (i, slot) = self.claim()?;
+        if gated && i >= self.gates_seen.limit.load(Ordering::Relaxed) {
+            // Another writer claimed between our gate check and our claim:
+            // give the gate a moment (less than readers' patience with a
+            // pending record), then write anyway; the gate's holder counts
+            // the overwrite as lost.
+            self.settle_past_gates(i);
+        }
         let stamp = self.stamp(slot);
         let mut dst = self.data(slot);
         for p in parts {
@@ -252,6 +339,131 @@ impl Ring {
         self.owner(slot).store(0, Ordering::Release);
         self.ring_doorbell();
         Ok(i)
+    }
+
+    /// Like [`Ring::publish`], but never overwrites a record a gate still
+    /// holds: waits up to `wait` for the gates to move, then fails with
+    /// [`RingError::Full`] having written nothing. Costs one extra load of a
+    /// read-mostly line while no gate is within a lap.
+    pub fn publish_gated(&self, parts: &[&[u8]], wait: Duration) -> Result<u64, RingError> {
+        let epoch = self.gate_epoch().load(Ordering::Acquire);
+        let head = self.head().load(Ordering::Relaxed);
+        if epoch != self.gates_seen.epoch.load(Ordering::Relaxed)
+            || head >= self.gates_seen.limit.load(Ordering::Relaxed)
+        {
+            self.wait_for_gates(head, wait)?;
+            self.gates_seen.epoch.store(epoch, Ordering::Relaxed);
+        }
+        self.publish_inner(parts, true)
+    }
+
+    fn settle_past_gates(&self, i: u64) {
+        let slots = u64::from(self.shape.slots);
+        let start = Instant::now();
+        while start.elapsed() < DEAD_WRITER / 2 {
+            match self.min_gate(false) {
+                Some(g) if g.saturating_add(slots) <= i => std::thread::yield_now(),
+                _ => return,
+            }
+        }
+    }
+
+    /// Attaches a gate at record index `position`. Gated writers will not
+    /// overwrite that record or later ones until the gate advances or drops.
+    pub fn attach_gate(&self, position: u64) -> Result<Gate, RingError> {
+        for idx in 0..GATES {
+            let pos = self.gate_pos(idx);
+            if pos
+                .compare_exchange(
+                    0,
+                    position.min(MAX_INDEX) + 1,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+            {
+                self.gate_pid(idx).store(self.pid, Ordering::Release);
+                // Writers that cached "no gate in the way" look again.
+                self.gate_epoch().fetch_add(1, Ordering::AcqRel);
+                return Ok(Gate {
+                    ring: self.clone(),
+                    idx,
+                });
+            }
+        }
+        Err(RingError::NoGate)
+    }
+
+    /// Lowest live gate position, freeing gates of dead processes when
+    /// `reap` is set.
+    fn min_gate(&self, reap: bool) -> Option<u64> {
+        let mut min: Option<u64> = None;
+        for idx in 0..GATES {
+            let v = self.gate_pos(idx).load(Ordering::Acquire);
+            if v == 0 {
+                continue;
+            }
+            if reap && !process_alive(self.gate_pid(idx).load(Ordering::Acquire)) {
+                let _ =
+                    self.gate_pos(idx)
+                        .compare_exchange(v, 0, Ordering::AcqRel, Ordering::Acquire);
+                continue;
+            }
+            let p = (v - 1).min(MAX_INDEX);
+            min = Some(min.map_or(p, |m| m.min(p)));
+        }
+        min
+    }
+
+    /// Waits until a record claimed at `head` would not lap a gate, refreshing
+    /// the writer's cached limit.
+    fn wait_for_gates(&self, head: u64, wait: Duration) -> Result<(), RingError> {
+        let slots = u64::from(self.shape.slots);
+        let start = Instant::now();
+        let mut head = head;
+        let mut reap = false;
+        loop {
+            let seen = self.gate_bell().load(Ordering::SeqCst);
+            let limit = self
+                .min_gate(reap)
+                .map_or(MAX_INDEX, |g| g.saturating_add(slots));
+            if head < limit {
+                self.gates_seen.limit.store(limit, Ordering::Relaxed);
+                return Ok(());
+            }
+            let waited = start.elapsed();
+            if waited >= wait {
+                return Err(RingError::Full { waited });
+            }
+            // Sleep on the gate bell (a holder that advances rings it), but
+            // wake now and then to free the gates of dead holders.
+            let nap = (wait - waited).min(Duration::from_millis(20));
+            let waiters = self.gate_waiters();
+            waiters.fetch_add(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            let moved = self
+                .min_gate(false)
+                .map_or(MAX_INDEX, |g| g.saturating_add(slots))
+                > head;
+            if !moved {
+                let ts = rustix::time::Timespec {
+                    tv_sec: nap.as_secs() as i64,
+                    tv_nsec: i64::from(nap.subsec_nanos()),
+                };
+                let _ = futex::wait(self.gate_bell(), futex::Flags::empty(), seen, Some(&ts));
+            }
+            waiters.fetch_sub(1, Ordering::SeqCst);
+            reap = start.elapsed() >= DEAD_WRITER;
+            head = self.head().load(Ordering::Relaxed);
+        }
+    }
+
+    fn ring_gate_bell(&self) {
+        fence(Ordering::SeqCst);
+        if self.gate_waiters().load(Ordering::Relaxed) > 0 {
+            self.gate_bell().fetch_add(1, Ordering::SeqCst);
+            let _ = futex::wake(self.gate_bell(), futex::Flags::empty(), i32::MAX as u32);
+        }
     }
 
     /// Claims a record index and exclusive write access to its slot.
@@ -550,6 +762,26 @@ impl Ring {
         self.atomic_u64(OWNERS_OFF + 8 * slot)
     }
 
+    fn gate_epoch(&self) -> &AtomicU32 {
+        self.atomic_u32(GATE_EPOCH_OFF)
+    }
+
+    fn gate_bell(&self) -> &AtomicU32 {
+        self.atomic_u32(GATE_BELL_OFF)
+    }
+
+    fn gate_waiters(&self) -> &AtomicU32 {
+        self.atomic_u32(GATE_WAITERS_OFF)
+    }
+
+    fn gate_pos(&self, idx: usize) -> &AtomicU64 {
+        self.atomic_u64(GATE_POS_OFF + 8 * idx)
+    }
+
+    fn gate_pid(&self, idx: usize) -> &AtomicU32 {
+        self.atomic_u32(GATE_PID_OFF + 4 * idx)
+    }
+
     fn doorbell(&self) -> &AtomicU32 {
         self.atomic_u32(DOORBELL_OFF)
     }
@@ -844,5 +1076,91 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 600);
+    }
+
+    #[test]
+    fn a_gated_writer_never_laps_a_gate_and_fails_having_written_nothing() {
+        let w = Ring::create("t", shape(4, 8)).unwrap();
+        let r = reopen(&w);
+        let gate = r.attach_gate(0).unwrap();
+        for i in 0..4u8 {
+            w.publish_gated(&[&[i]], Duration::ZERO).unwrap();
+        }
+        let wait = Duration::from_millis(30);
+        match w.publish_gated(&[b"x"], wait) {
+            Err(RingError::Full { waited }) => assert!(waited >= wait),
+            other => panic!("expected Full, got {other:?}"),
+        }
+        assert_eq!(w.head_index(), 4, "the failed publish claimed nothing");
+        // The gate's holder reads two records and advances: two more fit.
+        let mut c = r.cursor_from(0, 4);
+        let mut buf = Vec::new();
+        for i in 0..2u8 {
+            assert_eq!(r.read(&mut c, &mut buf), ReadOutcome::Record);
+            assert_eq!(buf, [i]);
+        }
+        gate.advance(c.position());
+        assert_eq!(gate.position(), 2);
+        w.publish_gated(&[b"e"], Duration::ZERO).unwrap();
+        w.publish_gated(&[b"f"], Duration::ZERO).unwrap();
+        assert!(matches!(
+            w.publish_gated(&[b"g"], Duration::ZERO),
+            Err(RingError::Full { .. })
+        ));
+        // Nothing the gate holds was overwritten.
+        for want in [&[2u8][..], &[3], b"e", b"f"] {
+            assert_eq!(r.read(&mut c, &mut buf), ReadOutcome::Record);
+            assert_eq!(buf, want);
+        }
+        // Plain publish ignores gates; dropping the gate frees gated writers.
+        w.publish(&[b"h"]).unwrap();
+        drop(gate);
+        w.publish_gated(&[b"i"], Duration::ZERO).unwrap();
+    }
+
+    #[test]
+    fn a_writer_waiting_on_a_gate_is_woken_when_it_advances() {
+        let w = Ring::create("t", shape(2, 8)).unwrap();
+        let r = reopen(&w);
+        let gate = r.attach_gate(0).unwrap();
+        w.publish_gated(&[b"a"], Duration::ZERO).unwrap();
+        w.publish_gated(&[b"b"], Duration::ZERO).unwrap();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            gate.advance(1);
+            gate
+        });
+        let start = Instant::now();
+        w.publish_gated(&[b"c"], Duration::from_secs(10)).unwrap();
+        assert!(start.elapsed() < Duration::from_secs(10));
+        let gate = t.join().unwrap();
+        assert_eq!(gate.position(), 1);
+    }
+
+    #[test]
+    fn the_gate_of_a_dead_process_is_freed_by_the_writer_it_blocks() {
+        let w = Ring::create("t", shape(2, 8)).unwrap();
+        let gate = w.attach_gate(0).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        w.gate_pid(gate.idx).store(dead, Ordering::Release);
+        std::mem::forget(gate); // its process "died" holding it
+        w.publish_gated(&[b"a"], Duration::ZERO).unwrap();
+        w.publish_gated(&[b"b"], Duration::ZERO).unwrap();
+        w.publish_gated(&[b"c"], Duration::from_secs(10)).unwrap();
+        assert_eq!(w.min_gate(false), None);
+    }
+
+    #[test]
+    fn gates_are_limited_and_a_dropped_gate_can_be_reattached() {
+        let w = Ring::create("t", shape(2, 8)).unwrap();
+        let gates: Vec<_> = (0..GATES).map(|_| w.attach_gate(0).unwrap()).collect();
+        assert_eq!(w.attach_gate(0).unwrap_err(), RingError::NoGate);
+        gates[1].advance(5);
+        assert_eq!(w.min_gate(false), Some(0));
+        drop(gates);
+        assert_eq!(w.min_gate(false), None);
+        assert!(w.attach_gate(3).is_ok());
     }
 }
