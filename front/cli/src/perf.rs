@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use tagwire_perf::remote;
 use tagwire_perf::report::{self, Record};
 use tagwire_perf::suite::{self, Mode, SuiteOpts};
 use tagwire_perf::workload::{self, Acks, Env};
@@ -87,6 +88,43 @@ enum Bench {
         /// Also run tagwire paced at this multiple of Cyclone DDS's rate (0 = off).
         #[arg(long, default_value_t = 3.0)]
         paced: f64,
+        /// Publisher and subscriber on two hosts (network namespaces; root).
+        #[arg(long)]
+        remote: bool,
+    },
+    /// Round trip to a receiver on another host against size, beside raw UDP
+    /// and Cyclone DDS across the same link (network namespaces; root).
+    RemoteRtt {
+        /// Message sizes, bytes.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "32,64,128,256,512,1024,2048,4096,8192"
+        )]
+        sizes: Vec<usize>,
+    },
+    /// Round trip against the number of receivers, all on one other host
+    /// (paper Figure 4-6; network namespaces; root).
+    RemoteFanout {
+        /// Receiver counts: a range `1..8` or a list `1,2,4,8`.
+        #[arg(long, default_value = "1..8")]
+        receivers: String,
+        /// Who acknowledges: all, last or both.
+        #[arg(long, default_value = "both")]
+        acks: String,
+        /// Message size, bytes.
+        #[arg(long, default_value_t = 256)]
+        size: usize,
+    },
+    /// Round trip against the number of receivers spread over three other
+    /// hosts, all acknowledging (paper Figure 4-7; network namespaces; root).
+    MultiNode {
+        /// Receiver counts: a range `1..8` or a list `1,2,4,8`.
+        #[arg(long, default_value = "1..8")]
+        receivers: String,
+        /// Message size, bytes.
+        #[arg(long, default_value_t = 256)]
+        size: usize,
     },
 }
 
@@ -125,6 +163,9 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     if let Bench::Footprint = a.bench {
         return footprint(&a);
     }
+    if a.bench.is_remote() {
+        return remote(&a);
+    }
     // A private daemon unless told otherwise, so runs do not disturb (or get
     // disturbed by) a user's daemon.
     let dir = tempfile_dir()?;
@@ -140,21 +181,12 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             socket
         }
     };
-    let o = SuiteOpts {
-        env: Env {
-            exe: std::env::current_exe()?,
-            socket,
-            cpus: parse_pin(&a.pin)?,
-        },
-        reps: a.reps.max(1),
-        iters: a.iters.max(1),
-        warmup: a.warmup,
-        dds: !a.no_dds,
-        dds_seconds: a.dds_seconds.max(1),
-        progress: true,
-    };
+    let o = suite_opts(&a, socket)?;
     let (name, records) = match &a.bench {
-        Bench::Footprint => return footprint(&a),
+        Bench::Footprint
+        | Bench::RemoteRtt { .. }
+        | Bench::RemoteFanout { .. }
+        | Bench::MultiNode { .. } => unreachable!("handled above"),
         Bench::Rtt { sizes, modes } => {
             let modes = modes
                 .iter()
@@ -168,12 +200,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             size,
             mode,
         } => {
-            let acks = match acks.as_str() {
-                "all" => vec![Acks::All],
-                "last" => vec![Acks::Last],
-                "both" => vec![Acks::All, Acks::Last],
-                other => anyhow::bail!("--acks must be all, last or both, not {other}"),
-            };
+            let acks = parse_acks(acks)?;
             let receivers = parse_receivers(receivers)?;
             (
                 "fanout",
@@ -184,10 +211,99 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             size,
             seconds,
             paced,
+            ..
         } => ("throughput", suite::throughput(&o, size, *seconds, *paced)?),
     };
     let _ = std::fs::remove_dir_all(&dir);
     emit(&a, name, &records)
+}
+
+impl Bench {
+    fn is_remote(&self) -> bool {
+        matches!(
+            self,
+            Bench::RemoteRtt { .. }
+                | Bench::RemoteFanout { .. }
+                | Bench::MultiNode { .. }
+                | Bench::Throughput { remote: true, .. }
+        )
+    }
+}
+
+fn suite_opts(a: &Args, socket: PathBuf) -> anyhow::Result<SuiteOpts> {
+    Ok(SuiteOpts {
+        env: Env::local(std::env::current_exe()?, socket, parse_pin(&a.pin)?),
+        reps: a.reps.max(1),
+        iters: a.iters.max(1),
+        warmup: a.warmup,
+        dds: !a.no_dds,
+        dds_seconds: a.dds_seconds.max(1),
+        progress: true,
+    })
+}
+
+/// The multi-host benchmarks: a site of network namespaces with one daemon
+/// per host (see `tagwire_perf::remote`).
+fn remote(a: &Args) -> anyhow::Result<()> {
+    if a.socket.is_some() {
+        anyhow::bail!("--socket does not apply: the multi-host benchmarks start their own daemons");
+    }
+    let hosts = if matches!(a.bench, Bench::MultiNode { .. }) {
+        4
+    } else {
+        2
+    };
+    let site = remote::Site::new(hosts)?;
+    let o = suite_opts(a, site.socket(0))?;
+    let (name, records) = match &a.bench {
+        Bench::RemoteRtt { sizes } => ("remote-rtt", remote::remote_rtt(&o, &site, sizes)?),
+        Bench::RemoteFanout {
+            receivers,
+            acks,
+            size,
+        } => (
+            "remote-fanout",
+            remote::remote_fanout(
+                &o,
+                &site,
+                "remote-fanout",
+                &[1],
+                &parse_receivers(receivers)?,
+                &parse_acks(acks)?,
+                *size,
+            )?,
+        ),
+        Bench::MultiNode { receivers, size } => (
+            "multi-node",
+            remote::remote_fanout(
+                &o,
+                &site,
+                "multi-node",
+                &[1, 2, 3],
+                &parse_receivers(receivers)?,
+                &[Acks::All],
+                *size,
+            )?,
+        ),
+        Bench::Throughput { size, seconds, .. } => (
+            "throughput-remote",
+            remote::remote_throughput(&o, &site, size, *seconds)?,
+        ),
+        Bench::Rtt { .. } | Bench::Fanout { .. } | Bench::Footprint => {
+            unreachable!("not a multi-host benchmark")
+        }
+    };
+    drop(site);
+    emit(a, name, &records)
+}
+
+fn parse_acks(s: &str) -> anyhow::Result<Vec<Acks>> {
+    Ok(match s {
+        "all" => vec![Acks::All],
+        "last" => vec![Acks::Last],
+        "both" => vec![Acks::All, Acks::Last],
+        other => anyhow::bail!("--acks must be all, last or both, not {other}"),
+    })
 }
 
 fn emit(a: &Args, name: &str, records: &[Record]) -> anyhow::Result<()> {
@@ -200,8 +316,8 @@ fn emit(a: &Args, name: &str, records: &[Record]) -> anyhow::Result<()> {
     report::save_results(&a.out, name, records)?;
     let png = a.out.join(format!("{name}.png"));
     let plotted = match name {
-        "rtt" => tagwire_perf::plot::rtt_plot(&png, records),
-        "fanout" => tagwire_perf::plot::fanout_plot(&png, records),
+        "rtt" | "remote-rtt" => tagwire_perf::plot::rtt_plot(&png, records),
+        "fanout" | "remote-fanout" | "multi-node" => tagwire_perf::plot::fanout_plot(&png, records),
         _ => Ok(()),
     };
     if let Err(e) = plotted {

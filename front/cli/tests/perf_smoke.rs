@@ -10,6 +10,11 @@ use std::process::Command;
 const BIN: &str = env!("CARGO_BIN_EXE_tagwire");
 
 fn perf(args: &[&str]) -> Vec<serde_json::Value> {
+    perf_named(args[0], args)
+}
+
+/// Runs `tagwire perf ARGS`, checks that results were saved as `name`.
+fn perf_named(name: &str, args: &[&str]) -> Vec<serde_json::Value> {
     let out_dir = tempfile::tempdir().unwrap();
     let out = Command::new(BIN)
         .arg("perf")
@@ -28,7 +33,6 @@ fn perf(args: &[&str]) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect();
     assert!(!recs.is_empty());
-    let name = args[0];
     assert!(out_dir.path().join(format!("{name}.json")).exists());
     assert!(out_dir.path().join(format!("{name}.txt")).exists());
     recs
@@ -113,4 +117,112 @@ fn throughput_counts_messages_at_the_subscriber() {
     let tw = recs.iter().find(|r| r["system"] == "tagwire").unwrap();
     assert!(tw["msgs_per_s"].as_f64().unwrap() > 0.0);
     assert!(tw["note"].as_str().unwrap().contains("received"));
+}
+
+/// The multi-host benchmarks need network namespaces (root).
+fn no_namespaces() -> bool {
+    match tagwire_testkit::skip_reason() {
+        Some(r) => {
+            println!("skipped: {r}");
+            true
+        }
+        None => false,
+    }
+}
+
+#[test]
+fn remote_rtt_crosses_the_link_beside_raw_udp_and_cyclone() {
+    if no_namespaces() {
+        return;
+    }
+    let recs = perf(&[
+        "remote-rtt",
+        "--sizes",
+        "64",
+        "--iters",
+        "50",
+        "--warmup",
+        "5",
+    ]);
+    let s = systems(&recs);
+    for want in ["tagwire", "raw-udp", "cyclonedds"] {
+        assert!(s.iter().any(|x| x == want), "{want} missing from {s:?}");
+    }
+    for r in &recs {
+        assert_eq!(
+            (r["bench"].as_str(), r["nodes"].as_u64()),
+            (Some("remote-rtt"), Some(2))
+        );
+    }
+    let tw = recs.iter().find(|r| r["system"] == "tagwire").unwrap();
+    assert!(tw["p50_us"].as_f64().unwrap() > 0.0);
+    assert!(tw["paired"]["raw-udp"].as_f64().unwrap() > 0.0, "{tw}");
+}
+
+#[test]
+fn remote_fanout_and_multi_node_report_every_receiver_count() {
+    if no_namespaces() {
+        return;
+    }
+    let common = [
+        "--receivers",
+        "1,3",
+        "--iters",
+        "30",
+        "--warmup",
+        "3",
+        "--no-dds",
+    ];
+    let mut args = vec!["remote-fanout", "--acks", "both"];
+    args.extend(common);
+    let recs = perf(&args);
+    for n in [1, 3] {
+        for acks in ["all", "last"] {
+            assert!(
+                recs.iter().any(|r| r["receivers"] == n
+                    && r["acks"] == acks
+                    && r["nodes"] == 2
+                    && r["p50_us"].as_f64().is_some()),
+                "receivers={n} acks={acks} missing: {recs:?}"
+            );
+        }
+    }
+    let mut args = vec!["multi-node"];
+    args.extend(common);
+    let recs = perf(&args);
+    // One receiver uses one remote host; three use all three.
+    for (n, nodes) in [(1, 2), (3, 4)] {
+        assert!(
+            recs.iter().any(|r| r["receivers"] == n
+                && r["nodes"] == nodes
+                && r["bench"] == "multi-node"
+                && r["p50_us"].as_f64().is_some()),
+            "receivers={n} missing: {recs:?}"
+        );
+    }
+}
+
+#[test]
+fn remote_throughput_counts_messages_across_the_link() {
+    if no_namespaces() {
+        return;
+    }
+    let recs = perf_named(
+        "throughput-remote",
+        &[
+            "throughput",
+            "--remote",
+            "--size",
+            "256",
+            "--seconds",
+            "0.3",
+        ],
+    );
+    let tw = recs.iter().find(|r| r["system"] == "tagwire").unwrap();
+    assert_eq!(tw["nodes"], 2);
+    assert!(tw["msgs_per_s"].as_f64().unwrap() > 0.0);
+    let s = systems(&recs);
+    for want in ["raw-udp", "cyclonedds"] {
+        assert!(s.iter().any(|x| x == want), "{want} missing from {s:?}");
+    }
 }

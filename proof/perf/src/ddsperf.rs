@@ -132,6 +132,9 @@ pub struct DdsOpts {
     pub domain: u32,
     /// `(first, second)`: pin pong/sub to `first` and ping/pub to `second`.
     pub cpus: Option<(usize, usize)>,
+    /// `(first, second)`: run pong/sub and ping/pub in these network
+    /// namespaces (`ip netns exec`), for the multi-host benchmarks.
+    pub netns: Option<(String, String)>,
 }
 
 impl DdsOpts {
@@ -142,6 +145,7 @@ impl DdsOpts {
             config,
             domain: 100 + std::process::id() % 100,
             cpus: None,
+            netns: None,
         }
     }
 
@@ -372,12 +376,24 @@ fn collect(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
 }
 
 impl ChildGuard {
-    fn spawn(opts: &DdsOpts, args: &[String], cpu: Option<usize>) -> anyhow::Result<ChildGuard> {
+    fn spawn(
+        opts: &DdsOpts,
+        args: &[String],
+        cpu: Option<usize>,
+        netns: Option<&str>,
+    ) -> anyhow::Result<ChildGuard> {
         let config = opts
             .config
             .canonicalize()
             .with_context(|| format!("Cyclone config {}", opts.config.display()))?;
-        let mut cmd = Command::new(&opts.ddsperf);
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(&opts.ddsperf);
+                c
+            }
+            None => Command::new(&opts.ddsperf),
+        };
         cmd.args(args)
             .env("CYCLONEDDS_URI", format!("file://{}", config.display()))
             .stdin(Stdio::null())
@@ -485,9 +501,13 @@ fn run_pair(
         Some((a, b)) => (Some(a), Some(b)),
         None => (None, None),
     };
-    let mut first = ChildGuard::spawn(opts, &common(seconds + 3, first_mode), cpu_a)?;
+    let (ns_a, ns_b) = match &opts.netns {
+        Some((a, b)) => (Some(a.as_str()), Some(b.as_str())),
+        None => (None, None),
+    };
+    let mut first = ChildGuard::spawn(opts, &common(seconds + 3, first_mode), cpu_a, ns_a)?;
     thread::sleep(Duration::from_millis(100));
-    let mut second = ChildGuard::spawn(opts, &common(seconds, second_mode), cpu_b)?;
+    let mut second = ChildGuard::spawn(opts, &common(seconds, second_mode), cpu_b, ns_b)?;
     let status = second.wait_timeout(Duration::from_secs(u64::from(seconds) + 20))?;
     let second_out = second.finish();
     let first_out = first.finish();

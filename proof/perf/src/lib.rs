@@ -18,6 +18,8 @@
 //! * [`plot`]: PNG charts of the same records.
 //! * [`workload`]: tagwire's own sender-based workloads (worker processes), and
 //!   [`suite`]: the interleaved, repeated runs behind each `tagwire perf` mode.
+//! * [`remote`]: the same across hosts (network namespaces, one daemon each),
+//!   beside raw UDP and Cyclone DDS over the same link.
 //!
 //! Library code never panics on external input (process output, files,
 //! sockets): failures come back as `anyhow` errors with context.
@@ -28,6 +30,7 @@ pub mod ddsperf;
 pub mod footprint;
 pub mod plot;
 pub mod raw;
+pub mod remote;
 pub mod report;
 pub mod stats;
 pub mod suite;

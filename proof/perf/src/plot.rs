@@ -442,7 +442,7 @@ fn draw_chart(
 fn rtt_series(records: &[Record]) -> Vec<Series> {
     let recs: Vec<&Record> = records
         .iter()
-        .filter(|r| r.bench == "rtt" && r.size > 0)
+        .filter(|r| matches!(r.bench.as_str(), "rtt" | "remote-rtt") && r.size > 0)
         .collect();
     group(
         &recs,
@@ -453,7 +453,10 @@ fn rtt_series(records: &[Record]) -> Vec<Series> {
 }
 
 fn fanout_series(records: &[Record]) -> Vec<Series> {
-    let recs: Vec<&Record> = records.iter().filter(|r| r.bench == "fanout").collect();
+    let recs: Vec<&Record> = records
+        .iter()
+        .filter(|r| matches!(r.bench.as_str(), "fanout" | "remote-fanout" | "multi-node"))
+        .collect();
     let multi_size = recs.iter().any(|r| r.size != recs[0].size);
     group(
         &recs,
@@ -488,7 +491,8 @@ fn text_enabled() -> bool {
 
 /// PNG of p50 round trip (µs, log) vs message size (log2), one line per
 /// system (`system/mode` if a system ran in several modes), error bars
-/// for the spread over repetitions. Uses records with `bench == "rtt"`.
+/// for the spread over repetitions. Uses records with `bench` `rtt` or
+/// `remote-rtt`.
 pub fn rtt_plot(path: &Path, records: &[Record]) -> anyhow::Result<()> {
     draw_chart(
         path,
@@ -502,7 +506,8 @@ pub fn rtt_plot(path: &Path, records: &[Record]) -> anyhow::Result<()> {
 }
 
 /// PNG of p50 round trip (µs, log) vs number of receivers, one line per
-/// system[/mode] and acks mode. Uses records with `bench == "fanout"`.
+/// system[/mode] and acks mode. Uses records with `bench` `fanout`,
+/// `remote-fanout` or `multi-node`.
 pub fn fanout_plot(path: &Path, records: &[Record]) -> anyhow::Result<()> {
     draw_chart(
         path,

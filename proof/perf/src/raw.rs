@@ -340,10 +340,24 @@ pub fn raw_udp_rtt_with(
     warmup: usize,
     opts: &RawOpts,
 ) -> anyhow::Result<Vec<Duration>> {
+    let (a, b) = loopback_pair()?;
+    udp_pingpong(a, b, size, iters, warmup, opts)
+}
+
+/// The `raw-udp` ping-pong over two sockets connected to each other (on
+/// loopback, or in two network namespaces for the multi-host benchmarks):
+/// `a` pings, `b` echoes.
+pub fn udp_pingpong(
+    a: UdpSocket,
+    b: UdpSocket,
+    size: usize,
+    iters: usize,
+    warmup: usize,
+    opts: &RawOpts,
+) -> anyhow::Result<Vec<Duration>> {
     if size > MAX_UDP_PAYLOAD {
         bail!("UDP payload {size} exceeds {MAX_UDP_PAYLOAD} bytes");
     }
-    let (a, b) = loopback_pair()?;
     a.set_read_timeout(Some(STALL_TIMEOUT))?;
     b.set_read_timeout(Some(STALL_TIMEOUT))?;
     let total = warmup + iters;
@@ -393,10 +407,21 @@ pub fn raw_udp_rtt_with(
 /// `duration`; returns the messages per second *received* during
 /// `duration` (datagrams the kernel dropped for lack of buffer don't count).
 pub fn raw_udp_throughput(size: usize, duration: Duration) -> anyhow::Result<f64> {
+    let (tx, rx) = loopback_pair()?;
+    udp_throughput(tx, rx, size, duration)
+}
+
+/// [`raw_udp_throughput`] over two connected sockets (`tx` sends, `rx`
+/// counts), e.g. in two network namespaces.
+pub fn udp_throughput(
+    tx: UdpSocket,
+    rx: UdpSocket,
+    size: usize,
+    duration: Duration,
+) -> anyhow::Result<f64> {
     if size > MAX_UDP_PAYLOAD {
         bail!("UDP payload {size} exceeds {MAX_UDP_PAYLOAD} bytes");
     }
-    let (tx, rx) = loopback_pair()?;
     // Best effort; the default buffer works, just with more drops.
     let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&rx, 4 << 20);
     rx.set_read_timeout(Some(Duration::from_millis(100)))?;

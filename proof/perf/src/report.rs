@@ -45,6 +45,10 @@ pub struct Record {
     pub size: u64,
     /// Number of receivers (1 for a plain round trip).
     pub receivers: u32,
+    /// Number of nodes (hosts) the run spans: 1 on one host; the sender's
+    /// node plus the receivers' nodes in the multi-host benchmarks.
+    #[serde(default = "one")]
+    pub nodes: u32,
     /// Acknowledgement mode of a fan-out: `"all"` or `"last"`.
     pub acks: String,
     /// Median round trip in µs (median over repetitions of the p50).
@@ -82,6 +86,7 @@ impl Record {
             mode: mode.to_string(),
             size,
             receivers: 1,
+            nodes: 1,
             acks: "all".to_string(),
             p50_us: None,
             p99_us: None,
@@ -142,11 +147,21 @@ impl Record {
         self
     }
 
+    /// Sets the number of nodes.
+    pub fn with_nodes(mut self, nodes: u32) -> Record {
+        self.nodes = nodes;
+        self
+    }
+
     /// Sets the note.
     pub fn with_note(mut self, note: &str) -> Record {
         self.note = Some(note.to_string());
         self
     }
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// Writes one JSON object per record, one per line.
@@ -316,7 +331,22 @@ fn ratio_cell(num: Option<f64>, den: Option<f64>) -> String {
 /// there are none. Cells are p50 µs with the `[min-max]` spread of the
 /// per-repetition p50s.
 pub fn rtt_table(records: &[Record]) -> String {
-    let recs: Vec<&Record> = records.iter().filter(|r| r.bench == "rtt").collect();
+    [
+        rtt_like_table(records, "rtt", "Round trip"),
+        rtt_like_table(
+            records,
+            "remote-rtt",
+            "Round trip to a receiver on another host",
+        ),
+    ]
+    .into_iter()
+    .filter(|t| !t.is_empty())
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+fn rtt_like_table(records: &[Record], bench: &str, title: &str) -> String {
+    let recs: Vec<&Record> = records.iter().filter(|r| r.bench == bench).collect();
     if recs.is_empty() {
         return String::new();
     }
@@ -326,7 +356,7 @@ pub fn rtt_table(records: &[Record]) -> String {
         s.sort_unstable();
         s
     };
-    let baselines: Vec<&str> = ["raw-futex", "raw-spin", "cyclonedds"]
+    let baselines: Vec<&str> = ["raw-futex", "raw-spin", "raw-udp", "cyclonedds"]
         .into_iter()
         .filter(|b| recs.iter().any(|r| r.system == *b))
         .collect();
@@ -373,8 +403,8 @@ pub fn rtt_table(records: &[Record]) -> String {
         }
         rows.push(row);
     }
-    let mut out = String::from(
-        "Round trip, p50 µs [min-max over repetitions]; ratios are paired (same repetition, median over repetitions)\n",
+    let mut out = format!(
+        "{title}, p50 µs [min-max over repetitions]; ratios are paired (same repetition, median over repetitions)\n",
     );
     out.push_str(&render_grid(&rows));
     out.push_str(&notes_section(&recs, false));
@@ -384,7 +414,27 @@ pub fn rtt_table(records: &[Record]) -> String {
 /// The fan-out table (records with `bench == "fanout"`): one row per
 /// (size, receivers), one column per system[/mode] and acks mode.
 pub fn fanout_table(records: &[Record]) -> String {
-    let recs: Vec<&Record> = records.iter().filter(|r| r.bench == "fanout").collect();
+    [
+        fanout_like_table(records, "fanout", "Fan-out round trip"),
+        fanout_like_table(
+            records,
+            "remote-fanout",
+            "Fan-out round trip, receivers on one other host",
+        ),
+        fanout_like_table(
+            records,
+            "multi-node",
+            "Fan-out round trip, receivers spread over other hosts",
+        ),
+    ]
+    .into_iter()
+    .filter(|t| !t.is_empty())
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+fn fanout_like_table(records: &[Record], bench: &str, title: &str) -> String {
+    let recs: Vec<&Record> = records.iter().filter(|r| r.bench == bench).collect();
     if recs.is_empty() {
         return String::new();
     }
@@ -409,8 +459,14 @@ pub fn fanout_table(records: &[Record]) -> String {
         }
         rows.push(row);
     }
-    let mut out = String::from(
-        "Fan-out round trip, p50 µs [min-max over repetitions] (paired ratio to 1 receiver, same repetition)\n",
+    let nodes = recs.iter().map(|r| r.nodes).max().unwrap_or(1);
+    let mut out = format!(
+        "{title}{}, p50 µs [min-max over repetitions] (paired ratio to 1 receiver, same repetition)\n",
+        if nodes > 1 {
+            format!(" ({nodes} nodes)")
+        } else {
+            String::new()
+        }
     );
     out.push_str(&render_grid(&rows));
     out.push_str(&notes_section(&recs, true));
@@ -470,7 +526,15 @@ pub fn throughput_table(records: &[Record]) -> String {
         }
         rows.push(row);
     }
-    let mut out = String::from("Throughput, median over repetitions (MB = 10^6 B)\n");
+    let nodes = recs.iter().map(|r| r.nodes).max().unwrap_or(1);
+    let mut out = format!(
+        "Throughput{}, median over repetitions (MB = 10^6 B)\n",
+        if nodes > 1 {
+            format!(" across {nodes} hosts")
+        } else {
+            String::new()
+        }
+    );
     out.push_str(&render_grid(&rows));
     out.push_str(&notes_section(&recs, false));
     out
@@ -571,6 +635,7 @@ mod tests {
             "mode",
             "size",
             "receivers",
+            "nodes",
             "acks",
             "p50_us",
             "p99_us",

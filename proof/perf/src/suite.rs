@@ -12,9 +12,9 @@ use crate::stats::{Repeated, RepeatedRate, Summary};
 
 /// One repetition's result: p50 and p99 in µs.
 #[derive(Debug, Clone, Copy)]
-struct Point {
-    p50_us: f64,
-    p99_us: f64,
+pub(crate) struct Point {
+    pub(crate) p50_us: f64,
+    pub(crate) p99_us: f64,
 }
 use crate::workload::{self, Acks, Env};
 
@@ -56,21 +56,96 @@ impl Mode {
     }
 }
 
-/// Throughput series: (system, size, [(rep, msgs/s)], per-rep notes joined).
-type RateSeries = (String, u64, Vec<(usize, f64)>, String);
+/// Throughput series: (system, size, [(rep, msgs/s)], per-rep notes).
+type RateSeries = (String, u64, Vec<(usize, f64)>, Vec<String>);
+
+/// Throughput results by system and size, over repetitions.
+#[derive(Default)]
+pub(crate) struct Rates {
+    series: Vec<RateSeries>,
+}
+
+impl Rates {
+    /// Adds repetition `rep`'s rate, with a note when `extra` is not empty.
+    pub(crate) fn add(&mut self, rep: usize, system: &str, size: u64, rate: f64, extra: String) {
+        let i = match self
+            .series
+            .iter()
+            .position(|e| e.0 == system && e.1 == size)
+        {
+            Some(i) => i,
+            None => {
+                self.series
+                    .push((system.into(), size, Vec::new(), Vec::new()));
+                self.series.len() - 1
+            }
+        };
+        self.series[i].2.push((rep, rate));
+        if !extra.is_empty() {
+            self.series[i].3.push(format!("rep {}: {extra}", rep + 1));
+        }
+    }
+
+    /// Median over repetitions of `r` / Cyclone DDS's rate in the same
+    /// repetition.
+    fn paired(&self, size: u64, r: &[(usize, f64)]) -> Option<f64> {
+        let cy = self
+            .series
+            .iter()
+            .find(|e| e.0 == "cyclonedds" && e.1 == size)?;
+        let ratios: Vec<f64> = r
+            .iter()
+            .filter_map(|(rep, v)| {
+                let b = cy.2.iter().find(|(x, _)| x == rep)?.1;
+                (b > 0.0).then(|| v / b)
+            })
+            .collect();
+        crate::stats::median(&ratios)
+    }
+
+    /// One throughput record per series, tagwire's paired with Cyclone DDS.
+    pub(crate) fn records(&self, nodes: u32) -> Vec<Record> {
+        self.series
+            .iter()
+            .filter_map(|(system, size, r, notes)| {
+                let values: Vec<f64> = r.iter().map(|(_, v)| *v).collect();
+                let rr = RepeatedRate::from_rates(&values)?;
+                let mut rec = Record::throughput(system, "block", *size, &rr).with_nodes(nodes);
+                if system.starts_with("tagwire") {
+                    if let Some(p) = self.paired(*size, r) {
+                        rec.paired.insert("cyclonedds".into(), p);
+                    }
+                }
+                Some(if notes.is_empty() {
+                    rec
+                } else {
+                    rec.with_note(&notes.join("; "))
+                })
+            })
+            .collect()
+    }
+}
 
 /// One measured series: (system, mode, size, receivers, acks) and its
 /// per-repetition summaries, tagged with the repetition they came from.
-type Series = (String, String, u64, u32, String, Vec<(usize, Point)>);
+pub(crate) type Series = (String, String, u64, u32, String, Vec<(usize, Point)>);
 
 #[derive(Default)]
-struct Acc {
+pub(crate) struct Acc {
     series: Vec<Series>,
-    rep: usize,
+    pub(crate) rep: usize,
 }
 
 impl Acc {
-    fn push(&mut self, system: &str, mode: &str, size: u64, receivers: u32, acks: &str, s: Point) {
+    pub(crate) fn push(
+        &mut self,
+        system: &str,
+        mode: &str,
+        size: u64,
+        receivers: u32,
+        acks: &str,
+        s: Point,
+    ) {
         let rep = self.rep;
         if let Some(e) = self.series.iter_mut().find(|e| {
             e.0 == system && e.1 == mode && e.2 == size && e.3 == receivers && e.4 == acks
@@ -88,7 +163,7 @@ impl Acc {
         ));
     }
 
-    fn find(
+    pub(crate) fn find(
         &self,
         system: &str,
         mode: &str,
@@ -103,7 +178,7 @@ impl Acc {
 
     /// Records with paired ratios: for each (key, baseline series) that `pairs`
     /// names, the median over repetitions of p50 / baseline p50 in the same rep.
-    fn records(
+    pub(crate) fn records(
         &self,
         bench: &str,
         pairs: impl Fn(&Series) -> Vec<(String, Series)>,
@@ -135,7 +210,7 @@ impl Acc {
     }
 }
 
-fn note(o: &SuiteOpts, msg: impl AsRef<str>) {
+pub(crate) fn note(o: &SuiteOpts, msg: impl AsRef<str>) {
     if o.progress {
         eprintln!("perf: {}", msg.as_ref());
     }
@@ -284,25 +359,9 @@ pub fn throughput(
     paced_factor: f64,
 ) -> anyhow::Result<Vec<Record>> {
     let dds = dds_opts(o);
-    let mut rates: Vec<RateSeries> = Vec::new();
+    let mut rates = Rates::default();
     let mut add = |rep: usize, system: &str, size: u64, rate: f64, extra: String| {
-        let extra = if extra.is_empty() {
-            extra
-        } else {
-            format!("rep {}: {extra}", rep + 1)
-        };
-        if let Some(e) = rates.iter_mut().find(|e| e.0 == system && e.1 == size) {
-            e.2.push((rep, rate));
-            if !extra.is_empty() {
-                e.3 = if e.3.is_empty() {
-                    extra
-                } else {
-                    format!("{}; {extra}", e.3)
-                };
-            }
-        } else {
-            rates.push((system.into(), size, vec![(rep, rate)], extra));
-        }
+        rates.add(rep, system, size, rate, extra)
     };
     let mut skipped = Vec::new();
     let dur = Duration::from_secs_f64(seconds);
@@ -373,40 +432,12 @@ pub fn throughput(
             }
         }
     }
-    let paired = |size: u64, r: &[(usize, f64)]| -> Option<f64> {
-        let cy = rates.iter().find(|e| e.0 == "cyclonedds" && e.1 == size)?;
-        let ratios: Vec<f64> = r
-            .iter()
-            .filter_map(|(rep, v)| {
-                let b = cy.2.iter().find(|(x, _)| x == rep)?.1;
-                (b > 0.0).then(|| v / b)
-            })
-            .collect();
-        crate::stats::median(&ratios)
-    };
-    let mut out: Vec<Record> = rates
-        .iter()
-        .filter_map(|(system, size, r, extra)| {
-            let values: Vec<f64> = r.iter().map(|(_, v)| *v).collect();
-            let rr = RepeatedRate::from_rates(&values)?;
-            let mut rec = Record::throughput(system, "block", *size, &rr);
-            if system.starts_with("tagwire") {
-                if let Some(p) = paired(*size, r) {
-                    rec.paired.insert("cyclonedds".into(), p);
-                }
-            }
-            Some(if extra.is_empty() {
-                rec
-            } else {
-                rec.with_note(extra)
-            })
-        })
-        .collect();
+    let mut out = rates.records(1);
     out.extend(skipped);
     Ok(out)
 }
 
-fn push(
+pub(crate) fn push(
     acc: &mut Acc,
     system: &str,
     mode: &str,
@@ -424,7 +455,7 @@ fn push(
     }
 }
 
-fn dds_opts(o: &SuiteOpts) -> Result<DdsOpts, String> {
+pub(crate) fn dds_opts(o: &SuiteOpts) -> Result<DdsOpts, String> {
     if !o.dds {
         return Err("Cyclone DDS skipped (--no-dds)".into());
     }

@@ -46,6 +46,38 @@ pub struct Env {
     /// `(sender_cpu, receiver_cpu)`: pin the measuring thread and the worker
     /// processes (the same placement the raw baselines and ddsperf get).
     pub cpus: Option<(usize, usize)>,
+    /// Daemon sockets of the nodes the receivers run on, used in turn
+    /// (receiver `i` on `receivers_at[i % len]`); empty: the sender's node.
+    /// With other nodes the tags are global.
+    pub receivers_at: Vec<PathBuf>,
+}
+
+impl Env {
+    /// Same node, given worker binary and daemon socket.
+    pub fn local(exe: PathBuf, socket: PathBuf, cpus: Option<(usize, usize)>) -> Self {
+        Env {
+            exe,
+            socket,
+            cpus,
+            receivers_at: Vec::new(),
+        }
+    }
+
+    fn receiver_socket(&self, i: usize) -> &PathBuf {
+        if self.receivers_at.is_empty() {
+            &self.socket
+        } else {
+            &self.receivers_at[i % self.receivers_at.len()]
+        }
+    }
+
+    fn domain(&self) -> Domain {
+        if self.receivers_at.is_empty() {
+            Domain::Local
+        } else {
+            Domain::Global
+        }
+    }
 }
 
 /// Arguments of one worker process.
@@ -91,7 +123,7 @@ fn client(env: &Env) -> anyhow::Result<Client> {
     })?)
 }
 
-fn spawn_worker(env: &Env, a: &WorkerArgs, stdout: Stdio) -> anyhow::Result<Child> {
+fn spawn_worker(env: &Env, i: usize, a: &WorkerArgs, stdout: Stdio) -> anyhow::Result<Child> {
     let mut cmd = Command::new(&env.exe);
     cmd.arg("perf-worker")
         .args([
@@ -104,7 +136,7 @@ fn spawn_worker(env: &Env, a: &WorkerArgs, stdout: Stdio) -> anyhow::Result<Chil
             "--depth",
             &a.depth.to_string(),
         ])
-        .env("TAGWIRE_SOCKET", &env.socket)
+        .env("TAGWIRE_SOCKET", env.receiver_socket(i))
         .stdout(stdout);
     if a.acks {
         cmd.arg("--acks");
@@ -161,8 +193,8 @@ pub fn rtt(
     let c = client(env)?;
     let ping = unique("ping");
     let ack = unique("ack");
-    c.create_tag(&ping, Domain::Local)?;
-    c.create_tag(&ack, Domain::Local)?;
+    c.create_tag(&ping, env.domain())?;
+    c.create_tag(&ack, env.domain())?;
     let mut acks_sub = c.subscribe(&ack, spin_opts(spin, 256))?;
     let mut publ = c.publisher(&ping)?;
     let mut workers = Workers(Vec::new());
@@ -177,7 +209,7 @@ pub fn rtt(
             depth: 64,
             cpu: env.cpus.map(|c| c.1),
         };
-        workers.0.push(spawn_worker(env, &a, Stdio::null())?);
+        workers.0.push(spawn_worker(env, i, &a, Stdio::null())?);
         // Start them one by one so the last one really is the last to subscribe.
         wait_for(
             || Ok(c.receivers(&ping)?.len() > i),
@@ -242,13 +274,16 @@ pub fn throughput(
     let slot_payload = u32::try_from(size.max(64)).unwrap_or(u32::MAX);
     c.create_tag_with(
         &tag,
-        Domain::Local,
+        env.domain(),
         RingParams {
             slots: 4096,
             slot_payload,
         },
     )?;
     let mut publ = c.publisher(&tag)?;
+    // Across nodes the publisher is held back by the reliable window; a
+    // stall this long is a failure worth reporting, not a pause.
+    publ.set_send_timeout(Duration::from_secs(10));
     let a = WorkerArgs {
         role: "sink".into(),
         ping: tag.clone(),
@@ -258,7 +293,7 @@ pub fn throughput(
         depth: 65536,
         cpu: env.cpus.map(|c| c.1),
     };
-    let mut workers = Workers(vec![spawn_worker(env, &a, Stdio::piped())?]);
+    let mut workers = Workers(vec![spawn_worker(env, 0, &a, Stdio::piped())?]);
     wait_for(
         || Ok(!c.receivers(&tag)?.is_empty()),
         "the sink to subscribe",

@@ -1,0 +1,401 @@
+//! The multi-host benchmarks of `tagwire perf` (paper Figures 4-3 column 4,
+//! 4-6 and 4-7, and throughput across a link).
+//!
+//! A [`Site`] is a LAN of network namespaces joined by a bridge
+//! (`tagwire-testkit`), with one daemon per host. The daemons run in this
+//! process, each with its threads inside its host's namespace; the measuring
+//! thread and the worker processes reach their host's daemon through its Unix
+//! socket (Unix sockets are not part of a network namespace), so every byte
+//! between nodes crosses the veth links and the bridge. The raw UDP baseline
+//! uses sockets created inside the two namespaces, and Cyclone DDS's
+//! `ddsperf` runs in them through `ip netns exec`: all three systems take the
+//! same path, in the same run.
+
+use std::net::UdpSocket;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use tagwire::{Client, ClientOptions, NodeState};
+use tagwire_daemon::{Config, Daemon, NetConfig};
+use tagwire_testkit::{Host, Lan};
+
+use crate::ddsperf::{self, DdsOpts};
+use crate::raw;
+use crate::report::Record;
+use crate::suite::{dds_opts, note, push, Acc, Point, Rates, Series, SuiteOpts};
+use crate::workload::{self, Acks, Env};
+
+/// Hosts in namespaces, one daemon each. Dropping it stops the daemons and
+/// deletes the namespaces.
+pub struct Site {
+    // Field order is drop order: daemons first, then their namespaces.
+    daemons: Vec<Daemon>,
+    lan: Lan,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for Site {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Site")
+            .field("hosts", &self.lan.hosts().len())
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+impl Site {
+    /// Builds `hosts` hosts, starts a daemon on each (static node list, no
+    /// multicast discovery) and waits until every daemon sees every other.
+    pub fn new(hosts: usize) -> anyhow::Result<Site> {
+        if let Some(reason) = tagwire_testkit::skip_reason() {
+            bail!("the multi-host benchmarks need network namespaces: {reason}");
+        }
+        let lan = Lan::new(hosts).context("building the test hosts")?;
+        let dir = std::env::temp_dir().join(format!("tagwire-perf-site-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let list: String = lan
+            .hosts()
+            .iter()
+            .map(|h| format!("{} {}\n", h.name(), h.addr()))
+            .collect();
+        let nodes_file = dir.join("nodes");
+        std::fs::write(&nodes_file, list)?;
+        let mut site = Site {
+            daemons: Vec::new(),
+            lan,
+            dir,
+        };
+        for i in 0..hosts {
+            let h = site.lan.host(i);
+            let mut net = NetConfig::new(h.addr().into());
+            net.name = h.name().to_owned();
+            net.nodes_file = Some(nodes_file.clone());
+            net.discovery = None;
+            let cfg = Config {
+                socket: site.socket(i),
+                net: Some(net),
+                ..Config::default()
+            };
+            let d = h
+                .spawn(move || Daemon::start(cfg))?
+                .join()
+                .map_err(|_| anyhow::anyhow!("daemon start panicked"))?
+                .with_context(|| format!("starting the daemon on {}", h.name()))?;
+            site.daemons.push(d);
+        }
+        for i in 0..hosts {
+            let c = site.client(i)?;
+            let start = Instant::now();
+            loop {
+                let up = c
+                    .nodes()?
+                    .iter()
+                    .filter(|n| n.source != "self" && n.state == NodeState::Up)
+                    .count();
+                if up + 1 >= hosts {
+                    break;
+                }
+                if start.elapsed() > Duration::from_secs(20) {
+                    bail!("the daemon on h{i} sees {up} of {} peers", hosts - 1);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Ok(site)
+    }
+
+    /// Daemon socket of host `i`.
+    pub fn socket(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("h{i}.sock"))
+    }
+
+    /// Host `i`.
+    pub fn host(&self, i: usize) -> &Host {
+        self.lan.host(i)
+    }
+
+    /// Number of hosts.
+    pub fn hosts(&self) -> usize {
+        self.lan.hosts().len()
+    }
+
+    fn client(&self, i: usize) -> anyhow::Result<Client> {
+        Ok(Client::with_options(ClientOptions {
+            socket: self.socket(i),
+            timeout: Duration::from_secs(5),
+            autostart: false,
+            name: "tagwire-perf".into(),
+        })?)
+    }
+
+    /// A workload environment: the sender on host 0, receivers on `hosts`
+    /// in turn.
+    pub fn env(&self, exe: PathBuf, cpus: Option<(usize, usize)>, hosts: &[usize]) -> Env {
+        Env {
+            exe,
+            socket: self.socket(0),
+            cpus,
+            receivers_at: hosts.iter().map(|&i| self.socket(i)).collect(),
+        }
+    }
+
+    /// Two UDP sockets connected to each other, created inside hosts `a` and
+    /// `b` (so their traffic crosses the link).
+    pub fn udp_pair(&self, a: usize, b: usize) -> anyhow::Result<(UdpSocket, UdpSocket)> {
+        let bind = |i: usize| -> anyhow::Result<UdpSocket> {
+            let addr = self.host(i).addr();
+            self.host(i)
+                .spawn(move || UdpSocket::bind((addr, 0)))?
+                .join()
+                .map_err(|_| anyhow::anyhow!("socket thread panicked"))?
+                .with_context(|| format!("binding UDP on {addr}"))
+        };
+        let (sa, sb) = (bind(a)?, bind(b)?);
+        sa.connect(sb.local_addr()?)?;
+        sb.connect(sa.local_addr()?)?;
+        Ok((sa, sb))
+    }
+
+    /// `ddsperf` options for a pair across hosts `first` (pong/sub) and
+    /// `second` (ping/pub): a Cyclone configuration on the hosts' `eth0`,
+    /// discovery by unicast to every host.
+    pub fn dds(&self, base: &DdsOpts, first: usize, second: usize) -> anyhow::Result<DdsOpts> {
+        let peers: String = self
+            .lan
+            .hosts()
+            .iter()
+            .map(|h| format!("        <Peer address=\"{}\"/>\n", h.addr()))
+            .collect();
+        let xml = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+             <CycloneDDS>\n  <Domain id=\"any\">\n    <General>\n      <Interfaces>\n        \
+             <NetworkInterface name=\"eth0\"/>\n      </Interfaces>\n      \
+             <AllowMulticast>false</AllowMulticast>\n    </General>\n    <Discovery>\n      \
+             <ParticipantIndex>auto</ParticipantIndex>\n      \
+             <MaxAutoParticipantIndex>16</MaxAutoParticipantIndex>\n      <Peers>\n{peers}      \
+             </Peers>\n    </Discovery>\n  </Domain>\n</CycloneDDS>\n"
+        );
+        let config = self.dir.join("cyclone-lan.xml");
+        std::fs::write(&config, xml)?;
+        let mut o = base.clone();
+        o.config = config;
+        o.netns = Some((
+            self.host(first).netns().to_owned(),
+            self.host(second).netns().to_owned(),
+        ));
+        Ok(o)
+    }
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        for d in self.daemons.drain(..) {
+            d.shutdown();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Round trip to one receiver on host 1 against size, beside a raw UDP
+/// ping-pong and Cyclone DDS across the same link.
+pub fn remote_rtt(o: &SuiteOpts, site: &Site, sizes: &[usize]) -> anyhow::Result<Vec<Record>> {
+    let env = site.env(o.env.exe.clone(), o.env.cpus, &[1]);
+    let dds = dds_opts(o).and_then(|d| site.dds(&d, 1, 0).map_err(|e| format!("{e:#}")));
+    let ropts = raw::RawOpts { cpus: o.env.cpus };
+    let mut acc = Acc::default();
+    let mut skipped = Vec::new();
+    for rep in 0..o.reps {
+        acc.rep = rep;
+        for &size in sizes {
+            note(
+                o,
+                format!("remote-rtt rep {}/{} size {size}", rep + 1, o.reps),
+            );
+            let s = size as u64;
+            let d = workload::rtt(&env, size, o.iters, o.warmup, 1, Acks::All, false)?;
+            push(&mut acc, "tagwire", "block", s, 1, "all", &d);
+            let (a, b) = site.udp_pair(0, 1)?;
+            let d = raw::udp_pingpong(a, b, size, o.iters, o.warmup, &ropts)?;
+            push(&mut acc, "raw-udp", "block", s, 1, "all", &d);
+            match &dds {
+                Ok(opts) => match ddsperf::rtt_with(s, o.dds_seconds, opts) {
+                    Ok(r) => acc.push(
+                        "cyclonedds",
+                        "block",
+                        s,
+                        1,
+                        "all",
+                        Point {
+                            p50_us: r.p50_us,
+                            p99_us: r.p99_us,
+                        },
+                    ),
+                    Err(e) => skipped.push(Record::skipped(
+                        "remote-rtt",
+                        "cyclonedds",
+                        "block",
+                        s,
+                        &format!("ddsperf failed: {e:#}"),
+                    )),
+                },
+                Err(reason) if rep == 0 => skipped.push(Record::skipped(
+                    "remote-rtt",
+                    "cyclonedds",
+                    "block",
+                    s,
+                    reason,
+                )),
+                Err(_) => {}
+            }
+        }
+    }
+    let pairs = |e: &Series| -> Vec<(String, Series)> {
+        if e.0 != "tagwire" {
+            return Vec::new();
+        }
+        ["raw-udp", "cyclonedds"]
+            .iter()
+            .filter_map(|b| {
+                acc.find(b, "block", e.2, 1, "all")
+                    .map(|s| (b.to_string(), s.clone()))
+            })
+            .collect()
+    };
+    let mut out: Vec<Record> = acc
+        .records("remote-rtt", pairs)
+        .into_iter()
+        .chain(skipped)
+        .map(|r| r.with_nodes(2))
+        .collect();
+    out.sort_by_key(|r| r.size);
+    Ok(out)
+}
+
+/// Round trip against the number of receivers, with the receivers spread
+/// in turn over `hosts` (paper Figure 4-6: all on host 1; Figure 4-7: over
+/// three hosts, all acknowledging).
+pub fn remote_fanout(
+    o: &SuiteOpts,
+    site: &Site,
+    bench: &str,
+    hosts: &[usize],
+    receivers: &[usize],
+    acks: &[Acks],
+    size: usize,
+) -> anyhow::Result<Vec<Record>> {
+    let env = site.env(o.env.exe.clone(), o.env.cpus, hosts);
+    let mut acc = Acc::default();
+    for rep in 0..o.reps {
+        acc.rep = rep;
+        for &n in receivers {
+            for &a in acks {
+                note(
+                    o,
+                    format!(
+                        "{bench} rep {}/{} receivers {n} acks {}",
+                        rep + 1,
+                        o.reps,
+                        a.as_str()
+                    ),
+                );
+                let d = workload::rtt(&env, size, o.iters, o.warmup, n, a, false)?;
+                push(
+                    &mut acc,
+                    "tagwire",
+                    "block",
+                    size as u64,
+                    n as u32,
+                    a.as_str(),
+                    &d,
+                );
+            }
+        }
+    }
+    let first = receivers.iter().copied().min().unwrap_or(1) as u32;
+    Ok(acc
+        .records(bench, |e| {
+            acc.find(&e.0, &e.1, e.2, first, &e.4)
+                .map(|b| vec![(format!("{first}-receiver"), b.clone())])
+                .unwrap_or_default()
+        })
+        .into_iter()
+        .map(|r| {
+            let used = (r.receivers as usize).min(hosts.len()) as u32;
+            r.with_nodes(1 + used)
+        })
+        .collect())
+}
+
+/// Messages per second from host 0 to a subscriber on host 1, reliable,
+/// publisher flat out (held back by the window), beside raw UDP and Cyclone
+/// DDS (reliable) across the same link.
+pub fn remote_throughput(
+    o: &SuiteOpts,
+    site: &Site,
+    sizes: &[usize],
+    seconds: f64,
+) -> anyhow::Result<Vec<Record>> {
+    let env = site.env(o.env.exe.clone(), o.env.cpus, &[1]);
+    let dds = dds_opts(o).and_then(|d| site.dds(&d, 1, 0).map_err(|e| format!("{e:#}")));
+    let dur = Duration::from_secs_f64(seconds);
+    let mut rates = Rates::default();
+    let mut add = |rep: usize, system: &str, size: u64, rate: f64, extra: String| {
+        rates.add(rep, system, size, rate, extra)
+    };
+    let mut skipped = Vec::new();
+    for rep in 0..o.reps {
+        for &size in sizes {
+            note(
+                o,
+                format!("remote throughput rep {}/{} size {size}", rep + 1, o.reps),
+            );
+            let s = size as u64;
+            let t = workload::throughput(&env, size, dur, None)?;
+            add(
+                rep,
+                "tagwire",
+                s,
+                t.msgs_per_s,
+                format!("sent {} received {} lost {}", t.sent, t.received, t.lost),
+            );
+            let (tx, rx) = site.udp_pair(0, 1)?;
+            add(
+                rep,
+                "raw-udp",
+                s,
+                raw::udp_throughput(tx, rx, size, dur)?,
+                String::new(),
+            );
+            match &dds {
+                Ok(opts) => match ddsperf::throughput_with(s, o.dds_seconds, opts) {
+                    Ok(r) => add(
+                        rep,
+                        "cyclonedds",
+                        s,
+                        r.msgs_per_s,
+                        format!("reliable; lost {}", r.lost),
+                    ),
+                    Err(e) => skipped.push(Record::skipped(
+                        "throughput",
+                        "cyclonedds",
+                        "block",
+                        s,
+                        &format!("ddsperf failed: {e:#}"),
+                    )),
+                },
+                Err(reason) if rep == 0 => skipped.push(Record::skipped(
+                    "throughput",
+                    "cyclonedds",
+                    "block",
+                    s,
+                    reason,
+                )),
+                Err(_) => {}
+            }
+        }
+    }
+    let mut out = rates.records(2);
+    out.extend(skipped.into_iter().map(|r| r.with_nodes(2)));
+    Ok(out)
+}
