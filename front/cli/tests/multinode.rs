@@ -532,3 +532,135 @@ fn a_publisher_is_held_back_while_a_remote_receiver_is_unreachable_and_loses_not
     assert_eq!(sub.lost(), 0);
     assert_eq!(daemons[0].forward_losses(), 0);
 }
+
+/// A daemon in its own process inside host `i` (so the test can SIGKILL it),
+/// configured like the in-process ones.
+fn daemon_process(site: &Site, i: usize) -> Killed {
+    let h = site.lan.host(i);
+    let nodes = site.dir.path().join("nodes");
+    let socket = site.socket(i);
+    let _ = std::fs::remove_file(&socket);
+    let child = h
+        .command(env!("CARGO_BIN_EXE_tagwire"))
+        .arg("daemon")
+        .args(["--node", &h.addr().to_string(), "--name", h.name()])
+        .arg("--nodes")
+        .arg(&nodes)
+        .arg("--no-discovery")
+        .arg("--socket")
+        .arg(&socket)
+        .args(["--lease-ms", &site.lease.as_millis().to_string()])
+        .args(["--apply-timeout-ms", "2000"])
+        .env("TAGWIRE_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = Killed(child);
+    wait_until("the daemon's socket", || socket.exists());
+    child
+}
+
+/// A child process killed when dropped (also when the test fails).
+struct Killed(std::process::Child);
+
+impl Killed {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[test]
+fn a_daemon_killed_and_restarted_under_its_subscribers_rejoins_and_they_resume() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let _d0 = site.start(0, &Find::List);
+    let mut p1 = daemon_process(&site, 1);
+    let c0 = site.client(0);
+    let c1 = site.client(1);
+    wait_until("both daemons up", || {
+        up_peers(&c0) == 1 && up_peers(&c1) == 1
+    });
+    // Deep enough for everything the publisher sends while the test runs:
+    // host 0's subscriber reads only at the end.
+    let deep = tagwire::RingParams {
+        slots: 16384,
+        slot_payload: 128,
+    };
+    c0.create_tag_with("/clock", Domain::Global, deep).unwrap();
+    let opts = SubscribeOptions::default().depth(16384);
+    let mut local = c0.subscribe("/clock", opts).unwrap();
+    let mut remote = c1.subscribe("/clock", opts).unwrap();
+    let begun = Instant::now();
+    let mut publisher = c0.publisher("/clock").unwrap();
+    let h0 = site.lan.host(0).addr().to_string();
+
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let sent = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        // The publisher on host 0 sends every millisecond throughout; no send
+        // may fail while host 1's daemon dies and comes back.
+        let pubr = s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let seq = publisher.send(b"tick").unwrap();
+                sent.store(seq.0, std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        // Host 1's subscriber receives a while.
+        for _ in 0..50 {
+            let m = remote.receive(Some(Duration::from_secs(10))).unwrap();
+            assert!(m.sender.to_string().ends_with(&h0), "{}", m.sender);
+        }
+
+        p1.kill(); // SIGKILL
+        let killed_at = sent.load(std::sync::atomic::Ordering::Relaxed);
+        wait_until("host 1 gone from host 0's table", || {
+            c0.receivers("/clock").unwrap().len() == 1
+        });
+
+        p1 = daemon_process(&site, 1);
+        // Host 1's client reconnects and re-registers its subscription by
+        // itself; host 0 learns of it through the re-synchronised table.
+        wait_until("host 1's subscriber back on host 0", || {
+            c0.receivers("/clock").unwrap().len() == 2
+        });
+        let resumed = loop {
+            match remote.receive(Some(Duration::from_millis(200))) {
+                Ok(m) if m.seq.0 > killed_at => break m,
+                Ok(_) | Err(tagwire::Error::Timeout) | Err(tagwire::Error::Overflowed { .. }) => {}
+                Err(e) => panic!("host 1's subscriber: {e}"),
+            }
+        };
+        assert!(resumed.sender.to_string().ends_with(&h0));
+        println!(
+            "killed after message {killed_at}; host 1 received {} {:?} after the start",
+            resumed.seq.0,
+            begun.elapsed()
+        );
+        // Later messages keep coming, in order.
+        let next = remote.receive(Some(Duration::from_secs(10))).unwrap();
+        assert!(next.seq > resumed.seq);
+
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        pubr.join().unwrap();
+    });
+    // Host 0's own subscriber never noticed: every message, in order.
+    let last = sent.load(std::sync::atomic::Ordering::Relaxed);
+    for i in 1..=last {
+        let m = local
+            .receive(Some(Duration::from_secs(10)))
+            .unwrap_or_else(|e| panic!("message {i} of {last}: {e}"));
+        assert_eq!(m.seq.0, i);
+    }
+    assert_eq!(local.lost(), 0);
+    drop(p1);
+}
