@@ -213,6 +213,7 @@ impl TagTable {
             change.ops.push(TableOp::TagUp {
                 name,
                 domain,
+                ring,
                 version,
             });
         }
@@ -342,6 +343,7 @@ impl TagTable {
             ops.push(TableOp::TagUp {
                 name: e.name.clone(),
                 domain: e.domain,
+                ring: e.ring,
                 version: e.created,
             });
             for role in [Role::Sender, Role::Receiver] {
@@ -444,11 +446,13 @@ impl TagTable {
             TableOp::TagUp {
                 name,
                 domain,
+                ring,
                 version,
             } => {
                 if !dead(*version) {
-                    let ring = self.remote_ring;
-                    self.raise(name, *domain, ring, *version, out);
+                    // The creator's shape; the daemon falls back to its own
+                    // default if it cannot make a ring that large.
+                    self.raise(name, *domain, *ring, *version, out);
                 }
             }
             TableOp::TagDown { name, version } => {

@@ -25,6 +25,7 @@
 //! same set of operations gives the same table whatever order they arrive in.
 
 use crate::codec::{DecodeError, Reader, Writer};
+use crate::control::RingParams;
 use crate::ids::{Domain, Member, NodeAddr, TagName};
 
 /// Magic of a peer message ("TP" little-endian).
@@ -87,6 +88,8 @@ pub enum TableOp {
         name: TagName,
         /// Its domain.
         domain: Domain,
+        /// The shape of its ring (the same on every node).
+        ring: RingParams,
         /// When.
         version: Version,
     },
@@ -402,9 +405,14 @@ fn encode_op(w: &mut Writer, op: &TableOp) {
         TableOp::TagUp {
             name,
             domain,
+            ring,
             version,
         } => {
-            w.u8(OP_TAG_UP).str(name.as_str()).u8(domain_byte(*domain));
+            w.u8(OP_TAG_UP)
+                .str(name.as_str())
+                .u8(domain_byte(*domain))
+                .u32(ring.slots)
+                .u32(ring.slot_payload);
             encode_version(w, *version);
         }
         TableOp::TagDown { name, version } => {
@@ -446,6 +454,10 @@ fn decode_op(r: &mut Reader<'_>) -> Result<TableOp, DecodeError> {
         OP_TAG_UP => TableOp::TagUp {
             name: decode_name(r)?,
             domain: decode_domain(r)?,
+            ring: RingParams {
+                slots: r.u32()?,
+                slot_payload: r.u32()?,
+            },
             version: decode_version(r)?,
         },
         OP_TAG_DOWN => TableOp::TagDown {
@@ -514,11 +526,17 @@ mod tests {
 
     fn op() -> impl Strategy<Value = TableOp> {
         prop_oneof![
-            (name(), domain(), version()).prop_map(|(name, domain, version)| TableOp::TagUp {
-                name,
-                domain,
-                version
-            }),
+            (name(), domain(), any::<(u32, u32)>(), version()).prop_map(
+                |(name, domain, (slots, slot_payload), version)| TableOp::TagUp {
+                    name,
+                    domain,
+                    ring: RingParams {
+                        slots,
+                        slot_payload
+                    },
+                    version
+                }
+            ),
             (name(), version()).prop_map(|(name, version)| TableOp::TagDown { name, version }),
             (name(), domain(), role(), key(), member(), version()).prop_map(
                 |(name, domain, role, key, member, version)| TableOp::Join {

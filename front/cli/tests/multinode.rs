@@ -489,8 +489,9 @@ fn a_publisher_is_held_back_while_a_remote_receiver_is_unreachable_and_loses_not
     publisher.set_send_timeout(timeout);
 
     site.lan.host(1).link_down().unwrap();
-    // The window (1024 datagrams) and then host 0's ring (256 slots) fill up;
-    // the next send waits its timeout and fails, having sent nothing.
+    // The window (1024 datagrams) and then host 0's ring fill up (it has the
+    // creator's shape, 4096 slots, on every node); the next send waits its
+    // timeout and fails, having sent nothing.
     let mut sent = 0u64;
     let err = loop {
         let t = Instant::now();
@@ -511,7 +512,10 @@ fn a_publisher_is_held_back_while_a_remote_receiver_is_unreachable_and_loses_not
         err.0
     );
     assert!(err.1 >= timeout, "gave up after {:?}", err.1);
-    assert!(sent >= 256, "held back before the ring was full: {sent}");
+    assert!(
+        sent >= u64::from(deep.slots),
+        "held back before host 0's ring of the creator's shape was full: {sent}"
+    );
     assert_eq!(
         publisher.last_seq().0,
         sent,

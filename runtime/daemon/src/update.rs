@@ -53,9 +53,15 @@ pub(crate) fn effects(shared: &Shared, st: &mut State, updates: &[Update]) {
                 if st.rings.contains_key(tag) {
                     continue;
                 }
-                let ring = st.table.entry_by_id(*tag).map(|e| e.ring);
-                let ring = ring.unwrap_or(shared.config.default_ring);
-                match local::create_ring(name, ring) {
+                let default = shared.config.default_ring;
+                let ring = st.table.entry_by_id(*tag).map_or(default, |e| e.ring);
+                // The creator's shape, unless it exceeds this daemon's limits.
+                let made = local::create_ring(name, ring).or_else(|_| {
+                    tracing::warn!(tag = %name, slots = ring.slots, slot_payload = ring.slot_payload,
+                        "a peer's ring shape is too large here; using the default");
+                    local::create_ring(name, default)
+                });
+                match made {
                     Ok(r) => {
                         st.rings.insert(*tag, r);
                         tracing::info!(tag = %name, "tag created by a peer");
