@@ -6,7 +6,7 @@ use thiserror::Error;
 
 use tagwire_wire::control::{RingParams, TableEvent, TagSummary, Update};
 use tagwire_wire::peer::{MemberKey, Role, TableOp, Version};
-use tagwire_wire::{Domain, Member, NodeAddr, TagId, TagName};
+use tagwire_wire::{Domain, Member, NodeAddr, Reliability, TagId, TagName};
 
 /// A daemon-local id for one client connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -44,6 +44,8 @@ pub struct Right {
     pub holder: Holder,
     /// The holder's process, node and join time.
     pub member: Member,
+    /// What a receiver asks of delivery from other nodes.
+    pub reliability: Reliability,
     /// When it was granted.
     pub version: Version,
 }
@@ -248,7 +250,7 @@ impl TagTable {
         client: ClientId,
         member: Member,
     ) -> Result<Change, TableError> {
-        self.grant(Role::Sender, tag, client, member)
+        self.grant(Role::Sender, tag, client, member, Reliability::Reliable)
     }
 
     /// Releases one send access held by `client`.
@@ -263,7 +265,18 @@ impl TagTable {
         client: ClientId,
         member: Member,
     ) -> Result<Change, TableError> {
-        self.grant(Role::Receiver, tag, client, member)
+        self.add_receiver_with(tag, client, member, Reliability::Reliable)
+    }
+
+    /// Subscribes `client`, asking `reliability` of delivery from other nodes.
+    pub fn add_receiver_with(
+        &mut self,
+        tag: TagId,
+        client: ClientId,
+        member: Member,
+        reliability: Reliability,
+    ) -> Result<Change, TableError> {
+        self.grant(Role::Receiver, tag, client, member, reliability)
     }
 
     /// Cancels one subscription of `client`.
@@ -382,6 +395,7 @@ impl TagTable {
         tag: TagId,
         client: ClientId,
         member: Member,
+        reliability: Reliability,
     ) -> Result<Change, TableError> {
         let (name, domain) = {
             let e = self.entry_mut(tag)?;
@@ -399,6 +413,7 @@ impl TagTable {
             role,
             key,
             member,
+            reliability,
             version,
         };
         let mut change = Change::default();
@@ -493,6 +508,7 @@ impl TagTable {
                 role,
                 key,
                 member,
+                reliability,
                 version,
             } => {
                 if dead(*version) {
@@ -510,6 +526,7 @@ impl TagTable {
                     key: *key,
                     holder,
                     member: *member,
+                    reliability: *reliability,
                     version: *version,
                 });
                 out.push(self.bump(joined(*role, id, *member)));
@@ -618,6 +635,7 @@ fn join_op(e: &Entry, role: Role, r: &Right) -> TableOp {
         role,
         key: r.key,
         member: r.member,
+        reliability: r.reliability,
         version: r.version,
     }
 }

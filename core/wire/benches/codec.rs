@@ -33,6 +33,7 @@ fn control(c: &mut Criterion) {
         body: Request::Subscribe {
             name: TagName::new("/robot/laser").expect("name"),
             depth: 64,
+            reliability: tagwire_wire::Reliability::Reliable,
         },
     };
     let bytes = sub.encode();

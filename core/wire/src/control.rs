@@ -21,7 +21,7 @@
 //! ```
 
 use crate::codec::{DecodeError, Reader, Writer};
-use crate::ids::{Domain, Member, NodeAddr, Pid, TagId, TagName};
+use crate::ids::{Domain, Member, NodeAddr, Pid, Reliability, TagId, TagName};
 
 /// First two bytes of every control message ("TW" little-endian).
 pub const MAGIC: u16 = 0x5754;
@@ -80,6 +80,8 @@ pub enum Request {
         name: TagName,
         /// Queue depth (history depth) of this subscription.
         depth: u32,
+        /// Delivery from other nodes.
+        reliability: Reliability,
     },
     /// Cancel one subscription.
     Unsubscribe {
@@ -451,8 +453,12 @@ fn encode_request(r: &Request, w: &mut Writer) {
         Request::ReleaseSendAccess { tag } | Request::Unsubscribe { tag } => {
             w.u32(tag.0);
         }
-        Request::Subscribe { name, depth } => {
-            w.str(name.as_str()).u32(*depth);
+        Request::Subscribe {
+            name,
+            depth,
+            reliability,
+        } => {
+            w.str(name.as_str()).u32(*depth).u8(reliability.to_u8());
         }
         Request::ListTags | Request::Ping | Request::ListNodes => {}
         Request::PutBlob { tag, len } => {
@@ -487,6 +493,7 @@ fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, DecodeError> 
         6 => Request::Subscribe {
             name: TagName::decode(r)?,
             depth: r.u32()?,
+            reliability: Reliability::from_u8(r.u8()?)?,
         },
         7 => Request::Unsubscribe {
             tag: TagId(r.u32()?),
@@ -806,7 +813,17 @@ mod tests {
             name().prop_map(|name| Request::DestroyTag { name }),
             name().prop_map(|name| Request::GetSendAccess { name }),
             any::<u32>().prop_map(|t| Request::ReleaseSendAccess { tag: TagId(t) }),
-            (name(), any::<u32>()).prop_map(|(name, depth)| Request::Subscribe { name, depth }),
+            (name(), any::<u32>(), any::<bool>()).prop_map(|(name, depth, be)| {
+                Request::Subscribe {
+                    name,
+                    depth,
+                    reliability: if be {
+                        Reliability::BestEffort
+                    } else {
+                        Reliability::Reliable
+                    },
+                }
+            }),
             any::<u32>().prop_map(|t| Request::Unsubscribe { tag: TagId(t) }),
             name().prop_map(|name| Request::ListMembers { name }),
             Just(Request::ListTags),

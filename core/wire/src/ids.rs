@@ -106,6 +106,39 @@ impl Domain {
     }
 }
 
+/// What a subscriber asks of delivery from other nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Reliability {
+    /// In order, exactly once, nothing lost while both ends live; a full
+    /// window holds the publisher back (the default, as DDS users expect for
+    /// state).
+    #[default]
+    Reliable,
+    /// The newest data: never retransmitted, never holds the publisher back;
+    /// drops are counted.
+    BestEffort,
+}
+
+impl Reliability {
+    pub(crate) fn to_u8(self) -> u8 {
+        match self {
+            Reliability::Reliable => 0,
+            Reliability::BestEffort => 1,
+        }
+    }
+
+    pub(crate) fn from_u8(v: u8) -> Result<Self, DecodeError> {
+        match v {
+            0 => Ok(Reliability::Reliable),
+            1 => Ok(Reliability::BestEffort),
+            v => Err(DecodeError::Unknown {
+                what: "reliability",
+                value: u32::from(v),
+            }),
+        }
+    }
+}
+
 impl fmt::Display for Domain {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -26,7 +26,7 @@
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::control::RingParams;
-use crate::ids::{Domain, Member, NodeAddr, TagName};
+use crate::ids::{Domain, Member, NodeAddr, Reliability, TagName};
 
 /// Magic of a peer message ("TP" little-endian).
 pub const PEER_MAGIC: u16 = 0x5054;
@@ -112,6 +112,8 @@ pub enum TableOp {
         key: MemberKey,
         /// Who holds it.
         member: Member,
+        /// What a receiver asks of delivery (senders: `Reliable`).
+        reliability: Reliability,
         /// When.
         version: Version,
     },
@@ -378,24 +380,6 @@ fn decode_role(r: &mut Reader<'_>) -> Result<Role, DecodeError> {
     }
 }
 
-fn domain_byte(d: Domain) -> u8 {
-    match d {
-        Domain::Global => 0,
-        Domain::Local => 1,
-    }
-}
-
-fn decode_domain(r: &mut Reader<'_>) -> Result<Domain, DecodeError> {
-    match r.u8()? {
-        0 => Ok(Domain::Global),
-        1 => Ok(Domain::Local),
-        v => Err(DecodeError::Unknown {
-            what: "domain",
-            value: u32::from(v),
-        }),
-    }
-}
-
 fn decode_name(r: &mut Reader<'_>) -> Result<TagName, DecodeError> {
     TagName::new(r.str()?).map_err(|_| DecodeError::Invalid("tag name"))
 }
@@ -410,7 +394,7 @@ fn encode_op(w: &mut Writer, op: &TableOp) {
         } => {
             w.u8(OP_TAG_UP)
                 .str(name.as_str())
-                .u8(domain_byte(*domain))
+                .u8(domain.to_u8())
                 .u32(ring.slots)
                 .u32(ring.slot_payload);
             encode_version(w, *version);
@@ -425,14 +409,16 @@ fn encode_op(w: &mut Writer, op: &TableOp) {
             role,
             key,
             member,
+            reliability,
             version,
         } => {
             w.u8(OP_JOIN)
                 .str(name.as_str())
-                .u8(domain_byte(*domain))
+                .u8(domain.to_u8())
                 .u8(role_byte(*role));
             encode_key(w, *key);
             member.encode(w);
+            w.u8(reliability.to_u8());
             encode_version(w, *version);
         }
         TableOp::Leave {
@@ -453,7 +439,7 @@ fn decode_op(r: &mut Reader<'_>) -> Result<TableOp, DecodeError> {
     Ok(match kind {
         OP_TAG_UP => TableOp::TagUp {
             name: decode_name(r)?,
-            domain: decode_domain(r)?,
+            domain: Domain::from_u8(r.u8()?)?,
             ring: RingParams {
                 slots: r.u32()?,
                 slot_payload: r.u32()?,
@@ -466,10 +452,11 @@ fn decode_op(r: &mut Reader<'_>) -> Result<TableOp, DecodeError> {
         },
         OP_JOIN => TableOp::Join {
             name: decode_name(r)?,
-            domain: decode_domain(r)?,
+            domain: Domain::from_u8(r.u8()?)?,
             role: decode_role(r)?,
             key: decode_key(r)?,
             member: Member::decode(r)?,
+            reliability: Reliability::from_u8(r.u8()?)?,
             version: decode_version(r)?,
         },
         OP_LEAVE => TableOp::Leave {
@@ -538,16 +525,30 @@ mod tests {
                 }
             ),
             (name(), version()).prop_map(|(name, version)| TableOp::TagDown { name, version }),
-            (name(), domain(), role(), key(), member(), version()).prop_map(
-                |(name, domain, role, key, member, version)| TableOp::Join {
-                    name,
-                    domain,
-                    role,
-                    key,
-                    member,
-                    version
-                }
-            ),
+            (
+                name(),
+                domain(),
+                role(),
+                key(),
+                member(),
+                any::<bool>(),
+                version()
+            )
+                .prop_map(|(name, domain, role, key, member, be, version)| {
+                    TableOp::Join {
+                        name,
+                        domain,
+                        role,
+                        key,
+                        member,
+                        reliability: if be {
+                            Reliability::BestEffort
+                        } else {
+                            Reliability::Reliable
+                        },
+                        version,
+                    }
+                }),
             (name(), role(), key(), version()).prop_map(|(name, role, key, version)| {
                 TableOp::Leave {
                     name,

@@ -668,3 +668,87 @@ fn a_daemon_killed_and_restarted_under_its_subscribers_rejoins_and_they_resume()
     assert_eq!(local.lost(), 0);
     drop(p1);
 }
+
+#[test]
+fn best_effort_and_reliable_subscribers_share_a_lossy_bottleneck() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(3);
+    let (daemons, clients) = site.mesh(&Find::List);
+    let deep = tagwire::RingParams {
+        slots: 8192,
+        slot_payload: 256,
+    };
+    clients[0]
+        .create_tag_with("/mixed", Domain::Global, deep)
+        .unwrap();
+    let opts = SubscribeOptions::default().depth(8192);
+    let mut newest = clients[1].subscribe("/mixed", opts.best_effort()).unwrap();
+    let mut every = clients[2].subscribe("/mixed", opts).unwrap();
+    let mut publisher = clients[0].publisher("/mixed").unwrap();
+    publisher.set_send_timeout(Duration::from_secs(20));
+    site.lan.host(0).shape(40_000_000, 1_600, 3_000).unwrap();
+    const N: u64 = 20_000;
+    let (best, reliable) = std::thread::scope(|s| {
+        let best = s.spawn(|| {
+            let (mut got, mut last) = (0u64, 0u64);
+            while let Ok(m) = newest.receive(Some(Duration::from_secs(3))) {
+                assert!(
+                    m.seq.0 > last,
+                    "best-effort delivered {} after {last}",
+                    m.seq.0
+                );
+                last = m.seq.0;
+                got += 1;
+            }
+            got
+        });
+        let reliable = s.spawn(|| {
+            for i in 1..=N {
+                let m = every.receive(Some(Duration::from_secs(20))).unwrap();
+                assert_eq!(m.seq.0, i, "reliable: out of order, lost or duplicated");
+            }
+            every.lost()
+        });
+        let mut buf = [0u8; 64];
+        for i in 1..=N {
+            buf[..8].copy_from_slice(&i.to_le_bytes());
+            publisher.send(&buf).unwrap();
+        }
+        (best.join().unwrap(), reliable.join().unwrap())
+    });
+    let dropped = daemons[1].best_effort_losses();
+    println!("best-effort: {best} of {N} received, {dropped} counted lost");
+    assert_eq!(reliable, 0);
+    assert!(
+        best > 0 && best < N,
+        "the bottleneck dropped nothing: {best}"
+    );
+    assert!(dropped > 0, "best-effort drops are counted");
+    assert!(best + dropped <= N);
+    assert_eq!(daemons[0].forward_losses(), 0);
+}
+
+#[test]
+fn a_best_effort_receiver_never_holds_the_publisher_back() {
+    if skip() {
+        return;
+    }
+    let mut site = Site::new(2);
+    site.lease = Duration::from_secs(5);
+    let (_daemons, clients) = site.mesh(&Find::List);
+    clients[0].create_tag("/fast", Domain::Global).unwrap();
+    let _newest = clients[1]
+        .subscribe("/fast", SubscribeOptions::default().best_effort())
+        .unwrap();
+    let mut publisher = clients[0].publisher("/fast").unwrap();
+    publisher.set_send_timeout(Duration::ZERO);
+    site.lan.host(1).link_down().unwrap();
+    // Far more than a window and a ring: a reliable receiver would have
+    // stopped the publisher (see the held-back test); this one does not.
+    for i in 0..20_000u64 {
+        publisher.send(&i.to_le_bytes()).unwrap();
+    }
+    site.lan.host(1).link_up().unwrap();
+}

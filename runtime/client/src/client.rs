@@ -29,7 +29,7 @@ use tagwire_wire::control::{
     ErrorCode, Message as Ctl, Request, Response, RingParams, TableEvent, TagOpened, TagSummary,
     MAX_MESSAGE,
 };
-use tagwire_wire::{Domain, Member, NodeAddr, Pid, SenderInfo, TagId, TagName};
+use tagwire_wire::{Domain, Member, NodeAddr, Pid, Reliability, SenderInfo, TagId, TagName};
 
 use crate::publisher::Publisher;
 use crate::subscriber::{SubscribeOptions, Subscriber};
@@ -142,7 +142,24 @@ pub(crate) struct Endpoint {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EndpointKind {
     Publisher,
-    Subscriber { depth: u32 },
+    Subscriber {
+        depth: u32,
+        reliability: Reliability,
+    },
+}
+
+impl EndpointKind {
+    /// The request that gets this right on tag `name`.
+    fn request(self, name: &TagName) -> Request {
+        match self {
+            EndpointKind::Publisher => Request::GetSendAccess { name: name.clone() },
+            EndpointKind::Subscriber { depth, reliability } => Request::Subscribe {
+                name: name.clone(),
+                depth,
+                reliability,
+            },
+        }
+    }
 }
 
 impl Endpoint {
@@ -295,7 +312,13 @@ impl Client {
 
     /// Subscribes to a tag; only messages sent after this call are received.
     pub fn subscribe(&self, name: &str, opts: SubscribeOptions) -> Result<Subscriber> {
-        let ep = self.open(name, EndpointKind::Subscriber { depth: opts.depth })?;
+        let ep = self.open(
+            name,
+            EndpointKind::Subscriber {
+                depth: opts.depth,
+                reliability: opts.reliability,
+            },
+        )?;
         Ok(Subscriber::new(self.clone(), ep, opts))
     }
 
@@ -453,13 +476,7 @@ impl Core {
         name: &TagName,
         kind: EndpointKind,
     ) -> Result<(TagOpened, Ring)> {
-        let req = match kind {
-            EndpointKind::Publisher => Request::GetSendAccess { name: name.clone() },
-            EndpointKind::Subscriber { depth } => Request::Subscribe {
-                name: name.clone(),
-                depth,
-            },
-        };
+        let req = kind.request(name);
         match self.call(req, None)? {
             (Response::TagOpened(o), Some(fd)) => {
                 let ring = map_ring(fd)?;
@@ -714,15 +731,7 @@ impl Core {
                 Response::TagCreated { .. } => {}
                 other => return Err(Error::Protocol(format!("re-create failed: {other:?}"))),
             }
-            let req = match ep.kind {
-                EndpointKind::Publisher => Request::GetSendAccess {
-                    name: ep.name.clone(),
-                },
-                EndpointKind::Subscriber { depth } => Request::Subscribe {
-                    name: ep.name.clone(),
-                    depth,
-                },
-            };
+            let req = ep.kind.request(&ep.name);
             match self.direct_call_fd(sock, req, None)? {
                 (Response::TagOpened(o), Some(fd)) => {
                     let ring = map_ring(fd)?;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use tagwire_shm::{Cursor, ReadOutcome, Ring};
 use tagwire_wire::control::{ErrorCode, Request, Response};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB};
+use tagwire_wire::Reliability;
 
 use crate::client::{daemon_error, is_code, Client, Endpoint};
 use crate::{Error, Message, Result};
@@ -26,6 +27,8 @@ pub struct SubscribeOptions {
     /// Spin this long before sleeping in `receive` (default: none, block at once).
     /// For latency-critical users with a core to spare.
     pub busy_poll: Option<Duration>,
+    /// Delivery from publishers on other nodes (default reliable).
+    pub reliability: Reliability,
 }
 
 impl Default for SubscribeOptions {
@@ -33,6 +36,7 @@ impl Default for SubscribeOptions {
         Self {
             depth: 64,
             busy_poll: None,
+            reliability: Reliability::Reliable,
         }
     }
 }
@@ -41,6 +45,15 @@ impl SubscribeOptions {
     /// Sets the queue depth.
     pub fn depth(mut self, depth: u32) -> Self {
         self.depth = depth.max(1);
+        self
+    }
+
+    /// Best-effort delivery from other nodes: the newest data, never
+    /// retransmitted, never holding publishers back; losses are counted by
+    /// the receiving node's daemon. (Delivery on this node is the same either
+    /// way.)
+    pub fn best_effort(mut self) -> Self {
+        self.reliability = Reliability::BestEffort;
         self
     }
 

@@ -7,6 +7,11 @@
 //!   (tag, node) (`tagwire_reliable::Writer`: window, heartbeats, resends on
 //!   NACK). Messages that arrived from other nodes are not forwarded: their
 //!   publisher's node already sent one copy to every node.
+//!   A node whose receivers all asked for best-effort delivery gets a
+//!   best-effort stream instead: sequence numbers only, no window, no
+//!   resends, no gate (it never holds the publisher back); its daemon keeps
+//!   only datagrams newer than the last and counts the gaps
+//!   (`Daemon::best_effort_losses`).
 //! * **Inbound.** One thread receives on the delivery port: data fragments go
 //!   through the stream's `Reader` (in order, exactly once, ACK every K, NACK
 //!   on gaps) and `Reassembler`, and each whole message is written into the
@@ -24,7 +29,7 @@
 //! that arrived from other nodes) can still lap it; such losses are counted
 //! (`Daemon::forward_losses`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, OwnedFd};
@@ -36,15 +41,15 @@ use rustix::fs::{MemfdFlags, SealFlags};
 
 use tagwire_proto::{Holder, Role};
 use tagwire_reliable::{
-    fragment_count, fragments, Arrival, Reader, ReaderConfig, Reassembler, ReassemblerConfig,
-    Transmit, Writer, WriterConfig,
+    fragment_count, fragments, Arrival, BestEffort, Reader, ReaderConfig, Reassembler,
+    ReassemblerConfig, Transmit, Writer, WriterConfig,
 };
-use tagwire_shm::{ReadOutcome, Ring, Segment};
+use tagwire_shm::{Gate, ReadOutcome, Ring, Segment};
 use tagwire_wire::datagram::{
     max_fragment_payload, AckNack, Body, DataRef, Datagram, Heartbeat, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
-use tagwire_wire::{NodeAddr, TagName};
+use tagwire_wire::{NodeAddr, Reliability, TagName};
 
 use crate::{lock, Shared, State};
 
@@ -78,7 +83,17 @@ struct OutStream {
     writer: Writer,
 }
 
-type Dests = Arc<Vec<(NodeAddr, SocketAddr)>>;
+/// A node with receivers of a tag: its delivery address, and whether any of
+/// them asked for reliable delivery (then the node gets a reliable stream,
+/// else a best-effort one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Dest {
+    node: NodeAddr,
+    addr: SocketAddr,
+    reliable: bool,
+}
+
+type Dests = Arc<Vec<Dest>>;
 
 /// A forwarder's instructions: where this tag's messages go.
 #[derive(Debug)]
@@ -113,14 +128,23 @@ impl Delivery {
         let me = shared.node();
         let mut wanted: HashMap<TagName, Dests> = HashMap::new();
         for e in st.table.entries() {
-            let mut nodes: Vec<(NodeAddr, SocketAddr)> = e
-                .rights(Role::Receiver)
-                .iter()
-                .filter(|r| r.holder == Holder::Remote && r.key.node != me)
-                .map(|r| r.key.node)
-                .collect::<HashSet<_>>()
+            let mut reliable: HashMap<NodeAddr, bool> = HashMap::new();
+            for r in e.rights(Role::Receiver) {
+                if r.holder == Holder::Remote && r.key.node != me {
+                    *reliable.entry(r.key.node).or_default() |=
+                        r.reliability == Reliability::Reliable;
+                }
+            }
+            let mut nodes: Vec<Dest> = reliable
                 .into_iter()
-                .filter_map(|n| st.peers.delivery_addr(n).map(|a| (n, a)))
+                .filter_map(|(node, reliable)| {
+                    let addr = st.peers.delivery_addr(node)?;
+                    Some(Dest {
+                        node,
+                        addr,
+                        reliable,
+                    })
+                })
                 .collect();
             if !nodes.is_empty() {
                 nodes.sort();
@@ -209,18 +233,14 @@ fn forward_loop(
 ) {
     let me = shared.node();
     let mut cur = ring.cursor_from(start, ring.shape().slots);
-    // The gate holds the publisher back (for its configured time) instead of
+    // While some node gets a reliable stream, a gate on the ring at our read
+    // position holds the publisher back (for its configured time) instead of
     // letting it overwrite what we have not handed to every window yet.
-    let gate = match ring.attach_gate(start) {
-        Ok(g) => Some(g),
-        Err(e) => {
-            tracing::warn!(tag = %tag, error = %e, "forwarder runs without back-pressure");
-            None
-        }
-    };
+    let mut gate: Option<Gate> = None;
     let mut rec = Vec::new();
     let mut blob = Vec::new();
     let mut streams: HashMap<NodeAddr, Arc<Mutex<OutStream>>> = HashMap::new();
+    let mut best: HashMap<NodeAddr, BestEffortOut> = HashMap::new();
     // The one message read from the ring but not yet in every window (a window
     // is full): nothing more is read until it is, so the ring fills and the
     // gate holds the publisher back.
@@ -229,12 +249,30 @@ fn forward_loop(
     while !route.stop.load(Ordering::Acquire) && !shared.is_stopping() {
         let dests = lock(&route.dests).clone();
         streams.retain(|n, s| {
-            let keep = dests.iter().any(|(m, a)| m == n && lock(s).dest == *a);
+            let keep = dests
+                .iter()
+                .any(|t| t.reliable && t.node == *n && lock(s).dest == t.addr);
             if !keep {
                 d.drop_stream(lock(s).id);
             }
             keep
         });
+        best.retain(|n, s| {
+            dests
+                .iter()
+                .any(|t| !t.reliable && t.node == *n && s.dest == t.addr)
+        });
+        if !dests.iter().any(|t| t.reliable) {
+            gate = None;
+        } else if gate.is_none() {
+            gate = match ring.attach_gate(cur.position()) {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    tracing::warn!(tag = %tag, error = %e, "forwarder runs without back-pressure");
+                    None
+                }
+            };
+        }
         if let Some(p) = pending.as_mut() {
             let sent = send_to_all(
                 shared,
@@ -282,6 +320,14 @@ fn forward_loop(
             } else {
                 body
             };
+            for t in dests.iter().filter(|t| !t.reliable) {
+                let s = best.entry(t.node).or_insert_with(|| BestEffortOut {
+                    id: random_id(),
+                    dest: t.addr,
+                    next_seq: 1,
+                });
+                send_best_effort(d, s, tag, &header, message);
+            }
             let mut done = Vec::new();
             if !send_to_all(
                 shared,
@@ -312,13 +358,54 @@ fn forward_loop(
     tracing::debug!(tag = %tag, "forwarder stopped");
 }
 
-/// Sends a message to every destination not yet in `done`; true when all
-/// have it.
+/// A best-effort stream to one node: sequence numbers only (the receiver
+/// keeps the newest and counts the gaps), no window, no resends.
+struct BestEffortOut {
+    id: u64,
+    dest: SocketAddr,
+    next_seq: u64,
+}
+
+/// Sends one message on a best-effort stream, fragmented like a reliable one.
+fn send_best_effort(
+    d: &Delivery,
+    s: &mut BestEffortOut,
+    tag: &TagName,
+    header: &FrameHeader,
+    message: &[u8],
+) {
+    let max = max_fragment_payload(tag, DATAGRAM);
+    let Ok(count) = u16::try_from(fragment_count(message.len(), max)) else {
+        return;
+    };
+    let mut h = *header;
+    h.flags &= !FLAG_BLOB;
+    let mut out = Vec::with_capacity(DATAGRAM.min(message.len() + 512));
+    for (i, range) in fragments(message.len(), max).enumerate() {
+        out.clear();
+        DataRef {
+            seq: s.next_seq,
+            flags: 0,
+            frag: i as u16,
+            frags: count,
+            msg_len: message.len() as u32,
+            header: h,
+            tag: std::borrow::Cow::Borrowed(tag),
+            payload: &message[range],
+        }
+        .encode(s.id, &mut out);
+        s.next_seq += 1;
+        let _ = d.sock.send_to(&out, s.dest);
+    }
+}
+
+/// Sends a message to every reliable destination not yet in `done`; true
+/// when all have it.
 #[allow(clippy::too_many_arguments)]
 fn send_to_all(
     shared: &Shared,
     d: &Delivery,
-    dests: &[(NodeAddr, SocketAddr)],
+    dests: &[Dest],
     streams: &mut HashMap<NodeAddr, Arc<Mutex<OutStream>>>,
     tag: &TagName,
     header: &FrameHeader,
@@ -326,13 +413,13 @@ fn send_to_all(
     done: &mut Vec<NodeAddr>,
 ) -> bool {
     let mut all = true;
-    for (node, addr) in dests {
-        if done.contains(node) {
+    for t in dests.iter().filter(|t| t.reliable) {
+        if done.contains(&t.node) {
             continue;
         }
-        let s = streams.entry(*node).or_insert_with(|| d.stream_to(*addr));
+        let s = streams.entry(t.node).or_insert_with(|| d.stream_to(t.addr));
         if send_message(shared, d, s, tag, header, message) {
-            done.push(*node);
+            done.push(t.node);
         } else {
             all = false;
         }
@@ -437,9 +524,11 @@ fn send_message(
     true
 }
 
-/// Per remote stream: its reader and reassembler.
+/// Per remote stream: its reader (reliable) or newest-only tracker
+/// (best-effort), and reassembler.
 struct InStream {
     reader: Reader,
+    best: BestEffort,
     reasm: Reassembler,
     last: Instant,
 }
@@ -451,6 +540,7 @@ impl InStream {
             // wanted from its first datagram: when that one was lost, the
             // reader asks for it rather than starting later.
             reader: Reader::with_start(ReaderConfig::default(), 1),
+            best: BestEffort::new(),
             reasm: Reassembler::new(ReassemblerConfig::default()),
             last: now,
         }
@@ -501,6 +591,15 @@ fn handle(
             let s = streams.entry(key).or_insert_with(|| InStream::new(now));
             s.last = now;
             if data.flags & FLAG_RELIABLE == 0 {
+                let before = s.best.stats().lost;
+                if !s.best.handle_seq(data.seq) {
+                    return; // older than what we delivered: stale
+                }
+                let skipped = s.best.stats().lost - before;
+                shared
+                    .stats
+                    .best_effort_lost
+                    .fetch_add(skipped, Ordering::Relaxed);
                 if let Some(m) = s.reasm.handle_fragment(&data) {
                     deliver(shared, &m.tag, m.header, &m.payload);
                 }

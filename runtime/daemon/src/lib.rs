@@ -131,6 +131,7 @@ pub(crate) struct Stats {
     pub(crate) unknown_tag: AtomicU64,
     pub(crate) forward_lost: AtomicU64,
     pub(crate) forward_dropped: AtomicU64,
+    pub(crate) best_effort_lost: AtomicU64,
 }
 
 /// Everything behind the daemon's one lock. Requests are rare and short (the
@@ -267,6 +268,12 @@ impl Daemon {
     pub fn forward_losses(&self) -> u64 {
         self.shared.stats.forward_lost.load(Ordering::Relaxed)
             + self.shared.stats.forward_dropped.load(Ordering::Relaxed)
+    }
+
+    /// Best-effort datagrams that never arrived here (skipped over by a newer
+    /// one), over all streams.
+    pub fn best_effort_losses(&self) -> u64 {
+        self.shared.stats.best_effort_lost.load(Ordering::Relaxed)
     }
 
     /// Datagrams this daemon's delivery manager sent again (NACK or timeout).

@@ -305,8 +305,11 @@ fn handle(
         Request::GetSendAccess { name } => open(shared, &mut st, &name, ops, |st, tag| {
             st.table.add_sender(tag, client.id, member)
         }),
-        Request::Subscribe { name, .. } => open(shared, &mut st, &name, ops, |st, tag| {
-            st.table.add_receiver(tag, client.id, member)
+        Request::Subscribe {
+            name, reliability, ..
+        } => open(shared, &mut st, &name, ops, |st, tag| {
+            st.table
+                .add_receiver_with(tag, client.id, member, reliability)
         }),
         Request::ReleaseSendAccess { tag } => match st.table.remove_sender(tag, client.id) {
             Ok(c) => {
