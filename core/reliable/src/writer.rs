@@ -88,6 +88,10 @@ pub struct Writer {
     /// Seq of `held[0]`.
     base: u64,
     held: VecDeque<Slot>,
+    /// Total bytes of the held datagrams.
+    held_bytes: usize,
+    /// Total messages they carry.
+    held_messages: usize,
     /// Seqs to retransmit, in the order they were asked for.
     resend: VecDeque<u64>,
     /// When the resend timer next scans the window.
@@ -101,6 +105,8 @@ pub struct Writer {
 #[derive(Debug)]
 struct Slot {
     bytes: Vec<u8>,
+    /// Messages it carries (see `send_counted`).
+    messages: usize,
     sent_at: Instant,
     /// Selectively acknowledged: the reader holds it out of order.
     sacked: bool,
@@ -120,6 +126,8 @@ impl Writer {
             next_seq: 1,
             base: 1,
             held: VecDeque::new(),
+            held_bytes: 0,
+            held_messages: 0,
             resend: VecDeque::new(),
             resend_check: None,
             next_heartbeat: None,
@@ -134,6 +142,18 @@ impl Writer {
     pub fn send(
         &mut self,
         now: Instant,
+        encode: impl FnOnce(u64, &mut Vec<u8>),
+    ) -> Result<(u64, &[u8]), WindowFull> {
+        self.send_counted(now, 1, encode)
+    }
+
+    /// [`Writer::send`] for a datagram that carries `messages` messages (a
+    /// batch), so that [`Writer::held_messages`] can bound what a receiver
+    /// gets at once when a loss is repaired.
+    pub fn send_counted(
+        &mut self,
+        now: Instant,
+        messages: usize,
         encode: impl FnOnce(u64, &mut Vec<u8>),
     ) -> Result<(u64, &[u8]), WindowFull> {
         if self.held.len() >= self.config.window {
@@ -153,8 +173,11 @@ impl Writer {
         if self.resend_check.is_none() {
             self.resend_check = Some(now + self.config.resend_after);
         }
+        self.held_bytes += bytes.len();
+        self.held_messages += messages;
         self.held.push_back(Slot {
             bytes,
+            messages,
             sent_at: now,
             sacked: false,
             queued: false,
@@ -174,6 +197,8 @@ impl Writer {
             };
             self.base += 1;
             self.stats.acked += 1;
+            self.held_bytes -= slot.bytes.len();
+            self.held_messages -= slot.messages;
             if self.pool.len() < POOL_MAX {
                 self.pool.push(slot.bytes);
             }
@@ -261,6 +286,16 @@ impl Writer {
             first: self.base,
             last: self.next_seq - 1,
         }
+    }
+
+    /// Bytes of the unacknowledged datagrams held, O(1).
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
+    /// Messages the unacknowledged datagrams carry, O(1).
+    pub fn held_messages(&self) -> usize {
+        self.held_messages
     }
 
     /// Unacknowledged datagrams held, O(1) (read by the pacing controller).
@@ -355,14 +390,20 @@ mod tests {
         for i in 1..=3 {
             assert_eq!(send(&mut w, t0, 0), i);
         }
-        assert_eq!(w.occupancy(), 3);
+        assert_eq!(
+            (w.occupancy(), w.held_bytes(), w.held_messages()),
+            (3, 6, 3)
+        );
         assert_eq!(w.send(t0, |_, _| {}), Err(WindowFull { window: 3 }));
         w.handle_acknack(t0, 2, &[]);
-        assert_eq!(w.occupancy(), 1);
+        assert_eq!((w.occupancy(), w.held_bytes()), (1, 2));
         assert_eq!(send(&mut w, t0, 0), 4);
         w.handle_acknack(t0, 99, &[]);
         assert!(w.is_idle());
+        assert_eq!((w.held_bytes(), w.held_messages()), (0, 0));
         assert_eq!(w.stats().acked, 4);
+        w.send_counted(t0, 40, |_, o| o.push(1)).unwrap();
+        assert_eq!(w.held_messages(), 40);
         assert_eq!(w.poll_timeout(), None);
     }
 

@@ -47,6 +47,17 @@
 //! A message cut into `frags` fragments uses `frags` consecutive `seq`s, so the
 //! message's first datagram is `seq - frag`.
 //!
+//! Kind 4, [`BatchRef`]: several whole messages of one tag in one datagram
+//! (a forwarder that finds many small messages ready packs them; the reader
+//! sequences datagrams, so a batch is acknowledged and resent as one):
+//!
+//! ```text
+//! seq (u64) | flags (u8) | count (u16, ≥ 1) | tag len (u8) | tag name
+//! then `count` entries: FrameHeader (40 bytes) | len (u32) | len bytes
+//! ```
+//!
+//! The entries fill the datagram exactly.
+//!
 //! Kind 2, [`Heartbeat`] (writer → reader, 16 bytes): `first` (u64, oldest seq
 //! the writer still holds) then `last` (u64, last seq sent); `first > last`
 //! means nothing is unacknowledged.
@@ -90,6 +101,11 @@ pub const MAX_MISSING_SPAN: u64 = 256;
 const KIND_DATA: u8 = 1;
 const KIND_HEARTBEAT: u8 = 2;
 const KIND_ACKNACK: u8 = 3;
+const KIND_BATCH: u8 = 4;
+/// Bytes of a batch datagram before its tag name and entries.
+pub const BATCH_FIXED_LEN: usize = COMMON_LEN + 8 + 1 + 2 + 1;
+/// Bytes each batch entry adds beside its payload.
+pub const BATCH_ENTRY_OVERHEAD: usize = HEADER_LEN + 4;
 const MAX_BITMAP: usize = 32;
 
 /// How many payload bytes fit in one data datagram of at most `datagram_size`
@@ -118,6 +134,62 @@ pub enum Body<'a> {
     Heartbeat(Heartbeat),
     /// Kind 3: the reader's acknowledgement.
     AckNack(AckNack),
+    /// Kind 4: several whole messages.
+    Batch(BatchRef<'a>),
+}
+
+/// A batch datagram: whole messages of one tag. `entries` holds them as
+/// encoded by [`push_batch_entry`] (validated when decoded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchRef<'a> {
+    /// Per-stream datagram sequence number (≥ 1).
+    pub seq: u64,
+    /// Flag bits ([`FLAG_RELIABLE`]).
+    pub flags: u8,
+    /// Number of messages, ≥ 1.
+    pub count: u16,
+    /// The tag the messages were published on.
+    pub tag: Cow<'a, TagName>,
+    /// The encoded entries.
+    pub entries: &'a [u8],
+}
+
+/// Appends one message to a batch's entries.
+pub fn push_batch_entry(entries: &mut Vec<u8>, header: &FrameHeader, payload: &[u8]) {
+    let mut h = [0u8; HEADER_LEN];
+    // The array is exactly HEADER_LEN long, so `emit` cannot fail.
+    let _ = header.emit(&mut h);
+    entries.extend_from_slice(&h);
+    // Batched messages fit a datagram, far below u32::MAX.
+    entries.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    entries.extend_from_slice(payload);
+}
+
+impl<'a> BatchRef<'a> {
+    /// Appends the whole datagram to `out`.
+    pub fn encode(&self, stream: u64, out: &mut Vec<u8>) {
+        let tag = self.tag.as_str().as_bytes();
+        out.reserve(BATCH_FIXED_LEN + tag.len() + self.entries.len());
+        common(out, KIND_BATCH, stream);
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.push(self.flags);
+        out.extend_from_slice(&self.count.to_le_bytes());
+        out.push(u8::try_from(tag.len()).unwrap_or(u8::MAX));
+        out.extend_from_slice(tag);
+        out.extend_from_slice(self.entries);
+    }
+
+    /// The messages, in order: each publisher's header and payload.
+    pub fn messages(&self) -> impl Iterator<Item = (FrameHeader, &'a [u8])> + 'a {
+        let mut r = Reader::new(self.entries);
+        std::iter::from_fn(move || batch_entry(&mut r).ok())
+    }
+}
+
+fn batch_entry<'a>(r: &mut Reader<'a>) -> Result<(FrameHeader, &'a [u8]), DecodeError> {
+    let (header, _) = FrameHeader::parse(r.bytes(HEADER_LEN)?)?;
+    let len = r.u32()? as usize;
+    Ok((header, r.bytes(len)?))
 }
 
 /// A data datagram: one fragment of one message; the payload borrows the
@@ -251,6 +323,7 @@ impl<'a> Datagram<'a> {
                 r.finish()?;
                 Body::AckNack(an)
             }
+            KIND_BATCH => Body::Batch(decode_batch(&mut r)?),
             k => {
                 return Err(DecodeError::Unknown {
                     what: "datagram kind",
@@ -268,6 +341,7 @@ impl<'a> Datagram<'a> {
             Body::Data(d) => d.encode(self.stream, out),
             Body::Heartbeat(h) => h.encode(self.stream, out),
             Body::AckNack(a) => a.encode(self.stream, out),
+            Body::Batch(b) => b.encode(self.stream, out),
         }
     }
 }
@@ -318,6 +392,37 @@ fn decode_data<'a>(r: &mut Reader<'a>) -> Result<DataRef<'a>, DecodeError> {
         header,
         tag: Cow::Owned(tag),
         payload,
+    })
+}
+
+fn decode_batch<'a>(r: &mut Reader<'a>) -> Result<BatchRef<'a>, DecodeError> {
+    let seq = r.u64()?;
+    let flags = r.u8()?;
+    let count = r.u16()?;
+    let tag_len = usize::from(r.u8()?);
+    let tag = std::str::from_utf8(r.bytes(tag_len)?)
+        .ok()
+        .and_then(|s| TagName::new(s).ok())
+        .ok_or(DecodeError::Invalid("tag name"))?;
+    if seq == 0 {
+        return Err(DecodeError::Invalid("batch seq 0"));
+    }
+    if count == 0 {
+        return Err(DecodeError::Invalid("empty batch"));
+    }
+    let entries = r.bytes(r.remaining())?;
+    // Every entry must be whole and the entries must fill the datagram.
+    let mut e = Reader::new(entries);
+    for _ in 0..count {
+        batch_entry(&mut e)?;
+    }
+    e.finish()?;
+    Ok(BatchRef {
+        seq,
+        flags,
+        count,
+        tag: Cow::Owned(tag),
+        entries,
     })
 }
 
@@ -449,10 +554,69 @@ mod tests {
                 a.encode(s, &mut out);
                 out
             }),
+            batch_parts().prop_map(|p| encode_batch(&p)),
         ]
     }
 
+    type BatchParts = (u64, u64, u8, TagName, Vec<(FrameHeader, Vec<u8>)>);
+
+    fn batch_parts() -> impl Strategy<Value = BatchParts> {
+        (
+            any::<u64>(),
+            1..u64::MAX,
+            any::<u8>(),
+            name(),
+            proptest::collection::vec(
+                (header(), proptest::collection::vec(any::<u8>(), 0..64)),
+                1..12,
+            ),
+        )
+    }
+
+    fn encode_batch(p: &BatchParts) -> Vec<u8> {
+        let (stream, seq, flags, tag, msgs) = p;
+        let mut entries = Vec::new();
+        for (h, m) in msgs {
+            push_batch_entry(&mut entries, h, m);
+        }
+        let mut out = Vec::new();
+        BatchRef {
+            seq: *seq,
+            flags: *flags,
+            count: msgs.len() as u16,
+            tag: Cow::Borrowed(tag),
+            entries: &entries,
+        }
+        .encode(*stream, &mut out);
+        out
+    }
+
     proptest! {
+        #[test]
+        fn batch_round_trips(p in batch_parts()) {
+            let bytes = encode_batch(&p);
+            let d = Datagram::decode(&bytes).unwrap();
+            let (stream, seq, flags, tag, msgs) = p;
+            prop_assert_eq!(d.stream, stream);
+            let Body::Batch(b) = d.body else { panic!("not a batch") };
+            prop_assert_eq!((b.seq, b.flags, b.count as usize), (seq, flags, msgs.len()));
+            prop_assert_eq!(b.tag.as_ref(), &tag);
+            let got: Vec<(FrameHeader, Vec<u8>)> =
+                b.messages().map(|(h, m)| (h, m.to_vec())).collect();
+            prop_assert_eq!(got, msgs);
+        }
+
+        #[test]
+        fn a_batch_whose_count_disagrees_with_its_entries_is_rejected(p in batch_parts(), more: bool) {
+            let mut bytes = encode_batch(&p);
+            // count sits after the common header, seq and flags.
+            let at = COMMON_LEN + 8 + 1;
+            let n = u16::from_le_bytes([bytes[at], bytes[at + 1]]);
+            let wrong = if more { n.wrapping_add(1) } else { n - 1 };
+            bytes[at..at + 2].copy_from_slice(&wrong.to_le_bytes());
+            prop_assert!(Datagram::decode(&bytes).is_err());
+        }
+
         #[test]
         fn data_round_trips(p in data_parts()) {
             let bytes = encode_data(&p);

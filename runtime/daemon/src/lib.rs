@@ -19,6 +19,7 @@
 
 pub mod blob;
 pub mod delivery;
+mod forward;
 pub mod local;
 pub mod peers;
 pub mod update;

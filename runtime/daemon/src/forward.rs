@@ -1,0 +1,514 @@
+//! The delivery manager's outbound side: one forwarder thread per global tag
+//! with receivers on other nodes (see `delivery` for the whole picture).
+//!
+//! The forwarder reads the tag's ring like a subscriber and sends each message
+//! published on *this* node once to each node with receivers:
+//!
+//! * **Batches.** Messages that fit a datagram are packed, as many as are
+//!   ready, into one batch datagram (up to [`BATCH_DATAGRAM`] bytes): a
+//!   publisher of small messages costs one system call per batch, not per
+//!   message. A message alone is sent at once, as a batch of one, so batching
+//!   adds no latency. Larger messages go alone, cut into fragments of up to
+//!   [`DATAGRAM`] bytes.
+//! * **Reliable nodes** get a `tagwire_reliable::Writer` stream (window,
+//!   heartbeats, resends; at most 4 MiB and a ring's worth of messages
+//!   unacknowledged). While a window is
+//!   full, the forwarder holds what
+//!   it has read (at most a batch and a message) and reads nothing more, so
+//!   the ring fills; its gate on the ring then holds the publisher back.
+//! * **Best-effort nodes** get sequence numbers only, sent at once, never
+//!   resent, never waited for.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tagwire_reliable::{fragment_count, fragments};
+use tagwire_shm::{Gate, ReadOutcome, Ring};
+use tagwire_wire::datagram::{
+    max_fragment_payload, push_batch_entry, BatchRef, DataRef, BATCH_ENTRY_OVERHEAD,
+    BATCH_FIXED_LEN, FLAG_RELIABLE,
+};
+use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB};
+use tagwire_wire::{NodeAddr, TagName};
+
+use crate::delivery::{random_id, Delivery, Dest, OutStream, Route, DATAGRAM, WINDOW_WAIT};
+use crate::{lock, Shared};
+
+/// Largest batch datagram: one Ethernet frame (1500-byte MTU less IPv4 and
+/// UDP headers), so a batch is never IP-fragmented: a lost packet costs one
+/// batch, and a short router queue still passes whole batches (tested
+/// through a `tbf` with a 3000-byte queue). Larger batches (one IP fragment
+/// lost loses the whole datagram) collapsed under that bottleneck.
+pub(crate) const BATCH_DATAGRAM: usize = 1472;
+
+/// Bytes a reliable stream may have unacknowledged (besides its window of
+/// datagrams): what the receiver may have to buffer and the sender to resend.
+const MAX_UNACKED_BYTES: usize = 4 << 20;
+
+/// Something to send: one message (fragmented if needed) or a batch.
+enum Outgoing {
+    Message {
+        header: FrameHeader,
+        message: Vec<u8>,
+    },
+    Batch {
+        count: u16,
+        entries: Vec<u8>,
+    },
+}
+
+/// The same, borrowed (the common case sends without copying).
+#[derive(Clone, Copy)]
+enum OutRef<'a> {
+    Message {
+        header: &'a FrameHeader,
+        message: &'a [u8],
+    },
+    Batch {
+        count: u16,
+        entries: &'a [u8],
+    },
+}
+
+impl Outgoing {
+    fn as_ref(&self) -> OutRef<'_> {
+        match self {
+            Outgoing::Message { header, message } => OutRef::Message { header, message },
+            Outgoing::Batch { count, entries } => OutRef::Batch {
+                count: *count,
+                entries,
+            },
+        }
+    }
+}
+
+/// Read but not yet in every reliable window, with the nodes that have it.
+struct Pending {
+    out: Outgoing,
+    done: Vec<NodeAddr>,
+}
+
+/// A best-effort stream to one node: sequence numbers only (the receiver
+/// keeps the newest and counts the gaps), no window, no resends.
+struct BestEffortOut {
+    id: u64,
+    dest: SocketAddr,
+    next_seq: u64,
+}
+
+/// A forwarder's per-thread state.
+struct Forwarder<'a> {
+    shared: &'a Shared,
+    d: &'a Delivery,
+    tag: &'a TagName,
+    streams: HashMap<NodeAddr, Arc<Mutex<OutStream>>>,
+    best: HashMap<NodeAddr, BestEffortOut>,
+    /// In order; while not empty nothing new is sent reliably.
+    pending: VecDeque<Pending>,
+    /// The batch being filled.
+    count: u16,
+    entries: Vec<u8>,
+    /// Bytes of entries a batch datagram has room for.
+    budget: usize,
+    /// Messages a reliable stream may have unacknowledged: the ring's slot
+    /// count, which the receiving node's ring has too, so repairing a loss
+    /// never releases more than a caught-up subscriber can queue.
+    max_unacked: usize,
+    /// Encoding buffer.
+    buf: Vec<u8>,
+}
+
+pub(crate) fn forward_loop(
+    shared: &Arc<Shared>,
+    d: &Arc<Delivery>,
+    route: &Route,
+    tag: &TagName,
+    ring: &Ring,
+    start: u64,
+) {
+    let me = shared.node();
+    let mut cur = ring.cursor_from(start, ring.shape().slots);
+    // While some node gets a reliable stream, a gate on the ring at our read
+    // position holds the publisher back (for its configured time) instead of
+    // letting it overwrite what we have not handed to every window yet.
+    let mut gate: Option<Gate> = None;
+    let mut rec = Vec::new();
+    let mut blob = Vec::new();
+    let mut f = Forwarder {
+        shared,
+        d,
+        tag,
+        streams: HashMap::new(),
+        best: HashMap::new(),
+        pending: VecDeque::new(),
+        count: 0,
+        entries: Vec::new(),
+        budget: BATCH_DATAGRAM.saturating_sub(BATCH_FIXED_LEN + tag.as_str().len()),
+        max_unacked: ring.shape().slots as usize,
+        buf: Vec::new(),
+    };
+    tracing::debug!(tag = %tag, "forwarder started");
+    while !route.stop.load(Ordering::Acquire) && !shared.is_stopping() {
+        let dests = lock(&route.dests).clone();
+        f.retain(&dests);
+        if !dests.iter().any(|t| t.reliable) {
+            gate = None;
+        } else if gate.is_none() {
+            gate = match ring.attach_gate(cur.position()) {
+                Ok(g) => Some(g),
+                Err(e) => {
+                    tracing::warn!(tag = %tag, error = %e, "forwarder runs without back-pressure");
+                    None
+                }
+            };
+        }
+        if !f.retry(&dests) {
+            // Waiting for acknowledgements (the inbound thread applies them).
+            std::thread::sleep(Duration::from_micros(200));
+            continue;
+        }
+        let mut progressed = false;
+        while f.pending.is_empty() {
+            match ring.read(&mut cur, &mut rec) {
+                ReadOutcome::Record => {}
+                ReadOutcome::Empty | ReadOutcome::Pending => break,
+                ReadOutcome::Lost(n) => {
+                    shared.stats.forward_lost.fetch_add(n, Ordering::Relaxed);
+                    continue;
+                }
+            }
+            progressed = true;
+            // The record is copied out (sent, batched or held): its slot may
+            // be reused.
+            if let Some(g) = &gate {
+                g.advance(cur.position());
+            }
+            let Ok((header, body)) = FrameHeader::parse(&rec) else {
+                continue;
+            };
+            if header.sender.node != me {
+                continue; // came from another node, which sent it everywhere itself
+            }
+            let message: &[u8] = if header.flags & FLAG_BLOB != 0 {
+                match read_blob(shared, tag, body, &mut blob) {
+                    Some(()) => &blob,
+                    None => continue,
+                }
+            } else {
+                body
+            };
+            f.take(&dests, &header, message);
+        }
+        // Nothing more is ready: send what was batched.
+        f.flush(&dests);
+        if !progressed && f.pending.is_empty() {
+            ring.wait(&cur, Some(Duration::from_millis(50)), Duration::ZERO);
+        }
+    }
+    drop(gate);
+    for s in f.streams.values() {
+        d.drop_stream(lock(s).id);
+    }
+    tracing::debug!(tag = %tag, "forwarder stopped");
+}
+
+impl Forwarder<'_> {
+    /// Drops the streams of nodes that left (or changed address or mode).
+    fn retain(&mut self, dests: &[Dest]) {
+        let d = self.d;
+        self.streams.retain(|n, s| {
+            let keep = dests
+                .iter()
+                .any(|t| t.reliable && t.node == *n && lock(s).dest == t.addr);
+            if !keep {
+                d.drop_stream(lock(s).id);
+            }
+            keep
+        });
+        self.best.retain(|n, s| {
+            dests
+                .iter()
+                .any(|t| !t.reliable && t.node == *n && s.dest == t.addr)
+        });
+    }
+
+    /// Sends held items in order; true when none is left.
+    fn retry(&mut self, dests: &[Dest]) -> bool {
+        while let Some(mut p) = self.pending.pop_front() {
+            if !self.send_reliable(dests, p.out.as_ref(), &mut p.done) {
+                self.pending.push_front(p);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// One message read from the ring: into the batch, or (too large for a
+    /// datagram) sent as fragments after the batch.
+    fn take(&mut self, dests: &[Dest], header: &FrameHeader, message: &[u8]) {
+        let need = BATCH_ENTRY_OVERHEAD + message.len();
+        if need <= self.budget {
+            if self.entries.len() + need > self.budget || self.count == u16::MAX {
+                self.flush(dests);
+            }
+            push_batch_entry(&mut self.entries, header, message);
+            self.count += 1;
+            return;
+        }
+        self.flush(dests);
+        self.emit(dests, OutRef::Message { header, message });
+    }
+
+    /// Sends the batch being filled, if any.
+    fn flush(&mut self, dests: &[Dest]) {
+        if self.count == 0 {
+            return;
+        }
+        let entries = std::mem::take(&mut self.entries);
+        let count = std::mem::replace(&mut self.count, 0);
+        self.emit(
+            dests,
+            OutRef::Batch {
+                count,
+                entries: &entries,
+            },
+        );
+        self.entries = entries;
+        self.entries.clear();
+    }
+
+    /// Sends to every node: best-effort ones at once, reliable ones in order
+    /// after anything held (held too if a window is full).
+    fn emit(&mut self, dests: &[Dest], out: OutRef<'_>) {
+        for t in dests.iter().filter(|t| !t.reliable) {
+            let s = self.best.entry(t.node).or_insert_with(|| BestEffortOut {
+                id: random_id(),
+                dest: t.addr,
+                next_seq: 1,
+            });
+            send_best_effort(self.d, s, self.tag, out, &mut self.buf);
+        }
+        let mut done = Vec::new();
+        if self.pending.is_empty() && self.send_reliable(dests, out, &mut done) {
+            return;
+        }
+        let out = match out {
+            OutRef::Message { header, message } => Outgoing::Message {
+                header: *header,
+                message: message.to_vec(),
+            },
+            OutRef::Batch { count, entries } => Outgoing::Batch {
+                count,
+                entries: entries.to_vec(),
+            },
+        };
+        self.pending.push_back(Pending { out, done });
+    }
+
+    /// Sends to every reliable node not yet in `done`; true when all have it.
+    fn send_reliable(&mut self, dests: &[Dest], out: OutRef<'_>, done: &mut Vec<NodeAddr>) -> bool {
+        let mut all = true;
+        for t in dests.iter().filter(|t| t.reliable) {
+            if done.contains(&t.node) {
+                continue;
+            }
+            let d = self.d;
+            let s = self
+                .streams
+                .entry(t.node)
+                .or_insert_with(|| d.stream_to(t.addr));
+            if send_on_stream(self.shared, self.d, s, self.tag, out, self.max_unacked) {
+                done.push(t.node);
+            } else {
+                all = false;
+            }
+        }
+        all
+    }
+}
+
+/// Sends on a reliable stream. Returns false, having sent nothing, when the
+/// window lacks room for all its datagrams (the caller retries later); a
+/// message with more fragments than the whole window is sent fragment by
+/// fragment, waiting for room (up to `WINDOW_WAIT` per fragment).
+fn send_on_stream(
+    shared: &Shared,
+    d: &Delivery,
+    stream: &Mutex<OutStream>,
+    tag: &TagName,
+    out: OutRef<'_>,
+    max_unacked: usize,
+) -> bool {
+    let (header, message) = match out {
+        OutRef::Batch { count, entries } => {
+            let mut s = lock(stream);
+            // (A batch larger than either bound goes once the window is empty.)
+            let busy = s.writer.occupancy() > 0;
+            if busy
+                && (s.writer.held_bytes() + entries.len() > MAX_UNACKED_BYTES
+                    || s.writer.held_messages() + usize::from(count) > max_unacked)
+            {
+                return false;
+            }
+            let (id, dest) = (s.id, s.dest);
+            let batch = BatchRef {
+                seq: 0,
+                flags: FLAG_RELIABLE,
+                count,
+                tag: std::borrow::Cow::Borrowed(tag),
+                entries,
+            };
+            let sent = s
+                .writer
+                .send_counted(Instant::now(), usize::from(count), |seq, o| {
+                    BatchRef {
+                        seq,
+                        ..batch.clone()
+                    }
+                    .encode(id, o)
+                });
+            return match sent {
+                Ok((_, bytes)) => {
+                    let _ = d.sock.send_to(bytes, dest);
+                    true
+                }
+                Err(_) => false,
+            };
+        }
+        OutRef::Message { header, message } => (header, message),
+    };
+    let max = max_fragment_payload(tag, DATAGRAM);
+    let n = fragment_count(message.len(), max);
+    let Ok(count) = u16::try_from(n) else {
+        shared.stats.forward_dropped.fetch_add(1, Ordering::Relaxed);
+        return true;
+    };
+    {
+        let s = lock(stream);
+        let free = s.writer.window() - s.writer.occupancy().min(s.writer.window());
+        if free < n && n <= s.writer.window() {
+            return false;
+        }
+        if s.writer.held_bytes() + message.len() > MAX_UNACKED_BYTES
+            && message.len() <= MAX_UNACKED_BYTES
+        {
+            return false;
+        }
+    }
+    let mut h = *header;
+    h.flags &= !FLAG_BLOB;
+    for (i, range) in fragments(message.len(), max).enumerate() {
+        let deadline = Instant::now() + WINDOW_WAIT;
+        loop {
+            let mut s = lock(stream);
+            let (id, dest) = (s.id, s.dest);
+            let data = DataRef {
+                seq: 0,
+                flags: FLAG_RELIABLE,
+                frag: i as u16,
+                frags: count,
+                msg_len: message.len() as u32,
+                header: h,
+                tag: std::borrow::Cow::Borrowed(tag),
+                payload: &message[range.clone()],
+            };
+            let sent = s.writer.send(Instant::now(), |seq, out| {
+                DataRef {
+                    seq,
+                    ..data.clone()
+                }
+                .encode(id, out)
+            });
+            match sent {
+                Ok((_, bytes)) => {
+                    let _ = d.sock.send_to(bytes, dest);
+                    break;
+                }
+                Err(_) if Instant::now() < deadline => {
+                    drop(s);
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                Err(_) => {
+                    shared.stats.forward_dropped.fetch_add(1, Ordering::Relaxed);
+                    return true;
+                }
+            }
+        }
+    }
+    true
+}
+
+/// Sends on a best-effort stream: a batch as one datagram, a message as
+/// fragments.
+fn send_best_effort(
+    d: &Delivery,
+    s: &mut BestEffortOut,
+    tag: &TagName,
+    out: OutRef<'_>,
+    buf: &mut Vec<u8>,
+) {
+    match out {
+        OutRef::Batch { count, entries } => {
+            buf.clear();
+            BatchRef {
+                seq: s.next_seq,
+                flags: 0,
+                count,
+                tag: std::borrow::Cow::Borrowed(tag),
+                entries,
+            }
+            .encode(s.id, buf);
+            s.next_seq += 1;
+            let _ = d.sock.send_to(buf, s.dest);
+        }
+        OutRef::Message { header, message } => {
+            let max = max_fragment_payload(tag, DATAGRAM);
+            let Ok(count) = u16::try_from(fragment_count(message.len(), max)) else {
+                return;
+            };
+            let mut h = *header;
+            h.flags &= !FLAG_BLOB;
+            for (i, range) in fragments(message.len(), max).enumerate() {
+                buf.clear();
+                DataRef {
+                    seq: s.next_seq,
+                    flags: 0,
+                    frag: i as u16,
+                    frags: count,
+                    msg_len: message.len() as u32,
+                    header: h,
+                    tag: std::borrow::Cow::Borrowed(tag),
+                    payload: &message[range],
+                }
+                .encode(s.id, buf);
+                s.next_seq += 1;
+                let _ = d.sock.send_to(buf, s.dest);
+            }
+        }
+    }
+}
+
+fn read_blob(shared: &Shared, tag: &TagName, body: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    let r = BlobRef::parse(body).ok()?;
+    let fd = {
+        let st = shared.lock();
+        let e = st.table.entry(tag)?;
+        let (fd, _) = st.blobs.get(&e.id)?.get(r.blob_id)?;
+        fd.try_clone().ok()?
+    };
+    let len = usize::try_from(r.len).ok()?;
+    out.clear();
+    out.resize(len, 0);
+    let mut done = 0;
+    while done < len {
+        let n = rustix::io::pread(&fd, &mut out[done..], done as u64).ok()?;
+        if n == 0 {
+            return None;
+        }
+        done += n;
+    }
+    Some(())
+}
