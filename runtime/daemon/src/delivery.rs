@@ -407,6 +407,10 @@ fn deliver<'m>(
     for (header, payload) in msgs {
         deliver_one(shared, &mut st, id, header, payload);
     }
+    // One wake-up for the lot.
+    if let Some(ring) = st.rings.get(&id) {
+        ring.wake_readers();
+    }
 }
 
 fn deliver_one(
@@ -423,7 +427,7 @@ fn deliver_one(
     if payload.len() + HEADER_LEN <= ring.max_record() {
         header.flags = 0;
         let _ = header.emit(&mut h);
-        let _ = ring.publish(&[&h, payload]);
+        let _ = ring.publish_quietly(&[&h, payload]);
         return;
     }
     let Some(fd) = blob_fd(payload) else {
@@ -445,7 +449,7 @@ fn deliver_one(
     header.flags = FLAG_BLOB;
     let _ = header.emit(&mut h);
     if let Some(ring) = st.rings.get(&id) {
-        let _ = ring.publish(&[&h, &r.to_bytes()]);
+        let _ = ring.publish_quietly(&[&h, &r.to_bytes()]);
     }
 }
 
