@@ -6,7 +6,7 @@ use thiserror::Error;
 
 use tagwire_wire::control::{RingParams, TableEvent, TagSummary, Update};
 use tagwire_wire::peer::{MemberKey, Role, TableOp, Version};
-use tagwire_wire::{Domain, Member, NodeAddr, Reliability, TagId, TagName};
+use tagwire_wire::{Carrier, Domain, Member, NodeAddr, Reliability, TagId, TagName};
 
 /// A daemon-local id for one client connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -46,6 +46,8 @@ pub struct Right {
     pub member: Member,
     /// What a receiver asks of delivery from other nodes.
     pub reliability: Reliability,
+    /// How a receiver's messages cross the network.
+    pub carrier: Carrier,
     /// When it was granted.
     pub version: Version,
 }
@@ -250,7 +252,14 @@ impl TagTable {
         client: ClientId,
         member: Member,
     ) -> Result<Change, TableError> {
-        self.grant(Role::Sender, tag, client, member, Reliability::Reliable)
+        self.grant(
+            Role::Sender,
+            tag,
+            client,
+            member,
+            Reliability::Reliable,
+            Carrier::Udp,
+        )
     }
 
     /// Releases one send access held by `client`.
@@ -265,18 +274,20 @@ impl TagTable {
         client: ClientId,
         member: Member,
     ) -> Result<Change, TableError> {
-        self.add_receiver_with(tag, client, member, Reliability::Reliable)
+        self.add_receiver_with(tag, client, member, Reliability::Reliable, Carrier::Udp)
     }
 
-    /// Subscribes `client`, asking `reliability` of delivery from other nodes.
+    /// Subscribes `client`, asking `reliability` of delivery from other nodes
+    /// over `carrier`.
     pub fn add_receiver_with(
         &mut self,
         tag: TagId,
         client: ClientId,
         member: Member,
         reliability: Reliability,
+        carrier: Carrier,
     ) -> Result<Change, TableError> {
-        self.grant(Role::Receiver, tag, client, member, reliability)
+        self.grant(Role::Receiver, tag, client, member, reliability, carrier)
     }
 
     /// Cancels one subscription of `client`.
@@ -396,6 +407,7 @@ impl TagTable {
         client: ClientId,
         member: Member,
         reliability: Reliability,
+        carrier: Carrier,
     ) -> Result<Change, TableError> {
         let (name, domain) = {
             let e = self.entry_mut(tag)?;
@@ -414,6 +426,7 @@ impl TagTable {
             key,
             member,
             reliability,
+            carrier,
             version,
         };
         let mut change = Change::default();
@@ -509,6 +522,7 @@ impl TagTable {
                 key,
                 member,
                 reliability,
+                carrier,
                 version,
             } => {
                 if dead(*version) {
@@ -527,6 +541,7 @@ impl TagTable {
                     holder,
                     member: *member,
                     reliability: *reliability,
+                    carrier: *carrier,
                     version: *version,
                 });
                 out.push(self.bump(joined(*role, id, *member)));
@@ -636,6 +651,7 @@ fn join_op(e: &Entry, role: Role, r: &Right) -> TableOp {
         key: r.key,
         member: r.member,
         reliability: r.reliability,
+        carrier: r.carrier,
         version: r.version,
     }
 }

@@ -402,9 +402,9 @@ mod tests {
         assert!(w.is_idle());
         assert_eq!((w.held_bytes(), w.held_messages()), (0, 0));
         assert_eq!(w.stats().acked, 4);
+        assert_eq!(w.poll_timeout(), None);
         w.send_counted(t0, 40, |_, o| o.push(1)).unwrap();
         assert_eq!(w.held_messages(), 40);
-        assert_eq!(w.poll_timeout(), None);
     }
 
     #[test]

@@ -34,6 +34,7 @@ fn control(c: &mut Criterion) {
             name: TagName::new("/robot/laser").expect("name"),
             depth: 64,
             reliability: tagwire_wire::Reliability::Reliable,
+            carrier: tagwire_wire::Carrier::Udp,
         },
     };
     let bytes = sub.encode();

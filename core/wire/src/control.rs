@@ -21,7 +21,7 @@
 //! ```
 
 use crate::codec::{DecodeError, Reader, Writer};
-use crate::ids::{Domain, Member, NodeAddr, Pid, Reliability, TagId, TagName};
+use crate::ids::{Carrier, Domain, Member, NodeAddr, Pid, Reliability, TagId, TagName};
 
 /// First two bytes of every control message ("TW" little-endian).
 pub const MAGIC: u16 = 0x5754;
@@ -82,6 +82,8 @@ pub enum Request {
         depth: u32,
         /// Delivery from other nodes.
         reliability: Reliability,
+        /// How it crosses the network.
+        carrier: Carrier,
     },
     /// Cancel one subscription.
     Unsubscribe {
@@ -457,8 +459,12 @@ fn encode_request(r: &Request, w: &mut Writer) {
             name,
             depth,
             reliability,
+            carrier,
         } => {
-            w.str(name.as_str()).u32(*depth).u8(reliability.to_u8());
+            w.str(name.as_str())
+                .u32(*depth)
+                .u8(reliability.to_u8())
+                .u8(carrier.to_u8());
         }
         Request::ListTags | Request::Ping | Request::ListNodes => {}
         Request::PutBlob { tag, len } => {
@@ -494,6 +500,7 @@ fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, DecodeError> 
             name: TagName::decode(r)?,
             depth: r.u32()?,
             reliability: Reliability::from_u8(r.u8()?)?,
+            carrier: Carrier::from_u8(r.u8()?)?,
         },
         7 => Request::Unsubscribe {
             tag: TagId(r.u32()?),
@@ -813,8 +820,8 @@ mod tests {
             name().prop_map(|name| Request::DestroyTag { name }),
             name().prop_map(|name| Request::GetSendAccess { name }),
             any::<u32>().prop_map(|t| Request::ReleaseSendAccess { tag: TagId(t) }),
-            (name(), any::<u32>(), any::<bool>()).prop_map(|(name, depth, be)| {
-                Request::Subscribe {
+            (name(), any::<u32>(), any::<bool>(), any::<bool>()).prop_map(
+                |(name, depth, be, tcp)| Request::Subscribe {
                     name,
                     depth,
                     reliability: if be {
@@ -822,8 +829,9 @@ mod tests {
                     } else {
                         Reliability::Reliable
                     },
+                    carrier: if tcp { Carrier::Tcp } else { Carrier::Udp },
                 }
-            }),
+            ),
             any::<u32>().prop_map(|t| Request::Unsubscribe { tag: TagId(t) }),
             name().prop_map(|name| Request::ListMembers { name }),
             Just(Request::ListTags),

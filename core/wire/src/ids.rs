@@ -139,6 +139,37 @@ impl Reliability {
     }
 }
 
+/// How a subscriber's node receives from publishers on other nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Carrier {
+    /// Datagrams (reliable or best-effort, see [`Reliability`]).
+    #[default]
+    Udp,
+    /// One TCP connection per (tag, publishing node): always reliable; for
+    /// links that drop datagrams, or very large messages.
+    Tcp,
+}
+
+impl Carrier {
+    pub(crate) fn to_u8(self) -> u8 {
+        match self {
+            Carrier::Udp => 0,
+            Carrier::Tcp => 1,
+        }
+    }
+
+    pub(crate) fn from_u8(v: u8) -> Result<Self, DecodeError> {
+        match v {
+            0 => Ok(Carrier::Udp),
+            1 => Ok(Carrier::Tcp),
+            v => Err(DecodeError::Unknown {
+                what: "carrier",
+                value: u32::from(v),
+            }),
+        }
+    }
+}
+
 impl fmt::Display for Domain {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -26,7 +26,7 @@
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::control::RingParams;
-use crate::ids::{Domain, Member, NodeAddr, Reliability, TagName};
+use crate::ids::{Carrier, Domain, Member, NodeAddr, Reliability, TagName};
 
 /// Magic of a peer message ("TP" little-endian).
 pub const PEER_MAGIC: u16 = 0x5054;
@@ -114,6 +114,8 @@ pub enum TableOp {
         member: Member,
         /// What a receiver asks of delivery (senders: `Reliable`).
         reliability: Reliability,
+        /// How it crosses the network (senders: `Udp`).
+        carrier: Carrier,
         /// When.
         version: Version,
     },
@@ -410,6 +412,7 @@ fn encode_op(w: &mut Writer, op: &TableOp) {
             key,
             member,
             reliability,
+            carrier,
             version,
         } => {
             w.u8(OP_JOIN)
@@ -418,7 +421,7 @@ fn encode_op(w: &mut Writer, op: &TableOp) {
                 .u8(role_byte(*role));
             encode_key(w, *key);
             member.encode(w);
-            w.u8(reliability.to_u8());
+            w.u8(reliability.to_u8()).u8(carrier.to_u8());
             encode_version(w, *version);
         }
         TableOp::Leave {
@@ -457,6 +460,7 @@ fn decode_op(r: &mut Reader<'_>) -> Result<TableOp, DecodeError> {
             key: decode_key(r)?,
             member: Member::decode(r)?,
             reliability: Reliability::from_u8(r.u8()?)?,
+            carrier: Carrier::from_u8(r.u8()?)?,
             version: decode_version(r)?,
         },
         OP_LEAVE => TableOp::Leave {
@@ -531,10 +535,10 @@ mod tests {
                 role(),
                 key(),
                 member(),
-                any::<bool>(),
+                any::<(bool, bool)>(),
                 version()
             )
-                .prop_map(|(name, domain, role, key, member, be, version)| {
+                .prop_map(|(name, domain, role, key, member, (be, tcp), version)| {
                     TableOp::Join {
                         name,
                         domain,
@@ -546,6 +550,7 @@ mod tests {
                         } else {
                             Reliability::Reliable
                         },
+                        carrier: if tcp { Carrier::Tcp } else { Carrier::Udp },
                         version,
                     }
                 }),

@@ -389,14 +389,27 @@ fn malformed_datagrams_and_peer_bytes_are_dropped_and_counted() {
                     .unwrap();
             use std::io::Write;
             let _ = t.write_all(&[0xff; 64]);
+            // And on the TCP carrier's port: a frame that is no datagram, and
+            // one longer than any datagram.
+            for frame in [
+                &[4u8, 0, 0, 0, 1, 2, 3, 4][..],
+                &[0xff, 0xff, 0xff, 0x7f][..],
+            ] {
+                let mut t = std::net::TcpStream::connect((
+                    target,
+                    tagwire_daemon::peers::DEFAULT_DELIVERY_PORT,
+                ))
+                .unwrap();
+                let _ = t.write_all(frame);
+            }
         })
         .unwrap()
         .join()
         .unwrap();
     // Empty datagrams may not count (nothing to decode is still an error); at
-    // least the others must.
+    // least the others must, and the two bad TCP frames.
     wait_until("malformed datagrams counted", || {
-        daemons[0].bad_datagrams() >= sent - 1
+        daemons[0].bad_datagrams() >= sent - 1 + 2
     });
     // Both daemons still serve, and still agree.
     c0.create_tag("/after/garbage", Domain::Global).unwrap();
@@ -871,4 +884,57 @@ fn on_the_wire_one_datagram_per_message_reaches_a_node_with_three_subscribers() 
             .count();
         assert_eq!(copies, 1, "{marker} crossed the link {copies} times");
     }
+}
+
+#[test]
+fn a_tcp_subscriber_gets_everything_through_a_lossy_bottleneck() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (daemons, clients) = site.mesh(&Find::List);
+    let deep = tagwire::RingParams {
+        slots: 4096,
+        slot_payload: 1024,
+    };
+    clients[0]
+        .create_tag_with("/tcp", Domain::Global, deep)
+        .unwrap();
+    let mut sub = clients[1]
+        .subscribe("/tcp", SubscribeOptions::default().depth(4096).tcp())
+        .unwrap();
+    let mut publisher = clients[0].publisher("/tcp").unwrap();
+    publisher.set_send_timeout(Duration::from_secs(20));
+    // The same bottleneck the UDP streams must repair by retransmission.
+    site.lan.host(0).shape(40_000_000, 1_600, 3_000).unwrap();
+    const N: u64 = 20_000;
+    let big: Vec<u8> = (0..2 << 20).map(|i: u32| (i % 251) as u8).collect();
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            for i in 1..=N {
+                let m = sub.receive(Some(Duration::from_secs(20))).unwrap();
+                assert_eq!(m.seq.0, i, "out of order, lost or duplicated");
+                assert_eq!(&m.payload[..8], &i.to_le_bytes());
+            }
+            let m = sub.receive(Some(Duration::from_secs(20))).unwrap();
+            assert_eq!(m.seq.0, N + 1);
+            assert!(m.payload[..] == big[..], "the 2 MiB message arrived intact");
+            sub.lost()
+        });
+        let mut buf = [0u8; 64];
+        for i in 1..=N {
+            buf[..8].copy_from_slice(&i.to_le_bytes());
+            publisher.send(&buf).unwrap();
+        }
+        publisher.send(&big).unwrap();
+        assert_eq!(reader.join().unwrap(), 0);
+    });
+    println!(
+        "{} TCP frames received, {} UDP retransmissions",
+        daemons[1].tcp_frames(),
+        daemons[0].retransmissions()
+    );
+    assert!(daemons[1].tcp_frames() > 0, "the data came over TCP");
+    assert_eq!(daemons[0].retransmissions(), 0, "no UDP stream was used");
+    assert_eq!(daemons[0].forward_losses(), 0);
 }

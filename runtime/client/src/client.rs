@@ -29,7 +29,9 @@ use tagwire_wire::control::{
     ErrorCode, Message as Ctl, Request, Response, RingParams, TableEvent, TagOpened, TagSummary,
     MAX_MESSAGE,
 };
-use tagwire_wire::{Domain, Member, NodeAddr, Pid, Reliability, SenderInfo, TagId, TagName};
+use tagwire_wire::{
+    Carrier, Domain, Member, NodeAddr, Pid, Reliability, SenderInfo, TagId, TagName,
+};
 
 use crate::publisher::Publisher;
 use crate::subscriber::{SubscribeOptions, Subscriber};
@@ -145,6 +147,7 @@ pub(crate) enum EndpointKind {
     Subscriber {
         depth: u32,
         reliability: Reliability,
+        carrier: Carrier,
     },
 }
 
@@ -153,10 +156,15 @@ impl EndpointKind {
     fn request(self, name: &TagName) -> Request {
         match self {
             EndpointKind::Publisher => Request::GetSendAccess { name: name.clone() },
-            EndpointKind::Subscriber { depth, reliability } => Request::Subscribe {
+            EndpointKind::Subscriber {
+                depth,
+                reliability,
+                carrier,
+            } => Request::Subscribe {
                 name: name.clone(),
                 depth,
                 reliability,
+                carrier,
             },
         }
     }
@@ -317,6 +325,7 @@ impl Client {
             EndpointKind::Subscriber {
                 depth: opts.depth,
                 reliability: opts.reliability,
+                carrier: opts.carrier,
             },
         )?;
         Ok(Subscriber::new(self.clone(), ep, opts))

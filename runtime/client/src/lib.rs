@@ -45,7 +45,9 @@ pub use publisher::{Publisher, DEFAULT_SEND_TIMEOUT};
 pub use subscriber::{MessageInfo, SubscribeOptions, Subscriber};
 pub use tagwire_proto::ReplicaEntry;
 pub use tagwire_wire::control::{NodeState, NodeSummary, RingParams, TagSummary};
-pub use tagwire_wire::{Domain, Member, NodeAddr, Pid, Reliability, SenderInfo, SeqNum, TagName};
+pub use tagwire_wire::{
+    Carrier, Domain, Member, NodeAddr, Pid, Reliability, SenderInfo, SeqNum, TagName,
+};
 
 /// Largest message [`Publisher::send`] accepts (the blob path); above this,
 /// [`Error::TooLarge`].

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use tagwire_shm::{Cursor, ReadOutcome, Ring};
 use tagwire_wire::control::{ErrorCode, Request, Response};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB};
-use tagwire_wire::Reliability;
+use tagwire_wire::{Carrier, Reliability};
 
 use crate::client::{daemon_error, is_code, Client, Endpoint};
 use crate::{Error, Message, Result};
@@ -29,6 +29,8 @@ pub struct SubscribeOptions {
     pub busy_poll: Option<Duration>,
     /// Delivery from publishers on other nodes (default reliable).
     pub reliability: Reliability,
+    /// How messages from other nodes cross the network (default UDP).
+    pub carrier: Carrier,
 }
 
 impl Default for SubscribeOptions {
@@ -37,6 +39,7 @@ impl Default for SubscribeOptions {
             depth: 64,
             busy_poll: None,
             reliability: Reliability::Reliable,
+            carrier: Carrier::Udp,
         }
     }
 }
@@ -54,6 +57,15 @@ impl SubscribeOptions {
     /// way.)
     pub fn best_effort(mut self) -> Self {
         self.reliability = Reliability::BestEffort;
+        self
+    }
+
+    /// Messages from other nodes come over TCP (one connection per tag and
+    /// publishing node) instead of datagrams: always reliable, for links
+    /// that drop datagrams or for very large messages. If any subscriber on
+    /// a node asks for TCP, the node's copy comes over TCP.
+    pub fn tcp(mut self) -> Self {
+        self.carrier = Carrier::Tcp;
         self
     }
 

@@ -50,7 +50,7 @@ use tagwire_wire::datagram::{
     AckNack, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
-use tagwire_wire::{NodeAddr, Reliability, TagId, TagName};
+use tagwire_wire::{Carrier, NodeAddr, Reliability, TagId, TagName};
 
 use crate::{lock, Shared, State};
 
@@ -84,14 +84,24 @@ pub(crate) struct OutStream {
     pub(crate) writer: Writer,
 }
 
-/// A node with receivers of a tag: its delivery address, and whether any of
-/// them asked for reliable delivery (then the node gets a reliable stream,
-/// else a best-effort one).
+/// How a node gets its copy: the strongest any of its receivers asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Mode {
+    /// Datagrams with sequence numbers only.
+    BestEffort,
+    /// Datagrams through a window (`tagwire_reliable::Writer`).
+    Reliable,
+    /// A TCP connection.
+    Tcp,
+}
+
+/// A node with receivers of a tag: its delivery address (UDP, and TCP on
+/// the same port number) and how it gets its copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Dest {
     pub(crate) node: NodeAddr,
     pub(crate) addr: SocketAddr,
-    pub(crate) reliable: bool,
+    pub(crate) mode: Mode,
 }
 
 pub(crate) type Dests = Arc<Vec<Dest>>;
@@ -120,6 +130,13 @@ impl Delivery {
         std::thread::Builder::new()
             .name("tagwired-delivery".into())
             .spawn(move || inbound_loop(&s, &d2))?;
+        // The TCP carrier: same port number, TCP.
+        let listener = tagwire_net::tcp_listener(addr)?;
+        listener.set_nonblocking(true)?;
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name("tagwired-delivery-tcp".into())
+            .spawn(move || tcp_accept_loop(&s, &listener))?;
         Ok(d)
     }
 
@@ -129,22 +146,23 @@ impl Delivery {
         let me = shared.node();
         let mut wanted: HashMap<TagName, Dests> = HashMap::new();
         for e in st.table.entries() {
-            let mut reliable: HashMap<NodeAddr, bool> = HashMap::new();
+            let mut modes: HashMap<NodeAddr, Mode> = HashMap::new();
             for r in e.rights(Role::Receiver) {
                 if r.holder == Holder::Remote && r.key.node != me {
-                    *reliable.entry(r.key.node).or_default() |=
-                        r.reliability == Reliability::Reliable;
+                    let mode = match (r.carrier, r.reliability) {
+                        (Carrier::Tcp, _) => Mode::Tcp,
+                        (Carrier::Udp, Reliability::Reliable) => Mode::Reliable,
+                        (Carrier::Udp, Reliability::BestEffort) => Mode::BestEffort,
+                    };
+                    let m = modes.entry(r.key.node).or_insert(mode);
+                    *m = (*m).max(mode);
                 }
             }
-            let mut nodes: Vec<Dest> = reliable
+            let mut nodes: Vec<Dest> = modes
                 .into_iter()
-                .filter_map(|(node, reliable)| {
+                .filter_map(|(node, mode)| {
                     let addr = st.peers.delivery_addr(node)?;
-                    Some(Dest {
-                        node,
-                        addr,
-                        reliable,
-                    })
+                    Some(Dest { node, addr, mode })
                 })
                 .collect();
             if !nodes.is_empty() {
@@ -375,6 +393,94 @@ fn service(
     streams.retain(|_, s| now.duration_since(s.last) < Duration::from_secs(60));
     for ((from, id), s) in streams.iter_mut() {
         ack(d, &mut s.reader, *id, *from, now, out);
+    }
+}
+
+fn tcp_accept_loop(shared: &Arc<Shared>, listener: &std::net::TcpListener) {
+    while !shared.is_stopping() {
+        match listener.accept() {
+            Ok((conn, from)) => {
+                let s = shared.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("tagwired-tcp-in".into())
+                    .spawn(move || tcp_inbound(&s, conn, from));
+                if let Err(e) = spawned {
+                    tracing::warn!(error = %e, "cannot serve a TCP data connection");
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "accept failed");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// Largest frame on a TCP data connection: one datagram.
+const MAX_TCP_FRAME: usize = tagwire_wire::datagram::MAX_DATAGRAM;
+
+/// One TCP data connection: frames of a u32 LE length and a data or batch
+/// datagram, delivered in order. A malformed frame is counted and ends the
+/// connection (the sender reconnects).
+fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr) {
+    use std::io::Read;
+    let _ = conn.set_nonblocking(false);
+    let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
+    let mut conn = std::io::BufReader::with_capacity(256 * 1024, conn);
+    let mut reasm = Reassembler::new(ReassemblerConfig::default());
+    let mut buf = vec![0u8; MAX_TCP_FRAME];
+    // Reads exactly `out.len()` bytes; None on EOF, error or shutdown.
+    let read_exact = |conn: &mut std::io::BufReader<std::net::TcpStream>, out: &mut [u8]| {
+        let mut done = 0;
+        while done < out.len() {
+            match conn.read(&mut out[done..]) {
+                Ok(0) => return None,
+                Ok(n) => done += n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    if shared.is_stopping() {
+                        return None;
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+        Some(())
+    };
+    loop {
+        let mut len = [0u8; 4];
+        if read_exact(&mut conn, &mut len).is_none() {
+            break;
+        }
+        let n = u32::from_le_bytes(len) as usize;
+        if n > MAX_TCP_FRAME {
+            shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%from, len = n, "oversized TCP data frame; closing");
+            break;
+        }
+        if read_exact(&mut conn, &mut buf[..n]).is_none() {
+            break;
+        }
+        match Datagram::decode(&buf[..n]) {
+            Ok(g) if matches!(g.body, Body::Data(_) | Body::Batch(_)) => {
+                shared.stats.tcp_frames.fetch_add(1, Ordering::Relaxed);
+                take(shared, &mut reasm, &g.body);
+            }
+            _ => {
+                shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%from, "malformed TCP data frame; closing");
+                break;
+            }
+        }
     }
 }
 

@@ -18,6 +18,9 @@
 //!   the ring fills; its gate on the ring then holds the publisher back.
 //! * **Best-effort nodes** get sequence numbers only, sent at once, never
 //!   resent, never waited for.
+//! * **TCP nodes** get the same datagrams as frames on a TCP connection
+//!   (reliable and ordered by TCP); a slow receiver blocks the write, which
+//!   holds the publisher back through the gate like a full window.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -34,7 +37,7 @@ use tagwire_wire::datagram::{
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB};
 use tagwire_wire::{NodeAddr, TagName};
 
-use crate::delivery::{random_id, Delivery, Dest, OutStream, Route, DATAGRAM, WINDOW_WAIT};
+use crate::delivery::{random_id, Delivery, Dest, Mode, OutStream, Route, DATAGRAM, WINDOW_WAIT};
 use crate::{lock, Shared};
 
 /// Smallest batch datagram limit: one Ethernet frame (1500-byte MTU less
@@ -114,6 +117,7 @@ struct Forwarder<'a> {
     tag: &'a TagName,
     streams: HashMap<NodeAddr, Arc<Mutex<OutStream>>>,
     best: HashMap<NodeAddr, BestEffortOut>,
+    tcp: HashMap<NodeAddr, TcpOut>,
     /// In order; while not empty nothing new is sent reliably.
     pending: VecDeque<Pending>,
     /// The batch being filled.
@@ -156,6 +160,7 @@ pub(crate) fn forward_loop(
         tag,
         streams: HashMap::new(),
         best: HashMap::new(),
+        tcp: HashMap::new(),
         pending: VecDeque::new(),
         count: 0,
         entries: Vec::new(),
@@ -170,7 +175,7 @@ pub(crate) fn forward_loop(
         let dests = lock(&route.dests).clone();
         f.retain(&dests);
         f.adapt_batch();
-        if !dests.iter().any(|t| t.reliable) {
+        if !dests.iter().any(|t| t.mode >= Mode::Reliable) {
             gate = None;
         } else if gate.is_none() {
             gate = match ring.attach_gate(cur.position()) {
@@ -238,7 +243,7 @@ impl Forwarder<'_> {
         self.streams.retain(|n, s| {
             let keep = dests
                 .iter()
-                .any(|t| t.reliable && t.node == *n && lock(s).dest == t.addr);
+                .any(|t| t.mode == Mode::Reliable && t.node == *n && lock(s).dest == t.addr);
             if !keep {
                 d.drop_stream(lock(s).id);
             }
@@ -247,7 +252,12 @@ impl Forwarder<'_> {
         self.best.retain(|n, s| {
             dests
                 .iter()
-                .any(|t| !t.reliable && t.node == *n && s.dest == t.addr)
+                .any(|t| t.mode == Mode::BestEffort && t.node == *n && s.dest == t.addr)
+        });
+        self.tcp.retain(|n, s| {
+            dests
+                .iter()
+                .any(|t| t.mode == Mode::Tcp && t.node == *n && s.dest == t.addr)
         });
     }
 
@@ -330,13 +340,31 @@ impl Forwarder<'_> {
     /// Sends to every node: best-effort ones at once, reliable ones in order
     /// after anything held (held too if a window is full).
     fn emit(&mut self, dests: &[Dest], out: OutRef<'_>) {
-        for t in dests.iter().filter(|t| !t.reliable) {
+        for t in dests.iter().filter(|t| t.mode == Mode::BestEffort) {
             let s = self.best.entry(t.node).or_insert_with(|| BestEffortOut {
                 id: random_id(),
                 dest: t.addr,
                 next_seq: 1,
             });
-            send_best_effort(self.d, s, self.tag, out, &mut self.buf);
+            let (d, id, dest) = (self.d, s.id, s.dest);
+            encode_out(self.tag, id, &mut s.next_seq, out, &mut self.buf, |b| {
+                let _ = d.sock.send_to(b, dest);
+                true
+            });
+        }
+        for t in dests.iter().filter(|t| t.mode == Mode::Tcp) {
+            let s = self.tcp.entry(t.node).or_insert_with(|| TcpOut {
+                dest: t.addr,
+                conn: None,
+                retry_at: Instant::now(),
+                next_seq: 1,
+            });
+            if !s.send(self.tag, out, &mut self.buf) {
+                self.shared
+                    .stats
+                    .forward_dropped
+                    .fetch_add(1, Ordering::Relaxed);
+            }
         }
         let mut done = Vec::new();
         if self.pending.is_empty() && self.send_reliable(dests, out, &mut done) {
@@ -358,7 +386,7 @@ impl Forwarder<'_> {
     /// Sends to every reliable node not yet in `done`; true when all have it.
     fn send_reliable(&mut self, dests: &[Dest], out: OutRef<'_>, done: &mut Vec<NodeAddr>) -> bool {
         let mut all = true;
-        for t in dests.iter().filter(|t| t.reliable) {
+        for t in dests.iter().filter(|t| t.mode == Mode::Reliable) {
             if done.contains(&t.node) {
                 continue;
             }
@@ -488,40 +516,42 @@ fn send_on_stream(
     true
 }
 
-/// Sends on a best-effort stream: a batch as one datagram, a message as
-/// fragments.
-fn send_best_effort(
-    d: &Delivery,
-    s: &mut BestEffortOut,
+/// Encodes `out` for a stream without a window (best-effort datagrams, TCP
+/// frames): a batch as one datagram, a message as fragments, numbered from
+/// `next_seq`; `emit` takes each encoding in turn and says whether to go on.
+fn encode_out(
     tag: &TagName,
+    id: u64,
+    next_seq: &mut u64,
     out: OutRef<'_>,
     buf: &mut Vec<u8>,
-) {
+    mut emit: impl FnMut(&[u8]) -> bool,
+) -> bool {
     match out {
         OutRef::Batch { count, entries } => {
             buf.clear();
             BatchRef {
-                seq: s.next_seq,
+                seq: *next_seq,
                 flags: 0,
                 count,
                 tag: std::borrow::Cow::Borrowed(tag),
                 entries,
             }
-            .encode(s.id, buf);
-            s.next_seq += 1;
-            let _ = d.sock.send_to(buf, s.dest);
+            .encode(id, buf);
+            *next_seq += 1;
+            emit(buf)
         }
         OutRef::Message { header, message } => {
             let max = max_fragment_payload(tag, DATAGRAM);
             let Ok(count) = u16::try_from(fragment_count(message.len(), max)) else {
-                return;
+                return false;
             };
             let mut h = *header;
             h.flags &= !FLAG_BLOB;
             for (i, range) in fragments(message.len(), max).enumerate() {
                 buf.clear();
                 DataRef {
-                    seq: s.next_seq,
+                    seq: *next_seq,
                     flags: 0,
                     frag: i as u16,
                     frags: count,
@@ -530,11 +560,68 @@ fn send_best_effort(
                     tag: std::borrow::Cow::Borrowed(tag),
                     payload: &message[range],
                 }
-                .encode(s.id, buf);
-                s.next_seq += 1;
-                let _ = d.sock.send_to(buf, s.dest);
+                .encode(id, buf);
+                *next_seq += 1;
+                if !emit(buf) {
+                    return false;
+                }
+            }
+            true
+        }
+    }
+}
+
+/// The TCP carrier to one node: frames of a u32 LE length and a datagram
+/// (as best-effort ones, but TCP makes them reliable and ordered). A write
+/// blocks while the receiver is slow, which stops the forwarder, fills the
+/// ring and holds the publisher back through the gate, like a full window.
+struct TcpOut {
+    dest: SocketAddr,
+    conn: Option<std::net::TcpStream>,
+    /// No connection attempt before this (after a failure).
+    retry_at: Instant,
+    next_seq: u64,
+}
+
+/// A write stalled this long means the receiving node is gone or stuck: the
+/// connection is dropped (the lease will tell which).
+const TCP_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl TcpOut {
+    /// Sends `out`; false if it was lost (no connection, or it broke).
+    fn send(&mut self, tag: &TagName, out: OutRef<'_>, buf: &mut Vec<u8>) -> bool {
+        use std::io::Write;
+        if self.conn.is_none() {
+            if Instant::now() < self.retry_at {
+                return false;
+            }
+            match std::net::TcpStream::connect_timeout(&self.dest, Duration::from_secs(1)) {
+                Ok(c) => {
+                    let _ = tagwire_net::tune_link(&c);
+                    let _ = c.set_write_timeout(Some(TCP_WRITE_TIMEOUT));
+                    self.conn = Some(c);
+                }
+                Err(e) => {
+                    tracing::debug!(dest = %self.dest, error = %e, "TCP data connection failed");
+                    self.retry_at = Instant::now() + Duration::from_millis(500);
+                    return false;
+                }
             }
         }
+        let Some(conn) = self.conn.as_mut() else {
+            return false;
+        };
+        let sent = encode_out(tag, 1, &mut self.next_seq, out, buf, |b| {
+            let len = (b.len() as u32).to_le_bytes();
+            conn.write_all(&len)
+                .and_then(|()| conn.write_all(b))
+                .is_ok()
+        });
+        if !sent {
+            // A frame may be half written: this connection is unusable.
+            self.conn = None;
+        }
+        sent
     }
 }
 

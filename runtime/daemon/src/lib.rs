@@ -133,6 +133,7 @@ pub(crate) struct Stats {
     pub(crate) forward_lost: AtomicU64,
     pub(crate) forward_dropped: AtomicU64,
     pub(crate) best_effort_lost: AtomicU64,
+    pub(crate) tcp_frames: AtomicU64,
 }
 
 /// Everything behind the daemon's one lock. Requests are rare and short (the
@@ -275,6 +276,11 @@ impl Daemon {
     /// one), over all streams.
     pub fn best_effort_losses(&self) -> u64 {
         self.shared.stats.best_effort_lost.load(Ordering::Relaxed)
+    }
+
+    /// Data frames received over TCP connections (the TCP carrier).
+    pub fn tcp_frames(&self) -> u64 {
+        self.shared.stats.tcp_frames.load(Ordering::Relaxed)
     }
 
     /// Datagrams this daemon's delivery manager sent again (NACK or timeout).

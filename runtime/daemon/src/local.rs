@@ -306,10 +306,13 @@ fn handle(
             st.table.add_sender(tag, client.id, member)
         }),
         Request::Subscribe {
-            name, reliability, ..
+            name,
+            reliability,
+            carrier,
+            ..
         } => open(shared, &mut st, &name, ops, |st, tag| {
             st.table
-                .add_receiver_with(tag, client.id, member, reliability)
+                .add_receiver_with(tag, client.id, member, reliability, carrier)
         }),
         Request::ReleaseSendAccess { tag } => match st.table.remove_sender(tag, client.id) {
             Ok(c) => {
