@@ -1,7 +1,8 @@
 //! The receive path's state machines on hostile datagrams: the input is a
 //! sequence of `[delay ms: u8][len: u16 le][datagram]` records, fed to a
 //! Reader, a Reassembler and (for AckNacks) a Writer. Nothing panics, the
-//! Reader delivers strictly increasing seqs, and every bound holds.
+//! Reader delivers strictly increasing seqs, every bound holds, and a batch's
+//! messages are read without reading past its entries.
 #![no_main]
 
 use std::time::{Duration, Instant};
@@ -10,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use tagwire_reliable::{
     Arrival, Reader, ReaderConfig, Reassembler, ReassemblerConfig, Writer, WriterConfig,
 };
-use tagwire_wire::datagram::{Body, DataRef, Datagram};
+use tagwire_wire::datagram::{BatchRef, Body, DataRef, Datagram};
 
 const PARTIALS: usize = 4;
 const BYTES: usize = 4096;
@@ -36,12 +37,22 @@ fuzz_target!(|data: &[u8]| {
         let _ = writer.send(now, |seq, out| out.extend_from_slice(&[i, seq as u8]));
     }
     let mut last_delivered = 0u64;
-    let mut deliver = |d: &DataRef<'_>, reassembler: &mut Reassembler| {
-        assert!(d.seq > last_delivered, "reader delivered out of order");
-        last_delivered = d.seq;
-        if let Some(m) = reassembler.handle_fragment(d) {
-            assert_eq!(m.payload.len(), d.msg_len as usize);
-        }
+    let mut deliver = |body: &Body<'_>, reassembler: &mut Reassembler| {
+        let seq = match body {
+            Body::Data(d) => {
+                if let Some(m) = reassembler.handle_fragment(d) {
+                    assert_eq!(m.payload.len(), d.msg_len as usize);
+                }
+                d.seq
+            }
+            Body::Batch(b) => {
+                check_batch(b);
+                b.seq
+            }
+            _ => panic!("reader buffered something that is neither data nor a batch"),
+        };
+        assert!(seq > last_delivered, "reader delivered out of order");
+        last_delivered = seq;
         assert!(reassembler.partials() <= PARTIALS);
         assert!(reassembler.bytes_held() <= BYTES);
     };
@@ -56,21 +67,21 @@ fuzz_target!(|data: &[u8]| {
             continue;
         };
         match &g.body {
-            Body::Data(d) => {
-                // Best-effort path: straight into the reassembler.
-                let _ = reassembler.handle_fragment(d);
-                if reader.handle_data(now, d.seq, bytes) == Arrival::Deliver {
-                    deliver(d, &mut reassembler);
+            Body::Data(DataRef { seq, .. }) | Body::Batch(BatchRef { seq, .. }) => {
+                // Best-effort path: fragments go straight into the reassembler.
+                if let Body::Data(d) = &g.body {
+                    let _ = reassembler.handle_fragment(d);
+                } else if let Body::Batch(b) = &g.body {
+                    check_batch(b);
+                }
+                if reader.handle_data(now, *seq, bytes) == Arrival::Deliver {
+                    deliver(&g.body, &mut reassembler);
                 }
                 while let Some(b) = reader.poll_event() {
-                    let Ok(Datagram {
-                        body: Body::Data(d),
-                        ..
-                    }) = Datagram::decode(&b)
-                    else {
-                        panic!("reader buffered something that is not a data datagram");
+                    let Ok(g) = Datagram::decode(&b) else {
+                        panic!("reader buffered a datagram that no longer decodes");
                     };
-                    deliver(&d, &mut reassembler);
+                    deliver(&g.body, &mut reassembler);
                 }
                 assert!(reader.buffered() <= BUFFERED);
             }
@@ -83,3 +94,16 @@ fuzz_target!(|data: &[u8]| {
         let _ = (reader.poll_timeout(), writer.poll_timeout());
     }
 });
+
+/// Every message a batch yields lies inside its entries, and there are at
+/// most as many as the entries could hold.
+fn check_batch(b: &BatchRef<'_>) {
+    let mut total = 0usize;
+    let mut n = 0usize;
+    for (_, payload) in b.messages() {
+        total += payload.len();
+        n += 1;
+    }
+    assert!(total <= b.entries.len());
+    assert!(n <= b.entries.len() / tagwire_wire::frame::HEADER_LEN + 1);
+}
