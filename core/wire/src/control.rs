@@ -820,7 +820,7 @@ mod tests {
             name().prop_map(|name| Request::DestroyTag { name }),
             name().prop_map(|name| Request::GetSendAccess { name }),
             any::<u32>().prop_map(|t| Request::ReleaseSendAccess { tag: TagId(t) }),
-            (name(), any::<u32>(), any::<bool>(), any::<bool>()).prop_map(
+            (name(), any::<u32>(), any::<bool>(), any::<u8>()).prop_map(
                 |(name, depth, be, tcp)| Request::Subscribe {
                     name,
                     depth,
@@ -829,7 +829,7 @@ mod tests {
                     } else {
                         Reliability::Reliable
                     },
-                    carrier: if tcp { Carrier::Tcp } else { Carrier::Udp },
+                    carrier: Carrier::from_u8(tcp % 3).unwrap_or(Carrier::Udp),
                 }
             ),
             any::<u32>().prop_map(|t| Request::Unsubscribe { tag: TagId(t) }),

@@ -108,6 +108,18 @@ pub const BATCH_FIXED_LEN: usize = COMMON_LEN + 8 + 1 + 2 + 1;
 pub const BATCH_ENTRY_OVERHEAD: usize = HEADER_LEN + 4;
 const MAX_BITMAP: usize = 32;
 
+/// The multicast group that carries `tag` (multicast carrier): one of
+/// 239.255.75.1 ..= 239.255.75.254, from a hash of the name (FNV-1a), so
+/// every node computes the same. Tags may share a group; receivers keep only
+/// the tags they joined for.
+pub fn tag_group(tag: &TagName) -> std::net::Ipv4Addr {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in tag.as_str().bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    std::net::Ipv4Addr::new(239, 255, 75, (h % 254) as u8 + 1)
+}
+
 /// How many payload bytes fit in one data datagram of at most `datagram_size`
 /// bytes for this tag (0 if not even the fixed part fits).
 pub fn max_fragment_payload(tag: &TagName, datagram_size: usize) -> usize {
@@ -708,6 +720,19 @@ mod tests {
         let mut out = Vec::new();
         d.encode(7, &mut out);
         out
+    }
+
+    #[test]
+    fn every_tag_has_a_stable_administratively_scoped_group() {
+        let a = TagName::new("/robot/laser").unwrap();
+        let g = tag_group(&a);
+        assert_eq!(g, tag_group(&TagName::new("/robot/laser").unwrap()));
+        assert_eq!(&g.octets()[..3], &[239, 255, 75]);
+        let groups: std::collections::HashSet<_> = (0..200)
+            .map(|i| tag_group(&TagName::new(&format!("/t/{i}")).unwrap()))
+            .collect();
+        assert!(groups.len() > 100, "names spread over the groups");
+        assert!(groups.iter().all(|g| (1..=254).contains(&g.octets()[3])));
     }
 
     #[test]

@@ -148,6 +148,9 @@ pub enum Carrier {
     /// One TCP connection per (tag, publishing node): always reliable; for
     /// links that drop datagrams, or very large messages.
     Tcp,
+    /// One UDP multicast datagram per message for all nodes that ask for it
+    /// (a group per tag): best-effort, for tags with receivers on many nodes.
+    Multicast,
 }
 
 impl Carrier {
@@ -155,6 +158,7 @@ impl Carrier {
         match self {
             Carrier::Udp => 0,
             Carrier::Tcp => 1,
+            Carrier::Multicast => 2,
         }
     }
 
@@ -162,6 +166,7 @@ impl Carrier {
         match v {
             0 => Ok(Carrier::Udp),
             1 => Ok(Carrier::Tcp),
+            2 => Ok(Carrier::Multicast),
             v => Err(DecodeError::Unknown {
                 what: "carrier",
                 value: u32::from(v),

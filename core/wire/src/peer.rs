@@ -535,7 +535,7 @@ mod tests {
                 role(),
                 key(),
                 member(),
-                any::<(bool, bool)>(),
+                any::<(bool, u8)>(),
                 version()
             )
                 .prop_map(|(name, domain, role, key, member, (be, tcp), version)| {
@@ -550,7 +550,7 @@ mod tests {
                         } else {
                             Reliability::Reliable
                         },
-                        carrier: if tcp { Carrier::Tcp } else { Carrier::Udp },
+                        carrier: Carrier::from_u8(tcp % 3).unwrap_or(Carrier::Udp),
                         version,
                     }
                 }),

@@ -39,6 +39,9 @@ pub(crate) struct Args {
     /// UDP port of the delivery manager.
     #[arg(long, default_value_t = tagwire_daemon::peers::DEFAULT_DELIVERY_PORT)]
     delivery_port: u16,
+    /// UDP port of the multicast data carrier (the same on every node).
+    #[arg(long, default_value_t = tagwire_daemon::peers::DEFAULT_MULTICAST_PORT)]
+    multicast_port: u16,
     /// A peer silent this long (ms) is declared dead.
     #[arg(long, default_value_t = 3000)]
     lease_ms: u64,
@@ -62,6 +65,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         net.nodes_file = a.nodes;
         net.control_port = a.control_port;
         net.delivery_port = a.delivery_port;
+        net.multicast_port = a.multicast_port;
         net.lease = Duration::from_millis(a.lease_ms);
         net.apply_timeout = Duration::from_millis(a.apply_timeout_ms);
         net.discovery = (!a.no_discovery).then(|| tagwire_daemon::Discovery {

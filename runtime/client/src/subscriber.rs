@@ -69,6 +69,19 @@ impl SubscribeOptions {
         self
     }
 
+    /// Messages from other nodes come by UDP multicast: the publishing node
+    /// sends each datagram once to the tag's group (239.255.75.x, on the
+    /// daemons' multicast port, default 7403), and every node with such a
+    /// receiver takes it from there. Best-effort (nothing is resent); for
+    /// tags with receivers on many nodes on one link. A node gets one copy of
+    /// each message: if another receiver there asks for reliable UDP or TCP,
+    /// that carrier brings it (for every receiver on the node) instead.
+    pub fn multicast(mut self) -> Self {
+        self.carrier = Carrier::Multicast;
+        self.reliability = Reliability::BestEffort;
+        self
+    }
+
     /// Enables busy-polling for `spin` before blocking.
     pub fn busy_poll(mut self, spin: Duration) -> Self {
         self.busy_poll = Some(spin);

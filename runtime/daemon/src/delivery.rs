@@ -30,9 +30,9 @@
 //! written without a gate (messages that arrived from other nodes) can still
 //! lap it; such losses are counted (`Daemon::forward_losses`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,14 +40,14 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{MemfdFlags, SealFlags};
 
-use tagwire_proto::{Holder, Role};
+use tagwire_proto::{Holder, Right, Role};
 use tagwire_reliable::{
     Arrival, BestEffort, Reader, ReaderConfig, Reassembler, ReassemblerConfig, Transmit, Writer,
     WriterConfig,
 };
 use tagwire_shm::{Ring, Segment};
 use tagwire_wire::datagram::{
-    AckNack, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_RELIABLE,
+    tag_group, AckNack, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::{Carrier, NodeAddr, Reliability, TagId, TagName};
@@ -75,6 +75,12 @@ pub(crate) struct Delivery {
     routes: Mutex<HashMap<TagName, Arc<Route>>>,
     /// Datagrams sent again after a NACK or a resend timeout.
     pub(crate) retransmitted: std::sync::atomic::AtomicU64,
+    /// The multicast data carrier's socket and port (IPv4 nodes only).
+    pub(crate) msock: Option<(UdpSocket, u16)>,
+    /// Tags this node receives by multicast, and how many of them use each
+    /// group (joined while one does).
+    mtags: Mutex<HashSet<TagName>>,
+    mgroups: Mutex<HashMap<Ipv4Addr, usize>>,
 }
 
 #[derive(Debug)]
@@ -89,10 +95,25 @@ pub(crate) struct OutStream {
 pub(crate) enum Mode {
     /// Datagrams with sequence numbers only.
     BestEffort,
+    /// Best-effort datagrams to the tag's multicast group, one for all such
+    /// nodes.
+    Multicast,
     /// Datagrams through a window (`tagwire_reliable::Writer`).
     Reliable,
     /// A TCP connection.
     Tcp,
+}
+
+impl Mode {
+    /// The mode a receiver's subscription options ask for.
+    fn of(r: &Right) -> Self {
+        match (r.carrier, r.reliability) {
+            (Carrier::Tcp, _) => Mode::Tcp,
+            (Carrier::Multicast, _) => Mode::Multicast,
+            (Carrier::Udp, Reliability::Reliable) => Mode::Reliable,
+            (Carrier::Udp, Reliability::BestEffort) => Mode::BestEffort,
+        }
+    }
 }
 
 /// A node with receivers of a tag: its delivery address (UDP, and TCP on
@@ -117,19 +138,50 @@ pub(crate) struct Route {
 
 impl Delivery {
     /// Binds the delivery port and starts the inbound thread.
-    pub(crate) fn start(shared: &Arc<Shared>, addr: SocketAddr) -> std::io::Result<Arc<Self>> {
+    pub(crate) fn start(
+        shared: &Arc<Shared>,
+        addr: SocketAddr,
+        multicast_port: u16,
+    ) -> std::io::Result<Arc<Self>> {
         let sock = tagwire_net::udp_socket(addr)?;
         sock.set_read_timeout(Some(Duration::from_millis(10)))?;
+        // Without a usable multicast socket the carrier is off (a warning);
+        // everything else still works.
+        let msock = match addr.ip() {
+            std::net::IpAddr::V4(ip) => tagwire_net::multicast_data_socket(multicast_port, ip)
+                .and_then(|m| {
+                    m.set_read_timeout(Some(Duration::from_millis(50)))?;
+                    Ok((m, multicast_port))
+                })
+                .map_err(|e| {
+                    tracing::warn!(port = multicast_port, error = %e, "multicast carrier unavailable");
+                })
+                .ok(),
+            std::net::IpAddr::V6(_) => None,
+        };
         let d = Arc::new(Self {
             sock,
             out: Mutex::new(HashMap::new()),
             routes: Mutex::new(HashMap::new()),
             retransmitted: std::sync::atomic::AtomicU64::new(0),
+            msock,
+            mtags: Mutex::new(HashSet::new()),
+            mgroups: Mutex::new(HashMap::new()),
         });
         let (s, d2) = (shared.clone(), d.clone());
         std::thread::Builder::new()
             .name("tagwired-delivery".into())
-            .spawn(move || inbound_loop(&s, &d2))?;
+            .spawn(move || inbound_loop(&s, &d2, &d2.sock, false))?;
+        if d.msock.is_some() {
+            let (s, d2) = (shared.clone(), d.clone());
+            std::thread::Builder::new()
+                .name("tagwired-mcast".into())
+                .spawn(move || {
+                    if let Some((m, _)) = &d2.msock {
+                        inbound_loop(&s, &d2, m, true);
+                    }
+                })?;
+        }
         // The TCP carrier: same port number, TCP.
         let listener = tagwire_net::tcp_listener(addr)?;
         listener.set_nonblocking(true)?;
@@ -149,11 +201,7 @@ impl Delivery {
             let mut modes: HashMap<NodeAddr, Mode> = HashMap::new();
             for r in e.rights(Role::Receiver) {
                 if r.holder == Holder::Remote && r.key.node != me {
-                    let mode = match (r.carrier, r.reliability) {
-                        (Carrier::Tcp, _) => Mode::Tcp,
-                        (Carrier::Udp, Reliability::Reliable) => Mode::Reliable,
-                        (Carrier::Udp, Reliability::BestEffort) => Mode::BestEffort,
-                    };
+                    let mode = Mode::of(r);
                     let m = modes.entry(r.key.node).or_insert(mode);
                     *m = (*m).max(mode);
                 }
@@ -170,6 +218,7 @@ impl Delivery {
                 wanted.insert(e.name.clone(), Arc::new(nodes));
             }
         }
+        self.join_groups(st, me);
         let mut routes = lock(&self.routes);
         routes.retain(|name, r| {
             let keep = wanted.contains_key(name);
@@ -207,6 +256,56 @@ impl Delivery {
                 Err(e) => tracing::warn!(error = %e, "cannot start a forwarder"),
             }
         }
+    }
+
+    /// Joins the multicast group of every tag a local receiver wants by
+    /// multicast, and leaves those no longer wanted.
+    fn join_groups(&self, st: &State, me: NodeAddr) {
+        let Some((m, _)) = &self.msock else {
+            return;
+        };
+        let std::net::IpAddr::V4(iface) = me.0 else {
+            return;
+        };
+        // A node gets one copy, by the strongest mode its receivers ask for
+        // (as `reroute` computes on the sending side): the group is joined
+        // only where that is multicast, or a message would come twice.
+        let wanted: HashSet<TagName> = st
+            .table
+            .entries()
+            .filter(|e| {
+                e.rights(Role::Receiver)
+                    .iter()
+                    .filter(|r| r.holder != Holder::Remote)
+                    .map(Mode::of)
+                    .max()
+                    == Some(Mode::Multicast)
+            })
+            .map(|e| e.name.clone())
+            .collect();
+        let mut tags = lock(&self.mtags);
+        let mut groups = lock(&self.mgroups);
+        for t in wanted.difference(&tags) {
+            let g = tag_group(t);
+            let n = groups.entry(g).or_insert(0);
+            if *n == 0 {
+                if let Err(e) = m.join_multicast_v4(&g, &iface) {
+                    tracing::warn!(tag = %t, group = %g, error = %e, "cannot join a multicast group");
+                }
+            }
+            *n += 1;
+        }
+        for t in tags.difference(&wanted) {
+            let g = tag_group(t);
+            if let Some(n) = groups.get_mut(&g) {
+                *n -= 1;
+                if *n == 0 {
+                    groups.remove(&g);
+                    let _ = m.leave_multicast_v4(&g, &iface);
+                }
+            }
+        }
+        *tags = wanted;
     }
 
     pub(crate) fn stream_to(&self, dest: SocketAddr) -> Arc<Mutex<OutStream>> {
@@ -265,15 +364,18 @@ impl InStream {
     }
 }
 
-fn inbound_loop(shared: &Arc<Shared>, d: &Delivery) {
+/// Receives on `sock` (the delivery port, or with `multicast` the multicast
+/// carrier's, where only data of tags joined for is taken).
+fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast: bool) {
     let mut buf = vec![0u8; 65536];
     let mut streams: HashMap<(SocketAddr, u64), InStream> = HashMap::new();
     let mut out = Vec::new();
     let mut next_service = Instant::now();
     while !shared.is_stopping() {
-        if let Ok((n, from)) = d.sock.recv_from(&mut buf) {
+        if let Ok((n, from)) = sock.recv_from(&mut buf) {
             let now = Instant::now();
             match Datagram::decode(&buf[..n]) {
+                Ok(dg) if multicast && !d.joined(&dg.body) => {}
                 Ok(dg) => {
                     let raw = &buf[..n];
                     handle(shared, d, &mut streams, from, raw, dg, now, &mut out);
@@ -481,6 +583,19 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
                 break;
             }
         }
+    }
+}
+
+impl Delivery {
+    /// Whether a multicast datagram is best-effort data of a tag joined for
+    /// (groups are shared by tags; anything else is not for us).
+    fn joined(&self, body: &Body<'_>) -> bool {
+        let (tag, flags) = match body {
+            Body::Data(d) => (d.tag.as_ref(), d.flags),
+            Body::Batch(b) => (b.tag.as_ref(), b.flags),
+            Body::Heartbeat(_) | Body::AckNack(_) => return false,
+        };
+        flags & FLAG_RELIABLE == 0 && lock(&self.mtags).contains(tag)
     }
 }
 

@@ -18,8 +18,11 @@
 //!   the ring fills; its gate on the ring then holds the publisher back.
 //! * **Best-effort nodes** get sequence numbers only, sent at once, never
 //!   resent, never waited for.
+//! * **Multicast nodes** share one best-effort stream to the tag's group
+//!   (`tag_group`): one datagram reaches them all.
 //! * **TCP nodes** get the same datagrams as frames on a TCP connection
-//!   (reliable and ordered by TCP); a slow receiver blocks the write, which
+//!   (reliable and ordered by TCP); a slow receiver or a TCP backing off
+//!   stalls the write (resumed, never dropped, while the node lives), which
 //!   holds the publisher back through the gate like a full window.
 
 use std::collections::{HashMap, VecDeque};
@@ -31,7 +34,7 @@ use std::time::{Duration, Instant};
 use tagwire_reliable::{fragment_count, fragments};
 use tagwire_shm::{Gate, ReadOutcome, Ring};
 use tagwire_wire::datagram::{
-    max_fragment_payload, push_batch_entry, BatchRef, DataRef, BATCH_ENTRY_OVERHEAD,
+    max_fragment_payload, push_batch_entry, tag_group, BatchRef, DataRef, BATCH_ENTRY_OVERHEAD,
     BATCH_FIXED_LEN, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB};
@@ -114,9 +117,12 @@ struct BestEffortOut {
 struct Forwarder<'a> {
     shared: &'a Shared,
     d: &'a Delivery,
+    route: &'a Route,
     tag: &'a TagName,
     streams: HashMap<NodeAddr, Arc<Mutex<OutStream>>>,
     best: HashMap<NodeAddr, BestEffortOut>,
+    /// The stream to the tag's multicast group, while a node wants it.
+    mcast: Option<BestEffortOut>,
     tcp: HashMap<NodeAddr, TcpOut>,
     /// In order; while not empty nothing new is sent reliably.
     pending: VecDeque<Pending>,
@@ -157,9 +163,11 @@ pub(crate) fn forward_loop(
     let mut f = Forwarder {
         shared,
         d,
+        route,
         tag,
         streams: HashMap::new(),
         best: HashMap::new(),
+        mcast: None,
         tcp: HashMap::new(),
         pending: VecDeque::new(),
         count: 0,
@@ -254,6 +262,9 @@ impl Forwarder<'_> {
                 .iter()
                 .any(|t| t.mode == Mode::BestEffort && t.node == *n && s.dest == t.addr)
         });
+        if !dests.iter().any(|t| t.mode == Mode::Multicast) {
+            self.mcast = None;
+        }
         self.tcp.retain(|n, s| {
             dests
                 .iter()
@@ -352,6 +363,23 @@ impl Forwarder<'_> {
                 true
             });
         }
+        if let (true, Some((m, port))) = (
+            dests.iter().any(|t| t.mode == Mode::Multicast),
+            &self.d.msock,
+        ) {
+            let s = self.mcast.get_or_insert_with(|| BestEffortOut {
+                id: random_id(),
+                dest: SocketAddr::from((tag_group(self.tag), *port)),
+                next_seq: 1,
+            });
+            let (stats, id, dest) = (&self.shared.stats, s.id, s.dest);
+            encode_out(self.tag, id, &mut s.next_seq, out, &mut self.buf, |b| {
+                if m.send_to(b, dest).is_ok() {
+                    stats.multicast_sent.fetch_add(1, Ordering::Relaxed);
+                }
+                true
+            });
+        }
         for t in dests.iter().filter(|t| t.mode == Mode::Tcp) {
             let s = self.tcp.entry(t.node).or_insert_with(|| TcpOut {
                 dest: t.addr,
@@ -359,7 +387,17 @@ impl Forwarder<'_> {
                 retry_at: Instant::now(),
                 next_seq: 1,
             });
-            if !s.send(self.tag, out, &mut self.buf) {
+            // A stalled write waits as long as the node is still a
+            // destination (the lease removes a dead one) and we run.
+            let (route, shared, node) = (self.route, self.shared, t.node);
+            let wanted = || {
+                !route.stop.load(Ordering::Acquire)
+                    && !shared.is_stopping()
+                    && lock(&route.dests)
+                        .iter()
+                        .any(|t| t.node == node && t.mode == Mode::Tcp)
+            };
+            if !s.send(self.tag, out, &mut self.buf, wanted) {
                 self.shared
                     .stats
                     .forward_dropped
@@ -583,14 +621,20 @@ struct TcpOut {
     next_seq: u64,
 }
 
-/// A write stalled this long means the receiving node is gone or stuck: the
-/// connection is dropped (the lease will tell which).
-const TCP_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often a stalled TCP write checks whether its node is still wanted.
+const TCP_WRITE_POLL: Duration = Duration::from_millis(100);
 
 impl TcpOut {
-    /// Sends `out`; false if it was lost (no connection, or it broke).
-    fn send(&mut self, tag: &TagName, out: OutRef<'_>, buf: &mut Vec<u8>) -> bool {
-        use std::io::Write;
+    /// Sends `out`; false if it was lost (no connection, it broke, or the
+    /// node stopped being `wanted` while a write was stalled). A stall,
+    /// however long (TCP backing off on a lossy link), loses nothing.
+    fn send(
+        &mut self,
+        tag: &TagName,
+        out: OutRef<'_>,
+        buf: &mut Vec<u8>,
+        wanted: impl Fn() -> bool,
+    ) -> bool {
         if self.conn.is_none() {
             if Instant::now() < self.retry_at {
                 return false;
@@ -598,7 +642,7 @@ impl TcpOut {
             match std::net::TcpStream::connect_timeout(&self.dest, Duration::from_secs(1)) {
                 Ok(c) => {
                     let _ = tagwire_net::tune_link(&c);
-                    let _ = c.set_write_timeout(Some(TCP_WRITE_TIMEOUT));
+                    let _ = c.set_write_timeout(Some(TCP_WRITE_POLL));
                     self.conn = Some(c);
                 }
                 Err(e) => {
@@ -613,8 +657,8 @@ impl TcpOut {
         };
         let sent = encode_out(tag, 1, &mut self.next_seq, out, buf, |b| {
             let len = (b.len() as u32).to_le_bytes();
-            conn.write_all(&len)
-                .and_then(|()| conn.write_all(b))
+            write_fully(conn, &len, &wanted)
+                .and_then(|()| write_fully(conn, b, &wanted))
                 .is_ok()
         });
         if !sent {
@@ -623,6 +667,29 @@ impl TcpOut {
         }
         sent
     }
+}
+
+/// Writes all of `bytes`, resuming after each write timeout while `wanted`.
+fn write_fully(
+    conn: &mut std::net::TcpStream,
+    mut bytes: &[u8],
+    wanted: &impl Fn() -> bool,
+) -> std::io::Result<()> {
+    use std::io::{ErrorKind, Write};
+    while !bytes.is_empty() {
+        match conn.write(bytes) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if !wanted() {
+                    return Err(e);
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn read_blob(shared: &Shared, tag: &TagName, body: &[u8], out: &mut Vec<u8>) -> Option<()> {

@@ -134,6 +134,7 @@ pub(crate) struct Stats {
     pub(crate) forward_dropped: AtomicU64,
     pub(crate) best_effort_lost: AtomicU64,
     pub(crate) tcp_frames: AtomicU64,
+    pub(crate) multicast_sent: AtomicU64,
 }
 
 /// Everything behind the daemon's one lock. Requests are rare and short (the
@@ -220,6 +221,7 @@ impl Daemon {
             let started = delivery::Delivery::start(
                 &shared,
                 std::net::SocketAddr::new(net.addr, net.delivery_port),
+                net.multicast_port,
             )
             .and_then(|d| {
                 let _ = shared.delivery.set(d);
@@ -281,6 +283,12 @@ impl Daemon {
     /// Data frames received over TCP connections (the TCP carrier).
     pub fn tcp_frames(&self) -> u64 {
         self.shared.stats.tcp_frames.load(Ordering::Relaxed)
+    }
+
+    /// Datagrams the multicast carrier sent (one per batch or fragment for
+    /// all the nodes that receive a tag by multicast).
+    pub fn multicast_sent(&self) -> u64 {
+        self.shared.stats.multicast_sent.load(Ordering::Relaxed)
     }
 
     /// Datagrams this daemon's delivery manager sent again (NACK or timeout).

@@ -39,6 +39,8 @@ pub struct NetConfig {
     pub control_port: u16,
     /// UDP port of the delivery manager.
     pub delivery_port: u16,
+    /// UDP port of the multicast data carrier (the same on every node).
+    pub multicast_port: u16,
     /// The static node list (same file on every node), if any.
     pub nodes_file: Option<PathBuf>,
     /// Multicast discovery, if on.
@@ -58,6 +60,7 @@ impl NetConfig {
             addr,
             control_port: DEFAULT_CONTROL_PORT,
             delivery_port: DEFAULT_DELIVERY_PORT,
+            multicast_port: DEFAULT_MULTICAST_PORT,
             nodes_file: None,
             discovery: Some(Discovery::default()),
             lease: Duration::from_secs(3),
@@ -74,6 +77,8 @@ impl NetConfig {
 pub const DEFAULT_CONTROL_PORT: u16 = 7401;
 /// Default UDP port of the delivery manager.
 pub const DEFAULT_DELIVERY_PORT: u16 = 7402;
+/// Default UDP port of the multicast data carrier.
+pub const DEFAULT_MULTICAST_PORT: u16 = 7403;
 
 /// Multicast beacon settings.
 #[derive(Debug, Clone)]

@@ -53,6 +53,24 @@ pub fn beacon_socket(group: Ipv4Addr, port: u16, interface: Ipv4Addr) -> io::Res
     Ok(s.into())
 }
 
+/// The socket of the multicast data carrier: receives on `port` whatever
+/// groups it later joins, and sends to groups from the interface holding
+/// `interface`, one hop, without looping back to this host.
+pub fn multicast_data_socket(port: u16, interface: Ipv4Addr) -> io::Result<UdpSocket> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    let _ = s.set_recv_buffer_size(DELIVERY_BUFFER);
+    let _ = s.set_send_buffer_size(DELIVERY_BUFFER);
+    s.bind(&SockAddr::from(SocketAddrV4::new(
+        Ipv4Addr::UNSPECIFIED,
+        port,
+    )))?;
+    s.set_multicast_if_v4(&interface)?;
+    s.set_multicast_loop_v4(false)?;
+    s.set_multicast_ttl_v4(1)?;
+    Ok(s.into())
+}
+
 /// A TCP listener on `addr` that can be rebound at once after a restart.
 pub fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
