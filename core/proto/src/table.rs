@@ -6,7 +6,7 @@ use thiserror::Error;
 
 use tagwire_wire::control::{RingParams, TableEvent, TagSummary, Update};
 use tagwire_wire::peer::{MemberKey, Role, TableOp, Version};
-use tagwire_wire::{Carrier, Domain, Member, NodeAddr, Reliability, TagId, TagName};
+use tagwire_wire::{ChannelQos, Domain, Member, NodeAddr, TagId, TagName};
 
 /// A daemon-local id for one client connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -44,10 +44,8 @@ pub struct Right {
     pub holder: Holder,
     /// The holder's process, node and join time.
     pub member: Member,
-    /// What a receiver asks of delivery from other nodes.
-    pub reliability: Reliability,
-    /// How a receiver's messages cross the network.
-    pub carrier: Carrier,
+    /// What a receiver asks of the connections that feed it.
+    pub qos: ChannelQos,
     /// When it was granted.
     pub version: Version,
 }
@@ -252,14 +250,7 @@ impl TagTable {
         client: ClientId,
         member: Member,
     ) -> Result<Change, TableError> {
-        self.grant(
-            Role::Sender,
-            tag,
-            client,
-            member,
-            Reliability::Reliable,
-            Carrier::Udp,
-        )
+        self.grant(Role::Sender, tag, client, member, ChannelQos::default())
     }
 
     /// Releases one send access held by `client`.
@@ -274,20 +265,18 @@ impl TagTable {
         client: ClientId,
         member: Member,
     ) -> Result<Change, TableError> {
-        self.add_receiver_with(tag, client, member, Reliability::Reliable, Carrier::Udp)
+        self.add_receiver_with(tag, client, member, ChannelQos::default())
     }
 
-    /// Subscribes `client`, asking `reliability` of delivery from other nodes
-    /// over `carrier`.
+    /// Subscribes `client`, asking `qos` of the connections that feed it.
     pub fn add_receiver_with(
         &mut self,
         tag: TagId,
         client: ClientId,
         member: Member,
-        reliability: Reliability,
-        carrier: Carrier,
+        qos: ChannelQos,
     ) -> Result<Change, TableError> {
-        self.grant(Role::Receiver, tag, client, member, reliability, carrier)
+        self.grant(Role::Receiver, tag, client, member, qos)
     }
 
     /// Cancels one subscription of `client`.
@@ -406,8 +395,7 @@ impl TagTable {
         tag: TagId,
         client: ClientId,
         member: Member,
-        reliability: Reliability,
-        carrier: Carrier,
+        qos: ChannelQos,
     ) -> Result<Change, TableError> {
         let (name, domain) = {
             let e = self.entry_mut(tag)?;
@@ -425,8 +413,7 @@ impl TagTable {
             role,
             key,
             member,
-            reliability,
-            carrier,
+            qos,
             version,
         };
         let mut change = Change::default();
@@ -521,8 +508,7 @@ impl TagTable {
                 role,
                 key,
                 member,
-                reliability,
-                carrier,
+                qos,
                 version,
             } => {
                 if dead(*version) {
@@ -540,8 +526,7 @@ impl TagTable {
                     key: *key,
                     holder,
                     member: *member,
-                    reliability: *reliability,
-                    carrier: *carrier,
+                    qos: *qos,
                     version: *version,
                 });
                 out.push(self.bump(joined(*role, id, *member)));
@@ -650,8 +635,7 @@ fn join_op(e: &Entry, role: Role, r: &Right) -> TableOp {
         role,
         key: r.key,
         member: r.member,
-        reliability: r.reliability,
-        carrier: r.carrier,
+        qos: r.qos,
         version: r.version,
     }
 }

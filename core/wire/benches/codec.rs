@@ -33,8 +33,7 @@ fn control(c: &mut Criterion) {
         body: Request::Subscribe {
             name: TagName::new("/robot/laser").expect("name"),
             depth: 64,
-            reliability: tagwire_wire::Reliability::Reliable,
-            carrier: tagwire_wire::Carrier::Udp,
+            qos: tagwire_wire::ChannelQos::default(),
         },
     };
     let bytes = sub.encode();

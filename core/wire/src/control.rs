@@ -21,7 +21,7 @@
 //! ```
 
 use crate::codec::{DecodeError, Reader, Writer};
-use crate::ids::{Carrier, Domain, Member, NodeAddr, Pid, Reliability, TagId, TagName};
+use crate::ids::{ChannelQos, Domain, Member, NodeAddr, Pid, TagId, TagName};
 
 /// First two bytes of every control message ("TW" little-endian).
 pub const MAGIC: u16 = 0x5754;
@@ -80,10 +80,8 @@ pub enum Request {
         name: TagName,
         /// Queue depth (history depth) of this subscription.
         depth: u32,
-        /// Delivery from other nodes.
-        reliability: Reliability,
-        /// How it crosses the network.
-        carrier: Carrier,
+        /// What the subscription asks of the connections feeding it.
+        qos: ChannelQos,
     },
     /// Cancel one subscription.
     Unsubscribe {
@@ -455,16 +453,9 @@ fn encode_request(r: &Request, w: &mut Writer) {
         Request::ReleaseSendAccess { tag } | Request::Unsubscribe { tag } => {
             w.u32(tag.0);
         }
-        Request::Subscribe {
-            name,
-            depth,
-            reliability,
-            carrier,
-        } => {
-            w.str(name.as_str())
-                .u32(*depth)
-                .u8(reliability.to_u8())
-                .u8(carrier.to_u8());
+        Request::Subscribe { name, depth, qos } => {
+            w.str(name.as_str()).u32(*depth);
+            qos.encode(w);
         }
         Request::ListTags | Request::Ping | Request::ListNodes => {}
         Request::PutBlob { tag, len } => {
@@ -499,8 +490,7 @@ fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, DecodeError> 
         6 => Request::Subscribe {
             name: TagName::decode(r)?,
             depth: r.u32()?,
-            reliability: Reliability::from_u8(r.u8()?)?,
-            carrier: Carrier::from_u8(r.u8()?)?,
+            qos: ChannelQos::decode(r)?,
         },
         7 => Request::Unsubscribe {
             tag: TagId(r.u32()?),
@@ -820,18 +810,8 @@ mod tests {
             name().prop_map(|name| Request::DestroyTag { name }),
             name().prop_map(|name| Request::GetSendAccess { name }),
             any::<u32>().prop_map(|t| Request::ReleaseSendAccess { tag: TagId(t) }),
-            (name(), any::<u32>(), any::<bool>(), any::<u8>()).prop_map(
-                |(name, depth, be, tcp)| Request::Subscribe {
-                    name,
-                    depth,
-                    reliability: if be {
-                        Reliability::BestEffort
-                    } else {
-                        Reliability::Reliable
-                    },
-                    carrier: Carrier::from_u8(tcp % 3).unwrap_or(Carrier::Udp),
-                }
-            ),
+            (name(), any::<u32>(), crate::ids::arb_qos())
+                .prop_map(|(name, depth, qos)| Request::Subscribe { name, depth, qos }),
             any::<u32>().prop_map(|t| Request::Unsubscribe { tag: TagId(t) }),
             name().prop_map(|name| Request::ListMembers { name }),
             Just(Request::ListTags),

@@ -175,6 +175,118 @@ impl Carrier {
     }
 }
 
+/// Where a scaled subscription's every-n-th filter runs (the push-pull
+/// model's proxy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Proxy {
+    /// In the subscriber's library: the whole stream reaches its node.
+    #[default]
+    Subscriber,
+    /// In the publishing node's delivery manager: only the samples some
+    /// receiver on a node wants are sent there (less network and CPU).
+    Publisher,
+}
+
+impl Proxy {
+    fn to_u8(self) -> u8 {
+        match self {
+            Proxy::Subscriber => 0,
+            Proxy::Publisher => 1,
+        }
+    }
+
+    fn from_u8(v: u8) -> Result<Self, DecodeError> {
+        match v {
+            0 => Ok(Proxy::Subscriber),
+            1 => Ok(Proxy::Publisher),
+            v => Err(DecodeError::Unknown {
+                what: "proxy",
+                value: u32::from(v),
+            }),
+        }
+    }
+}
+
+/// What a subscription asks of the connection that feeds it (DESIGN.md §2:
+/// carrier and QoS per connection). Senders carry the default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ChannelQos {
+    /// Delivery from other nodes.
+    pub reliability: Reliability,
+    /// How it crosses the network.
+    pub carrier: Carrier,
+    /// Temporal scaling: only samples whose publisher sequence number is a
+    /// multiple of this (≥ 1; 1 = every sample).
+    pub every: u32,
+    /// Where that filter runs.
+    pub proxy: Proxy,
+}
+
+impl Default for ChannelQos {
+    fn default() -> Self {
+        Self {
+            reliability: Reliability::Reliable,
+            carrier: Carrier::Udp,
+            every: 1,
+            proxy: Proxy::Subscriber,
+        }
+    }
+}
+
+impl ChannelQos {
+    /// Whether a subscription with this QoS takes the sample numbered `seq`.
+    pub fn wants(&self, seq: u64) -> bool {
+        self.every <= 1 || seq % u64::from(self.every) == 0
+    }
+
+    pub(crate) fn encode(&self, w: &mut Writer) {
+        w.u8(self.reliability.to_u8())
+            .u8(self.carrier.to_u8())
+            .u32(self.every)
+            .u8(self.proxy.to_u8());
+    }
+
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let reliability = Reliability::from_u8(r.u8()?)?;
+        let carrier = Carrier::from_u8(r.u8()?)?;
+        let every = r.u32()?;
+        if every == 0 {
+            return Err(DecodeError::Unknown {
+                what: "scale (every n-th sample, n >= 1)",
+                value: 0,
+            });
+        }
+        Ok(Self {
+            reliability,
+            carrier,
+            every,
+            proxy: Proxy::from_u8(r.u8()?)?,
+        })
+    }
+}
+
+/// Any valid [`ChannelQos`] (property tests of the codecs that carry one).
+#[cfg(test)]
+pub(crate) fn arb_qos() -> impl proptest::strategy::Strategy<Value = ChannelQos> {
+    use proptest::prelude::*;
+    (any::<bool>(), 0u8..3, 1u32..=u32::MAX, any::<bool>()).prop_map(|(be, c, every, at_pub)| {
+        ChannelQos {
+            reliability: if be {
+                Reliability::BestEffort
+            } else {
+                Reliability::Reliable
+            },
+            carrier: Carrier::from_u8(c).unwrap_or(Carrier::Udp),
+            every,
+            proxy: if at_pub {
+                Proxy::Publisher
+            } else {
+                Proxy::Subscriber
+            },
+        }
+    })
+}
+
 impl fmt::Display for Domain {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

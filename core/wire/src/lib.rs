@@ -24,6 +24,6 @@ pub mod peer;
 
 pub use codec::DecodeError;
 pub use ids::{
-    Carrier, Domain, Member, NameError, NodeAddr, Pid, Reliability, SenderInfo, SeqNum, TagId,
-    TagName, MAX_TAG_NAME,
+    Carrier, ChannelQos, Domain, Member, NameError, NodeAddr, Pid, Proxy, Reliability, SenderInfo,
+    SeqNum, TagId, TagName, MAX_TAG_NAME,
 };

@@ -26,7 +26,7 @@
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::control::RingParams;
-use crate::ids::{Carrier, Domain, Member, NodeAddr, Reliability, TagName};
+use crate::ids::{ChannelQos, Domain, Member, NodeAddr, TagName};
 
 /// Magic of a peer message ("TP" little-endian).
 pub const PEER_MAGIC: u16 = 0x5054;
@@ -112,10 +112,8 @@ pub enum TableOp {
         key: MemberKey,
         /// Who holds it.
         member: Member,
-        /// What a receiver asks of delivery (senders: `Reliable`).
-        reliability: Reliability,
-        /// How it crosses the network (senders: `Udp`).
-        carrier: Carrier,
+        /// What a receiver asks of its connections (senders: the default).
+        qos: ChannelQos,
         /// When.
         version: Version,
     },
@@ -411,8 +409,7 @@ fn encode_op(w: &mut Writer, op: &TableOp) {
             role,
             key,
             member,
-            reliability,
-            carrier,
+            qos,
             version,
         } => {
             w.u8(OP_JOIN)
@@ -421,7 +418,7 @@ fn encode_op(w: &mut Writer, op: &TableOp) {
                 .u8(role_byte(*role));
             encode_key(w, *key);
             member.encode(w);
-            w.u8(reliability.to_u8()).u8(carrier.to_u8());
+            qos.encode(w);
             encode_version(w, *version);
         }
         TableOp::Leave {
@@ -459,8 +456,7 @@ fn decode_op(r: &mut Reader<'_>) -> Result<TableOp, DecodeError> {
             role: decode_role(r)?,
             key: decode_key(r)?,
             member: Member::decode(r)?,
-            reliability: Reliability::from_u8(r.u8()?)?,
-            carrier: Carrier::from_u8(r.u8()?)?,
+            qos: ChannelQos::decode(r)?,
             version: decode_version(r)?,
         },
         OP_LEAVE => TableOp::Leave {
@@ -535,22 +531,17 @@ mod tests {
                 role(),
                 key(),
                 member(),
-                any::<(bool, u8)>(),
+                crate::ids::arb_qos(),
                 version()
             )
-                .prop_map(|(name, domain, role, key, member, (be, tcp), version)| {
+                .prop_map(|(name, domain, role, key, member, qos, version)| {
                     TableOp::Join {
                         name,
                         domain,
                         role,
                         key,
                         member,
-                        reliability: if be {
-                            Reliability::BestEffort
-                        } else {
-                            Reliability::Reliable
-                        },
-                        carrier: Carrier::from_u8(tcp % 3).unwrap_or(Carrier::Udp),
+                        qos,
                         version,
                     }
                 }),

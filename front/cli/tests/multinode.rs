@@ -9,153 +9,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tagwire::{Client, ClientOptions, Domain, NodeState, SubscribeOptions};
-use tagwire_daemon::{Config, Daemon, NetConfig};
-use tagwire_testkit::{Host, Lan};
+use tagwire::{Domain, NodeState, SubscribeOptions};
+use tagwire_testkit::Host;
 
-fn skip() -> bool {
-    match tagwire_testkit::skip_reason() {
-        Some(r) => {
-            println!("skipped: {r}");
-            true
-        }
-        None => false,
-    }
-}
-
-/// Polls `f` until it holds; fails the test after 20 s (a watchdog, not a bound
-/// on how fast anything must be).
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-struct Site {
-    dir: tempfile::TempDir,
-    lan: Lan,
-    /// The daemons' lease (short, so failures show quickly).
-    lease: Duration,
-}
-
-enum Find {
-    List,
-    Beacon,
-}
-
-impl Site {
-    fn new(hosts: usize) -> Self {
-        let lan = Lan::new(hosts).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let list: String = lan
-            .hosts()
-            .iter()
-            .map(|h| format!("{} {}\n", h.name(), h.addr()))
-            .collect();
-        std::fs::write(dir.path().join("nodes"), list).unwrap();
-        Site {
-            dir,
-            lan,
-            lease: Duration::from_millis(1000),
-        }
-    }
-
-    fn socket(&self, i: usize) -> PathBuf {
-        self.dir.path().join(format!("h{i}.sock"))
-    }
-
-    fn config(&self, i: usize, find: &Find) -> Config {
-        let h = self.lan.host(i);
-        let mut net = NetConfig::new(h.addr().into());
-        net.name = h.name().to_owned();
-        net.lease = self.lease;
-        net.apply_timeout = Duration::from_millis(2000);
-        match find {
-            Find::List => {
-                net.nodes_file = Some(self.dir.path().join("nodes"));
-                net.discovery = None;
-            }
-            Find::Beacon => {
-                if let Some(d) = net.discovery.as_mut() {
-                    d.interval = Duration::from_millis(100);
-                }
-            }
-        }
-        Config {
-            socket: self.socket(i),
-            net: Some(net),
-            ..Config::default()
-        }
-    }
-
-    fn start(&self, i: usize, find: &Find) -> Daemon {
-        start_in(self.lan.host(i), self.config(i, find))
-    }
-
-    fn client(&self, i: usize) -> Client {
-        connect(&self.socket(i))
-    }
-
-    /// Starts a daemon on every host, connects a client to each, and waits
-    /// until every daemon has every other one up.
-    fn mesh(&self, find: &Find) -> (Vec<Daemon>, Vec<Client>) {
-        let n = self.lan.hosts().len();
-        let daemons = (0..n).map(|i| self.start(i, find)).collect();
-        let clients: Vec<Client> = (0..n).map(|i| self.client(i)).collect();
-        for c in &clients {
-            wait_until("every daemon up with every peer", || up_peers(c) == n - 1);
-        }
-        (daemons, clients)
-    }
-}
-
-fn start_in(host: &Host, cfg: Config) -> Daemon {
-    host.spawn(move || Daemon::start(cfg))
-        .unwrap()
-        .join()
-        .unwrap()
-        .unwrap()
-}
-
-fn connect(socket: &Path) -> Client {
-    Client::with_options(ClientOptions {
-        socket: socket.to_owned(),
-        timeout: Duration::from_secs(5),
-        ..ClientOptions::default()
-    })
-    .unwrap()
-}
-
-fn up_peers(c: &Client) -> usize {
-    c.nodes()
-        .unwrap()
-        .iter()
-        .filter(|n| n.source != "self" && n.state == NodeState::Up)
-        .count()
-}
-
-/// A node's table without its local tag ids: name → (senders, receivers).
-type View = BTreeMap<String, (Vec<String>, Vec<String>)>;
-
-fn view(c: &Client) -> View {
-    c.tags()
-        .unwrap()
-        .into_iter()
-        .map(|t| {
-            let mut s: Vec<_> = t.senders.iter().map(|m| m.who.to_string()).collect();
-            let mut r: Vec<_> = t.receivers.iter().map(|m| m.who.to_string()).collect();
-            s.sort();
-            r.sort();
-            (t.name.to_string(), (s, r))
-        })
-        .collect()
-}
+mod common;
+use common::*;
 
 #[test]
 fn tag_tables_converge_across_four_hosts_with_concurrent_requests() {
@@ -296,18 +156,6 @@ fn a_node_whose_link_goes_down_disappears_within_the_lease_and_comes_back() {
         let v = view(&clients[0]);
         v["/state"].1.len() == 2 && view(&clients[2]) == v && view(&clients[1]) == v
     });
-}
-
-/// Receives `n` messages or fails; returns them as (seq, sender, payload).
-fn drain(sub: &mut tagwire::Subscriber, n: usize) -> Vec<(u64, String, Vec<u8>)> {
-    let mut out = Vec::new();
-    while out.len() < n {
-        match sub.receive(Some(Duration::from_secs(10))) {
-            Ok(m) => out.push((m.seq.0, m.sender.to_string(), m.payload.to_vec())),
-            Err(e) => panic!("after {} of {n} messages: {e}", out.len()),
-        }
-    }
-    out
 }
 
 #[test]

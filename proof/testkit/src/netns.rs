@@ -328,6 +328,33 @@ impl Host {
         ])
     }
 
+    /// Bytes received so far on this host's `eth0` (its interface counter,
+    /// from `ip -s link`): what crossed the link toward the host.
+    pub fn rx_bytes(&self) -> Result<u64, Error> {
+        let command = format!("ip -n {} -s link show {ETH}", self.netns);
+        let output = Command::new("ip")
+            .args(["-n", &self.netns, "-s", "link", "show", ETH])
+            .output()
+            .map_err(|e| Error::Spawn {
+                command: command.clone(),
+                reason: e.to_string(),
+            })?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        // "    RX:  bytes packets errors ..." then a line of numbers.
+        let mut lines = text.lines();
+        let value = lines
+            .by_ref()
+            .find(|l| l.trim_start().starts_with("RX:"))
+            .and_then(|_| lines.next())
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|v| v.parse().ok());
+        value.ok_or_else(|| Error::Command {
+            command,
+            status: output.status.to_string(),
+            stderr: format!("no RX byte count in: {}", text.trim()),
+        })
+    }
+
     /// Removes shaping set by [`Host::shape`]; does nothing if there is none.
     pub fn unshape(&self) -> Result<(), Error> {
         match tc(&["-n", &self.netns, "qdisc", "del", "dev", ETH, "root"]) {

@@ -29,9 +29,7 @@ use tagwire_wire::control::{
     ErrorCode, Message as Ctl, Request, Response, RingParams, TableEvent, TagOpened, TagSummary,
     MAX_MESSAGE,
 };
-use tagwire_wire::{
-    Carrier, Domain, Member, NodeAddr, Pid, Reliability, SenderInfo, TagId, TagName,
-};
+use tagwire_wire::{ChannelQos, Domain, Member, NodeAddr, Pid, SenderInfo, TagId, TagName};
 
 use crate::publisher::Publisher;
 use crate::subscriber::{SubscribeOptions, Subscriber};
@@ -144,11 +142,7 @@ pub(crate) struct Endpoint {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EndpointKind {
     Publisher,
-    Subscriber {
-        depth: u32,
-        reliability: Reliability,
-        carrier: Carrier,
-    },
+    Subscriber { depth: u32, qos: ChannelQos },
 }
 
 impl EndpointKind {
@@ -156,15 +150,10 @@ impl EndpointKind {
     fn request(self, name: &TagName) -> Request {
         match self {
             EndpointKind::Publisher => Request::GetSendAccess { name: name.clone() },
-            EndpointKind::Subscriber {
-                depth,
-                reliability,
-                carrier,
-            } => Request::Subscribe {
+            EndpointKind::Subscriber { depth, qos } => Request::Subscribe {
                 name: name.clone(),
                 depth,
-                reliability,
-                carrier,
+                qos,
             },
         }
     }
@@ -324,8 +313,7 @@ impl Client {
             name,
             EndpointKind::Subscriber {
                 depth: opts.depth,
-                reliability: opts.reliability,
-                carrier: opts.carrier,
+                qos: opts.qos,
             },
         )?;
         Ok(Subscriber::new(self.clone(), ep, opts))

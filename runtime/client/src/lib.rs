@@ -46,7 +46,8 @@ pub use subscriber::{MessageInfo, SubscribeOptions, Subscriber};
 pub use tagwire_proto::ReplicaEntry;
 pub use tagwire_wire::control::{NodeState, NodeSummary, RingParams, TagSummary};
 pub use tagwire_wire::{
-    Carrier, Domain, Member, NodeAddr, Pid, Reliability, SenderInfo, SeqNum, TagName,
+    Carrier, ChannelQos, Domain, Member, NodeAddr, Pid, Proxy, Reliability, SenderInfo, SeqNum,
+    TagName,
 };
 
 /// Largest message [`Publisher::send`] accepts (the blob path); above this,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use tagwire_shm::{Cursor, ReadOutcome, Ring};
 use tagwire_wire::control::{ErrorCode, Request, Response};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB};
-use tagwire_wire::{Carrier, Reliability};
+use tagwire_wire::{Carrier, ChannelQos, Proxy, Reliability};
 
 use crate::client::{daemon_error, is_code, Client, Endpoint};
 use crate::{Error, Message, Result};
@@ -27,10 +27,9 @@ pub struct SubscribeOptions {
     /// Spin this long before sleeping in `receive` (default: none, block at once).
     /// For latency-critical users with a core to spare.
     pub busy_poll: Option<Duration>,
-    /// Delivery from publishers on other nodes (default reliable).
-    pub reliability: Reliability,
-    /// How messages from other nodes cross the network (default UDP).
-    pub carrier: Carrier,
+    /// Reliability, carrier and temporal scaling of the connections that
+    /// feed this subscription (default: reliable UDP, every sample).
+    pub qos: ChannelQos,
 }
 
 impl Default for SubscribeOptions {
@@ -38,8 +37,7 @@ impl Default for SubscribeOptions {
         Self {
             depth: 64,
             busy_poll: None,
-            reliability: Reliability::Reliable,
-            carrier: Carrier::Udp,
+            qos: ChannelQos::default(),
         }
     }
 }
@@ -56,7 +54,7 @@ impl SubscribeOptions {
     /// the receiving node's daemon. (Delivery on this node is the same either
     /// way.)
     pub fn best_effort(mut self) -> Self {
-        self.reliability = Reliability::BestEffort;
+        self.qos.reliability = Reliability::BestEffort;
         self
     }
 
@@ -65,7 +63,7 @@ impl SubscribeOptions {
     /// that drop datagrams or for very large messages. If any subscriber on
     /// a node asks for TCP, the node's copy comes over TCP.
     pub fn tcp(mut self) -> Self {
-        self.carrier = Carrier::Tcp;
+        self.qos.carrier = Carrier::Tcp;
         self
     }
 
@@ -77,8 +75,27 @@ impl SubscribeOptions {
     /// each message: if another receiver there asks for reliable UDP or TCP,
     /// that carrier brings it (for every receiver on the node) instead.
     pub fn multicast(mut self) -> Self {
-        self.carrier = Carrier::Multicast;
-        self.reliability = Reliability::BestEffort;
+        self.qos.carrier = Carrier::Multicast;
+        self.qos.reliability = Reliability::BestEffort;
+        self
+    }
+
+    /// Temporal scaling: receive only every `n`-th sample of each publisher,
+    /// those whose sequence number is a multiple of `n` (`n` = 0 or 1: every
+    /// sample). Sequence numbers stay the publisher's, so the gaps show
+    /// which samples were skipped (they are not counted as lost). The filter
+    /// runs in this library unless [`SubscribeOptions::proxy`] moves it.
+    pub fn every(mut self, n: u32) -> Self {
+        self.qos.every = n.max(1);
+        self
+    }
+
+    /// Where the every-n-th filter runs: [`Proxy::Subscriber`] (default; the
+    /// whole stream reaches this node) or [`Proxy::Publisher`] (the
+    /// publishing node sends this node only the samples some receiver here
+    /// wants). Either way the subscriber sees the same samples.
+    pub fn proxy(mut self, proxy: Proxy) -> Self {
+        self.qos.proxy = proxy;
         self
     }
 
@@ -174,6 +191,9 @@ impl Subscriber {
         loop {
             self.follow_ring();
             match self.ring.read(&mut self.cursor, payload) {
+                // Temporal scaling at the subscriber: skip the samples not
+                // asked for before anything else (no blob fetched for them).
+                ReadOutcome::Record if !self.wanted(payload) => continue,
                 ReadOutcome::Record => match self.decode(payload) {
                     Ok(m) => {
                         self.received += 1;
@@ -218,7 +238,19 @@ impl Subscriber {
 
     /// True when `receive` would return at once with a message (or a loss report).
     pub fn available(&self) -> bool {
-        self.ring.available(&self.cursor)
+        if self.opts.qos.every <= 1 {
+            return self.ring.available(&self.cursor);
+        }
+        // Scaled: look past the samples `receive` would skip.
+        let mut cur = self.cursor.clone();
+        let mut buf = Vec::new();
+        loop {
+            match self.ring.read(&mut cur, &mut buf) {
+                ReadOutcome::Record if !self.wanted(&buf) => {}
+                ReadOutcome::Record | ReadOutcome::Lost(_) => return true,
+                ReadOutcome::Empty | ReadOutcome::Pending => return false,
+            }
+        }
     }
 
     /// Drops every queued message; returns how many.
@@ -237,6 +269,13 @@ impl Subscriber {
             self.cursor = self.ring.cursor_from(from, self.opts.depth);
             self.generation = g;
         }
+    }
+
+    /// Whether the frame in `buf` is a sample this subscription takes (a
+    /// corrupt one is taken, for `decode` to report).
+    fn wanted(&self, buf: &[u8]) -> bool {
+        self.opts.qos.every <= 1
+            || FrameHeader::parse(buf).map_or(true, |(h, _)| self.opts.qos.wants(h.seq.0))
     }
 
     /// Turns the frame read into `buf` into the payload (in place) and its header.

@@ -78,6 +78,33 @@ fn a_message_arrives_with_seq_sender_and_timestamp() {
 }
 
 #[test]
+fn a_scaled_subscription_gets_every_nth_sample_with_the_publishers_seqs() {
+    let n = node();
+    let c = n.client();
+    c.create_tag("/scaled", Domain::Local).unwrap();
+    let mut all = c.subscribe("/scaled", SubscribeOptions::default()).unwrap();
+    let mut third = c
+        .subscribe("/scaled", SubscribeOptions::default().every(3))
+        .unwrap();
+    let mut publ = c.publisher("/scaled").unwrap();
+    for i in 1..=10u8 {
+        publ.send(&[i]).unwrap();
+        // Only samples 3, 6 and 9 make `third` ready.
+        assert_eq!(third.available(), i % 3 == 0, "after sample {i}");
+        if i % 3 == 0 {
+            let m = third.receive(T).unwrap();
+            assert_eq!((m.seq.0, m.payload), (u64::from(i), vec![i]));
+        }
+    }
+    assert!(!third.available(), "sample 10 is not for every 3rd");
+    assert_eq!(third.receive(Some(Duration::ZERO)), Err(Error::Timeout));
+    assert_eq!(third.lost(), 0, "skipped samples are not losses");
+    for i in 1..=10u64 {
+        assert_eq!(all.receive(T).unwrap().seq.0, i);
+    }
+}
+
+#[test]
 fn receive_times_out_and_polls() {
     let n = node();
     let c = n.client();

@@ -50,7 +50,7 @@ use tagwire_wire::datagram::{
     tag_group, AckNack, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
-use tagwire_wire::{Carrier, NodeAddr, Reliability, TagId, TagName};
+use tagwire_wire::{Carrier, NodeAddr, Proxy, Reliability, TagId, TagName};
 
 use crate::{lock, Shared, State};
 
@@ -107,7 +107,7 @@ pub(crate) enum Mode {
 impl Mode {
     /// The mode a receiver's subscription options ask for.
     fn of(r: &Right) -> Self {
-        match (r.carrier, r.reliability) {
+        match (r.qos.carrier, r.qos.reliability) {
             (Carrier::Tcp, _) => Mode::Tcp,
             (Carrier::Multicast, _) => Mode::Multicast,
             (Carrier::Udp, Reliability::Reliable) => Mode::Reliable,
@@ -123,6 +123,26 @@ pub(crate) struct Dest {
     pub(crate) node: NodeAddr,
     pub(crate) addr: SocketAddr,
     pub(crate) mode: Mode,
+    /// Temporal scaling by the publisher's proxy: the node takes only
+    /// samples whose sequence number is a multiple of this (1: all). The gcd
+    /// of what its receivers ask (a receiver filtering for itself asks 1), so
+    /// every wanted sample is sent; each subscriber still drops the rest.
+    pub(crate) every: u32,
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+impl Dest {
+    /// Whether the node gets the sample numbered `seq`.
+    pub(crate) fn wants(&self, seq: u64) -> bool {
+        self.every <= 1 || seq % u64::from(self.every) == 0
+    }
 }
 
 pub(crate) type Dests = Arc<Vec<Dest>>;
@@ -198,19 +218,28 @@ impl Delivery {
         let me = shared.node();
         let mut wanted: HashMap<TagName, Dests> = HashMap::new();
         for e in st.table.entries() {
-            let mut modes: HashMap<NodeAddr, Mode> = HashMap::new();
+            let mut modes: HashMap<NodeAddr, (Mode, u32)> = HashMap::new();
             for r in e.rights(Role::Receiver) {
                 if r.holder == Holder::Remote && r.key.node != me {
                     let mode = Mode::of(r);
-                    let m = modes.entry(r.key.node).or_insert(mode);
-                    *m = (*m).max(mode);
+                    let every = match r.qos.proxy {
+                        Proxy::Publisher => r.qos.every.max(1),
+                        Proxy::Subscriber => 1,
+                    };
+                    let m = modes.entry(r.key.node).or_insert((mode, every));
+                    *m = (m.0.max(mode), gcd(m.1, every));
                 }
             }
             let mut nodes: Vec<Dest> = modes
                 .into_iter()
-                .filter_map(|(node, mode)| {
+                .filter_map(|(node, (mode, every))| {
                     let addr = st.peers.delivery_addr(node)?;
-                    Some(Dest { node, addr, mode })
+                    Some(Dest {
+                        node,
+                        addr,
+                        mode,
+                        every,
+                    })
                 })
                 .collect();
             if !nodes.is_empty() {

@@ -314,8 +314,27 @@ impl Forwarder<'_> {
     }
 
     /// One message read from the ring: into the batch, or (too large for a
-    /// datagram) sent as fragments after the batch.
+    /// datagram) sent as fragments after the batch. A sample some nodes do
+    /// not want (temporal scaling by this, the publisher's, proxy) goes
+    /// alone to those that do; one no node wants is not sent.
     fn take(&mut self, dests: &[Dest], header: &FrameHeader, message: &[u8]) {
+        let seq = header.seq.0;
+        if dests.iter().any(|t| !t.wants(seq)) {
+            let skip: Vec<NodeAddr> = dests
+                .iter()
+                .filter(|t| !t.wants(seq))
+                .map(|t| t.node)
+                .collect();
+            self.shared
+                .stats
+                .scaled_out
+                .fetch_add(skip.len() as u64, Ordering::Relaxed);
+            if skip.len() < dests.len() {
+                self.flush(dests);
+                self.emit(dests, skip, OutRef::Message { header, message });
+            }
+            return;
+        }
         let need = BATCH_ENTRY_OVERHEAD + message.len();
         let budget = self.budget();
         if need <= budget {
@@ -327,7 +346,7 @@ impl Forwarder<'_> {
             return;
         }
         self.flush(dests);
-        self.emit(dests, OutRef::Message { header, message });
+        self.emit(dests, Vec::new(), OutRef::Message { header, message });
     }
 
     /// Sends the batch being filled, if any.
@@ -339,6 +358,7 @@ impl Forwarder<'_> {
         let count = std::mem::replace(&mut self.count, 0);
         self.emit(
             dests,
+            Vec::new(),
             OutRef::Batch {
                 count,
                 entries: &entries,
@@ -348,9 +368,22 @@ impl Forwarder<'_> {
         self.entries.clear();
     }
 
-    /// Sends to every node: best-effort ones at once, reliable ones in order
-    /// after anything held (held too if a window is full).
-    fn emit(&mut self, dests: &[Dest], out: OutRef<'_>) {
+    /// Sends to every node but those in `skip`: best-effort ones at once,
+    /// reliable ones in order after anything held (held too if a window is
+    /// full).
+    fn emit(&mut self, dests: &[Dest], skip: Vec<NodeAddr>, out: OutRef<'_>) {
+        let dests_all = dests;
+        let to: Vec<Dest>;
+        let dests = if skip.is_empty() {
+            dests_all
+        } else {
+            to = dests_all
+                .iter()
+                .filter(|t| !skip.contains(&t.node))
+                .cloned()
+                .collect();
+            &to
+        };
         for t in dests.iter().filter(|t| t.mode == Mode::BestEffort) {
             let s = self.best.entry(t.node).or_insert_with(|| BestEffortOut {
                 id: random_id(),
@@ -404,8 +437,10 @@ impl Forwarder<'_> {
                     .fetch_add(1, Ordering::Relaxed);
             }
         }
-        let mut done = Vec::new();
-        if self.pending.is_empty() && self.send_reliable(dests, out, &mut done) {
+        // Reliable nodes skipped count as done: a held item is retried with
+        // the whole list.
+        let mut done = skip;
+        if self.pending.is_empty() && self.send_reliable(dests_all, out, &mut done) {
             return;
         }
         let out = match out {

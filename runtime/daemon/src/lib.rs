@@ -135,6 +135,7 @@ pub(crate) struct Stats {
     pub(crate) best_effort_lost: AtomicU64,
     pub(crate) tcp_frames: AtomicU64,
     pub(crate) multicast_sent: AtomicU64,
+    pub(crate) scaled_out: AtomicU64,
 }
 
 /// Everything behind the daemon's one lock. Requests are rare and short (the
@@ -289,6 +290,12 @@ impl Daemon {
     /// all the nodes that receive a tag by multicast).
     pub fn multicast_sent(&self) -> u64 {
         self.shared.stats.multicast_sent.load(Ordering::Relaxed)
+    }
+
+    /// Copies of samples the publisher's proxy did not send to a node
+    /// because none of its receivers asked for them (temporal scaling).
+    pub fn scaled_out(&self) -> u64 {
+        self.shared.stats.scaled_out.load(Ordering::Relaxed)
     }
 
     /// Datagrams this daemon's delivery manager sent again (NACK or timeout).

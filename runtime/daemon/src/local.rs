@@ -305,14 +305,8 @@ fn handle(
         Request::GetSendAccess { name } => open(shared, &mut st, &name, ops, |st, tag| {
             st.table.add_sender(tag, client.id, member)
         }),
-        Request::Subscribe {
-            name,
-            reliability,
-            carrier,
-            ..
-        } => open(shared, &mut st, &name, ops, |st, tag| {
-            st.table
-                .add_receiver_with(tag, client.id, member, reliability, carrier)
+        Request::Subscribe { name, qos, .. } => open(shared, &mut st, &name, ops, |st, tag| {
+            st.table.add_receiver_with(tag, client.id, member, qos)
         }),
         Request::ReleaseSendAccess { tag } => match st.table.remove_sender(tag, client.id) {
             Ok(c) => {
