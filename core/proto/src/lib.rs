@@ -11,11 +11,16 @@
 //!   thread. Applying an update is idempotent, so a snapshot that overlaps a
 //!   stream of updates converges to the same table.
 //!
+//! Beside it, [`History`]: a tag's pull buffer (push-pull model), its last
+//! messages bounded by count and bytes, queried by count, sequence or time.
+//!
 //! No I/O, no clocks: the caller passes the time a member joined.
 
+mod history;
 mod replica;
 mod table;
 
+pub use history::History;
 pub use replica::{Replica, ReplicaEntry};
 pub use table::{Change, ClientId, Entry, Holder, Right, TableError, TagTable};
 pub use tagwire_wire::control::{TableEvent, Update};

@@ -113,6 +113,74 @@ pub enum Request {
     Ping,
     /// List the other nodes this daemon knows.
     ListNodes,
+    /// Keep (or, with `depth` 0, stop keeping) a history of a tag's last
+    /// messages in this daemon: the admin command of the pull buffers.
+    SetHistory {
+        /// Tag name.
+        name: TagName,
+        /// Messages kept.
+        depth: u32,
+        /// Bytes of payload kept at most (0: the daemon's default).
+        max_bytes: u64,
+    },
+    /// Pull messages from a tag's history; answered with
+    /// [`Response::Pulled`] and a memfd holding them.
+    Pull {
+        /// Tag name.
+        name: TagName,
+        /// Which messages.
+        query: HistoryQuery,
+    },
+}
+
+/// Which messages of a history to pull.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistoryQuery {
+    /// The last `n` messages.
+    Last(u32),
+    /// Messages whose (per-publisher) sequence number is at least this.
+    Since(u64),
+    /// Messages sent within `[from_ns, to_ns]` (publisher's clock, ns since
+    /// the Unix epoch).
+    Between {
+        /// Start, inclusive.
+        from_ns: u64,
+        /// End, inclusive.
+        to_ns: u64,
+    },
+}
+
+impl HistoryQuery {
+    fn encode(&self, w: &mut Writer) {
+        match *self {
+            HistoryQuery::Last(n) => {
+                w.u8(0).u32(n);
+            }
+            HistoryQuery::Since(s) => {
+                w.u8(1).u64(s);
+            }
+            HistoryQuery::Between { from_ns, to_ns } => {
+                w.u8(2).u64(from_ns).u64(to_ns);
+            }
+        }
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(match r.u8()? {
+            0 => HistoryQuery::Last(r.u32()?),
+            1 => HistoryQuery::Since(r.u64()?),
+            2 => HistoryQuery::Between {
+                from_ns: r.u64()?,
+                to_ns: r.u64()?,
+            },
+            v => {
+                return Err(DecodeError::Unknown {
+                    what: "history query",
+                    value: u32::from(v),
+                })
+            }
+        })
+    }
 }
 
 /// A peer node's state, as its daemon's neighbour sees it.
@@ -275,6 +343,15 @@ pub enum Response {
         /// Its length.
         len: u64,
     },
+    /// Answer to [`Request::Pull`]: `count` messages in the attached memfd,
+    /// `len` bytes of records `[u32 LE length][frame header + payload]`,
+    /// oldest first.
+    Pulled {
+        /// Messages.
+        count: u32,
+        /// Bytes.
+        len: u64,
+    },
     /// Answer to [`Request::Ping`].
     Pong,
     /// Answer to [`Request::ListNodes`]: this node first, then its peers.
@@ -433,6 +510,8 @@ fn request_kind(r: &Request) -> u8 {
         Request::GetBlob { .. } => 11,
         Request::Ping => 12,
         Request::ListNodes => 13,
+        Request::SetHistory { .. } => 14,
+        Request::Pull { .. } => 15,
     }
 }
 
@@ -463,6 +542,17 @@ fn encode_request(r: &Request, w: &mut Writer) {
         }
         Request::GetBlob { tag, blob_id } => {
             w.u32(tag.0).u64(*blob_id);
+        }
+        Request::SetHistory {
+            name,
+            depth,
+            max_bytes,
+        } => {
+            w.str(name.as_str()).u32(*depth).u64(*max_bytes);
+        }
+        Request::Pull { name, query } => {
+            w.str(name.as_str());
+            query.encode(w);
         }
     }
 }
@@ -509,6 +599,15 @@ fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, DecodeError> 
         },
         12 => Request::Ping,
         13 => Request::ListNodes,
+        14 => Request::SetHistory {
+            name: TagName::decode(r)?,
+            depth: r.u32()?,
+            max_bytes: r.u64()?,
+        },
+        15 => Request::Pull {
+            name: TagName::decode(r)?,
+            query: HistoryQuery::decode(r)?,
+        },
         k => {
             return Err(DecodeError::Unknown {
                 what: "request kind",
@@ -531,6 +630,7 @@ fn response_kind(r: &Response) -> u8 {
         Response::Pong => 72,
         Response::Error { .. } => 73,
         Response::Nodes { .. } => 74,
+        Response::Pulled { .. } => 75,
     }
 }
 
@@ -573,6 +673,9 @@ fn encode_response(r: &Response, w: &mut Writer) {
         }
         Response::BlobFound { len } => {
             w.u64(*len);
+        }
+        Response::Pulled { count, len } => {
+            w.u32(*count).u64(*len);
         }
         Response::Error { code, message } => {
             w.u16(code.to_u16()).str(message);
@@ -637,6 +740,10 @@ fn decode_response(kind: u8, r: &mut Reader<'_>) -> Result<Response, DecodeError
         }
         70 => Response::BlobStored { blob_id: r.u64()? },
         71 => Response::BlobFound { len: r.u64()? },
+        75 => Response::Pulled {
+            count: r.u32()?,
+            len: r.u64()?,
+        },
         72 => Response::Pong,
         73 => Response::Error {
             code: ErrorCode::from_u16(r.u16()?),
@@ -823,6 +930,23 @@ mod tests {
             }),
             Just(Request::Ping),
             Just(Request::ListNodes),
+            (name(), any::<u32>(), any::<u64>()).prop_map(|(name, depth, max_bytes)| {
+                Request::SetHistory {
+                    name,
+                    depth,
+                    max_bytes,
+                }
+            }),
+            (name(), query()).prop_map(|(name, query)| Request::Pull { name, query }),
+        ]
+    }
+
+    fn query() -> impl Strategy<Value = HistoryQuery> {
+        prop_oneof![
+            any::<u32>().prop_map(HistoryQuery::Last),
+            any::<u64>().prop_map(HistoryQuery::Since),
+            (any::<u64>(), any::<u64>())
+                .prop_map(|(from_ns, to_ns)| HistoryQuery::Between { from_ns, to_ns }),
         ]
     }
 
@@ -905,6 +1029,7 @@ mod tests {
                 }),
             any::<u64>().prop_map(|blob_id| Response::BlobStored { blob_id }),
             any::<u64>().prop_map(|len| Response::BlobFound { len }),
+            (any::<u32>(), any::<u64>()).prop_map(|(count, len)| Response::Pulled { count, len }),
             (error_code(), "[ -~]{0,60}")
                 .prop_map(|(code, message)| Response::Error { code, message }),
         ]

@@ -2,6 +2,7 @@
 
 mod daemon;
 mod demo;
+mod history;
 mod nodes;
 mod perf;
 mod publish;
@@ -30,6 +31,10 @@ enum Command {
     Tags(tags::Args),
     /// List the nodes this node's daemon knows, their state and last-heard time.
     Nodes(nodes::Args),
+    /// Keep (or stop keeping) a tag's last messages on this node, for `pull`.
+    History(history::HistoryArgs),
+    /// Pull messages from a tag's history: --last N, --since SEQ or a time range.
+    Pull(history::PullArgs),
     /// Start a daemon if needed, a publisher and subscribers, and print live latencies.
     Demo(demo::Args),
     /// Benchmarks: rtt, fanout, throughput (with raw baselines and Cyclone DDS).
@@ -56,6 +61,8 @@ fn main() {
         Command::Sub(a) => subscribe::run(a),
         Command::Tags(a) => tags::run(a),
         Command::Demo(a) => demo::run(a),
+        Command::History(a) => history::set(a),
+        Command::Pull(a) => history::pull(a),
         Command::Perf(a) => perf::run(a),
         Command::PerfWorker(a) => perf::worker(a),
     };

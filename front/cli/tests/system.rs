@@ -543,3 +543,32 @@ fn a_client_that_stops_reading_is_disconnected_and_others_carry_on() {
         "not every update was queued for it ({n_updates})"
     );
 }
+
+#[test]
+fn the_history_admin_command_and_pull_work_from_the_cli() {
+    let n = Node::new();
+    let c = n.client();
+    c.create_tag("/cli/hist", Domain::Global).unwrap();
+    run_ok(&mut n.cli(&["history", "/cli/hist", "--depth", "5"]));
+    run_ok(&mut n.cli(&["pub", "/cli/hist", "--count", "8", "--size", "16"]));
+    let out = run_ok(&mut n.cli(&["pull", "/cli/hist", "--last", "3"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let seqs: Vec<u64> = text
+        .lines()
+        .filter(|l| l.contains('@'))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert_eq!(seqs, vec![6, 7, 8], "{text}");
+    assert!(text.contains("3 messages"), "{text}");
+    let out = run_ok(&mut n.cli(&["pull", "/cli/hist", "--since", "1"]));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("5 messages"));
+    // Without a history: a clear error naming the admin command.
+    c.create_tag("/cli/none", Domain::Global).unwrap();
+    let out = n
+        .cli(&["pull", "/cli/none", "--last", "1"])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tagwire history"));
+}

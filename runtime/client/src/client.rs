@@ -337,6 +337,56 @@ impl Client {
         }
     }
 
+    /// Makes this node's daemon keep the last `depth` messages of a tag
+    /// (at most `max_bytes` of payload; 0: the daemon's default of 16 MiB),
+    /// from now on, for [`Client::pull`]; `depth` 0 stops keeping them. The
+    /// history outlives the publishers (the admin command of the pull
+    /// buffers; `tagwire history`).
+    pub fn set_history(&self, name: &str, depth: u32, max_bytes: u64) -> Result<()> {
+        let name = TagName::new(name)?;
+        let req = Request::SetHistory {
+            name: name.clone(),
+            depth,
+            max_bytes,
+        };
+        match self.core.call(req, None)? {
+            (Response::Ok, _) => Ok(()),
+            other => Err(unexpected(other, &name)),
+        }
+    }
+
+    /// Pulls messages from a tag's history on this node (see
+    /// [`Client::set_history`]), oldest first, with their sender info.
+    pub fn pull(&self, name: &str, query: crate::HistoryQuery) -> Result<Vec<crate::Message>> {
+        let name = TagName::new(name)?;
+        let req = Request::Pull {
+            name: name.clone(),
+            query,
+        };
+        match self.core.call(req, None)? {
+            (Response::Pulled { count, len }, Some(fd)) => crate::pull::decode(fd, count, len),
+            other => Err(unexpected(other, &name)),
+        }
+    }
+
+    /// Subscribes, then pulls `query` from the tag's history: the
+    /// subscriber receives those messages first and then live ones, with no
+    /// gap and no duplicate between the two (a late joiner catching up, like
+    /// DDS's TRANSIENT_LOCAL durability).
+    pub fn subscribe_with_history(
+        &self,
+        name: &str,
+        opts: SubscribeOptions,
+        query: crate::HistoryQuery,
+    ) -> Result<Subscriber> {
+        // Subscribe first: the pull then covers everything up to (and past)
+        // where the subscription starts, and the overlap is dropped.
+        let mut sub = self.subscribe(name, opts)?;
+        let past = self.pull(name, query)?;
+        sub.prepend(past);
+        Ok(sub)
+    }
+
     /// The nodes the daemon knows: this one first, then its peers with their
     /// state and when they were last heard from (asks the daemon).
     pub fn nodes(&self) -> Result<Vec<NodeSummary>> {

@@ -128,6 +128,11 @@ pub struct Subscriber {
     opts: SubscribeOptions,
     lost: u64,
     received: u64,
+    /// Pulled history still to hand out, oldest first.
+    backlog: std::collections::VecDeque<Message>,
+    /// The last history sequence number per sender: live messages up to it
+    /// were in the history already.
+    caught_up: std::collections::HashMap<tagwire_wire::SenderInfo, u64>,
 }
 
 impl Subscriber {
@@ -146,7 +151,22 @@ impl Subscriber {
             opts,
             lost: 0,
             received: 0,
+            backlog: Default::default(),
+            caught_up: Default::default(),
         }
+    }
+
+    /// Hands out `past` (a pull) before live messages, dropping those live
+    /// ones it already holds.
+    pub(crate) fn prepend(&mut self, past: Vec<Message>) {
+        for m in &past {
+            let last = self.caught_up.entry(m.sender).or_insert(0);
+            *last = (*last).max(m.seq.0);
+        }
+        self.backlog = past
+            .into_iter()
+            .filter(|m| self.opts.qos.wants(m.seq.0))
+            .collect();
     }
 
     /// The tag's name.
@@ -186,6 +206,15 @@ impl Subscriber {
         timeout: Option<Duration>,
         payload: &mut Vec<u8>,
     ) -> Result<MessageInfo> {
+        if let Some(m) = self.backlog.pop_front() {
+            self.received += 1;
+            *payload = m.payload;
+            return Ok(MessageInfo {
+                seq: m.seq,
+                sender: m.sender,
+                timestamp: m.timestamp,
+            });
+        }
         // A timeout too large to represent is "for ever".
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
@@ -238,7 +267,10 @@ impl Subscriber {
 
     /// True when `receive` would return at once with a message (or a loss report).
     pub fn available(&self) -> bool {
-        if self.opts.qos.every <= 1 {
+        if !self.backlog.is_empty() {
+            return true;
+        }
+        if self.opts.qos.every <= 1 && self.caught_up.is_empty() {
             return self.ring.available(&self.cursor);
         }
         // Scaled: look past the samples `receive` would skip.
@@ -255,7 +287,8 @@ impl Subscriber {
 
     /// Drops every queued message; returns how many.
     pub fn purge(&mut self) -> u64 {
-        self.ring.purge(&mut self.cursor)
+        let pulled = std::mem::take(&mut self.backlog).len() as u64;
+        pulled + self.ring.purge(&mut self.cursor)
     }
 
     fn follow_ring(&mut self) {
@@ -271,11 +304,20 @@ impl Subscriber {
         }
     }
 
-    /// Whether the frame in `buf` is a sample this subscription takes (a
-    /// corrupt one is taken, for `decode` to report).
+    /// Whether the frame in `buf` is a sample this subscription takes: one
+    /// its scaling asks for and not already handed out from a pulled
+    /// history (a corrupt frame is taken, for `decode` to report).
     fn wanted(&self, buf: &[u8]) -> bool {
-        self.opts.qos.every <= 1
-            || FrameHeader::parse(buf).map_or(true, |(h, _)| self.opts.qos.wants(h.seq.0))
+        if self.opts.qos.every <= 1 && self.caught_up.is_empty() {
+            return true;
+        }
+        FrameHeader::parse(buf).map_or(true, |(h, _)| {
+            self.opts.qos.wants(h.seq.0)
+                && self
+                    .caught_up
+                    .get(&h.sender)
+                    .is_none_or(|&last| h.seq.0 > last)
+        })
     }
 
     /// Turns the frame read into `buf` into the payload (in place) and its header.

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tagwire::{Client, ClientOptions, Domain, Error, RingParams, SubscribeOptions};
+use tagwire::{Client, ClientOptions, Domain, Error, HistoryQuery, RingParams, SubscribeOptions};
 use tagwire_daemon::{Config, Daemon};
 
 const T: Option<Duration> = Some(Duration::from_secs(5));
@@ -102,6 +102,108 @@ fn a_scaled_subscription_gets_every_nth_sample_with_the_publishers_seqs() {
     for i in 1..=10u64 {
         assert_eq!(all.receive(T).unwrap().seq.0, i);
     }
+}
+
+#[test]
+fn a_history_is_pulled_by_count_seq_and_time_and_outlives_its_publisher() {
+    let n = node();
+    let c = n.client();
+    c.create_tag("/hist", Domain::Local).unwrap();
+    let err = c.pull("/hist", HistoryQuery::Last(1)).unwrap_err();
+    assert!(err.to_string().contains("tagwire history"), "{err}");
+    c.set_history("/hist", 1000, 0).unwrap();
+    let before = std::time::SystemTime::now();
+    {
+        let other = n.client();
+        let mut publ = other.publisher("/hist").unwrap();
+        for i in 1..=1500u32 {
+            publ.send(&i.to_le_bytes()).unwrap();
+        }
+    } // the publisher and its client are gone
+    let last = c.pull("/hist", HistoryQuery::Last(3)).unwrap();
+    let seqs: Vec<u64> = last.iter().map(|m| m.seq.0).collect();
+    assert_eq!(seqs, vec![1498, 1499, 1500]);
+    assert_eq!(last[2].payload, 1500u32.to_le_bytes());
+    assert_eq!(last[0].sender, c.me(), "sender info (pid and node) is kept");
+    assert_eq!(
+        c.pull("/hist", HistoryQuery::Last(5000)).unwrap().len(),
+        1000
+    );
+    assert_eq!(
+        c.pull("/hist", HistoryQuery::Since(1401)).unwrap().len(),
+        100
+    );
+    let t = |s: std::time::SystemTime| s.duration_since(std::time::UNIX_EPOCH).unwrap();
+    let all = HistoryQuery::Between {
+        from_ns: t(before).as_nanos() as u64,
+        to_ns: u64::MAX,
+    };
+    assert_eq!(c.pull("/hist", all).unwrap().len(), 1000);
+    let none = HistoryQuery::Between {
+        from_ns: 0,
+        to_ns: t(before).as_nanos() as u64 - 1,
+    };
+    assert!(c.pull("/hist", none).unwrap().is_empty());
+    // The admin command resizes it.
+    c.set_history("/hist", 10, 0).unwrap();
+    assert_eq!(c.pull("/hist", HistoryQuery::Last(5000)).unwrap().len(), 10);
+}
+
+#[test]
+fn a_late_joiner_gets_the_last_messages_then_live_ones_without_gap_or_duplicate() {
+    let n = node();
+    let c = n.client();
+    c.create_tag("/late", Domain::Local).unwrap();
+    c.set_history("/late", 1000, 0).unwrap();
+    let mut publ = c.publisher("/late").unwrap();
+    for i in 0..500u32 {
+        publ.send(&i.to_le_bytes()).unwrap();
+    }
+    let opts = SubscribeOptions::default().depth(4096);
+    let mut late = c
+        .subscribe_with_history("/late", opts, HistoryQuery::Last(100))
+        .unwrap();
+    for i in 500..510u32 {
+        publ.send(&i.to_le_bytes()).unwrap();
+    }
+    // Messages 400..499 (seqs 401..500) from the history, then live ones.
+    for want in 401..=510u64 {
+        let m = late.receive(T).unwrap();
+        assert_eq!(m.seq.0, want);
+        assert_eq!(m.payload, (want as u32 - 1).to_le_bytes());
+    }
+    assert_eq!(late.receive(Some(Duration::ZERO)), Err(Error::Timeout));
+
+    // Joining while the publisher runs: still contiguous, whatever the race.
+    struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut i = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                publ.send(&i.to_le_bytes()).unwrap();
+                i += 1;
+                // Paced well within what a subscriber keeps up with.
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        });
+        // Stops the publisher even if an assertion below fails.
+        let _stop = Stop(&stop);
+        for _ in 0..10 {
+            let mut sub = c
+                .subscribe_with_history("/late", opts, HistoryQuery::Last(50))
+                .unwrap();
+            let first = sub.receive(T).unwrap().seq.0;
+            for want in first + 1..first + 200 {
+                assert_eq!(sub.receive(T).unwrap().seq.0, want, "gap or duplicate");
+            }
+        }
+    });
 }
 
 #[test]

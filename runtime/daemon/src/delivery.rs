@@ -357,7 +357,7 @@ impl Delivery {
 }
 
 /// Our own mapping of a tag's ring (the forwarder reads it without the lock).
-fn private_ring(r: &Ring) -> std::io::Result<Ring> {
+pub(crate) fn private_ring(r: &Ring) -> std::io::Result<Ring> {
     let fd: OwnedFd = r.segment().as_fd().try_clone_to_owned()?;
     let seg = Segment::open(fd).map_err(std::io::Error::other)?;
     Ring::open(seg).map_err(std::io::Error::other)

@@ -727,7 +727,12 @@ fn write_fully(
     Ok(())
 }
 
-fn read_blob(shared: &Shared, tag: &TagName, body: &[u8], out: &mut Vec<u8>) -> Option<()> {
+pub(crate) fn read_blob(
+    shared: &Shared,
+    tag: &TagName,
+    body: &[u8],
+    out: &mut Vec<u8>,
+) -> Option<()> {
     let r = BlobRef::parse(body).ok()?;
     let fd = {
         let st = shared.lock();

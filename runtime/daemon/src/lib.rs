@@ -22,6 +22,7 @@ pub mod delivery;
 mod forward;
 pub mod local;
 pub mod peers;
+pub mod pull;
 pub mod update;
 
 pub use peers::{Discovery, NetConfig, NodeListEntry};
@@ -116,6 +117,8 @@ pub(crate) struct Shared {
     pub(crate) incarnation: u64,
     pub(crate) acks: peers::Acks,
     pub(crate) stats: Stats,
+    /// The pull manager's history keepers.
+    pub(crate) keepers: pull::Keepers,
     /// The delivery manager, once networking started.
     pub(crate) delivery: std::sync::OnceLock<Arc<delivery::Delivery>>,
     /// Ourselves, for threads started from code that holds only `&Shared`.
@@ -213,6 +216,7 @@ impl Daemon {
             incarnation,
             acks: peers::Acks::default(),
             stats: Stats::default(),
+            keepers: pull::Keepers::default(),
             delivery: std::sync::OnceLock::new(),
             this: std::sync::OnceLock::new(),
             listener,

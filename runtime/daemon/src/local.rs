@@ -271,6 +271,57 @@ fn handle(
             )
         }
         Request::Ping => (Response::Pong, None),
+        Request::SetHistory {
+            name,
+            depth,
+            max_bytes,
+        } => {
+            let ring = match st.table.entry(&name) {
+                Some(e) => st.rings.get(&e.id).map(crate::delivery::private_ring),
+                None => return error(ErrorCode::UnknownTag, format!("unknown tag {name}")),
+            };
+            // The keeper reads blobs under the state lock: start it without.
+            drop(st);
+            let ring = match ring.transpose() {
+                Ok(r) => r,
+                Err(e) => return error(ErrorCode::Internal, format!("cannot map the ring: {e}")),
+            };
+            let Some(shared) = shared.this.get().and_then(std::sync::Weak::upgrade) else {
+                return error(ErrorCode::Internal, "daemon stopping");
+            };
+            let max = match usize::try_from(max_bytes) {
+                Ok(0) => crate::pull::DEFAULT_HISTORY_BYTES,
+                Ok(m) => m,
+                Err(_) => usize::MAX,
+            };
+            match shared
+                .keepers
+                .set(&shared, &name, ring, depth as usize, max)
+            {
+                Ok(()) => {
+                    tracing::info!(tag = %name, depth, max_bytes = max, "history set");
+                    (Response::Ok, None)
+                }
+                Err(e) => error(ErrorCode::Internal, e),
+            }
+        }
+        Request::Pull { name, query } => {
+            if st.table.entry(&name).is_none() {
+                return error(ErrorCode::UnknownTag, format!("unknown tag {name}"));
+            }
+            drop(st);
+            match shared.keepers.pull(shared, &name, query) {
+                Some(Ok((count, len, fd))) => (Response::Pulled { count, len }, Some(fd)),
+                Some(Err(e)) => error(ErrorCode::Internal, format!("cannot answer a pull: {e}")),
+                None => error(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "tag {name} keeps no history on this node; \
+                         start one with `tagwire history {name} --depth N`"
+                    ),
+                ),
+            }
+        }
         Request::CreateTag { name, domain, ring } => {
             if let Some(e) = st.table.entry(&name) {
                 return (
@@ -296,6 +347,7 @@ fn handle(
         Request::DestroyTag { name } => match st.table.destroy(&name) {
             Ok((_, change)) => {
                 tracing::info!(tag = %name, "tag destroyed");
+                shared.keepers.drop_tag(&name);
                 update::effects(shared, &mut st, &change.updates);
                 ops.extend(change.ops);
                 (Response::Ok, None)

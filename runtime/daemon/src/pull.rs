@@ -1,0 +1,186 @@
+//! The pull manager (push-pull model): tags with a history get a keeper
+//! thread that reads the tag's ring like a subscriber and keeps its last
+//! messages in a [`History`] (bounded by count and bytes; large messages
+//! are fetched from the blob store). The history holds every message that
+//! reaches this node's ring, so it outlives the publishers.
+//!
+//! A pull first catches the keeper up with the ring (under the keeper's
+//! lock), so it covers everything published before it was asked: a
+//! subscriber that subscribes and then pulls sees no gap between the two
+//! (its library drops the overlap). The answer travels in a sealed memfd
+//! of records `[u32 LE length][frame header + payload]`.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustix::fs::{MemfdFlags, SealFlags};
+use tagwire_proto::History;
+use tagwire_shm::{Cursor, ReadOutcome, Ring};
+use tagwire_wire::control::HistoryQuery;
+use tagwire_wire::frame::{FrameHeader, FLAG_BLOB, HEADER_LEN};
+use tagwire_wire::TagName;
+
+use crate::{lock, Shared};
+
+/// Payload bytes a history keeps when the admin command names no bound.
+pub const DEFAULT_HISTORY_BYTES: usize = 16 << 20;
+
+/// The keepers of this daemon, by tag.
+#[derive(Debug, Default)]
+pub(crate) struct Keepers {
+    map: Mutex<HashMap<TagName, Arc<Keeper>>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Keeper {
+    ring: Ring,
+    state: Mutex<KeeperState>,
+    stop: AtomicBool,
+}
+
+#[derive(Debug)]
+struct KeeperState {
+    cursor: Cursor,
+    history: History,
+    /// Messages the ring overwrote before the keeper read them.
+    lost: u64,
+    buf: Vec<u8>,
+    blob: Vec<u8>,
+}
+
+impl Keepers {
+    /// Starts, resizes (or with `depth` 0 stops) the history of `tag`,
+    /// whose ring is `ring` (a private mapping the keeper owns). Not called
+    /// under the state lock (a keeper takes that lock to read blobs).
+    pub(crate) fn set(
+        &self,
+        shared: &Arc<Shared>,
+        tag: &TagName,
+        ring: Option<Ring>,
+        depth: usize,
+        max_bytes: usize,
+    ) -> Result<(), String> {
+        let mut map = lock(&self.map);
+        if depth == 0 {
+            if let Some(k) = map.remove(tag) {
+                k.stop.store(true, Ordering::Release);
+            }
+            return Ok(());
+        }
+        if let Some(k) = map.get(tag) {
+            lock(&k.state).history.set_limits(depth, max_bytes);
+            return Ok(());
+        }
+        let ring = ring.ok_or_else(|| format!("tag {tag} has no ring on this node"))?;
+        let cursor = ring.cursor_from(ring.head_index(), ring.shape().slots);
+        let keeper = Arc::new(Keeper {
+            ring,
+            state: Mutex::new(KeeperState {
+                cursor,
+                history: History::new(depth, max_bytes),
+                lost: 0,
+                buf: Vec::new(),
+                blob: Vec::new(),
+            }),
+            stop: AtomicBool::new(false),
+        });
+        let (s, k, t) = (shared.clone(), keeper.clone(), tag.clone());
+        std::thread::Builder::new()
+            .name("tagwired-pull".into())
+            .spawn(move || keep(&s, &k, &t))
+            .map_err(|e| format!("cannot start the history keeper: {e}"))?;
+        map.insert(tag.clone(), keeper);
+        Ok(())
+    }
+
+    /// Stops the keeper of a destroyed tag.
+    pub(crate) fn drop_tag(&self, tag: &TagName) {
+        if let Some(k) = lock(&self.map).remove(tag) {
+            k.stop.store(true, Ordering::Release);
+        }
+    }
+
+    /// The messages `query` selects, as a sealed memfd of records, with
+    /// their count and length; `None` if the tag keeps no history here.
+    pub(crate) fn pull(
+        &self,
+        shared: &Shared,
+        tag: &TagName,
+        query: HistoryQuery,
+    ) -> Option<std::io::Result<(u32, u64, OwnedFd)>> {
+        let keeper = lock(&self.map).get(tag).cloned()?;
+        let mut st = lock(&keeper.state);
+        st.catch_up(shared, &keeper.ring, tag);
+        let mut out = Vec::new();
+        let mut count = 0u32;
+        let mut h = [0u8; HEADER_LEN];
+        for (header, payload) in st.history.query(query) {
+            let mut header = *header;
+            header.flags &= !FLAG_BLOB;
+            let _ = header.emit(&mut h);
+            // Payloads in a history are at most its byte bound, far below 4 GiB.
+            out.extend_from_slice(&((HEADER_LEN + payload.len()) as u32).to_le_bytes());
+            out.extend_from_slice(&h);
+            out.extend_from_slice(payload);
+            count += 1;
+        }
+        drop(st);
+        Some(sealed(&out).map(|fd| (count, out.len() as u64, fd)))
+    }
+}
+
+impl KeeperState {
+    /// Moves everything the ring holds past the cursor into the history.
+    fn catch_up(&mut self, shared: &Shared, ring: &Ring, tag: &TagName) {
+        loop {
+            match ring.read(&mut self.cursor, &mut self.buf) {
+                ReadOutcome::Record => {}
+                ReadOutcome::Lost(n) => {
+                    self.lost += n;
+                    continue;
+                }
+                ReadOutcome::Empty | ReadOutcome::Pending => return,
+            }
+            let Ok((header, body)) = FrameHeader::parse(&self.buf) else {
+                continue;
+            };
+            if header.flags & FLAG_BLOB != 0 {
+                if crate::forward::read_blob(shared, tag, body, &mut self.blob).is_some() {
+                    self.history.push(header, &self.blob);
+                }
+            } else {
+                self.history.push(header, body);
+            }
+        }
+    }
+}
+
+fn keep(shared: &Shared, k: &Keeper, tag: &TagName) {
+    while !k.stop.load(Ordering::Acquire) && !shared.is_stopping() {
+        let cursor = {
+            let mut st = lock(&k.state);
+            st.catch_up(shared, &k.ring, tag);
+            st.cursor.clone()
+        };
+        k.ring
+            .wait(&cursor, Some(Duration::from_millis(100)), Duration::ZERO);
+    }
+}
+
+fn sealed(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    let fd = rustix::fs::memfd_create(
+        "tagwire-pull",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )?;
+    let mut f = std::fs::File::from(fd);
+    f.write_all(bytes)?;
+    rustix::fs::fcntl_add_seals(
+        &f,
+        SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL,
+    )?;
+    Ok(OwnedFd::from(f))
+}
