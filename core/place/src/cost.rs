@@ -456,6 +456,41 @@ pub struct Placement {
     pub displaced_by: Vec<Limit>,
     /// The cost of that capacity-free placement, when it differs.
     pub unconstrained_cost: Option<f64>,
+    /// Delay bounds that keep a proxy from a cheaper node (they may have
+    /// slack: delays come in whole hops). Per subscription (per tag with one
+    /// proxy per tag), the node that would lower the objective most if that
+    /// subscription (tag) alone moved there, capacities aside, when its
+    /// bound forbids it.
+    pub held_back_by: Vec<HeldBack>,
+}
+
+/// A delay bound that keeps a proxy from a cheaper node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HeldBack {
+    /// The subscription whose bound the cheaper node misses.
+    pub subscription: String,
+    /// The cheaper node.
+    pub node: String,
+    /// The subscription's delay with its proxy there, seconds.
+    pub delay: f64,
+    /// Its bound, seconds.
+    pub bound: f64,
+    /// The objective with the proxy moved there.
+    pub cost: f64,
+}
+
+impl std::fmt::Display for HeldBack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "delay bound of {} ({}) keeps its proxy off {} (delay there {}, objective {})",
+            self.subscription,
+            seconds(self.bound),
+            self.node,
+            seconds(self.delay),
+            trim(self.cost)
+        )
+    }
 }
 
 impl Placement {
@@ -477,6 +512,8 @@ pub(crate) fn placement(
     assign: &[NodeId],
     unconstrained: Option<&[NodeId]>,
 ) -> Placement {
+    let one_proxy = opts.one_proxy_per_tag || solver == "exhaustive";
+    let held_back_by = held_back(topo, opts, one_proxy, assign);
     let costing = Costing::new(topo, opts.objective);
     let loads = Loads::of(topo, opts.model, assign);
     let cost = costing.value(loads.bandwidth, loads.cpu_total);
@@ -549,5 +586,80 @@ pub(crate) fn placement(
         binding,
         displaced_by,
         unconstrained_cost,
+        held_back_by,
     }
+}
+
+/// See [`Placement::held_back_by`]. Objectives are linear, so the change a
+/// move makes is the difference of the moved streams' costs.
+fn held_back(topo: &Topology, opts: &Options, one_proxy: bool, assign: &[NodeId]) -> Vec<HeldBack> {
+    let costing = Costing::new(topo, opts.objective);
+    let total = {
+        let l = Loads::of(topo, opts.model, assign);
+        costing.value(l.bandwidth, l.cpu_total)
+    };
+    let nodes = || (0..topo.nodes().len()).map(NodeId);
+    // (subscription missing its bound, node, change of the objective)
+    let mut out = Vec::new();
+    let consider = |miss: SubId, x: NodeId, delta: f64, best: &mut Option<(SubId, NodeId, f64)>| {
+        if delta < 0.0 && !tight(total + delta, total) && best.is_none_or(|b| delta < b.2) {
+            *best = Some((miss, x, delta));
+        }
+    };
+    if one_proxy {
+        for ti in 0..topo.tags().len() {
+            let t = TagId(ti);
+            let subs: Vec<SubId> = topo.subscriptions_of(t).collect();
+            let Some(&first) = subs.first() else { continue };
+            let here = costing.of(&Usage::tag_at(topo, opts.model, t, assign[first.0]));
+            let mut b = None;
+            for x in nodes() {
+                let Some(&miss) = subs.iter().find(|&&s| !topo.meets_bound(s, x)) else {
+                    continue;
+                };
+                let delta = costing.of(&Usage::tag_at(topo, opts.model, t, x)) - here;
+                consider(miss, x, delta, &mut b);
+            }
+            out.extend(b);
+        }
+    } else {
+        for (i, &at) in assign.iter().enumerate() {
+            let s = SubId(i);
+            let t = topo.subscription(s).tag;
+            // Shared model: is s the only user of its copy, and is a copy
+            // already open at the other node?
+            let alone_at = |x: NodeId| {
+                !assign
+                    .iter()
+                    .enumerate()
+                    .any(|(j, &y)| j != i && y == x && topo.subscription(SubId(j)).tag == t)
+            };
+            let cost_of = |x: NodeId| match opts.model {
+                CostModel::Unicast => costing.of(&Usage::unicast(topo, s, x)),
+                CostModel::Shared => {
+                    let copy = if alone_at(x) {
+                        costing.of(&Usage::full(topo, t, x))
+                    } else {
+                        0.0
+                    };
+                    costing.of(&Usage::scaled(topo, s, x)) + copy
+                }
+            };
+            let here = cost_of(at);
+            let mut b = None;
+            for x in nodes().filter(|&x| !topo.meets_bound(s, x)) {
+                consider(s, x, cost_of(x) - here, &mut b);
+            }
+            out.extend(b);
+        }
+    }
+    out.into_iter()
+        .map(|(s, x, delta)| HeldBack {
+            subscription: topo.subscription(s).name.clone(),
+            node: topo.node(x).name.clone(),
+            delay: topo.delay(s, x),
+            bound: topo.subscription(s).delay_bound,
+            cost: total + delta,
+        })
+        .collect()
 }

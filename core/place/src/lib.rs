@@ -52,8 +52,9 @@
 //!
 //! Both return a [`Placement`]: per subscription its proxy, δ and bound;
 //! the totals; the constraints with zero slack ([`Placement::binding`]);
-//! and the capacities that moved the optimum away from the capacity-free one
-//! ([`Placement::displaced_by`]). When no placement exists they return
+//! the capacities that moved the optimum away from the capacity-free one
+//! ([`Placement::displaced_by`]); and the delay bounds that keep a proxy
+//! from a cheaper node ([`Placement::held_back_by`]). When no placement exists they return
 //! [`PlaceError::Infeasible`] saying why: per subscription the best δ
 //! achievable when no node meets its bound, per tag the closest node when
 //! no single proxy serves all its subscriptions, or the capacities the

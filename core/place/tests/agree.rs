@@ -122,6 +122,12 @@ fn check_valid(topo: &Topology, p: &Placement) {
             assert!((load - capacity).abs() <= 1e-6 * capacity);
         }
     }
+    for h in &p.held_back_by {
+        assert!(h.delay > h.bound && h.cost < p.cost, "{h:?} vs {}", p.cost);
+    }
+    if let Some(u) = p.unconstrained_cost {
+        assert!(u < p.cost && !p.displaced_by.is_empty());
+    }
 }
 
 fn objective(i: u8) -> Objective {

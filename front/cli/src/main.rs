@@ -5,6 +5,7 @@ mod demo;
 mod history;
 mod nodes;
 mod perf;
+mod place;
 mod publish;
 mod subscribe;
 mod tags;
@@ -39,6 +40,8 @@ enum Command {
     Demo(demo::Args),
     /// Benchmarks: rtt, fanout, throughput (with raw baselines and Cyclone DDS).
     Perf(perf::Args),
+    /// Choose proxy nodes for a topology file (push-pull scaling): exhaustive or MILP.
+    Place(place::Args),
     /// Internal: a benchmark peer process started by `tagwire perf`.
     #[command(hide = true)]
     PerfWorker(perf::WorkerArgs),
@@ -64,6 +67,7 @@ fn main() {
         Command::History(a) => history::set(a),
         Command::Pull(a) => history::pull(a),
         Command::Perf(a) => perf::run(a),
+        Command::Place(a) => place::run(a),
         Command::PerfWorker(a) => perf::worker(a),
     };
     if let Err(e) = res {
