@@ -143,9 +143,12 @@ pub fn random(p: &Params) -> Result<Topology, TopologyError> {
 
 /// The vBNS chain (OC-12 links, half a CPU per site) with `publishers` tags
 /// (100 Hz, 1000-byte messages) published from CMU westwards, round robin,
-/// and `subscribers` subscriptions from San Diego eastwards, round robin
-/// over the tags, scales 1–4, each bounded by the delay with its proxy at
-/// its subscriber plus half the spread to the publisher.
+/// and `subscribers` subscriptions on the three western sites (denver,
+/// los-angeles, san-diego), round robin over sites and tags, scales 1-4.
+/// Each bound is the subscription's delay with its proxy halfway along its
+/// path (rounded towards the publisher), so the cheapest site, the
+/// publisher's, is too slow for scaled subscriptions, while one site serves
+/// all of a tag's subscriptions: the paper's Appendix A search applies.
 pub fn vbns(publishers: usize, subscribers: usize) -> Result<Topology, TopologyError> {
     let mut b = TopologyBuilder::new();
     for s in VBNS_SITES {
@@ -161,18 +164,14 @@ pub fn vbns(publishers: usize, subscribers: usize) -> Result<Topology, TopologyE
     }
     for s in 0..subscribers {
         let p = s % publishers;
-        let node = 6 - (s % 7);
-        let hops = (node as f64 - (p % 7) as f64).abs();
+        let (from, to) = ((p % 7) as i64, (4 + s % 3) as i64);
         let scale = 1 + (s % 4) as i64;
-        let bound = if hops == 0.0 {
-            period
-        } else {
-            hops * period * (1.0 + 0.5 * (scale as f64 - 1.0))
-        };
+        let half = from + (to - from) / 2;
+        let bound = period * ((half - from).abs() + (to - half).abs() * scale) as f64;
         b.subscription(
             &format!("sub{s}"),
             &format!("/vbns/{p}"),
-            VBNS_SITES[node],
+            VBNS_SITES[to as usize],
             scale,
             bound,
         );

@@ -49,6 +49,13 @@ pub(crate) struct Args {
 enum Bench {
     /// Idle daemon memory and client threads per subscription.
     Footprint,
+    /// Proxy-placement solve times (push-pull paper Table 3): vBNS and
+    /// generated topologies, exhaustive search and MILP.
+    Place {
+        /// Skip generated topologies larger than this.
+        #[arg(long, default_value_t = 100)]
+        max_nodes: usize,
+    },
     /// Round trip against message size (1 receiver).
     Rtt {
         /// Message sizes, bytes.
@@ -163,6 +170,9 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     if let Bench::Footprint = a.bench {
         return footprint(&a);
     }
+    if let Bench::Place { max_nodes } = a.bench {
+        return place(&a, max_nodes);
+    }
     if a.bench.is_remote() {
         return remote(&a);
     }
@@ -184,6 +194,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let o = suite_opts(&a, socket)?;
     let (name, records) = match &a.bench {
         Bench::Footprint
+        | Bench::Place { .. }
         | Bench::RemoteRtt { .. }
         | Bench::RemoteFanout { .. }
         | Bench::MultiNode { .. } => unreachable!("handled above"),
@@ -289,7 +300,7 @@ fn remote(a: &Args) -> anyhow::Result<()> {
             "throughput-remote",
             remote::remote_throughput(&o, &site, size, *seconds)?,
         ),
-        Bench::Rtt { .. } | Bench::Fanout { .. } | Bench::Footprint => {
+        Bench::Rtt { .. } | Bench::Fanout { .. } | Bench::Footprint | Bench::Place { .. } => {
             unreachable!("not a multi-host benchmark")
         }
     };
@@ -342,6 +353,28 @@ fn footprint(a: &Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&a.out)?;
     std::fs::write(a.out.join("footprint.json"), format!("{json}\n"))?;
     std::fs::write(a.out.join("footprint.txt"), table)?;
+    Ok(())
+}
+
+fn place(a: &Args, max_nodes: usize) -> anyhow::Result<()> {
+    let records = tagwire_perf::place::measure(max_nodes, a.reps, |name| {
+        eprintln!("perf place: {name}");
+    })?;
+    let mut json = String::new();
+    for r in &records {
+        json += &serde_json::to_string(r)?;
+        json.push('\n');
+    }
+    let table = tagwire_perf::place::table(&records);
+    if a.json {
+        print!("{json}");
+    } else {
+        print!("{table}");
+    }
+    std::fs::create_dir_all(&a.out)?;
+    std::fs::write(a.out.join("place.json"), json)?;
+    std::fs::write(a.out.join("place.txt"), table)?;
+    eprintln!("perf: results in {}/place.{{json,txt}}", a.out.display());
     Ok(())
 }
 

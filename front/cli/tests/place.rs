@@ -122,3 +122,57 @@ fn a_bad_topology_file_names_the_problem() {
     assert!(err.contains("\"b\""), "{err}");
     assert!(err.contains("not declared"), "{err}");
 }
+
+#[test]
+fn perf_place_reports_solve_times_per_instance_and_solver() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "perf",
+            "place",
+            "--max-nodes",
+            "10",
+            "--reps",
+            "1",
+            "--json",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // vBNS 1x1, 1x2, 1x5, 1x10 and the 10-node topology; 3 solvers, 2 models.
+    assert_eq!(recs.len(), 5 * 3 * 2);
+    for r in &recs {
+        assert_eq!(r["bench"], "place");
+        for field in ["nodes", "tags", "subscriptions", "solve_ms"] {
+            assert!(r[field].is_number(), "{field}: {r}");
+        }
+        assert!(r["solver"].is_string() && r.get("cost").is_some(), "{r}");
+    }
+    // The vBNS instances admit one proxy per tag: both solvers agree there.
+    for r in recs.iter().filter(|r| r["instance"] == "vbns-1x10") {
+        assert_eq!(r["status"], "optimal", "{r}");
+    }
+    let cost = |solver: &str| {
+        recs.iter()
+            .find(|r| {
+                r["instance"] == "vbns-1x10" && r["model"] == "unicast" && r["solver"] == solver
+            })
+            .unwrap()["cost"]
+            .as_f64()
+            .unwrap()
+    };
+    let (e, m) = (cost("exhaustive"), cost("milp-one-per-tag"));
+    assert!((e - m).abs() <= 1e-9 * e, "{e} vs {m}");
+    assert!(dir.path().join("place.json").exists());
+    assert!(dir.path().join("place.txt").exists());
+}

@@ -20,6 +20,8 @@
 //!   [`suite`]: the interleaved, repeated runs behind each `tagwire perf` mode.
 //! * [`remote`]: the same across hosts (network namespaces, one daemon each),
 //!   beside raw UDP and Cyclone DDS over the same link.
+//! * [`place`]: solve times of the proxy-placement solvers (`tagwire-place`),
+//!   the push-pull paper's Table 3.
 //!
 //! Library code never panics on external input (process output, files,
 //! sockets): failures come back as `anyhow` errors with context.
@@ -28,6 +30,7 @@
 
 pub mod ddsperf;
 pub mod footprint;
+pub mod place;
 pub mod plot;
 pub mod raw;
 pub mod remote;
