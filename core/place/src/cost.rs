@@ -65,8 +65,10 @@ pub struct Options {
     pub one_proxy_per_tag: bool,
     /// Exhaustive only: give up after this many search-tree nodes.
     pub search_limit: u64,
-    /// MILP only: stop after this many seconds with the best placement found
-    /// (then reported as not proven optimal). `None`: solve to optimality.
+    /// MILP only: stop each program (see [`crate::milp`]: one per group of
+    /// tags linked by capacity rows, per round of row generation) after this
+    /// many seconds with the best placement found, then reported as not
+    /// proven optimal. `None`: solve to optimality.
     pub time_limit: Option<f64>,
 }
 

@@ -210,7 +210,10 @@ impl Topology {
     pub fn subscriptions(&self) -> &[Subscription] {
         &self.subscriptions
     }
-    /// One node.
+    /// One node. Ids index declaration order; like slice indexing, an id
+    /// not from this topology panics (the same holds for [`Topology::link`],
+    /// [`Topology::tag`], [`Topology::subscription`], [`Topology::hops`],
+    /// [`Topology::path`] and [`Topology::delay`]).
     pub fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id.0]
     }
