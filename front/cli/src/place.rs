@@ -13,7 +13,7 @@ use tagwire_place::{
 /// Arguments of `tagwire place`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The topology file (TOML: [[node]], [[link]], [[tag]], [[subscription]]).
+    /// The topology file (TOML: `[[node]]`, `[[link]]`, `[[tag]]`, `[[subscription]]`).
     topology: PathBuf,
     /// exhaustive: one proxy per tag, every node tried (the paper's
     /// Appendix A); milp: a mixed-integer program over all tags.
