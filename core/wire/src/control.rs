@@ -40,6 +40,15 @@ pub struct RingParams {
     pub slot_payload: u32,
 }
 
+/// How much of a tag's history a daemon keeps for pulls (the pull buffers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KeepHistory {
+    /// Messages kept; 0 keeps none.
+    pub depth: u32,
+    /// Bytes of payload kept at most; 0 means the daemon's default.
+    pub max_bytes: u64,
+}
+
 /// A client's request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -58,6 +67,9 @@ pub enum Request {
         domain: Domain,
         /// Ring shape; zeros for defaults.
         ring: RingParams,
+        /// History this node's daemon keeps of the tag from its creation on
+        /// (a depth of 0: none). Applied only by the call that creates the tag.
+        history: KeepHistory,
     },
     /// Destroy a tag, revoking every right on it.
     DestroyTag {
@@ -520,9 +532,15 @@ fn encode_request(r: &Request, w: &mut Writer) {
         Request::Hello { pid, name } => {
             w.u32(pid.0).str(name);
         }
-        Request::CreateTag { name, domain, ring } => {
+        Request::CreateTag {
+            name,
+            domain,
+            ring,
+            history,
+        } => {
             w.str(name.as_str()).u8(domain.to_u8());
             encode_ring(ring, w);
+            w.u32(history.depth).u64(history.max_bytes);
         }
         Request::DestroyTag { name }
         | Request::GetSendAccess { name }
@@ -567,6 +585,10 @@ fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, DecodeError> 
             name: TagName::decode(r)?,
             domain: Domain::from_u8(r.u8()?)?,
             ring: decode_ring(r)?,
+            history: KeepHistory {
+                depth: r.u32()?,
+                max_bytes: r.u64()?,
+            },
         },
         3 => Request::DestroyTag {
             name: TagName::decode(r)?,
@@ -909,11 +931,14 @@ mod tests {
                 pid: Pid(p),
                 name: n
             }),
-            (name(), domain(), ring()).prop_map(|(name, domain, ring)| Request::CreateTag {
-                name,
-                domain,
-                ring
-            }),
+            (name(), domain(), ring(), any::<u32>(), any::<u64>()).prop_map(
+                |(name, domain, ring, depth, max_bytes)| Request::CreateTag {
+                    name,
+                    domain,
+                    ring,
+                    history: KeepHistory { depth, max_bytes },
+                }
+            ),
             name().prop_map(|name| Request::DestroyTag { name }),
             name().prop_map(|name| Request::GetSendAccess { name }),
             any::<u32>().prop_map(|t| Request::ReleaseSendAccess { tag: TagId(t) }),

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use tagwire::Domain;
+use tagwire::{Domain, KeepHistory, RingParams};
 
 use crate::ConnectArgs;
 
@@ -23,6 +23,11 @@ pub(crate) struct Args {
     /// Wait until this many receivers are subscribed before sending.
     #[arg(long, default_value_t = 0)]
     wait_receivers: usize,
+    /// When this call creates the tag, keep its last N messages on this node
+    /// for `tagwire pull` and late joiners (an existing tag is left as is;
+    /// `tagwire history` changes it).
+    #[arg(long, value_name = "N")]
+    history: Option<u32>,
     /// Print a line per message sent.
     #[arg(long, short)]
     verbose: bool,
@@ -32,7 +37,11 @@ pub(crate) struct Args {
 
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let client = a.connect.connect()?;
-    client.create_tag(&a.tag, Domain::Global)?;
+    let history = KeepHistory {
+        depth: a.history.unwrap_or(0),
+        max_bytes: 0,
+    };
+    client.create_tag_keeping(&a.tag, Domain::Global, RingParams::default(), history)?;
     let mut publ = client.publisher(&a.tag)?;
     let start = Instant::now();
     while client.receivers(&a.tag)?.len() < a.wait_receivers {

@@ -571,4 +571,9 @@ fn the_history_admin_command_and_pull_work_from_the_cli() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("tagwire history"));
+    // `pub --history N` creates the tag keeping its last N messages.
+    run_ok(&mut n.cli(&["pub", "/cli/born", "--history", "4", "--count", "9"]));
+    let out = run_ok(&mut n.cli(&["pull", "/cli/born", "--since", "0"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("4 messages"), "{text}");
 }

@@ -26,8 +26,8 @@ use tagwire_shm::{Ring, Segment};
 use tagwire_unix::SeqPacket;
 use tagwire_wire::control::NodeSummary;
 use tagwire_wire::control::{
-    ErrorCode, Message as Ctl, Request, Response, RingParams, TableEvent, TagOpened, TagSummary,
-    MAX_MESSAGE,
+    ErrorCode, KeepHistory, Message as Ctl, Request, Response, RingParams, TableEvent, TagOpened,
+    TagSummary, MAX_MESSAGE,
 };
 use tagwire_wire::{ChannelQos, Domain, Member, NodeAddr, Pid, SenderInfo, TagId, TagName};
 
@@ -274,12 +274,28 @@ impl Client {
     /// Creates a tag with a given ring shape (slot count = the deepest queue a
     /// subscriber may ask for; slot payload = the largest message on the fast path).
     pub fn create_tag_with(&self, name: &str, domain: Domain, ring: RingParams) -> Result<bool> {
+        self.create_tag_keeping(name, domain, ring, KeepHistory::default())
+    }
+
+    /// Creates a tag whose history this node's daemon keeps from the start
+    /// (the last `history.depth` messages, for [`Client::pull`] and
+    /// [`Client::subscribe_with_history`]), so nothing published before an
+    /// admin could run `tagwire history` is missed. When the tag exists
+    /// already nothing changes (use [`Client::set_history`] for that).
+    pub fn create_tag_keeping(
+        &self,
+        name: &str,
+        domain: Domain,
+        ring: RingParams,
+        history: KeepHistory,
+    ) -> Result<bool> {
         let name = TagName::new(name)?;
         match self.core.call(
             Request::CreateTag {
                 name: name.clone(),
                 domain,
                 ring,
+                history,
             },
             None,
         )? {
@@ -542,6 +558,7 @@ impl Core {
             name: ep.name.clone(),
             domain: ep.domain,
             ring: ep.ring_params,
+            history: KeepHistory::default(),
         };
         match self.call(create, None)? {
             (Response::TagCreated { .. }, _) => {}
@@ -773,6 +790,7 @@ impl Core {
                 name: ep.name.clone(),
                 domain: ep.domain,
                 ring: ep.ring_params,
+                history: KeepHistory::default(),
             };
             match self.direct_call(sock, create)? {
                 Response::TagCreated { .. } => {}

@@ -45,7 +45,9 @@ pub use error::Error;
 pub use publisher::{Publisher, DEFAULT_SEND_TIMEOUT};
 pub use subscriber::{MessageInfo, SubscribeOptions, Subscriber};
 pub use tagwire_proto::ReplicaEntry;
-pub use tagwire_wire::control::{HistoryQuery, NodeState, NodeSummary, RingParams, TagSummary};
+pub use tagwire_wire::control::{
+    HistoryQuery, KeepHistory, NodeState, NodeSummary, RingParams, TagSummary,
+};
 pub use tagwire_wire::{
     Carrier, ChannelQos, Domain, Member, NodeAddr, Pid, Proxy, Reliability, SenderInfo, SeqNum,
     TagName,

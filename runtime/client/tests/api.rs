@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use tagwire::{Client, ClientOptions, Domain, Error, HistoryQuery, RingParams, SubscribeOptions};
+use tagwire::{
+    Client, ClientOptions, Domain, Error, HistoryQuery, KeepHistory, RingParams, SubscribeOptions,
+};
 use tagwire_daemon::{Config, Daemon};
 
 const T: Option<Duration> = Some(Duration::from_secs(5));
@@ -147,6 +149,70 @@ fn a_history_is_pulled_by_count_seq_and_time_and_outlives_its_publisher() {
     // The admin command resizes it.
     c.set_history("/hist", 10, 0).unwrap();
     assert_eq!(c.pull("/hist", HistoryQuery::Last(5000)).unwrap().len(), 10);
+}
+
+#[test]
+fn a_tag_created_with_a_history_keeps_it_from_its_first_message() {
+    let n = node();
+    let c = n.client();
+    let keep = KeepHistory {
+        depth: 20,
+        max_bytes: 0,
+    };
+    assert!(c
+        .create_tag_keeping("/born", Domain::Local, RingParams::default(), keep)
+        .unwrap());
+    let mut publ = c.publisher("/born").unwrap();
+    for i in 1..=30u32 {
+        publ.send(&i.to_le_bytes()).unwrap();
+    }
+    let got = c.pull("/born", HistoryQuery::Since(0)).unwrap();
+    let seqs: Vec<u64> = got.iter().map(|m| m.seq.0).collect();
+    assert_eq!(seqs, (11..=30).collect::<Vec<_>>());
+    // Re-creating an existing tag leaves its history alone.
+    let again = KeepHistory {
+        depth: 2,
+        max_bytes: 0,
+    };
+    assert!(!c
+        .create_tag_keeping("/born", Domain::Local, RingParams::default(), again)
+        .unwrap());
+    assert_eq!(c.pull("/born", HistoryQuery::Last(100)).unwrap().len(), 20);
+    // A byte cap bounds it too: 8 messages of 4 bytes fit in 32.
+    let capped = KeepHistory {
+        depth: 1000,
+        max_bytes: 32,
+    };
+    c.create_tag_keeping("/capped", Domain::Local, RingParams::default(), capped)
+        .unwrap();
+    let mut publ = c.publisher("/capped").unwrap();
+    for i in 1..=30u32 {
+        publ.send(&i.to_le_bytes()).unwrap();
+    }
+    let got = c.pull("/capped", HistoryQuery::Last(100)).unwrap();
+    assert_eq!(got.first().map(|m| m.seq.0), Some(23));
+    assert_eq!(got.len(), 8);
+    // The keeper's gate holds a publisher that gets a lap ahead of it:
+    // 2000 messages through an 8-slot ring all reach a 2000-deep history.
+    let tiny = RingParams {
+        slots: 8,
+        slot_payload: 64,
+    };
+    let all = KeepHistory {
+        depth: 2000,
+        max_bytes: 0,
+    };
+    c.create_tag_keeping("/lapped", Domain::Local, tiny, all)
+        .unwrap();
+    let mut publ = c.publisher("/lapped").unwrap();
+    for i in 1..=2000u32 {
+        publ.send(&i.to_le_bytes()).unwrap();
+    }
+    let got = c.pull("/lapped", HistoryQuery::Since(0)).unwrap();
+    let missing = (1..=2000u64)
+        .filter(|s| !got.iter().any(|m| m.seq.0 == *s))
+        .count();
+    assert_eq!((got.len(), missing), (2000, 0), "messages lapped");
 }
 
 #[test]

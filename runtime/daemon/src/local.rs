@@ -243,6 +243,35 @@ fn table_error(e: TableError) -> (Response, Option<OwnedFd>) {
     error(code, e.to_string())
 }
 
+/// Starts, resizes or (with `depth` 0) stops the history of a tag, whose
+/// ring the caller mapped under the state lock (`None`: the tag has none
+/// here). Called without the lock: the keeper takes it to read blobs.
+fn keep_history(
+    shared: &Shared,
+    name: &TagName,
+    ring: Option<std::io::Result<Ring>>,
+    depth: u32,
+    max_bytes: u64,
+) -> Result<(), (Response, Option<OwnedFd>)> {
+    let ring = ring
+        .transpose()
+        .map_err(|e| error(ErrorCode::Internal, format!("cannot map the ring: {e}")))?;
+    let Some(shared) = shared.this.get().and_then(std::sync::Weak::upgrade) else {
+        return Err(error(ErrorCode::Internal, "daemon stopping"));
+    };
+    let max = match usize::try_from(max_bytes) {
+        Ok(0) => crate::pull::DEFAULT_HISTORY_BYTES,
+        Ok(m) => m,
+        Err(_) => usize::MAX,
+    };
+    shared
+        .keepers
+        .set(&shared, name, ring, depth as usize, max)
+        .map_err(|e| error(ErrorCode::Internal, e))?;
+    tracing::info!(tag = %name, depth, max_bytes = max, "history set");
+    Ok(())
+}
+
 /// Serves one request under the state lock; the operations to replicate to
 /// peer daemons are left in `ops` (sent once the lock is released).
 fn handle(
@@ -282,27 +311,9 @@ fn handle(
             };
             // The keeper reads blobs under the state lock: start it without.
             drop(st);
-            let ring = match ring.transpose() {
-                Ok(r) => r,
-                Err(e) => return error(ErrorCode::Internal, format!("cannot map the ring: {e}")),
-            };
-            let Some(shared) = shared.this.get().and_then(std::sync::Weak::upgrade) else {
-                return error(ErrorCode::Internal, "daemon stopping");
-            };
-            let max = match usize::try_from(max_bytes) {
-                Ok(0) => crate::pull::DEFAULT_HISTORY_BYTES,
-                Ok(m) => m,
-                Err(_) => usize::MAX,
-            };
-            match shared
-                .keepers
-                .set(&shared, &name, ring, depth as usize, max)
-            {
-                Ok(()) => {
-                    tracing::info!(tag = %name, depth, max_bytes = max, "history set");
-                    (Response::Ok, None)
-                }
-                Err(e) => error(ErrorCode::Internal, e),
+            match keep_history(shared, &name, ring, depth, max_bytes) {
+                Ok(()) => (Response::Ok, None),
+                Err(e) => e,
             }
         }
         Request::Pull { name, query } => {
@@ -322,7 +333,12 @@ fn handle(
                 ),
             }
         }
-        Request::CreateTag { name, domain, ring } => {
+        Request::CreateTag {
+            name,
+            domain,
+            ring,
+            history,
+        } => {
             if let Some(e) = st.table.entry(&name) {
                 return (
                     Response::TagCreated {
@@ -342,6 +358,14 @@ fn handle(
             tracing::info!(tag = %name, %domain, "tag created");
             update::effects(shared, &mut st, &change.updates);
             ops.extend(change.ops);
+            if history.depth > 0 {
+                let ring = st.rings.get(&tag).map(crate::delivery::private_ring);
+                drop(st);
+                if let Err(e) = keep_history(shared, &name, ring, history.depth, history.max_bytes)
+                {
+                    return e;
+                }
+            }
             (Response::TagCreated { tag, created: true }, None)
         }
         Request::DestroyTag { name } => match st.table.destroy(&name) {

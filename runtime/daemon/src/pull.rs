@@ -2,7 +2,12 @@
 //! thread that reads the tag's ring like a subscriber and keeps its last
 //! messages in a [`History`] (bounded by count and bytes; large messages
 //! are fetched from the blob store). The history holds every message that
-//! reaches this node's ring, so it outlives the publishers.
+//! reaches this node's ring, so it outlives the publishers. The keeper
+//! holds a gate on the ring (as a forwarder does for a reliable stream):
+//! a publisher on this node that gets a lap ahead of it waits instead of
+//! overwriting a message not yet kept. Messages arriving from other nodes
+//! are written without a gate; if they lap the keeper, its `lost` counts
+//! them.
 //!
 //! A pull first catches the keeper up with the ring (under the keeper's
 //! lock), so it covers everything published before it was asked: a
@@ -19,7 +24,7 @@ use std::time::Duration;
 
 use rustix::fs::{MemfdFlags, SealFlags};
 use tagwire_proto::History;
-use tagwire_shm::{Cursor, ReadOutcome, Ring};
+use tagwire_shm::{Cursor, Gate, ReadOutcome, Ring};
 use tagwire_wire::control::HistoryQuery;
 use tagwire_wire::frame::{FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::TagName;
@@ -50,6 +55,9 @@ struct KeeperState {
     lost: u64,
     buf: Vec<u8>,
     blob: Vec<u8>,
+    /// Holds publishers on this node back rather than let them overwrite a
+    /// message the keeper has not copied (a history loses nothing local).
+    gate: Option<Gate>,
 }
 
 impl Keepers {
@@ -77,6 +85,10 @@ impl Keepers {
         }
         let ring = ring.ok_or_else(|| format!("tag {tag} has no ring on this node"))?;
         let cursor = ring.cursor_from(ring.head_index(), ring.shape().slots);
+        let gate = ring
+            .attach_gate(cursor.position())
+            .map_err(|e| tracing::warn!(tag = %tag, error = %e, "history kept without a gate: a fast publisher may lap it"))
+            .ok();
         let keeper = Arc::new(Keeper {
             ring,
             state: Mutex::new(KeeperState {
@@ -85,6 +97,7 @@ impl Keepers {
                 lost: 0,
                 buf: Vec::new(),
                 blob: Vec::new(),
+                gate,
             }),
             stop: AtomicBool::new(false),
         });
@@ -143,7 +156,12 @@ impl KeeperState {
                     self.lost += n;
                     continue;
                 }
-                ReadOutcome::Empty | ReadOutcome::Pending => return,
+                ReadOutcome::Empty | ReadOutcome::Pending => {
+                    if let Some(g) = &self.gate {
+                        g.advance(self.cursor.position());
+                    }
+                    return;
+                }
             }
             let Ok((header, body)) = FrameHeader::parse(&self.buf) else {
                 continue;
