@@ -185,20 +185,33 @@ pub enum Proxy {
     /// In the publishing node's delivery manager: only the samples some
     /// receiver on a node wants are sent there (less network and CPU).
     Publisher,
+    /// In the delivery manager of the named intermediate node: publishers'
+    /// nodes send it the whole stream and it forwards every n-th sample to
+    /// the subscriber's node. Falls back to [`Proxy::Publisher`] while that
+    /// node is not up (not known, or declared dead after its lease).
+    Node(NodeAddr),
 }
 
 impl Proxy {
-    fn to_u8(self) -> u8 {
+    fn encode(self, w: &mut Writer) {
         match self {
-            Proxy::Subscriber => 0,
-            Proxy::Publisher => 1,
+            Proxy::Subscriber => {
+                w.u8(0);
+            }
+            Proxy::Publisher => {
+                w.u8(1);
+            }
+            Proxy::Node(n) => {
+                w.u8(2).bytes(&n.to_bytes());
+            }
         }
     }
 
-    fn from_u8(v: u8) -> Result<Self, DecodeError> {
-        match v {
+    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        match r.u8()? {
             0 => Ok(Proxy::Subscriber),
             1 => Ok(Proxy::Publisher),
+            2 => Ok(Proxy::Node(NodeAddr::from_bytes(r.array()?))),
             v => Err(DecodeError::Unknown {
                 what: "proxy",
                 value: u32::from(v),
@@ -242,8 +255,8 @@ impl ChannelQos {
     pub(crate) fn encode(&self, w: &mut Writer) {
         w.u8(self.reliability.to_u8())
             .u8(self.carrier.to_u8())
-            .u32(self.every)
-            .u8(self.proxy.to_u8());
+            .u32(self.every);
+        self.proxy.encode(w);
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -260,7 +273,7 @@ impl ChannelQos {
             reliability,
             carrier,
             every,
-            proxy: Proxy::from_u8(r.u8()?)?,
+            proxy: Proxy::decode(r)?,
         })
     }
 }
@@ -269,8 +282,14 @@ impl ChannelQos {
 #[cfg(test)]
 pub(crate) fn arb_qos() -> impl proptest::strategy::Strategy<Value = ChannelQos> {
     use proptest::prelude::*;
-    (any::<bool>(), 0u8..3, 1u32..=u32::MAX, any::<bool>()).prop_map(|(be, c, every, at_pub)| {
-        ChannelQos {
+    (
+        any::<bool>(),
+        0u8..3,
+        1u32..=u32::MAX,
+        0u8..3,
+        any::<[u8; 16]>(),
+    )
+        .prop_map(|(be, c, every, at, node)| ChannelQos {
             reliability: if be {
                 Reliability::BestEffort
             } else {
@@ -278,13 +297,12 @@ pub(crate) fn arb_qos() -> impl proptest::strategy::Strategy<Value = ChannelQos>
             },
             carrier: Carrier::from_u8(c).unwrap_or(Carrier::Udp),
             every,
-            proxy: if at_pub {
-                Proxy::Publisher
-            } else {
-                Proxy::Subscriber
+            proxy: match at {
+                0 => Proxy::Subscriber,
+                1 => Proxy::Publisher,
+                _ => Proxy::Node(NodeAddr::from_bytes(node)),
             },
-        }
-    })
+        })
 }
 
 impl fmt::Display for Domain {

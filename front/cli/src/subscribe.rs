@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use tagwire::{Domain, Error, SubscribeOptions};
+use tagwire::{Domain, Error, NodeAddr, Proxy, SubscribeOptions};
 
 use crate::ConnectArgs;
 
@@ -29,14 +29,39 @@ pub(crate) struct Args {
     /// A label printed in front of every line.
     #[arg(long, default_value = "")]
     label: String,
+    /// Temporal scaling: only every N-th sample (by the publisher's sequence
+    /// number).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    every: u32,
+    /// Where the every-N-th filter runs: `subscriber` (this process),
+    /// `publisher` (the publishing node sends only those samples) or the
+    /// address of an intermediate node whose daemon forwards them.
+    #[arg(long, default_value = "subscriber", value_parser = parse_proxy)]
+    proxy: Proxy,
     #[command(flatten)]
     connect: ConnectArgs,
+}
+
+fn parse_proxy(s: &str) -> Result<Proxy, String> {
+    match s {
+        "subscriber" => Ok(Proxy::Subscriber),
+        "publisher" => Ok(Proxy::Publisher),
+        addr => addr
+            .parse()
+            .map(|ip| Proxy::Node(NodeAddr(ip)))
+            .map_err(|_| {
+                format!("`{addr}` is neither `subscriber`, `publisher` nor a node's IP address")
+            }),
+    }
 }
 
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let client = a.connect.connect()?;
     client.create_tag(&a.tag, Domain::Global)?;
-    let mut opts = SubscribeOptions::default().depth(a.depth);
+    let mut opts = SubscribeOptions::default()
+        .depth(a.depth)
+        .every(a.every)
+        .proxy(a.proxy);
     if let Some(us) = a.spin_us {
         opts = opts.busy_poll(Duration::from_micros(us));
     }

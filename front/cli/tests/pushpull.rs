@@ -1,5 +1,6 @@
 //! Push-pull across hosts (network namespaces, proof/testkit): temporal
-//! scaling by a proxy at the subscriber or at the publisher.
+//! scaling by a proxy at the subscriber, at the publisher or on an
+//! intermediate node, and falling back when that node dies.
 //!
 //! These tests need root; without it each prints `skipped: <reason>` and
 //! passes. `.ci/run` runs them as root.
@@ -36,13 +37,15 @@ fn received_during(site: &Site, f: impl FnOnce()) -> Vec<i64> {
 }
 
 /// A publisher on host 0 at 1 kHz; subscribers on hosts 1, 2, 3 asking for
-/// every 1st, 10th and 100th sample with the filter at `proxy`. Returns the
-/// data bytes each host received.
-fn scaled_run(proxy: Proxy) -> Option<Vec<i64>> {
+/// every 1st, 10th and 100th sample with the filter where `proxy` says.
+/// Returns the data bytes each host received and the copies each daemon
+/// scaled out.
+fn scaled_run(proxy: impl Fn(&Site) -> Proxy) -> Option<(Vec<i64>, Vec<u64>)> {
     if skip() {
         return None;
     }
     let site = Site::new(4);
+    let proxy = proxy(&site);
     let (daemons, clients) = site.mesh(&Find::List);
     // Deep enough to hold the whole run (the subscribers read at the end).
     let deep = tagwire::RingParams {
@@ -87,19 +90,21 @@ fn scaled_run(proxy: Proxy) -> Option<Vec<i64>> {
             assert_eq!(s.lost(), 0, "skipped samples are not losses");
         }
     });
+    let scaled: Vec<u64> = daemons.iter().map(|d| d.scaled_out()).collect();
     println!(
-        "proxy at the {proxy:?}: hosts 1, 2, 3 (every 1st, 10th, 100th) received {:?} bytes; {} copies scaled out",
+        "proxy at the {proxy:?}: hosts 1, 2, 3 (every 1st, 10th, 100th) received {:?} bytes; \
+         copies scaled out by each host: {scaled:?}",
         &bytes[1..],
-        daemons[0].scaled_out()
     );
-    Some(bytes)
+    Some((bytes, scaled))
 }
 
 #[test]
 fn a_proxy_at_the_publisher_sends_a_scaled_host_only_its_samples() {
-    let Some(bytes) = scaled_run(Proxy::Publisher) else {
+    let Some((bytes, scaled)) = scaled_run(|_| Proxy::Publisher) else {
         return;
     };
+    assert_eq!(scaled, vec![900 + 990, 0, 0, 0]);
     let full = bytes[1] as f64;
     assert!(
         full > 1000.0 * 1024.0,
@@ -121,12 +126,119 @@ fn a_proxy_at_the_publisher_sends_a_scaled_host_only_its_samples() {
 
 #[test]
 fn a_proxy_at_the_subscriber_receives_the_whole_stream_and_drops_locally() {
-    let Some(bytes) = scaled_run(Proxy::Subscriber) else {
+    let Some((bytes, scaled)) = scaled_run(|_| Proxy::Subscriber) else {
         return;
     };
+    assert_eq!(scaled, vec![0; 4]);
     let full = bytes[1] as f64;
     for (h, &b) in bytes.iter().enumerate().skip(2) {
         let share = b as f64 / full;
         assert!(share > 0.8, "host {h} got {share:.3} of the stream");
     }
+}
+
+#[test]
+fn a_proxy_on_an_intermediate_node_gets_the_whole_stream_and_forwards_every_nth() {
+    // Host 1 subscribes to everything and proxies for hosts 2 and 3 (a
+    // subscriber on host 1 naming host 1 gets the whole stream too).
+    let Some((bytes, scaled)) =
+        scaled_run(|site| Proxy::Node(tagwire::NodeAddr(site.lan.host(1).addr().into())))
+    else {
+        return;
+    };
+    // The publisher's node sent one stream, to host 1, unfiltered; host 1
+    // did the filtering for hosts 2 and 3.
+    assert_eq!(scaled, vec![0, 900 + 990, 0, 0]);
+    let full = bytes[1] as f64;
+    assert!(
+        full > 1000.0 * 1024.0,
+        "host 1 got the whole stream: {full}"
+    );
+    let tenth = bytes[2] as f64 / full;
+    let hundredth = bytes[3] as f64 / full;
+    assert!(
+        (0.07..0.15).contains(&tenth),
+        "every 10th: {tenth:.4} of the full stream"
+    );
+    assert!(
+        hundredth < 0.03,
+        "every 100th: {hundredth:.4} of the full stream"
+    );
+}
+
+#[test]
+fn a_dead_proxy_node_falls_back_to_the_publisher_within_the_lease() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(3);
+    let (daemons, clients) = site.mesh(&Find::List);
+    let deep = tagwire::RingParams {
+        slots: 4096,
+        slot_payload: 256,
+    };
+    clients[0]
+        .create_tag_with("/failover", Domain::Global, deep)
+        .unwrap();
+    let via1 = Proxy::Node(tagwire::NodeAddr(site.lan.host(1).addr().into()));
+    let opts = SubscribeOptions::default()
+        .depth(4096)
+        .every(10)
+        .proxy(via1);
+    let mut sub = clients[2].subscribe("/failover", opts).unwrap();
+    let mut publisher = clients[0].publisher("/failover").unwrap();
+    wait_until("the route through host 1", || {
+        publisher.send(b"warm-up").unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+        sub.available()
+    });
+    // Start counting from a clean point: drop the warm-up samples.
+    while sub.receive(Some(Duration::ZERO)).is_ok() {}
+    let relayed_before = daemons[1].scaled_out();
+    assert!(relayed_before > 0, "host 1 filtered the warm-up samples");
+    let first = publisher.send(b"x").unwrap().0 + 1;
+    // 1 kHz for 4 s; host 1's link goes down after 1 s.
+    const N: u64 = 4000;
+    let start = Instant::now();
+    for i in 0..N {
+        if i == 1000 {
+            site.lan.host(1).link_down().unwrap();
+        }
+        let due = start + Duration::from_millis(i);
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        publisher.send(b"x").unwrap();
+    }
+    let mut got = Vec::new();
+    while let Ok(m) = sub.receive(Some(Duration::from_secs(2))) {
+        got.push(m.seq.0);
+    }
+    let last = first + N;
+    let (before, after): (Vec<u64>, Vec<u64>) = got.iter().partition(|&&q| q < first + 1000);
+    println!(
+        "{} samples through host 1 before its link went down, {} after (from host 0), first after: {:?}",
+        before.len(),
+        after.len(),
+        after.first()
+    );
+    assert!(got.iter().all(|q| q % 10 == 0), "only every 10th sample");
+    assert!(
+        got.windows(2).all(|w| w[0] < w[1]),
+        "in order, no duplicate"
+    );
+    assert!(
+        before.len() >= 90,
+        "through the proxy while it lived: {before:?}"
+    );
+    // After the lease (1 s here) and the reroute, host 0 sends every 10th
+    // sample itself until the end.
+    assert_eq!(got.last().copied(), Some(last - last % 10));
+    let resumed = after.first().copied().unwrap_or(u64::MAX);
+    assert!(
+        resumed < first + 1000 + 2500,
+        "samples resumed {} ms after the link went down",
+        resumed.saturating_sub(first + 1000)
+    );
+    let tail: Vec<u64> = (resumed..=last).filter(|q| q % 10 == 0).collect();
+    assert_eq!(after, tail, "no gap once the publisher's node filters");
+    site.lan.host(1).link_up().unwrap();
 }

@@ -91,9 +91,12 @@ impl SubscribeOptions {
     }
 
     /// Where the every-n-th filter runs: [`Proxy::Subscriber`] (default; the
-    /// whole stream reaches this node) or [`Proxy::Publisher`] (the
+    /// whole stream reaches this node), [`Proxy::Publisher`] (the
     /// publishing node sends this node only the samples some receiver here
-    /// wants). Either way the subscriber sees the same samples.
+    /// wants) or [`Proxy::Node`] (that node's daemon receives the whole
+    /// stream and forwards every n-th sample here; if it is down, the filter
+    /// moves to the publisher). Either way the subscriber sees the same
+    /// samples.
     pub fn proxy(mut self, proxy: Proxy) -> Self {
         self.qos.proxy = proxy;
         self

@@ -8,9 +8,10 @@
 //!   (tag, node) (`tagwire_reliable::Writer`: window, heartbeats, resends on
 //!   NACK), or a best-effort one (sequence numbers only) for a node whose
 //!   receivers all asked for best-effort. Messages that arrived from other
-//!   nodes are not forwarded: their publisher's node already sent one copy to
-//!   every node. This module resolves the routes (`reroute`) and owns the
-//!   socket and the streams' writers.
+//!   nodes are not forwarded (their publisher's node already sent one copy
+//!   to every node), except by an intermediate proxy node to the nodes it
+//!   proxies for (`plan`). This module resolves the routes (`reroute`) and
+//!   owns the socket and the streams' writers.
 //! * **Inbound**: one thread receives on the delivery port. Reliable data
 //!   goes through the stream's `Reader` (in order, exactly once, ACK every K,
 //!   NACK on gaps); best-effort data keeps only datagrams newer than the last
@@ -40,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{MemfdFlags, SealFlags};
 
-use tagwire_proto::{Holder, Right, Role};
+use tagwire_proto::Role;
 use tagwire_reliable::{
     Arrival, BestEffort, Reader, ReaderConfig, Reassembler, ReassemblerConfig, Transmit, Writer,
     WriterConfig,
@@ -50,8 +51,10 @@ use tagwire_wire::datagram::{
     tag_group, AckNack, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
-use tagwire_wire::{Carrier, NodeAddr, Proxy, Reliability, TagId, TagName};
+use tagwire_wire::{NodeAddr, TagId, TagName};
 
+pub(crate) use crate::plan::Mode;
+use crate::plan::Plan;
 use crate::{lock, Shared, State};
 
 /// Largest datagram sent (the kernel fragments it at the IP layer; fewer,
@@ -90,32 +93,6 @@ pub(crate) struct OutStream {
     pub(crate) writer: Writer,
 }
 
-/// How a node gets its copy: the strongest any of its receivers asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Mode {
-    /// Datagrams with sequence numbers only.
-    BestEffort,
-    /// Best-effort datagrams to the tag's multicast group, one for all such
-    /// nodes.
-    Multicast,
-    /// Datagrams through a window (`tagwire_reliable::Writer`).
-    Reliable,
-    /// A TCP connection.
-    Tcp,
-}
-
-impl Mode {
-    /// The mode a receiver's subscription options ask for.
-    fn of(r: &Right) -> Self {
-        match (r.qos.carrier, r.qos.reliability) {
-            (Carrier::Tcp, _) => Mode::Tcp,
-            (Carrier::Multicast, _) => Mode::Multicast,
-            (Carrier::Udp, Reliability::Reliable) => Mode::Reliable,
-            (Carrier::Udp, Reliability::BestEffort) => Mode::BestEffort,
-        }
-    }
-}
-
 /// A node with receivers of a tag: its delivery address (UDP, and TCP on
 /// the same port number) and how it gets its copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -128,20 +105,21 @@ pub(crate) struct Dest {
     /// of what its receivers ask (a receiver filtering for itself asks 1), so
     /// every wanted sample is sent; each subscriber still drops the rest.
     pub(crate) every: u32,
-}
-
-fn gcd(a: u32, b: u32) -> u32 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
+    /// This node is the node's proxy (see `plan`): it also gets the
+    /// samples other nodes published, except its own.
+    pub(crate) relay: bool,
 }
 
 impl Dest {
-    /// Whether the node gets the sample numbered `seq`.
-    pub(crate) fn wants(&self, seq: u64) -> bool {
-        self.every <= 1 || seq % u64::from(self.every) == 0
+    /// Whether the node gets a sample `origin` published, numbered `seq`,
+    /// from this node (`me`).
+    pub(crate) fn takes(&self, me: NodeAddr, origin: NodeAddr, seq: u64) -> bool {
+        self.carries(me, origin) && (self.every <= 1 || seq % u64::from(self.every) == 0)
+    }
+
+    /// Whether samples `origin` published go to the node from this one.
+    pub(crate) fn carries(&self, me: NodeAddr, origin: NodeAddr) -> bool {
+        origin == me || (self.relay && origin != self.node)
     }
 }
 
@@ -218,27 +196,17 @@ impl Delivery {
         let me = shared.node();
         let mut wanted: HashMap<TagName, Dests> = HashMap::new();
         for e in st.table.entries() {
-            let mut modes: HashMap<NodeAddr, (Mode, u32)> = HashMap::new();
-            for r in e.rights(Role::Receiver) {
-                if r.holder == Holder::Remote && r.key.node != me {
-                    let mode = Mode::of(r);
-                    let every = match r.qos.proxy {
-                        Proxy::Publisher => r.qos.every.max(1),
-                        Proxy::Subscriber => 1,
-                    };
-                    let m = modes.entry(r.key.node).or_insert((mode, every));
-                    *m = (m.0.max(mode), gcd(m.1, every));
-                }
-            }
-            let mut nodes: Vec<Dest> = modes
+            let plan = plan_of(st, me, e);
+            let mut nodes: Vec<Dest> = plan
+                .legs(me)
                 .into_iter()
-                .filter_map(|(node, (mode, every))| {
-                    let addr = st.peers.delivery_addr(node)?;
+                .filter_map(|l| {
                     Some(Dest {
-                        node,
-                        addr,
-                        mode,
-                        every,
+                        node: l.node,
+                        addr: st.peers.delivery_addr(l.node)?,
+                        mode: l.mode,
+                        every: l.every,
+                        relay: l.relay,
                     })
                 })
                 .collect();
@@ -296,20 +264,13 @@ impl Delivery {
         let std::net::IpAddr::V4(iface) = me.0 else {
             return;
         };
-        // A node gets one copy, by the strongest mode its receivers ask for
-        // (as `reroute` computes on the sending side): the group is joined
-        // only where that is multicast, or a message would come twice.
+        // A node gets one copy, by the plan every node computes alike: the
+        // group is joined only where that copy is multicast, or a message
+        // would come twice.
         let wanted: HashSet<TagName> = st
             .table
             .entries()
-            .filter(|e| {
-                e.rights(Role::Receiver)
-                    .iter()
-                    .filter(|r| r.holder != Holder::Remote)
-                    .map(Mode::of)
-                    .max()
-                    == Some(Mode::Multicast)
-            })
+            .filter(|e| plan_of(st, me, e).mode_of(me) == Some(Mode::Multicast))
             .map(|e| e.name.clone())
             .collect();
         let mut tags = lock(&self.mtags);
@@ -354,6 +315,18 @@ impl Delivery {
     pub(crate) fn drop_stream(&self, id: u64) {
         lock(&self.out).remove(&id);
     }
+}
+
+/// A tag's routing plan, from this node's table (proxy nodes must be up).
+fn plan_of(st: &State, me: NodeAddr, e: &tagwire_proto::Entry) -> Plan {
+    let receivers = e
+        .rights(Role::Receiver)
+        .iter()
+        .map(|r| (r.key.node, r.qos))
+        .collect::<Vec<_>>();
+    Plan::new(receivers, |n| {
+        n == me || st.peers.delivery_addr(n).is_some()
+    })
 }
 
 /// Our own mapping of a tag's ring (the forwarder reads it without the lock).

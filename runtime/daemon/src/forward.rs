@@ -218,8 +218,11 @@ pub(crate) fn forward_loop(
             let Ok((header, body)) = FrameHeader::parse(&rec) else {
                 continue;
             };
-            if header.sender.node != me {
-                continue; // came from another node, which sent it everywhere itself
+            let origin = header.sender.node;
+            if !dests.iter().any(|t| t.carries(me, origin)) {
+                // Came from another node, which sent it everywhere itself
+                // (but to the nodes we proxy for).
+                continue;
             }
             let message: &[u8] = if header.flags & FLAG_BLOB != 0 {
                 match read_blob(shared, tag, body, &mut blob) {
@@ -229,7 +232,7 @@ pub(crate) fn forward_loop(
             } else {
                 body
             };
-            f.take(&dests, &header, message);
+            f.take(&dests, me, &header, message);
         }
         // Nothing more is ready: send what was batched.
         f.flush(&dests);
@@ -315,20 +318,25 @@ impl Forwarder<'_> {
 
     /// One message read from the ring: into the batch, or (too large for a
     /// datagram) sent as fragments after the batch. A sample some nodes do
-    /// not want (temporal scaling by this, the publisher's, proxy) goes
-    /// alone to those that do; one no node wants is not sent.
-    fn take(&mut self, dests: &[Dest], header: &FrameHeader, message: &[u8]) {
-        let seq = header.seq.0;
-        if dests.iter().any(|t| !t.wants(seq)) {
+    /// not take (temporal scaling by this proxy, or a relayed sample their
+    /// own node published) goes alone to those that do; one no node takes is
+    /// not sent.
+    fn take(&mut self, dests: &[Dest], me: NodeAddr, header: &FrameHeader, message: &[u8]) {
+        let (seq, origin) = (header.seq.0, header.sender.node);
+        if dests.iter().any(|t| !t.takes(me, origin, seq)) {
             let skip: Vec<NodeAddr> = dests
                 .iter()
-                .filter(|t| !t.wants(seq))
+                .filter(|t| !t.takes(me, origin, seq))
                 .map(|t| t.node)
                 .collect();
+            let scaled = dests
+                .iter()
+                .filter(|t| t.carries(me, origin) && !t.takes(me, origin, seq))
+                .count();
             self.shared
                 .stats
                 .scaled_out
-                .fetch_add(skip.len() as u64, Ordering::Relaxed);
+                .fetch_add(scaled as u64, Ordering::Relaxed);
             if skip.len() < dests.len() {
                 self.flush(dests);
                 self.emit(dests, skip, OutRef::Message { header, message });

@@ -22,6 +22,7 @@ pub mod delivery;
 mod forward;
 pub mod local;
 pub mod peers;
+mod plan;
 pub mod pull;
 pub mod update;
 
@@ -296,8 +297,9 @@ impl Daemon {
         self.shared.stats.multicast_sent.load(Ordering::Relaxed)
     }
 
-    /// Copies of samples the publisher's proxy did not send to a node
-    /// because none of its receivers asked for them (temporal scaling).
+    /// Copies of samples this node's delivery manager, as a proxy (at the
+    /// publisher, or an intermediate node), did not send to a node because
+    /// none of its receivers asked for them (temporal scaling).
     pub fn scaled_out(&self) -> u64 {
         self.shared.stats.scaled_out.load(Ordering::Relaxed)
     }

@@ -543,6 +543,9 @@ fn run_link(shared: Arc<Shared>, stream: TcpStream, dialed: Option<NodeAddr>, fr
     let ups = st.table.drop_node(peer);
     tracing::info!(node = %peer, released = ups.len(), "peer link closed; its rights are gone");
     update::effects(&shared, &mut st, &ups);
+    if ups.is_empty() {
+        update::reroute(&shared, &st);
+    }
 }
 
 fn undial(shared: &Shared, dialed: Option<NodeAddr>) {
@@ -638,6 +641,7 @@ fn serve(shared: &Arc<Shared>, link: &Arc<Link>, from: SocketAddr) -> Option<Nod
             p.incarnation = incarnation;
             p.link = Some(link.clone());
         }
+        update::reroute(shared, &st);
         let ops = st.table.sync_ops();
         drop(st);
         if w.write_all(&PeerMessage::Sync { ops }.encode()).is_err() {

@@ -77,14 +77,21 @@ pub(crate) fn effects(shared: &Shared, st: &mut State, updates: &[Update]) {
         }
     }
     if !updates.is_empty() {
-        if let (Some(d), Some(me)) = (
-            shared.delivery.get(),
-            shared.this.get().and_then(std::sync::Weak::upgrade),
-        ) {
-            d.reroute(&me, st);
-        }
+        reroute(shared, st);
     }
     broadcast(st, updates);
+}
+
+/// Re-resolves the forwarders' routes: after a table change, and when a
+/// peer comes up or is declared dead (a dead node gets nothing, and a
+/// proxy node is used only while it is up; see `plan`).
+pub(crate) fn reroute(shared: &Shared, st: &State) {
+    if let (Some(d), Some(me)) = (
+        shared.delivery.get(),
+        shared.this.get().and_then(std::sync::Weak::upgrade),
+    ) {
+        d.reroute(&me, st);
+    }
 }
 
 /// Sends `ops` to every live peer and waits until all applied them. On timeout,
