@@ -220,6 +220,34 @@ impl Proxy {
     }
 }
 
+impl std::str::FromStr for Proxy {
+    type Err = String;
+
+    /// `subscriber`, `publisher`, or a node's IP address.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "subscriber" => Ok(Proxy::Subscriber),
+            "publisher" => Ok(Proxy::Publisher),
+            addr => addr
+                .parse()
+                .map(|ip| Proxy::Node(NodeAddr(ip)))
+                .map_err(|_| {
+                    format!("`{addr}` is neither `subscriber`, `publisher` nor a node's IP address")
+                }),
+        }
+    }
+}
+
+impl fmt::Display for Proxy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Proxy::Subscriber => f.write_str("subscriber"),
+            Proxy::Publisher => f.write_str("publisher"),
+            Proxy::Node(n) => n.fmt(f),
+        }
+    }
+}
+
 /// What a subscription asks of the connection that feeds it (DESIGN.md §2:
 /// carrier and QoS per connection). Senders carry the default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -465,5 +493,19 @@ mod tests {
         ] {
             assert_eq!(NodeAddr::from_bytes(a.to_bytes()), a);
         }
+    }
+
+    #[test]
+    fn proxies_parse_from_what_they_print() {
+        for text in ["subscriber", "publisher", "10.0.0.7", "fe80::2"] {
+            let p: Proxy = text.parse().unwrap();
+            assert_eq!(p.to_string(), text);
+        }
+        assert_eq!(
+            "10.0.0.7".parse::<Proxy>(),
+            Ok(Proxy::Node(NodeAddr("10.0.0.7".parse().unwrap())))
+        );
+        let err = "host-7".parse::<Proxy>().unwrap_err();
+        assert!(err.contains("host-7"), "{err}");
     }
 }

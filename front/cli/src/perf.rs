@@ -123,6 +123,27 @@ enum Bench {
         #[arg(long, default_value_t = 256)]
         size: usize,
     },
+    /// Round trip to a subscriber on another host asking for every n-th
+    /// sample, by proxy placement: none, subscriber, publisher, a third host
+    /// (push-pull; network namespaces; root).
+    ProxyRtt {
+        /// Message size, bytes.
+        #[arg(long, default_value_t = 256)]
+        size: usize,
+        /// The subscriber's scale n.
+        #[arg(long, default_value_t = 10)]
+        every: u32,
+    },
+    /// Pull the last N messages of a tag's history from the local daemon,
+    /// beside receiving the same N messages from a subscription's queue.
+    Pull {
+        /// Messages pulled.
+        #[arg(long, default_value_t = 1000)]
+        count: u32,
+        /// Message size, bytes.
+        #[arg(long, default_value_t = 256)]
+        size: usize,
+    },
     /// Round trip against the number of receivers spread over three other
     /// hosts, all acknowledging (paper Figure 4-7; network namespaces; root).
     MultiNode {
@@ -152,6 +173,10 @@ pub(crate) struct WorkerArgs {
     depth: u32,
     #[arg(long)]
     cpu: Option<usize>,
+    #[arg(long, default_value_t = 1)]
+    every: u32,
+    #[arg(long, default_value = "subscriber", value_parser = str::parse::<tagwire::Proxy>)]
+    proxy: tagwire::Proxy,
 }
 
 pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
@@ -163,6 +188,8 @@ pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
         spin: a.spin,
         depth: a.depth,
         cpu: a.cpu,
+        every: a.every,
+        proxy: a.proxy,
     })
 }
 
@@ -197,6 +224,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         | Bench::Place { .. }
         | Bench::RemoteRtt { .. }
         | Bench::RemoteFanout { .. }
+        | Bench::ProxyRtt { .. }
         | Bench::MultiNode { .. } => unreachable!("handled above"),
         Bench::Rtt { sizes, modes } => {
             let modes = modes
@@ -224,6 +252,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             paced,
             ..
         } => ("throughput", suite::throughput(&o, size, *seconds, *paced)?),
+        Bench::Pull { count, size } => ("pull", suite::pull(&o, *count, *size)?),
     };
     let _ = std::fs::remove_dir_all(&dir);
     emit(&a, name, &records)
@@ -236,6 +265,7 @@ impl Bench {
             Bench::RemoteRtt { .. }
                 | Bench::RemoteFanout { .. }
                 | Bench::MultiNode { .. }
+                | Bench::ProxyRtt { .. }
                 | Bench::Throughput { remote: true, .. }
         )
     }
@@ -259,10 +289,10 @@ fn remote(a: &Args) -> anyhow::Result<()> {
     if a.socket.is_some() {
         anyhow::bail!("--socket does not apply: the multi-host benchmarks start their own daemons");
     }
-    let hosts = if matches!(a.bench, Bench::MultiNode { .. }) {
-        4
-    } else {
-        2
+    let hosts = match a.bench {
+        Bench::MultiNode { .. } => 4,
+        Bench::ProxyRtt { .. } => 3,
+        _ => 2,
     };
     let site = remote::Site::new(hosts)?;
     let o = suite_opts(a, site.socket(0))?;
@@ -296,11 +326,18 @@ fn remote(a: &Args) -> anyhow::Result<()> {
                 *size,
             )?,
         ),
+        Bench::ProxyRtt { size, every } => {
+            ("proxy-rtt", remote::proxy_rtt(&o, &site, *size, *every)?)
+        }
         Bench::Throughput { size, seconds, .. } => (
             "throughput-remote",
             remote::remote_throughput(&o, &site, size, *seconds)?,
         ),
-        Bench::Rtt { .. } | Bench::Fanout { .. } | Bench::Footprint | Bench::Place { .. } => {
+        Bench::Rtt { .. }
+        | Bench::Fanout { .. }
+        | Bench::Footprint
+        | Bench::Pull { .. }
+        | Bench::Place { .. } => {
             unreachable!("not a multi-host benchmark")
         }
     };

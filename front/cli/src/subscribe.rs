@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use tagwire::{Domain, Error, NodeAddr, Proxy, SubscribeOptions};
+use tagwire::{Domain, Error, Proxy, SubscribeOptions};
 
 use crate::ConnectArgs;
 
@@ -36,23 +36,10 @@ pub(crate) struct Args {
     /// Where the every-N-th filter runs: `subscriber` (this process),
     /// `publisher` (the publishing node sends only those samples) or the
     /// address of an intermediate node whose daemon forwards them.
-    #[arg(long, default_value = "subscriber", value_parser = parse_proxy)]
+    #[arg(long, default_value = "subscriber", value_parser = str::parse::<Proxy>)]
     proxy: Proxy,
     #[command(flatten)]
     connect: ConnectArgs,
-}
-
-fn parse_proxy(s: &str) -> Result<Proxy, String> {
-    match s {
-        "subscriber" => Ok(Proxy::Subscriber),
-        "publisher" => Ok(Proxy::Publisher),
-        addr => addr
-            .parse()
-            .map(|ip| Proxy::Node(NodeAddr(ip)))
-            .map_err(|_| {
-                format!("`{addr}` is neither `subscriber`, `publisher` nor a node's IP address")
-            }),
-    }
 }
 
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {

@@ -226,3 +226,45 @@ fn remote_throughput_counts_messages_across_the_link() {
         assert!(s.iter().any(|x| x == want), "{want} missing from {s:?}");
     }
 }
+
+#[test]
+fn pull_times_a_whole_history_beside_receiving_it() {
+    let recs = perf(&["pull", "--count", "200", "--iters", "5"]);
+    let s = systems(&recs);
+    assert_eq!(s, vec!["tagwire-pull", "tagwire-receive"], "{recs:?}");
+    for r in &recs {
+        assert_eq!(
+            (r["bench"].as_str(), r["receivers"].as_u64()),
+            (Some("pull"), Some(200))
+        );
+        assert!(r["p50_us"].as_f64().unwrap() > 0.0);
+    }
+    assert!(recs[0]["paired"]["tagwire-receive"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn proxy_rtt_reports_each_placement_against_the_plain_round_trip() {
+    if no_namespaces() {
+        return;
+    }
+    let recs = perf(&["proxy-rtt", "--iters", "30", "--warmup", "3"]);
+    let s = systems(&recs);
+    for want in [
+        "tagwire",
+        "tagwire+proxy@subscriber",
+        "tagwire+proxy@publisher",
+        "tagwire+proxy@third-host",
+        "raw-udp",
+    ] {
+        assert!(s.iter().any(|x| x == want), "{want} missing from {s:?}");
+    }
+    let third = recs
+        .iter()
+        .find(|r| r["system"] == "tagwire+proxy@third-host")
+        .unwrap();
+    assert_eq!(third["nodes"], 3);
+    assert!(
+        third["paired"]["tagwire"].as_f64().unwrap() > 0.0,
+        "{third}"
+    );
+}

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use tagwire::{Client, ClientOptions, NodeState};
+use tagwire::{Client, ClientOptions, NodeState, Proxy};
 use tagwire_daemon::{Config, Daemon, NetConfig};
 use tagwire_testkit::{Host, Lan};
 
@@ -270,6 +270,87 @@ pub fn remote_rtt(o: &SuiteOpts, site: &Site, sizes: &[usize]) -> anyhow::Result
         .collect();
     out.sort_by_key(|r| r.size);
     Ok(out)
+}
+
+/// Round trip to one subscriber on host 1 that asks for every `every`-th
+/// sample, by where the filter (the push-pull proxy) runs: nowhere (the
+/// plain round trip, every sample: the baseline), in the subscriber's
+/// library, in the publishing node's delivery manager, or in the daemon of
+/// host 2, a third host the samples then cross (one extra hop). Each round
+/// publishes `every` samples back to back and times the one asked for; the
+/// acknowledgement returns directly. A raw UDP ping-pong across the same
+/// link is measured beside them.
+pub fn proxy_rtt(
+    o: &SuiteOpts,
+    site: &Site,
+    size: usize,
+    every: u32,
+) -> anyhow::Result<Vec<Record>> {
+    anyhow::ensure!(site.hosts() >= 3, "the proxy round trip needs 3 hosts");
+    let env = site.env(o.env.exe.clone(), o.env.cpus, &[1]);
+    let node2 = Proxy::Node(tagwire::NodeAddr(site.host(2).addr().into()));
+    let variants = [
+        ("tagwire", 1, Proxy::Subscriber),
+        ("tagwire+proxy@subscriber", every, Proxy::Subscriber),
+        ("tagwire+proxy@publisher", every, Proxy::Publisher),
+        ("tagwire+proxy@third-host", every, node2),
+    ];
+    let ropts = raw::RawOpts { cpus: o.env.cpus };
+    let mut acc = Acc::default();
+    let s = size as u64;
+    for rep in 0..o.reps {
+        acc.rep = rep;
+        for (name, n, proxy) in variants {
+            note(
+                o,
+                format!("proxy-rtt rep {}/{} {name} every {n}", rep + 1, o.reps),
+            );
+            let d = workload::rtt_scaled(
+                &env,
+                size,
+                o.iters,
+                o.warmup,
+                1,
+                Acks::All,
+                false,
+                (n, proxy),
+            )?;
+            push(&mut acc, name, "block", s, 1, "all", &d);
+        }
+        let (a, b) = site.udp_pair(0, 1)?;
+        let d = raw::udp_pingpong(a, b, size, o.iters, o.warmup, &ropts)?;
+        push(&mut acc, "raw-udp", "block", s, 1, "all", &d);
+    }
+    let pairs = |e: &Series| -> Vec<(String, Series)> {
+        if !e.0.starts_with("tagwire") {
+            return Vec::new();
+        }
+        ["tagwire", "raw-udp"]
+            .iter()
+            .filter(|b| **b != e.0)
+            .filter_map(|b| {
+                acc.find(b, "block", e.2, 1, "all")
+                    .map(|s| (b.to_string(), s.clone()))
+            })
+            .collect()
+    };
+    Ok(acc
+        .records("proxy-rtt", pairs)
+        .into_iter()
+        .map(|r| {
+            let nodes = if r.system.ends_with("third-host") {
+                3
+            } else {
+                2
+            };
+            let note = match r.system.as_str() {
+                "tagwire" => "no proxy: every sample".to_string(),
+                "raw-udp" => "raw UDP ping-pong, host 0 and host 1".to_string(),
+                _ => format!("every {every}th sample"),
+            };
+            r.with_nodes(nodes).with_note(&note)
+        })
+        .collect())
 }
 
 /// Round trip against the number of receivers, with the receivers spread

@@ -540,12 +540,62 @@ pub fn throughput_table(records: &[Record]) -> String {
     out
 }
 
+/// A table with one row per record of `bench` (system, size, p50 with its
+/// spread, p99, and each paired ratio the records carry); empty string if
+/// there are none. For the benchmarks that compare variants of one
+/// workload (`proxy-rtt`, `pull`).
+pub fn rows_table(records: &[Record], bench: &str, title: &str) -> String {
+    let recs: Vec<&Record> = records.iter().filter(|r| r.bench == bench).collect();
+    if recs.is_empty() {
+        return String::new();
+    }
+    let keys = ordered_unique(recs.iter().flat_map(|r| r.paired.keys().cloned()));
+    let mut header = vec![
+        "system".to_string(),
+        "size".to_string(),
+        "p50 µs".to_string(),
+        "p99 µs".to_string(),
+    ];
+    header.extend(keys.iter().map(|k| format!("/{k}")));
+    let mut rows = vec![header];
+    for r in &recs {
+        let mut row = vec![
+            r.system.clone(),
+            fmt_size(r.size),
+            fmt_latency_cell(r),
+            r.p99_us.map_or_else(|| "-".to_string(), fmt_us),
+        ];
+        row.extend(keys.iter().map(|k| {
+            r.paired
+                .get(k)
+                .map_or_else(|| "-".to_string(), |p| format!("{p:.2}x"))
+        }));
+        rows.push(row);
+    }
+    let mut out = format!(
+        "{title}, p50 µs [min-max over repetitions]; ratios are paired (same repetition, median over repetitions)\n",
+    );
+    out.push_str(&render_grid(&rows));
+    out.push_str(&notes_section(&recs, false));
+    out
+}
+
 /// All non-empty tables, separated by blank lines.
 pub fn all_tables(records: &[Record]) -> String {
     [
         rtt_table(records),
         fanout_table(records),
         throughput_table(records),
+        rows_table(
+            records,
+            "proxy-rtt",
+            "Round trip to a scaled subscriber on another host, by proxy placement",
+        ),
+        rows_table(
+            records,
+            "pull",
+            "Pull of a tag's history from the local daemon",
+        ),
     ]
     .into_iter()
     .filter(|t| !t.is_empty())

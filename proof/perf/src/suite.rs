@@ -437,6 +437,58 @@ pub fn throughput(
     Ok(out)
 }
 
+/// Pulls of a tag's last `count` messages from the local daemon beside
+/// receiving as many queued messages from a subscription, repetition by
+/// repetition (`o.iters` of each per repetition, at most 200).
+pub fn pull(o: &SuiteOpts, count: u32, size: usize) -> anyhow::Result<Vec<Record>> {
+    let mut acc = Acc::default();
+    let iters = o.iters.min(200);
+    for rep in 0..o.reps {
+        acc.rep = rep;
+        note(o, format!("pull rep {}/{} last {count}", rep + 1, o.reps));
+        let (pulls, drains) = workload::pull(&o.env, count, size, iters)?;
+        push(
+            &mut acc,
+            "tagwire-pull",
+            "block",
+            size as u64,
+            count,
+            "all",
+            &pulls,
+        );
+        push(
+            &mut acc,
+            "tagwire-receive",
+            "block",
+            size as u64,
+            count,
+            "all",
+            &drains,
+        );
+    }
+    Ok(acc
+        .records("pull", |e| {
+            if e.0 != "tagwire-pull" {
+                return Vec::new();
+            }
+            acc.find("tagwire-receive", "block", e.2, count, "all")
+                .map(|b| vec![("tagwire-receive".to_string(), b.clone())])
+                .unwrap_or_default()
+        })
+        .into_iter()
+        .map(|r| {
+            let what = if r.system == "tagwire-pull" {
+                format!("one pull of the last {count} messages (time for all {count})")
+            } else {
+                format!(
+                    "{count} receive calls on a subscription holding them (time for all {count})"
+                )
+            };
+            r.with_note(&what)
+        })
+        .collect())
+}
+
 pub(crate) fn push(
     acc: &mut Acc,
     system: &str,

@@ -15,7 +15,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use tagwire::{Client, ClientOptions, Domain, Error, RingParams, SubscribeOptions};
+use tagwire::{
+    Client, ClientOptions, Domain, Error, HistoryQuery, KeepHistory, Proxy, RingParams,
+    SubscribeOptions,
+};
 
 /// Who acknowledges a ping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +100,10 @@ pub struct WorkerArgs {
     pub depth: u32,
     /// Pin the worker to this CPU.
     pub cpu: Option<usize>,
+    /// Temporal scaling of the subscription: every n-th ping (1: all).
+    pub every: u32,
+    /// Where that filter runs.
+    pub proxy: Proxy,
 }
 
 const STOP: &[u8] = b"\xffSTOP";
@@ -147,6 +154,12 @@ fn spawn_worker(env: &Env, i: usize, a: &WorkerArgs, stdout: Stdio) -> anyhow::R
     if let Some(c) = a.cpu {
         cmd.args(["--cpu", &c.to_string()]);
     }
+    cmd.args([
+        "--every",
+        &a.every.to_string(),
+        "--proxy",
+        &a.proxy.to_string(),
+    ]);
     cmd.spawn()
         .with_context(|| format!("starting worker {}", env.exe.display()))
 }
@@ -188,7 +201,34 @@ pub fn rtt(
     acks: Acks,
     spin: bool,
 ) -> anyhow::Result<Vec<Duration>> {
+    rtt_scaled(
+        env,
+        size,
+        iters,
+        warmup,
+        receivers,
+        acks,
+        spin,
+        (1, Proxy::Subscriber),
+    )
+}
+
+/// [`rtt`] with receivers that ask for every n-th ping (`scale.0`) with
+/// the filter at `scale.1`: each round publishes n pings back to back and
+/// times the n-th (the one they ask for) from its send to its acks.
+#[allow(clippy::too_many_arguments)]
+pub fn rtt_scaled(
+    env: &Env,
+    size: usize,
+    iters: usize,
+    warmup: usize,
+    receivers: usize,
+    acks: Acks,
+    spin: bool,
+    scale: (u32, Proxy),
+) -> anyhow::Result<Vec<Duration>> {
     anyhow::ensure!(receivers >= 1, "at least one receiver");
+    anyhow::ensure!(scale.0 >= 1, "a scale of at least 1");
     pin(env)?;
     let c = client(env)?;
     let ping = unique("ping");
@@ -208,6 +248,8 @@ pub fn rtt(
             spin,
             depth: 64,
             cpu: env.cpus.map(|c| c.1),
+            every: scale.0,
+            proxy: scale.1,
         };
         workers.0.push(spawn_worker(env, i, &a, Stdio::null())?);
         // Start them one by one so the last one really is the last to subscribe.
@@ -225,6 +267,10 @@ pub fn rtt(
     let mut ack_buf = Vec::with_capacity(size + 64);
     let mut out = Vec::with_capacity(iters);
     for i in 0..warmup + iters {
+        // Samples the receivers did not ask for (the proxy drops them).
+        for _ in 1..scale.0 {
+            publ.send(&payload)?;
+        }
         let t0 = Instant::now();
         publ.send(&payload)?;
         let mut got = 0;
@@ -239,7 +285,10 @@ pub fn rtt(
             out.push(t0.elapsed());
         }
     }
-    publ.send(STOP)?;
+    // One of these is a sample the receivers asked for.
+    for _ in 0..scale.0 {
+        publ.send(STOP)?;
+    }
     drop(workers);
     let _ = c.destroy_tag(&ping);
     let _ = c.destroy_tag(&ack);
@@ -292,6 +341,8 @@ pub fn throughput(
         spin: false,
         depth: 65536,
         cpu: env.cpus.map(|c| c.1),
+        every: 1,
+        proxy: Proxy::Subscriber,
     };
     let mut workers = Workers(vec![spawn_worker(env, 0, &a, Stdio::piped())?]);
     wait_for(
@@ -339,6 +390,55 @@ pub fn throughput(
     })
 }
 
+/// Times of pulling the last `count` messages of a tag's history from the
+/// daemon, and of receiving the same number of messages already queued
+/// for a subscription (the push path of the same data), `iters` of each.
+pub fn pull(
+    env: &Env,
+    count: u32,
+    size: usize,
+    iters: usize,
+) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+    pin(env)?;
+    let c = client(env)?;
+    let tag = unique("pull");
+    let ring = RingParams {
+        slots: count.next_power_of_two().max(64),
+        slot_payload: u32::try_from(size.max(64)).unwrap_or(u32::MAX),
+    };
+    let keep = KeepHistory {
+        depth: count,
+        max_bytes: 0,
+    };
+    c.create_tag_keeping(&tag, Domain::Local, ring, keep)?;
+    let mut publ = c.publisher(&tag)?;
+    let mut sub = c.subscribe(&tag, SubscribeOptions::default().depth(ring.slots))?;
+    let payload = vec![0x3cu8; size];
+    let mut buf = Vec::with_capacity(size);
+    let (mut pulls, mut drains) = (Vec::with_capacity(iters), Vec::with_capacity(iters));
+    for _ in 0..iters {
+        for _ in 0..count {
+            publ.send(&payload)?;
+        }
+        let t0 = Instant::now();
+        for _ in 0..count {
+            sub.receive_into(Some(Duration::from_secs(5)), &mut buf)?;
+        }
+        drains.push(t0.elapsed());
+        let t0 = Instant::now();
+        let got = c.pull(&tag, HistoryQuery::Last(count))?;
+        pulls.push(t0.elapsed());
+        if got.len() != count as usize || got.iter().any(|m| m.payload.len() != size) {
+            bail!(
+                "a pull returned {} messages, not {count} of {size} B",
+                got.len()
+            );
+        }
+    }
+    let _ = c.destroy_tag(&tag);
+    Ok((pulls, drains))
+}
+
 fn pin(env: &Env) -> anyhow::Result<()> {
     match env.cpus {
         Some((a, _)) => crate::raw::pin_current_thread(a),
@@ -352,7 +452,8 @@ pub fn worker_main(a: &WorkerArgs) -> anyhow::Result<()> {
         crate::raw::pin_current_thread(c)?;
     }
     let c = Client::connect()?;
-    let mut sub = c.subscribe(&a.ping, spin_opts(a.spin, a.depth))?;
+    let opts = spin_opts(a.spin, a.depth).every(a.every).proxy(a.proxy);
+    let mut sub = c.subscribe(&a.ping, opts)?;
     match a.role.as_str() {
         "echo" => {
             let mut publ = if a.acks {
