@@ -163,7 +163,7 @@ pub enum HistoryQuery {
 }
 
 impl HistoryQuery {
-    fn encode(&self, w: &mut Writer) {
+    pub(crate) fn encode(&self, w: &mut Writer) {
         match *self {
             HistoryQuery::Last(n) => {
                 w.u8(0).u32(n);
@@ -177,7 +177,7 @@ impl HistoryQuery {
         }
     }
 
-    fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(match r.u8()? {
             0 => HistoryQuery::Last(r.u32()?),
             1 => HistoryQuery::Since(r.u64()?),

@@ -25,7 +25,7 @@
 //! same set of operations gives the same table whatever order they arrive in.
 
 use crate::codec::{DecodeError, Reader, Writer};
-use crate::control::RingParams;
+use crate::control::{HistoryQuery, RingParams};
 use crate::ids::{ChannelQos, Domain, Member, NodeAddr, TagName};
 
 /// Magic of a peer message ("TP" little-endian).
@@ -186,6 +186,29 @@ pub enum PeerMessage {
     },
     /// Liveness, sent when nothing else was sent for a while.
     Heartbeat,
+    /// Asks for messages from the receiver's history of a tag (a client on
+    /// the sender's node pulls a history kept elsewhere); answered with
+    /// [`PeerMessage::Pulled`].
+    Pull {
+        /// Correlates the answer.
+        id: u64,
+        /// The tag.
+        name: TagName,
+        /// Which messages.
+        query: HistoryQuery,
+    },
+    /// The answer to [`PeerMessage::Pull`].
+    Pulled {
+        /// The request's id.
+        id: u64,
+        /// Whether the tag keeps a history on the answering node.
+        found: bool,
+        /// Messages in `records`.
+        count: u32,
+        /// The messages, oldest first, each `[u32 LE length][frame header +
+        /// payload]` (as a local pull's memfd holds them).
+        records: Vec<u8>,
+    },
 }
 
 /// A discovery datagram, multicast periodically by every daemon with discovery on.
@@ -208,6 +231,8 @@ const SYNC: u8 = 2;
 const OP: u8 = 3;
 const APPLIED: u8 = 4;
 const HEARTBEAT: u8 = 5;
+const PULL: u8 = 6;
+const PULLED: u8 = 7;
 
 const OP_TAG_UP: u8 = 1;
 const OP_TAG_DOWN: u8 = 2;
@@ -251,6 +276,23 @@ impl PeerMessage {
             }
             PeerMessage::Heartbeat => {
                 w.u8(HEARTBEAT);
+            }
+            PeerMessage::Pull { id, name, query } => {
+                w.u8(PULL).u64(*id).str(name.as_str());
+                query.encode(&mut w);
+            }
+            PeerMessage::Pulled {
+                id,
+                found,
+                count,
+                records,
+            } => {
+                w.u8(PULLED)
+                    .u64(*id)
+                    .u8(u8::from(*found))
+                    .u32(*count)
+                    .u32(records.len() as u32)
+                    .bytes(records);
             }
         }
         let mut out = w.into_inner();
@@ -296,6 +338,32 @@ impl PeerMessage {
             },
             APPLIED => PeerMessage::Applied { id: r.u64()? },
             HEARTBEAT => PeerMessage::Heartbeat,
+            PULL => PeerMessage::Pull {
+                id: r.u64()?,
+                name: TagName::decode(&mut r)?,
+                query: HistoryQuery::decode(&mut r)?,
+            },
+            PULLED => {
+                let id = r.u64()?;
+                let found = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    v => {
+                        return Err(DecodeError::Unknown {
+                            what: "pull answer flag",
+                            value: u32::from(v),
+                        })
+                    }
+                };
+                let count = r.u32()?;
+                let len = r.u32()? as usize;
+                PeerMessage::Pulled {
+                    id,
+                    found,
+                    count,
+                    records: r.bytes(len)?.to_vec(),
+                }
+            }
             k => {
                 return Err(DecodeError::Unknown {
                     what: "peer message kind",
@@ -570,6 +638,33 @@ mod tests {
             (any::<u64>(), op()).prop_map(|(id, op)| PeerMessage::Op { id, op }),
             any::<u64>().prop_map(|id| PeerMessage::Applied { id }),
             Just(PeerMessage::Heartbeat),
+            (any::<u64>(), name(), any::<u32>()).prop_map(|(id, name, n)| PeerMessage::Pull {
+                id,
+                name,
+                query: HistoryQuery::Last(n)
+            }),
+            (any::<u64>(), name(), any::<u64>(), any::<u64>()).prop_map(|(id, name, a, b)| {
+                PeerMessage::Pull {
+                    id,
+                    name,
+                    query: HistoryQuery::Between {
+                        from_ns: a,
+                        to_ns: b,
+                    },
+                }
+            }),
+            (
+                any::<u64>(),
+                any::<bool>(),
+                any::<u32>(),
+                proptest::collection::vec(any::<u8>(), 0..64)
+            )
+                .prop_map(|(id, found, count, records)| PeerMessage::Pulled {
+                    id,
+                    found,
+                    count,
+                    records
+                }),
         ]
     }
 

@@ -1,6 +1,7 @@
 //! Push-pull across hosts (network namespaces, proof/testkit): temporal
 //! scaling by a proxy at the subscriber, at the publisher or on an
-//! intermediate node, and falling back when that node dies.
+//! intermediate node, and falling back when that node dies; histories
+//! pulled from another node.
 //!
 //! These tests need root; without it each prints `skipped: <reason>` and
 //! passes. `.ci/run` runs them as root.
@@ -241,4 +242,56 @@ fn a_dead_proxy_node_falls_back_to_the_publisher_within_the_lease() {
     let tail: Vec<u64> = (resumed..=last).filter(|q| q % 10 == 0).collect();
     assert_eq!(after, tail, "no gap once the publisher's node filters");
     site.lan.host(1).link_up().unwrap();
+}
+
+#[test]
+fn a_history_kept_on_the_publishers_node_is_pulled_from_another_node() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, clients) = site.mesh(&Find::List);
+    let keep = tagwire::KeepHistory {
+        depth: 100,
+        max_bytes: 0,
+    };
+    clients[0]
+        .create_tag_keeping("/remote/hist", Domain::Global, Default::default(), keep)
+        .unwrap();
+    let mut publisher = clients[0].publisher("/remote/hist").unwrap();
+    for i in 1..=300u32 {
+        publisher.send(&i.to_le_bytes()).unwrap();
+    }
+    // Host 1 keeps no history of the tag: its daemon asks host 0's.
+    let got = clients[1]
+        .pull("/remote/hist", tagwire::HistoryQuery::Last(50))
+        .unwrap();
+    let seqs: Vec<u64> = got.iter().map(|m| m.seq.0).collect();
+    assert_eq!(seqs, (251..=300).collect::<Vec<_>>());
+    assert_eq!(got[0].payload, 251u32.to_le_bytes());
+    assert_eq!(
+        got[0].sender,
+        clients[0].me(),
+        "the publisher's pid and node"
+    );
+    // A late joiner on host 1: the last 20, then live samples, no gap, no
+    // duplicate.
+    let opts = SubscribeOptions::default().depth(1024);
+    let mut late = clients[1]
+        .subscribe_with_history("/remote/hist", opts, tagwire::HistoryQuery::Last(20))
+        .unwrap();
+    for i in 301..=310u32 {
+        publisher.send(&i.to_le_bytes()).unwrap();
+    }
+    let seqs: Vec<u64> = drain(&mut late, 30).iter().map(|m| m.0).collect();
+    assert_eq!(seqs, (281..=310).collect::<Vec<_>>());
+    assert!(late.receive(Some(Duration::from_millis(300))).is_err());
+    // No node keeps one: a clear error.
+    clients[0]
+        .create_tag("/remote/none", Domain::Global)
+        .unwrap();
+    let err = clients[1]
+        .pull("/remote/none", tagwire::HistoryQuery::Last(1))
+        .unwrap_err();
+    assert!(err.to_string().contains("any live peer"), "{err}");
 }

@@ -371,8 +371,10 @@ impl Client {
         }
     }
 
-    /// Pulls messages from a tag's history on this node (see
-    /// [`Client::set_history`]), oldest first, with their sender info.
+    /// Pulls messages from a tag's history (see [`Client::set_history`]),
+    /// oldest first, with their sender info: from this node's daemon if it
+    /// keeps one, else from the fullest history a live peer's daemon keeps
+    /// (the publisher's node, typically).
     pub fn pull(&self, name: &str, query: crate::HistoryQuery) -> Result<Vec<crate::Message>> {
         let name = TagName::new(name)?;
         let req = Request::Pull {

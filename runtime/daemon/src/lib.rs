@@ -117,6 +117,8 @@ pub(crate) struct Shared {
     /// a restarted daemon from a reconnecting one.
     pub(crate) incarnation: u64,
     pub(crate) acks: peers::Acks,
+    /// Pulls of histories on other nodes awaiting answers.
+    pub(crate) pulls: peers::RemotePulls,
     pub(crate) stats: Stats,
     /// The pull manager's history keepers.
     pub(crate) keepers: pull::Keepers,
@@ -216,6 +218,7 @@ impl Daemon {
             next_client: AtomicU64::new(1),
             incarnation,
             acks: peers::Acks::default(),
+            pulls: peers::RemotePulls::default(),
             stats: Stats::default(),
             keepers: pull::Keepers::default(),
             delivery: std::sync::OnceLock::new(),

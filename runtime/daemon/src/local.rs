@@ -324,13 +324,27 @@ fn handle(
             match shared.keepers.pull(shared, &name, query) {
                 Some(Ok((count, len, fd))) => (Response::Pulled { count, len }, Some(fd)),
                 Some(Err(e)) => error(ErrorCode::Internal, format!("cannot answer a pull: {e}")),
-                None => error(
-                    ErrorCode::BadRequest,
-                    format!(
-                        "tag {name} keeps no history on this node; \
-                         start one with `tagwire history {name} --depth N`"
+                // Not kept here: ask the other nodes (the publisher's node
+                // keeps it by default).
+                None => match crate::peers::pull_remote(shared, &name, query) {
+                    Some((count, records)) => match crate::pull::sealed(&records) {
+                        Ok(fd) => (
+                            Response::Pulled {
+                                count,
+                                len: records.len() as u64,
+                            },
+                            Some(fd),
+                        ),
+                        Err(e) => error(ErrorCode::Internal, format!("cannot answer a pull: {e}")),
+                    },
+                    None => error(
+                        ErrorCode::BadRequest,
+                        format!(
+                            "tag {name} keeps no history on this node or any live peer; \
+                             start one with `tagwire history {name} --depth N`"
+                        ),
                     ),
-                ),
+                },
             }
         }
         Request::CreateTag {

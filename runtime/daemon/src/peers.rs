@@ -22,9 +22,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tagwire_wire::control::{NodeState, NodeSummary};
+use tagwire_wire::control::{HistoryQuery, NodeState, NodeSummary};
 use tagwire_wire::peer::{Beacon, PeerMessage, TableOp};
-use tagwire_wire::NodeAddr;
+use tagwire_wire::{NodeAddr, TagName};
 
 use crate::{lock, update, Shared};
 
@@ -304,6 +304,83 @@ impl Acks {
     }
 }
 
+/// A peer's answer to a pull: the message count and the records.
+type Pulled = (u32, Vec<u8>);
+
+/// One pull's wait: the peers yet to answer, and the answers with a history.
+type PullWait = (HashSet<NodeAddr>, Vec<Pulled>);
+
+/// Pulls of histories kept on other nodes, waiting for their answers.
+#[derive(Debug, Default)]
+pub(crate) struct RemotePulls {
+    /// By request id.
+    pending: Mutex<HashMap<u64, PullWait>>,
+    changed: std::sync::Condvar,
+    next: AtomicU64,
+}
+
+impl RemotePulls {
+    fn answered(&self, id: u64, node: NodeAddr, answer: Option<Pulled>) {
+        let mut p = lock(&self.pending);
+        if let Some((waiting, found)) = p.get_mut(&id) {
+            waiting.remove(&node);
+            found.extend(answer);
+        }
+        self.changed.notify_all();
+    }
+
+    fn gone(&self, node: NodeAddr) {
+        let mut p = lock(&self.pending);
+        for (waiting, _) in p.values_mut() {
+            waiting.remove(&node);
+        }
+        self.changed.notify_all();
+    }
+}
+
+/// Asks every live peer for the messages `query` selects from its history
+/// of `name` and returns the fullest answer (count, records), or `None`
+/// when no peer that answered within the apply timeout keeps one.
+pub(crate) fn pull_remote(
+    shared: &Shared,
+    name: &TagName,
+    query: HistoryQuery,
+) -> Option<Pulled> {
+    let net = shared.config.net.as_ref()?;
+    let links = shared.lock().peers.up_links();
+    if links.is_empty() {
+        return None;
+    }
+    let pulls = &shared.pulls;
+    let id = pulls.next.fetch_add(1, Ordering::Relaxed);
+    let waiting: HashSet<NodeAddr> = links.iter().filter_map(|l| l.peer()).collect();
+    lock(&pulls.pending).insert(id, (waiting, Vec::new()));
+    let msg = PeerMessage::Pull {
+        id,
+        name: name.clone(),
+        query,
+    };
+    for l in &links {
+        if l.send(&msg).is_err() {
+            l.kill();
+        }
+    }
+    let deadline = Instant::now() + net.apply_timeout;
+    let mut p = lock(&pulls.pending);
+    loop {
+        let now = Instant::now();
+        let done = p.get(&id).is_none_or(|(w, _)| w.is_empty());
+        if done || now >= deadline {
+            let (_, found) = p.remove(&id)?;
+            return found.into_iter().max_by_key(|(count, _)| *count);
+        }
+        p = pulls
+            .changed
+            .wait_timeout(p, deadline - now)
+            .map_or_else(|e| e.into_inner().0, |(g, _)| g);
+    }
+}
+
 static NEXT_LINK: AtomicU64 = AtomicU64::new(1);
 
 /// Starts the listener, the dialer/lease thread and discovery.
@@ -526,6 +603,7 @@ fn run_link(shared: Arc<Shared>, stream: TcpStream, dialed: Option<NodeAddr>, fr
         return;
     };
     shared.acks.gone(peer);
+    shared.pulls.gone(peer);
     let mut st = shared.lock();
     let ours = st
         .peers
@@ -674,6 +752,35 @@ fn serve(shared: &Arc<Shared>, link: &Arc<Link>, from: SocketAddr) -> Option<Nod
                 }
             }
             PeerMessage::Sync { ops } => apply(shared, &ops, Some(peer)),
+            PeerMessage::Pull { id, name, query } => {
+                // Room for the message's own fields within a peer frame.
+                let max = tagwire_wire::peer::MAX_PEER_MESSAGE - 64;
+                let answer = match shared.keepers.records(shared, &name, query, max) {
+                    Some((count, records)) => PeerMessage::Pulled {
+                        id,
+                        found: true,
+                        count,
+                        records,
+                    },
+                    None => PeerMessage::Pulled {
+                        id,
+                        found: false,
+                        count: 0,
+                        records: Vec::new(),
+                    },
+                };
+                if link.send(&answer).is_err() {
+                    return Some(peer);
+                }
+            }
+            PeerMessage::Pulled {
+                id,
+                found,
+                count,
+                records,
+            } => shared
+                .pulls
+                .answered(id, peer, found.then_some((count, records))),
             PeerMessage::Hello { .. } => {
                 tracing::debug!(node = %peer, "second Hello on a link; closing");
                 return Some(peer);

@@ -13,7 +13,9 @@
 //! lock), so it covers everything published before it was asked: a
 //! subscriber that subscribes and then pulls sees no gap between the two
 //! (its library drops the overlap). The answer travels in a sealed memfd
-//! of records `[u32 LE length][frame header + payload]`.
+//! of records `[u32 LE length][frame header + payload]`. A pull for a tag
+//! this node keeps no history of is asked of every live peer
+//! (`peers::pull_remote`, the same records in a `PeerMessage::Pulled`).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -125,14 +127,37 @@ impl Keepers {
         tag: &TagName,
         query: HistoryQuery,
     ) -> Option<std::io::Result<(u32, u64, OwnedFd)>> {
+        let (count, out) = self.records(shared, tag, query, usize::MAX)?;
+        Some(sealed(&out).map(|fd| (count, out.len() as u64, fd)))
+    }
+
+    /// The messages `query` selects as records `[u32 LE length][frame
+    /// header + payload]`, oldest first, and their count; the oldest are
+    /// left out beyond `max_len` bytes. `None` if the tag keeps no history
+    /// here.
+    pub(crate) fn records(
+        &self,
+        shared: &Shared,
+        tag: &TagName,
+        query: HistoryQuery,
+        max_len: usize,
+    ) -> Option<(u32, Vec<u8>)> {
         let keeper = lock(&self.map).get(tag).cloned()?;
         let mut st = lock(&keeper.state);
         st.catch_up(shared, &keeper.ring, tag);
-        let mut out = Vec::new();
+        let picked: Vec<_> = st.history.query(query).collect();
+        let record_len = |p: &[u8]| 4 + HEADER_LEN + p.len();
+        let mut total: usize = picked.iter().map(|(_, p)| record_len(p)).sum();
+        let mut skip = 0;
+        while total > max_len && skip < picked.len() {
+            total -= record_len(picked[skip].1);
+            skip += 1;
+        }
+        let mut out = Vec::with_capacity(total);
         let mut count = 0u32;
         let mut h = [0u8; HEADER_LEN];
-        for (header, payload) in st.history.query(query) {
-            let mut header = *header;
+        for (header, payload) in &picked[skip..] {
+            let mut header = **header;
             header.flags &= !FLAG_BLOB;
             let _ = header.emit(&mut h);
             // Payloads in a history are at most its byte bound, far below 4 GiB.
@@ -141,8 +166,7 @@ impl Keepers {
             out.extend_from_slice(payload);
             count += 1;
         }
-        drop(st);
-        Some(sealed(&out).map(|fd| (count, out.len() as u64, fd)))
+        Some((count, out))
     }
 }
 
@@ -189,7 +213,7 @@ fn keep(shared: &Shared, k: &Keeper, tag: &TagName) {
     }
 }
 
-fn sealed(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+pub(crate) fn sealed(bytes: &[u8]) -> std::io::Result<OwnedFd> {
     let fd = rustix::fs::memfd_create(
         "tagwire-pull",
         MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
