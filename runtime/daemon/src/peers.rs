@@ -341,11 +341,7 @@ impl RemotePulls {
 /// Asks every live peer for the messages `query` selects from its history
 /// of `name` and returns the fullest answer (count, records), or `None`
 /// when no peer that answered within the apply timeout keeps one.
-pub(crate) fn pull_remote(
-    shared: &Shared,
-    name: &TagName,
-    query: HistoryQuery,
-) -> Option<Pulled> {
+pub(crate) fn pull_remote(shared: &Shared, name: &TagName, query: HistoryQuery) -> Option<Pulled> {
     let net = shared.config.net.as_ref()?;
     let links = shared.lock().peers.up_links();
     if links.is_empty() {
