@@ -66,9 +66,10 @@ pub struct Options {
     /// Exhaustive only: give up after this many search-tree nodes.
     pub search_limit: u64,
     /// MILP only: stop each program (see [`crate::milp`]: one per group of
-    /// tags linked by capacity rows, per round of row generation) after this
-    /// many seconds with the best placement found, then reported as not
-    /// proven optimal. `None`: solve to optimality.
+    /// tags linked by capacity rows, per round of row generation, and the
+    /// small per-tag programs that settle a tag apart from the rows) after
+    /// this many seconds with the best placement found, then reported as
+    /// not proven optimal. `None`: solve to optimality.
     pub time_limit: Option<f64>,
 }
 

@@ -46,8 +46,9 @@
 //!   seconds without a C++ toolchain (HiGHS: about 8 minutes here, plus
 //!   cmake and libclang) and was as fast or faster on every generated
 //!   instance measured; a 100-node / 50-tag / 200-subscription instance
-//!   solves in tens of milliseconds, up to 1.7 s when link capacities bind
-//!   hard. The measurements are in the [`milp`] module documentation and
+//!   solves in tens of milliseconds, up to about 0.6 s when link
+//!   capacities bind hard (1.7 s before the presolve described in [`milp`]).
+//!   The measurements are in the [`milp`] module documentation and
 //!   `bench/results/place.txt`.
 //!
 //! Both return a [`Placement`]: per subscription its proxy, δ and bound;

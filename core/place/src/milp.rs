@@ -28,9 +28,32 @@
 //! considered.
 //!
 //! Tags that share no active row are independent, so each group of tags
-//! linked by rows is a program of its own. In a program without rows, proxy
-//! nodes dominated by another node (no farther from the publisher and from
-//! every subscriber of the tag) are dropped before solving.
+//! linked by rows is a program of its own. Before grouping, a tag whose
+//! cheapest choice on its own can avoid every active row is settled alone
+//! at that choice and links no rows (`Model::settle`): only the tags whose
+//! cheap routes compete for a thin link stay coupled. Within a program,
+//! before solving, these columns are dropped (each rule keeps some optimum,
+//! argued at its function; `tests/brute.rs` checks the result against
+//! brute force):
+//!
+//! * proxy nodes dominated for a whole tag by another node: no dearer and
+//!   no heavier on any row for the copy and for every subscription
+//!   (`Model::undominated`; without rows: no farther from the publisher and
+//!   from every subscriber);
+//! * a subscription's proxy at X when moving it to X′ and paying X′'s copy
+//!   in full is no dearer and no heavier on any row
+//!   (`Model::undominated_assignments`);
+//! * columns that overload a row even when every other subscription takes
+//!   its lightest choice on that row, copies they take along, and copies no
+//!   assignment needs any more (`Model::fit`).
+//!
+//! On the thin-links instance of `tagwire perf place` (shared model, a
+//! proxy per subscription; four link rows in the end) settling left 30 of
+//! 50 tags coupled and took the solve from 1.7 s to about 1.4 s; the last
+//! two rules then cut the final program's branch and bound from about 450
+//! nodes and 16,000 pivots to 290 and 7,400, and the solve to about 0.6 s.
+//! Most of that is the third rule's: the second alone changed nothing
+//! measurable, and adds about 10% on top of the third.
 //!
 //! ## Solver choice
 //!
@@ -43,14 +66,16 @@
 //! the formulation above, microlp solved each in 2-26 ms and HiGHS in
 //! 12-210 ms; with links 5x thinner, so capacities bind, 3-86 ms vs
 //! 13-369 ms, except one instance (shared model, a proxy per subscription)
-//! where both needed 1.7 s. Before the row generation and the decomposition,
-//! one program with every capacity row took microlp 1.4-2.2 s and HiGHS
+//! where both needed 1.7 s (microlp: about 0.6 s since the presolve
+//! above; HiGHS was not measured again). Before the row generation and the
+//! decomposition, one program with every capacity row took microlp 1.4-2.2 s and HiGHS
 //! 1.1-1.8 s on the loose instances: the formulation mattered, the backend
 //! did not. `tagwire perf place` reports current numbers
 //! (`bench/results/place.txt`). Whatever the backend returns is re-evaluated
 //! here from the chosen binaries, so reported costs and loads carry no
 //! solver tolerance.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use good_lp::{
@@ -134,6 +159,9 @@ struct Model<'a> {
     implies: Vec<(usize, usize)>,
     /// The objective is divided by this.
     scale: f64,
+    /// Per tag, the cost of its cheapest choice alone with no rows and
+    /// whether it is proven optimal, once computed (see [`Model::settle`]).
+    alone: RefCell<Vec<Option<(f64, bool)>>>,
 }
 
 /// An independent part of the program (indices into [`Model`]'s vectors).
@@ -215,6 +243,7 @@ impl<'a> Model<'a> {
             groups: Vec::new(),
             implies: Vec::new(),
             scale: costing.scale(topo),
+            alone: RefCell::new(vec![None; topo.tags().len()]),
         };
         let push = |m: &mut Model<'_>, kind: Kind, usage: Usage| {
             m.columns.push(Column {
@@ -306,56 +335,176 @@ impl<'a> Model<'a> {
     /// Tags that share no capacity row are independent problems: each group
     /// of tags linked by rows is solved on its own (with no row binding, one
     /// small program per tag instead of one with ten thousand variables).
+    /// Before the grouping, a tag whose cheapest choice can avoid every row
+    /// is settled on its own (see [`Model::settle`]) and links nothing.
     fn run(&self, caps: &[Row], time_limit: Option<f64>) -> Result<(Vec<NodeId>, bool), Failure> {
-        let tag_of = |c: usize| match self.columns[c].kind {
-            Kind::Tag(t, _) | Kind::Copy(t, _) => t.0,
-            Kind::Sub(s, _) => self.topo.subscription(s).tag.0,
-        };
-        let mut parts = UnionFind::new(self.topo.tags().len());
-        for row in caps {
-            if let Some(&(first, _)) = row.coefs.first() {
-                for &(c, _) in &row.coefs {
-                    parts.union(tag_of(first), tag_of(c));
-                }
-            }
-        }
-        let mut part_of_tag: HashMap<usize, usize> = HashMap::new();
-        let mut problems: Vec<Part<'_>> = Vec::new();
-        let mut part = |t: usize, problems: &mut Vec<Part<'_>>| {
-            let root = parts.find(t);
-            *part_of_tag.entry(root).or_insert_with(|| {
-                problems.push(Part::default());
-                problems.len() - 1
-            })
-        };
-        for (ci, _) in self.columns.iter().enumerate() {
-            let p = part(tag_of(ci), &mut problems);
-            problems[p].columns.push(ci);
+        let ntags = self.topo.tags().len();
+        let tag_of = |c: usize| self.tag_of(c).0;
+        let mut tags: Vec<Part<'_>> = (0..ntags).map(|_| Part::default()).collect();
+        for ci in 0..self.columns.len() {
+            tags[tag_of(ci)].columns.push(ci);
         }
         for g in &self.groups {
             if let Some(&c) = g.first() {
-                let p = part(tag_of(c), &mut problems);
-                problems[p].groups.push(g);
+                tags[tag_of(c)].groups.push(g);
             }
         }
         for &(x, y) in &self.implies {
-            let p = part(tag_of(x), &mut problems);
-            problems[p].implies.push((x, y));
-        }
-        for row in caps {
-            if let Some(&(c, _)) = row.coefs.first() {
-                let p = part(tag_of(c), &mut problems);
-                problems[p].rows.push(row);
-            }
+            tags[tag_of(x)].implies.push((x, y));
         }
         let mut chosen = Vec::new();
         let mut optimal = true;
+        // Tags some row touches, and whether each is settled.
+        let touching: HashSet<usize> = caps
+            .iter()
+            .flat_map(|r| r.coefs.iter().map(|&(c, _)| c))
+            .collect();
+        let mut touched = vec![false; ntags];
+        for &c in &touching {
+            touched[tag_of(c)] = true;
+        }
+        let mut settled = vec![false; ntags];
+        for t in 0..ntags {
+            if touched[t] {
+                if let Some(c) = self.settle(&tags[t], &touching, time_limit) {
+                    chosen.extend(c);
+                    settled[t] = true;
+                }
+            }
+        }
+        let mut parts = UnionFind::new(ntags);
+        // Per row, its first column of an unsettled tag (None: every column
+        // it has is of settled tags, which use none of it).
+        let anchor: Vec<Option<usize>> = caps
+            .iter()
+            .map(|row| {
+                let mut live = row
+                    .coefs
+                    .iter()
+                    .map(|&(c, _)| c)
+                    .filter(|&c| !settled[tag_of(c)]);
+                let first = live.next();
+                if let Some(f) = first {
+                    for c in live {
+                        parts.union(tag_of(f), tag_of(c));
+                    }
+                }
+                first
+            })
+            .collect();
+        let mut part_of_tag: HashMap<usize, usize> = HashMap::new();
+        let mut problems: Vec<Part<'_>> = Vec::new();
+        for (t, tag) in tags.into_iter().enumerate() {
+            if settled[t] {
+                continue;
+            }
+            let root = parts.find(t);
+            let p = *part_of_tag.entry(root).or_insert_with(|| {
+                problems.push(Part::default());
+                problems.len() - 1
+            });
+            let part = &mut problems[p];
+            part.columns.extend(tag.columns);
+            part.groups.extend(tag.groups);
+            part.implies.extend(tag.implies);
+        }
+        for (row, first) in caps.iter().zip(&anchor) {
+            if let Some(&p) = first.and_then(|c| part_of_tag.get(&parts.find(tag_of(c)))) {
+                problems[p].rows.push(row);
+            }
+        }
         for p in &problems {
             let (c, o) = self.run_part(p, time_limit)?;
             chosen.extend(c);
             optimal &= o;
         }
         self.assignment(&chosen).map(|a| (a, optimal))
+    }
+
+    /// The tag a column belongs to.
+    fn tag_of(&self, c: usize) -> TagId {
+        match self.columns[c].kind {
+            Kind::Tag(t, _) | Kind::Copy(t, _) => t,
+            Kind::Sub(s, _) => self.topo.subscription(s).tag,
+        }
+    }
+
+    /// Settles one tag apart from the others when it can: if its cheapest
+    /// choice using no column that `touching` (the columns in some row)
+    /// holds costs no more than its cheapest choice with every column and no
+    /// rows, that choice is the tag's part of an optimum. Proof: take any
+    /// optimum of the whole program and put this choice in place of the
+    /// tag's; every row's load can only drop (coefficients are
+    /// non-negative and this choice adds none), the other tags are
+    /// untouched, and the tag's cost does not rise, since no feasible choice
+    /// of the tag is cheaper than its row-free optimum. So the tag links no
+    /// rows to other tags, and a thin link that only a few tags' cheap
+    /// routes cross makes a program of those few, not of every tag that
+    /// could cross it.
+    ///
+    /// Returns the chosen columns (optimal: they cost no more than a proven
+    /// optimum of a relaxation), or `None` when the tag cannot be settled,
+    /// also when either solve fails: the tag then stays in the grouped
+    /// program, whose solve reports any real trouble.
+    fn settle(
+        &self,
+        tag: &Part<'_>,
+        touching: &HashSet<usize>,
+        time_limit: Option<f64>,
+    ) -> Option<Vec<usize>> {
+        // x ≤ y: with its copy y out, an assignment x is out too.
+        let mut out: HashSet<usize> = tag
+            .columns
+            .iter()
+            .copied()
+            .filter(|c| touching.contains(c))
+            .collect();
+        for &(x, y) in &tag.implies {
+            if out.contains(&y) {
+                out.insert(x);
+            }
+        }
+        if tag.groups.iter().any(|g| g.iter().all(|c| out.contains(c))) {
+            return None;
+        }
+        let free = Part {
+            columns: tag
+                .columns
+                .iter()
+                .copied()
+                .filter(|c| !out.contains(c))
+                .collect(),
+            groups: tag.groups.clone(),
+            implies: tag
+                .implies
+                .iter()
+                .copied()
+                .filter(|(x, _)| !out.contains(x))
+                .collect(),
+            rows: Vec::new(),
+        };
+        let (avoid, _) = self.run_part(&free, time_limit).ok()?;
+        let (best, best_optimal) = self.alone(tag, time_limit).ok()?;
+        let cost: f64 = avoid.iter().map(|&c| self.columns[c].cost).sum();
+        (best_optimal && within(cost, best)).then_some(avoid)
+    }
+
+    /// The cost of a tag's cheapest choice with no rows, and whether it is
+    /// proven optimal (computed once per tag).
+    fn alone(&self, tag: &Part<'_>, time_limit: Option<f64>) -> Result<(f64, bool), Failure> {
+        let Some(&first) = tag.columns.first() else {
+            return Ok((0.0, true));
+        };
+        let t = self.tag_of(first).0;
+        if let Some(Some(r)) = self.alone.borrow().get(t) {
+            return Ok(*r);
+        }
+        let (chosen, optimal) = self.run_part(tag, time_limit)?;
+        let r = (chosen.iter().map(|&c| self.columns[c].cost).sum(), optimal);
+        if let Some(slot) = self.alone.borrow_mut().get_mut(t) {
+            *slot = Some(r);
+        }
+        Ok(r)
     }
 
     /// Solves one independent part: the chosen columns and whether proven
@@ -366,6 +515,8 @@ impl<'a> Model<'a> {
         time_limit: Option<f64>,
     ) -> Result<(Vec<usize>, bool), Failure> {
         let columns = self.undominated(&p.columns, &p.rows);
+        let columns = self.undominated_assignments(&columns, &p.implies, &p.rows);
+        let columns = self.fit(&columns, p)?;
         let mut vars = ProblemVariables::new();
         let v: HashMap<usize, Variable> = columns
             .iter()
@@ -422,6 +573,167 @@ impl<'a> Model<'a> {
             .filter(|c| v.get(c).is_some_and(|&x| solution.value(x) > 0.5))
             .collect();
         Ok((chosen, optimal))
+    }
+
+    /// The columns left after dropping those that cannot be 1 in any
+    /// solution meeting the part's rows.
+    ///
+    /// Each exactly-one group puts at least its smallest coefficient on a
+    /// row, whatever it chooses; a column whose own coefficient plus every
+    /// other group's smallest one exceeds the row's right-hand side cannot be
+    /// chosen. A copy that cannot be chosen takes the assignments that need
+    /// it along (x ≤ y), and a copy no assignment needs any more is dropped
+    /// too (it only costs). Repeated until nothing changes, since a dropped
+    /// column can raise its group's smallest coefficient. A group left empty
+    /// makes the part infeasible.
+    fn fit(&self, cols: &[usize], p: &Part<'_>) -> Result<Vec<usize>, Failure> {
+        if p.rows.is_empty() {
+            return Ok(cols.to_vec());
+        }
+        let mut alive: HashSet<usize> = cols.iter().copied().collect();
+        let mut group_of: HashMap<usize, usize> = HashMap::new();
+        for (gi, g) in p.groups.iter().enumerate() {
+            for &c in g.iter() {
+                group_of.insert(c, gi);
+            }
+        }
+        let mut needs: HashMap<usize, Vec<usize>> = HashMap::new();
+        for &(x, y) in &p.implies {
+            needs.entry(y).or_default().push(x);
+        }
+        let coefs: Vec<HashMap<usize, f64>> = p
+            .rows
+            .iter()
+            .map(|r| r.coefs.iter().copied().collect())
+            .collect();
+        loop {
+            let mut dead: Vec<usize> = Vec::new();
+            for (row, coef) in p.rows.iter().zip(&coefs) {
+                let a = |c: usize| coef.get(&c).copied().unwrap_or(0.0);
+                let mut least = Vec::with_capacity(p.groups.len());
+                for g in &p.groups {
+                    let m = g
+                        .iter()
+                        .filter(|c| alive.contains(c))
+                        .map(|&c| a(c))
+                        .reduce(f64::min)
+                        .ok_or(Failure::Infeasible)?;
+                    least.push(m);
+                }
+                let forced: f64 = least.iter().sum();
+                for (&c, &ac) in coef.iter().filter(|(c, _)| alive.contains(c)) {
+                    let others = match group_of.get(&c) {
+                        Some(&g) => forced - least[g],
+                        None => forced,
+                    };
+                    if !within(others + ac, row.rhs) {
+                        dead.push(c);
+                    }
+                }
+            }
+            for &(x, y) in &p.implies {
+                if alive.contains(&x) && !alive.contains(&y) {
+                    dead.push(x);
+                }
+            }
+            for (y, xs) in &needs {
+                if alive.contains(y) && !xs.iter().any(|x| alive.contains(x)) {
+                    dead.push(*y);
+                }
+            }
+            if dead.is_empty() {
+                break;
+            }
+            for c in dead {
+                alive.remove(&c);
+                if let Some(xs) = needs.get(&c) {
+                    for x in xs {
+                        alive.remove(x);
+                    }
+                }
+            }
+        }
+        for g in &p.groups {
+            if !g.iter().any(|c| alive.contains(c)) {
+                return Err(Failure::Infeasible);
+            }
+        }
+        Ok(cols.iter().copied().filter(|c| alive.contains(c)).collect())
+    }
+
+    /// The columns left after dropping dominated assignments of single
+    /// subscriptions (after [`Model::undominated`], which drops whole nodes).
+    ///
+    /// Subscription s's column at X is dominated by its column at X′ when
+    /// the column at X′ plus X′'s copy for s's tag (shared model; its
+    /// positive parts: the copy may already be paid for) costs no more and
+    /// puts no more on any given row than the column at X alone (strictly
+    /// less somewhere, or X′ declared first). Moving s from X to X′ (opening
+    /// the copy at X′ if it is not open, keeping X's) then keeps every bound
+    /// and row satisfied at no more cost, so some optimum never uses s at X.
+    /// The relation is transitive and acyclic, so every dropped column has an
+    /// undropped dominator.
+    fn undominated_assignments(
+        &self,
+        cols: &[usize],
+        implies: &[(usize, usize)],
+        rows: &[&Row],
+    ) -> Vec<usize> {
+        let live: HashSet<usize> = cols.iter().copied().collect();
+        let copy_of: HashMap<usize, usize> = implies
+            .iter()
+            .copied()
+            .filter(|(x, _)| live.contains(x))
+            .collect();
+        let coefs: Vec<HashMap<usize, f64>> = rows
+            .iter()
+            .map(|r| r.coefs.iter().copied().collect())
+            .collect();
+        let vector = |c: usize| -> Vec<f64> {
+            std::iter::once(self.columns[c].cost)
+                .chain(coefs.iter().map(|m| m.get(&c).copied().unwrap_or(0.0)))
+                .collect()
+        };
+        let mut by_sub: HashMap<SubId, Vec<(NodeId, usize)>> = HashMap::new();
+        for &c in cols {
+            if let Kind::Sub(s, x) = self.columns[c].kind {
+                by_sub.entry(s).or_default().push((x, c));
+            }
+        }
+        let mut dropped: HashSet<usize> = HashSet::new();
+        for (_, mut xs) in by_sub {
+            xs.sort_unstable();
+            // (own vector, own vector + positive part of its copy's)
+            let vs: Vec<(Vec<f64>, Vec<f64>)> = xs
+                .iter()
+                .map(|&(_, c)| {
+                    let own = vector(c);
+                    let mut with = own.clone();
+                    if let Some(&y) = copy_of.get(&c) {
+                        for (w, v) in with.iter_mut().zip(vector(y)) {
+                            *w += v.max(0.0);
+                        }
+                    }
+                    (own, with)
+                })
+                .collect();
+            for (i, &(x, c)) in xs.iter().enumerate() {
+                let own = &vs[i].0;
+                let dominated = xs.iter().enumerate().any(|(j, &(y, _))| {
+                    let with = &vs[j].1;
+                    j != i
+                        && with.iter().zip(own).all(|(a, b)| a <= b)
+                        && (y < x || with.iter().zip(own).any(|(a, b)| a < b))
+                });
+                if dominated {
+                    dropped.insert(c);
+                }
+            }
+        }
+        cols.iter()
+            .copied()
+            .filter(|c| !dropped.contains(c))
+            .collect()
     }
 
     /// The columns left after dropping dominated proxy nodes.
