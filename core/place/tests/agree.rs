@@ -7,103 +7,27 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::{build, close, objective, Ranges};
+
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
-use tagwire_place::{
-    exhaustive, milp, CostModel, Limit, NodeId, Objective, Options, PlaceError, Placement,
-    Topology, TopologyBuilder,
-};
+use tagwire_place::{exhaustive, milp, CostModel, Limit, Options, PlaceError, Placement, Topology};
 
-/// A small topology, drawn so that capacities often matter.
-#[derive(Debug, Clone)]
-struct Spec {
-    /// CPU capacity per node.
-    cpu: Vec<f64>,
-    /// Node i+1 joins node `parent % (i+1)` over a link of this bandwidth.
-    tree: Vec<(usize, f64)>,
-    /// Extra links (repeats and self-links skipped).
-    extra: Vec<(usize, usize, f64)>,
-    /// (publisher, period, size).
-    tags: Vec<(usize, f64, f64)>,
-    /// (tag, node, scale, stretch): the bound is hops·T·(1 + stretch·(n−1)),
-    /// or stretch·T on the publisher's node.
-    subs: Vec<(usize, usize, i64, f64)>,
-}
-
-fn spec() -> impl Strategy<Value = Spec> {
+/// Small topologies, drawn so that capacities often matter (streams carry
+/// 1 kB/s to 100 kB/s).
+fn spec() -> impl Strategy<Value = common::Spec> {
     let inf = f64::INFINITY;
-    let cpu = prop::sample::select(vec![0.0, 0.1, 0.5, inf, inf, inf]);
-    // Streams carry 1 kB/s to 100 kB/s.
-    let bw = prop::sample::select(vec![2e3, 2e4, 1e5, inf, inf]);
-    (1usize..=6).prop_flat_map(move |n| {
-        (
-            prop::collection::vec(cpu.clone(), n),
-            prop::collection::vec((0usize..6, bw.clone()), n - 1),
-            prop::collection::vec((0..n, 0..n, bw.clone()), 0..=3),
-            prop::collection::vec(
-                (
-                    0..n,
-                    prop::sample::select(vec![0.01, 0.02, 0.05, 0.1]),
-                    prop::sample::select(vec![100.0, 400.0, 1000.0]),
-                ),
-                1..=2,
-            ),
-            prop::collection::vec((0usize..2, 0..n, 1i64..=5, 0.0f64..3.0), 0..=4),
-        )
-            .prop_map(|(cpu, tree, extra, tags, subs)| Spec {
-                cpu,
-                tree,
-                extra,
-                tags,
-                subs,
-            })
+    common::spec(Ranges {
+        cpu: vec![0.0, 0.1, 0.5, inf, inf, inf],
+        bandwidth: vec![2e3, 2e4, 1e5, inf, inf],
+        nodes: 1..=6,
+        extra: 0..=3,
+        tags: 1..=2,
+        subs: 0..=4,
+        stretch: 0.0..3.0,
     })
-}
-
-fn build(s: &Spec) -> Topology {
-    let name = |i: usize| format!("n{i}");
-    let mut b = TopologyBuilder::new();
-    for (i, &c) in s.cpu.iter().enumerate() {
-        b.node(&name(i), c);
-    }
-    let mut pairs = std::collections::HashSet::new();
-    for (i, &(p, bw)) in s.tree.iter().enumerate() {
-        let (child, parent) = (i + 1, p % (i + 1));
-        pairs.insert((parent, child));
-        b.link(&name(parent), &name(child), bw);
-    }
-    for &(a, c, bw) in &s.extra {
-        if a != c && pairs.insert((a.min(c), a.max(c))) {
-            b.link(&name(a), &name(c), bw);
-        }
-    }
-    for (i, &(p, period, size)) in s.tags.iter().enumerate() {
-        b.tag_with_cpu(&format!("/t{i}"), &name(p), period, size, 1e-3);
-    }
-    let bare = b.build().unwrap();
-    for (i, &(t, node, scale, stretch)) in s.subs.iter().enumerate() {
-        let t = t % s.tags.len();
-        let (publisher, period, _) = s.tags[t];
-        let hops = bare.hops(NodeId(publisher), NodeId(node)) as f64;
-        let bound = if hops == 0.0 {
-            stretch * period
-        } else {
-            hops * period * (1.0 + stretch * (scale - 1) as f64)
-        };
-        b.subscription(
-            &format!("s{i}"),
-            &format!("/t{t}"),
-            &name(node),
-            scale,
-            bound,
-        );
-    }
-    b.build().unwrap()
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1e-12)
 }
 
 /// Every bound met, nothing overloaded, binding capacities at 100%.
@@ -127,17 +51,6 @@ fn check_valid(topo: &Topology, p: &Placement) {
     }
     if let Some(u) = p.unconstrained_cost {
         assert!(u < p.cost && !p.displaced_by.is_empty());
-    }
-}
-
-fn objective(i: u8) -> Objective {
-    match i {
-        0 => Objective::Bandwidth,
-        1 => Objective::Cpu,
-        _ => Objective::Weighted {
-            bandwidth: 1.0,
-            cpu: 2.0,
-        },
     }
 }
 

@@ -13,105 +13,27 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::{build, close, objective, Ranges};
+
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
-use tagwire_place::{
-    milp, CostModel, NodeId, Objective, Options, PlaceError, SubId, Topology, TopologyBuilder,
-};
+use tagwire_place::{milp, CostModel, NodeId, Objective, Options, PlaceError, SubId, Topology};
 
-#[derive(Debug, Clone)]
-struct Spec {
-    cpu: Vec<f64>,
-    /// Node i+1 joins node `parent % (i+1)` over a link of this bandwidth.
-    tree: Vec<(usize, f64)>,
-    extra: Vec<(usize, usize, f64)>,
-    /// (publisher, period, size).
-    tags: Vec<(usize, f64, f64)>,
-    /// (tag, node, scale, stretch).
-    subs: Vec<(usize, usize, i64, f64)>,
-}
-
-fn spec() -> impl Strategy<Value = Spec> {
+/// Small topologies with thin links and small CPUs, so capacities often
+/// bind (streams carry 1 kB/s to 100 kB/s).
+fn spec() -> impl Strategy<Value = common::Spec> {
     let inf = f64::INFINITY;
-    let cpu = prop::sample::select(vec![0.02, 0.05, 0.2, inf, inf]);
-    // Streams carry 1 kB/s to 100 kB/s.
-    let bw = prop::sample::select(vec![1e4, 2e4, 4e4, 8e4, inf]);
-    (1usize..=5).prop_flat_map(move |n| {
-        (
-            prop::collection::vec(cpu.clone(), n),
-            prop::collection::vec((0usize..5, bw.clone()), n - 1),
-            prop::collection::vec((0..n, 0..n, bw.clone()), 0..=2),
-            prop::collection::vec(
-                (
-                    0..n,
-                    prop::sample::select(vec![0.01, 0.02, 0.05, 0.1]),
-                    prop::sample::select(vec![100.0, 400.0, 1000.0]),
-                ),
-                1..=3,
-            ),
-            prop::collection::vec((0usize..3, 0..n, 1i64..=5, 0.5f64..3.0), 1..=5),
-        )
-            .prop_map(|(cpu, tree, extra, tags, subs)| Spec {
-                cpu,
-                tree,
-                extra,
-                tags,
-                subs,
-            })
+    common::spec(Ranges {
+        cpu: vec![0.02, 0.05, 0.2, inf, inf],
+        bandwidth: vec![1e4, 2e4, 4e4, 8e4, inf],
+        nodes: 1..=5,
+        extra: 0..=2,
+        tags: 1..=3,
+        subs: 1..=5,
+        stretch: 0.5..3.0,
     })
-}
-
-fn build(s: &Spec) -> Topology {
-    let name = |i: usize| format!("n{i}");
-    let mut b = TopologyBuilder::new();
-    for (i, &c) in s.cpu.iter().enumerate() {
-        b.node(&name(i), c);
-    }
-    let mut pairs = std::collections::HashSet::new();
-    for (i, &(p, bw)) in s.tree.iter().enumerate() {
-        let (child, parent) = (i + 1, p % (i + 1));
-        pairs.insert((parent, child));
-        b.link(&name(parent), &name(child), bw);
-    }
-    for &(a, c, bw) in &s.extra {
-        if a != c && pairs.insert((a.min(c), a.max(c))) {
-            b.link(&name(a), &name(c), bw);
-        }
-    }
-    for (i, &(p, period, size)) in s.tags.iter().enumerate() {
-        b.tag_with_cpu(&format!("/t{i}"), &name(p), period, size, 1e-3);
-    }
-    let bare = b.build().unwrap();
-    for (i, &(t, node, scale, stretch)) in s.subs.iter().enumerate() {
-        let t = t % s.tags.len();
-        let (publisher, period, _) = s.tags[t];
-        let hops = bare.hops(NodeId(publisher), NodeId(node)) as f64;
-        let bound = if hops == 0.0 {
-            stretch * period
-        } else {
-            hops * period * (1.0 + stretch * (scale - 1) as f64)
-        };
-        b.subscription(
-            &format!("s{i}"),
-            &format!("/t{t}"),
-            &name(node),
-            scale,
-            bound,
-        );
-    }
-    b.build().unwrap()
-}
-
-fn objective(i: u8) -> Objective {
-    match i {
-        0 => Objective::Bandwidth,
-        1 => Objective::Cpu,
-        _ => Objective::Weighted {
-            bandwidth: 1.0,
-            cpu: 2.0,
-        },
-    }
 }
 
 /// The objective of one assignment, or `None` if it misses a bound or
@@ -194,10 +116,6 @@ fn brute_force(topo: &Topology, model: CostModel, obj: Objective) -> Option<f64>
             return best;
         }
     }
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1e-12)
 }
 
 /// Compares on one instance; true if capacities moved the optimum.
