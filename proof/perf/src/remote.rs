@@ -305,6 +305,14 @@ pub fn proxy_rtt(
                 o,
                 format!("proxy-rtt rep {}/{} {name} every {n}", rep + 1, o.reps),
             );
+            // The daemon that should filter, and its count before the run:
+            // a placement that silently fell back would measure another path.
+            let filter_at = match proxy {
+                Proxy::Publisher => Some(0),
+                Proxy::Node(_) => Some(2),
+                Proxy::Subscriber => None,
+            };
+            let before = filter_at.map(|i| site.daemons[i].scaled_out());
             let d = workload::rtt_scaled(
                 &env,
                 size,
@@ -315,6 +323,12 @@ pub fn proxy_rtt(
                 false,
                 (n, proxy),
             )?;
+            if let (Some(i), Some(before)) = (filter_at, before) {
+                anyhow::ensure!(
+                    site.daemons[i].scaled_out() > before,
+                    "{name}: host {i}'s daemon filtered nothing; the proxy was not where asked"
+                );
+            }
             push(&mut acc, name, "block", s, 1, "all", &d);
         }
         let (a, b) = site.udp_pair(0, 1)?;
