@@ -72,6 +72,7 @@
 //! [[node]]
 //! name = "n1"
 //! cpu_capacity = 0.25     # optional, overrides the default
+//! address = "10.0.0.1"    # optional: the node's IP, for tagwired --topology
 //!
 //! [[node]]
 //! name = "n2"

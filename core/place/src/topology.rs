@@ -36,6 +36,9 @@ pub struct Node {
     pub name: String,
     /// CPU available to proxies, fraction of one CPU (`inf` = unlimited).
     pub cpu_capacity: f64,
+    /// Where tagwire's daemons find this node (its IP address), for
+    /// `Proxy::Auto`; free text here, checked by the daemon.
+    pub address: Option<String>,
 }
 
 /// An undirected link. Its capacity is **shared by both directions**: the
@@ -306,7 +309,7 @@ pub(crate) fn within(value: f64, limit: f64) -> bool {
 /// Builds a [`Topology`] by names; [`TopologyBuilder::build`] validates.
 #[derive(Debug, Clone, Default)]
 pub struct TopologyBuilder {
-    nodes: Vec<(String, f64)>,
+    nodes: Vec<(String, f64, Option<String>)>,
     links: Vec<(String, String, f64)>,
     tags: Vec<TagSpec>,
     subs: Vec<SubSpec>,
@@ -339,7 +342,14 @@ impl TopologyBuilder {
 
     /// Adds a node with its CPU capacity (fraction of one CPU).
     pub fn node(&mut self, name: &str, cpu_capacity: f64) -> &mut Self {
-        self.nodes.push((name.into(), cpu_capacity));
+        self.nodes.push((name.into(), cpu_capacity, None));
+        self
+    }
+
+    /// [`TopologyBuilder::node`] with the node's address.
+    pub fn node_at(&mut self, name: &str, cpu_capacity: f64, address: Option<&str>) -> &mut Self {
+        self.nodes
+            .push((name.into(), cpu_capacity, address.map(str::to_owned)));
         self
     }
 
@@ -402,7 +412,7 @@ impl TopologyBuilder {
         }
         let mut node_ix = HashMap::new();
         let mut nodes = Vec::with_capacity(self.nodes.len());
-        for (name, cpu) in &self.nodes {
+        for (name, cpu, address) in &self.nodes {
             if node_ix.insert(name.as_str(), NodeId(nodes.len())).is_some() {
                 return Err(dup("node", name));
             }
@@ -410,6 +420,7 @@ impl TopologyBuilder {
             nodes.push(Node {
                 name: name.clone(),
                 cpu_capacity: *cpu,
+                address: address.clone(),
             });
         }
         let lookup = |place: String, name: &str| {
@@ -631,6 +642,7 @@ fn unlimited() -> Number {
 struct NodeFile {
     name: String,
     cpu_capacity: Option<Number>,
+    address: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -698,7 +710,11 @@ impl TopologyFile {
         let d = &self.defaults;
         let mut b = TopologyBuilder::new();
         for n in &self.node {
-            b.node(&n.name, n.cpu_capacity.unwrap_or(d.cpu_capacity).0);
+            b.node_at(
+                &n.name,
+                n.cpu_capacity.unwrap_or(d.cpu_capacity).0,
+                n.address.as_deref(),
+            );
         }
         for l in &self.link {
             b.link(&l.a, &l.b, l.bandwidth.unwrap_or(d.bandwidth).0);

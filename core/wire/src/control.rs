@@ -241,6 +241,9 @@ pub enum ErrorCode {
     /// The change was made here, but some peer daemons did not confirm it in
     /// time (the message names them).
     PeersUnresponsive,
+    /// `Proxy::Auto` cannot be placed: no topology, the tag or node is not
+    /// in it, or no node meets the delay bound (the message says which).
+    NoPlacement,
     /// A code this build does not know.
     Unknown(u16),
 }
@@ -256,6 +259,7 @@ impl ErrorCode {
             ErrorCode::BadRequest => 6,
             ErrorCode::Internal => 7,
             ErrorCode::PeersUnresponsive => 8,
+            ErrorCode::NoPlacement => 9,
             ErrorCode::Unknown(v) => v,
         }
     }
@@ -270,6 +274,7 @@ impl ErrorCode {
             6 => ErrorCode::BadRequest,
             7 => ErrorCode::Internal,
             8 => ErrorCode::PeersUnresponsive,
+            9 => ErrorCode::NoPlacement,
             v => ErrorCode::Unknown(v),
         }
     }

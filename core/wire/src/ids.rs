@@ -190,9 +190,43 @@ pub enum Proxy {
     /// the subscriber's node. Falls back to [`Proxy::Publisher`] while that
     /// node is not up (not known, or declared dead after its lease).
     Node(NodeAddr),
+    /// Placed by the daemons (`tagwire-place`, the push-pull paper's
+    /// exhaustive algorithm, one proxy node per tag) over the topology file
+    /// they were started with: the cheapest node that meets every such
+    /// subscription's end-to-end delay bound. It resolves to one of the
+    /// places above and moves when subscriptions come and go or a node
+    /// dies.
+    Auto {
+        /// End-to-end delay bound, microseconds ([`Proxy::UNBOUNDED`]: none,
+        /// only the cost counts).
+        delay_bound_us: u32,
+    },
 }
 
 impl Proxy {
+    /// [`Proxy::Auto`]'s `delay_bound_us` meaning "no bound".
+    pub const UNBOUNDED: u32 = u32::MAX;
+
+    /// [`Proxy::Auto`] with a delay bound (rounded down to microseconds,
+    /// saturating below [`Proxy::UNBOUNDED`]).
+    pub fn auto(delay_bound: std::time::Duration) -> Self {
+        let us = u32::try_from(delay_bound.as_micros()).unwrap_or(Self::UNBOUNDED - 1);
+        Proxy::Auto {
+            delay_bound_us: us.min(Self::UNBOUNDED - 1),
+        }
+    }
+
+    /// The delay bound of [`Proxy::Auto`] (`None` for the other places, or
+    /// when unbounded).
+    pub fn delay_bound(&self) -> Option<std::time::Duration> {
+        match self {
+            Proxy::Auto { delay_bound_us } if *delay_bound_us != Self::UNBOUNDED => {
+                Some(std::time::Duration::from_micros(u64::from(*delay_bound_us)))
+            }
+            _ => None,
+        }
+    }
+
     fn encode(self, w: &mut Writer) {
         match self {
             Proxy::Subscriber => {
@@ -204,6 +238,9 @@ impl Proxy {
             Proxy::Node(n) => {
                 w.u8(2).bytes(&n.to_bytes());
             }
+            Proxy::Auto { delay_bound_us } => {
+                w.u8(3).u32(delay_bound_us);
+            }
         }
     }
 
@@ -212,6 +249,9 @@ impl Proxy {
             0 => Ok(Proxy::Subscriber),
             1 => Ok(Proxy::Publisher),
             2 => Ok(Proxy::Node(NodeAddr::from_bytes(r.array()?))),
+            3 => Ok(Proxy::Auto {
+                delay_bound_us: r.u32()?,
+            }),
             v => Err(DecodeError::Unknown {
                 what: "proxy",
                 value: u32::from(v),
@@ -223,19 +263,44 @@ impl Proxy {
 impl std::str::FromStr for Proxy {
     type Err = String;
 
-    /// `subscriber`, `publisher`, or a node's IP address.
+    /// `subscriber`, `publisher`, a node's IP address, `auto` (no delay
+    /// bound) or `auto:BOUND` with BOUND a number and a unit `us`, `ms` or
+    /// `s` (`auto:15ms`).
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "subscriber" => Ok(Proxy::Subscriber),
             "publisher" => Ok(Proxy::Publisher),
+            "auto" => Ok(Proxy::Auto {
+                delay_bound_us: Proxy::UNBOUNDED,
+            }),
+            _ if s.starts_with("auto:") => parse_bound(&s["auto:".len()..]).map(Proxy::auto),
             addr => addr
                 .parse()
                 .map(|ip| Proxy::Node(NodeAddr(ip)))
                 .map_err(|_| {
-                    format!("`{addr}` is neither `subscriber`, `publisher` nor a node's IP address")
+                    format!(
+                        "`{addr}` is neither `subscriber`, `publisher`, `auto[:BOUND]` \
+                         nor a node's IP address"
+                    )
                 }),
         }
     }
+}
+
+/// A delay bound such as `15ms`, `250us`, `1.5s`.
+fn parse_bound(text: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("delay bound `{text}`: write a number and a unit us, ms or s (`15ms`)");
+    let (num, scale) = if let Some(n) = text.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = text.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        return Err(bad());
+    };
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    std::time::Duration::try_from_secs_f64(v * scale).map_err(|_| bad())
 }
 
 impl fmt::Display for Proxy {
@@ -244,6 +309,13 @@ impl fmt::Display for Proxy {
             Proxy::Subscriber => f.write_str("subscriber"),
             Proxy::Publisher => f.write_str("publisher"),
             Proxy::Node(n) => n.fmt(f),
+            Proxy::Auto { delay_bound_us } if *delay_bound_us == Proxy::UNBOUNDED => {
+                f.write_str("auto")
+            }
+            Proxy::Auto { delay_bound_us } if delay_bound_us % 1000 == 0 => {
+                write!(f, "auto:{}ms", delay_bound_us / 1000)
+            }
+            Proxy::Auto { delay_bound_us } => write!(f, "auto:{delay_bound_us}us"),
         }
     }
 }
@@ -314,7 +386,7 @@ pub(crate) fn arb_qos() -> impl proptest::strategy::Strategy<Value = ChannelQos>
         any::<bool>(),
         0u8..3,
         1u32..=u32::MAX,
-        0u8..3,
+        0u8..4,
         any::<[u8; 16]>(),
     )
         .prop_map(|(be, c, every, at, node)| ChannelQos {
@@ -328,7 +400,10 @@ pub(crate) fn arb_qos() -> impl proptest::strategy::Strategy<Value = ChannelQos>
             proxy: match at {
                 0 => Proxy::Subscriber,
                 1 => Proxy::Publisher,
-                _ => Proxy::Node(NodeAddr::from_bytes(node)),
+                2 => Proxy::Node(NodeAddr::from_bytes(node)),
+                _ => Proxy::Auto {
+                    delay_bound_us: u32::from_le_bytes([node[0], node[1], node[2], node[3]]),
+                },
             },
         })
 }
@@ -497,7 +572,15 @@ mod tests {
 
     #[test]
     fn proxies_parse_from_what_they_print() {
-        for text in ["subscriber", "publisher", "10.0.0.7", "fe80::2"] {
+        for text in [
+            "subscriber",
+            "publisher",
+            "10.0.0.7",
+            "fe80::2",
+            "auto",
+            "auto:15ms",
+            "auto:250us",
+        ] {
             let p: Proxy = text.parse().unwrap();
             assert_eq!(p.to_string(), text);
         }
@@ -507,5 +590,20 @@ mod tests {
         );
         let err = "host-7".parse::<Proxy>().unwrap_err();
         assert!(err.contains("host-7"), "{err}");
+        assert_eq!(
+            "auto:1.5s".parse::<Proxy>(),
+            Ok(Proxy::Auto {
+                delay_bound_us: 1_500_000
+            })
+        );
+        assert_eq!(
+            "auto:15ms".parse::<Proxy>().unwrap().delay_bound(),
+            Some(std::time::Duration::from_millis(15))
+        );
+        assert_eq!("auto".parse::<Proxy>().unwrap().delay_bound(), None);
+        for bad in ["auto:", "auto:15", "auto:-1ms", "auto:xms", "auto:1e30s"] {
+            let err = bad.parse::<Proxy>().unwrap_err();
+            assert!(err.contains("unit"), "{bad}: {err}");
+        }
     }
 }

@@ -48,6 +48,11 @@ pub(crate) struct Args {
     /// How long (ms) a table change waits for every live peer to apply it.
     #[arg(long, default_value_t = 1000)]
     apply_timeout_ms: u64,
+    /// Topology in which `--proxy auto` subscriptions get their proxy placed
+    /// (the `tagwire place` format, with `address = "IP"` per node; the same
+    /// file on every node).
+    #[arg(long, env = "TAGWIRE_TOPOLOGY")]
+    topology: Option<PathBuf>,
 }
 
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
@@ -57,6 +62,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     }
     cfg.default_ring.slots = a.slots;
     cfg.default_ring.slot_payload = a.slot_payload;
+    cfg.topology = a.topology;
     if let Some(addr) = a.node {
         let mut net = tagwire_daemon::NetConfig::new(addr);
         if let Some(n) = a.name {

@@ -177,6 +177,8 @@ pub(crate) struct WorkerArgs {
     every: u32,
     #[arg(long, default_value = "subscriber", value_parser = str::parse::<tagwire::Proxy>)]
     proxy: tagwire::Proxy,
+    #[arg(long, default_value_t = 1)]
+    ack_every: u32,
 }
 
 pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
@@ -190,6 +192,7 @@ pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
         cpu: a.cpu,
         every: a.every,
         proxy: a.proxy,
+        ack_every: a.ack_every,
     })
 }
 

@@ -34,8 +34,10 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 1, value_name = "N")]
     every: u32,
     /// Where the every-N-th filter runs: `subscriber` (this process),
-    /// `publisher` (the publishing node sends only those samples) or the
-    /// address of an intermediate node whose daemon forwards them.
+    /// `publisher` (the publishing node sends only those samples), the
+    /// address of an intermediate node whose daemon forwards them, or
+    /// `auto[:BOUND]` (the daemons place it over their `--topology`: the
+    /// cheapest place meeting the end-to-end delay bound, e.g. `auto:15ms`).
     #[arg(long, default_value = "subscriber", value_parser = str::parse::<Proxy>)]
     proxy: Proxy,
     #[command(flatten)]

@@ -251,6 +251,7 @@ fn proxy_rtt_reports_each_placement_against_the_plain_round_trip() {
     let s = systems(&recs);
     for want in [
         "tagwire",
+        "tagwire+no-proxy",
         "tagwire+proxy@subscriber",
         "tagwire+proxy@publisher",
         "tagwire+proxy@third-host",
@@ -266,5 +267,13 @@ fn proxy_rtt_reports_each_placement_against_the_plain_round_trip() {
     assert!(
         third["paired"]["tagwire"].as_f64().unwrap() > 0.0,
         "{third}"
+    );
+    let sub = recs
+        .iter()
+        .find(|r| r["system"] == "tagwire+proxy@subscriber")
+        .unwrap();
+    assert!(
+        sub["paired"]["tagwire+no-proxy"].as_f64().unwrap() > 0.0,
+        "{sub}"
     );
 }

@@ -1,7 +1,8 @@
 //! Push-pull across hosts (network namespaces, proof/testkit): temporal
-//! scaling by a proxy at the subscriber, at the publisher or on an
-//! intermediate node, and falling back when that node dies; histories
-//! pulled from another node.
+//! scaling by a proxy at the subscriber, at the publisher, on an
+//! intermediate node or placed by the daemons over a topology (`auto`), and
+//! falling back when the proxy's node dies; histories pulled from another
+//! node.
 //!
 //! These tests need root; without it each prints `skipped: <reason>` and
 //! passes. `.ci/run` runs them as root.
@@ -40,13 +41,13 @@ fn received_during(site: &Site, f: impl FnOnce()) -> Vec<i64> {
 /// A publisher on host 0 at 1 kHz; subscribers on hosts 1, 2, 3 asking for
 /// every 1st, 10th and 100th sample with the filter where `proxy` says.
 /// Returns the data bytes each host received and the copies each daemon
-/// scaled out.
-fn scaled_run(proxy: impl Fn(&Site) -> Proxy) -> Option<(Vec<i64>, Vec<u64>)> {
+/// scaled out. `proxy` may give the site a topology first.
+fn scaled_run(proxy: impl Fn(&mut Site) -> Proxy) -> Option<(Vec<i64>, Vec<u64>)> {
     if skip() {
         return None;
     }
-    let site = Site::new(4);
-    let proxy = proxy(&site);
+    let mut site = Site::new(4);
+    let proxy = proxy(&mut site);
     let (daemons, clients) = site.mesh(&Find::List);
     // Deep enough to hold the whole run (the subscribers read at the end).
     let deep = tagwire::RingParams {
@@ -82,7 +83,7 @@ fn scaled_run(proxy: impl Fn(&Site) -> Proxy) -> Option<(Vec<i64>, Vec<u64>)> {
         for (s, &n) in subs.iter_mut().zip(&scales) {
             let want: Vec<u64> = (1..=N).filter(|q| q % u64::from(n) == 0).collect();
             let got: Vec<u64> = drain(s, want.len()).iter().map(|m| m.0).collect();
-            assert_eq!(got, want, "every {n}th, proxy at the {proxy:?}");
+            assert_eq!(got, want, "every {n}th, proxy at {proxy}");
             assert!(
                 s.receive(Some(Duration::from_millis(200))).is_err(),
                 "every {n}th: a sample more than asked for"
@@ -93,7 +94,7 @@ fn scaled_run(proxy: impl Fn(&Site) -> Proxy) -> Option<(Vec<i64>, Vec<u64>)> {
     });
     let scaled: Vec<u64> = daemons.iter().map(|d| d.scaled_out()).collect();
     println!(
-        "proxy at the {proxy:?}: hosts 1, 2, 3 (every 1st, 10th, 100th) received {:?} bytes; \
+        "proxy at {proxy}: hosts 1, 2, 3 (every 1st, 10th, 100th) received {:?} bytes; \
          copies scaled out by each host: {scaled:?}",
         &bytes[1..],
     );
@@ -156,6 +157,80 @@ fn a_proxy_on_an_intermediate_node_gets_the_whole_stream_and_forwards_every_nth(
     // did the filtering for hosts 2 and 3.
     assert_eq!(scaled, vec![0, 900 + 990, 0, 0]);
     assert_scaled_bytes(&bytes);
+}
+
+/// The 1 kHz, 1 KiB tag of [`scaled_run`] as the topology declares it.
+const SCALED_TAG: &str =
+    "[[tag]]\nname = \"/scaled\"\npublisher = \"h0\"\nrate = 1000\nsize = 1024\n";
+
+#[test]
+fn auto_places_the_proxy_on_the_node_the_topology_makes_cheapest() {
+    // A chain h0 - h1 - {h2, h3}: the full stream crosses h0-h1 for host
+    // 1's own subscriber anyway, so filtering on h1 is cheapest (1.11 Kf
+    // against 1.22 Kf at the publisher, shared-copy model).
+    let Some((bytes, scaled)) = scaled_run(|site| {
+        site.set_topology(&format!(
+            "[[link]]\na = \"h0\"\nb = \"h1\"\n[[link]]\na = \"h1\"\nb = \"h2\"\n\
+             [[link]]\na = \"h1\"\nb = \"h3\"\n{SCALED_TAG}"
+        ));
+        "auto".parse().unwrap()
+    }) else {
+        return;
+    };
+    assert_eq!(scaled, vec![0, 900 + 990, 0, 0], "host 1 filtered");
+    assert_scaled_bytes(&bytes);
+
+    // A star around h0: every subscriber one hop from the publisher, which
+    // filters (1.11 Kf against 1.22 Kf through h1).
+    let Some((bytes, scaled)) = scaled_run(|site| {
+        site.set_topology(&format!(
+            "[[link]]\na = \"h0\"\nb = \"h1\"\n[[link]]\na = \"h0\"\nb = \"h2\"\n\
+             [[link]]\na = \"h0\"\nb = \"h3\"\n{SCALED_TAG}"
+        ));
+        "auto".parse().unwrap()
+    }) else {
+        return;
+    };
+    assert_eq!(
+        scaled,
+        vec![900 + 990, 0, 0, 0],
+        "the publisher's node filtered"
+    );
+    assert_scaled_bytes(&bytes);
+}
+
+#[test]
+fn auto_is_refused_with_a_reason_when_it_cannot_be_placed() {
+    if skip() {
+        return;
+    }
+    let mut site = Site::new(2);
+    let (_d0, c0) = (site.start(0, &Find::List), site.client(0));
+    c0.create_tag("/placed", Domain::Global).unwrap();
+    let auto = |bound: &str| {
+        SubscribeOptions::default()
+            .every(10)
+            .proxy(bound.parse().unwrap())
+    };
+    // No topology on host 0's daemon.
+    let e = c0.subscribe("/placed", auto("auto")).unwrap_err();
+    println!("{e}");
+    assert!(matches!(e, tagwire::Error::NoPlacement(_)), "{e:?}");
+    assert!(e.to_string().contains("--topology"), "{e}");
+    // With one: a bound no node meets (δ is at least one period, 10 ms,
+    // with the filter on the subscriber's own node one hop away).
+    site.set_topology(
+        "[[link]]\na = \"h0\"\nb = \"h1\"\n\
+         [[tag]]\nname = \"/placed\"\npublisher = \"h0\"\nperiod = 0.01\nsize = 100\n",
+    );
+    let (_d1, c1) = (site.start(1, &Find::List), site.client(1));
+    wait_until("host 1 knows the tag", || c1.senders("/placed").is_ok());
+    let e = c1.subscribe("/placed", auto("auto:5ms")).unwrap_err();
+    println!("{e}");
+    assert!(matches!(e, tagwire::Error::NoPlacement(_)), "{e:?}");
+    assert!(e.to_string().contains("auto:5ms"), "{e}");
+    // Within reach, it is admitted.
+    c1.subscribe("/placed", auto("auto:25ms")).unwrap();
 }
 
 #[test]

@@ -278,8 +278,11 @@ pub fn remote_rtt(o: &SuiteOpts, site: &Site, sizes: &[usize]) -> anyhow::Result
 /// library, in the publishing node's delivery manager, or in the daemon of
 /// host 2, a third host the samples then cross (one extra hop). Each round
 /// publishes `every` samples back to back and times the one asked for; the
-/// acknowledgement returns directly. A raw UDP ping-pong across the same
-/// link is measured beside them.
+/// acknowledgement returns directly. A second baseline publishes the same
+/// rounds without a proxy: every sample crosses and the subscribing
+/// application acknowledges only the `every`-th (what a user without
+/// scaling would do). A raw UDP ping-pong across the same link is measured
+/// beside them.
 pub fn proxy_rtt(
     o: &SuiteOpts,
     site: &Site,
@@ -290,10 +293,11 @@ pub fn proxy_rtt(
     let env = site.env(o.env.exe.clone(), o.env.cpus, &[1]);
     let node2 = Proxy::Node(tagwire::NodeAddr(site.host(2).addr().into()));
     let variants = [
-        ("tagwire", 1, Proxy::Subscriber),
-        ("tagwire+proxy@subscriber", every, Proxy::Subscriber),
-        ("tagwire+proxy@publisher", every, Proxy::Publisher),
-        ("tagwire+proxy@third-host", every, node2),
+        ("tagwire", 1, Some(Proxy::Subscriber)),
+        ("tagwire+no-proxy", every, None),
+        ("tagwire+proxy@subscriber", every, Some(Proxy::Subscriber)),
+        ("tagwire+proxy@publisher", every, Some(Proxy::Publisher)),
+        ("tagwire+proxy@third-host", every, Some(node2)),
     ];
     let ropts = raw::RawOpts { cpus: o.env.cpus };
     let mut acc = Acc::default();
@@ -308,9 +312,9 @@ pub fn proxy_rtt(
             // The daemon that should filter, and its count before the run:
             // a placement that silently fell back would measure another path.
             let filter_at = match proxy {
-                Proxy::Publisher => Some(0),
-                Proxy::Node(_) => Some(2),
-                Proxy::Subscriber => None,
+                Some(Proxy::Publisher) => Some(0),
+                Some(Proxy::Node(_)) => Some(2),
+                _ => None,
             };
             let before = filter_at.map(|i| site.daemons[i].scaled_out());
             let d = workload::rtt_scaled(
@@ -339,7 +343,7 @@ pub fn proxy_rtt(
         if !e.0.starts_with("tagwire") {
             return Vec::new();
         }
-        ["tagwire", "raw-udp"]
+        ["tagwire", "tagwire+no-proxy", "raw-udp"]
             .iter()
             .filter(|b| **b != e.0)
             .filter_map(|b| {
@@ -359,6 +363,9 @@ pub fn proxy_rtt(
             };
             let note = match r.system.as_str() {
                 "tagwire" => "no proxy: every sample".to_string(),
+                "tagwire+no-proxy" => format!(
+                    "no proxy, {every} samples a round: all cross, the application acks every {every}th"
+                ),
                 "raw-udp" => "raw UDP ping-pong, host 0 and host 1".to_string(),
                 _ => format!("every {every}th sample"),
             };

@@ -104,6 +104,9 @@ pub struct WorkerArgs {
     pub every: u32,
     /// Where that filter runs.
     pub proxy: Proxy,
+    /// Echo role: acknowledge only pings whose sequence number is a
+    /// multiple of this (the application filtering, no proxy).
+    pub ack_every: u32,
 }
 
 const STOP: &[u8] = b"\xffSTOP";
@@ -159,6 +162,8 @@ fn spawn_worker(env: &Env, i: usize, a: &WorkerArgs, stdout: Stdio) -> anyhow::R
         &a.every.to_string(),
         "--proxy",
         &a.proxy.to_string(),
+        "--ack-every",
+        &a.ack_every.to_string(),
     ]);
     cmd.spawn()
         .with_context(|| format!("starting worker {}", env.exe.display()))
@@ -209,13 +214,15 @@ pub fn rtt(
         receivers,
         acks,
         spin,
-        (1, Proxy::Subscriber),
+        (1, Some(Proxy::Subscriber)),
     )
 }
 
 /// [`rtt`] with receivers that ask for every n-th ping (`scale.0`) with
 /// the filter at `scale.1`: each round publishes n pings back to back and
-/// times the n-th (the one they ask for) from its send to its acks.
+/// times the n-th (the one they ask for) from its send to its acks. With
+/// `scale.1` `None` there is no proxy: the receivers take every ping and
+/// acknowledge only the n-th (the application filters).
 #[allow(clippy::too_many_arguments)]
 pub fn rtt_scaled(
     env: &Env,
@@ -225,7 +232,7 @@ pub fn rtt_scaled(
     receivers: usize,
     acks: Acks,
     spin: bool,
-    scale: (u32, Proxy),
+    scale: (u32, Option<Proxy>),
 ) -> anyhow::Result<Vec<Duration>> {
     anyhow::ensure!(receivers >= 1, "at least one receiver");
     anyhow::ensure!(scale.0 >= 1, "a scale of at least 1");
@@ -248,8 +255,9 @@ pub fn rtt_scaled(
             spin,
             depth: 64,
             cpu: env.cpus.map(|c| c.1),
-            every: scale.0,
-            proxy: scale.1,
+            every: if scale.1.is_some() { scale.0 } else { 1 },
+            proxy: scale.1.unwrap_or_default(),
+            ack_every: if scale.1.is_some() { 1 } else { scale.0 },
         };
         workers.0.push(spawn_worker(env, i, &a, Stdio::null())?);
         // Start them one by one so the last one really is the last to subscribe.
@@ -343,6 +351,7 @@ pub fn throughput(
         cpu: env.cpus.map(|c| c.1),
         every: 1,
         proxy: Proxy::Subscriber,
+        ack_every: 1,
     };
     let mut workers = Workers(vec![spawn_worker(env, 0, &a, Stdio::piped())?]);
     wait_for(
@@ -462,14 +471,18 @@ pub fn worker_main(a: &WorkerArgs) -> anyhow::Result<()> {
                 None
             };
             let mut buf = Vec::with_capacity(64 * 1024);
+            let ack_every = u64::from(a.ack_every.max(1));
             loop {
-                match sub.receive_into(Some(Duration::from_secs(60)), &mut buf) {
-                    Ok(_) => {}
+                let seq = match sub.receive_into(Some(Duration::from_secs(60)), &mut buf) {
+                    Ok(m) => m.seq.0,
                     Err(Error::Overflowed { .. }) => continue,
                     Err(e) => return Err(e.into()),
-                }
+                };
                 if buf == STOP {
                     return Ok(());
+                }
+                if seq % ack_every != 0 {
+                    continue;
                 }
                 if let Some(p) = publ.as_mut() {
                     p.send(&buf)?;

@@ -83,6 +83,11 @@ pub enum Error {
     /// Peer daemons on other nodes did not confirm a table change in time.
     #[error("{0}; retry, or see `tagwire nodes` for the state of the other nodes")]
     PeersUnresponsive(String),
+    /// A subscription with `Proxy::Auto` cannot be placed (the message says
+    /// why: no topology file, the tag or node is missing from it, or no node
+    /// meets the delay bound).
+    #[error("cannot place the proxy: {0}")]
+    NoPlacement(String),
     /// The daemon refused a request for a reason not listed above.
     #[error("daemon refused the request ({code:?}): {message}")]
     Refused {
@@ -106,6 +111,7 @@ impl Error {
             ErrorCode::NoSendAccess => Error::NoSendAccess(tag.to_owned()),
             ErrorCode::NotSubscribed => Error::NotSubscribed(tag.to_owned()),
             ErrorCode::PeersUnresponsive => Error::PeersUnresponsive(message),
+            ErrorCode::NoPlacement => Error::NoPlacement(message),
             code => Error::Refused { code, message },
         }
     }

@@ -93,10 +93,12 @@ impl SubscribeOptions {
     /// Where the every-n-th filter runs: [`Proxy::Subscriber`] (default; the
     /// whole stream reaches this node), [`Proxy::Publisher`] (the
     /// publishing node sends this node only the samples some receiver here
-    /// wants) or [`Proxy::Node`] (that node's daemon receives the whole
+    /// wants), [`Proxy::Node`] (that node's daemon receives the whole
     /// stream and forwards every n-th sample here; if it is down, the filter
-    /// moves to the publisher). Either way the subscriber sees the same
-    /// samples.
+    /// moves to the publisher) or [`Proxy::Auto`] (the daemons choose among
+    /// those the cheapest place meeting the delay bound, from the topology
+    /// file they were started with; [`crate::Error::NoPlacement`] when they
+    /// cannot). Either way the subscriber sees the same samples.
     pub fn proxy(mut self, proxy: Proxy) -> Self {
         self.qos.proxy = proxy;
         self

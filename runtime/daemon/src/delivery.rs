@@ -51,8 +51,9 @@ use tagwire_wire::datagram::{
     tag_group, AckNack, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
-use tagwire_wire::{NodeAddr, TagId, TagName};
+use tagwire_wire::{NodeAddr, Proxy, TagId, TagName};
 
+use crate::auto::Placer;
 pub(crate) use crate::plan::Mode;
 use crate::plan::Plan;
 use crate::{lock, Shared, State};
@@ -196,7 +197,7 @@ impl Delivery {
         let me = shared.node();
         let mut wanted: HashMap<TagName, Dests> = HashMap::new();
         for e in st.table.entries() {
-            let plan = plan_of(st, me, e);
+            let plan = plan_of(st, me, shared.placer.as_ref(), e);
             let mut nodes: Vec<Dest> = plan
                 .legs(me)
                 .into_iter()
@@ -215,7 +216,7 @@ impl Delivery {
                 wanted.insert(e.name.clone(), Arc::new(nodes));
             }
         }
-        self.join_groups(st, me);
+        self.join_groups(st, me, shared.placer.as_ref());
         let mut routes = lock(&self.routes);
         routes.retain(|name, r| {
             let keep = wanted.contains_key(name);
@@ -257,7 +258,7 @@ impl Delivery {
 
     /// Joins the multicast group of every tag a local receiver wants by
     /// multicast, and leaves those no longer wanted.
-    fn join_groups(&self, st: &State, me: NodeAddr) {
+    fn join_groups(&self, st: &State, me: NodeAddr, placer: Option<&Placer>) {
         let Some((m, _)) = &self.msock else {
             return;
         };
@@ -270,7 +271,7 @@ impl Delivery {
         let wanted: HashSet<TagName> = st
             .table
             .entries()
-            .filter(|e| plan_of(st, me, e).mode_of(me) == Some(Mode::Multicast))
+            .filter(|e| plan_of(st, me, placer, e).mode_of(me) == Some(Mode::Multicast))
             .map(|e| e.name.clone())
             .collect();
         let mut tags = lock(&self.mtags);
@@ -317,16 +318,32 @@ impl Delivery {
     }
 }
 
-/// A tag's routing plan, from this node's table (proxy nodes must be up).
-fn plan_of(st: &State, me: NodeAddr, e: &tagwire_proto::Entry) -> Plan {
-    let receivers = e
+/// A tag's routing plan, from this node's table (proxy nodes must be up),
+/// with `Auto` proxies placed by `placer`.
+fn plan_of(st: &State, me: NodeAddr, placer: Option<&Placer>, e: &tagwire_proto::Entry) -> Plan {
+    let mut receivers = e
         .rights(Role::Receiver)
         .iter()
         .map(|r| (r.key.node, r.qos))
         .collect::<Vec<_>>();
-    Plan::new(receivers, |n| {
-        n == me || st.peers.delivery_addr(n).is_some()
-    })
+    let up = |n| n == me || st.peers.delivery_addr(n).is_some();
+    match placer {
+        Some(p) => {
+            let publishers: Vec<NodeAddr> =
+                e.rights(Role::Sender).iter().map(|r| r.key.node).collect();
+            p.resolve(&e.name, &publishers, &mut receivers, up);
+        }
+        // Nowhere to place them: at the publisher, the cheapest on the
+        // network (the subscriber's daemon refused them if it had no file).
+        None => {
+            for (_, q) in &mut receivers {
+                if matches!(q.proxy, Proxy::Auto { .. }) {
+                    q.proxy = Proxy::Publisher;
+                }
+            }
+        }
+    }
+    Plan::new(receivers, up)
 }
 
 /// Our own mapping of a tag's ring (the forwarder reads it without the lock).

@@ -17,6 +17,7 @@
 //!
 //! The binary is a few lines over [`Daemon::start`], so tests run daemons in-process.
 
+mod auto;
 pub mod blob;
 pub mod delivery;
 mod forward;
@@ -59,6 +60,10 @@ pub struct Config {
     pub blob_bytes_per_tag: u64,
     /// Networking with the daemons of other nodes; `None` for a single node.
     pub net: Option<NetConfig>,
+    /// The topology file (`tagwire place` format, an `address` per node) in
+    /// which subscriptions with `Proxy::Auto` get their proxies placed; give
+    /// every node the same file. `None`: such subscriptions are refused.
+    pub topology: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -73,6 +78,7 @@ impl Default for Config {
             blobs_per_tag: 64,
             blob_bytes_per_tag: 512 << 20,
             net: None,
+            topology: None,
         }
     }
 }
@@ -94,6 +100,9 @@ pub enum DaemonError {
     /// Installing signal handlers failed.
     #[error("cannot install signal handlers: {0}")]
     Signals(io::Error),
+    /// The topology file for `Proxy::Auto` is unreadable or invalid.
+    #[error("topology for auto proxies: {0}")]
+    Topology(String),
     /// The network side (peer links, discovery, delivery) could not start.
     #[error("cannot start networking: {0}")]
     Net(io::Error),
@@ -124,6 +133,8 @@ pub(crate) struct Shared {
     pub(crate) keepers: pull::Keepers,
     /// The delivery manager, once networking started.
     pub(crate) delivery: std::sync::OnceLock<Arc<delivery::Delivery>>,
+    /// Where `Proxy::Auto` subscriptions are placed, if a topology was given.
+    pub(crate) placer: Option<auto::Placer>,
     /// Ourselves, for threads started from code that holds only `&Shared`.
     pub(crate) this: std::sync::OnceLock<std::sync::Weak<Shared>>,
     listener: Listener,
@@ -199,6 +210,12 @@ impl Daemon {
         if let Some(net) = &config.net {
             config.node = NodeAddr(net.addr);
         }
+        let placer = config
+            .topology
+            .as_deref()
+            .map(auto::Placer::load)
+            .transpose()
+            .map_err(DaemonError::Topology)?;
         let listener = bind(&config.socket)?;
         tracing::info!(socket = %config.socket.display(), node = %config.node, "tagwired listening");
         let incarnation = now_unix_ns();
@@ -222,6 +239,7 @@ impl Daemon {
             stats: Stats::default(),
             keepers: pull::Keepers::default(),
             delivery: std::sync::OnceLock::new(),
+            placer,
             this: std::sync::OnceLock::new(),
             listener,
         });

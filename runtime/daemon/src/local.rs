@@ -15,7 +15,7 @@ use tagwire_unix::SeqPacket;
 use tagwire_wire::control::{
     ErrorCode, Message, Request, Response, RingParams, TagOpened, MAX_MESSAGE,
 };
-use tagwire_wire::{Member, Pid, SenderInfo, TagName};
+use tagwire_wire::{ChannelQos, Member, NodeAddr, Pid, Proxy, SenderInfo, TagName};
 
 use std::sync::mpsc::SyncSender;
 
@@ -243,6 +243,33 @@ fn table_error(e: TableError) -> (Response, Option<OwnedFd>) {
     error(code, e.to_string())
 }
 
+/// Whether a subscription with `qos` can be placed: only `Proxy::Auto`
+/// needs a topology in which its tag and this node appear and some node
+/// meets its delay bound.
+fn admit(shared: &Shared, st: &State, name: &TagName, qos: &ChannelQos) -> Result<(), String> {
+    // An unknown tag is refused as such by `open`.
+    let Some(entry) = st.table.entry(name) else {
+        return Ok(());
+    };
+    if !matches!(qos.proxy, Proxy::Auto { .. }) {
+        return Ok(());
+    }
+    let Some(placer) = &shared.placer else {
+        return Err(format!(
+            "{name} asks for proxy {}, but this node's daemon has no topology to place it in: \
+             start it with `tagwire daemon --topology FILE` (the `tagwire place` format, an \
+             `address` per node), or name the place (subscriber, publisher or a node's address)",
+            qos.proxy
+        ));
+    };
+    let publishers: Vec<NodeAddr> = entry
+        .rights(Role::Sender)
+        .iter()
+        .map(|r| r.key.node)
+        .collect();
+    placer.admit(name, &publishers, shared.node(), qos)
+}
+
 /// Starts, resizes or (with `depth` 0) stops the history of a tag, whose
 /// ring the caller mapped under the state lock (`None`: the tag has none
 /// here). Called without the lock: the keeper takes it to read blobs.
@@ -395,9 +422,14 @@ fn handle(
         Request::GetSendAccess { name } => open(shared, &mut st, &name, ops, |st, tag| {
             st.table.add_sender(tag, client.id, member)
         }),
-        Request::Subscribe { name, qos, .. } => open(shared, &mut st, &name, ops, |st, tag| {
-            st.table.add_receiver_with(tag, client.id, member, qos)
-        }),
+        Request::Subscribe { name, qos, .. } => {
+            if let Err(why) = admit(shared, &st, &name, &qos) {
+                return error(ErrorCode::NoPlacement, why);
+            }
+            open(shared, &mut st, &name, ops, |st, tag| {
+                st.table.add_receiver_with(tag, client.id, member, qos)
+            })
+        }
         Request::ReleaseSendAccess { tag } => match st.table.remove_sender(tag, client.id) {
             Ok(c) => {
                 update::effects(shared, &mut st, &c.updates);

@@ -109,7 +109,9 @@ impl Plan {
                 // it, as with the subscriber's library.
                 Proxy::Subscriber => (1, None),
                 Proxy::Node(p) if p == node => (1, None),
-                Proxy::Publisher => (q.every.max(1), None),
+                // `Auto` is resolved before (crate::auto); unresolved, it
+                // is at the publisher.
+                Proxy::Publisher | Proxy::Auto { .. } => (q.every.max(1), None),
                 Proxy::Node(p) => (q.every.max(1), Some(p)),
             };
             needs

@@ -36,6 +36,8 @@ pub(crate) struct Site {
     pub(crate) lan: Lan,
     /// The daemons' lease (short, so failures show quickly).
     pub(crate) lease: Duration,
+    /// The topology file every daemon places `Proxy::Auto` proxies in.
+    pub(crate) topology: Option<PathBuf>,
 }
 
 pub(crate) enum Find {
@@ -57,7 +59,22 @@ impl Site {
             dir,
             lan,
             lease: Duration::from_millis(1000),
+            topology: None,
         }
+    }
+
+    /// Gives every daemon started from now on a topology file: `body` (links
+    /// and tags) after a `[[node]]` per host, named `h0`, `h1`, … with its
+    /// address.
+    pub(crate) fn set_topology(&mut self, body: &str) {
+        let mut text = String::new();
+        for (i, h) in self.lan.hosts().iter().enumerate() {
+            text += &format!("[[node]]\nname = \"h{i}\"\naddress = \"{}\"\n", h.addr());
+        }
+        text += body;
+        let path = self.dir.path().join("topology.toml");
+        std::fs::write(&path, text).unwrap();
+        self.topology = Some(path);
     }
 
     pub(crate) fn socket(&self, i: usize) -> PathBuf {
@@ -84,6 +101,7 @@ impl Site {
         Config {
             socket: self.socket(i),
             net: Some(net),
+            topology: self.topology.clone(),
             ..Config::default()
         }
     }
