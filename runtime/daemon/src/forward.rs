@@ -142,6 +142,10 @@ struct Forwarder<'a> {
     max_unacked: usize,
     /// Encoding buffer.
     buf: Vec<u8>,
+    /// Nodes a scaled or relayed sample skips, and the nodes an emitted
+    /// message has reached (reused: no allocation per sample).
+    skip: Vec<NodeAddr>,
+    done: Vec<NodeAddr>,
 }
 
 pub(crate) fn forward_loop(
@@ -177,6 +181,8 @@ pub(crate) fn forward_loop(
         grow_at: Instant::now() + BATCH_GROW_AFTER,
         max_unacked: ring.shape().slots as usize,
         buf: Vec::new(),
+        skip: Vec::new(),
+        done: Vec::new(),
     };
     tracing::debug!(tag = %tag, "forwarder started");
     while !route.stop.load(Ordering::Acquire) && !shared.is_stopping() {
@@ -324,11 +330,14 @@ impl Forwarder<'_> {
     fn take(&mut self, dests: &[Dest], me: NodeAddr, header: &FrameHeader, message: &[u8]) {
         let (seq, origin) = (header.seq.0, header.sender.node);
         if dests.iter().any(|t| !t.takes(me, origin, seq)) {
-            let skip: Vec<NodeAddr> = dests
-                .iter()
-                .filter(|t| !t.takes(me, origin, seq))
-                .map(|t| t.node)
-                .collect();
+            let mut skip = std::mem::take(&mut self.skip);
+            skip.clear();
+            skip.extend(
+                dests
+                    .iter()
+                    .filter(|t| !t.takes(me, origin, seq))
+                    .map(|t| t.node),
+            );
             let scaled = dests
                 .iter()
                 .filter(|t| t.carries(me, origin) && !t.takes(me, origin, seq))
@@ -339,8 +348,9 @@ impl Forwarder<'_> {
                 .fetch_add(scaled as u64, Ordering::Relaxed);
             if skip.len() < dests.len() {
                 self.flush(dests);
-                self.emit(dests, skip, OutRef::Message { header, message });
+                self.emit(dests, &skip, OutRef::Message { header, message });
             }
+            self.skip = skip;
             return;
         }
         let need = BATCH_ENTRY_OVERHEAD + message.len();
@@ -354,7 +364,7 @@ impl Forwarder<'_> {
             return;
         }
         self.flush(dests);
-        self.emit(dests, Vec::new(), OutRef::Message { header, message });
+        self.emit(dests, &[], OutRef::Message { header, message });
     }
 
     /// Sends the batch being filled, if any.
@@ -366,7 +376,7 @@ impl Forwarder<'_> {
         let count = std::mem::replace(&mut self.count, 0);
         self.emit(
             dests,
-            Vec::new(),
+            &[],
             OutRef::Batch {
                 count,
                 entries: &entries,
@@ -379,20 +389,13 @@ impl Forwarder<'_> {
     /// Sends to every node but those in `skip`: best-effort ones at once,
     /// reliable ones in order after anything held (held too if a window is
     /// full).
-    fn emit(&mut self, dests: &[Dest], skip: Vec<NodeAddr>, out: OutRef<'_>) {
-        let dests_all = dests;
-        let to: Vec<Dest>;
-        let dests = if skip.is_empty() {
-            dests_all
-        } else {
-            to = dests_all
-                .iter()
-                .filter(|t| !skip.contains(&t.node))
-                .cloned()
-                .collect();
-            &to
-        };
-        for t in dests.iter().filter(|t| t.mode == Mode::BestEffort) {
+    fn emit(&mut self, dests: &[Dest], skip: &[NodeAddr], out: OutRef<'_>) {
+        let sends = |t: &&Dest| !skip.contains(&t.node);
+        for t in dests
+            .iter()
+            .filter(sends)
+            .filter(|t| t.mode == Mode::BestEffort)
+        {
             let s = self.best.entry(t.node).or_insert_with(|| BestEffortOut {
                 id: random_id(),
                 dest: t.addr,
@@ -405,7 +408,10 @@ impl Forwarder<'_> {
             });
         }
         if let (true, Some((m, port))) = (
-            dests.iter().any(|t| t.mode == Mode::Multicast),
+            dests
+                .iter()
+                .filter(sends)
+                .any(|t| t.mode == Mode::Multicast),
             &self.d.msock,
         ) {
             let s = self.mcast.get_or_insert_with(|| BestEffortOut {
@@ -421,7 +427,7 @@ impl Forwarder<'_> {
                 true
             });
         }
-        for t in dests.iter().filter(|t| t.mode == Mode::Tcp) {
+        for t in dests.iter().filter(sends).filter(|t| t.mode == Mode::Tcp) {
             let s = self.tcp.entry(t.node).or_insert_with(|| TcpOut {
                 dest: t.addr,
                 conn: None,
@@ -447,8 +453,11 @@ impl Forwarder<'_> {
         }
         // Reliable nodes skipped count as done: a held item is retried with
         // the whole list.
-        let mut done = skip;
-        if self.pending.is_empty() && self.send_reliable(dests_all, out, &mut done) {
+        let mut done = std::mem::take(&mut self.done);
+        done.clear();
+        done.extend_from_slice(skip);
+        if self.pending.is_empty() && self.send_reliable(dests, out, &mut done) {
+            self.done = done;
             return;
         }
         let out = match out {
