@@ -277,3 +277,32 @@ fn proxy_rtt_reports_each_placement_against_the_plain_round_trip() {
         "{sub}"
     );
 }
+
+#[test]
+fn perf_place_reports_solve_times_per_instance_and_solver() {
+    let recs = perf(&["place", "--max-nodes", "10"]);
+    // vBNS 1x1, 1x2, 1x5, 1x10 and the 10-node topology; 3 solvers, 2 models.
+    assert_eq!(recs.len(), 5 * 3 * 2);
+    for r in &recs {
+        assert_eq!(r["bench"], "place");
+        for field in ["nodes", "tags", "subscriptions", "solve_ms"] {
+            assert!(r[field].is_number(), "{field}: {r}");
+        }
+        assert!(r["solver"].is_string() && r.get("cost").is_some(), "{r}");
+    }
+    // The vBNS instances admit one proxy per tag: both solvers agree there.
+    for r in recs.iter().filter(|r| r["instance"] == "vbns-1x10") {
+        assert_eq!(r["status"], "optimal", "{r}");
+    }
+    let cost = |solver: &str| {
+        recs.iter()
+            .find(|r| {
+                r["instance"] == "vbns-1x10" && r["model"] == "unicast" && r["solver"] == solver
+            })
+            .unwrap()["cost"]
+            .as_f64()
+            .unwrap()
+    };
+    let (e, m) = (cost("exhaustive"), cost("milp-one-per-tag"));
+    assert!((e - m).abs() <= 1e-9 * e, "{e} vs {m}");
+}
