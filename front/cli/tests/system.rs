@@ -381,6 +381,37 @@ fn without_a_daemon_the_cli_says_how_to_start_one() {
 }
 
 #[test]
+fn a_daemon_given_a_bad_topology_refuses_to_start_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let topo = dir.path().join("net.toml");
+    std::fs::write(&topo, "[[node]]\nname = \"arm\"\naddress = \"not-an-ip\"\n").unwrap();
+    let mut child = Command::new(BIN)
+        .arg("daemon")
+        .arg("--topology")
+        .arg(&topo)
+        .env("TAGWIRE_SOCKET", dir.path().join("d.sock"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the daemon started despite a bad topology");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("net.toml") && err.contains("\"arm\"") && err.contains("not an IP address"),
+        "{err}"
+    );
+    assert!(!dir.path().join("d.sock").exists(), "no socket left behind");
+}
+
+#[test]
 fn sigterm_stops_the_daemon_cleanly_and_removes_its_socket() {
     let mut n = Node::new();
     let socket = n.socket();
