@@ -11,8 +11,6 @@ mod common;
 use common::{build, close, objective, Ranges};
 
 use proptest::prelude::*;
-use proptest::strategy::ValueTree;
-use proptest::test_runner::TestRunner;
 use tagwire_place::{exhaustive, milp, CostModel, Limit, Options, PlaceError, Placement, Topology};
 
 /// Small topologies, drawn so that capacities often matter (streams carry
@@ -113,16 +111,7 @@ proptest! {
 /// or the agreement test would not exercise optimisation under them.
 #[test]
 fn random_instances_include_capacities_that_move_the_optimum() {
-    let mut runner = TestRunner::deterministic();
-    let strategy = spec();
-    let (mut moved, mut total) = (0, 0);
-    for _ in 0..500 {
-        let topo = build(&strategy.new_tree(&mut runner).unwrap().current());
-        for model in [CostModel::Unicast, CostModel::Shared] {
-            total += 1;
-            moved += usize::from(compare(&topo, model, 0).unwrap());
-        }
-    }
+    let (moved, total) = common::moved_optima(spec(), 500, compare);
     assert!(
         moved * 100 >= total,
         "capacities moved {moved} of {total} optima"

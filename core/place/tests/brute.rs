@@ -17,8 +17,6 @@ mod common;
 use common::{build, close, objective, Ranges};
 
 use proptest::prelude::*;
-use proptest::strategy::ValueTree;
-use proptest::test_runner::TestRunner;
 use tagwire_place::{milp, CostModel, NodeId, Objective, Options, PlaceError, SubId, Topology};
 
 /// Small topologies with thin links and small CPUs, so capacities often
@@ -172,16 +170,7 @@ proptest! {
 /// presolve under binding rows.
 #[test]
 fn random_instances_include_capacities_that_move_the_optimum() {
-    let mut runner = TestRunner::deterministic();
-    let strategy = spec();
-    let (mut moved, mut total) = (0, 0);
-    for _ in 0..300 {
-        let topo = build(&strategy.new_tree(&mut runner).unwrap().current());
-        for model in [CostModel::Unicast, CostModel::Shared] {
-            total += 1;
-            moved += usize::from(compare(&topo, model, 0).unwrap());
-        }
-    }
+    let (moved, total) = common::moved_optima(spec(), 300, compare);
     assert!(
         moved * 20 >= total,
         "capacities moved {moved} of {total} optima"

@@ -7,32 +7,12 @@
 //! Two hosts, each a network namespace (proof/testkit) with its own daemon;
 //! these tests need root and otherwise print `skipped: <reason>` and pass.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::*;
+
 use std::time::{Duration, Instant};
 
-use tagwire::{Client, ClientOptions, Domain, NodeState, SubscribeOptions};
-use tagwire_daemon::{Config, Daemon, NetConfig};
-use tagwire_testkit::{Host, Lan};
-
-fn skip() -> bool {
-    match tagwire_testkit::skip_reason() {
-        Some(r) => {
-            println!("skipped: {r}");
-            true
-        }
-        None => false,
-    }
-}
-
-/// Polls `f` until it holds; fails the test after 20 s (a watchdog, not a bound
-/// on how fast anything must be).
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use tagwire::{Domain, SubscribeOptions};
 
 /// Long enough that host 1 is never declared dead during the test: its
 /// silence shows only as unconfirmed changes.
@@ -40,70 +20,16 @@ const LEASE: Duration = Duration::from_secs(10);
 /// Short, so an unconfirmed change fails quickly.
 const APPLY_TIMEOUT: Duration = Duration::from_millis(300);
 
-fn config(dir: &Path, h: &Host, i: usize) -> Config {
-    let mut net = NetConfig::new(h.addr().into());
-    net.name = h.name().to_owned();
-    net.lease = LEASE;
-    net.apply_timeout = APPLY_TIMEOUT;
-    net.nodes_file = Some(dir.join("nodes"));
-    net.discovery = None;
-    Config {
-        socket: socket(dir, i),
-        net: Some(net),
-        ..Config::default()
-    }
-}
-
-fn socket(dir: &Path, i: usize) -> PathBuf {
-    dir.join(format!("h{i}.sock"))
-}
-
-fn start_in(host: &Host, cfg: Config) -> Daemon {
-    host.spawn(move || Daemon::start(cfg))
-        .unwrap()
-        .join()
-        .unwrap()
-        .unwrap()
-}
-
-fn connect(socket: &Path) -> Client {
-    Client::with_options(ClientOptions {
-        socket: socket.to_owned(),
-        timeout: Duration::from_secs(5),
-        ..ClientOptions::default()
-    })
-    .unwrap()
-}
-
-fn up_peers(c: &Client) -> usize {
-    c.nodes()
-        .unwrap()
-        .iter()
-        .filter(|n| n.source != "self" && n.state == NodeState::Up)
-        .count()
-}
-
 #[test]
 fn an_unconfirmed_grant_is_rolled_back_by_its_role_and_reported() {
     if skip() {
         return;
     }
-    let lan = Lan::new(2).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let list: String = lan
-        .hosts()
-        .iter()
-        .map(|h| format!("{} {}\n", h.name(), h.addr()))
-        .collect();
-    std::fs::write(dir.path().join("nodes"), list).unwrap();
-    let _daemons: Vec<Daemon> = (0..2)
-        .map(|i| start_in(lan.host(i), config(dir.path(), lan.host(i), i)))
-        .collect();
-    let c0 = connect(&socket(dir.path(), 0));
-    let c1 = connect(&socket(dir.path(), 1));
-    for c in [&c0, &c1] {
-        wait_until("both daemons up with each other", || up_peers(c) == 1);
-    }
+    let mut site = Site::new(2);
+    site.lease = LEASE;
+    site.apply_timeout = APPLY_TIMEOUT;
+    let (_daemons, clients) = site.mesh(&Find::List);
+    let (c0, c1) = (&clients[0], &clients[1]);
 
     const TAG: &str = "/rollback";
     c0.create_tag(TAG, Domain::Global).unwrap();
@@ -115,8 +41,8 @@ fn an_unconfirmed_grant_is_rolled_back_by_its_role_and_reported() {
         c1.receivers(TAG).is_ok_and(|r| r == before)
     });
 
-    lan.host(1).link_down().unwrap();
-    let host1 = lan.host(1).addr().to_string();
+    site.lan.host(1).link_down().unwrap();
+    let host1 = site.lan.host(1).addr().to_string();
     let unresponsive = |what: &str, r: tagwire::Result<()>| match r {
         Err(tagwire::Error::PeersUnresponsive(msg)) => {
             assert!(
@@ -158,7 +84,7 @@ fn an_unconfirmed_grant_is_rolled_back_by_its_role_and_reported() {
 
     // Once host 1 is back, send access is granted again, and the
     // subscription that survived the rollback still receives.
-    lan.host(1).link_up().unwrap();
+    site.lan.host(1).link_up().unwrap();
     let back = Instant::now();
     let mut publisher = None;
     wait_until("publisher() succeeds with host 1 back", || {

@@ -51,7 +51,7 @@ use tagwire_wire::datagram::{
     tag_group, AckNack, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
-use tagwire_wire::{NodeAddr, Proxy, TagId, TagName};
+use tagwire_wire::{NodeAddr, TagId, TagName};
 
 use crate::auto::Placer;
 pub(crate) use crate::plan::Mode;
@@ -327,21 +327,11 @@ fn plan_of(st: &State, me: NodeAddr, placer: Option<&Placer>, e: &tagwire_proto:
         .map(|r| (r.key.node, r.qos))
         .collect::<Vec<_>>();
     let up = |n| n == me || st.peers.delivery_addr(n).is_some();
-    match placer {
-        Some(p) => {
-            let publishers: Vec<NodeAddr> =
-                e.rights(Role::Sender).iter().map(|r| r.key.node).collect();
-            p.resolve(&e.name, &publishers, &mut receivers, up);
-        }
-        // Nowhere to place them: at the publisher, the cheapest on the
-        // network (the subscriber's daemon refused them if it had no file).
-        None => {
-            for (_, q) in &mut receivers {
-                if matches!(q.proxy, Proxy::Auto { .. }) {
-                    q.proxy = Proxy::Publisher;
-                }
-            }
-        }
+    // Without a topology `Auto` stays unresolved, and the plan filters it
+    // at the publisher.
+    if let Some(p) = placer {
+        let publishers: Vec<NodeAddr> = e.rights(Role::Sender).iter().map(|r| r.key.node).collect();
+        p.resolve(&e.name, &publishers, &mut receivers, up);
     }
     Plan::new(receivers, up)
 }

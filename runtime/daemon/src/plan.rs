@@ -294,6 +294,19 @@ mod tests {
     }
 
     #[test]
+    fn an_unresolved_auto_proxy_filters_at_the_publisher() {
+        // A daemon without a topology leaves `Auto` as it is.
+        let p = Plan::new(
+            [(
+                node(3),
+                qos(10, Proxy::auto(std::time::Duration::from_millis(5))),
+            )],
+            |_| true,
+        );
+        assert_eq!(p.legs(node(1)), vec![leg(3, R, 10, false)]);
+    }
+
+    #[test]
     fn a_dead_proxy_falls_back_to_filtering_at_the_publisher() {
         let p = Plan::new([(node(3), qos(10, Proxy::Node(node(2))))], |n| n != node(2));
         assert_eq!(p.legs(node(1)), vec![leg(3, R, 10, false)]);

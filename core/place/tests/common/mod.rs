@@ -144,3 +144,27 @@ pub(crate) fn objective(i: u8) -> Objective {
         },
     }
 }
+
+/// Runs `compare` (true: the capacities moved the optimum) on `instances`
+/// instances drawn from `spec` by proptest's deterministic runner, under
+/// both cost models; returns (moved, compared).
+pub(crate) fn moved_optima(
+    spec: impl Strategy<Value = Spec>,
+    instances: usize,
+    compare: impl Fn(&Topology, tagwire_place::CostModel, u8) -> Result<bool, TestCaseError>,
+) -> (usize, usize) {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let (mut moved, mut total) = (0, 0);
+    for _ in 0..instances {
+        let topo = build(&spec.new_tree(&mut runner).unwrap().current());
+        for model in [
+            tagwire_place::CostModel::Unicast,
+            tagwire_place::CostModel::Shared,
+        ] {
+            total += 1;
+            moved += usize::from(compare(&topo, model, 0).unwrap());
+        }
+    }
+    (moved, total)
+}

@@ -36,6 +36,8 @@ pub(crate) struct Site {
     pub(crate) lan: Lan,
     /// The daemons' lease (short, so failures show quickly).
     pub(crate) lease: Duration,
+    /// How long a table change waits for every live peer.
+    pub(crate) apply_timeout: Duration,
     /// The topology file every daemon places `Proxy::Auto` proxies in.
     pub(crate) topology: Option<PathBuf>,
 }
@@ -59,6 +61,7 @@ impl Site {
             dir,
             lan,
             lease: Duration::from_millis(1000),
+            apply_timeout: Duration::from_millis(2000),
             topology: None,
         }
     }
@@ -86,7 +89,7 @@ impl Site {
         let mut net = NetConfig::new(h.addr().into());
         net.name = h.name().to_owned();
         net.lease = self.lease;
-        net.apply_timeout = Duration::from_millis(2000);
+        net.apply_timeout = self.apply_timeout;
         match find {
             Find::List => {
                 net.nodes_file = Some(self.dir.path().join("nodes"));
