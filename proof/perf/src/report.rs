@@ -403,12 +403,7 @@ fn rtt_like_table(records: &[Record], bench: &str, title: &str) -> String {
         }
         rows.push(row);
     }
-    let mut out = format!(
-        "{title}, p50 µs [min-max over repetitions]; ratios are paired (same repetition, median over repetitions)\n",
-    );
-    out.push_str(&render_grid(&rows));
-    out.push_str(&notes_section(&recs, false));
-    out
+    paired_table(title, &rows, &recs)
 }
 
 /// The fan-out table (records with `bench == "fanout"`): one row per
@@ -572,11 +567,17 @@ pub fn rows_table(records: &[Record], bench: &str, title: &str) -> String {
         }));
         rows.push(row);
     }
+    paired_table(title, &rows, &recs)
+}
+
+/// A table of p50s with paired ratios: its title line, the grid and the
+/// records' notes.
+fn paired_table(title: &str, rows: &[Vec<String>], recs: &[&Record]) -> String {
     let mut out = format!(
         "{title}, p50 µs [min-max over repetitions]; ratios are paired (same repetition, median over repetitions)\n",
     );
-    out.push_str(&render_grid(&rows));
-    out.push_str(&notes_section(&recs, false));
+    out.push_str(&render_grid(rows));
+    out.push_str(&notes_section(recs, false));
     out
 }
 
