@@ -295,6 +295,7 @@ impl Forwarder<'_> {
             .values()
             .map(|s| lock(s).writer.stats().retransmitted)
             .sum();
+        let was = self.batch_limit;
         if resent != self.resent {
             self.resent = resent;
             self.batch_limit = BATCH_DATAGRAM;
@@ -302,6 +303,9 @@ impl Forwarder<'_> {
         } else if now >= self.grow_at {
             self.batch_limit = (self.batch_limit * 2).min(BATCH_DATAGRAM_MAX);
             self.grow_at = now + BATCH_GROW_AFTER;
+        }
+        if self.batch_limit != was {
+            tracing::debug!(tag = %self.tag, bytes = self.batch_limit, resent, "batch datagram limit");
         }
     }
 
@@ -384,6 +388,9 @@ impl Forwarder<'_> {
         );
         self.entries = entries;
         self.entries.clear();
+        // A publisher that never lets the ring run dry keeps us in the read
+        // loop: the limit must still follow the link between batches.
+        self.adapt_batch();
     }
 
     /// Sends to every node but those in `skip`: best-effort ones at once,

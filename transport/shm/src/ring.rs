@@ -9,6 +9,8 @@
 //! 192  gate bell (AtomicU32 futex word) | gate waiters (AtomicU32)
 //! 200  gate positions, 3 × AtomicU64: record index + 1, 0 = free
 //! 224  gate owners, 3 × AtomicU32: pid of the process holding the gate
+//! 240  gate want (AtomicU64): the lowest gate position a waiting gated
+//!        writer needs, u64::MAX = none
 //! 256  owner words, one u64 per slot: pid << 32 | index, 0 = free
 //!  …   (64-aligned) slot 0 .. slot (slots-1), each `stride` bytes:
 //!        0  stamp (AtomicU64): 2·i+2 once record i is committed
@@ -51,6 +53,7 @@ const GATE_BELL_OFF: usize = 192;
 const GATE_WAITERS_OFF: usize = 196;
 const GATE_POS_OFF: usize = 200;
 const GATE_PID_OFF: usize = 224;
+const GATE_WANT_OFF: usize = 240;
 /// Gates a ring has room for.
 pub const GATES: usize = 3;
 /// Per-slot owner words (one u64 each) start here; slots follow them.
@@ -190,12 +193,23 @@ pub struct Gate {
 
 impl Gate {
     /// Moves the gate to `position` (the next record its holder needs) and
-    /// wakes writers waiting for it.
+    /// wakes the writers waiting for it once they have the room they wait
+    /// for: a writer that had to wait waits for a refill step (a quarter of
+    /// the ring), so one wake-up lets it write a run of records instead of
+    /// one record per system call on each side.
     pub fn advance(&self, position: u64) {
+        let position = position.min(MAX_INDEX);
         self.ring
             .gate_pos(self.idx)
-            .store(position.min(MAX_INDEX) + 1, Ordering::Release);
-        self.ring.ring_gate_bell();
+            .store(position + 1, Ordering::Release);
+        fence(Ordering::SeqCst);
+        if self.ring.gate_waiters().load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let want = self.ring.gate_want().load(Ordering::Relaxed);
+        if position >= want && self.ring.min_gate(false).is_none_or(|g| g >= want) {
+            self.ring.ring_gate_bell();
+        }
     }
 
     /// The gate's position.
@@ -232,6 +246,7 @@ impl Ring {
             base.add(12).cast::<u32>().write(shape.slots);
             base.add(16).cast::<u32>().write(shape.stride() as u32);
             base.add(20).cast::<u32>().write(shape.payload);
+            base.add(GATE_WANT_OFF).cast::<u64>().write(u64::MAX);
         }
         Ok(Self {
             seg: Arc::new(seg),
@@ -432,22 +447,36 @@ impl Ring {
 
     /// Waits until a record claimed at `head` would not lap a gate, refreshing
     /// the writer's cached limit.
+    ///
+    /// A writer that finds no room waits for a refill step of it (see
+    /// [`Gate::advance`]), not for one slot.
     fn wait_for_gates(&self, head: u64, wait: Duration) -> Result<(), RingError> {
         let slots = u64::from(self.shape.slots);
         let start = Instant::now();
         let mut head = head;
         let mut reap = false;
+        let mut margin = 0;
         loop {
             let seen = self.gate_bell().load(Ordering::SeqCst);
             let limit = self
                 .min_gate(reap)
                 .map_or(MAX_INDEX, |g| g.saturating_add(slots));
-            if head < limit {
+            if head + margin < limit {
                 self.gates_seen.limit.store(limit, Ordering::Relaxed);
                 return Ok(());
             }
+            margin = self.refill_step() - 1;
+            // The lowest gate position that gives us the room we wait for:
+            // gate holders wake us when they reach it.
+            let target = (head + margin + 1).saturating_sub(slots);
+            self.gate_want().fetch_min(target, Ordering::SeqCst);
             let waited = start.elapsed();
             if waited >= wait {
+                // Out of patience for a refill step: one free slot will do.
+                if head < limit {
+                    self.gates_seen.limit.store(limit, Ordering::Relaxed);
+                    return Ok(());
+                }
                 return Err(RingError::Full { waited });
             }
             // Sleep on the gate bell (a holder that advances rings it), but
@@ -459,7 +488,7 @@ impl Ring {
             let moved = self
                 .min_gate(false)
                 .map_or(MAX_INDEX, |g| g.saturating_add(slots))
-                > head;
+                > head + margin;
             if !moved {
                 let ts = rustix::time::Timespec {
                     tv_sec: nap.as_secs() as i64,
@@ -473,9 +502,17 @@ impl Ring {
         }
     }
 
+    /// How far a gate moves between wake-ups of waiting writers, and so how
+    /// much room a writer that had to wait waits for (at least one slot).
+    fn refill_step(&self) -> u64 {
+        (u64::from(self.shape.slots) / 4).max(1)
+    }
+
     fn ring_gate_bell(&self) {
         fence(Ordering::SeqCst);
         if self.gate_waiters().load(Ordering::Relaxed) > 0 {
+            // Woken writers that sleep on say again what they want.
+            self.gate_want().store(u64::MAX, Ordering::SeqCst);
             self.gate_bell().fetch_add(1, Ordering::SeqCst);
             let _ = futex::wake(self.gate_bell(), futex::Flags::empty(), i32::MAX as u32);
         }
@@ -787,6 +824,10 @@ impl Ring {
 
     fn gate_waiters(&self) -> &AtomicU32 {
         self.atomic_u32(GATE_WAITERS_OFF)
+    }
+
+    fn gate_want(&self) -> &AtomicU64 {
+        self.atomic_u64(GATE_WANT_OFF)
     }
 
     fn gate_pos(&self, idx: usize) -> &AtomicU64 {
@@ -1150,6 +1191,53 @@ mod tests {
         assert!(start.elapsed() < Duration::from_secs(10));
         let gate = t.join().unwrap();
         assert_eq!(gate.position(), 1);
+    }
+
+    #[test]
+    fn a_writer_that_had_to_wait_goes_on_once_a_refill_step_is_free() {
+        // 8 slots: the refill step is 2.
+        let w = Ring::create("t", shape(8, 8)).unwrap();
+        let r = reopen(&w);
+        let gate = r.attach_gate(0).unwrap();
+        for i in 0..8u8 {
+            w.publish_gated(&[&[i]], Duration::ZERO).unwrap();
+        }
+        let writer = std::thread::spawn(move || {
+            w.publish_gated(&[b"x"], Duration::from_secs(10)).unwrap();
+            w
+        });
+        std::thread::sleep(Duration::from_millis(30));
+        gate.advance(1);
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(
+            !writer.is_finished(),
+            "one free slot does not end a wait: the writer waits for a step"
+        );
+        assert_eq!(r.gate_want().load(Ordering::SeqCst), 2, "what it waits for");
+        gate.advance(2);
+        let w = writer.join().unwrap();
+        assert_eq!(
+            r.gate_want().load(Ordering::SeqCst),
+            u64::MAX,
+            "the holder's advance rang the bell"
+        );
+        assert_eq!(w.head_index(), 9);
+        w.publish_gated(&[b"y"], Duration::ZERO).unwrap();
+        // Out of patience, a writer takes the single slot there is.
+        let writer = std::thread::spawn(move || {
+            let start = Instant::now();
+            w.publish_gated(&[b"z"], Duration::from_millis(100))
+                .unwrap();
+            (w, start.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        gate.advance(3);
+        let (w, waited) = writer.join().unwrap();
+        assert!(waited >= Duration::from_millis(100), "{waited:?}");
+        assert!(matches!(
+            w.publish_gated(&[b"!"], Duration::ZERO),
+            Err(RingError::Full { .. })
+        ));
     }
 
     #[test]
