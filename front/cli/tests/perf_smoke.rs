@@ -94,12 +94,16 @@ fn fanout_reports_each_receiver_count_and_ack_mode() {
     ]);
     for n in [1, 3] {
         for acks in ["all", "last"] {
-            assert!(
-                recs.iter().any(|r| r["receivers"] == n
-                    && r["acks"] == acks
-                    && r["p50_us"].as_f64().is_some()),
-                "receivers={n} acks={acks} missing"
-            );
+            // tagwire, and the raw futex fan-out floor beside it.
+            for system in ["tagwire", "raw-futex"] {
+                assert!(
+                    recs.iter().any(|r| r["system"] == system
+                        && r["receivers"] == n
+                        && r["acks"] == acks
+                        && r["p50_us"].as_f64().is_some()),
+                    "{system} receivers={n} acks={acks} missing"
+                );
+            }
         }
     }
 }

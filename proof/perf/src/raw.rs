@@ -317,6 +317,218 @@ pub fn raw_shm_spin_rtt_with(
     shm_rtt(size, iters, warmup, opts, Wait::Spin)
 }
 
+/// The fan-out baseline's shared state: one ping, any number of readers.
+struct Fan {
+    /// Sequence number of the last ping written into `ping`.
+    seq: Padded<AtomicU32>,
+    /// Acknowledgements: a running count (every receiver acks) or the last
+    /// sequence number acknowledged (only the last receiver acks).
+    acks: Padded<AtomicU32>,
+    stop: AtomicBool,
+    /// The ping, in atomic words: receivers that do not ack may still be
+    /// copying one ping when the next is written (they then skip ahead), so
+    /// the words are atomics rather than a buffer with a hand-over protocol.
+    ping: Box<[AtomicU64]>,
+}
+
+impl Fan {
+    fn fail(&self, r: anyhow::Result<()>) -> anyhow::Result<()> {
+        if r.is_err() {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+/// Waits until `word` reaches `target` (in wrapping order), then returns its
+/// value. Errors if `stop` is raised or nothing happens for
+/// [`STALL_TIMEOUT`].
+fn wait_reach(word: &AtomicU32, target: u32, stop: &AtomicBool, how: Wait) -> anyhow::Result<u32> {
+    let mut polls = 0u32;
+    let mut since: Option<Instant> = None;
+    loop {
+        let v = word.load(Ordering::Acquire);
+        if v.wrapping_sub(target) < 1 << 31 {
+            return Ok(v);
+        }
+        match how {
+            Wait::Spin => {
+                polls += 1;
+                if polls < SPIN_BEFORE_YIELD {
+                    spin_loop();
+                    continue;
+                }
+                polls = 0;
+                thread::yield_now();
+            }
+            Wait::Futex => {
+                let timeout = futex::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 50_000_000,
+                };
+                let _ = futex::wait(word, futex::Flags::empty(), v, Some(&timeout));
+            }
+        }
+        if stop.load(Ordering::Relaxed) {
+            bail!("peer stopped");
+        }
+        let start = *since.get_or_insert_with(Instant::now);
+        if start.elapsed() > STALL_TIMEOUT {
+            stop.store(true, Ordering::Relaxed);
+            bail!("no progress for {STALL_TIMEOUT:?} waiting for {target}");
+        }
+    }
+}
+
+/// One fan-out receiver: copies every ping it sees (skipping ahead if it
+/// fell behind) and, if it acks, acknowledges it.
+fn fan_receiver(fan: &Fan, total: u32, ack: Option<bool>, how: Wait) -> anyhow::Result<()> {
+    let mut local = vec![0u64; fan.ping.len()];
+    let mut next = 1u32;
+    while next <= total {
+        let seq = wait_reach(&fan.seq.0, next, &fan.stop, how)?;
+        for (d, w) in local.iter_mut().zip(fan.ping.iter()) {
+            *d = w.load(Ordering::Relaxed);
+        }
+        // The sender waits for our ack before it writes again: an acking
+        // receiver must see exactly the ping it acknowledges.
+        if ack.is_some() && local.iter().any(|&w| w != u64::from(seq)) {
+            bail!("ping {seq} corrupted");
+        }
+        std::hint::black_box(&local);
+        match ack {
+            Some(true) => {
+                fan.acks.0.fetch_add(1, Ordering::Release);
+            }
+            Some(false) => fan.acks.0.store(seq, Ordering::Release),
+            None => {}
+        }
+        if ack.is_some() {
+            if let Wait::Futex = how {
+                let _ = futex::wake(&fan.acks.0, futex::Flags::empty(), 1);
+            }
+        }
+        next = seq.wrapping_add(1);
+    }
+    Ok(())
+}
+
+fn fanout_rtt(
+    size: usize,
+    receivers: usize,
+    all_ack: bool,
+    iters: usize,
+    warmup: usize,
+    opts: &RawOpts,
+    how: Wait,
+) -> anyhow::Result<Vec<Duration>> {
+    if receivers == 0 {
+        bail!("at least one receiver");
+    }
+    let total = u32::try_from(warmup + iters).context("too many round trips")?;
+    let fan = Arc::new(Fan {
+        seq: Padded(AtomicU32::new(0)),
+        acks: Padded(AtomicU32::new(0)),
+        stop: AtomicBool::new(false),
+        ping: (0..size.div_ceil(8)).map(|_| AtomicU64::new(0)).collect(),
+    });
+    let (ping_cpu, pong_cpu) = match opts.cpus {
+        Some((a, b)) => (Some(a), Some(b)),
+        None => (None, None),
+    };
+    let mut handles = Vec::with_capacity(receivers);
+    for i in 0..receivers {
+        let ack = match (all_ack, i + 1 == receivers) {
+            (true, _) => Some(true),
+            (false, true) => Some(false),
+            (false, false) => None,
+        };
+        let f = Arc::clone(&fan);
+        let h = spawn_pinned(&format!("raw-fan-{i}"), pong_cpu, move || {
+            f.fail(fan_receiver(&f, total, ack, how))
+        });
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                fan.stop.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+    }
+    let f = Arc::clone(&fan);
+    let sender = spawn_pinned("raw-fan-ping", ping_cpu, move || {
+        let mut out = Vec::with_capacity(iters);
+        let mut prev = Instant::now();
+        let per_round = if all_ack { receivers as u32 } else { 1 };
+        for seq in 1..=total {
+            for w in f.ping.iter() {
+                w.store(u64::from(seq), Ordering::Relaxed);
+            }
+            f.seq.0.store(seq, Ordering::Release);
+            if let Wait::Futex = how {
+                let _ = futex::wake(&f.seq.0, futex::Flags::empty(), i32::MAX as u32);
+            }
+            let target = if all_ack {
+                seq.wrapping_mul(per_round)
+            } else {
+                seq
+            };
+            if let Err(e) = wait_reach(&f.acks.0, target, &f.stop, how) {
+                f.stop.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+            let now = Instant::now();
+            if seq as usize > warmup {
+                out.push(now - prev);
+            }
+            prev = now;
+        }
+        Ok(out)
+    });
+    let samples = match sender {
+        Ok(h) => join(h),
+        Err(e) => {
+            fan.stop.store(true, Ordering::Relaxed);
+            Err(e)
+        }
+    };
+    for h in handles {
+        join(h)?;
+    }
+    let samples = samples?;
+    let want = if all_ack {
+        total.wrapping_mul(receivers as u32)
+    } else {
+        total
+    };
+    let got = fan.acks.0.load(Ordering::Acquire);
+    if got != want {
+        bail!("expected {want} acknowledgements in all, counted {got}");
+    }
+    Ok(samples)
+}
+
+/// The fan-out floor (`"raw-futex"` / `"raw-spin"` in `tagwire perf
+/// fanout`): one sender thread writes a `size`-byte ping into shared
+/// memory, bumps a sequence word and wakes every sleeper with one
+/// `FUTEX_WAKE` (or, `spin`, lets them poll it); `receivers` threads copy
+/// it out, and every one of them (`all_ack`) or only the last started
+/// acknowledges on a second word the sender waits on. Receivers that do not
+/// acknowledge skip pings they fell behind on. Placement: the sender on the
+/// first CPU of `opts`, every receiver on the second, as the benchmark
+/// places tagwire's receiver processes.
+pub fn raw_fanout_rtt(
+    size: usize,
+    receivers: usize,
+    all_ack: bool,
+    spin: bool,
+    (iters, warmup): (usize, usize),
+    opts: &RawOpts,
+) -> anyhow::Result<Vec<Duration>> {
+    let how = if spin { Wait::Spin } else { Wait::Futex };
+    fanout_rtt(size, receivers, all_ack, iters, warmup, opts, how)
+}
+
 fn loopback_pair() -> anyhow::Result<(UdpSocket, UdpSocket)> {
     let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("binding UDP socket on 127.0.0.1")?;
     let b = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("binding UDP socket on 127.0.0.1")?;
@@ -525,6 +737,18 @@ mod tests {
             &raw_shm_spin_rtt(256, 20_000, 1000).expect("spin"),
             20_000,
         );
+    }
+
+    #[test]
+    fn fanout_rtt_both_acks_and_waits() {
+        let opts = RawOpts { cpus: None };
+        for spin in [false, true] {
+            for all in [false, true] {
+                let v = raw_fanout_rtt(256, 3, all, spin, (300, 20), &opts).expect("fan-out");
+                check(&format!("raw fan-out spin={spin} all={all}"), &v, 300);
+            }
+        }
+        assert!(raw_fanout_rtt(256, 0, true, false, (1, 0), &opts).is_err());
     }
 
     #[test]

@@ -336,6 +336,26 @@ pub fn fanout(
                     a.as_str(),
                     &d,
                 );
+                // The floor: the same fan-out with threads, one futex word
+                // (or polling) and nothing else, placed alike.
+                let spin = mode == Mode::Spin;
+                let d = raw::raw_fanout_rtt(
+                    size,
+                    n,
+                    a == Acks::All,
+                    spin,
+                    (o.iters, o.warmup),
+                    &raw::RawOpts { cpus: o.env.cpus },
+                )?;
+                push(
+                    &mut acc,
+                    if spin { "raw-spin" } else { "raw-futex" },
+                    mode.as_str(),
+                    size as u64,
+                    n as u32,
+                    a.as_str(),
+                    &d,
+                );
             }
         }
     }
