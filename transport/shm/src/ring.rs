@@ -30,7 +30,10 @@
 //! reliable remote stream) attaches a gate: a position in the header that
 //! gated writers (`publish_gated`) do not lap. Such a writer claims record `i`
 //! only once every gate is past `i - slots`; it waits on the gate bell for a
-//! bounded time and otherwise fails having written nothing. Plain `publish`
+//! bounded time and otherwise fails having written nothing. A writer that has
+//! to wait waits for a quarter of the ring and writes the gate position that
+//! gives it that room in `gate want`; holders ring the bell only when they
+//! reach it (one wake-up per quarter ring, not per record). Plain `publish`
 //! ignores gates (the daemon's inbound path must never block). A gate whose
 //! process is gone is freed by the first writer it blocks.
 
