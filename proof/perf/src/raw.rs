@@ -116,45 +116,11 @@ impl Shared {
         }
     }
 
-    /// Waits until `word == seq`. Errors if `stop` is raised or nothing
-    /// happens for [`STALL_TIMEOUT`].
+    /// Waits until `word == seq` (the peer moves it one step a round and
+    /// waits for us before the next, so reaching `seq` is equality). Errors
+    /// if `stop` is raised or nothing happens for [`STALL_TIMEOUT`].
     fn wait_for(&self, word: &AtomicU32, seq: u32, how: Wait) -> anyhow::Result<()> {
-        let mut polls = 0u32;
-        let mut since: Option<Instant> = None;
-        loop {
-            let v = word.load(Ordering::Acquire);
-            if v == seq {
-                return Ok(());
-            }
-            match how {
-                Wait::Spin => {
-                    polls += 1;
-                    if polls < SPIN_BEFORE_YIELD {
-                        spin_loop();
-                        continue;
-                    }
-                    polls = 0;
-                    thread::yield_now();
-                }
-                Wait::Futex => {
-                    let timeout = futex::Timespec {
-                        tv_sec: 0,
-                        tv_nsec: 50_000_000,
-                    };
-                    // EAGAIN (word already changed), EINTR and ETIMEDOUT all
-                    // just mean "look again".
-                    let _ = futex::wait(word, futex::Flags::empty(), v, Some(&timeout));
-                }
-            }
-            if self.stop.load(Ordering::Relaxed) {
-                bail!("peer stopped");
-            }
-            let start = *since.get_or_insert_with(Instant::now);
-            if start.elapsed() > STALL_TIMEOUT {
-                self.stop.store(true, Ordering::Relaxed);
-                bail!("no progress for {STALL_TIMEOUT:?} waiting for sequence {seq}");
-            }
-        }
+        wait_reach(word, seq, &self.stop, how).map(|_| ())
     }
 }
 
@@ -366,6 +332,8 @@ fn wait_reach(word: &AtomicU32, target: u32, stop: &AtomicBool, how: Wait) -> an
                     tv_sec: 0,
                     tv_nsec: 50_000_000,
                 };
+                // EAGAIN (word already changed), EINTR and ETIMEDOUT all
+                // just mean "look again".
                 let _ = futex::wait(word, futex::Flags::empty(), v, Some(&timeout));
             }
         }
@@ -375,7 +343,7 @@ fn wait_reach(word: &AtomicU32, target: u32, stop: &AtomicBool, how: Wait) -> an
         let start = *since.get_or_insert_with(Instant::now);
         if start.elapsed() > STALL_TIMEOUT {
             stop.store(true, Ordering::Relaxed);
-            bail!("no progress for {STALL_TIMEOUT:?} waiting for {target}");
+            bail!("no progress for {STALL_TIMEOUT:?} waiting for sequence {target}");
         }
     }
 }
