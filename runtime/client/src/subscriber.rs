@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use tagwire_shm::{Cursor, ReadOutcome, Ring};
 use tagwire_wire::control::{ErrorCode, Request, Response};
-use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB};
+use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::{Carrier, ChannelQos, Proxy, Reliability};
 
 use crate::client::{daemon_error, is_code, Client, Endpoint};
@@ -222,28 +222,35 @@ impl Subscriber {
         }
         // A timeout too large to represent is "for ever".
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut raw = [0u8; HEADER_LEN];
         loop {
             self.follow_ring();
-            match self.ring.read(&mut self.cursor, payload) {
-                // Temporal scaling at the subscriber: skip the samples not
-                // asked for before anything else (no blob fetched for them).
-                ReadOutcome::Record if !self.wanted(payload) => continue,
-                ReadOutcome::Record => match self.decode(payload) {
-                    Ok(m) => {
-                        self.received += 1;
-                        return Ok(m);
+            // The frame header goes aside, the payload to the caller's buffer.
+            match self.ring.read_split(&mut self.cursor, &mut raw, payload) {
+                (ReadOutcome::Record, len) => {
+                    let header = parse_header(&raw, len);
+                    // Temporal scaling at the subscriber: skip the samples not
+                    // asked for before anything else (no blob fetched for them).
+                    if !self.wanted(header.as_ref().ok()) {
+                        continue;
                     }
-                    Err(Error::Overflowed { lost }) => {
-                        self.lost += lost;
-                        return Err(Error::Overflowed { lost });
+                    match header.and_then(|h| self.decode(h, payload)) {
+                        Ok(m) => {
+                            self.received += 1;
+                            return Ok(m);
+                        }
+                        Err(Error::Overflowed { lost }) => {
+                            self.lost += lost;
+                            return Err(Error::Overflowed { lost });
+                        }
+                        Err(e) => return Err(e),
                     }
-                    Err(e) => return Err(e),
-                },
-                ReadOutcome::Lost(n) => {
+                }
+                (ReadOutcome::Lost(n), _) => {
                     self.lost += n;
                     return Err(Error::Overflowed { lost: n });
                 }
-                ReadOutcome::Empty | ReadOutcome::Pending => {}
+                (ReadOutcome::Empty | ReadOutcome::Pending, _) => {}
             }
             if self.ep.destroyed.load(Ordering::Acquire) {
                 return Err(Error::TagDestroyed(self.ep.name.to_string()));
@@ -280,12 +287,13 @@ impl Subscriber {
         }
         // Scaled: look past the samples `receive` would skip.
         let mut cur = self.cursor.clone();
-        let mut buf = Vec::new();
+        let (mut raw, mut rest) = ([0u8; HEADER_LEN], Vec::new());
         loop {
-            match self.ring.read(&mut cur, &mut buf) {
-                ReadOutcome::Record if !self.wanted(&buf) => {}
-                ReadOutcome::Record | ReadOutcome::Lost(_) => return true,
-                ReadOutcome::Empty | ReadOutcome::Pending => return false,
+            match self.ring.read_split(&mut cur, &mut raw, &mut rest) {
+                (ReadOutcome::Record, len)
+                    if !self.wanted(parse_header(&raw, len).ok().as_ref()) => {}
+                (ReadOutcome::Record | ReadOutcome::Lost(_), _) => return true,
+                (ReadOutcome::Empty | ReadOutcome::Pending, _) => return false,
             }
         }
     }
@@ -309,14 +317,14 @@ impl Subscriber {
         }
     }
 
-    /// Whether the frame in `buf` is a sample this subscription takes: one
-    /// its scaling asks for and not already handed out from a pulled
-    /// history (a corrupt frame is taken, for `decode` to report).
-    fn wanted(&self, buf: &[u8]) -> bool {
+    /// Whether the frame with `header` is a sample this subscription takes:
+    /// one its scaling asks for and not already handed out from a pulled
+    /// history (a corrupt frame, `None`, is taken, for `decode` to report).
+    fn wanted(&self, header: Option<&FrameHeader>) -> bool {
         if self.opts.qos.every <= 1 && self.caught_up.is_empty() {
             return true;
         }
-        FrameHeader::parse(buf).map_or(true, |(h, _)| {
+        header.is_none_or(|h| {
             self.opts.qos.wants(h.seq.0)
                 && self
                     .caught_up
@@ -325,18 +333,14 @@ impl Subscriber {
         })
     }
 
-    /// Turns the frame read into `buf` into the payload (in place) and its header.
-    fn decode(&mut self, buf: &mut Vec<u8>) -> Result<MessageInfo> {
-        let (h, rest) = FrameHeader::parse(buf)
-            .map_err(|e| Error::Protocol(format!("corrupt frame in ring: {e}")))?;
+    /// The message described by frame header `h` whose body the ring copy
+    /// put in `buf`: the payload itself (it stays where it is: one copy in
+    /// all), or a reference to a large message, fetched into `buf`.
+    fn decode(&mut self, h: FrameHeader, buf: &mut Vec<u8>) -> Result<MessageInfo> {
         if h.flags & FLAG_BLOB != 0 {
-            let r = BlobRef::parse(rest)
+            let r = BlobRef::parse(buf)
                 .map_err(|e| Error::Protocol(format!("corrupt blob reference: {e}")))?;
             *buf = self.fetch_blob(r)?;
-        } else {
-            // Drop the header with a short memmove; the payload stays where the
-            // ring copy put it (one copy in all).
-            buf.drain(..tagwire_wire::frame::HEADER_LEN);
         }
         Ok(MessageInfo {
             seq: h.seq,
@@ -369,8 +373,55 @@ impl Subscriber {
     }
 }
 
+/// The frame header of a ring record of `len` bytes whose first bytes are
+/// in `raw`.
+fn parse_header(raw: &[u8; HEADER_LEN], len: usize) -> Result<FrameHeader> {
+    if len < HEADER_LEN {
+        return Err(Error::Protocol(format!(
+            "corrupt frame in ring: {len} bytes, shorter than its {HEADER_LEN}-byte header"
+        )));
+    }
+    FrameHeader::parse(raw)
+        .map(|(h, _)| h)
+        .map_err(|e| Error::Protocol(format!("corrupt frame in ring: {e}")))
+}
+
 impl Drop for Subscriber {
     fn drop(&mut self) {
         self.ep.close(&self.client.core);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tagwire_wire::{NodeAddr, Pid, SenderInfo, SeqNum};
+
+    #[test]
+    fn a_ring_record_shorter_than_a_frame_header_or_malformed_is_a_protocol_error() {
+        let h = FrameHeader {
+            flags: 0,
+            sender: SenderInfo {
+                pid: Pid(7),
+                node: NodeAddr::from_bytes([1; 16]),
+            },
+            seq: SeqNum(3),
+            timestamp_ns: 11,
+        };
+        let mut raw = [0u8; HEADER_LEN];
+        h.emit(&mut raw).unwrap();
+        assert_eq!(parse_header(&raw, HEADER_LEN + 5).unwrap(), h);
+        // The same bytes, but the record ended inside them.
+        let short = parse_header(&raw, HEADER_LEN - 1).unwrap_err();
+        assert!(
+            matches!(&short, Error::Protocol(m) if m.contains("shorter than its 40-byte header")),
+            "{short}"
+        );
+        raw[0] ^= 0xff;
+        let bad = parse_header(&raw, HEADER_LEN).unwrap_err();
+        assert!(
+            matches!(&bad, Error::Protocol(m) if m.contains("corrupt frame")),
+            "{bad}"
+        );
     }
 }

@@ -600,12 +600,27 @@ impl Ring {
 
     /// Copies the next record for `cur` into `out` (replacing its contents).
     ///
-    /// The hot path touches only the slot being read (and, for the depth check,
-    /// the stamp of the slot `depth` records ahead), never the writers' `head`
-    /// line: a spinning reader then waits on the one line the writer commits to.
+    /// A waiting reader polls only the stamp of the slot it wants (see
+    /// [`Ring::available`]); once the record is committed, the read copies it
+    /// and loads `head` once to validate the copy.
     pub fn read(&self, cur: &mut Cursor, out: &mut Vec<u8>) -> ReadOutcome {
+        self.read_split(cur, &mut [], out).0
+    }
+
+    /// Like [`Ring::read`], but copies the record's first `prefix.len()`
+    /// bytes into `prefix` and only the rest into `rest`: a reader that
+    /// parses a fixed header keeps the payload at the start of its buffer
+    /// without moving it afterwards. With [`ReadOutcome::Record`] comes the
+    /// record's length: when it is shorter than `prefix`, only that much of
+    /// `prefix` was written and `rest` is empty. (0 with the other outcomes.)
+    pub fn read_split(
+        &self,
+        cur: &mut Cursor,
+        prefix: &mut [u8],
+        rest: &mut Vec<u8>,
+    ) -> (ReadOutcome, usize) {
         if cur.next >= MAX_INDEX {
-            return ReadOutcome::Empty;
+            return (ReadOutcome::Empty, 0);
         }
         let slot = self.slot(cur.next);
         let stamp = self.stamp(slot);
@@ -615,41 +630,45 @@ impl Ring {
             let head = self.head_index_clamped();
             if cur.next >= head {
                 cur.pending_since = None;
-                return ReadOutcome::Empty;
+                return (ReadOutcome::Empty, 0);
             }
             if head - cur.next > cur.depth {
-                return self.drop_beyond_depth(cur, head);
+                return (self.drop_beyond_depth(cur, head), 0);
             }
-            return self.pending(cur, head);
+            return (self.pending(cur, head), 0);
         }
         if s1 > want {
-            return self.skip_overwritten(cur);
+            return (self.skip_overwritten(cur), 0);
         }
         if self.beyond_depth(cur) {
             let head = self.head_index_clamped();
-            return self.drop_beyond_depth(cur, head);
+            return (self.drop_beyond_depth(cur, head), 0);
         }
         let len = (self.len_word(slot).load(Ordering::Relaxed) as usize).min(self.max_record());
-        out.clear();
-        out.reserve(len);
-        // SAFETY: `len` is clamped to the slot's capacity; `out` has room for it.
-        // A concurrent overwrite is detected by the stamp re-check below, in which
-        // case the copied bytes are discarded.
+        let split = len.min(prefix.len());
+        rest.clear();
+        rest.reserve(len - split);
+        // SAFETY: `len` is clamped to the slot's capacity; `prefix` holds `split`
+        // bytes and `rest` has room for the other `len - split`. A concurrent
+        // overwrite is detected by the validation below, in which case the
+        // copied bytes are discarded.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.data(slot), out.as_mut_ptr(), len);
-            out.set_len(len);
+            let src = self.data(slot);
+            std::ptr::copy_nonoverlapping(src, prefix.as_mut_ptr(), split);
+            std::ptr::copy_nonoverlapping(src.add(split), rest.as_mut_ptr(), len - split);
+            rest.set_len(len - split);
         }
         // Seqlock validation: a writer claims a slot's next lap (bumps `head`)
         // before touching its bytes, so if no claim of record next+slots is visible
         // after the copy, the copy is intact.
         fence(Ordering::Acquire);
         if self.head().load(Ordering::Relaxed) > cur.next + u64::from(self.shape.slots) {
-            out.clear();
-            return self.skip_overwritten(cur);
+            rest.clear();
+            return (self.skip_overwritten(cur), 0);
         }
         cur.next += 1;
         cur.pending_since = None;
-        ReadOutcome::Record
+        (ReadOutcome::Record, len)
     }
 
     /// True when a read would not return [`ReadOutcome::Empty`] or `Pending`
@@ -957,6 +976,31 @@ mod tests {
         assert_eq!(
             w.publish(&[&[0; 9]]),
             Err(RingError::TooLarge { len: 9, max: 8 })
+        );
+    }
+
+    #[test]
+    fn a_split_read_puts_the_prefix_aside_and_reports_the_length() {
+        let r = Ring::create("t", shape(8, 64)).unwrap();
+        let mut c = r.cursor(8);
+        r.publish(&[b"head", b"er+payload"]).unwrap();
+        r.publish(&[b"abc"]).unwrap();
+        let (mut prefix, mut rest) = ([0u8; 6], Vec::new());
+        assert_eq!(
+            r.read_split(&mut c, &mut prefix, &mut rest),
+            (ReadOutcome::Record, 14)
+        );
+        assert_eq!((&prefix, rest.as_slice()), (b"header", &b"+payload"[..]));
+        // Shorter than the prefix: only its own bytes, and its true length.
+        let mut prefix = [0u8; 6];
+        assert_eq!(
+            r.read_split(&mut c, &mut prefix, &mut rest),
+            (ReadOutcome::Record, 3)
+        );
+        assert_eq!((&prefix[..], rest.len()), (&b"abc\0\0\0"[..], 0));
+        assert_eq!(
+            r.read_split(&mut c, &mut prefix, &mut rest),
+            (ReadOutcome::Empty, 0)
         );
     }
 
