@@ -33,6 +33,7 @@
 
 mod autostart;
 mod client;
+mod clock;
 mod error;
 mod publisher;
 mod pull;

@@ -1,6 +1,6 @@
 //! Send access: the delivery service's send path.
 //!
-//! `send` reads the clock, writes the 40-byte frame header and the payload into
+//! `send` reads the clock (see `clock.rs`), writes the 40-byte frame header and the payload into
 //! the tag's ring in one copy, and bumps the doorbell. No lock, no daemon, no
 //! system call unless a subscriber sleeps. When a reliable receiver on another
 //! node is a whole ring behind, `send` waits for it (bounded, see
@@ -12,7 +12,7 @@ use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rustix::fs::{MemfdFlags, SealFlags};
 
@@ -22,6 +22,7 @@ use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::{SenderInfo, SeqNum};
 
 use crate::client::{borrow, daemon_error, Client, Endpoint};
+use crate::clock::SendClock;
 use crate::{Error, Result, MAX_MESSAGE};
 
 /// Send access to one tag. Dropping it releases the access.
@@ -35,6 +36,7 @@ pub struct Publisher {
     sender: SenderInfo,
     header: [u8; HEADER_LEN],
     send_timeout: Duration,
+    clock: SendClock,
 }
 
 /// How long `send` waits, by default, for a full network window to open.
@@ -54,6 +56,7 @@ impl Publisher {
             sender,
             header: [0; HEADER_LEN],
             send_timeout: DEFAULT_SEND_TIMEOUT,
+            clock: SendClock::new(),
         }
     }
 
@@ -105,7 +108,7 @@ impl Publisher {
             flags: 0,
             sender: self.sender,
             seq: SeqNum(self.seq),
-            timestamp_ns: now_ns(),
+            timestamp_ns: self.clock.now_ns(),
         };
         let res = if fast {
             let _ = h.emit(&mut self.header);
@@ -178,11 +181,4 @@ impl Drop for Publisher {
     fn drop(&mut self) {
         self.ep.close(&self.client.core);
     }
-}
-
-pub(crate) fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
