@@ -328,21 +328,18 @@ pub fn throughput(
     let c = client(env)?;
     let tag = unique("tput");
     // A deep ring so that scheduling hiccups of the subscriber do not drop
-    // data: 4096 slots. Across nodes, more for small messages (up to 32 MiB
-    // of slots): at a million small messages a second, 4096 is 4 ms of
-    // data, less than a time slice the subscriber may lose on 2 cores to
-    // the two daemons' threads. (On one node a larger ring only costs
-    // cache misses: the publisher and subscriber share the 2 cores alone.)
+    // data: at least 4096 slots, and for small messages up to 32 MiB of
+    // them (16384 at 256 B). At a million small messages a second 4096
+    // slots are 4 ms of data, less than a time slice the subscriber may
+    // lose on 2 cores to the daemons' threads; on one node at 2M msg/s
+    // (the paced run) they were 2 ms, and 3 of 3 paced repetitions lost
+    // messages to such stalls, against 1 of 3 with 16384.
     let slot_payload = u32::try_from(size.max(64)).unwrap_or(u32::MAX);
-    let slots = if env.receivers_at.is_empty() {
-        4096
-    } else {
-        u32::try_from((32usize << 20) / size.max(1))
-            .unwrap_or(u32::MAX)
-            .clamp(4096, 16384)
-            .next_power_of_two()
-            .min(16384)
-    };
+    let slots = u32::try_from((32usize << 20) / size.max(1))
+        .unwrap_or(u32::MAX)
+        .clamp(4096, 16384)
+        .next_power_of_two()
+        .min(16384);
     c.create_tag_with(
         &tag,
         env.domain(),
