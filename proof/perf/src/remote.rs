@@ -24,7 +24,7 @@ use crate::ddsperf::{self, DdsOpts};
 use crate::raw;
 use crate::report::Record;
 use crate::suite::{dds_opts, note, push, Acc, Point, Rates, Series, SuiteOpts};
-use crate::workload::{self, Acks, Env};
+use crate::workload::{self, Acks, Env, Rounds};
 
 /// Hosts in namespaces, one daemon each. Dropping it stops the daemons and
 /// deletes the namespaces.
@@ -213,7 +213,7 @@ pub fn remote_rtt(o: &SuiteOpts, site: &Site, sizes: &[usize]) -> anyhow::Result
                 format!("remote-rtt rep {}/{} size {size}", rep + 1, o.reps),
             );
             let s = size as u64;
-            let d = workload::rtt(&env, size, o.iters, o.warmup, 1, Acks::All, false)?;
+            let d = workload::rtt(&env, Rounds::new(size, o.iters, o.warmup))?;
             push(&mut acc, "tagwire", "block", s, 1, "all", &d);
             let (a, b) = site.udp_pair(0, 1)?;
             let d = raw::udp_pingpong(a, b, size, o.iters, o.warmup, &ropts)?;
@@ -317,16 +317,7 @@ pub fn proxy_rtt(
                 _ => None,
             };
             let before = filter_at.map(|i| site.daemons[i].scaled_out());
-            let d = workload::rtt_scaled(
-                &env,
-                size,
-                o.iters,
-                o.warmup,
-                1,
-                Acks::All,
-                false,
-                (n, proxy),
-            )?;
+            let d = workload::rtt(&env, Rounds::new(size, o.iters, o.warmup).every(n, proxy))?;
             if let (Some(i), Some(before)) = (filter_at, before) {
                 anyhow::ensure!(
                     site.daemons[i].scaled_out() > before,
@@ -401,7 +392,7 @@ pub fn remote_fanout(
                         a.as_str()
                     ),
                 );
-                let d = workload::rtt(&env, size, o.iters, o.warmup, n, a, false)?;
+                let d = workload::rtt(&env, Rounds::new(size, o.iters, o.warmup).fan(n, a))?;
                 push(
                     &mut acc,
                     "tagwire",

@@ -16,7 +16,7 @@ pub(crate) struct Point {
     pub(crate) p50_us: f64,
     pub(crate) p99_us: f64,
 }
-use crate::workload::{self, Acks, Env};
+use crate::workload::{self, Acks, Env, Rounds};
 
 /// Settings shared by the suites.
 #[derive(Debug, Clone)]
@@ -229,15 +229,8 @@ pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec
             note(o, format!("rtt rep {}/{} size {size}", rep + 1, o.reps));
             let s = size as u64;
             for &mode in modes {
-                let d = workload::rtt(
-                    &o.env,
-                    size,
-                    o.iters,
-                    o.warmup,
-                    1,
-                    Acks::All,
-                    mode == Mode::Spin,
-                )?;
+                let rounds = Rounds::new(size, o.iters, o.warmup).spin(mode == Mode::Spin);
+                let d = workload::rtt(&o.env, rounds)?;
                 push(&mut acc, "tagwire", mode.as_str(), s, 1, "all", &d);
                 let (name, d) = match mode {
                     Mode::Block => (
@@ -326,7 +319,10 @@ pub fn fanout(
                         a.as_str()
                     ),
                 );
-                let d = workload::rtt(&o.env, size, o.iters, o.warmup, n, a, mode == Mode::Spin)?;
+                let rounds = Rounds::new(size, o.iters, o.warmup)
+                    .fan(n, a)
+                    .spin(mode == Mode::Spin);
+                let d = workload::rtt(&o.env, rounds)?;
                 push(
                     &mut acc,
                     "tagwire",

@@ -195,47 +195,85 @@ fn spin_opts(spin: bool, depth: u32) -> SubscribeOptions {
     }
 }
 
-/// Sender-based round trips with `receivers` worker processes. Returns one
-/// duration per measured round trip.
-pub fn rtt(
-    env: &Env,
-    size: usize,
-    iters: usize,
-    warmup: usize,
-    receivers: usize,
-    acks: Acks,
-    spin: bool,
-) -> anyhow::Result<Vec<Duration>> {
-    rtt_scaled(
-        env,
+/// One round-trip measurement: the ping, how many rounds, who answers.
+#[derive(Debug, Clone, Copy)]
+pub struct Rounds {
+    /// Ping (and ack) size in bytes.
+    pub size: usize,
+    /// Measured round trips.
+    pub iters: usize,
+    /// Unmeasured round trips first.
+    pub warmup: usize,
+    /// Receiver processes (at least 1).
+    pub receivers: usize,
+    /// Who acknowledges.
+    pub acks: Acks,
+    /// Busy-poll (spin-then-block) receives instead of blocking ones.
+    pub spin: bool,
+    /// The receivers want every n-th ping (1: all): each round publishes n
+    /// pings back to back and times the n-th from its send to its acks.
+    pub every: u32,
+    /// Where the every-n-th filter runs; `None`: no proxy, the receivers
+    /// take every ping and acknowledge only the n-th (the application
+    /// filters).
+    pub proxy: Option<Proxy>,
+}
+
+impl Rounds {
+    /// `iters` round trips after `warmup` of `size`-byte pings to one
+    /// blocking receiver that takes every ping.
+    pub fn new(size: usize, iters: usize, warmup: usize) -> Self {
+        Self {
+            size,
+            iters,
+            warmup,
+            receivers: 1,
+            acks: Acks::All,
+            spin: false,
+            every: 1,
+            proxy: Some(Proxy::Subscriber),
+        }
+    }
+
+    /// `receivers` receivers, of which `acks` answer.
+    pub fn fan(self, receivers: usize, acks: Acks) -> Self {
+        Self {
+            receivers,
+            acks,
+            ..self
+        }
+    }
+
+    /// Busy-polling receives on both sides when `spin`.
+    pub fn spin(self, spin: bool) -> Self {
+        Self { spin, ..self }
+    }
+
+    /// Receivers that want every `n`-th ping, filtered at `proxy`.
+    pub fn every(self, n: u32, proxy: Option<Proxy>) -> Self {
+        Self {
+            every: n,
+            proxy,
+            ..self
+        }
+    }
+}
+
+/// Sender-based round trips as `r` says, with worker processes as the
+/// receivers. Returns one duration per measured round trip.
+pub fn rtt(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
+    let Rounds {
         size,
         iters,
         warmup,
         receivers,
         acks,
         spin,
-        (1, Some(Proxy::Subscriber)),
-    )
-}
-
-/// [`rtt`] with receivers that ask for every n-th ping (`scale.0`) with
-/// the filter at `scale.1`: each round publishes n pings back to back and
-/// times the n-th (the one they ask for) from its send to its acks. With
-/// `scale.1` `None` there is no proxy: the receivers take every ping and
-/// acknowledge only the n-th (the application filters).
-#[allow(clippy::too_many_arguments)]
-pub fn rtt_scaled(
-    env: &Env,
-    size: usize,
-    iters: usize,
-    warmup: usize,
-    receivers: usize,
-    acks: Acks,
-    spin: bool,
-    scale: (u32, Option<Proxy>),
-) -> anyhow::Result<Vec<Duration>> {
+        every,
+        proxy,
+    } = r;
     anyhow::ensure!(receivers >= 1, "at least one receiver");
-    anyhow::ensure!(scale.0 >= 1, "a scale of at least 1");
+    anyhow::ensure!(every >= 1, "a scale of at least 1");
     pin(env)?;
     let c = client(env)?;
     let ping = unique("ping");
@@ -255,9 +293,9 @@ pub fn rtt_scaled(
             spin,
             depth: 64,
             cpu: env.cpus.map(|c| c.1),
-            every: if scale.1.is_some() { scale.0 } else { 1 },
-            proxy: scale.1.unwrap_or_default(),
-            ack_every: if scale.1.is_some() { 1 } else { scale.0 },
+            every: if proxy.is_some() { every } else { 1 },
+            proxy: proxy.unwrap_or_default(),
+            ack_every: if proxy.is_some() { 1 } else { every },
         };
         workers.0.push(spawn_worker(env, i, &a, Stdio::null())?);
         // Start them one by one so the last one really is the last to subscribe.
@@ -276,7 +314,7 @@ pub fn rtt_scaled(
     let mut out = Vec::with_capacity(iters);
     for i in 0..warmup + iters {
         // Samples the receivers did not ask for (the proxy drops them).
-        for _ in 1..scale.0 {
+        for _ in 1..every {
             publ.send(&payload)?;
         }
         let t0 = Instant::now();
@@ -294,7 +332,7 @@ pub fn rtt_scaled(
         }
     }
     // One of these is a sample the receivers asked for.
-    for _ in 0..scale.0 {
+    for _ in 0..every {
         publ.send(STOP)?;
     }
     drop(workers);
