@@ -275,12 +275,7 @@ fn reliable_delivery_through_a_lossy_bottleneck_loses_and_duplicates_nothing() {
     let (c0, c1) = (&clients[0], &clients[1]);
     // The receiving side's queue must absorb what a recovery releases at once
     // (up to a window of 1024 datagrams): a deep ring on host 1.
-    let deep = tagwire::RingParams {
-        slots: 4096,
-        slot_payload: 1024,
-    };
-    c1.create_tag_with("/bottleneck", Domain::Global, deep)
-        .unwrap();
+    deep_tag(c1, "/bottleneck", 4096, 1024);
     let mut sub = c1
         .subscribe("/bottleneck", SubscribeOptions::default().depth(4096))
         .unwrap();
@@ -337,11 +332,8 @@ fn a_publisher_is_held_back_while_a_remote_receiver_is_unreachable_and_loses_not
     site.lease = Duration::from_secs(5);
     let (daemons, clients) = site.mesh(&Find::List);
     let (c0, c1) = (&clients[0], &clients[1]);
-    let deep = tagwire::RingParams {
-        slots: 4096,
-        slot_payload: 256,
-    };
-    c1.create_tag_with("/held", Domain::Global, deep).unwrap();
+    const SLOTS: u32 = 4096;
+    deep_tag(c1, "/held", SLOTS, 256);
     let mut sub = c1
         .subscribe("/held", SubscribeOptions::default().depth(4096))
         .unwrap();
@@ -374,7 +366,7 @@ fn a_publisher_is_held_back_while_a_remote_receiver_is_unreachable_and_loses_not
     );
     assert!(err.1 >= timeout, "gave up after {:?}", err.1);
     assert!(
-        sent >= u64::from(deep.slots),
+        sent >= u64::from(SLOTS),
         "held back before host 0's ring of the creator's shape was full: {sent}"
     );
     assert_eq!(
@@ -461,11 +453,7 @@ fn a_daemon_killed_and_restarted_under_its_subscribers_rejoins_and_they_resume()
     });
     // Deep enough for everything the publisher sends while the test runs:
     // host 0's subscriber reads only at the end.
-    let deep = tagwire::RingParams {
-        slots: 16384,
-        slot_payload: 128,
-    };
-    c0.create_tag_with("/clock", Domain::Global, deep).unwrap();
+    deep_tag(&c0, "/clock", 16384, 128);
     let opts = SubscribeOptions::default().depth(16384);
     let mut local = c0.subscribe("/clock", opts).unwrap();
     let mut remote = c1.subscribe("/clock", opts).unwrap();
@@ -542,13 +530,7 @@ fn best_effort_and_reliable_subscribers_share_a_lossy_bottleneck() {
     }
     let site = Site::new(3);
     let (daemons, clients) = site.mesh(&Find::List);
-    let deep = tagwire::RingParams {
-        slots: 8192,
-        slot_payload: 256,
-    };
-    clients[0]
-        .create_tag_with("/mixed", Domain::Global, deep)
-        .unwrap();
+    deep_tag(&clients[0], "/mixed", 8192, 256);
     let opts = SubscribeOptions::default().depth(8192);
     let mut newest = clients[1].subscribe("/mixed", opts.best_effort()).unwrap();
     let mut every = clients[2].subscribe("/mixed", opts).unwrap();
@@ -831,13 +813,7 @@ fn a_tcp_subscriber_gets_everything_through_a_lossy_bottleneck() {
     }
     let site = Site::new(2);
     let (daemons, clients) = site.mesh(&Find::List);
-    let deep = tagwire::RingParams {
-        slots: 4096,
-        slot_payload: 1024,
-    };
-    clients[0]
-        .create_tag_with("/tcp", Domain::Global, deep)
-        .unwrap();
+    deep_tag(&clients[0], "/tcp", 4096, 1024);
     let mut sub = clients[1]
         .subscribe("/tcp", SubscribeOptions::default().depth(4096).tcp())
         .unwrap();

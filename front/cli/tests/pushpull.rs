@@ -50,13 +50,7 @@ fn scaled_run(proxy: impl Fn(&mut Site) -> Proxy) -> Option<(Vec<i64>, Vec<u64>)
     let proxy = proxy(&mut site);
     let (daemons, clients) = site.mesh(&Find::List);
     // Deep enough to hold the whole run (the subscribers read at the end).
-    let deep = tagwire::RingParams {
-        slots: 2048,
-        slot_payload: 2048,
-    };
-    clients[0]
-        .create_tag_with("/scaled", Domain::Global, deep)
-        .unwrap();
+    deep_tag(&clients[0], "/scaled", 2048, 2048);
     let scales = [1u32, 10, 100];
     let mut subs: Vec<_> = scales
         .iter()
@@ -240,13 +234,7 @@ fn a_dead_proxy_node_falls_back_to_the_publisher_within_the_lease() {
     }
     let site = Site::new(3);
     let (daemons, clients) = site.mesh(&Find::List);
-    let deep = tagwire::RingParams {
-        slots: 4096,
-        slot_payload: 256,
-    };
-    clients[0]
-        .create_tag_with("/failover", Domain::Global, deep)
-        .unwrap();
+    deep_tag(&clients[0], "/failover", 4096, 256);
     let via1 = Proxy::Node(tagwire::NodeAddr(site.lan.host(1).addr().into()));
     let opts = SubscribeOptions::default()
         .depth(4096)

@@ -138,6 +138,18 @@ pub(crate) fn start_in(host: &Host, cfg: Config) -> Daemon {
         .unwrap()
 }
 
+/// Creates global tag `name` with a ring of `slots` slots of `slot_payload`
+/// bytes: deep enough for a test whose subscribers read late or whose
+/// publisher outruns a bottleneck.
+pub(crate) fn deep_tag(c: &Client, name: &str, slots: u32, slot_payload: u32) {
+    let ring = tagwire::RingParams {
+        slots,
+        slot_payload,
+    };
+    c.create_tag_with(name, tagwire::Domain::Global, ring)
+        .unwrap();
+}
+
 pub(crate) fn connect(socket: &Path) -> Client {
     Client::with_options(ClientOptions {
         socket: socket.to_owned(),
