@@ -17,6 +17,11 @@ const F: f64 = 8.0;
 const F2: f64 = 2.0;
 
 fn star(bound: f64) -> Topology {
+    star_with(bound, bound)
+}
+
+/// The star with subscriber s3's delay bound `b3` and s4's `b4`.
+fn star_with(b3: f64, b4: f64) -> Topology {
     let mut b = TopologyBuilder::new();
     for n in ["n1", "n2", "n3", "n4", "n5"] {
         b.node(n, 0.5);
@@ -25,8 +30,8 @@ fn star(bound: f64) -> Topology {
         b.link("n5", n, f64::INFINITY);
     }
     b.tag("/sensor", "n1", T, K)
-        .subscription("s3", "/sensor", "n3", 4, bound)
-        .subscription("s4", "/sensor", "n4", 4, bound);
+        .subscription("s3", "/sensor", "n3", 4, b3)
+        .subscription("s4", "/sensor", "n4", 4, b4);
     b.build().unwrap()
 }
 
@@ -156,17 +161,7 @@ fn bound_two_periods_is_met_with_a_proxy_per_subscription() {
 
 #[test]
 fn a_bound_no_node_meets_reports_the_best_delay() {
-    let mut b = TopologyBuilder::new();
-    for n in ["n1", "n2", "n3", "n4", "n5"] {
-        b.node(n, 0.5);
-    }
-    for n in ["n1", "n2", "n3", "n4"] {
-        b.link("n5", n, f64::INFINITY);
-    }
-    b.tag("/sensor", "n1", T, K)
-        .subscription("s3", "/sensor", "n3", 4, T)
-        .subscription("s4", "/sensor", "n4", 4, 2.0 * T2);
-    let topo = b.build().unwrap();
+    let topo = star_with(T, 2.0 * T2);
     let err = milp::solve(&topo, &Options::default()).unwrap_err();
     let PlaceError::Infeasible(why) = &err else {
         panic!("{err:?}")
