@@ -10,8 +10,9 @@
 //!   descriptor to clients; it is sealed against resizing, so a faulty client cannot
 //!   shrink it under the others' feet.
 //! * [`Ring`]: a broadcast ring of fixed-size slots in a segment. Any number of
-//!   writers claim slots with one `fetch_add` and commit with one stamp store; a
-//!   reader validates each copy against the claim counter (seqlock-style), so a
+//!   writers claim slots with one `fetch_add`, mark the slot's claim word and
+//!   commit with one stamp store; a reader validates each copy against the
+//!   slot's claim word (seqlock-style), so a
 //!   reader that falls a whole lap behind detects the overwrite instead of
 //!   returning torn data. Readers keep
 //!   their cursor in their own memory: a reader that dies leaves nothing behind.

@@ -15,16 +15,23 @@
 //!  …   (64-aligned) slot 0 .. slot (slots-1), each `stride` bytes:
 //!        0  stamp (AtomicU64): 2·i+2 once record i is committed
 //!        8  length (AtomicU32) of record i
+//!       12  claim (AtomicU32): low half of the index of the record last
+//!           claimed for this slot, written before any of its bytes
 //!       16  record bytes (≤ payload)
 //! ```
 //!
 //! Record `i` lives in slot `i mod slots`. Writers: `i = head.fetch_add(1)`, wait
-//! until the slot's previous lap is committed, copy, store the length, store the
-//! stamp, and, only if someone waits, bump the doorbell and wake. Readers: a
-//! cursor `next`; the record is ready when the stamp is `2·next+2`; it was
-//! overwritten when the stamp is larger; a copy is valid when, after it, `head`
-//! shows no claim of record `next+slots` (writers claim before they write).
-//! Only the commit store touches the line a waiting reader polls.
+//! until the slot's previous lap is committed, store `i` in the slot's claim
+//! word, copy, store the length, store the stamp, and, only if someone waits,
+//! bump the doorbell and wake. Readers: a cursor `next`; the record is ready
+//! when the stamp is `2·next+2`; it was overwritten when the stamp is larger; a
+//! copy is valid when, after it, the claim word still names `next` (a writer
+//! of a later lap marks the slot before touching its bytes). The claim word
+//! shares the slot's first line, which the writer dirties with the record's
+//! first bytes anyway, so a validation costs the reader no line it has not
+//! already fetched, and a reader that keeps up never loads `head`, the line
+//! every writer updates: after a record, its first empty read looks only at
+//! the slot it wants (see `read_split`). Only writers touch `head` then.
 //!
 //! **Gates.** A reader that must not lose records (the daemon's forwarder of a
 //! reliable remote stream) attaches a gate: a position in the header that
@@ -47,7 +54,7 @@ use crate::segment::{Segment, ShmError};
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"TAGWRNG1");
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 const GATE_EPOCH_OFF: usize = 24;
 const HEAD_OFF: usize = 64;
 const DOORBELL_OFF: usize = 128;
@@ -155,6 +162,8 @@ pub struct Cursor {
     next: u64,
     depth: u64,
     pending_since: Option<Instant>,
+    /// The last read found nothing and did not look at `head`.
+    idle: bool,
 }
 
 impl Cursor {
@@ -353,6 +362,11 @@ impl Ring {
             // the overwrite as lost.
             self.settle_past_gates(i);
         }
+        // Mark the slot before touching its bytes: a reader still copying the
+        // previous lap's record finds the mark changed after its copy and
+        // discards it (see `read_split`).
+        self.claim_word(slot).store(i as u32, Ordering::Relaxed);
+        fence(Ordering::Release);
         let stamp = self.stamp(slot);
         let mut dst = self.data(slot);
         for p in parts {
@@ -365,8 +379,6 @@ impl Ring {
             }
         }
         self.len_word(slot).store(len as u32, Ordering::Relaxed);
-        // One store to the line readers poll: no "being written" mark first. A
-        // reader detects an overwrite from `head` instead (see `read`).
         stamp.store(2 * i + 2, Ordering::Release);
         self.owner(slot).store(0, Ordering::Release);
         Ok(i)
@@ -537,9 +549,6 @@ impl Ring {
                     "record index out of range (corrupt ring)",
                 ));
             }
-            // Our claim (the head increment) must be visible before any byte we
-            // write: readers validate their copies against it.
-            fence(Ordering::Release);
             let slot = self.slot(i);
             let owner = self.owner(slot);
             let token = (u64::from(self.pid) << 32) | (i & 0xffff_ffff);
@@ -585,6 +594,7 @@ impl Ring {
             next: self.head_index_clamped(),
             depth: u64::from(depth.clamp(1, self.shape.slots)),
             pending_since: None,
+            idle: false,
         }
     }
 
@@ -595,6 +605,7 @@ impl Ring {
             next: position,
             depth: u64::from(depth.clamp(1, self.shape.slots)),
             pending_since: None,
+            idle: false,
         }
     }
 
@@ -602,7 +613,7 @@ impl Ring {
     ///
     /// A waiting reader polls only the stamp of the slot it wants (see
     /// [`Ring::available`]); once the record is committed, the read copies it
-    /// and loads `head` once to validate the copy.
+    /// and re-reads the slot's claim word to validate the copy.
     pub fn read(&self, cur: &mut Cursor, out: &mut Vec<u8>) -> ReadOutcome {
         self.read_split(cur, &mut [], out).0
     }
@@ -627,6 +638,15 @@ impl Ring {
         let want = 2 * cur.next + 2;
         let s1 = stamp.load(Ordering::Acquire);
         if s1 < want {
+            // A reader that keeps up finds its record not there yet once per
+            // record: that first time it does not load `head` (a line every
+            // writer updates, whose every load by a reader costs the next
+            // writer a transfer). A writer that claimed the record and died
+            // or stalled is noticed on the read after.
+            if !cur.idle && cur.pending_since.is_none() {
+                cur.idle = true;
+                return (ReadOutcome::Empty, 0);
+            }
             let head = self.head_index_clamped();
             if cur.next >= head {
                 cur.pending_since = None;
@@ -658,16 +678,18 @@ impl Ring {
             std::ptr::copy_nonoverlapping(src.add(split), rest.as_mut_ptr(), len - split);
             rest.set_len(len - split);
         }
-        // Seqlock validation: a writer claims a slot's next lap (bumps `head`)
-        // before touching its bytes, so if no claim of record next+slots is visible
-        // after the copy, the copy is intact.
+        // Seqlock validation: a writer marks the slot's claim word with its
+        // record index before touching the slot's bytes, so if the word still
+        // names ours after the copy, the copy is intact. (A word wraps only
+        // after 2^32 records, far more laps than a copy can take.)
         fence(Ordering::Acquire);
-        if self.head().load(Ordering::Relaxed) > cur.next + u64::from(self.shape.slots) {
+        if self.claim_word(slot).load(Ordering::Relaxed) != cur.next as u32 {
             rest.clear();
             return (self.skip_overwritten(cur), 0);
         }
         cur.next += 1;
         cur.pending_since = None;
+        cur.idle = false;
         (ReadOutcome::Record, len)
     }
 
@@ -874,6 +896,10 @@ impl Ring {
 
     fn len_word(&self, slot: usize) -> &AtomicU32 {
         self.atomic_u32(self.slots_off + slot * self.stride + 8)
+    }
+
+    fn claim_word(&self, slot: usize) -> &AtomicU32 {
+        self.atomic_u32(self.slots_off + slot * self.stride + 12)
     }
 
     fn data(&self, slot: usize) -> *mut u8 {
@@ -1140,6 +1166,36 @@ mod tests {
             }
         }
         assert_eq!((buf.as_slice(), lost), (&b"y"[..], 1));
+    }
+
+    #[test]
+    fn a_reader_that_keeps_up_looks_at_head_only_on_its_second_empty_read() {
+        let w = Ring::create("t", shape(8, 8)).unwrap();
+        let mut c = w.cursor(4);
+        let mut buf = Vec::new();
+        w.publish(&[b"a"]).unwrap();
+        assert_eq!(w.read(&mut c, &mut buf), ReadOutcome::Record);
+        // Twenty records "claimed" past ours, none committed (a stalled
+        // writer): only a read that loads `head` can tell.
+        w.head().fetch_add(20, Ordering::AcqRel);
+        assert_eq!(
+            w.read(&mut c, &mut buf),
+            ReadOutcome::Empty,
+            "the first empty read polls only the slot it wants"
+        );
+        assert_eq!(
+            w.read(&mut c, &mut buf),
+            ReadOutcome::Lost(16),
+            "the next one looks at head and drops what is beyond the depth"
+        );
+        // After a record the first empty read is quiet again.
+        let w = Ring::create("t", shape(8, 8)).unwrap();
+        let mut c = w.cursor(4);
+        w.publish(&[b"b"]).unwrap();
+        assert_eq!(w.read(&mut c, &mut buf), ReadOutcome::Record);
+        w.head().fetch_add(1, Ordering::AcqRel);
+        assert_eq!(w.read(&mut c, &mut buf), ReadOutcome::Empty);
+        assert_eq!(w.read(&mut c, &mut buf), ReadOutcome::Pending);
     }
 
     #[test]
