@@ -552,7 +552,9 @@ impl Ring {
             let slot = self.slot(i);
             let owner = self.owner(slot);
             let token = (u64::from(self.pid) << 32) | (i & 0xffff_ffff);
-            let start = Instant::now();
+            // The clock is read only once the slot turns out to be held: a
+            // clock read costs as much as the rest of a claim.
+            let mut held_since: Option<Instant> = None;
             let acquired = loop {
                 match owner.compare_exchange(0, token, Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => break true,
@@ -567,7 +569,7 @@ impl Ring {
                             }
                             continue;
                         }
-                        if start.elapsed() >= DEAD_WRITER {
+                        if held_since.get_or_insert_with(Instant::now).elapsed() >= DEAD_WRITER {
                             break false;
                         }
                         std::thread::yield_now();
