@@ -349,8 +349,13 @@ fn wait_reach(word: &AtomicU32, target: u32, stop: &AtomicBool, how: Wait) -> an
 }
 
 /// One fan-out receiver: copies every ping it sees (skipping ahead if it
-/// fell behind) and, if it acks, acknowledges it.
-fn fan_receiver(fan: &Fan, total: u32, ack: Option<bool>, how: Wait) -> anyhow::Result<()> {
+/// fell behind) and, if it has an `ack`, acknowledges it with that.
+fn fan_receiver(
+    fan: &Fan,
+    total: u32,
+    mut ack: Option<&mut dyn FnMut(u32) -> anyhow::Result<()>>,
+    how: Wait,
+) -> anyhow::Result<()> {
     let mut local = vec![0u64; fan.ping.len()];
     let mut next = 1u32;
     while next <= total {
@@ -364,17 +369,8 @@ fn fan_receiver(fan: &Fan, total: u32, ack: Option<bool>, how: Wait) -> anyhow::
             bail!("ping {seq} corrupted");
         }
         std::hint::black_box(&local);
-        match ack {
-            Some(true) => {
-                fan.acks.0.fetch_add(1, Ordering::Release);
-            }
-            Some(false) => fan.acks.0.store(seq, Ordering::Release),
-            None => {}
-        }
-        if ack.is_some() {
-            if let Wait::Futex = how {
-                let _ = futex::wake(&fan.acks.0, futex::Flags::empty(), 1);
-            }
+        if let Some(ack) = ack.as_mut() {
+            ack(seq)?;
         }
         next = seq.wrapping_add(1);
     }
@@ -413,7 +409,23 @@ fn fanout_rtt(
         };
         let f = Arc::clone(&fan);
         let h = spawn_pinned(&format!("raw-fan-{i}"), pong_cpu, move || {
-            f.fail(fan_receiver(&f, total, ack, how))
+            let acks = &f.acks.0;
+            let mut answer = |seq: u32| {
+                if ack == Some(true) {
+                    acks.fetch_add(1, Ordering::Release);
+                } else {
+                    acks.store(seq, Ordering::Release);
+                }
+                if let Wait::Futex = how {
+                    let _ = futex::wake(acks, futex::Flags::empty(), 1);
+                }
+                Ok(())
+            };
+            let answer: Option<&mut dyn FnMut(u32) -> anyhow::Result<()>> = match ack {
+                Some(_) => Some(&mut answer),
+                None => None,
+            };
+            f.fail(fan_receiver(&f, total, answer, how))
         });
         match h {
             Ok(h) => handles.push(h),
@@ -495,6 +507,142 @@ pub fn raw_fanout_rtt(
 ) -> anyhow::Result<Vec<Duration>> {
     let how = if spin { Wait::Spin } else { Wait::Futex };
     fanout_rtt(size, receivers, all_ack, iters, warmup, opts, how)
+}
+
+/// The remote fan-out floor (`"raw-udp"` in `tagwire perf remote-fanout`):
+/// the same hand-over as a node's delivery manager, without the
+/// middleware. A ping thread sends a `size`-byte datagram on `a` (at least
+/// 4 bytes: the round's sequence number leads it); on the other host a
+/// dispatcher thread receives it on `b`, copies it into memory shared with
+/// `receivers` threads and wakes them all with one `FUTEX_WAKE`; every
+/// receiver (`all_ack`) or only the last started answers with a datagram of
+/// the same size on `b`, and the ping thread waits for every answer it
+/// expects (each must carry the round's number). Placement: ping on the
+/// first CPU of `opts`, receivers on the second, the dispatcher left to the
+/// scheduler, as tagwire's daemons are.
+pub fn udp_fanout_rtt(
+    a: UdpSocket,
+    b: UdpSocket,
+    size: usize,
+    receivers: usize,
+    all_ack: bool,
+    (iters, warmup): (usize, usize),
+    opts: &RawOpts,
+) -> anyhow::Result<Vec<Duration>> {
+    if receivers == 0 {
+        bail!("at least one receiver");
+    }
+    if size > MAX_UDP_PAYLOAD {
+        bail!("UDP payload {size} exceeds {MAX_UDP_PAYLOAD} bytes");
+    }
+    let len = size.max(4);
+    let total = u32::try_from(warmup + iters).context("too many round trips")?;
+    a.set_read_timeout(Some(STALL_TIMEOUT))?;
+    b.set_read_timeout(Some(STALL_TIMEOUT))?;
+    let fan = Arc::new(Fan {
+        seq: Padded(AtomicU32::new(0)),
+        acks: Padded(AtomicU32::new(0)),
+        stop: AtomicBool::new(false),
+        ping: (0..len.div_ceil(8)).map(|_| AtomicU64::new(0)).collect(),
+    });
+    let (ping_cpu, pong_cpu) = match opts.cpus {
+        Some((x, y)) => (Some(x), Some(y)),
+        None => (None, None),
+    };
+    let mut handles = Vec::with_capacity(receivers + 1);
+    let stop_all = |fan: &Fan, e| {
+        fan.stop.store(true, Ordering::Relaxed);
+        Err(e)
+    };
+    for i in 0..receivers {
+        let acks = all_ack || i + 1 == receivers;
+        let sock = match b.try_clone() {
+            Ok(s) => s,
+            Err(e) => return stop_all(&fan, anyhow!(e).context("cloning the UDP socket")),
+        };
+        let f = Arc::clone(&fan);
+        let h = spawn_pinned(&format!("udp-fan-{i}"), pong_cpu, move || {
+            let mut out = vec![0u8; len];
+            let mut answer = |seq: u32| {
+                out[..4].copy_from_slice(&seq.to_le_bytes());
+                sock.send(&out).context("answer send")?;
+                Ok(())
+            };
+            let answer: Option<&mut dyn FnMut(u32) -> anyhow::Result<()>> = match acks {
+                true => Some(&mut answer),
+                false => None,
+            };
+            f.fail(fan_receiver(&f, total, answer, Wait::Futex))
+        });
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => return stop_all(&fan, e),
+        }
+    }
+    // The dispatcher: one datagram in, one copy, one wake for everyone.
+    let f = Arc::clone(&fan);
+    let dispatcher = spawn_pinned("udp-fan-dispatch", None, move || {
+        let mut buf = vec![0u8; len + 1];
+        let r = (|| {
+            for _ in 0..total {
+                let n = b.recv(&mut buf).context("dispatcher recv")?;
+                let Some(head) = buf.get(..4).filter(|_| n == len) else {
+                    bail!("unexpected {n}-byte ping");
+                };
+                let seq = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+                for w in f.ping.iter() {
+                    w.store(u64::from(seq), Ordering::Relaxed);
+                }
+                f.seq.0.store(seq, Ordering::Release);
+                let _ = futex::wake(&f.seq.0, futex::Flags::empty(), i32::MAX as u32);
+            }
+            Ok(())
+        })();
+        f.fail(r)
+    });
+    match dispatcher {
+        Ok(h) => handles.push(h),
+        Err(e) => return stop_all(&fan, e),
+    }
+    let f = Arc::clone(&fan);
+    let sender = spawn_pinned("udp-fan-ping", ping_cpu, move || {
+        let expect = if all_ack { receivers } else { 1 };
+        let mut out = Vec::with_capacity(iters);
+        let mut local = vec![0u8; len];
+        let mut back = vec![0u8; len + 1];
+        let mut prev = Instant::now();
+        let r = (|| {
+            for seq in 1..=total {
+                local[..4].copy_from_slice(&seq.to_le_bytes());
+                a.send(&local).context("ping send")?;
+                for _ in 0..expect {
+                    let n = a.recv(&mut back).context("ping recv")?;
+                    if n != len || back[..4] != seq.to_le_bytes() {
+                        bail!("unexpected answer in round trip {seq}: {n} bytes");
+                    }
+                }
+                let now = Instant::now();
+                if seq as usize > warmup {
+                    out.push(now - prev);
+                }
+                prev = now;
+            }
+            Ok(())
+        })();
+        f.fail(r).map(|()| out)
+    });
+    let samples = match sender {
+        Ok(h) => join(h),
+        Err(e) => {
+            fan.stop.store(true, Ordering::Relaxed);
+            Err(e)
+        }
+    };
+    // On a failure the others see `stop` or run into their read timeout.
+    for h in handles {
+        join(h)?;
+    }
+    samples
 }
 
 fn loopback_pair() -> anyhow::Result<(UdpSocket, UdpSocket)> {
@@ -717,6 +865,22 @@ mod tests {
             }
         }
         assert!(raw_fanout_rtt(256, 0, true, false, (1, 0), &opts).is_err());
+    }
+
+    #[test]
+    fn udp_fanout_rtt_both_acks_over_loopback() {
+        let opts = RawOpts { cpus: None };
+        for all in [false, true] {
+            let (a, b) = loopback_pair().expect("sockets");
+            let v = udp_fanout_rtt(a, b, 256, 3, all, (300, 20), &opts).expect("fan-out");
+            check(&format!("udp fan-out all={all}"), &v, 300);
+        }
+        // A 1-byte ping still carries the round number (4 bytes).
+        let (a, b) = loopback_pair().expect("sockets");
+        let v = udp_fanout_rtt(a, b, 1, 2, true, (50, 5), &opts).expect("tiny fan-out");
+        check("udp fan-out 1 B", &v, 50);
+        let (a, b) = loopback_pair().expect("sockets");
+        assert!(udp_fanout_rtt(a, b, 256, 0, true, (1, 0), &opts).is_err());
     }
 
     #[test]

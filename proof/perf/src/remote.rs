@@ -367,7 +367,9 @@ pub fn proxy_rtt(
 
 /// Round trip against the number of receivers, with the receivers spread
 /// in turn over `hosts` (paper Figure 4-6: all on host 1; Figure 4-7: over
-/// three hosts, all acknowledging).
+/// three hosts, all acknowledging). With one host, the same run measures
+/// its floor, `raw-udp` ([`raw::udp_fanout_rtt`]): the operating system's
+/// cost of one datagram handed to n sleeping receivers on that host.
 pub fn remote_fanout(
     o: &SuiteOpts,
     site: &Site,
@@ -402,6 +404,30 @@ pub fn remote_fanout(
                     a.as_str(),
                     &d,
                 );
+                // The floor, with every receiver on one host: a datagram
+                // across the same link to a dispatcher thread there that
+                // wakes n receiver threads, placed alike.
+                if let [host] = hosts {
+                    let (x, y) = site.udp_pair(0, *host)?;
+                    let d = raw::udp_fanout_rtt(
+                        x,
+                        y,
+                        size,
+                        n,
+                        a == Acks::All,
+                        (o.iters, o.warmup),
+                        &raw::RawOpts { cpus: o.env.cpus },
+                    )?;
+                    push(
+                        &mut acc,
+                        "raw-udp",
+                        "block",
+                        size as u64,
+                        n as u32,
+                        a.as_str(),
+                        &d,
+                    );
+                }
             }
         }
     }
