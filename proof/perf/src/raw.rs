@@ -58,6 +58,13 @@ pub struct RawOpts {
     pub cpus: Option<(usize, usize)>,
 }
 
+impl RawOpts {
+    /// The ping side's CPU and the pong side's, each `None` when unpinned.
+    fn split(&self) -> (Option<usize>, Option<usize>) {
+        self.cpus.unzip()
+    }
+}
+
 /// Pins the calling thread to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> anyhow::Result<()> {
     if cpu >= rustix::thread::CpuSet::MAX_CPU {
@@ -210,10 +217,7 @@ fn shm_rtt(
 ) -> anyhow::Result<Vec<Duration>> {
     let sh = Arc::new(Shared::new(size));
     let total = warmup + iters;
-    let (ping_cpu, pong_cpu) = match opts.cpus {
-        Some((a, b)) => (Some(a), Some(b)),
-        None => (None, None),
-    };
+    let (ping_cpu, pong_cpu) = opts.split();
     let pong = {
         let sh = Arc::clone(&sh);
         spawn_pinned("raw-pong", pong_cpu, move || {
@@ -298,11 +302,36 @@ struct Fan {
 }
 
 impl Fan {
-    fn fail(&self, r: anyhow::Result<()>) -> anyhow::Result<()> {
+    /// A fan-out of a `size`-byte ping (in whole words).
+    fn new(size: usize) -> Arc<Fan> {
+        Arc::new(Fan {
+            seq: Padded(AtomicU32::new(0)),
+            acks: Padded(AtomicU32::new(0)),
+            stop: AtomicBool::new(false),
+            ping: (0..size.div_ceil(8)).map(|_| AtomicU64::new(0)).collect(),
+        })
+    }
+
+    fn fail<T>(&self, r: anyhow::Result<T>) -> anyhow::Result<T> {
         if r.is_err() {
             self.stop.store(true, Ordering::Relaxed);
         }
         r
+    }
+
+    /// The sender's samples, once the sender and every other thread of the
+    /// fan-out ended (on a failure the others see `stop` or run into their
+    /// read timeout).
+    fn collect(
+        &self,
+        sender: anyhow::Result<thread::JoinHandle<anyhow::Result<Vec<Duration>>>>,
+        others: Vec<thread::JoinHandle<anyhow::Result<()>>>,
+    ) -> anyhow::Result<Vec<Duration>> {
+        let samples = self.fail(sender).and_then(join);
+        for h in others {
+            join(h)?;
+        }
+        samples
     }
 }
 
@@ -390,16 +419,8 @@ fn fanout_rtt(
         bail!("at least one receiver");
     }
     let total = u32::try_from(warmup + iters).context("too many round trips")?;
-    let fan = Arc::new(Fan {
-        seq: Padded(AtomicU32::new(0)),
-        acks: Padded(AtomicU32::new(0)),
-        stop: AtomicBool::new(false),
-        ping: (0..size.div_ceil(8)).map(|_| AtomicU64::new(0)).collect(),
-    });
-    let (ping_cpu, pong_cpu) = match opts.cpus {
-        Some((a, b)) => (Some(a), Some(b)),
-        None => (None, None),
-    };
+    let fan = Fan::new(size);
+    let (ping_cpu, pong_cpu) = opts.split();
     let mut handles = Vec::with_capacity(receivers);
     for i in 0..receivers {
         let ack = match (all_ack, i + 1 == receivers) {
@@ -453,10 +474,7 @@ fn fanout_rtt(
             } else {
                 seq
             };
-            if let Err(e) = wait_reach(&f.acks.0, target, &f.stop, how) {
-                f.stop.store(true, Ordering::Relaxed);
-                return Err(e);
-            }
+            f.fail(wait_reach(&f.acks.0, target, &f.stop, how))?;
             let now = Instant::now();
             if seq as usize > warmup {
                 out.push(now - prev);
@@ -465,17 +483,7 @@ fn fanout_rtt(
         }
         Ok(out)
     });
-    let samples = match sender {
-        Ok(h) => join(h),
-        Err(e) => {
-            fan.stop.store(true, Ordering::Relaxed);
-            Err(e)
-        }
-    };
-    for h in handles {
-        join(h)?;
-    }
-    let samples = samples?;
+    let samples = fan.collect(sender, handles)?;
     let want = if all_ack {
         total.wrapping_mul(receivers as u32)
     } else {
@@ -539,16 +547,8 @@ pub fn udp_fanout_rtt(
     let total = u32::try_from(warmup + iters).context("too many round trips")?;
     a.set_read_timeout(Some(STALL_TIMEOUT))?;
     b.set_read_timeout(Some(STALL_TIMEOUT))?;
-    let fan = Arc::new(Fan {
-        seq: Padded(AtomicU32::new(0)),
-        acks: Padded(AtomicU32::new(0)),
-        stop: AtomicBool::new(false),
-        ping: (0..len.div_ceil(8)).map(|_| AtomicU64::new(0)).collect(),
-    });
-    let (ping_cpu, pong_cpu) = match opts.cpus {
-        Some((x, y)) => (Some(x), Some(y)),
-        None => (None, None),
-    };
+    let fan = Fan::new(len);
+    let (ping_cpu, pong_cpu) = opts.split();
     let mut handles = Vec::with_capacity(receivers + 1);
     let stop_all = |fan: &Fan, e| {
         fan.stop.store(true, Ordering::Relaxed);
@@ -631,18 +631,7 @@ pub fn udp_fanout_rtt(
         })();
         f.fail(r).map(|()| out)
     });
-    let samples = match sender {
-        Ok(h) => join(h),
-        Err(e) => {
-            fan.stop.store(true, Ordering::Relaxed);
-            Err(e)
-        }
-    };
-    // On a failure the others see `stop` or run into their read timeout.
-    for h in handles {
-        join(h)?;
-    }
-    samples
+    fan.collect(sender, handles)
 }
 
 fn loopback_pair() -> anyhow::Result<(UdpSocket, UdpSocket)> {
@@ -689,10 +678,7 @@ pub fn udp_pingpong(
     a.set_read_timeout(Some(STALL_TIMEOUT))?;
     b.set_read_timeout(Some(STALL_TIMEOUT))?;
     let total = warmup + iters;
-    let (ping_cpu, pong_cpu) = match opts.cpus {
-        Some((x, y)) => (Some(x), Some(y)),
-        None => (None, None),
-    };
+    let (ping_cpu, pong_cpu) = opts.split();
     let pong = spawn_pinned("udp-pong", pong_cpu, move || {
         let mut buf = vec![0u8; size.max(1)];
         for _ in 0..total {
