@@ -15,23 +15,25 @@
 //!  …   (64-aligned) slot 0 .. slot (slots-1), each `stride` bytes:
 //!        0  stamp (AtomicU64): 2·i+2 once record i is committed
 //!        8  length (AtomicU32) of record i
-//!       12  claim (AtomicU32): low half of the index of the record last
-//!           claimed for this slot, written before any of its bytes
+//!       12  claim (AtomicU32): low half of the index of the record whose
+//!           writer last took the slot (written before any of its bytes)
 //!       16  record bytes (≤ payload)
 //! ```
 //!
-//! Record `i` lives in slot `i mod slots`. Writers: `i = head.fetch_add(1)`, wait
-//! until the slot's previous lap is committed, store `i` in the slot's claim
-//! word, copy, store the length, store the stamp, and, only if someone waits,
-//! bump the doorbell and wake. Readers: a cursor `next`; the record is ready
-//! when the stamp is `2·next+2`; it was overwritten when the stamp is larger; a
-//! copy is valid when, after it, the claim word still names `next` (a writer
-//! of a later lap marks the slot before touching its bytes). The claim word
-//! shares the slot's first line, which the writer dirties with the record's
-//! first bytes anyway, so a validation costs the reader no line it has not
-//! already fetched, and a reader that keeps up never loads `head`, the line
-//! every writer updates: after a record, its first empty read looks only at
-//! the slot it wants (see `read_split`). Only writers touch `head` then.
+//! Record `i` lives in slot `i mod slots`. Writers: `i = head.fetch_add(1)`, take
+//! the slot's owner word (writers of two laps of one slot take turns), store
+//! `i` in the slot's claim word, copy, store the length, store the stamp, and,
+//! only if someone waits, bump the doorbell and wake. Readers: a cursor
+//! `next`; the record is ready when the stamp is `2·next+2`; it was
+//! overwritten when the stamp is larger; a copy is valid when, after it, the
+//! claim word still names `next` and the stamp is unchanged (a writer of a
+//! later lap marks the slot before touching its bytes). Both words share the
+//! slot's first line, which the writer dirties with the record's first bytes
+//! anyway, so a validation costs the reader no line it has not already
+//! fetched. A reader that keeps up does not load `head`, the line every writer
+//! updates, on its way from one record to the next: the first empty read
+//! after a record looks only at slots (see `read_split`); a second one, or a
+//! sleep in `wait`, does load it.
 //!
 //! **Gates.** A reader that must not lose records (the daemon's forwarder of a
 //! reliable remote stream) attaches a gate: a position in the header that
@@ -71,6 +73,9 @@ const OWNERS_OFF: usize = 256;
 /// Indices are kept below this so `2·i + 2` and `i + slots` never overflow, even
 /// with a `head` a hostile peer wrote.
 const MAX_INDEX: u64 = 1 << 62;
+/// Records longer than this are written behind a full fence (see
+/// `publish_inner`): `memcpy` may use non-temporal stores for large copies.
+const PLAIN_COPY_MAX: usize = 4096;
 /// A publish that finds its slot held this many times gives up.
 const MAX_CLAIMS: u32 = 4;
 const SLOT_HEADER: usize = 16;
@@ -147,7 +152,9 @@ impl RingShape {
 pub enum ReadOutcome {
     /// A record was copied into the buffer.
     Record,
-    /// Nothing new.
+    /// Nothing new. (The first empty read after a record does not tell a
+    /// record claimed but not committed yet from none: that takes the next
+    /// read, which then says `Pending`.)
     Empty,
     /// The next record is claimed but not yet committed by its writer.
     Pending,
@@ -162,7 +169,8 @@ pub struct Cursor {
     next: u64,
     depth: u64,
     pending_since: Option<Instant>,
-    /// The last read found nothing and did not look at `head`.
+    /// Set by an empty read, cleared by a record: while it is clear, an
+    /// empty read returns at once without loading `head`.
     idle: bool,
 }
 
@@ -366,13 +374,19 @@ impl Ring {
         // previous lap's record finds the mark changed after its copy and
         // discards it (see `read_split`).
         self.claim_word(slot).store(i as u32, Ordering::Relaxed);
-        fence(Ordering::Release);
+        if len > PLAIN_COPY_MAX {
+            // A copy this large may use non-temporal stores, which x86 lets
+            // pass the claim store above; a full fence keeps them behind it.
+            fence(Ordering::SeqCst);
+        } else {
+            fence(Ordering::Release);
+        }
         let stamp = self.stamp(slot);
         let mut dst = self.data(slot);
         for p in parts {
             // SAFETY: the slot's data area holds `payload` bytes and `len` ≤ payload;
-            // we own the slot for lap `i` (claimed by fetch_add). Readers may copy
-            // concurrently; the seqlock stamps make them discard such copies.
+            // we own the slot for lap `i` (its owner word). Readers may copy
+            // concurrently; the claim word makes them discard such copies.
             unsafe {
                 std::ptr::copy_nonoverlapping(p.as_ptr(), dst, p.len());
                 dst = dst.add(p.len());
@@ -644,8 +658,9 @@ impl Ring {
             // record: that first time it does not load `head` (a line every
             // writer updates, whose every load by a reader costs the next
             // writer a transfer). A writer that claimed the record and died
-            // or stalled is noticed on the read after.
-            if !cur.idle && cur.pending_since.is_none() {
+            // or stalled is noticed on the read after. Being beyond the
+            // depth is seen from a slot, so it is reported at once.
+            if !cur.idle && cur.pending_since.is_none() && !self.beyond_depth(cur) {
                 cur.idle = true;
                 return (ReadOutcome::Empty, 0);
             }
@@ -682,10 +697,14 @@ impl Ring {
         }
         // Seqlock validation: a writer marks the slot's claim word with its
         // record index before touching the slot's bytes, so if the word still
-        // names ours after the copy, the copy is intact. (A word wraps only
-        // after 2^32 records, far more laps than a copy can take.)
+        // names ours after the copy, the copy is intact. The claim word wraps
+        // after 2^32 records (a reader stopped mid-copy could meet a writer
+        // whose index has our low half); the stamp, which any later lap has
+        // moved past ours even while writing, settles that.
         fence(Ordering::Acquire);
-        if self.claim_word(slot).load(Ordering::Relaxed) != cur.next as u32 {
+        if self.claim_word(slot).load(Ordering::Relaxed) != cur.next as u32
+            || stamp.load(Ordering::Relaxed) != want
+        {
             rest.clear();
             return (self.skip_overwritten(cur), 0);
         }
@@ -1198,6 +1217,26 @@ mod tests {
         w.head().fetch_add(1, Ordering::AcqRel);
         assert_eq!(w.read(&mut c, &mut buf), ReadOutcome::Empty);
         assert_eq!(w.read(&mut c, &mut buf), ReadOutcome::Pending);
+    }
+
+    #[test]
+    fn a_reader_beyond_its_depth_behind_a_stalled_writer_hears_of_it_at_once() {
+        let w = Ring::create("t", shape(8, 8)).unwrap();
+        let mut c = w.cursor(2);
+        // Record 0 claimed by a writer that stalls; 1..=3 committed after it.
+        w.head().fetch_add(1, Ordering::AcqRel);
+        for m in [b"b", b"c", b"d"] {
+            w.publish(&[m]).unwrap();
+        }
+        assert!(w.available(&c), "three records past a depth of two");
+        let mut buf = Vec::new();
+        assert_eq!(
+            w.read(&mut c, &mut buf),
+            ReadOutcome::Lost(2),
+            "the first read reports the loss, as available() promised"
+        );
+        assert_eq!(w.read(&mut c, &mut buf), ReadOutcome::Record);
+        assert_eq!(buf, b"c");
     }
 
     #[test]
