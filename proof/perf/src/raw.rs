@@ -58,13 +58,6 @@ pub struct RawOpts {
     pub cpus: Option<(usize, usize)>,
 }
 
-impl RawOpts {
-    /// The ping side's CPU and the pong side's, each `None` when unpinned.
-    fn split(&self) -> (Option<usize>, Option<usize>) {
-        self.cpus.unzip()
-    }
-}
-
 /// Pins the calling thread to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> anyhow::Result<()> {
     if cpu >= rustix::thread::CpuSet::MAX_CPU {
@@ -114,20 +107,26 @@ impl Shared {
         }
     }
 
-    fn publish(&self, word: &AtomicU32, seq: u32, how: Wait) {
-        word.store(seq, Ordering::Release);
-        if let Wait::Futex = how {
-            // Non-private: the flavour a cross-process transport must use.
-            // A failed wake is harmless: the waiter re-checks on timeout.
-            let _ = futex::wake(word, futex::Flags::empty(), 1);
-        }
-    }
-
     /// Waits until `word == seq` (the peer moves it one step a round and
     /// waits for us before the next, so reaching `seq` is equality). Errors
     /// if `stop` is raised or nothing happens for [`STALL_TIMEOUT`].
     fn wait_for(&self, word: &AtomicU32, seq: u32, how: Wait) -> anyhow::Result<()> {
         wait_reach(word, seq, &self.stop, how).map(|_| ())
+    }
+}
+
+/// Stores `seq` in `word` (Release) and wakes its sleepers (see [`wake`]).
+fn publish(word: &AtomicU32, seq: u32, how: Wait, sleepers: u32) {
+    word.store(seq, Ordering::Release);
+    wake(word, how, sleepers);
+}
+
+/// With futex waits, wakes up to `sleepers` threads sleeping on `word`.
+fn wake(word: &AtomicU32, how: Wait, sleepers: u32) {
+    if let Wait::Futex = how {
+        // Non-private: the flavour a cross-process transport must use.
+        // A failed wake is harmless: the waiter re-checks on timeout.
+        let _ = futex::wake(word, futex::Flags::empty(), sleepers);
     }
 }
 
@@ -145,7 +144,7 @@ fn shm_pong(sh: &Shared, total: usize, how: Wait) -> anyhow::Result<()> {
             let b = &mut *sh.b.0.get();
             b.copy_from_slice(a);
         }
-        sh.publish(&sh.b_seq.0, seq, how);
+        publish(&sh.b_seq.0, seq, how, 1);
     }
     Ok(())
 }
@@ -171,7 +170,7 @@ fn shm_ping(
         // and storing b_seq == seq; the previous round (seq - 1) completed
         // before we got here, so nobody else touches `a` now.
         unsafe { (*sh.a.0.get()).copy_from_slice(&local) };
-        sh.publish(&sh.a_seq.0, seq, how);
+        publish(&sh.a_seq.0, seq, how, 1);
         sh.wait_for(&sh.b_seq.0, seq, how)?;
         // SAFETY: after observing b_seq == seq (Acquire) the pong side has
         // finished writing `b` and waits for seq + 1 before touching it.
@@ -217,7 +216,7 @@ fn shm_rtt(
 ) -> anyhow::Result<Vec<Duration>> {
     let sh = Arc::new(Shared::new(size));
     let total = warmup + iters;
-    let (ping_cpu, pong_cpu) = opts.split();
+    let (ping_cpu, pong_cpu) = opts.cpus.unzip();
     let pong = {
         let sh = Arc::clone(&sh);
         spawn_pinned("raw-pong", pong_cpu, move || {
@@ -420,41 +419,27 @@ fn fanout_rtt(
     }
     let total = u32::try_from(warmup + iters).context("too many round trips")?;
     let fan = Fan::new(size);
-    let (ping_cpu, pong_cpu) = opts.split();
+    let (ping_cpu, pong_cpu) = opts.cpus.unzip();
     let mut handles = Vec::with_capacity(receivers);
     for i in 0..receivers {
-        let ack = match (all_ack, i + 1 == receivers) {
-            (true, _) => Some(true),
-            (false, true) => Some(false),
-            (false, false) => None,
-        };
+        let acking = all_ack || i + 1 == receivers;
         let f = Arc::clone(&fan);
         let h = spawn_pinned(&format!("raw-fan-{i}"), pong_cpu, move || {
             let acks = &f.acks.0;
+            // Every receiver acking counts; the last one alone names the ping.
             let mut answer = |seq: u32| {
-                if ack == Some(true) {
+                if all_ack {
                     acks.fetch_add(1, Ordering::Release);
+                    wake(acks, how, 1);
                 } else {
-                    acks.store(seq, Ordering::Release);
-                }
-                if let Wait::Futex = how {
-                    let _ = futex::wake(acks, futex::Flags::empty(), 1);
+                    publish(acks, seq, how, 1);
                 }
                 Ok(())
             };
-            let answer: Option<&mut dyn FnMut(u32) -> anyhow::Result<()>> = match ack {
-                Some(_) => Some(&mut answer),
-                None => None,
-            };
+            let answer = acking.then_some(&mut answer as &mut dyn FnMut(u32) -> _);
             f.fail(fan_receiver(&f, total, answer, how))
         });
-        match h {
-            Ok(h) => handles.push(h),
-            Err(e) => {
-                fan.stop.store(true, Ordering::Relaxed);
-                return Err(e);
-            }
-        }
+        handles.push(fan.fail(h)?);
     }
     let f = Arc::clone(&fan);
     let sender = spawn_pinned("raw-fan-ping", ping_cpu, move || {
@@ -465,10 +450,7 @@ fn fanout_rtt(
             for w in f.ping.iter() {
                 w.store(u64::from(seq), Ordering::Relaxed);
             }
-            f.seq.0.store(seq, Ordering::Release);
-            if let Wait::Futex = how {
-                let _ = futex::wake(&f.seq.0, futex::Flags::empty(), i32::MAX as u32);
-            }
+            publish(&f.seq.0, seq, how, i32::MAX as u32);
             let target = if all_ack {
                 seq.wrapping_mul(per_round)
             } else {
@@ -527,7 +509,10 @@ pub fn raw_fanout_rtt(
 /// the same size on `b`, and the ping thread waits for every answer it
 /// expects (each must carry the round's number). Placement: ping on the
 /// first CPU of `opts`, receivers on the second, the dispatcher left to the
-/// scheduler, as tagwire's daemons are.
+/// scheduler, as tagwire's daemons are. Only the receiving host has a hop:
+/// the ping leaves and the answers arrive at the pinging thread's own
+/// socket, where tagwire passes through its daemon's forwarder and delivery
+/// manager; the floor is that of the receiving side's hand-off.
 pub fn udp_fanout_rtt(
     a: UdpSocket,
     b: UdpSocket,
@@ -548,18 +533,11 @@ pub fn udp_fanout_rtt(
     a.set_read_timeout(Some(STALL_TIMEOUT))?;
     b.set_read_timeout(Some(STALL_TIMEOUT))?;
     let fan = Fan::new(len);
-    let (ping_cpu, pong_cpu) = opts.split();
+    let (ping_cpu, pong_cpu) = opts.cpus.unzip();
     let mut handles = Vec::with_capacity(receivers + 1);
-    let stop_all = |fan: &Fan, e| {
-        fan.stop.store(true, Ordering::Relaxed);
-        Err(e)
-    };
     for i in 0..receivers {
-        let acks = all_ack || i + 1 == receivers;
-        let sock = match b.try_clone() {
-            Ok(s) => s,
-            Err(e) => return stop_all(&fan, anyhow!(e).context("cloning the UDP socket")),
-        };
+        let acking = all_ack || i + 1 == receivers;
+        let sock = fan.fail(b.try_clone().context("cloning the UDP socket"))?;
         let f = Arc::clone(&fan);
         let h = spawn_pinned(&format!("udp-fan-{i}"), pong_cpu, move || {
             let mut out = vec![0u8; len];
@@ -568,16 +546,10 @@ pub fn udp_fanout_rtt(
                 sock.send(&out).context("answer send")?;
                 Ok(())
             };
-            let answer: Option<&mut dyn FnMut(u32) -> anyhow::Result<()>> = match acks {
-                true => Some(&mut answer),
-                false => None,
-            };
+            let answer = acking.then_some(&mut answer as &mut dyn FnMut(u32) -> _);
             f.fail(fan_receiver(&f, total, answer, Wait::Futex))
         });
-        match h {
-            Ok(h) => handles.push(h),
-            Err(e) => return stop_all(&fan, e),
-        }
+        handles.push(fan.fail(h)?);
     }
     // The dispatcher: one datagram in, one copy, one wake for everyone.
     let f = Arc::clone(&fan);
@@ -593,17 +565,13 @@ pub fn udp_fanout_rtt(
                 for w in f.ping.iter() {
                     w.store(u64::from(seq), Ordering::Relaxed);
                 }
-                f.seq.0.store(seq, Ordering::Release);
-                let _ = futex::wake(&f.seq.0, futex::Flags::empty(), i32::MAX as u32);
+                publish(&f.seq.0, seq, Wait::Futex, i32::MAX as u32);
             }
             Ok(())
         })();
         f.fail(r)
     });
-    match dispatcher {
-        Ok(h) => handles.push(h),
-        Err(e) => return stop_all(&fan, e),
-    }
+    handles.push(fan.fail(dispatcher)?);
     let f = Arc::clone(&fan);
     let sender = spawn_pinned("udp-fan-ping", ping_cpu, move || {
         let expect = if all_ack { receivers } else { 1 };
@@ -678,7 +646,7 @@ pub fn udp_pingpong(
     a.set_read_timeout(Some(STALL_TIMEOUT))?;
     b.set_read_timeout(Some(STALL_TIMEOUT))?;
     let total = warmup + iters;
-    let (ping_cpu, pong_cpu) = opts.split();
+    let (ping_cpu, pong_cpu) = opts.cpus.unzip();
     let pong = spawn_pinned("udp-pong", pong_cpu, move || {
         let mut buf = vec![0u8; size.max(1)];
         for _ in 0..total {

@@ -274,7 +274,7 @@ pub fn rtt(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
     } = r;
     anyhow::ensure!(receivers >= 1, "at least one receiver");
     anyhow::ensure!(every >= 1, "a scale of at least 1");
-    pin(env)?;
+    let _pinned = pin(env)?;
     let c = client(env)?;
     let ping = unique("ping");
     let ack = unique("ack");
@@ -376,8 +376,7 @@ pub fn throughput(
     let slots = u32::try_from((32usize << 20) / size.max(1))
         .unwrap_or(u32::MAX)
         .clamp(4096, 16384)
-        .next_power_of_two()
-        .min(16384);
+        .next_power_of_two();
     c.create_tag_with(
         &tag,
         env.domain(),
@@ -457,7 +456,7 @@ pub fn pull(
     size: usize,
     iters: usize,
 ) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
-    pin(env)?;
+    let _pinned = pin(env)?;
     let c = client(env)?;
     let tag = unique("pull");
     let ring = RingParams {
@@ -497,10 +496,27 @@ pub fn pull(
     Ok((pulls, drains))
 }
 
-fn pin(env: &Env) -> anyhow::Result<()> {
-    match env.cpus {
-        Some((a, _)) => crate::raw::pin_current_thread(a),
-        None => Ok(()),
+/// Pins the calling thread to the sender's CPU until the guard drops,
+/// which gives the thread back the CPUs it had: threads the caller starts
+/// afterwards (a raw baseline's unpinned dispatcher, say) must not inherit
+/// the sender's CPU by accident.
+fn pin(env: &Env) -> anyhow::Result<Pinned> {
+    let Some((cpu, _)) = env.cpus else {
+        return Ok(Pinned(None));
+    };
+    let before = rustix::thread::sched_getaffinity(None).context("reading CPU affinity")?;
+    crate::raw::pin_current_thread(cpu)?;
+    Ok(Pinned(Some(before)))
+}
+
+/// See [`pin`].
+struct Pinned(Option<rustix::thread::CpuSet>);
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(set) = &self.0 {
+            let _ = rustix::thread::sched_setaffinity(None, set);
+        }
     }
 }
 
