@@ -42,10 +42,14 @@ static BASELINE: OnceLock<Option<(u64, Instant)>> = OnceLock::new();
 
 fn baseline() -> Option<(u64, Instant)> {
     *BASELINE.get_or_init(|| {
-        let ticks = read_counter()?;
-        let mono = Instant::now();
-        let after = read_counter()?;
-        (after.wrapping_sub(ticks) < MAX_PAIR_TICKS).then_some((ticks, mono))
+        // A preemption between the readings spoils a pair: try a few, so
+        // that one unlucky moment does not cost the process its fast clock.
+        (0..8).find_map(|_| {
+            let ticks = read_counter()?;
+            let mono = Instant::now();
+            let after = read_counter()?;
+            (after.wrapping_sub(ticks) < MAX_PAIR_TICKS).then_some((ticks, mono))
+        })
     })
 }
 
@@ -62,18 +66,23 @@ struct Anchor {
 #[derive(Debug)]
 pub(crate) struct SendClock {
     anchor: Option<Anchor>,
+    /// False where the counter cannot serve (no `tsc` clock source, or no
+    /// baseline): then every reading is `SystemTime::now`, and only that.
+    counter: bool,
 }
 
 impl SendClock {
     /// A clock; starts the process's baseline if this is the first.
     pub(crate) fn new() -> Self {
-        let _ = baseline();
-        Self { anchor: None }
+        Self {
+            anchor: None,
+            counter: baseline().is_some(),
+        }
     }
 
     /// Wall-clock nanoseconds since the Unix epoch.
     pub(crate) fn now_ns(&mut self) -> u64 {
-        let Some(ticks) = read_counter() else {
+        let Some(ticks) = read_counter().filter(|_| self.counter) else {
             return system_now_ns();
         };
         if let Some(a) = self.anchor {
@@ -89,11 +98,11 @@ impl SendClock {
     /// give the tick length); returns the wall-clock time.
     fn reanchor(&mut self, ticks: u64) -> u64 {
         let wall_ns = system_now_ns();
-        let mono = Instant::now();
         let Some((base_ticks, base_mono)) = baseline() else {
+            self.counter = false;
             return wall_ns;
         };
-        let age = mono.duration_since(base_mono);
+        let age = base_mono.elapsed();
         let after = read_counter().unwrap_or(u64::MAX);
         if age < MIN_BASELINE || after.wrapping_sub(ticks) >= MAX_PAIR_TICKS || ticks <= base_ticks
         {
