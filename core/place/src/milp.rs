@@ -375,27 +375,26 @@ impl<'a> Model<'a> {
         let mut parts = UnionFind::new(ntags);
         // Per row, its first column of an unsettled tag (None: every column
         // it has is of settled tags, which use none of it).
-        let anchor: Vec<Option<usize>> = caps
-            .iter()
-            .map(|row| {
-                let mut live = row
-                    .coefs
-                    .iter()
-                    .map(|&(c, _)| c)
-                    .filter(|&c| !settled[tag_of(c)]);
-                let first = live.next();
-                if let Some(f) = first {
-                    for c in live {
-                        parts.union(tag_of(f), tag_of(c));
-                    }
+        let mut anchor: Vec<Option<usize>> = Vec::with_capacity(caps.len());
+        for row in caps.iter() {
+            let mut live = row
+                .coefs
+                .iter()
+                .map(|&(c, _)| c)
+                .filter(|&c| !settled[tag_of(c)]);
+            let first = live.next();
+            if let Some(f) = first {
+                for c in live {
+                    parts.union(tag_of(f), tag_of(c));
                 }
-                first
-            })
-            .collect();
+            }
+            anchor.push(first);
+        }
         let mut part_of_tag: HashMap<usize, usize> = HashMap::new();
         let mut problems: Vec<Part<'_>> = Vec::new();
         for (t, tag) in tags.into_iter().enumerate() {
-            if settled[t] {
+            // (A tag nobody subscribes to has nothing to place.)
+            if settled[t] || tag.columns.is_empty() {
                 continue;
             }
             let root = parts.find(t);
@@ -653,11 +652,7 @@ impl<'a> Model<'a> {
                 }
             }
         }
-        for g in &p.groups {
-            if !g.iter().any(|c| alive.contains(c)) {
-                return Err(Failure::Infeasible);
-            }
-        }
+        // (Every group kept a column: the last pass found each one's least.)
         Ok(cols.iter().copied().filter(|c| alive.contains(c)).collect())
     }
 
@@ -750,8 +745,7 @@ impl<'a> Model<'a> {
     fn undominated(&self, cols: &[usize], rows: &[&Row]) -> Vec<usize> {
         let topo = self.topo;
         let key = |c: usize| match self.columns[c].kind {
-            Kind::Tag(t, x) | Kind::Copy(t, x) => (t, x),
-            Kind::Sub(s, x) => (topo.subscription(s).tag, x),
+            Kind::Tag(_, x) | Kind::Copy(_, x) | Kind::Sub(_, x) => (self.tag_of(c), x),
         };
         // Slot 0: the tag (one proxy per tag) or its copy; 1 + i: its i-th
         // subscription.

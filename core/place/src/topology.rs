@@ -342,8 +342,7 @@ impl TopologyBuilder {
 
     /// Adds a node with its CPU capacity (fraction of one CPU).
     pub fn node(&mut self, name: &str, cpu_capacity: f64) -> &mut Self {
-        self.nodes.push((name.into(), cpu_capacity, None));
-        self
+        self.node_at(name, cpu_capacity, None)
     }
 
     /// [`TopologyBuilder::node`] with the node's address.
