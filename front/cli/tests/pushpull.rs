@@ -159,38 +159,25 @@ const SCALED_TAG: &str =
 
 #[test]
 fn auto_places_the_proxy_on_the_node_the_topology_makes_cheapest() {
-    // A chain h0 - h1 - {h2, h3}: the full stream crosses h0-h1 for host
+    // Hub h1 (h0 - h1 - {h2, h3}): the full stream crosses h0-h1 for host
     // 1's own subscriber anyway, so filtering on h1 is cheapest (1.11 Kf
-    // against 1.22 Kf at the publisher, shared-copy model).
-    let Some((bytes, scaled)) = scaled_run(|site| {
-        site.set_topology(&format!(
-            "[[link]]\na = \"h0\"\nb = \"h1\"\n[[link]]\na = \"h1\"\nb = \"h2\"\n\
-             [[link]]\na = \"h1\"\nb = \"h3\"\n{SCALED_TAG}"
-        ));
-        "auto".parse().unwrap()
-    }) else {
-        return;
-    };
-    assert_eq!(scaled, vec![0, 900 + 990, 0, 0], "host 1 filtered");
-    assert_scaled_bytes(&bytes);
-
-    // A star around h0: every subscriber one hop from the publisher, which
-    // filters (1.11 Kf against 1.22 Kf through h1).
-    let Some((bytes, scaled)) = scaled_run(|site| {
-        site.set_topology(&format!(
-            "[[link]]\na = \"h0\"\nb = \"h1\"\n[[link]]\na = \"h0\"\nb = \"h2\"\n\
-             [[link]]\na = \"h0\"\nb = \"h3\"\n{SCALED_TAG}"
-        ));
-        "auto".parse().unwrap()
-    }) else {
-        return;
-    };
-    assert_eq!(
-        scaled,
-        vec![900 + 990, 0, 0, 0],
-        "the publisher's node filtered"
-    );
-    assert_scaled_bytes(&bytes);
+    // against 1.22 Kf at the publisher, shared-copy model). Hub h0: every
+    // subscriber one hop from the publisher, which filters (1.11 Kf
+    // against 1.22 Kf through h1).
+    for (hub, filtered) in [(1, vec![0, 900 + 990, 0, 0]), (0, vec![900 + 990, 0, 0, 0])] {
+        let links: String = (0..4)
+            .filter(|&h| h != hub)
+            .map(|h| format!("[[link]]\na = \"h{hub}\"\nb = \"h{h}\"\n"))
+            .collect();
+        let Some((bytes, scaled)) = scaled_run(|site| {
+            site.set_topology(&format!("{links}{SCALED_TAG}"));
+            "auto".parse().unwrap()
+        }) else {
+            return;
+        };
+        assert_eq!(scaled, filtered, "host {hub}, the hub, filtered");
+        assert_scaled_bytes(&bytes);
+    }
 }
 
 #[test]
