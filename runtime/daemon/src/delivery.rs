@@ -196,8 +196,15 @@ impl Delivery {
     pub(crate) fn reroute(self: &Arc<Self>, shared: &Arc<Shared>, st: &State) {
         let me = shared.node();
         let mut wanted: HashMap<TagName, Dests> = HashMap::new();
+        // A node gets one copy, by the plan every node computes alike: the
+        // group is joined only where that copy is multicast, or a message
+        // would come twice.
+        let mut groups: HashSet<TagName> = HashSet::new();
         for e in st.table.entries() {
             let plan = plan_of(st, me, shared.placer.as_ref(), e);
+            if plan.mode_of(me) == Some(Mode::Multicast) {
+                groups.insert(e.name.clone());
+            }
             let mut nodes: Vec<Dest> = plan
                 .legs(me)
                 .into_iter()
@@ -216,7 +223,7 @@ impl Delivery {
                 wanted.insert(e.name.clone(), Arc::new(nodes));
             }
         }
-        self.join_groups(st, me, shared.placer.as_ref());
+        self.join_groups(me, groups);
         let mut routes = lock(&self.routes);
         routes.retain(|name, r| {
             let keep = wanted.contains_key(name);
@@ -256,24 +263,15 @@ impl Delivery {
         }
     }
 
-    /// Joins the multicast group of every tag a local receiver wants by
-    /// multicast, and leaves those no longer wanted.
-    fn join_groups(&self, st: &State, me: NodeAddr, placer: Option<&Placer>) {
+    /// Joins the multicast group of every tag in `wanted` (those whose copy
+    /// for this node comes by multicast), and leaves those no longer wanted.
+    fn join_groups(&self, me: NodeAddr, wanted: HashSet<TagName>) {
         let Some((m, _)) = &self.msock else {
             return;
         };
         let std::net::IpAddr::V4(iface) = me.0 else {
             return;
         };
-        // A node gets one copy, by the plan every node computes alike: the
-        // group is joined only where that copy is multicast, or a message
-        // would come twice.
-        let wanted: HashSet<TagName> = st
-            .table
-            .entries()
-            .filter(|e| plan_of(st, me, placer, e).mode_of(me) == Some(Mode::Multicast))
-            .map(|e| e.name.clone())
-            .collect();
         let mut tags = lock(&self.mtags);
         let mut groups = lock(&self.mgroups);
         for t in wanted.difference(&tags) {
