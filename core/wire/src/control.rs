@@ -143,6 +143,12 @@ pub enum Request {
         /// Which messages.
         query: HistoryQuery,
     },
+    /// A UDP socket of the daemon's network, bound to its node address, for
+    /// the client's publishers to send the first copy of their own messages
+    /// from their own thread (the send ticket); answered with
+    /// [`Response::Ok`] and the socket's descriptor, or an error from a daemon
+    /// without a network.
+    SendSocket,
 }
 
 /// Which messages of a history to pull.
@@ -529,6 +535,7 @@ fn request_kind(r: &Request) -> u8 {
         Request::ListNodes => 13,
         Request::SetHistory { .. } => 14,
         Request::Pull { .. } => 15,
+        Request::SendSocket => 16,
     }
 }
 
@@ -559,7 +566,7 @@ fn encode_request(r: &Request, w: &mut Writer) {
             w.str(name.as_str()).u32(*depth);
             qos.encode(w);
         }
-        Request::ListTags | Request::Ping | Request::ListNodes => {}
+        Request::ListTags | Request::Ping | Request::ListNodes | Request::SendSocket => {}
         Request::PutBlob { tag, len } => {
             w.u32(tag.0).u64(*len);
         }
@@ -635,6 +642,7 @@ fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, DecodeError> 
             name: TagName::decode(r)?,
             query: HistoryQuery::decode(r)?,
         },
+        16 => Request::SendSocket,
         k => {
             return Err(DecodeError::Unknown {
                 what: "request kind",
@@ -960,6 +968,7 @@ mod tests {
             }),
             Just(Request::Ping),
             Just(Request::ListNodes),
+            Just(Request::SendSocket),
             (name(), any::<u32>(), any::<u64>()).prop_map(|(name, depth, max_bytes)| {
                 Request::SetHistory {
                     name,

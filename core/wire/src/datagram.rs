@@ -91,6 +91,12 @@ pub const MAX_DATAGRAM: usize = 65507;
 pub const MAX_MESSAGE: u32 = 64 << 20;
 /// [`DataRef::flags`] bit: the stream is reliable (the reader acknowledges).
 pub const FLAG_RELIABLE: u8 = 0x01;
+/// [`DataRef::flags`] bit: a publisher sent this first copy from its own
+/// thread and socket (the send ticket, `tagwire_shm::Ticket`), not from its
+/// node's delivery port. The stream is still its node's: a receiver files the
+/// datagram under the stream of that id from the same address, and answers
+/// where the stream's other datagrams come from, not to this one's source.
+pub const FLAG_DIRECT: u8 = 0x02;
 /// Bytes before the body: magic, version, kind, stream.
 pub const COMMON_LEN: usize = 12;
 /// Bytes of a data datagram before its tag name and payload.

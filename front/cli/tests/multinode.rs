@@ -207,6 +207,92 @@ fn messages_reach_remote_subscribers_once_per_node_in_order_with_the_sender() {
 }
 
 #[test]
+fn an_idle_forwarder_lets_the_publisher_send_its_own_first_copies_and_nothing_is_lost_or_doubled() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(3);
+    let (daemons, clients) = site.mesh(&Find::List);
+    clients[0].create_tag("/ticket", Domain::Global).unwrap();
+    let opts = || SubscribeOptions::default().depth(4096);
+    let mut subs = [
+        clients[1].subscribe("/ticket", opts()).unwrap(),
+        clients[2].subscribe("/ticket", opts()).unwrap(),
+    ];
+    let mut publisher = clients[0].publisher("/ticket").unwrap();
+    let wait = Some(Duration::from_secs(10));
+    let mut expect = 1u64;
+    // One message at a time, each awaited on every node: the forwarder is
+    // idle before every send, so it offers every record to the publisher.
+    paced(&mut publisher, &mut subs, &mut expect, 300);
+    let direct = daemons[0].direct_sends();
+    // Every stream's first datagram comes from the daemon (so the receiver
+    // learns where to answer); after that most paced messages go direct.
+    assert!(
+        direct >= 2 * 200,
+        "{direct} of 600 datagrams were sent by the publisher itself"
+    );
+    // A burst: the forwarder is busy and batches; records it had offered
+    // and those it had not interleave on the same streams.
+    const BURST: u64 = 3000;
+    let first = expect;
+    std::thread::scope(|s| {
+        let readers: Vec<_> = subs
+            .iter_mut()
+            .map(|sub| {
+                s.spawn(move || {
+                    for i in first..first + BURST {
+                        let m = sub.receive(wait).unwrap();
+                        assert_eq!((m.seq.0, &m.payload[..]), (i, &i.to_le_bytes()[..]));
+                    }
+                })
+            })
+            .collect();
+        for i in first..first + BURST {
+            publisher.send(&i.to_le_bytes()).unwrap();
+        }
+        for r in readers {
+            r.join().unwrap();
+        }
+    });
+    expect += BURST;
+    paced(&mut publisher, &mut subs, &mut expect, 100);
+    assert!(
+        daemons[0].direct_sends() > direct,
+        "no direct send after the burst"
+    );
+    for sub in &mut subs {
+        assert_eq!(sub.lost(), 0);
+        assert!(
+            matches!(
+                sub.receive(Some(Duration::from_millis(300))),
+                Err(tagwire::Error::Timeout)
+            ),
+            "a message arrived twice"
+        );
+    }
+    assert_eq!(daemons[0].forward_losses(), 0);
+}
+
+/// Sends `n` messages numbered from `*next`, each received by every
+/// subscriber before the next is sent.
+fn paced(
+    publisher: &mut tagwire::Publisher,
+    subs: &mut [tagwire::Subscriber],
+    next: &mut u64,
+    n: usize,
+) {
+    for _ in 0..n {
+        publisher.send(&next.to_le_bytes()).unwrap();
+        for sub in subs.iter_mut() {
+            let m = sub.receive(Some(Duration::from_secs(10))).unwrap();
+            assert_eq!((m.seq.0, &m.payload[..]), (*next, &next.to_le_bytes()[..]));
+        }
+        *next += 1;
+    }
+}
+
+#[test]
 fn malformed_datagrams_and_peer_bytes_are_dropped_and_counted() {
     if skip() {
         return;

@@ -99,6 +99,9 @@ pub(crate) struct Core {
     /// Requests whose caller stopped waiting (timeout, or fire-and-forget): if one
     /// was granted after all, the update thread gives the right back.
     abandoned: Mutex<HashMap<u32, Abandoned>>,
+    /// The daemon's send socket (`Request::SendSocket`), asked for by the
+    /// first publisher of a global tag; `None` when the daemon has none.
+    send_socket: std::sync::OnceLock<Option<Arc<std::net::UdpSocket>>>,
 }
 
 /// What to undo if an abandoned request turns out to have succeeded.
@@ -243,6 +246,7 @@ impl Client {
             endpoints: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             abandoned: Mutex::new(HashMap::new()),
+            send_socket: std::sync::OnceLock::new(),
             epoch: AtomicU64::new(0),
         });
         core.handshake(&sock)?;
@@ -315,6 +319,29 @@ impl Client {
             (Response::Ok, _) => Ok(()),
             other => Err(unexpected(other, &name)),
         }
+    }
+
+    /// The socket publishers send their own first copies from (see
+    /// `Publisher::send`), asked of the daemon once; `None` from a daemon
+    /// without a network (nothing to send to) or that cannot give one.
+    pub(crate) fn send_socket(&self) -> Option<Arc<std::net::UdpSocket>> {
+        self.core
+            .send_socket
+            .get_or_init(|| match self.core.call(Request::SendSocket, None) {
+                Ok((Response::Ok, Some(fd))) => {
+                    let sock = std::net::UdpSocket::from(fd);
+                    // A full send buffer loses the copy (the window repairs
+                    // it) rather than stall the publisher holding the ticket.
+                    sock.set_nonblocking(true).ok()?;
+                    Some(Arc::new(sock))
+                }
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::debug!(error = %e, "no send socket: the daemon's forwarder sends everything");
+                    None
+                }
+            })
+            .clone()
     }
 
     /// Gets send access to a tag.

@@ -7,8 +7,18 @@
 //! `Publisher::set_send_timeout`): that is the network window pushing back.
 //! Messages larger than a slot go into a sealed memfd handed to the daemon (the
 //! blob path), and the slot carries a reference to it.
+//!
+//! **First copies to other nodes.** When the daemon's forwarder for the tag is
+//! idle it offers the next record's first network transmission to whoever
+//! writes that record (`tagwire_shm::Ticket`). `send` takes the offer between
+//! writing the record and ringing the doorbell, and sends the datagrams
+//! itself, from the daemon's send socket (`Request::SendSocket`): the
+//! message's trip to another node then waits for no daemon thread to wake.
+//! The forwarder keeps the message for resends as if it had sent it.
 
+use std::borrow::Cow;
 use std::io::Write;
+use std::net::UdpSocket;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,7 +28,9 @@ use rustix::fs::{MemfdFlags, SealFlags};
 
 use tagwire_shm::{Ring, RingError};
 use tagwire_wire::control::{Request, Response};
+use tagwire_wire::datagram::{push_batch_entry, BatchRef, FLAG_DIRECT, FLAG_RELIABLE};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
+use tagwire_wire::Domain;
 use tagwire_wire::{SenderInfo, SeqNum};
 
 use crate::client::{borrow, daemon_error, Client, Endpoint};
@@ -37,6 +49,56 @@ pub struct Publisher {
     header: [u8; HEADER_LEN],
     send_timeout: Duration,
     clock: SendClock,
+    /// How this publisher sends first copies itself (global tags, on a
+    /// daemon with a network).
+    direct: Option<Direct>,
+}
+
+/// A publisher's means to take the send ticket.
+#[derive(Debug)]
+struct Direct {
+    sock: Arc<UdpSocket>,
+    entries: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+impl Direct {
+    /// Sends record `index` (`header`, `payload`) if the forwarder offers it
+    /// to us: a batch of one, to each offered node, numbered as offered.
+    fn send(
+        &mut self,
+        ring: &Ring,
+        index: u64,
+        tag: &tagwire_wire::TagName,
+        header: &FrameHeader,
+        payload: &[u8],
+    ) {
+        let Some(claim) = ring.ticket().claim(index) else {
+            return;
+        };
+        self.entries.clear();
+        push_batch_entry(&mut self.entries, header, payload);
+        let mut batch = BatchRef {
+            seq: 0,
+            flags: FLAG_RELIABLE | FLAG_DIRECT,
+            count: 1,
+            tag: Cow::Borrowed(tag),
+            entries: &self.entries,
+        };
+        // (The length does not depend on the numbers.)
+        self.buf.clear();
+        batch.encode(0, &mut self.buf);
+        if self.buf.len() > claim.max_len() {
+            claim.decline();
+            return;
+        }
+        for d in claim.dests() {
+            batch.seq = d.seq;
+            self.buf.clear();
+            batch.encode(d.stream, &mut self.buf);
+            let _ = self.sock.send_to(&self.buf, d.addr);
+        }
+    }
 }
 
 /// How long `send` waits, by default, for a full network window to open.
@@ -47,6 +109,14 @@ impl Publisher {
         let ring = ep.current_ring();
         let generation = ep.generation.load(Ordering::Acquire);
         let sender = client.me();
+        let direct = (ep.domain == Domain::Global)
+            .then(|| client.send_socket())
+            .flatten()
+            .map(|sock| Direct {
+                sock,
+                entries: Vec::new(),
+                buf: Vec::new(),
+            });
         Self {
             client,
             ep,
@@ -57,6 +127,7 @@ impl Publisher {
             header: [0; HEADER_LEN],
             send_timeout: DEFAULT_SEND_TIMEOUT,
             clock: SendClock::new(),
+            direct,
         }
     }
 
@@ -112,8 +183,12 @@ impl Publisher {
         };
         let res = if fast {
             let _ = h.emit(&mut self.header);
-            self.ring
-                .publish_gated(&[&self.header, payload], self.send_timeout)
+            let (ring, direct, tag) = (&self.ring, &mut self.direct, &self.ep.name);
+            ring.publish_gated_then(&[&self.header, payload], self.send_timeout, |i| {
+                if let Some(d) = direct {
+                    d.send(ring, i, tag, &h, payload);
+                }
+            })
         } else {
             let blob = match self.store_blob(payload) {
                 Ok(b) => b,

@@ -48,7 +48,7 @@ use tagwire_reliable::{
 };
 use tagwire_shm::{Ring, Segment};
 use tagwire_wire::datagram::{
-    tag_group, AckNack, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_RELIABLE,
+    tag_group, AckNack, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_DIRECT, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::{NodeAddr, TagId, TagName};
@@ -355,7 +355,17 @@ struct InStream {
     best: BestEffort,
     reasm: Reassembler,
     last: Instant,
+    /// The sending node's delivery port, where acknowledgements go: the
+    /// source of the stream's datagrams but those its publishers sent
+    /// themselves (`FLAG_DIRECT`). Unknown while only those arrived; the
+    /// writer's heartbeat then tells it.
+    reply: Option<SocketAddr>,
 }
+
+/// Streams are told apart by the sender's address and the stream id: the
+/// port is left out, because a publisher's own first copies
+/// (`FLAG_DIRECT`) come from its socket, not from its node's delivery port.
+type StreamKey = (std::net::IpAddr, u64);
 
 impl InStream {
     fn new(now: Instant) -> Self {
@@ -367,6 +377,15 @@ impl InStream {
             best: BestEffort::new(),
             reasm: Reassembler::new(ReassemblerConfig::default()),
             last: now,
+            reply: None,
+        }
+    }
+
+    /// Notes where the stream's datagrams come from, unless `direct`.
+    fn heard(&mut self, from: SocketAddr, direct: bool, now: Instant) {
+        self.last = now;
+        if !direct {
+            self.reply = Some(from);
         }
     }
 }
@@ -375,7 +394,7 @@ impl InStream {
 /// carrier's, where only data of tags joined for is taken).
 fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast: bool) {
     let mut buf = vec![0u8; 65536];
-    let mut streams: HashMap<(SocketAddr, u64), InStream> = HashMap::new();
+    let mut streams: HashMap<StreamKey, InStream> = HashMap::new();
     let mut out = Vec::new();
     let mut next_service = Instant::now();
     while !shared.is_stopping() {
@@ -405,18 +424,18 @@ fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast:
 fn handle(
     shared: &Shared,
     d: &Delivery,
-    streams: &mut HashMap<(SocketAddr, u64), InStream>,
+    streams: &mut HashMap<StreamKey, InStream>,
     from: SocketAddr,
     raw: &[u8],
     dg: Datagram<'_>,
     now: Instant,
     out: &mut Vec<u8>,
 ) {
-    let key = (from, dg.stream);
+    let key = (from.ip(), dg.stream);
     match dg.body {
         Body::Data(DataRef { seq, flags, .. }) | Body::Batch(BatchRef { seq, flags, .. }) => {
             let s = streams.entry(key).or_insert_with(|| InStream::new(now));
-            s.last = now;
+            s.heard(from, flags & FLAG_DIRECT != 0, now);
             if flags & FLAG_RELIABLE == 0 {
                 let before = s.best.stats().lost;
                 if !s.best.handle_seq(seq) {
@@ -438,15 +457,15 @@ fn handle(
                     take(shared, &mut s.reasm, &g.body);
                 }
             }
-            ack(d, &mut s.reader, dg.stream, from, now, out);
+            ack(d, s, dg.stream, now, out);
         }
         Body::Heartbeat(Heartbeat { first, last }) => {
             // A heartbeat may be the first we hear of a stream whose first
             // datagrams were all lost: its answer asks for them.
             let s = streams.entry(key).or_insert_with(|| InStream::new(now));
-            s.last = now;
+            s.heard(from, false, now);
             s.reader.handle_heartbeat(now, first, last);
-            ack(d, &mut s.reader, dg.stream, from, now, out);
+            ack(d, s, dg.stream, now, out);
         }
         Body::AckNack(AckNack {
             ack_through,
@@ -462,8 +481,13 @@ fn handle(
     }
 }
 
-fn ack(d: &Delivery, r: &mut Reader, stream: u64, to: SocketAddr, now: Instant, out: &mut Vec<u8>) {
-    while let Some(a) = r.poll_transmit(now) {
+/// Sends what the stream's reader has to say (ACK/NACK), once it knows where
+/// to: until then it stays due, and the writer's next heartbeat brings it.
+fn ack(d: &Delivery, s: &mut InStream, stream: u64, now: Instant, out: &mut Vec<u8>) {
+    let Some(to) = s.reply else {
+        return;
+    };
+    while let Some(a) = s.reader.poll_transmit(now) {
         out.clear();
         a.encode(stream, out);
         let _ = d.sock.send_to(out, to);
@@ -491,7 +515,7 @@ fn flush_writer(d: &Delivery, s: &mut OutStream, now: Instant, out: &mut Vec<u8>
 /// forgetting streams silent for a minute.
 fn service(
     d: &Delivery,
-    streams: &mut HashMap<(SocketAddr, u64), InStream>,
+    streams: &mut HashMap<StreamKey, InStream>,
     now: Instant,
     out: &mut Vec<u8>,
 ) {
@@ -500,8 +524,8 @@ fn service(
         flush_writer(d, &mut lock(&s), now, out);
     }
     streams.retain(|_, s| now.duration_since(s.last) < Duration::from_secs(60));
-    for ((from, id), s) in streams.iter_mut() {
-        ack(d, &mut s.reader, *id, *from, now, out);
+    for ((_, id), s) in streams.iter_mut() {
+        ack(d, s, *id, now, out);
     }
 }
 

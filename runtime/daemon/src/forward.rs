@@ -20,6 +20,13 @@
 //!   resent, never waited for.
 //! * **Multicast nodes** share one best-effort stream to the tag's group
 //!   (`tag_group`): one datagram reaches them all.
+//! * **Send ticket.** While the forwarder is idle (it has read everything
+//!   and every reliable window has room) it offers the next record's first
+//!   transmission to that record's publisher (`tagwire_shm::Ticket`): the
+//!   publisher sends it to the reliable nodes from its own thread, as a batch
+//!   of one numbered as the forwarder would have numbered it, before it wakes
+//!   us. We then keep the record in each window for resends without sending
+//!   it: the message's round trip does not wait for our wake-up.
 //! * **TCP nodes** get the same datagrams as frames on a TCP connection
 //!   (reliable and ordered by TCP); a slow receiver or a TCP backing off
 //!   stalls the write (resumed, never dropped, while the node lives), which
@@ -32,7 +39,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tagwire_reliable::{fragment_count, fragments};
-use tagwire_shm::{Gate, ReadOutcome, Ring};
+use tagwire_shm::{Closed, Gate, ReadOutcome, Ring, TicketDest, TICKET_DESTS};
 use tagwire_wire::datagram::{
     max_fragment_payload, push_batch_entry, tag_group, BatchRef, DataRef, BATCH_ENTRY_OVERHEAD,
     BATCH_FIXED_LEN, FLAG_RELIABLE,
@@ -61,6 +68,17 @@ const BATCH_GROW_AFTER: Duration = Duration::from_millis(200);
 /// Bytes a reliable stream may have unacknowledged (besides its window of
 /// datagrams): what the receiver may have to buffer and the sender to resend.
 const MAX_UNACKED_BYTES: usize = 4 << 20;
+
+/// How long a closing ticket waits for a publisher that holds it (it is
+/// between two `sendto`s); past that it is presumed stalled or dead.
+const TICKET_PATIENCE: Duration = Duration::from_millis(20);
+
+/// A record offered to its publisher: its index and, per reliable node, the
+/// datagram the publisher was told to send.
+struct Offer {
+    index: u64,
+    dests: Vec<(NodeAddr, TicketDest)>,
+}
 
 /// Something to send: one message (fragmented if needed) or a batch.
 enum Outgoing {
@@ -146,6 +164,8 @@ struct Forwarder<'a> {
     /// message has reached (reused: no allocation per sample).
     skip: Vec<NodeAddr>,
     done: Vec<NodeAddr>,
+    /// The record whose publisher took (or abandoned) our last offer.
+    direct: Option<(Offer, Closed)>,
 }
 
 pub(crate) fn forward_loop(
@@ -183,6 +203,7 @@ pub(crate) fn forward_loop(
         buf: Vec::new(),
         skip: Vec::new(),
         done: Vec::new(),
+        direct: None,
     };
     tracing::debug!(tag = %tag, "forwarder started");
     while !route.stop.load(Ordering::Acquire) && !shared.is_stopping() {
@@ -207,14 +228,24 @@ pub(crate) fn forward_loop(
         }
         let mut progressed = false;
         while f.pending.is_empty() {
+            let at = cur.position();
             match ring.read(&mut cur, &mut rec) {
                 ReadOutcome::Record => {}
                 ReadOutcome::Empty | ReadOutcome::Pending => break,
                 ReadOutcome::Lost(n) => {
                     shared.stats.forward_lost.fetch_add(n, Ordering::Relaxed);
+                    f.passed(cur.position());
                     continue;
                 }
             }
+            // (`read` reports a loss on its own, so this record is `at`.)
+            let direct = match f.direct.take() {
+                Some((o, c)) if o.index == at => Some((o, c)),
+                other => {
+                    f.direct = other;
+                    None
+                }
+            };
             progressed = true;
             // The record is copied out (sent, batched or held): its slot may
             // be reused.
@@ -238,12 +269,24 @@ pub(crate) fn forward_loop(
             } else {
                 body
             };
-            f.take(&dests, me, &header, message);
+            match direct {
+                Some((offer, closed)) => f.take_direct(&dests, me, &header, message, offer, closed),
+                None => f.take(&dests, me, &header, message),
+            }
         }
         // Nothing more is ready: send what was batched.
         f.flush(&dests);
         if !progressed && f.pending.is_empty() {
+            let offer = gate
+                .as_ref()
+                .and_then(|_| f.offer(ring, &dests, cur.position()));
             ring.wait(&cur, Some(Duration::from_millis(50)), Duration::ZERO);
+            if let Some(o) = offer {
+                match ring.ticket().close(o.index, TICKET_PATIENCE) {
+                    Closed::Unclaimed => {}
+                    c => f.direct = Some((o, c)),
+                }
+            }
         }
     }
     drop(gate);
@@ -313,6 +356,135 @@ impl Forwarder<'_> {
     fn budget(&self) -> usize {
         self.batch_limit
             .saturating_sub(BATCH_FIXED_LEN + self.tag.as_str().len())
+    }
+
+    /// Offers record `index` (the next we read) to its publisher, if every
+    /// reliable node can take it now: its stream has sent before (so the
+    /// node knows where to answer), has room for a batch datagram, and does
+    /// not scale the tag down.
+    fn offer(&mut self, ring: &Ring, dests: &[Dest], index: u64) -> Option<Offer> {
+        let mut offered = Vec::new();
+        for t in dests.iter().filter(|t| t.mode == Mode::Reliable) {
+            let s = self.streams.get(&t.node)?;
+            let s = lock(s);
+            let w = &s.writer;
+            let room = w.occupancy() < w.window()
+                && w.held_messages() < self.max_unacked
+                && w.held_bytes() + self.batch_limit <= MAX_UNACKED_BYTES;
+            if t.every > 1 || w.next_seq() <= 1 || !room || offered.len() == TICKET_DESTS {
+                return None;
+            }
+            offered.push((
+                t.node,
+                TicketDest {
+                    addr: s.dest,
+                    stream: s.id,
+                    seq: w.next_seq(),
+                },
+            ));
+        }
+        let ds: Vec<TicketDest> = offered.iter().map(|(_, d)| *d).collect();
+        ring.ticket()
+            .open(index, self.batch_limit, &ds)
+            .then_some(Offer {
+                index,
+                dests: offered,
+            })
+    }
+
+    /// The cursor moved to `position` past lost records. If the record our
+    /// publisher sent was among them, the sequence numbers it used cannot be
+    /// given to another datagram: its streams start afresh (the loss is
+    /// counted already).
+    fn passed(&mut self, position: u64) {
+        let Some((o, _)) = self.direct.take_if(|(o, _)| o.index < position) else {
+            return;
+        };
+        for (node, td) in o.dests {
+            if self
+                .streams
+                .get(&node)
+                .is_some_and(|s| lock(s).id == td.stream)
+            {
+                if let Some(s) = self.streams.remove(&node) {
+                    self.d.drop_stream(lock(&s).id);
+                }
+            }
+        }
+    }
+
+    /// The record our publisher sent (`Sent`) or may have sent (`Abandoned`)
+    /// to the reliable nodes of `offer`: it goes into each of their windows
+    /// as the batch of one the publisher was told to send, with the same
+    /// number; after an abandoned claim we send that datagram too (a copy the
+    /// publisher did send is a duplicate the reader drops). Other nodes get
+    /// the record as usual, alone.
+    fn take_direct(
+        &mut self,
+        dests: &[Dest],
+        me: NodeAddr,
+        header: &FrameHeader,
+        message: &[u8],
+        offer: Offer,
+        closed: Closed,
+    ) {
+        self.flush(dests);
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.clear();
+        push_batch_entry(&mut entries, header, message);
+        let (seq, origin) = (header.seq.0, header.sender.node);
+        let mut skip = std::mem::take(&mut self.skip);
+        skip.clear();
+        skip.extend(
+            dests
+                .iter()
+                .filter(|t| !t.takes(me, origin, seq))
+                .map(|t| t.node),
+        );
+        let now = Instant::now();
+        for (node, td) in &offer.dests {
+            let Some(s) = self.streams.get(node) else {
+                continue;
+            };
+            let mut s = lock(s);
+            if s.id != td.stream || s.writer.next_seq() != td.seq || skip.contains(node) {
+                continue;
+            }
+            let (id, dest) = (s.id, s.dest);
+            let batch = BatchRef {
+                seq: 0,
+                flags: FLAG_RELIABLE,
+                count: 1,
+                tag: std::borrow::Cow::Borrowed(self.tag),
+                entries: &entries,
+            };
+            let kept = s
+                .writer
+                .send_counted(now, 1, |seq, o| BatchRef { seq, ..batch }.encode(id, o));
+            if let Ok((_, bytes)) = kept {
+                if closed == Closed::Abandoned {
+                    let _ = self.d.sock.send_to(bytes, dest);
+                }
+                self.shared
+                    .stats
+                    .direct_sent
+                    .fetch_add(1, Ordering::Relaxed);
+                skip.push(*node);
+            }
+        }
+        if skip.len() < dests.len() {
+            self.emit(
+                dests,
+                &skip,
+                OutRef::Batch {
+                    count: 1,
+                    entries: &entries,
+                },
+            );
+        }
+        self.skip = skip;
+        entries.clear();
+        self.entries = entries;
     }
 
     /// Sends held items in order; true when none is left.

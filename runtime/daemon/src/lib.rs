@@ -153,6 +153,8 @@ pub(crate) struct Stats {
     pub(crate) tcp_frames: AtomicU64,
     pub(crate) multicast_sent: AtomicU64,
     pub(crate) scaled_out: AtomicU64,
+    /// Records whose first copy their publisher sent itself (send ticket).
+    pub(crate) direct_sent: AtomicU64,
 }
 
 /// Everything behind the daemon's one lock. Requests are rare and short (the
@@ -299,6 +301,13 @@ impl Daemon {
     pub fn forward_losses(&self) -> u64 {
         self.shared.stats.forward_lost.load(Ordering::Relaxed)
             + self.shared.stats.forward_dropped.load(Ordering::Relaxed)
+    }
+
+    /// Datagrams a publisher sent itself to a reliable node, holding the send
+    /// ticket of its tag's forwarder (counted per node), rather than leaving
+    /// them to the forwarder.
+    pub fn direct_sends(&self) -> u64 {
+        self.shared.stats.direct_sent.load(Ordering::Relaxed)
     }
 
     /// Best-effort datagrams that never arrived here (skipped over by a newer

@@ -327,6 +327,26 @@ fn handle(
             )
         }
         Request::Ping => (Response::Pong, None),
+        Request::SendSocket => {
+            let Some(d) = shared.delivery.get() else {
+                return error(
+                    ErrorCode::BadRequest,
+                    "this daemon has no network (start it with --node ADDRESS): \
+                     there is no other node to send to",
+                );
+            };
+            match d
+                .sock
+                .local_addr()
+                .and_then(|a| tagwire_net::send_socket(a.ip()))
+            {
+                Ok(sock) => (Response::Ok, Some(OwnedFd::from(sock))),
+                Err(e) => error(
+                    ErrorCode::Internal,
+                    format!("cannot open a send socket: {e}"),
+                ),
+            }
+        }
         Request::SetHistory {
             name,
             depth,

@@ -35,6 +35,20 @@ pub fn udp_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
     Ok(s.into())
 }
 
+/// A UDP socket for sending only, bound to `ip` (an ephemeral port): the
+/// socket a daemon hands its clients so that their publishers send the first
+/// copy of their own messages from their own thread (the send ticket), with
+/// the node's address as source. Nothing is sent to it: its receive buffer is
+/// the smallest the kernel allows.
+pub fn send_socket(ip: std::net::IpAddr) -> io::Result<UdpSocket> {
+    let addr = SocketAddr::new(ip, 0);
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    let _ = s.set_recv_buffer_size(0);
+    let _ = s.set_send_buffer_size(DELIVERY_BUFFER);
+    s.bind(&SockAddr::from(addr))?;
+    Ok(s.into())
+}
+
 /// A UDP socket that receives the multicast `group` on `port` via the interface
 /// holding `interface` (an address of this host), and sends to the group from
 /// that interface with loopback on.

@@ -20,6 +20,9 @@
 //!   a reliable remote stream) holds a gate; gated writers wait for it, for a
 //!   bounded time, instead of overwriting what it has not read. This is how a
 //!   full network window pushes back on the publisher.
+//! * [`Ticket`]: the daemon's forwarder, while idle, offers the next record's
+//!   first network transmission to that record's writer, which sends it from
+//!   its own thread: the forwarder's wake-up is off the message's path.
 //! * The doorbell: a futex word that a publisher bumps and wakes only when the
 //!   waiter count is non-zero, so a publisher whose subscribers are busy (or
 //!   spinning) pays neither a system call nor a write to the sleepers' line.
@@ -33,6 +36,8 @@
 mod ring;
 mod segment;
 pub mod sync;
+mod ticket;
 
 pub use ring::{Cursor, Gate, ReadOutcome, Ring, RingError, RingShape, GATES};
 pub use segment::{Segment, ShmError};
+pub use ticket::{Claim, Closed, Ticket, TicketDest, TICKET_DESTS};

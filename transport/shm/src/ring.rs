@@ -11,7 +11,8 @@
 //! 224  gate owners, 3 × AtomicU32: pid of the process holding the gate
 //! 240  gate want (AtomicU64): the lowest gate position a waiting gated
 //!        writer needs, u64::MAX = none
-//! 256  owner words, one u64 per slot: pid << 32 | index, 0 = free
+//! 256  send ticket (see `ticket.rs`), to 512
+//! 512  owner words, one u64 per slot: pid << 32 | index, 0 = free
 //!  …   (64-aligned) slot 0 .. slot (slots-1), each `stride` bytes:
 //!        0  stamp (AtomicU64): 2·i+2 once record i is committed
 //!        8  length (AtomicU32) of record i
@@ -56,7 +57,7 @@ use crate::segment::{Segment, ShmError};
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"TAGWRNG1");
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 const GATE_EPOCH_OFF: usize = 24;
 const HEAD_OFF: usize = 64;
 const DOORBELL_OFF: usize = 128;
@@ -68,8 +69,9 @@ const GATE_PID_OFF: usize = 224;
 const GATE_WANT_OFF: usize = 240;
 /// Gates a ring has room for.
 pub const GATES: usize = 3;
-/// Per-slot owner words (one u64 each) start here; slots follow them.
-const OWNERS_OFF: usize = 256;
+/// Per-slot owner words (one u64 each) start here, after the send ticket
+/// (`ticket.rs`); slots follow them.
+const OWNERS_OFF: usize = crate::ticket::TICKET_END.div_ceil(64) * 64;
 /// Indices are kept below this so `2·i + 2` and `i + slots` never overflow, even
 /// with a `head` a hostile peer wrote.
 const MAX_INDEX: u64 = 1 << 62;
@@ -403,6 +405,19 @@ impl Ring {
     /// [`RingError::Full`] having written nothing. Costs one extra load of a
     /// read-mostly line while no gate is within a lap.
     pub fn publish_gated(&self, parts: &[&[u8]], wait: Duration) -> Result<u64, RingError> {
+        self.publish_gated_then(parts, wait, |_| {})
+    }
+
+    /// [`Ring::publish_gated`] that calls `committed` with the record's index
+    /// after the commit and before the doorbell: a writer that holds the
+    /// send ticket (`Ring::ticket`) sends its record there, so that the
+    /// readers the doorbell wakes find it sent.
+    pub fn publish_gated_then(
+        &self,
+        parts: &[&[u8]],
+        wait: Duration,
+        committed: impl FnOnce(u64),
+    ) -> Result<u64, RingError> {
         let epoch = self.gate_epoch().load(Ordering::Acquire);
         let head = self.head().load(Ordering::Relaxed);
         if epoch != self.gates_seen.epoch.load(Ordering::Relaxed)
@@ -412,6 +427,7 @@ impl Ring {
             self.gates_seen.epoch.store(epoch, Ordering::Relaxed);
         }
         let i = self.publish_inner(parts, true)?;
+        committed(i);
         self.ring_doorbell();
         Ok(i)
     }
@@ -854,7 +870,7 @@ impl Ring {
         (i % u64::from(self.shape.slots)) as usize
     }
 
-    fn atomic_u64(&self, off: usize) -> &AtomicU64 {
+    pub(crate) fn atomic_u64(&self, off: usize) -> &AtomicU64 {
         // SAFETY: `off` is 8-aligned and within the mapping (callers pass header
         // offsets or slot offsets < segment_len); the mapping lives as long as self.
         unsafe { &*self.seg.as_ptr().add(off).cast::<AtomicU64>() }

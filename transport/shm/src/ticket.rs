@@ -1,0 +1,382 @@
+//! The send ticket: lets a publisher transmit its own record's first copy.
+//!
+//! The daemon's forwarder reads a tag's ring and sends each record to the
+//! other nodes. Its wake-up sits on the round trip of every message. The ticket
+//! takes it off: while the forwarder is idle (it has read everything and has
+//! room in every window), it **opens** the ticket for the next record index `p`
+//! and writes in it where that record should go (up to [`TICKET_DESTS`]
+//! destinations, each an address, a stream id and the sequence number the
+//! record will have on that stream). The writer of record `p`, and only that
+//! writer, may **claim** the ticket before it rings the doorbell, send the
+//! datagrams itself and **finish**. When the forwarder wakes it **closes** the
+//! ticket. Then it knows whether record `p` has already gone out, and with which
+//! sequence numbers, so it keeps the record for resends without sending it
+//! again.
+//!
+//! ```text
+//! ticket area (ring header, offsets in bytes)
+//! 256  state (AtomicU64): kind << 62 | record index
+//!        kind 0 closed, 1 open, 2 claimed, 3 sent
+//! 264  max_len << 8 | destination count (AtomicU64)
+//! 272  destinations, TICKET_DESTS × 5 words:
+//!        address (16 bytes, IPv4 as IPv4-mapped IPv6), port, stream, seq
+//! ```
+//!
+//! **Trust.** A client can write anything here. The forwarder never reads the
+//! destinations back: it remembers what it offered. The only thing it learns
+//! from the area is the state word, so the worst a hostile client can do is
+//! claim to have sent a record it did not send. The receiver then sees a gap,
+//! and the sender's window repairs it as it repairs a lost datagram.
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use crate::ring::Ring;
+use crate::sync::{AtomicU64, Ordering};
+
+/// Destinations a ticket holds.
+pub const TICKET_DESTS: usize = 6;
+
+pub(crate) const TICKET_OFF: usize = 256;
+const COUNT_OFF: usize = TICKET_OFF + 8;
+const DESTS_OFF: usize = TICKET_OFF + 16;
+const DEST_WORDS: usize = 5;
+/// End of the ticket area.
+pub(crate) const TICKET_END: usize = DESTS_OFF + TICKET_DESTS * DEST_WORDS * 8;
+
+const CLOSED: u64 = 0;
+const OPEN: u64 = 1;
+const CLAIMED: u64 = 2;
+const SENT: u64 = 3;
+const INDEX_MASK: u64 = (1 << 62) - 1;
+
+fn word(kind: u64, index: u64) -> u64 {
+    kind << 62 | (index & INDEX_MASK)
+}
+
+/// Where one record goes: a datagram to `addr`, on stream `stream`, numbered
+/// `seq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TicketDest {
+    /// The receiving node's delivery address.
+    pub addr: SocketAddr,
+    /// The stream the datagram belongs to.
+    pub stream: u64,
+    /// The datagram's sequence number on that stream.
+    pub seq: u64,
+}
+
+/// How a closed ticket ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// Nobody claimed it: the forwarder sends the record as usual.
+    Unclaimed,
+    /// The record's writer sent it to every destination offered.
+    Sent,
+    /// The record's writer claimed it but did not finish in time (it stalled
+    /// or died mid-send). Some datagrams may have gone out: the forwarder
+    /// sends the record exactly as offered, so a copy the writer did send is
+    /// a harmless duplicate.
+    Abandoned,
+}
+
+/// The ticket of a ring (see the module documentation).
+#[derive(Debug, Clone, Copy)]
+pub struct Ticket<'a> {
+    ring: &'a Ring,
+}
+
+impl Ring {
+    /// The ring's send ticket.
+    pub fn ticket(&self) -> Ticket<'_> {
+        Ticket { ring: self }
+    }
+}
+
+impl<'a> Ticket<'a> {
+    fn state(&self) -> &'a AtomicU64 {
+        self.ring.atomic_u64(TICKET_OFF)
+    }
+
+    fn count(&self) -> &'a AtomicU64 {
+        self.ring.atomic_u64(COUNT_OFF)
+    }
+
+    fn dest_word(&self, i: usize, w: usize) -> &'a AtomicU64 {
+        self.ring.atomic_u64(DESTS_OFF + 8 * (DEST_WORDS * i + w))
+    }
+
+    /// Offers record `index` to its writer with these destinations, for a
+    /// datagram of at most `max_len` bytes (the forwarder, while the ticket
+    /// is closed). Returns false, offering nothing, when there are more than
+    /// [`TICKET_DESTS`] or none.
+    pub fn open(&self, index: u64, max_len: usize, dests: &[TicketDest]) -> bool {
+        if dests.is_empty() || dests.len() > TICKET_DESTS || index > INDEX_MASK {
+            return false;
+        }
+        for (i, d) in dests.iter().enumerate() {
+            let ip = match d.addr.ip() {
+                IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+                IpAddr::V6(v6) => v6,
+            };
+            let b = ip.octets();
+            let hi = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+            let lo = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
+            for (w, v) in [hi, lo, u64::from(d.addr.port()), d.stream, d.seq]
+                .into_iter()
+                .enumerate()
+            {
+                self.dest_word(i, w).store(v, Ordering::Relaxed);
+            }
+        }
+        let max_len = (max_len as u64).min(u64::MAX >> 8);
+        self.count()
+            .store(max_len << 8 | dests.len() as u64, Ordering::Relaxed);
+        self.state().store(word(OPEN, index), Ordering::Release);
+        true
+    }
+
+    /// Withdraws the offer of record `index` (the forwarder, on waking).
+    /// When the record's writer holds the claim, waits up to `patience` for
+    /// it to finish. A state that names another record (a hostile client
+    /// wrote it) counts as unclaimed.
+    pub fn close(&self, index: u64, patience: Duration) -> Closed {
+        let start = Instant::now();
+        loop {
+            let s = self.state().load(Ordering::Acquire);
+            let kind = if s & INDEX_MASK == index & INDEX_MASK {
+                s >> 62
+            } else {
+                CLOSED
+            };
+            if kind == CLAIMED && start.elapsed() < patience {
+                std::thread::yield_now();
+                continue;
+            }
+            if self
+                .state()
+                .compare_exchange(s, word(CLOSED, 0), Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                continue;
+            }
+            return match kind {
+                SENT => Closed::Sent,
+                CLAIMED => Closed::Abandoned,
+                _ => Closed::Unclaimed,
+            };
+        }
+    }
+
+    /// Takes the offer if it is for record `index` (the record's writer,
+    /// after committing it and before ringing the doorbell).
+    pub fn claim(&self, index: u64) -> Option<Claim<'a>> {
+        let open = word(OPEN, index);
+        // A plain load first: the common case (closed, or another record's)
+        // costs no write to the line.
+        if self.state().load(Ordering::Relaxed) != open {
+            return None;
+        }
+        self.state()
+            .compare_exchange(
+                open,
+                word(CLAIMED, index),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .ok()?;
+        Some(Claim {
+            ticket: *self,
+            index,
+        })
+    }
+}
+
+/// A claimed ticket: the holder sends to [`Claim::dests`] and then drops it
+/// (which marks the record sent).
+#[derive(Debug)]
+pub struct Claim<'a> {
+    ticket: Ticket<'a>,
+    index: u64,
+}
+
+impl Claim<'_> {
+    /// The largest datagram the forwarder would send the record in; a
+    /// larger one is the forwarder's to send (see [`Claim::decline`]).
+    pub fn max_len(&self) -> usize {
+        usize::try_from(self.ticket.count().load(Ordering::Relaxed) >> 8).unwrap_or(usize::MAX)
+    }
+
+    /// Gives the offer back unused: the forwarder sends the record itself.
+    pub fn decline(self) {
+        let _ = self.ticket.state().compare_exchange(
+            word(CLAIMED, self.index),
+            word(CLOSED, 0),
+            Ordering::Release,
+            Ordering::Relaxed,
+        );
+        // Dropping would mark it sent.
+        std::mem::forget(self);
+    }
+
+    /// The destinations offered, at most [`TICKET_DESTS`].
+    pub fn dests(&self) -> impl Iterator<Item = TicketDest> + '_ {
+        let n = ((self.ticket.count().load(Ordering::Relaxed) & 0xff) as usize).min(TICKET_DESTS);
+        (0..n).map(move |i| {
+            let w = |k| self.ticket.dest_word(i, k).load(Ordering::Relaxed);
+            let mut b = [0u8; 16];
+            b[..8].copy_from_slice(&w(0).to_le_bytes());
+            b[8..].copy_from_slice(&w(1).to_le_bytes());
+            let v6 = Ipv6Addr::from(b);
+            let ip = v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4);
+            TicketDest {
+                addr: SocketAddr::new(ip, w(2) as u16),
+                stream: w(3),
+                seq: w(4),
+            }
+        })
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        // Only our own claim becomes "sent": a forwarder that gave up on us
+        // has closed (and maybe reopened) the ticket since.
+        let _ = self.ticket.state().compare_exchange(
+            word(CLAIMED, self.index),
+            word(SENT, self.index),
+            Ordering::Release,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ring::RingShape;
+
+    fn ring() -> Ring {
+        Ring::create(
+            "ticket-test",
+            RingShape {
+                slots: 8,
+                payload: 64,
+            },
+        )
+        .unwrap()
+    }
+
+    fn dests() -> Vec<TicketDest> {
+        vec![
+            TicketDest {
+                addr: "10.0.0.2:7400".parse().unwrap(),
+                stream: 0xdead_beef_0123,
+                seq: 41,
+            },
+            TicketDest {
+                addr: "[fe80::1]:7401".parse().unwrap(),
+                stream: u64::MAX,
+                seq: 1,
+            },
+        ]
+    }
+
+    #[test]
+    fn the_writer_of_the_offered_record_gets_the_destinations_and_the_forwarder_learns_it_sent() {
+        let r = ring();
+        let t = r.ticket();
+        assert!(t.open(5, 1472, &dests()));
+        assert!(t.claim(4).is_none(), "another record's writer");
+        assert!(t.claim(6).is_none(), "another record's writer");
+        let c = t.claim(5).expect("the offered record");
+        assert_eq!(c.dests().collect::<Vec<_>>(), dests());
+        assert!(t.claim(5).is_none(), "claimed once");
+        drop(c);
+        assert_eq!(t.close(5, Duration::ZERO), Closed::Sent);
+        assert!(t.claim(5).is_none(), "closed");
+    }
+
+    #[test]
+    fn an_unclaimed_ticket_closes_as_unclaimed_and_offers_nothing_after() {
+        let r = ring();
+        let t = r.ticket();
+        assert_eq!(t.close(0, Duration::ZERO), Closed::Unclaimed);
+        assert!(t.open(0, 1472, &dests()));
+        assert_eq!(t.close(0, Duration::ZERO), Closed::Unclaimed);
+        assert!(t.claim(0).is_none());
+    }
+
+    #[test]
+    fn a_claim_held_past_the_patience_is_abandoned_and_its_late_finish_changes_nothing() {
+        let r = ring();
+        let t = r.ticket();
+        assert!(t.open(9, 1472, &dests()));
+        let c = t.claim(9).unwrap();
+        let start = Instant::now();
+        assert_eq!(t.close(9, Duration::from_millis(20)), Closed::Abandoned);
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        // The forwarder offers the next record before the stalled writer ends.
+        assert!(t.open(10, 1472, &dests()));
+        drop(c);
+        assert!(
+            t.claim(10).is_some(),
+            "the late finish left the new offer alone"
+        );
+    }
+
+    #[test]
+    fn a_claim_finished_while_the_forwarder_waits_closes_as_sent() {
+        let r = ring();
+        let t = r.ticket();
+        assert!(t.open(3, 1472, &dests()));
+        let c = t.claim(3).unwrap();
+        std::thread::scope(|s| {
+            let h = s.spawn(|| t.close(3, Duration::from_secs(10)));
+            std::thread::sleep(Duration::from_millis(10));
+            drop(c);
+            assert_eq!(h.join().unwrap(), Closed::Sent);
+        });
+    }
+
+    #[test]
+    fn offers_of_no_or_too_many_destinations_are_refused() {
+        let r = ring();
+        let t = r.ticket();
+        assert!(!t.open(0, 1472, &[]));
+        let many = vec![dests()[0]; TICKET_DESTS + 1];
+        assert!(!t.open(0, 1472, &many));
+        assert!(t.claim(0).is_none());
+        assert!(t.open(0, 1472, &many[..TICKET_DESTS]));
+        assert_eq!(t.claim(0).unwrap().dests().count(), TICKET_DESTS);
+    }
+
+    #[test]
+    fn a_sent_mark_for_another_record_is_not_believed() {
+        let r = ring();
+        let t = r.ticket();
+        assert!(t.open(7, 1472, &dests()));
+        t.state().store(word(SENT, 8), Ordering::Relaxed);
+        assert_eq!(t.close(7, Duration::ZERO), Closed::Unclaimed);
+    }
+
+    #[test]
+    fn a_declined_claim_leaves_the_record_to_the_forwarder() {
+        let r = ring();
+        let t = r.ticket();
+        assert!(t.open(2, 9000, &dests()));
+        let c = t.claim(2).unwrap();
+        assert_eq!(c.max_len(), 9000);
+        c.decline();
+        assert_eq!(t.close(2, Duration::ZERO), Closed::Unclaimed);
+    }
+
+    #[test]
+    fn a_hostile_count_is_clamped() {
+        let r = ring();
+        let t = r.ticket();
+        assert!(t.open(0, 1472, &dests()));
+        t.count().store(0x1ff, Ordering::Relaxed);
+        assert_eq!(t.claim(0).unwrap().dests().count(), TICKET_DESTS);
+    }
+}
