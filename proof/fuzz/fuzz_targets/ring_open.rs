@@ -1,12 +1,13 @@
 //! A shared-memory segment with arbitrary contents (what a hostile peer could
 //! write) handed to `Ring::open` and read from: must be refused or read safely.
+//! Its send ticket, as hostile as the rest, is claimed and closed too.
 #![no_main]
 
 use std::io::Write;
 
 use libfuzzer_sys::fuzz_target;
 use rustix::fs::{MemfdFlags, SealFlags};
-use tagwire_shm::{ReadOutcome, Ring, Segment};
+use tagwire_shm::{ReadOutcome, Ring, Segment, TICKET_DESTS};
 
 fuzz_target!(|data: &[u8]| {
     if data.is_empty() || data.len() > 1 << 20 {
@@ -36,5 +37,13 @@ fuzz_target!(|data: &[u8]| {
             _ => {}
         }
         empty = 0;
+    }
+    let ticket = ring.ticket();
+    for i in [0, cur.position(), u64::MAX] {
+        if let Some(c) = ticket.claim(i) {
+            assert!(c.dests().count() <= TICKET_DESTS);
+            let _ = c.max_len();
+        }
+        let _ = ticket.close(i, std::time::Duration::ZERO);
     }
 });
