@@ -100,8 +100,9 @@ pub(crate) struct Core {
     /// was granted after all, the update thread gives the right back.
     abandoned: Mutex<HashMap<u32, Abandoned>>,
     /// The daemon's send socket (`Request::SendSocket`), asked for by the
-    /// first publisher of a global tag; `None` when the daemon has none.
-    send_socket: std::sync::OnceLock<Option<Arc<std::net::UdpSocket>>>,
+    /// first publisher of a global tag; `Some(None)` when the daemon has
+    /// none (a failed request is not remembered: the next publisher asks).
+    send_socket: Mutex<Option<Option<Arc<std::net::UdpSocket>>>>,
 }
 
 /// What to undo if an abandoned request turns out to have succeeded.
@@ -246,7 +247,7 @@ impl Client {
             endpoints: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             abandoned: Mutex::new(HashMap::new()),
-            send_socket: std::sync::OnceLock::new(),
+            send_socket: Mutex::new(None),
             epoch: AtomicU64::new(0),
         });
         core.handshake(&sock)?;
@@ -325,23 +326,25 @@ impl Client {
     /// `Publisher::send`), asked of the daemon once; `None` from a daemon
     /// without a network (nothing to send to) or that cannot give one.
     pub(crate) fn send_socket(&self) -> Option<Arc<std::net::UdpSocket>> {
-        self.core
-            .send_socket
-            .get_or_init(|| match self.core.call(Request::SendSocket, None) {
-                Ok((Response::Ok, Some(fd))) => {
-                    let sock = std::net::UdpSocket::from(fd);
-                    // A full send buffer loses the copy (the window repairs
-                    // it) rather than stall the publisher holding the ticket.
-                    sock.set_nonblocking(true).ok()?;
-                    Some(Arc::new(sock))
-                }
-                Ok(_) => None,
-                Err(e) => {
-                    tracing::debug!(error = %e, "no send socket: the daemon's forwarder sends everything");
-                    None
-                }
-            })
-            .clone()
+        let mut cached = lock(&self.core.send_socket);
+        if let Some(s) = &*cached {
+            return s.clone();
+        }
+        let sock = match self.core.call(Request::SendSocket, None) {
+            Ok((Response::Ok, Some(fd))) => {
+                let sock = std::net::UdpSocket::from(fd);
+                // A full send buffer loses the copy (the window repairs it)
+                // rather than stall the publisher holding the ticket.
+                sock.set_nonblocking(true).ok().map(|()| Arc::new(sock))
+            }
+            Ok(_) => None,
+            Err(e) => {
+                tracing::debug!(error = %e, "no send socket yet: the daemon's forwarder sends everything");
+                return None;
+            }
+        };
+        *cached = Some(sock.clone());
+        sock
     }
 
     /// Gets send access to a tag.

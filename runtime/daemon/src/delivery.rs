@@ -449,7 +449,11 @@ fn handle(
                 take(shared, &mut s.reasm, &dg.body);
                 return;
             }
-            if s.reader.handle_data(now, seq, raw) == Arrival::Deliver {
+            let arrival = s.reader.handle_data(now, seq, raw);
+            if flags & FLAG_DIRECT != 0 && matches!(arrival, Arrival::Deliver | Arrival::Buffered) {
+                shared.stats.direct_received.fetch_add(1, Ordering::Relaxed);
+            }
+            if arrival == Arrival::Deliver {
                 take(shared, &mut s.reasm, &dg.body);
             }
             while let Some(bytes) = s.reader.poll_event() {

@@ -77,6 +77,7 @@ const TICKET_PATIENCE: Duration = Duration::from_millis(20);
 /// datagram the publisher was told to send.
 struct Offer {
     index: u64,
+    max_len: usize,
     dests: Vec<(NodeAddr, TicketDest)>,
 }
 
@@ -254,10 +255,13 @@ pub(crate) fn forward_loop(
                 g.advance(cur.position());
             }
             let Ok((header, body)) = FrameHeader::parse(&rec) else {
+                if let Some((o, _)) = direct {
+                    f.restart(o);
+                }
                 continue;
             };
             let origin = header.sender.node;
-            if !dests.iter().any(|t| t.carries(me, origin)) {
+            if direct.is_none() && !dests.iter().any(|t| t.carries(me, origin)) {
                 // Came from another node, which sent it everywhere itself
                 // (but to the nodes we proxy for).
                 continue;
@@ -265,7 +269,12 @@ pub(crate) fn forward_loop(
             let message: &[u8] = if header.flags & FLAG_BLOB != 0 {
                 match read_blob(shared, tag, body, &mut blob) {
                     Some(()) => &blob,
-                    None => continue,
+                    None => {
+                        if let Some((o, _)) = direct {
+                            f.restart(o);
+                        }
+                        continue;
+                    }
                 }
             } else {
                 body
@@ -408,6 +417,7 @@ impl Forwarder<'_> {
             .open(index, self.batch_limit, &ds)
             .then_some(Offer {
                 index,
+                max_len: self.batch_limit,
                 dests: offered,
             })
     }
@@ -417,9 +427,15 @@ impl Forwarder<'_> {
     /// given to another datagram: its streams start afresh (the loss is
     /// counted already).
     fn passed(&mut self, position: u64) {
-        let Some((o, _)) = self.direct.take_if(|(o, _)| o.index < position) else {
-            return;
-        };
+        if let Some((o, _)) = self.direct.take_if(|(o, _)| o.index < position) {
+            self.restart(o);
+        }
+    }
+
+    /// Starts afresh the streams of an offer whose record we cannot put in
+    /// their windows (lost from the ring, or unreadable): the numbers its
+    /// publisher may have used must not go to another datagram.
+    fn restart(&mut self, o: Offer) {
         for (node, td) in o.dests {
             if self
                 .streams
@@ -436,9 +452,11 @@ impl Forwarder<'_> {
     /// The record our publisher sent (`Sent`) or may have sent (`Abandoned`)
     /// to the reliable nodes of `offer`: it goes into each of their windows
     /// as the batch of one the publisher was told to send, with the same
-    /// number; after an abandoned claim we send that datagram too (a copy the
+    /// number, even if the node no longer wants it (the number is used);
+    /// after an abandoned claim we send that datagram too (a copy the
     /// publisher did send is a duplicate the reader drops). Other nodes get
-    /// the record as usual, alone.
+    /// the record as usual, alone. A record too large for the offer cannot
+    /// have been sent by an honest publisher: it is sent as usual.
     fn take_direct(
         &mut self,
         dests: &[Dest],
@@ -448,6 +466,11 @@ impl Forwarder<'_> {
         offer: Offer,
         closed: Closed,
     ) {
+        let len = BATCH_FIXED_LEN + self.tag.as_str().len() + BATCH_ENTRY_OVERHEAD + message.len();
+        if len > offer.max_len || header.flags & FLAG_BLOB != 0 {
+            self.take(dests, me, header, message);
+            return;
+        }
         self.flush(dests);
         let mut entries = std::mem::take(&mut self.entries);
         entries.clear();
@@ -467,7 +490,7 @@ impl Forwarder<'_> {
                 continue;
             };
             let mut s = lock(s);
-            if s.id != td.stream || s.writer.next_seq() != td.seq || skip.contains(node) {
+            if s.id != td.stream || s.writer.next_seq() != td.seq {
                 continue;
             }
             let (id, dest) = (s.id, s.dest);

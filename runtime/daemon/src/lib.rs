@@ -155,6 +155,8 @@ pub(crate) struct Stats {
     pub(crate) scaled_out: AtomicU64,
     /// Records whose first copy their publisher sent itself (send ticket).
     pub(crate) direct_sent: AtomicU64,
+    /// Such first copies received here that were new to their stream.
+    pub(crate) direct_received: AtomicU64,
 }
 
 /// Everything behind the daemon's one lock. Requests are rare and short (the
@@ -308,6 +310,13 @@ impl Daemon {
     /// them to the forwarder.
     pub fn direct_sends(&self) -> u64 {
         self.shared.stats.direct_sent.load(Ordering::Relaxed)
+    }
+
+    /// Datagrams received here that a publisher on another node sent itself
+    /// (send ticket) and that were new to their stream: first copies that
+    /// did not wait for a resend.
+    pub fn direct_received(&self) -> u64 {
+        self.shared.stats.direct_received.load(Ordering::Relaxed)
     }
 
     /// Best-effort datagrams that never arrived here (skipped over by a newer

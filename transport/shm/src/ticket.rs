@@ -32,7 +32,7 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use crate::ring::Ring;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{fence, AtomicU64, Ordering};
 
 /// Destinations a ticket holds.
 pub const TICKET_DESTS: usize = 6;
@@ -114,6 +114,9 @@ impl<'a> Ticket<'a> {
         if dests.is_empty() || dests.len() > TICKET_DESTS || index > INDEX_MASK {
             return false;
         }
+        // Our previous offer is closed; a writer that claimed it and stalled
+        // may still copy these words, and checks the state after its copy.
+        fence(Ordering::Release);
         for (i, d) in dests.iter().enumerate() {
             let ip = match d.addr.ip() {
                 IpAddr::V4(v4) => v4.to_ipv6_mapped(),
@@ -153,14 +156,14 @@ impl<'a> Ticket<'a> {
                 std::thread::yield_now();
                 continue;
             }
-            if self
-                .state()
-                .compare_exchange(s, word(CLOSED, 0), Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                continue;
+            // A swap, not a compare-exchange: a client rewriting the word
+            // cannot keep us here. What it replaced is what we go by (a claim
+            // taken since our load counts as abandoned).
+            let old = self.state().swap(word(CLOSED, 0), Ordering::AcqRel);
+            if old & INDEX_MASK != index & INDEX_MASK {
+                return Closed::Unclaimed;
             }
-            return match kind {
+            return match old >> 62 {
                 SENT => Closed::Sent,
                 CLAIMED => Closed::Abandoned,
                 _ => Closed::Unclaimed,
@@ -185,10 +188,41 @@ impl<'a> Ticket<'a> {
                 Ordering::Relaxed,
             )
             .ok()?;
+        // Copy the offer, then check it is still ours: a forwarder that gave
+        // up on us (we stalled past its patience) may already be writing the
+        // next offer into these words. Sending from a copy checked this way,
+        // even late, repeats exactly what the forwarder sent for us.
+        let count = self.count().load(Ordering::Relaxed);
+        let n = ((count & 0xff) as usize).min(TICKET_DESTS);
+        let mut dests = [None; TICKET_DESTS];
+        for (i, d) in dests.iter_mut().enumerate().take(n) {
+            *d = Some(self.dest(i));
+        }
+        fence(Ordering::Acquire);
+        if self.state().load(Ordering::Relaxed) != word(CLAIMED, index) {
+            return None;
+        }
         Some(Claim {
             ticket: *self,
             index,
+            max_len: usize::try_from(count >> 8).unwrap_or(usize::MAX),
+            dests,
+            n,
         })
+    }
+
+    fn dest(&self, i: usize) -> TicketDest {
+        let w = |k| self.dest_word(i, k).load(Ordering::Relaxed);
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&w(0).to_le_bytes());
+        b[8..].copy_from_slice(&w(1).to_le_bytes());
+        let v6 = Ipv6Addr::from(b);
+        let ip = v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4);
+        TicketDest {
+            addr: SocketAddr::new(ip, w(2) as u16),
+            stream: w(3),
+            seq: w(4),
+        }
     }
 }
 
@@ -198,13 +232,16 @@ impl<'a> Ticket<'a> {
 pub struct Claim<'a> {
     ticket: Ticket<'a>,
     index: u64,
+    max_len: usize,
+    dests: [Option<TicketDest>; TICKET_DESTS],
+    n: usize,
 }
 
 impl Claim<'_> {
     /// The largest datagram the forwarder would send the record in; a
     /// larger one is the forwarder's to send (see [`Claim::decline`]).
     pub fn max_len(&self) -> usize {
-        usize::try_from(self.ticket.count().load(Ordering::Relaxed) >> 8).unwrap_or(usize::MAX)
+        self.max_len
     }
 
     /// Gives the offer back unused: the forwarder sends the record itself.
@@ -219,22 +256,10 @@ impl Claim<'_> {
         std::mem::forget(self);
     }
 
-    /// The destinations offered, at most [`TICKET_DESTS`].
+    /// The destinations offered, at most [`TICKET_DESTS`] (copied when
+    /// the claim was taken).
     pub fn dests(&self) -> impl Iterator<Item = TicketDest> + '_ {
-        let n = ((self.ticket.count().load(Ordering::Relaxed) & 0xff) as usize).min(TICKET_DESTS);
-        (0..n).map(move |i| {
-            let w = |k| self.ticket.dest_word(i, k).load(Ordering::Relaxed);
-            let mut b = [0u8; 16];
-            b[..8].copy_from_slice(&w(0).to_le_bytes());
-            b[8..].copy_from_slice(&w(1).to_le_bytes());
-            let v6 = Ipv6Addr::from(b);
-            let ip = v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4);
-            TicketDest {
-                addr: SocketAddr::new(ip, w(2) as u16),
-                stream: w(3),
-                seq: w(4),
-            }
-        })
+        self.dests[..self.n].iter().flatten().copied()
     }
 }
 
@@ -317,7 +342,14 @@ mod tests {
         assert_eq!(t.close(9, Duration::from_millis(20)), Closed::Abandoned);
         assert!(start.elapsed() >= Duration::from_millis(20));
         // The forwarder offers the next record before the stalled writer ends.
-        assert!(t.open(10, 1472, &dests()));
+        let mut next = dests();
+        next[0].seq += 1;
+        assert!(t.open(10, 1472, &next));
+        assert_eq!(
+            c.dests().collect::<Vec<_>>(),
+            dests(),
+            "the stalled writer still sends what it was offered"
+        );
         drop(c);
         assert!(
             t.claim(10).is_some(),
