@@ -512,7 +512,10 @@ impl Forwarder<'_> {
                     .stats
                     .direct_sent
                     .fetch_add(1, Ordering::Relaxed);
-                skip.push(*node);
+                // (Once: `skip.len()` below counts the nodes left out.)
+                if !skip.contains(node) {
+                    skip.push(*node);
+                }
             }
         }
         if skip.len() < dests.len() {
