@@ -114,6 +114,12 @@ pub const BATCH_FIXED_LEN: usize = COMMON_LEN + 8 + 1 + 2 + 1;
 pub const BATCH_ENTRY_OVERHEAD: usize = HEADER_LEN + 4;
 const MAX_BITMAP: usize = 32;
 
+/// Bytes of a batch datagram of `tag` whose entries take `entries` bytes
+/// (a message of `n` bytes takes `BATCH_ENTRY_OVERHEAD + n`).
+pub fn batch_len(tag: &TagName, entries: usize) -> usize {
+    BATCH_FIXED_LEN + tag.as_str().len() + entries
+}
+
 /// The multicast group that carries `tag` (multicast carrier): one of
 /// 239.255.75.1 ..= 239.255.75.254, from a hash of the name (FNV-1a), so
 /// every node computes the same. Tags may share a group; receivers keep only
@@ -186,8 +192,8 @@ pub fn push_batch_entry(entries: &mut Vec<u8>, header: &FrameHeader, payload: &[
 impl<'a> BatchRef<'a> {
     /// Appends the whole datagram to `out`.
     pub fn encode(&self, stream: u64, out: &mut Vec<u8>) {
+        out.reserve(batch_len(&self.tag, self.entries.len()));
         let tag = self.tag.as_str().as_bytes();
-        out.reserve(BATCH_FIXED_LEN + tag.len() + self.entries.len());
         common(out, KIND_BATCH, stream);
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.push(self.flags);

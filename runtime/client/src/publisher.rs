@@ -28,7 +28,7 @@ use rustix::fs::{MemfdFlags, SealFlags};
 
 use tagwire_shm::{Ring, RingError};
 use tagwire_wire::control::{Request, Response};
-use tagwire_wire::datagram::{push_batch_entry, BatchRef, FLAG_DIRECT, FLAG_RELIABLE};
+use tagwire_wire::datagram::{batch_len, push_batch_entry, BatchRef, FLAG_DIRECT, FLAG_RELIABLE};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::Domain;
 use tagwire_wire::{SenderInfo, SeqNum};
@@ -85,10 +85,7 @@ impl Direct {
             tag: Cow::Borrowed(tag),
             entries: &self.entries,
         };
-        // (The length does not depend on the numbers.)
-        self.buf.clear();
-        batch.encode(0, &mut self.buf);
-        if self.buf.len() > claim.max_len() {
+        if batch_len(tag, self.entries.len()) > claim.max_len() {
             claim.decline();
             return;
         }

@@ -41,8 +41,8 @@ use std::time::{Duration, Instant};
 use tagwire_reliable::{fragment_count, fragments};
 use tagwire_shm::{Closed, Gate, ReadOutcome, Ring, TicketDest, TICKET_DESTS};
 use tagwire_wire::datagram::{
-    max_fragment_payload, push_batch_entry, tag_group, BatchRef, DataRef, BATCH_ENTRY_OVERHEAD,
-    BATCH_FIXED_LEN, FLAG_RELIABLE,
+    batch_len, max_fragment_payload, push_batch_entry, tag_group, BatchRef, DataRef,
+    BATCH_ENTRY_OVERHEAD, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB};
 use tagwire_wire::{NodeAddr, TagName};
@@ -383,8 +383,7 @@ impl Forwarder<'_> {
 
     /// Bytes of entries the current batch datagram has room for.
     fn budget(&self) -> usize {
-        self.batch_limit
-            .saturating_sub(BATCH_FIXED_LEN + self.tag.as_str().len())
+        self.batch_limit.saturating_sub(batch_len(self.tag, 0))
     }
 
     /// Offers record `index` (the next we read) to its publisher, if every
@@ -466,7 +465,7 @@ impl Forwarder<'_> {
         offer: Offer,
         closed: Closed,
     ) {
-        let len = BATCH_FIXED_LEN + self.tag.as_str().len() + BATCH_ENTRY_OVERHEAD + message.len();
+        let len = batch_len(self.tag, BATCH_ENTRY_OVERHEAD + message.len());
         if len > offer.max_len || header.flags & FLAG_BLOB != 0 {
             self.take(dests, me, header, message);
             return;
@@ -475,15 +474,7 @@ impl Forwarder<'_> {
         let mut entries = std::mem::take(&mut self.entries);
         entries.clear();
         push_batch_entry(&mut entries, header, message);
-        let (seq, origin) = (header.seq.0, header.sender.node);
-        let mut skip = std::mem::take(&mut self.skip);
-        skip.clear();
-        skip.extend(
-            dests
-                .iter()
-                .filter(|t| !t.takes(me, origin, seq))
-                .map(|t| t.node),
-        );
+        let mut skip = self.left_out(dests, me, header);
         let now = Instant::now();
         for (node, td) in &offer.dests {
             let Some(s) = self.streams.get(node) else {
@@ -533,6 +524,21 @@ impl Forwarder<'_> {
         self.entries = entries;
     }
 
+    /// The nodes that do not take this sample (scaling, or a relayed sample
+    /// of their own), in the reused `skip` buffer (hand it back after use).
+    fn left_out(&mut self, dests: &[Dest], me: NodeAddr, header: &FrameHeader) -> Vec<NodeAddr> {
+        let (seq, origin) = (header.seq.0, header.sender.node);
+        let mut skip = std::mem::take(&mut self.skip);
+        skip.clear();
+        skip.extend(
+            dests
+                .iter()
+                .filter(|t| !t.takes(me, origin, seq))
+                .map(|t| t.node),
+        );
+        skip
+    }
+
     /// Sends held items in order; true when none is left.
     fn retry(&mut self, dests: &[Dest]) -> bool {
         while let Some(mut p) = self.pending.pop_front() {
@@ -552,14 +558,7 @@ impl Forwarder<'_> {
     fn take(&mut self, dests: &[Dest], me: NodeAddr, header: &FrameHeader, message: &[u8]) {
         let (seq, origin) = (header.seq.0, header.sender.node);
         if dests.iter().any(|t| !t.takes(me, origin, seq)) {
-            let mut skip = std::mem::take(&mut self.skip);
-            skip.clear();
-            skip.extend(
-                dests
-                    .iter()
-                    .filter(|t| !t.takes(me, origin, seq))
-                    .map(|t| t.node),
-            );
+            let skip = self.left_out(dests, me, header);
             let scaled = dests
                 .iter()
                 .filter(|t| t.carries(me, origin) && !t.takes(me, origin, seq))

@@ -27,12 +27,7 @@ pub const DELIVERY_BUFFER: usize = 8 << 20;
 
 /// A UDP socket bound to `addr` with large send and receive buffers.
 pub fn udp_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
-    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    // Best effort: a smaller buffer works, it only drops sooner under bursts.
-    let _ = s.set_recv_buffer_size(DELIVERY_BUFFER);
-    let _ = s.set_send_buffer_size(DELIVERY_BUFFER);
-    s.bind(&SockAddr::from(addr))?;
-    Ok(s.into())
+    bound_udp(addr, DELIVERY_BUFFER)
 }
 
 /// A UDP socket for sending only, bound to `ip` (an ephemeral port): the
@@ -41,9 +36,13 @@ pub fn udp_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
 /// the node's address as source. Nothing is sent to it: its receive buffer is
 /// the smallest the kernel allows.
 pub fn send_socket(ip: std::net::IpAddr) -> io::Result<UdpSocket> {
-    let addr = SocketAddr::new(ip, 0);
+    bound_udp(SocketAddr::new(ip, 0), 0)
+}
+
+fn bound_udp(addr: SocketAddr, recv_buffer: usize) -> io::Result<UdpSocket> {
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    let _ = s.set_recv_buffer_size(0);
+    // Best effort: a smaller buffer works, it only drops sooner under bursts.
+    let _ = s.set_recv_buffer_size(recv_buffer);
     let _ = s.set_send_buffer_size(DELIVERY_BUFFER);
     s.bind(&SockAddr::from(addr))?;
     Ok(s.into())
