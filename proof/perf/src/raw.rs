@@ -602,6 +602,111 @@ pub fn udp_fanout_rtt(
     fan.collect(sender, handles)
 }
 
+/// The remote round trip's floor through a delivery manager on **both**
+/// hosts (`"raw-relay"` in `tagwire perf remote-rtt`): the hand-over DESIGN
+/// §2 prescribes, one datagram stream between per-host dispatchers that wake
+/// the local receiver, without the middleware. A ping thread sends a
+/// `size`-byte datagram on `a` (at least 4 bytes: the round's sequence number
+/// leads it); on the other host a dispatcher thread receives it on `b`,
+/// copies it into memory shared with a pong thread and wakes it with one
+/// `FUTEX_WAKE`; the pong thread answers with a datagram of the same size on
+/// `b`, which a dispatcher on the first host receives on `a` and hands to the
+/// ping thread the same way. Two wake-ups per direction (dispatcher, then
+/// receiver) where [`udp_pingpong`] has one. Placement: ping and pong threads
+/// on the CPUs of `opts`, the dispatchers left to the scheduler, as tagwire's
+/// daemons are.
+pub fn udp_relay_pingpong(
+    a: UdpSocket,
+    b: UdpSocket,
+    size: usize,
+    (iters, warmup): (usize, usize),
+    opts: &RawOpts,
+) -> anyhow::Result<Vec<Duration>> {
+    if size > MAX_UDP_PAYLOAD {
+        bail!("UDP payload {size} exceeds {MAX_UDP_PAYLOAD} bytes");
+    }
+    let len = size.max(4);
+    let total = u32::try_from(warmup + iters).context("too many round trips")?;
+    a.set_read_timeout(Some(STALL_TIMEOUT))?;
+    b.set_read_timeout(Some(STALL_TIMEOUT))?;
+    // `here` is the first host's hand-over (to the ping thread), `there`
+    // the second's (to the pong thread); `here.stop` stops everyone.
+    let (here, there) = (Fan::new(len), Fan::new(len));
+    let (ping_cpu, pong_cpu) = opts.cpus.unzip();
+    let mut handles = Vec::with_capacity(3);
+    for (name, sock, to) in [("udp-relay-a", &a, &here), ("udp-relay-b", &b, &there)] {
+        let sock = here.fail(sock.try_clone().context("cloning the UDP socket"))?;
+        let (to, all) = (Arc::clone(to), Arc::clone(&here));
+        let h = spawn_pinned(name, None, move || {
+            let mut buf = vec![0u8; len + 1];
+            let r = (|| {
+                for _ in 0..total {
+                    let n = sock.recv(&mut buf).context("dispatcher recv")?;
+                    let Some(head) = buf.get(..4).filter(|_| n == len) else {
+                        bail!("unexpected {n}-byte datagram");
+                    };
+                    let seq = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+                    for w in to.ping.iter() {
+                        w.store(u64::from(seq), Ordering::Relaxed);
+                    }
+                    publish(&to.seq.0, seq, Wait::Futex, 1);
+                }
+                Ok(())
+            })();
+            all.fail(r)
+        });
+        handles.push(here.fail(h)?);
+    }
+    let (t, all) = (Arc::clone(&there), Arc::clone(&here));
+    let pong = spawn_pinned("udp-relay-pong", pong_cpu, move || {
+        let mut out = vec![0u8; len];
+        let r = (|| {
+            for next in 1..=total {
+                let seq = wait_reach(&t.seq.0, next, &all.stop, Wait::Futex)?;
+                if t.ping
+                    .iter()
+                    .any(|w| w.load(Ordering::Relaxed) != u64::from(seq))
+                {
+                    bail!("ping {seq} corrupted");
+                }
+                out[..4].copy_from_slice(&seq.to_le_bytes());
+                b.send(&out).context("pong send")?;
+            }
+            Ok(())
+        })();
+        all.fail(r)
+    });
+    handles.push(here.fail(pong)?);
+    let h = Arc::clone(&here);
+    let ping = spawn_pinned("udp-relay-ping", ping_cpu, move || {
+        let mut samples = Vec::with_capacity(iters);
+        let mut local = vec![0u8; len];
+        let mut prev = Instant::now();
+        let r = (|| {
+            for seq in 1..=total {
+                local[..4].copy_from_slice(&seq.to_le_bytes());
+                a.send(&local).context("ping send")?;
+                let got = wait_reach(&h.seq.0, seq, &h.stop, Wait::Futex)?;
+                if got != seq
+                    || h.ping
+                        .iter()
+                        .any(|w| w.load(Ordering::Relaxed) != u64::from(seq))
+                {
+                    bail!("unexpected answer in round trip {seq}");
+                }
+                let now = Instant::now();
+                if seq as usize > warmup {
+                    samples.push(now - prev);
+                }
+                prev = now;
+            }
+            Ok(())
+        })();
+        h.fail(r).map(|()| samples)
+    });
+    here.collect(ping, handles)
+}
+
 fn loopback_pair() -> anyhow::Result<(UdpSocket, UdpSocket)> {
     let a = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("binding UDP socket on 127.0.0.1")?;
     let b = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("binding UDP socket on 127.0.0.1")?;

@@ -198,7 +198,9 @@ impl Drop for Site {
 }
 
 /// Round trip to one receiver on host 1 against size, beside a raw UDP
-/// ping-pong and Cyclone DDS across the same link.
+/// ping-pong, the same ping-pong through a dispatcher thread on each host
+/// (`raw-relay`, [`raw::udp_relay_pingpong`]: the floor of a per-node
+/// delivery manager) and Cyclone DDS across the same link.
 pub fn remote_rtt(o: &SuiteOpts, site: &Site, sizes: &[usize]) -> anyhow::Result<Vec<Record>> {
     let env = site.env(o.env.exe.clone(), o.env.cpus, &[1]);
     let dds = dds_opts(o).and_then(|d| site.dds(&d, 1, 0).map_err(|e| format!("{e:#}")));
@@ -218,6 +220,9 @@ pub fn remote_rtt(o: &SuiteOpts, site: &Site, sizes: &[usize]) -> anyhow::Result
             let (a, b) = site.udp_pair(0, 1)?;
             let d = raw::udp_pingpong(a, b, size, o.iters, o.warmup, &ropts)?;
             push(&mut acc, "raw-udp", "block", s, 1, "all", &d);
+            let (a, b) = site.udp_pair(0, 1)?;
+            let d = raw::udp_relay_pingpong(a, b, size, (o.iters, o.warmup), &ropts)?;
+            push(&mut acc, "raw-relay", "block", s, 1, "all", &d);
             match &dds {
                 Ok(opts) => match ddsperf::rtt_with(s, o.dds_seconds, opts) {
                     Ok(r) => acc.push(
@@ -251,10 +256,13 @@ pub fn remote_rtt(o: &SuiteOpts, site: &Site, sizes: &[usize]) -> anyhow::Result
         }
     }
     let pairs = |e: &Series| -> Vec<(String, Series)> {
-        if e.0 != "tagwire" {
-            return Vec::new();
-        }
-        ["raw-udp", "cyclonedds"]
+        let against: &[&str] = match e.0.as_str() {
+            "tagwire" => &["raw-udp", "raw-relay", "cyclonedds"],
+            // The two-sided floor, as a ratio of the one-hop one.
+            "raw-relay" => &["raw-udp"],
+            _ => &[],
+        };
+        against
             .iter()
             .filter_map(|b| {
                 acc.find(b, "block", e.2, 1, "all")

@@ -356,16 +356,29 @@ fn rtt_like_table(records: &[Record], bench: &str, title: &str) -> String {
         s.sort_unstable();
         s
     };
-    let baselines: Vec<&str> = ["raw-futex", "raw-spin", "raw-udp", "cyclonedds"]
-        .into_iter()
-        .filter(|b| recs.iter().any(|r| r.system == *b))
-        .collect();
+    let baselines: Vec<&str> = [
+        "raw-futex",
+        "raw-spin",
+        "raw-udp",
+        "raw-relay",
+        "cyclonedds",
+    ]
+    .into_iter()
+    .filter(|b| recs.iter().any(|r| r.system == *b))
+    .collect();
     let has_tagwire = recs.iter().any(|r| r.system == "tagwire");
 
     let mut header = vec!["size".to_string()];
     header.extend(cols.iter().cloned());
     if has_tagwire {
         header.extend(baselines.iter().map(|b| format!("tagwire/{b}")));
+    }
+    // The two-sided floor against the one-hop one (remote-rtt).
+    let relay_floor = recs
+        .iter()
+        .any(|r| r.system == "raw-relay" && r.paired.contains_key("raw-udp"));
+    if relay_floor {
+        header.push("raw-relay/raw-udp".to_string());
     }
     let mut rows = vec![header];
     for &size in &sizes {
@@ -400,6 +413,13 @@ fn rtt_like_table(records: &[Record], bench: &str, title: &str) -> String {
                     )),
                 }
             }
+        }
+        if relay_floor {
+            let p = at
+                .iter()
+                .find(|r| r.system == "raw-relay")
+                .and_then(|r| r.paired.get("raw-udp"));
+            row.push(p.map_or_else(|| "-".to_string(), |p| format!("{p:.2}x")));
         }
         rows.push(row);
     }
