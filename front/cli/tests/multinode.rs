@@ -9,6 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use tagwire::{Domain, NodeState, SubscribeOptions};
@@ -435,8 +436,10 @@ fn a_publisher_is_held_back_while_a_remote_receiver_is_unreachable_and_loses_not
     let (c0, c1) = (&clients[0], &clients[1]);
     const SLOTS: u32 = 4096;
     deep_tag(c1, "/held", SLOTS, 256);
+    // Lossless: the burst that follows the outage (two rings' worth, resent
+    // and read from host 0's ring flat out) must not lap it either.
     let mut sub = c1
-        .subscribe("/held", SubscribeOptions::default().depth(4096))
+        .subscribe("/held", SubscribeOptions::default().lossless())
         .unwrap();
     let mut publisher = c0.publisher("/held").unwrap();
     let timeout = Duration::from_millis(200);
@@ -494,6 +497,70 @@ fn a_publisher_is_held_back_while_a_remote_receiver_is_unreachable_and_loses_not
         assert_eq!(reader.join().unwrap(), 0);
     });
     assert_eq!(daemons[0].forward_losses(), 0);
+}
+
+#[test]
+fn a_slow_lossless_subscriber_on_another_node_holds_its_publishers_back_and_loses_nothing() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(4);
+    let (daemons, clients) = site.mesh(&Find::List);
+    // A small ring: the subscriber is a ring behind within milliseconds, and
+    // three publishing nodes' windows (a ring each) hold more than it.
+    deep_tag(&clients[0], "/slow", 64, 64);
+    let mut sub = clients[1]
+        .subscribe("/slow", SubscribeOptions::default().lossless())
+        .unwrap();
+    const N: u64 = 1_000;
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for h in [0, 2, 3] {
+            let mut publisher = clients[h].publisher("/slow").unwrap();
+            publisher.set_send_timeout(Duration::from_secs(60));
+            s.spawn(move || {
+                let mut buf = [0u8; 32];
+                for i in 1..=N {
+                    buf[..8].copy_from_slice(&i.to_le_bytes());
+                    publisher.send(&buf).unwrap();
+                }
+                publisher
+            });
+        }
+        // Slower than the publishers by far: about 2000 messages/s.
+        let mut next: HashMap<_, u64> = HashMap::new();
+        for n in 1..=3 * N {
+            let m = sub.receive(Some(Duration::from_secs(60))).unwrap();
+            let want = next.entry(m.sender).or_insert(1);
+            assert_eq!(m.seq.0, *want, "from {}: out of order or lost", m.sender);
+            assert_eq!(&m.payload[..8], &want.to_le_bytes());
+            *want += 1;
+            if n % 16 == 0 {
+                std::thread::sleep(Duration::from_millis(8));
+            }
+        }
+        assert_eq!(next.len(), 3);
+        assert_eq!(sub.lost(), 0, "the subscriber lost messages");
+    });
+    let resent: u64 = [0, 2, 3]
+        .iter()
+        .map(|&h| daemons[h].retransmissions())
+        .sum();
+    println!(
+        "{} messages in {:?}; {} held back in host 1's daemon, {} datagrams refused, {resent} resent",
+        3 * N,
+        start.elapsed(),
+        daemons[1].held_messages(),
+        daemons[1].held_back(),
+    );
+    // The receiving daemon held data back and refused some: the publishers
+    // were slowed down end to end, by the network windows.
+    assert!(daemons[1].held_messages() > 0, "nothing was ever held back");
+    assert!(daemons[1].held_back() > 0, "nothing was ever refused");
+    assert!(
+        sub.receive(Some(Duration::from_millis(300))).is_err(),
+        "a duplicate"
+    );
 }
 
 /// A daemon in its own process inside host `i` (so the test can SIGKILL it),

@@ -1,6 +1,7 @@
 //! A shared-memory segment with arbitrary contents (what a hostile peer could
 //! write) handed to `Ring::open` and read from: must be refused or read safely.
-//! Its send ticket, as hostile as the rest, is claimed and closed too.
+//! Its send ticket, as hostile as the rest, is claimed and closed too, and
+//! the room its (hostile) lossless gates leave is asked for.
 #![no_main]
 
 use std::io::Write;
@@ -46,4 +47,5 @@ fuzz_target!(|data: &[u8]| {
         }
         let _ = ticket.close(i, std::time::Duration::ZERO);
     }
+    let _ = ring.lossless_room();
 });

@@ -362,7 +362,7 @@ impl Client {
                 qos: opts.qos,
             },
         )?;
-        Ok(Subscriber::new(self.clone(), ep, opts))
+        Subscriber::new(self.clone(), ep, opts)
     }
 
     /// The processes holding send access to a tag (asks the daemon).

@@ -63,19 +63,33 @@ pub enum Error {
         lost: u64,
     },
     /// A send waited its whole send timeout for a reliable receiver on another
-    /// node (its network window is full, so the ring holds unsent messages)
-    /// and gave up. Nothing was sent; the message can be sent again.
+    /// node (its network window is full, so the ring holds unsent messages),
+    /// or for a lossless subscriber (`SubscribeOptions::lossless`) a whole ring
+    /// behind, and gave up. Nothing was sent; the message can be sent again.
     #[error(
         "send on tag {tag} gave up after {waited:?}: a reliable receiver on another node \
          has not acknowledged enough (network slower than the publisher, or the node is \
-         unreachable); nothing was sent: retry, publish slower, or raise \
-         Publisher::set_send_timeout"
+         unreachable), or a lossless subscriber is a whole ring behind; nothing was sent: \
+         retry, publish slower, or raise Publisher::set_send_timeout"
     )]
     WindowFull {
         /// The tag.
         tag: String,
         /// How long the send waited.
         waited: Duration,
+    },
+    /// A lossless subscription found every gate of the tag's ring on this
+    /// node taken (by other lossless subscribers and the daemon's forwarder).
+    #[error(
+        "no room for another lossless subscriber of tag {tag} on this node (at most {max} \
+         per tag and node, the daemon's forwarder included): subscribe without \
+         SubscribeOptions::lossless, or drop another lossless subscriber of the tag"
+    )]
+    NoLosslessRoom {
+        /// The tag.
+        tag: String,
+        /// Gates a ring has.
+        max: usize,
     },
     /// No message arrived within the receive timeout.
     #[error("no message within the timeout")]

@@ -3,6 +3,8 @@
 //! Each subscriber has its own cursor into the tag's ring and a bounded queue
 //! depth: when it falls more than `depth` messages behind, the oldest are dropped
 //! and the next `receive` reports how many ([`Error::Overflowed`]), never silently.
+//! A lossless subscriber instead holds a gate on the ring at its position
+//! (`SubscribeOptions::lossless`): writers wait for it rather than overwrite.
 //! Waiting blocks on the ring's futex doorbell; with `busy_poll` it spins first.
 
 use std::os::unix::fs::FileExt;
@@ -10,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use tagwire_shm::{Cursor, ReadOutcome, Ring};
+use tagwire_shm::{Cursor, Gate, ReadOutcome, Ring, RingError, GATES};
 use tagwire_wire::control::{ErrorCode, Request, Response};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::{Carrier, ChannelQos, Proxy, Reliability};
@@ -30,6 +32,9 @@ pub struct SubscribeOptions {
     /// Reliability, carrier and temporal scaling of the connections that
     /// feed this subscription (default: reliable UDP, every sample).
     pub qos: ChannelQos,
+    /// Lose nothing: hold the writers back instead (see
+    /// [`SubscribeOptions::lossless`]).
+    pub lossless: bool,
 }
 
 impl Default for SubscribeOptions {
@@ -38,6 +43,7 @@ impl Default for SubscribeOptions {
             depth: 64,
             busy_poll: None,
             qos: ChannelQos::default(),
+            lossless: false,
         }
     }
 }
@@ -104,6 +110,25 @@ impl SubscribeOptions {
         self
     }
 
+    /// Never lose a message while this subscriber lives (DDS's reliable
+    /// KEEP_ALL): instead of dropping the oldest when it falls a whole ring
+    /// behind, it holds the writers back. A publisher on this node then
+    /// waits in `send` (its send timeout, then [`crate::Error::WindowFull`],
+    /// having sent nothing); messages from other nodes wait in this node's
+    /// daemon, which stops acknowledging them, so their publishers' windows
+    /// fill and hold them back in turn. A reliable carrier is needed for
+    /// that (with best-effort ones the daemon drops what does not fit, and
+    /// counts it). The depth is then the ring's slot count. A slow lossless
+    /// subscriber slows every publisher of the tag: for state that must not
+    /// be missed, not for monitoring. At most [`tagwire_shm::GATES`] per tag
+    /// and node, the daemon's forwarder included
+    /// ([`crate::Error::NoLosslessRoom`]).
+    pub fn lossless(mut self) -> Self {
+        self.lossless = true;
+        self.qos.reliability = Reliability::Reliable;
+        self
+    }
+
     /// Enables busy-polling for `spin` before blocking.
     pub fn busy_poll(mut self, spin: Duration) -> Self {
         self.busy_poll = Some(spin);
@@ -129,6 +154,8 @@ pub struct Subscriber {
     ep: Arc<Endpoint>,
     ring: Ring,
     cursor: Cursor,
+    /// A lossless subscriber's hold on `ring`, at `cursor`.
+    gate: Option<Gate>,
     generation: u64,
     opts: SubscribeOptions,
     lost: u64,
@@ -141,23 +168,38 @@ pub struct Subscriber {
 }
 
 impl Subscriber {
-    pub(crate) fn new(client: Client, ep: Arc<Endpoint>, opts: SubscribeOptions) -> Self {
+    pub(crate) fn new(client: Client, ep: Arc<Endpoint>, opts: SubscribeOptions) -> Result<Self> {
         let ring = ep.current_ring();
         // Start where the daemon granted the subscription, not where the ring is
         // now: messages sent in between are ours.
-        let cursor = ring.cursor_from(ep.registered_at.load(Ordering::Acquire), opts.depth);
+        let cursor = ring.cursor_from(ep.registered_at.load(Ordering::Acquire), opts.ring_depth());
+        let gate = match opts.gate(&ring, &cursor, ep.name.as_str()) {
+            Ok(g) => g,
+            Err(e) => {
+                ep.close(&client.core);
+                return Err(e);
+            }
+        };
         let generation = ep.generation.load(Ordering::Acquire);
-        Self {
+        Ok(Self {
             client,
             ep,
             ring,
             cursor,
+            gate,
             generation,
             opts,
             lost: 0,
             received: 0,
             backlog: Default::default(),
             caught_up: Default::default(),
+        })
+    }
+
+    /// Moves a lossless subscriber's gate to its cursor.
+    fn advance(&self) {
+        if let Some(g) = &self.gate {
+            g.advance(self.cursor.position());
         }
     }
 
@@ -224,9 +266,13 @@ impl Subscriber {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut raw = [0u8; HEADER_LEN];
         loop {
-            self.follow_ring();
+            self.follow_ring()?;
             // The frame header goes aside, the payload to the caller's buffer.
-            match self.ring.read_split(&mut self.cursor, &mut raw, payload) {
+            let read = self.ring.read_split(&mut self.cursor, &mut raw, payload);
+            if !matches!(read.0, ReadOutcome::Empty | ReadOutcome::Pending) {
+                self.advance();
+            }
+            match read {
                 (ReadOutcome::Record, len) => {
                     let header = parse_header(&raw, len);
                     // Temporal scaling at the subscriber: skip the samples not
@@ -301,20 +347,27 @@ impl Subscriber {
     /// Drops every queued message; returns how many.
     pub fn purge(&mut self) -> u64 {
         let pulled = std::mem::take(&mut self.backlog).len() as u64;
-        pulled + self.ring.purge(&mut self.cursor)
+        let n = self.ring.purge(&mut self.cursor);
+        self.advance();
+        pulled + n
     }
 
-    fn follow_ring(&mut self) {
+    fn follow_ring(&mut self) -> Result<()> {
         let g = self.ep.generation.load(Ordering::Acquire);
         // Finish the old ring first: records sent before our publishers moved
         // are still there.
         if g != self.generation && !self.ring.available(&self.cursor) {
             // Re-registered on a restarted daemon: continue on its new ring.
+            self.gate = None;
             self.ring = self.ep.current_ring();
             let from = self.ep.registered_at.load(Ordering::Acquire);
-            self.cursor = self.ring.cursor_from(from, self.opts.depth);
+            self.cursor = self.ring.cursor_from(from, self.opts.ring_depth());
             self.generation = g;
+            self.gate = self
+                .opts
+                .gate(&self.ring, &self.cursor, self.ep.name.as_str())?;
         }
+        Ok(())
     }
 
     /// Whether the frame with `header` is a sample this subscription takes:
@@ -370,6 +423,32 @@ impl Subscriber {
         f.read_exact_at(&mut out, 0)
             .map_err(|e| Error::Io(format!("reading large message: {e}")))?;
         Ok(out)
+    }
+}
+
+impl SubscribeOptions {
+    /// The cursor's depth: a lossless subscriber keeps a whole ring.
+    fn ring_depth(&self) -> u32 {
+        if self.lossless {
+            u32::MAX
+        } else {
+            self.depth
+        }
+    }
+
+    /// A lossless subscriber's gate on `ring` at `cursor`.
+    fn gate(&self, ring: &Ring, cursor: &Cursor, tag: &str) -> Result<Option<Gate>> {
+        if !self.lossless {
+            return Ok(None);
+        }
+        match ring.attach_lossless_gate(cursor.position()) {
+            Ok(g) => Ok(Some(g)),
+            Err(RingError::NoGate) => Err(Error::NoLosslessRoom {
+                tag: tag.to_owned(),
+                max: GATES,
+            }),
+            Err(e) => Err(Error::Io(e.to_string())),
+        }
     }
 }
 

@@ -725,3 +725,91 @@ fn endpoints_dropped_while_the_daemon_is_down_do_not_come_back() {
     assert!(c.senders("/t").unwrap().is_empty());
     drop(keep);
 }
+
+#[test]
+fn a_lossless_subscriber_holds_the_publisher_back_instead_of_losing_and_others_are_not_held() {
+    let n = node();
+    let c = n.client();
+    c.create_tag_with(
+        "/keep",
+        Domain::Local,
+        RingParams {
+            slots: 8,
+            slot_payload: 64,
+        },
+    )
+    .unwrap();
+    let mut keep = c
+        .subscribe("/keep", SubscribeOptions::default().lossless())
+        .unwrap();
+    let mut plain = c
+        .subscribe("/keep", SubscribeOptions::default().depth(4))
+        .unwrap();
+    let mut p = c.publisher("/keep").unwrap();
+    p.set_send_timeout(Duration::from_millis(50));
+    for i in 1..=8u64 {
+        p.send(&i.to_le_bytes()).unwrap();
+    }
+    // A whole ring unread: the ninth waits its timeout and fails, unsent.
+    let t = std::time::Instant::now();
+    let err = p.send(&9u64.to_le_bytes()).unwrap_err();
+    assert!(
+        matches!(&err, Error::WindowFull { tag, .. } if tag == "/keep"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("lossless subscriber"), "{err}");
+    assert!(t.elapsed() >= Duration::from_millis(50));
+    assert_eq!(p.last_seq().0, 8);
+    // The plain subscriber is not what holds the publisher: it keeps its depth.
+    assert!(matches!(
+        plain.receive(T),
+        Err(Error::Overflowed { lost: 4 })
+    ));
+    assert_eq!(plain.receive(T).unwrap().seq.0, 5);
+    // Reading frees the publisher; nothing was lost, in order.
+    let sender = std::thread::spawn(move || {
+        p.set_send_timeout(Duration::from_secs(10));
+        for i in 9..=100u64 {
+            p.send(&i.to_le_bytes()).unwrap();
+        }
+        p
+    });
+    for i in 1..=100u64 {
+        let m = keep.receive(T).unwrap();
+        assert_eq!((m.seq.0, &m.payload[..]), (i, &i.to_le_bytes()[..]));
+    }
+    assert_eq!(keep.lost(), 0);
+    let mut p = sender.join().unwrap();
+    // Unsubscribed, it holds nothing back.
+    drop(keep);
+    p.set_send_timeout(Duration::ZERO);
+    for i in 101..=120u64 {
+        p.send(&i.to_le_bytes()).unwrap();
+    }
+}
+
+#[test]
+fn lossless_subscribers_are_limited_per_tag_with_a_clear_error() {
+    let n = node();
+    let c = n.client();
+    c.create_tag("/few", Domain::Local).unwrap();
+    let subs: Vec<_> = (0..tagwire_shm::GATES)
+        .map(|_| {
+            c.subscribe("/few", SubscribeOptions::default().lossless())
+                .unwrap()
+        })
+        .collect();
+    let err = c
+        .subscribe("/few", SubscribeOptions::default().lossless())
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::NoLosslessRoom { tag, max } if tag == "/few" && *max == tagwire_shm::GATES),
+        "{err}"
+    );
+    // The refused subscription was withdrawn; a plain one is fine.
+    assert_eq!(c.receivers("/few").unwrap().len(), tagwire_shm::GATES);
+    c.subscribe("/few", SubscribeOptions::default()).unwrap();
+    drop(subs);
+    c.subscribe("/few", SubscribeOptions::default().lossless())
+        .unwrap();
+}

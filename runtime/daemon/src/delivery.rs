@@ -30,6 +30,14 @@
 //! instead of overwriting messages not yet handed to every window. Records
 //! written without a gate (messages that arrived from other nodes) can still
 //! lap it; such losses are counted (`Daemon::forward_losses`).
+//!
+//! **End to end**, a lossless subscriber (`SubscribeOptions::lossless`) holds
+//! a lossless gate on its ring. The inbound path never waits: what such a
+//! subscriber has no room for waits in the tag's `Held` queue, drained as it
+//! reads; once a ring's worth waits there, the tag's data datagrams are
+//! refused unread and unacknowledged (`Daemon::held_back`), so the sending
+//! node's window fills and holds its publisher back, and the refused data
+//! comes again as resends. A TCP connection just stops being read.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -143,13 +151,13 @@ impl Delivery {
         multicast_port: u16,
     ) -> std::io::Result<Arc<Self>> {
         let sock = tagwire_net::udp_socket(addr)?;
-        sock.set_read_timeout(Some(Duration::from_millis(10)))?;
+        sock.set_read_timeout(Some(RECV_TIMEOUT))?;
         // Without a usable multicast socket the carrier is off (a warning);
         // everything else still works.
         let msock = match addr.ip() {
             std::net::IpAddr::V4(ip) => tagwire_net::multicast_data_socket(multicast_port, ip)
                 .and_then(|m| {
-                    m.set_read_timeout(Some(Duration::from_millis(50)))?;
+                    m.set_read_timeout(Some(RECV_TIMEOUT))?;
                     Ok((m, multicast_port))
                 })
                 .map_err(|e| {
@@ -397,7 +405,17 @@ fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast:
     let mut streams: HashMap<StreamKey, InStream> = HashMap::new();
     let mut out = Vec::new();
     let mut next_service = Instant::now();
+    let mut polling = false;
     while !shared.is_stopping() {
+        // While messages are held back for lossless subscribers, look for
+        // room for them often; otherwise sleep in `recv` until data comes.
+        let holding = shared.stats.held_now.load(Ordering::Relaxed) > 0;
+        if holding != polling {
+            polling = holding;
+            let t = if holding { HELD_POLL } else { RECV_TIMEOUT };
+            let _ = sock.set_read_timeout(Some(t));
+        }
+        drain_held(shared);
         if let Ok((n, from)) = sock.recv_from(&mut buf) {
             let now = Instant::now();
             match Datagram::decode(&buf[..n]) {
@@ -433,7 +451,22 @@ fn handle(
 ) {
     let key = (from.ip(), dg.stream);
     match dg.body {
-        Body::Data(DataRef { seq, flags, .. }) | Body::Batch(BatchRef { seq, flags, .. }) => {
+        Body::Data(DataRef {
+            seq,
+            flags,
+            ref tag,
+            ..
+        })
+        | Body::Batch(BatchRef {
+            seq,
+            flags,
+            ref tag,
+            ..
+        }) => {
+            if held_full(shared, tag) {
+                shared.stats.held_back.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
             let s = streams.entry(key).or_insert_with(|| InStream::new(now));
             s.heard(from, flags & FLAG_DIRECT != 0, now);
             if flags & FLAG_RELIABLE == 0 {
@@ -610,6 +643,17 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
         match Datagram::decode(&buf[..n]) {
             Ok(g) if matches!(g.body, Body::Data(_) | Body::Batch(_)) => {
                 shared.stats.tcp_frames.fetch_add(1, Ordering::Relaxed);
+                // A lossless subscriber a ring behind: stop reading, and TCP
+                // holds the sender back.
+                let tag = match &g.body {
+                    Body::Data(d) => Some(&d.tag),
+                    Body::Batch(b) => Some(&b.tag),
+                    _ => None,
+                };
+                while tag.is_some_and(|t| held_full(shared, t)) && !shared.is_stopping() {
+                    drain_held(shared);
+                    std::thread::sleep(HELD_POLL);
+                }
                 take(shared, &mut reasm, &g.body);
             }
             _ => {
@@ -648,8 +692,49 @@ fn take(shared: &Shared, reasm: &mut Reassembler, body: &Body<'_>) {
     }
 }
 
+/// Messages of one tag held back for a lossless subscriber, oldest first:
+/// each a whole ring record (frame header and payload or blob reference).
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    records: std::collections::VecDeque<Vec<u8>>,
+    bytes: usize,
+}
+
+impl Held {
+    /// Whether a ring's worth (`slots` records, or [`HELD_BYTES`]) is held:
+    /// then data for the tag is refused until it drains.
+    fn full(&self, slots: u32) -> bool {
+        self.records.len() >= slots as usize || self.bytes >= HELD_BYTES
+    }
+}
+
+/// Bytes held back for one tag before its data is refused.
+const HELD_BYTES: usize = 16 << 20;
+
+/// How long the inbound threads sleep in `recv` (their timers' tick).
+const RECV_TIMEOUT: Duration = Duration::from_millis(10);
+
+/// How often the inbound threads look for room while messages are held.
+const HELD_POLL: Duration = Duration::from_micros(200);
+
+/// Whether data for `tag` must wait (a datagram is refused: left unread and
+/// unacknowledged, for its sender to resend later): a lossless subscriber
+/// here is a ring behind and a ring's worth more is held back already.
+fn held_full(shared: &Shared, tag: &TagName) -> bool {
+    if shared.stats.held_now.load(Ordering::Relaxed) == 0 {
+        return false;
+    }
+    let st = shared.lock();
+    st.table.entry(tag).is_some_and(|e| {
+        let slots = st.rings.get(&e.id).map_or(0, |r| r.shape().slots);
+        st.held.get(&e.id).is_some_and(|h| h.full(slots))
+    })
+}
+
 /// Writes messages from another node into the tag's local ring (one lock
-/// for all of them).
+/// for all of them). What a lossless subscriber has no room for yet waits
+/// in the tag's `Held` queue (`drain_held` writes it later), behind which
+/// everything newer waits too, so the order stays the publishers'.
 fn deliver<'m>(
     shared: &Shared,
     tag: &TagName,
@@ -660,8 +745,14 @@ fn deliver<'m>(
         shared.stats.unknown_tag.fetch_add(1, Ordering::Relaxed);
         return;
     };
+    let Some(mut room) = st.rings.get(&id).map(Ring::lossless_room) else {
+        return;
+    };
+    if st.held.get(&id).is_some_and(|h| !h.records.is_empty()) {
+        room = 0;
+    }
     for (header, payload) in msgs {
-        deliver_one(shared, &mut st, id, header, payload);
+        deliver_one(shared, &mut st, id, header, payload, &mut room);
     }
     // One wake-up for the lot.
     if let Some(ring) = st.rings.get(&id) {
@@ -675,38 +766,88 @@ fn deliver_one(
     id: TagId,
     mut header: FrameHeader,
     payload: &[u8],
+    room: &mut u64,
 ) {
     let Some(ring) = st.rings.get(&id) else {
         return;
     };
     let mut h = [0u8; HEADER_LEN];
-    if payload.len() + HEADER_LEN <= ring.max_record() {
+    let blob;
+    let body: &[u8] = if payload.len() + HEADER_LEN <= ring.max_record() {
         header.flags = 0;
-        let _ = header.emit(&mut h);
-        let _ = ring.publish_quietly(&[&h, payload]);
-        return;
-    }
-    let Some(fd) = blob_fd(payload) else {
-        return;
+        payload
+    } else {
+        let Some(fd) = blob_fd(payload) else {
+            return;
+        };
+        let (n, bytes) = (
+            shared.config.blobs_per_tag,
+            shared.config.blob_bytes_per_tag,
+        );
+        let blob_id = st
+            .blobs
+            .entry(id)
+            .or_default()
+            .put(fd, payload.len() as u64, n, bytes);
+        blob = BlobRef {
+            blob_id,
+            len: payload.len() as u64,
+        }
+        .to_bytes();
+        header.flags = FLAG_BLOB;
+        &blob
     };
-    let (n, bytes) = (
-        shared.config.blobs_per_tag,
-        shared.config.blob_bytes_per_tag,
-    );
-    let blob_id = st
-        .blobs
-        .entry(id)
-        .or_default()
-        .put(fd, payload.len() as u64, n, bytes);
-    let r = BlobRef {
-        blob_id,
-        len: payload.len() as u64,
-    };
-    header.flags = FLAG_BLOB;
     let _ = header.emit(&mut h);
-    if let Some(ring) = st.rings.get(&id) {
-        let _ = ring.publish_quietly(&[&h, &r.to_bytes()]);
+    if *room > 0 {
+        if let Some(ring) = st.rings.get(&id) {
+            let _ = ring.publish_quietly(&[&h, body]);
+        }
+        *room = room.saturating_sub(1);
+        return;
     }
+    let held = st.held.entry(id).or_default();
+    held.records.push_back([&h[..], body].concat());
+    held.bytes += HEADER_LEN + body.len();
+    shared.stats.held_now.fetch_add(1, Ordering::Relaxed);
+    shared.stats.held.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Writes what lossless subscribers now have room for of the messages held
+/// back for them (and forgets those of tags that are gone). Free while
+/// nothing is held.
+pub(crate) fn drain_held(shared: &Shared) {
+    if shared.stats.held_now.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let mut st = shared.lock();
+    let State { rings, held, .. } = &mut *st;
+    let mut written = 0u64;
+    let mut dropped = 0u64;
+    held.retain(|id, h| {
+        let Some(ring) = rings.get(id) else {
+            dropped += h.records.len() as u64;
+            return false;
+        };
+        let room = ring.lossless_room();
+        let mut n = 0u64;
+        while n < room {
+            let Some(r) = h.records.pop_front() else {
+                break;
+            };
+            h.bytes -= r.len();
+            let _ = ring.publish_quietly(&[&r]);
+            n += 1;
+        }
+        if n > 0 {
+            ring.wake_readers();
+        }
+        written += n;
+        !h.records.is_empty()
+    });
+    shared
+        .stats
+        .held_now
+        .fetch_sub(written + dropped, Ordering::Relaxed);
 }
 
 fn blob_fd(payload: &[u8]) -> Option<OwnedFd> {

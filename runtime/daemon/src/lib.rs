@@ -157,6 +157,14 @@ pub(crate) struct Stats {
     pub(crate) direct_sent: AtomicU64,
     /// Such first copies received here that were new to their stream.
     pub(crate) direct_received: AtomicU64,
+    /// Data datagrams refused, unacknowledged, because a lossless
+    /// subscriber's tag already had a ring's worth held back here.
+    pub(crate) held_back: AtomicU64,
+    /// Messages from other nodes held back here for lossless subscribers
+    /// (now, over all tags).
+    pub(crate) held_now: AtomicU64,
+    /// Such messages since the start.
+    pub(crate) held: AtomicU64,
 }
 
 /// Everything behind the daemon's one lock. Requests are rare and short (the
@@ -169,6 +177,9 @@ pub(crate) struct State {
     pub(crate) blobs: HashMap<TagId, blob::BlobStore>,
     pub(crate) clients: HashMap<ClientId, Outbox>,
     pub(crate) peers: peers::PeerSet,
+    /// Messages from other nodes that a lossless subscriber has no room for
+    /// yet, per tag, oldest first (see `delivery::deliver`).
+    pub(crate) held: HashMap<TagId, delivery::Held>,
 }
 
 /// A packet on its way to a client, with the descriptor it carries.
@@ -230,6 +241,7 @@ impl Daemon {
             state: Mutex::new(State {
                 table,
                 rings: HashMap::new(),
+                held: HashMap::new(),
                 blobs: HashMap::new(),
                 clients: HashMap::new(),
                 peers: peers::PeerSet::default(),
@@ -317,6 +329,19 @@ impl Daemon {
     /// did not wait for a resend.
     pub fn direct_received(&self) -> u64 {
         self.shared.stats.direct_received.load(Ordering::Relaxed)
+    }
+
+    /// Messages from other nodes that waited in this daemon for a lossless
+    /// subscriber to make room, since the start.
+    pub fn held_messages(&self) -> u64 {
+        self.shared.stats.held.load(Ordering::Relaxed)
+    }
+
+    /// Data datagrams from other nodes refused (left unacknowledged, so
+    /// their sender resends them later) because a lossless subscriber here
+    /// was a ring behind and a ring's worth more was already held back.
+    pub fn held_back(&self) -> u64 {
+        self.shared.stats.held_back.load(Ordering::Relaxed)
     }
 
     /// Best-effort datagrams that never arrived here (skipped over by a newer

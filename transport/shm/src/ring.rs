@@ -7,12 +7,14 @@
 //!  24  gate epoch (AtomicU32): bumped when a gate is attached
 //! 128  doorbell (AtomicU32 futex word) | waiters (AtomicU32) — sleepers' line
 //! 192  gate bell (AtomicU32 futex word) | gate waiters (AtomicU32)
-//! 200  gate positions, 3 × AtomicU64: record index + 1, 0 = free
-//! 224  gate owners, 3 × AtomicU32: pid of the process holding the gate
 //! 240  gate want (AtomicU64): the lowest gate position a waiting gated
 //!        writer needs, u64::MAX = none
 //! 256  send ticket (see `ticket.rs`), to 512
-//! 512  owner words, one u64 per slot: pid << 32 | index, 0 = free
+//! 512  gate positions, 8 × AtomicU64: record index + 1, 0 = free
+//! 576  gate owners, 8 × AtomicU32: pid of the process holding the gate
+//! 608  lossless gates (AtomicU32): bit i set = gate i is a lossless
+//!        subscriber's (it holds back the daemon's inbound writes too)
+//! 640  owner words, one u64 per slot: pid << 32 | index, 0 = free
 //!  …   (64-aligned) slot 0 .. slot (slots-1), each `stride` bytes:
 //!        0  stamp (AtomicU64): 2·i+2 once record i is committed
 //!        8  length (AtomicU32) of record i
@@ -46,6 +48,12 @@
 //! reach it (one wake-up per quarter ring, not per record). Plain `publish`
 //! ignores gates (the daemon's inbound path must never block). A gate whose
 //! process is gone is freed by the first writer it blocks.
+//!
+//! A **lossless** gate (`attach_lossless_gate`, a subscriber that must see
+//! every message) is also marked in the lossless word: the daemon's inbound
+//! path, which never waits, asks [`Ring::lossless_room`] before writing and
+//! holds back what does not fit. The forwarder's gate is not lossless, so a
+//! forwarder stalled by a slow network never holds back what other nodes send.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,21 +65,22 @@ use crate::segment::{Segment, ShmError};
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"TAGWRNG1");
-const VERSION: u32 = 5;
+const VERSION: u32 = 6;
 const GATE_EPOCH_OFF: usize = 24;
 const HEAD_OFF: usize = 64;
 const DOORBELL_OFF: usize = 128;
 const WAITERS_OFF: usize = 132;
 const GATE_BELL_OFF: usize = 192;
 const GATE_WAITERS_OFF: usize = 196;
-const GATE_POS_OFF: usize = 200;
-const GATE_PID_OFF: usize = 224;
 const GATE_WANT_OFF: usize = 240;
 /// Gates a ring has room for.
-pub const GATES: usize = 3;
-/// Per-slot owner words (one u64 each) start here, after the send ticket
-/// (`ticket.rs`); slots follow them.
-const OWNERS_OFF: usize = crate::ticket::TICKET_END.div_ceil(64) * 64;
+pub const GATES: usize = 8;
+/// Gate positions and owners follow the send ticket (`ticket.rs`).
+const GATE_POS_OFF: usize = crate::ticket::TICKET_END.div_ceil(64) * 64;
+const GATE_PID_OFF: usize = GATE_POS_OFF + 8 * GATES;
+const GATE_LOSSLESS_OFF: usize = GATE_PID_OFF + 4 * GATES;
+/// Per-slot owner words (one u64 each) start here; slots follow them.
+const OWNERS_OFF: usize = (GATE_LOSSLESS_OFF + 4).div_ceil(64) * 64;
 /// Indices are kept below this so `2·i + 2` and `i + slots` never overflow, even
 /// with a `head` a hostile peer wrote.
 const MAX_INDEX: u64 = 1 << 62;
@@ -245,6 +254,9 @@ impl Gate {
 
 impl Drop for Gate {
     fn drop(&mut self) {
+        self.ring
+            .gate_lossless()
+            .fetch_and(!(1u32 << self.idx), Ordering::AcqRel);
         self.ring.gate_pos(self.idx).store(0, Ordering::Release);
         self.ring.ring_gate_bell();
     }
@@ -446,6 +458,37 @@ impl Ring {
     /// Attaches a gate at record index `position`. Gated writers will not
     /// overwrite that record or later ones until the gate advances or drops.
     pub fn attach_gate(&self, position: u64) -> Result<Gate, RingError> {
+        self.attach(position, false)
+    }
+
+    /// [`Ring::attach_gate`] for a subscriber that must lose nothing: the
+    /// gate also counts in [`Ring::lossless_room`], which the daemon's
+    /// inbound path obeys.
+    pub fn attach_lossless_gate(&self, position: u64) -> Result<Gate, RingError> {
+        self.attach(position, true)
+    }
+
+    /// How many records can be written now without lapping a lossless gate
+    /// (`u64::MAX` while there is none). When there is no room, gates of
+    /// processes that are gone are freed and the room counted again.
+    pub fn lossless_room(&self) -> u64 {
+        let mask = self.gate_lossless().load(Ordering::Acquire);
+        if mask == 0 {
+            return u64::MAX;
+        }
+        let slots = u64::from(self.shape.slots);
+        let head = self.head_index_clamped();
+        let room = |reap| {
+            self.min_gate_of(mask, reap)
+                .map_or(u64::MAX, |g| g.saturating_add(slots).saturating_sub(head))
+        };
+        match room(false) {
+            0 => room(true),
+            r => r,
+        }
+    }
+
+    fn attach(&self, position: u64, lossless: bool) -> Result<Gate, RingError> {
         for idx in 0..GATES {
             let pos = self.gate_pos(idx);
             if pos
@@ -458,6 +501,13 @@ impl Ring {
                 .is_ok()
             {
                 self.gate_pid(idx).store(self.pid, Ordering::Release);
+                let bit = 1u32 << idx;
+                if lossless {
+                    self.gate_lossless().fetch_or(bit, Ordering::AcqRel);
+                } else {
+                    // A lossless holder of this gate before us that died.
+                    self.gate_lossless().fetch_and(!bit, Ordering::AcqRel);
+                }
                 // Writers that cached "no gate in the way" look again.
                 self.gate_epoch().fetch_add(1, Ordering::AcqRel);
                 return Ok(Gate {
@@ -472,8 +522,16 @@ impl Ring {
     /// Lowest live gate position, freeing gates of dead processes when
     /// `reap` is set.
     fn min_gate(&self, reap: bool) -> Option<u64> {
+        self.min_gate_of(u32::MAX, reap)
+    }
+
+    /// [`Ring::min_gate`] of the gates whose bit is set in `mask`.
+    fn min_gate_of(&self, mask: u32, reap: bool) -> Option<u64> {
         let mut min: Option<u64> = None;
         for idx in 0..GATES {
+            if mask & (1 << idx) == 0 {
+                continue;
+            }
             let v = self.gate_pos(idx).load(Ordering::Acquire);
             if v == 0 {
                 continue;
@@ -917,6 +975,10 @@ impl Ring {
 
     fn gate_pid(&self, idx: usize) -> &AtomicU32 {
         self.atomic_u32(GATE_PID_OFF + 4 * idx)
+    }
+
+    fn gate_lossless(&self) -> &AtomicU32 {
+        self.atomic_u32(GATE_LOSSLESS_OFF)
     }
 
     fn doorbell(&self) -> &AtomicU32 {
@@ -1413,6 +1475,44 @@ mod tests {
         w.publish_gated(&[b"b"], Duration::ZERO).unwrap();
         w.publish_gated(&[b"c"], Duration::from_secs(10)).unwrap();
         assert_eq!(w.min_gate(false), None);
+    }
+
+    #[test]
+    fn only_lossless_gates_count_in_the_lossless_room_and_a_dead_holders_is_freed() {
+        let w = Ring::create("t", shape(4, 8)).unwrap();
+        let forwarder = w.attach_gate(0).unwrap();
+        assert_eq!(w.lossless_room(), u64::MAX, "a forwarder's gate");
+        let sub = w.attach_lossless_gate(0).unwrap();
+        assert_eq!(w.lossless_room(), 4);
+        for _ in 0..3 {
+            w.publish_quietly(&[b"x"]).unwrap();
+        }
+        assert_eq!(w.lossless_room(), 1);
+        w.publish_quietly(&[b"x"]).unwrap();
+        assert_eq!(w.lossless_room(), 0, "the subscriber's ring is full");
+        forwarder.advance(4);
+        assert_eq!(w.lossless_room(), 0);
+        sub.advance(2);
+        assert_eq!(w.lossless_room(), 2);
+        drop(sub);
+        assert_eq!(w.lossless_room(), u64::MAX);
+
+        // A lossless holder that died is freed once it is in the way.
+        let sub = w.attach_lossless_gate(4).unwrap();
+        for _ in 0..4 {
+            w.publish_quietly(&[b"x"]).unwrap();
+        }
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        w.gate_pid(sub.idx).store(dead, Ordering::Release);
+        let idx = sub.idx;
+        std::mem::forget(sub);
+        assert_eq!(w.lossless_room(), u64::MAX);
+        // Its slot, taken again by a gate that is not lossless, is not.
+        let g = w.attach_gate(0).unwrap();
+        assert_eq!(g.idx, idx);
+        assert_eq!(w.lossless_room(), u64::MAX);
     }
 
     #[test]
