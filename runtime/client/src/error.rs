@@ -82,13 +82,13 @@ pub enum Error {
     /// node taken (by other lossless subscribers and the daemon's forwarder).
     #[error(
         "no room for another lossless subscriber of tag {tag} on this node (at most {max} \
-         per tag and node, the daemon's forwarder included): subscribe without \
-         SubscribeOptions::lossless, or drop another lossless subscriber of the tag"
+         per tag and node): subscribe without SubscribeOptions::lossless, or drop another \
+         lossless subscriber of the tag"
     )]
     NoLosslessRoom {
         /// The tag.
         tag: String,
-        /// Gates a ring has.
+        /// Lossless subscribers a tag may have on one node.
         max: usize,
     },
     /// No message arrived within the receive timeout.

@@ -13,6 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use tagwire_shm::{Cursor, Gate, ReadOutcome, Ring, RingError, GATES};
+
+/// Lossless subscribers a tag may have on one node: a ring's gates but the
+/// one always left for the daemon's forwarder.
+pub const MAX_LOSSLESS: usize = GATES - 1;
 use tagwire_wire::control::{ErrorCode, Request, Response};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::{Carrier, ChannelQos, Proxy, Reliability};
@@ -120,9 +124,11 @@ impl SubscribeOptions {
     /// that (with best-effort ones the daemon drops what does not fit, and
     /// counts it). The depth is then the ring's slot count. A slow lossless
     /// subscriber slows every publisher of the tag: for state that must not
-    /// be missed, not for monitoring. At most [`tagwire_shm::GATES`] per tag
-    /// and node, the daemon's forwarder included
-    /// ([`crate::Error::NoLosslessRoom`]).
+    /// be missed, not for monitoring. At most [`MAX_LOSSLESS`] per tag and
+    /// node ([`crate::Error::NoLosslessRoom`]). Large messages (those that
+    /// take the blob path) are kept by the daemon only `blobs_per_tag` at a
+    /// time: a lossless subscriber further behind than that on them still
+    /// loses the oldest ([`crate::Error::Overflowed`]).
     pub fn lossless(mut self) -> Self {
         self.lossless = true;
         self.qos.reliability = Reliability::Reliable;
@@ -156,6 +162,9 @@ pub struct Subscriber {
     cursor: Cursor,
     /// A lossless subscriber's hold on `ring`, at `cursor`.
     gate: Option<Gate>,
+    /// After a daemon restart, a lossless subscriber's hold on the new ring
+    /// (of that generation) while it finishes the old one.
+    next_gate: Option<(u64, Gate)>,
     generation: u64,
     opts: SubscribeOptions,
     lost: u64,
@@ -173,7 +182,7 @@ impl Subscriber {
         // Start where the daemon granted the subscription, not where the ring is
         // now: messages sent in between are ours.
         let cursor = ring.cursor_from(ep.registered_at.load(Ordering::Acquire), opts.ring_depth());
-        let gate = match opts.gate(&ring, &cursor, ep.name.as_str()) {
+        let gate = match opts.gate(&ring, cursor.position(), ep.name.as_str()) {
             Ok(g) => g,
             Err(e) => {
                 ep.close(&client.core);
@@ -187,6 +196,7 @@ impl Subscriber {
             ring,
             cursor,
             gate,
+            next_gate: None,
             generation,
             opts,
             lost: 0,
@@ -354,18 +364,25 @@ impl Subscriber {
 
     fn follow_ring(&mut self) -> Result<()> {
         let g = self.ep.generation.load(Ordering::Acquire);
+        if g == self.generation {
+            return Ok(());
+        }
+        // Re-registered on a restarted daemon. A lossless subscriber holds
+        // the new ring at once (until then a publisher there could lap it),
+        // and tries again on the next call if that fails.
+        let from = self.ep.registered_at.load(Ordering::Acquire);
+        if self.opts.lossless && self.next_gate.as_ref().is_none_or(|(n, _)| *n != g) {
+            let ring = self.ep.current_ring();
+            let gate = self.opts.gate(&ring, from, self.ep.name.as_str())?;
+            self.next_gate = gate.map(|gate| (g, gate));
+        }
         // Finish the old ring first: records sent before our publishers moved
         // are still there.
-        if g != self.generation && !self.ring.available(&self.cursor) {
-            // Re-registered on a restarted daemon: continue on its new ring.
-            self.gate = None;
+        if !self.ring.available(&self.cursor) {
             self.ring = self.ep.current_ring();
-            let from = self.ep.registered_at.load(Ordering::Acquire);
             self.cursor = self.ring.cursor_from(from, self.opts.ring_depth());
             self.generation = g;
-            self.gate = self
-                .opts
-                .gate(&self.ring, &self.cursor, self.ep.name.as_str())?;
+            self.gate = self.next_gate.take().map(|(_, gate)| gate);
         }
         Ok(())
     }
@@ -436,16 +453,16 @@ impl SubscribeOptions {
         }
     }
 
-    /// A lossless subscriber's gate on `ring` at `cursor`.
-    fn gate(&self, ring: &Ring, cursor: &Cursor, tag: &str) -> Result<Option<Gate>> {
+    /// A lossless subscriber's gate on `ring` at record `position`.
+    fn gate(&self, ring: &Ring, position: u64, tag: &str) -> Result<Option<Gate>> {
         if !self.lossless {
             return Ok(None);
         }
-        match ring.attach_lossless_gate(cursor.position()) {
+        match ring.attach_lossless_gate(position) {
             Ok(g) => Ok(Some(g)),
             Err(RingError::NoGate) => Err(Error::NoLosslessRoom {
                 tag: tag.to_owned(),
-                max: GATES,
+                max: MAX_LOSSLESS,
             }),
             Err(e) => Err(Error::Io(e.to_string())),
         }

@@ -793,7 +793,7 @@ fn lossless_subscribers_are_limited_per_tag_with_a_clear_error() {
     let n = node();
     let c = n.client();
     c.create_tag("/few", Domain::Local).unwrap();
-    let subs: Vec<_> = (0..tagwire_shm::GATES)
+    let subs: Vec<_> = (0..tagwire::MAX_LOSSLESS)
         .map(|_| {
             c.subscribe("/few", SubscribeOptions::default().lossless())
                 .unwrap()
@@ -803,11 +803,11 @@ fn lossless_subscribers_are_limited_per_tag_with_a_clear_error() {
         .subscribe("/few", SubscribeOptions::default().lossless())
         .unwrap_err();
     assert!(
-        matches!(&err, Error::NoLosslessRoom { tag, max } if tag == "/few" && *max == tagwire_shm::GATES),
+        matches!(&err, Error::NoLosslessRoom { tag, max } if tag == "/few" && *max == tagwire::MAX_LOSSLESS),
         "{err}"
     );
     // The refused subscription was withdrawn; a plain one is fine.
-    assert_eq!(c.receivers("/few").unwrap().len(), tagwire_shm::GATES);
+    assert_eq!(c.receivers("/few").unwrap().len(), tagwire::MAX_LOSSLESS);
     c.subscribe("/few", SubscribeOptions::default()).unwrap();
     drop(subs);
     c.subscribe("/few", SubscribeOptions::default().lossless())

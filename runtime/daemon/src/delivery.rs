@@ -464,7 +464,11 @@ fn handle(
             ..
         }) => {
             if held_full(shared, tag) {
-                shared.stats.held_back.fetch_add(1, Ordering::Relaxed);
+                // A best-effort datagram is just lost (the next one's gap
+                // counts it); a reliable one comes again.
+                if flags & FLAG_RELIABLE != 0 {
+                    shared.stats.held_back.fetch_add(1, Ordering::Relaxed);
+                }
                 return;
             }
             let s = streams.entry(key).or_insert_with(|| InStream::new(now));
@@ -726,8 +730,10 @@ fn held_full(shared: &Shared, tag: &TagName) -> bool {
     }
     let st = shared.lock();
     st.table.entry(tag).is_some_and(|e| {
-        let slots = st.rings.get(&e.id).map_or(0, |r| r.shape().slots);
-        st.held.get(&e.id).is_some_and(|h| h.full(slots))
+        let (Some(ring), Some(h)) = (st.rings.get(&e.id), st.held.get(&e.id)) else {
+            return false;
+        };
+        h.full(ring.shape().slots)
     })
 }
 
@@ -745,14 +751,10 @@ fn deliver<'m>(
         shared.stats.unknown_tag.fetch_add(1, Ordering::Relaxed);
         return;
     };
-    let Some(mut room) = st.rings.get(&id).map(Ring::lossless_room) else {
-        return;
-    };
-    if st.held.get(&id).is_some_and(|h| !h.records.is_empty()) {
-        room = 0;
-    }
+    // Behind messages already held, everything waits: the order stays.
+    let mut holding = st.held.get(&id).is_some_and(|h| !h.records.is_empty());
     for (header, payload) in msgs {
-        deliver_one(shared, &mut st, id, header, payload, &mut room);
+        deliver_one(shared, &mut st, id, header, payload, &mut holding);
     }
     // One wake-up for the lot.
     if let Some(ring) = st.rings.get(&id) {
@@ -766,7 +768,7 @@ fn deliver_one(
     id: TagId,
     mut header: FrameHeader,
     payload: &[u8],
-    room: &mut u64,
+    holding: &mut bool,
 ) {
     let Some(ring) = st.rings.get(&id) else {
         return;
@@ -798,12 +800,15 @@ fn deliver_one(
         &blob
     };
     let _ = header.emit(&mut h);
-    if *room > 0 {
-        if let Some(ring) = st.rings.get(&id) {
-            let _ = ring.publish_quietly(&[&h, body]);
+    if !*holding {
+        match st
+            .rings
+            .get(&id)
+            .map(|r| r.publish_lossless_quietly(&[&h, body]))
+        {
+            Some(Ok(None)) => *holding = true,
+            _ => return,
         }
-        *room = room.saturating_sub(1);
-        return;
     }
     let held = st.held.entry(id).or_default();
     held.records.push_back([&h[..], body].concat());
@@ -828,14 +833,13 @@ pub(crate) fn drain_held(shared: &Shared) {
             dropped += h.records.len() as u64;
             return false;
         };
-        let room = ring.lossless_room();
         let mut n = 0u64;
-        while n < room {
-            let Some(r) = h.records.pop_front() else {
+        while let Some(r) = h.records.front() {
+            if let Ok(None) = ring.publish_lossless_quietly(&[r]) {
                 break;
-            };
+            }
             h.bytes -= r.len();
-            let _ = ring.publish_quietly(&[&r]);
+            h.records.pop_front();
             n += 1;
         }
         if n > 0 {

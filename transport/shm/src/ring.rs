@@ -11,7 +11,8 @@
 //!        writer needs, u64::MAX = none
 //! 256  send ticket (see `ticket.rs`), to 512
 //! 512  gate positions, 8 × AtomicU64: record index + 1, 0 = free
-//! 576  gate owners, 8 × AtomicU32: pid of the process holding the gate
+//! 576  gate owners, 8 × AtomicU32: pid of the process holding the gate,
+//!        0 = free (taken before the position is written, freed after)
 //! 608  lossless gates (AtomicU32): bit i set = gate i is a lossless
 //!        subscriber's (it holds back the daemon's inbound writes too)
 //! 640  owner words, one u64 per slot: pid << 32 | index, 0 = free
@@ -51,8 +52,11 @@
 //!
 //! A **lossless** gate (`attach_lossless_gate`, a subscriber that must see
 //! every message) is also marked in the lossless word: the daemon's inbound
-//! path, which never waits, asks [`Ring::lossless_room`] before writing and
-//! holds back what does not fit. The forwarder's gate is not lossless, so a
+//! path, which never waits, writes with [`Ring::publish_lossless_quietly`],
+//! which refuses a record that would lap one, and holds back what does not
+//! fit. A gated writer claims its index only below the limit its gates
+//! allow (a compare-exchange on `head`), so it never laps a gate, however
+//! many writers race for the last free slot. The forwarder's gate is not lossless, so a
 //! forwarder stalled by a slow network never holds back what other nodes send.
 
 use std::sync::Arc;
@@ -212,6 +216,9 @@ struct GatesSeen {
     epoch: AtomicU32,
     /// 0 = not computed yet.
     limit: AtomicU64,
+    /// The index after this process's last gated claim: the first guess of
+    /// the next one.
+    next: AtomicU64,
 }
 
 /// A reader's hold on a ring: gated writers do not overwrite records at or
@@ -254,10 +261,11 @@ impl Gate {
 
 impl Drop for Gate {
     fn drop(&mut self) {
+        self.ring.gate_pos(self.idx).store(0, Ordering::Release);
         self.ring
             .gate_lossless()
             .fetch_and(!(1u32 << self.idx), Ordering::AcqRel);
-        self.ring.gate_pos(self.idx).store(0, Ordering::Release);
+        self.ring.gate_pid(self.idx).store(0, Ordering::Release);
         self.ring.ring_gate_bell();
     }
 }
@@ -351,7 +359,7 @@ impl Ring {
     /// Writes one record made of the concatenation of `parts` and wakes sleeping
     /// readers. One copy, whatever the number of readers. Returns the record index.
     pub fn publish(&self, parts: &[&[u8]]) -> Result<u64, RingError> {
-        let i = self.publish_inner(parts, false)?;
+        let i = self.publish_inner(parts, u64::MAX)?.unwrap_or(u64::MAX);
         self.ring_doorbell();
         Ok(i)
     }
@@ -360,7 +368,18 @@ impl Ring {
     /// records at once, which calls [`Ring::wake_readers`] after the last
     /// (one wake-up system call for the lot instead of one per record).
     pub fn publish_quietly(&self, parts: &[&[u8]]) -> Result<u64, RingError> {
-        self.publish_inner(parts, false)
+        Ok(self.publish_inner(parts, u64::MAX)?.unwrap_or(u64::MAX))
+    }
+
+    /// [`Ring::publish_quietly`] that never laps a lossless gate (the
+    /// daemon's inbound path, which must not wait): `Ok(None)`, having
+    /// written nothing, when there is no room for the record.
+    pub fn publish_lossless_quietly(&self, parts: &[&[u8]]) -> Result<Option<u64>, RingError> {
+        match self.publish_inner(parts, self.lossless_limit(false))? {
+            Some(i) => Ok(Some(i)),
+            // Maybe a holder is gone: free its gate and look again.
+            None => self.publish_inner(parts, self.lossless_limit(true)),
+        }
     }
 
     /// Wakes readers sleeping on the ring (free when none sleeps).
@@ -368,7 +387,9 @@ impl Ring {
         self.ring_doorbell();
     }
 
-    fn publish_inner(&self, parts: &[&[u8]], gated: bool) -> Result<u64, RingError> {
+    /// Writes a record if its index can be below `below` (else `Ok(None)`,
+    /// nothing written).
+    fn publish_inner(&self, parts: &[&[u8]], below: u64) -> Result<Option<u64>, RingError> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len > self.max_record() {
             return Err(RingError::TooLarge {
@@ -376,14 +397,9 @@ impl Ring {
                 max: self.max_record(),
             });
         }
-        let (i, slot) = self.claim()?;
-        if gated && i >= self.gates_seen.limit.load(Ordering::Relaxed) {
-            // Another writer claimed between our gate check and our claim:
-            // give the gate a moment (less than readers' patience with a
-            // pending record), then write anyway; the gate's holder counts
-            // the overwrite as lost.
-            self.settle_past_gates(i);
-        }
+        let Some((i, slot)) = self.claim(below)? else {
+            return Ok(None);
+        };
         // Mark the slot before touching its bytes: a reader still copying the
         // previous lap's record finds the mark changed after its copy and
         // discards it (see `read_split`).
@@ -409,7 +425,7 @@ impl Ring {
         self.len_word(slot).store(len as u32, Ordering::Relaxed);
         stamp.store(2 * i + 2, Ordering::Release);
         self.owner(slot).store(0, Ordering::Release);
-        Ok(i)
+        Ok(Some(i))
     }
 
     /// Like [`Ring::publish`], but never overwrites a record a gate still
@@ -430,29 +446,37 @@ impl Ring {
         wait: Duration,
         committed: impl FnOnce(u64),
     ) -> Result<u64, RingError> {
-        let epoch = self.gate_epoch().load(Ordering::Acquire);
-        let head = self.head().load(Ordering::Relaxed);
-        if epoch != self.gates_seen.epoch.load(Ordering::Relaxed)
-            || head >= self.gates_seen.limit.load(Ordering::Relaxed)
-        {
-            self.wait_for_gates(head, wait)?;
-            self.gates_seen.epoch.store(epoch, Ordering::Relaxed);
-        }
-        let i = self.publish_inner(parts, true)?;
-        committed(i);
-        self.ring_doorbell();
-        Ok(i)
-    }
-
-    fn settle_past_gates(&self, i: u64) {
-        let slots = u64::from(self.shape.slots);
         let start = Instant::now();
-        while start.elapsed() < DEAD_WRITER / 2 {
-            match self.min_gate(false) {
-                Some(g) if g.saturating_add(slots) <= i => std::thread::yield_now(),
-                _ => return,
+        loop {
+            let epoch = self.gate_epoch().load(Ordering::Acquire);
+            let head = self.head().load(Ordering::Relaxed);
+            if epoch != self.gates_seen.epoch.load(Ordering::Relaxed)
+                || head >= self.gates_seen.limit.load(Ordering::Relaxed)
+            {
+                self.wait_for_gates(head, wait.saturating_sub(start.elapsed()))?;
+                self.gates_seen.epoch.store(epoch, Ordering::Relaxed);
+            }
+            // The claim itself stays below the limit: a writer that lost the
+            // last free slot to another waits again rather than lap a gate.
+            let below = self.gates_seen.limit.load(Ordering::Relaxed);
+            if let Some(i) = self.publish_inner(parts, below)? {
+                committed(i);
+                self.ring_doorbell();
+                return Ok(i);
             }
         }
+    }
+
+    /// The first record index that would lap a lossless gate (`u64::MAX`
+    /// while there is none), freeing gates of processes that are gone when
+    /// `reap` is set.
+    fn lossless_limit(&self, reap: bool) -> u64 {
+        let mask = self.gate_lossless().load(Ordering::Acquire);
+        if mask == 0 {
+            return u64::MAX;
+        }
+        self.min_gate_of(mask, reap)
+            .map_or(u64::MAX, |g| g.saturating_add(u64::from(self.shape.slots)))
     }
 
     /// Attaches a gate at record index `position`. Gated writers will not
@@ -472,15 +496,9 @@ impl Ring {
     /// (`u64::MAX` while there is none). When there is no room, gates of
     /// processes that are gone are freed and the room counted again.
     pub fn lossless_room(&self) -> u64 {
-        let mask = self.gate_lossless().load(Ordering::Acquire);
-        if mask == 0 {
-            return u64::MAX;
-        }
-        let slots = u64::from(self.shape.slots);
-        let head = self.head_index_clamped();
-        let room = |reap| {
-            self.min_gate_of(mask, reap)
-                .map_or(u64::MAX, |g| g.saturating_add(slots).saturating_sub(head))
+        let room = |reap| match self.lossless_limit(reap) {
+            u64::MAX => u64::MAX,
+            limit => limit.saturating_sub(self.head_index_clamped()),
         };
         match room(false) {
             0 => room(true),
@@ -489,34 +507,52 @@ impl Ring {
     }
 
     fn attach(&self, position: u64, lossless: bool) -> Result<Gate, RingError> {
+        if lossless && !self.room_for_lossless() {
+            return Err(RingError::NoGate);
+        }
         for idx in 0..GATES {
-            let pos = self.gate_pos(idx);
-            if pos
-                .compare_exchange(
-                    0,
-                    position.min(MAX_INDEX) + 1,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_ok()
+            // The owner word is the gate's lock: taken first and freed last,
+            // so a writer freeing gates of dead holders never frees one that
+            // is being attached.
+            if self
+                .gate_pid(idx)
+                .compare_exchange(0, self.pid, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
             {
-                self.gate_pid(idx).store(self.pid, Ordering::Release);
-                let bit = 1u32 << idx;
-                if lossless {
-                    self.gate_lossless().fetch_or(bit, Ordering::AcqRel);
-                } else {
-                    // A lossless holder of this gate before us that died.
-                    self.gate_lossless().fetch_and(!bit, Ordering::AcqRel);
-                }
-                // Writers that cached "no gate in the way" look again.
-                self.gate_epoch().fetch_add(1, Ordering::AcqRel);
-                return Ok(Gate {
-                    ring: self.clone(),
-                    idx,
-                });
+                continue;
             }
+            let bit = 1u32 << idx;
+            if lossless {
+                self.gate_lossless().fetch_or(bit, Ordering::AcqRel);
+            } else {
+                self.gate_lossless().fetch_and(!bit, Ordering::AcqRel);
+            }
+            self.gate_pos(idx)
+                .store(position.min(MAX_INDEX) + 1, Ordering::Release);
+            // Writers that cached "no gate in the way" look again.
+            self.gate_epoch().fetch_add(1, Ordering::AcqRel);
+            return Ok(Gate {
+                ring: self.clone(),
+                idx,
+            });
         }
         Err(RingError::NoGate)
+    }
+
+    /// Whether a lossless gate may be attached: one gate is always left for
+    /// the daemon's forwarder (a gate that is not lossless), so a node's
+    /// subscribers can never take away its publishers' back-pressure.
+    fn room_for_lossless(&self) -> bool {
+        let mask = self.gate_lossless().load(Ordering::Acquire);
+        let (mut free, mut plain) = (0, 0);
+        for idx in 0..GATES {
+            if self.gate_pid(idx).load(Ordering::Acquire) == 0 {
+                free += 1;
+            } else if mask & (1 << idx) == 0 {
+                plain += 1;
+            }
+        }
+        free >= 2 || (free == 1 && plain > 0)
     }
 
     /// Lowest live gate position, freeing gates of dead processes when
@@ -536,10 +572,24 @@ impl Ring {
             if v == 0 {
                 continue;
             }
-            if reap && !process_alive(self.gate_pid(idx).load(Ordering::Acquire)) {
-                let _ =
-                    self.gate_pos(idx)
-                        .compare_exchange(v, 0, Ordering::AcqRel, Ordering::Acquire);
+            let pid = self.gate_pid(idx).load(Ordering::Acquire);
+            if reap && !process_alive(pid) {
+                // Freed in the order a holder frees it: position, lossless
+                // bit, then the owner word that lets the gate be taken again.
+                if self
+                    .gate_pos(idx)
+                    .compare_exchange(v, 0, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    self.gate_lossless()
+                        .fetch_and(!(1u32 << idx), Ordering::AcqRel);
+                    let _ = self.gate_pid(idx).compare_exchange(
+                        pid,
+                        0,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
+                }
                 continue;
             }
             let p = (v - 1).min(MAX_INDEX);
@@ -629,9 +679,44 @@ impl Ring {
     /// whose process is gone is taken over; a writer that finds a later lap
     /// already committed, or a live holder stalled for long, abandons its index
     /// (readers skip it and count it lost) and claims a fresh one.
-    fn claim(&self) -> Result<(u64, usize), RingError> {
+    ///
+    /// With a `below` under `MAX_INDEX`, only an index below it is
+    /// claimed (`Ok(None)` when `head` is there already): a gated writer's
+    /// claim never laps the gates its limit came from.
+    fn claim(&self, below: u64) -> Result<Option<(u64, usize)>, RingError> {
         for _ in 0..MAX_CLAIMS {
-            let i = self.head().fetch_add(1, Ordering::AcqRel);
+            // No gate within reach (the limit is then `MAX_INDEX`): a plain
+            // increment, cheaper than a compare-exchange loop.
+            let i = if below >= MAX_INDEX {
+                self.head().fetch_add(1, Ordering::AcqRel)
+            } else {
+                // First guess: the index after this process's last claim
+                // (right for a lone writer: one locked instruction, no load
+                // of the line first); a failed exchange says what it is.
+                let mut h = self.gates_seen.next.load(Ordering::Relaxed);
+                loop {
+                    if h >= below {
+                        // The guess may be stale: only `head` says "full".
+                        let now = self.head().load(Ordering::Acquire);
+                        if now >= below {
+                            return Ok(None);
+                        }
+                        h = now;
+                    }
+                    match self.head().compare_exchange_weak(
+                        h,
+                        h + 1,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => {
+                            self.gates_seen.next.store(h + 1, Ordering::Relaxed);
+                            break h;
+                        }
+                        Err(now) => h = now,
+                    }
+                }
+            };
             if i >= MAX_INDEX {
                 return Err(RingError::Stalled(
                     "record index out of range (corrupt ring)",
@@ -672,7 +757,7 @@ impl Ring {
                 owner.store(0, Ordering::Release);
                 continue;
             }
-            return Ok((i, slot));
+            return Ok(Some((i, slot)));
         }
         Err(RingError::Stalled("slots held by a stalled writer"))
     }
@@ -1513,6 +1598,51 @@ mod tests {
         let g = w.attach_gate(0).unwrap();
         assert_eq!(g.idx, idx);
         assert_eq!(w.lossless_room(), u64::MAX);
+    }
+
+    #[test]
+    fn writers_racing_for_the_last_free_slots_never_lap_a_gate() {
+        for _ in 0..20 {
+            let w = Ring::create("t", shape(4, 8)).unwrap();
+            let gate = w.attach_lossless_gate(0).unwrap();
+            let written = AtomicU64::new(0);
+            std::thread::scope(|s| {
+                for _ in 0..3 {
+                    s.spawn(|| {
+                        while w.publish_gated(&[b"r"], Duration::from_millis(5)).is_ok() {
+                            written.fetch_add(1, Ordering::Relaxed);
+                        }
+                    });
+                }
+            });
+            assert_eq!(written.load(Ordering::Relaxed), 4, "exactly a ring's worth");
+            assert_eq!(w.publish_lossless_quietly(&[b"q"]), Ok(None));
+            assert_eq!(w.head_index(), 4, "a refused write takes no index");
+            let mut cur = w.cursor_from(0, 4);
+            let mut out = Vec::new();
+            for _ in 0..4 {
+                assert_eq!(w.read(&mut cur, &mut out), ReadOutcome::Record);
+            }
+            gate.advance(cur.position());
+            assert_eq!(w.publish_lossless_quietly(&[b"q"]), Ok(Some(4)));
+        }
+    }
+
+    #[test]
+    fn lossless_gates_always_leave_one_for_a_forwarder() {
+        let w = Ring::create("t", shape(2, 8)).unwrap();
+        let subs: Vec<_> = (0..GATES - 1)
+            .map(|_| w.attach_lossless_gate(0).unwrap())
+            .collect();
+        assert_eq!(w.attach_lossless_gate(0).unwrap_err(), RingError::NoGate);
+        let forwarder = w.attach_gate(0).unwrap();
+        drop(subs);
+        // With the forwarder's gate held, every other one may be lossless.
+        let subs: Vec<_> = (0..GATES - 1)
+            .map(|_| w.attach_lossless_gate(0).unwrap())
+            .collect();
+        assert_eq!(w.attach_lossless_gate(0).unwrap_err(), RingError::NoGate);
+        drop((subs, forwarder));
     }
 
     #[test]
