@@ -499,6 +499,36 @@ pub fn raw_fanout_rtt(
     fanout_rtt(size, receivers, all_ack, iters, warmup, opts, how)
 }
 
+/// A dispatcher thread's loop (the delivery manager's hand-over, bare):
+/// `total` datagrams of `len` bytes received on `sock`, each copied into
+/// `to` and announced to up to `sleepers` threads with one `FUTEX_WAKE`.
+/// Stops early when `stop`'s flag is raised by a failing peer thread.
+fn dispatch(
+    sock: &UdpSocket,
+    to: &Fan,
+    stop: &Fan,
+    len: usize,
+    total: u32,
+    sleepers: u32,
+) -> anyhow::Result<()> {
+    let mut buf = vec![0u8; len + 1];
+    for _ in 0..total {
+        if stop.stop.load(Ordering::Relaxed) {
+            bail!("peer stopped");
+        }
+        let n = sock.recv(&mut buf).context("dispatcher recv")?;
+        let Some(head) = buf.get(..4).filter(|_| n == len) else {
+            bail!("unexpected {n}-byte datagram");
+        };
+        let seq = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+        for w in to.ping.iter() {
+            w.store(u64::from(seq), Ordering::Relaxed);
+        }
+        publish(&to.seq.0, seq, Wait::Futex, sleepers);
+    }
+    Ok(())
+}
+
 /// The remote fan-out floor (`"raw-udp"` in `tagwire perf remote-fanout`):
 /// the same hand-over as a node's delivery manager, without the
 /// middleware. A ping thread sends a `size`-byte datagram on `a` (at least
@@ -554,22 +584,7 @@ pub fn udp_fanout_rtt(
     // The dispatcher: one datagram in, one copy, one wake for everyone.
     let f = Arc::clone(&fan);
     let dispatcher = spawn_pinned("udp-fan-dispatch", None, move || {
-        let mut buf = vec![0u8; len + 1];
-        let r = (|| {
-            for _ in 0..total {
-                let n = b.recv(&mut buf).context("dispatcher recv")?;
-                let Some(head) = buf.get(..4).filter(|_| n == len) else {
-                    bail!("unexpected {n}-byte ping");
-                };
-                let seq = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-                for w in f.ping.iter() {
-                    w.store(u64::from(seq), Ordering::Relaxed);
-                }
-                publish(&f.seq.0, seq, Wait::Futex, i32::MAX as u32);
-            }
-            Ok(())
-        })();
-        f.fail(r)
+        f.fail(dispatch(&b, &f, &f, len, total, i32::MAX as u32))
     });
     handles.push(fan.fail(dispatcher)?);
     let f = Arc::clone(&fan);
@@ -638,22 +653,7 @@ pub fn udp_relay_pingpong(
         let sock = here.fail(sock.try_clone().context("cloning the UDP socket"))?;
         let (to, all) = (Arc::clone(to), Arc::clone(&here));
         let h = spawn_pinned(name, None, move || {
-            let mut buf = vec![0u8; len + 1];
-            let r = (|| {
-                for _ in 0..total {
-                    let n = sock.recv(&mut buf).context("dispatcher recv")?;
-                    let Some(head) = buf.get(..4).filter(|_| n == len) else {
-                        bail!("unexpected {n}-byte datagram");
-                    };
-                    let seq = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-                    for w in to.ping.iter() {
-                        w.store(u64::from(seq), Ordering::Relaxed);
-                    }
-                    publish(&to.seq.0, seq, Wait::Futex, 1);
-                }
-                Ok(())
-            })();
-            all.fail(r)
+            all.fail(dispatch(&sock, &to, &all, len, total, 1))
         });
         handles.push(here.fail(h)?);
     }
