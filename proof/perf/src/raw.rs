@@ -156,10 +156,9 @@ fn shm_ping(
     warmup: usize,
     how: Wait,
 ) -> anyhow::Result<Vec<Duration>> {
-    let mut out = Vec::with_capacity(iters);
+    let mut laps = Laps::new(iters, warmup);
     let mut local = vec![0u8; size];
     let mut back = vec![0u8; size];
-    let mut prev = Instant::now();
     for i in 0..warmup + iters {
         let seq = (i as u32).wrapping_add(1);
         let marker = i as u8;
@@ -175,16 +174,42 @@ fn shm_ping(
         // SAFETY: after observing b_seq == seq (Acquire) the pong side has
         // finished writing `b` and waits for seq + 1 before touching it.
         unsafe { back.copy_from_slice(&*sh.b.0.get()) };
-        let now = Instant::now();
+        laps.lap();
         if back.first().is_some_and(|&b| b != marker) {
             bail!("payload corrupted in round trip {i}");
         }
-        if i >= warmup {
-            out.push(now - prev);
-        }
-        prev = now;
     }
-    Ok(out)
+    Ok(laps.samples)
+}
+
+/// A ping thread's round-trip samples: one clock read per round trip, each
+/// sample the time since the previous one, the first `warmup` not kept.
+struct Laps {
+    samples: Vec<Duration>,
+    prev: Instant,
+    warmup: usize,
+    seen: usize,
+}
+
+impl Laps {
+    fn new(iters: usize, warmup: usize) -> Laps {
+        Laps {
+            samples: Vec::with_capacity(iters),
+            prev: Instant::now(),
+            warmup,
+            seen: 0,
+        }
+    }
+
+    /// Ends a round trip.
+    fn lap(&mut self) {
+        let now = Instant::now();
+        if self.seen >= self.warmup {
+            self.samples.push(now - self.prev);
+        }
+        self.seen += 1;
+        self.prev = now;
+    }
 }
 
 fn spawn_pinned<T: Send + 'static>(
@@ -443,8 +468,7 @@ fn fanout_rtt(
     }
     let f = Arc::clone(&fan);
     let sender = spawn_pinned("raw-fan-ping", ping_cpu, move || {
-        let mut out = Vec::with_capacity(iters);
-        let mut prev = Instant::now();
+        let mut laps = Laps::new(iters, warmup);
         let per_round = if all_ack { receivers as u32 } else { 1 };
         for seq in 1..=total {
             for w in f.ping.iter() {
@@ -457,13 +481,9 @@ fn fanout_rtt(
                 seq
             };
             f.fail(wait_reach(&f.acks.0, target, &f.stop, how))?;
-            let now = Instant::now();
-            if seq as usize > warmup {
-                out.push(now - prev);
-            }
-            prev = now;
+            laps.lap();
         }
-        Ok(out)
+        Ok(laps.samples)
     });
     let samples = fan.collect(sender, handles)?;
     let want = if all_ack {
@@ -590,10 +610,9 @@ pub fn udp_fanout_rtt(
     let f = Arc::clone(&fan);
     let sender = spawn_pinned("udp-fan-ping", ping_cpu, move || {
         let expect = if all_ack { receivers } else { 1 };
-        let mut out = Vec::with_capacity(iters);
+        let mut laps = Laps::new(iters, warmup);
         let mut local = vec![0u8; len];
         let mut back = vec![0u8; len + 1];
-        let mut prev = Instant::now();
         let r = (|| {
             for seq in 1..=total {
                 local[..4].copy_from_slice(&seq.to_le_bytes());
@@ -604,15 +623,11 @@ pub fn udp_fanout_rtt(
                         bail!("unexpected answer in round trip {seq}: {n} bytes");
                     }
                 }
-                let now = Instant::now();
-                if seq as usize > warmup {
-                    out.push(now - prev);
-                }
-                prev = now;
+                laps.lap();
             }
             Ok(())
         })();
-        f.fail(r).map(|()| out)
+        f.fail(r).map(|()| laps.samples)
     });
     fan.collect(sender, handles)
 }
@@ -679,9 +694,8 @@ pub fn udp_relay_pingpong(
     handles.push(here.fail(pong)?);
     let h = Arc::clone(&here);
     let ping = spawn_pinned("udp-relay-ping", ping_cpu, move || {
-        let mut samples = Vec::with_capacity(iters);
+        let mut laps = Laps::new(iters, warmup);
         let mut local = vec![0u8; len];
-        let mut prev = Instant::now();
         let r = (|| {
             for seq in 1..=total {
                 local[..4].copy_from_slice(&seq.to_le_bytes());
@@ -694,15 +708,11 @@ pub fn udp_relay_pingpong(
                 {
                     bail!("unexpected answer in round trip {seq}");
                 }
-                let now = Instant::now();
-                if seq as usize > warmup {
-                    samples.push(now - prev);
-                }
-                prev = now;
+                laps.lap();
             }
             Ok(())
         })();
-        h.fail(r).map(|()| samples)
+        h.fail(r).map(|()| laps.samples)
     });
     here.collect(ping, handles)
 }
@@ -761,10 +771,9 @@ pub fn udp_pingpong(
         Ok(())
     })?;
     let ping = spawn_pinned("udp-ping", ping_cpu, move || {
-        let mut out = Vec::with_capacity(iters);
+        let mut laps = Laps::new(iters, warmup);
         let mut local = vec![0u8; size];
         let mut back = vec![0u8; size + 1];
-        let mut prev = Instant::now();
         for i in 0..total {
             let marker = i as u8;
             if let Some(first) = local.first_mut() {
@@ -772,16 +781,12 @@ pub fn udp_pingpong(
             }
             a.send(&local).context("ping send")?;
             let n = a.recv(&mut back).context("ping recv")?;
-            let now = Instant::now();
+            laps.lap();
             if n != size || (size > 0 && back[0] != marker) {
                 bail!("unexpected reply in round trip {i}: {n} bytes");
             }
-            if i >= warmup {
-                out.push(now - prev);
-            }
-            prev = now;
         }
-        Ok(out)
+        Ok(laps.samples)
     });
     // If ping fails, pong runs into its read timeout and ends on its own.
     let samples = join(ping?)?;
