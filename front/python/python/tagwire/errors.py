@@ -1,0 +1,157 @@
+"""The exceptions tagwire raises.
+
+``tagwire.Error`` is the base of every error the library raises; there is one
+subclass per variant of the Rust ``tagwire::Error`` enum, and its message is
+that error's text. Some subclasses also derive from the builtin exception a
+Python programmer would catch (``Timeout`` is a ``TimeoutError``).
+
+Besides the message, some carry the variant's fields as attributes:
+``Overflowed.lost``, ``TooLarge.length``/``.limit``, ``.tag`` on the per-tag
+errors, ``WindowFull.waited`` (seconds), ``.socket`` on the daemon errors,
+``Refused.code``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Error",
+    "DaemonUnreachable",
+    "DaemonTimeout",
+    "UnknownTag",
+    "TagDestroyed",
+    "InvalidName",
+    "NoSendAccess",
+    "NotSubscribed",
+    "TooLarge",
+    "Overflowed",
+    "WindowFull",
+    "NoLosslessRoom",
+    "Timeout",
+    "PeersUnresponsive",
+    "NoPlacement",
+    "Refused",
+    "IoError",
+    "ProtocolError",
+    "Closed",
+    "BufferTooSmall",
+]
+
+
+class Error(Exception):
+    """Base class of every tagwire error."""
+
+
+class DaemonUnreachable(Error, ConnectionError):
+    """No daemon answers on the socket (start one with ``tagwire daemon``).
+
+    A client whose daemon restarts gets this meanwhile, then reconnects by
+    itself. ``.socket`` is the socket path tried.
+    """
+
+    socket: str = ""
+
+
+class DaemonTimeout(Error, TimeoutError):
+    """The daemon did not answer a request within the client's timeout."""
+
+    socket: str = ""
+
+
+class UnknownTag(Error, LookupError):
+    """No tag of that name: create it first with ``Client.create_tag``."""
+
+    tag: str = ""
+
+
+class TagDestroyed(Error):
+    """The tag was destroyed while in use (``Client.destroy_tag``)."""
+
+    tag: str = ""
+
+
+class InvalidName(Error, ValueError):
+    """Not a valid tag name (a path such as ``/robot/laser``)."""
+
+
+class NoSendAccess(Error):
+    """The caller holds no send access on the tag."""
+
+    tag: str = ""
+
+
+class NotSubscribed(Error):
+    """The caller is not subscribed to the tag."""
+
+    tag: str = ""
+
+
+class TooLarge(Error, ValueError):
+    """The message is larger than tagwire accepts (``.length`` > ``.limit``)."""
+
+    length: int = 0
+    limit: int = 0
+
+
+class Overflowed(Error):
+    """The subscriber fell more than its depth behind: the oldest ``.lost``
+    messages were dropped. The subscription stays valid: receive again for
+    the next message."""
+
+    lost: int = 0
+
+
+class WindowFull(Error):
+    """A send waited its whole send timeout for a lossless subscriber or a
+    reliable receiver on another node and gave up; nothing was sent (retry,
+    publish slower or raise ``Publisher.set_send_timeout``)."""
+
+    tag: str = ""
+    waited: float = 0.0
+
+
+class NoLosslessRoom(Error):
+    """Every lossless gate of the tag's ring on this node is taken (at most
+    ``tagwire.MAX_LOSSLESS`` lossless subscribers per tag and node)."""
+
+    tag: str = ""
+    limit: int = 0
+
+
+class Timeout(Error, TimeoutError):
+    """No message arrived within the receive timeout."""
+
+
+class PeersUnresponsive(Error):
+    """Daemons on other nodes did not confirm a table change in time."""
+
+
+class NoPlacement(Error):
+    """A ``proxy="auto"`` subscription cannot be placed (the message says why)."""
+
+
+class Refused(Error):
+    """The daemon refused the request for another reason (``.code``)."""
+
+    code: str = ""
+
+
+class IoError(Error, OSError):
+    """A local resource failed (shared memory, descriptors)."""
+
+
+class ProtocolError(Error):
+    """The daemon sent something this library does not understand."""
+
+
+class Closed(Error, ValueError):
+    """A method was called on a closed client, publisher or subscriber."""
+
+
+class BufferTooSmall(Error, ValueError):
+    """``Subscriber.receive_into`` got a buffer shorter than the message.
+
+    The message is kept: the next receive returns it. ``.needed`` is its
+    length in bytes.
+    """
+
+    needed: int = 0

@@ -1,0 +1,290 @@
+//! `Client`: the connection to the node's daemon, and everything asked of
+//! it. Every call that talks to the daemon releases the GIL while it waits.
+
+use std::path::PathBuf;
+use std::sync::RwLock;
+
+use pyo3::prelude::*;
+
+use crate::errors::{self, bad_arg, IntoPy};
+use crate::message::{Member, Message, NodeInfo, Sender, TagInfo};
+use crate::options::{self, history_query, Subscribe};
+use crate::publisher::PyPublisher;
+use crate::subscriber::PySubscriber;
+
+/// A connection to the node's tagwire daemon (`tagwire daemon`).
+///
+/// `socket`: the daemon's socket path (None: `$TAGWIRE_SOCKET`, else the
+/// per-user default); `timeout`: seconds a request may wait for the daemon
+/// (default 1); `autostart`: start a background daemon if none answers;
+/// `name`: a label for the daemon's logs (default: the program's name).
+/// Raises `tagwire.DaemonUnreachable` when no daemon answers.
+///
+/// When the daemon restarts, the client reconnects by itself and
+/// re-registers its tags, publishers and subscribers (calls meanwhile raise
+/// `DaemonUnreachable`). Publishers and subscribers made by a client keep
+/// the connection alive: `close()` releases this handle only.
+#[pyclass(module = "tagwire._tagwire", name = "Client", frozen)]
+pub(crate) struct PyClient {
+    inner: RwLock<Option<tagwire::Client>>,
+    socket: String,
+}
+
+impl PyClient {
+    fn client(&self, py: Python<'_>) -> PyResult<tagwire::Client> {
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| errors::closed(py, "client"))
+    }
+}
+
+#[pymethods]
+impl PyClient {
+    #[new]
+    #[pyo3(signature = (socket=None, timeout=1.0, autostart=false, name=None))]
+    fn new(
+        py: Python<'_>,
+        socket: Option<PathBuf>,
+        timeout: f64,
+        autostart: bool,
+        name: Option<String>,
+    ) -> PyResult<Self> {
+        let mut opts = tagwire::ClientOptions::default();
+        if let Some(s) = socket {
+            opts.socket = s;
+        }
+        opts.timeout = options::seconds("timeout", timeout)?;
+        if opts.timeout.is_zero() {
+            return Err(bad_arg("timeout must be more than 0 seconds"));
+        }
+        opts.autostart = autostart;
+        opts.name = match name {
+            Some(n) => n,
+            None => py
+                .import("sys")
+                .and_then(|s| s.getattr("argv"))
+                .and_then(|a| a.get_item(0))
+                .and_then(|a| a.extract::<String>())
+                .ok()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "python".to_owned()),
+        };
+        let socket = opts.socket.to_string_lossy().into_owned();
+        let c = py
+            .detach(move || tagwire::Client::with_options(opts))
+            .py_err(py)?;
+        Ok(Self {
+            inner: RwLock::new(Some(c)),
+            socket,
+        })
+    }
+
+    /// The daemon's socket path.
+    #[getter]
+    fn socket(&self) -> &str {
+        &self.socket
+    }
+
+    /// This process as senders see it: a `Sender` (pid and node).
+    #[getter]
+    fn me(&self, py: Python<'_>) -> PyResult<Sender> {
+        Ok(self.client(py)?.me().into())
+    }
+
+    /// Creates a tag; creating an existing tag is fine (returns False; the
+    /// existing tag is left as it is). `domain`: `"global"` (every node) or
+    /// `"local"` (this node only). `slots` (the deepest queue a subscriber
+    /// may ask for) and `slot_payload` (the largest message on the fast
+    /// path, bytes): None for the daemon's defaults (256 and 64 KiB).
+    /// `history_depth`/`history_max_bytes`: keep the tag's last messages
+    /// from the start, for `pull` and `subscribe(history=...)` (0: none;
+    /// max bytes 0: the daemon's default). Returns True when this call
+    /// created the tag.
+    #[pyo3(signature = (name, domain="global", slots=None, slot_payload=None, history_depth=0, history_max_bytes=0))]
+    fn create_tag(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        domain: &str,
+        slots: Option<u32>,
+        slot_payload: Option<u32>,
+        history_depth: u32,
+        history_max_bytes: u64,
+    ) -> PyResult<bool> {
+        let domain = options::domain(domain)?;
+        let ring = tagwire::RingParams {
+            slots: slots.unwrap_or(0),
+            slot_payload: slot_payload.unwrap_or(0),
+        };
+        let history = tagwire::KeepHistory {
+            depth: history_depth,
+            max_bytes: history_max_bytes,
+        };
+        let c = self.client(py)?;
+        py.detach(|| c.create_tag_keeping(name, domain, ring, history))
+            .py_err(py)
+    }
+
+    /// Destroys a tag: every publisher and subscriber on it, in every
+    /// process, gets `tagwire.TagDestroyed` from then on.
+    fn destroy_tag(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let c = self.client(py)?;
+        py.detach(|| c.destroy_tag(name)).py_err(py)
+    }
+
+    /// Gets send access to a tag: a `Publisher`.
+    fn publisher(&self, py: Python<'_>, name: &str) -> PyResult<PyPublisher> {
+        let c = self.client(py)?;
+        let p = py.detach(|| c.publisher(name)).py_err(py)?;
+        Ok(PyPublisher::new(p))
+    }
+
+    /// Subscribes to a tag: a `Subscriber`, which receives the messages sent
+    /// after this call (and first `history`, if given).
+    ///
+    /// - `depth`: unread messages kept before the oldest is dropped
+    ///   (`Overflowed`); at most the tag's slot count.
+    /// - `reliability`: `"reliable"` or `"best_effort"` (from other nodes:
+    ///   newest data, never retransmitted, never holding publishers back).
+    /// - `carrier`: `"udp"`, `"tcp"` or `"multicast"` (multicast is
+    ///   best-effort) for messages from other nodes.
+    /// - `every`: receive only samples whose sequence number is a multiple
+    ///   of `every` (0 or 1: all).
+    /// - `proxy`: where that filter runs: `"subscriber"`, `"publisher"`,
+    ///   `"auto"` (the daemons choose; `delay_bound` in seconds) or a node
+    ///   address such as `"10.0.0.7"`.
+    /// - `lossless`: never lose a message; hold the publishers back instead
+    ///   (at most 7 per tag and node: `NoLosslessRoom`).
+    /// - `busy_poll`: seconds to spin before sleeping in a receive.
+    /// - `history`: `tagwire.Last(n)`, `tagwire.Since(seq)` or
+    ///   `tagwire.Between(from_ns, to_ns)`: receive those messages from the
+    ///   tag's history first, then live ones, with no gap or duplicate.
+    #[pyo3(signature = (name, depth=64, reliability="reliable", carrier="udp", every=1, proxy="subscriber", delay_bound=None, lossless=false, busy_poll=None, history=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn subscribe(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        depth: u32,
+        reliability: &str,
+        carrier: &str,
+        every: u32,
+        proxy: &str,
+        delay_bound: Option<f64>,
+        lossless: bool,
+        busy_poll: Option<f64>,
+        history: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PySubscriber> {
+        let opts = Subscribe {
+            depth,
+            reliability,
+            carrier,
+            every,
+            proxy,
+            delay_bound,
+            lossless,
+            busy_poll,
+        }
+        .build()?;
+        let query = history.map(history_query).transpose()?;
+        let c = self.client(py)?;
+        let s = py
+            .detach(|| match query {
+                None => c.subscribe(name, opts),
+                Some(q) => c.subscribe_with_history(name, opts, q),
+            })
+            .py_err(py)?;
+        Ok(PySubscriber::new(s))
+    }
+
+    /// The processes holding send access to a tag: a list of `Member`.
+    fn senders(&self, py: Python<'_>, name: &str) -> PyResult<Vec<Member>> {
+        let c = self.client(py)?;
+        let v = py.detach(|| c.senders(name)).py_err(py)?;
+        Ok(v.into_iter().map(Member::from).collect())
+    }
+
+    /// The processes subscribed to a tag: a list of `Member`.
+    fn receivers(&self, py: Python<'_>, name: &str) -> PyResult<Vec<Member>> {
+        let c = self.client(py)?;
+        let v = py.detach(|| c.receivers(name)).py_err(py)?;
+        Ok(v.into_iter().map(Member::from).collect())
+    }
+
+    /// Every tag with its senders and receivers: a list of `TagInfo`.
+    fn tags(&self, py: Python<'_>) -> PyResult<Vec<TagInfo>> {
+        let c = self.client(py)?;
+        let v = py.detach(|| c.tags()).py_err(py)?;
+        Ok(v.into_iter().map(TagInfo::from).collect())
+    }
+
+    /// The nodes the daemon knows, this one first: a list of `NodeInfo`.
+    fn nodes(&self, py: Python<'_>) -> PyResult<Vec<NodeInfo>> {
+        let c = self.client(py)?;
+        let v = py.detach(|| c.nodes()).py_err(py)?;
+        Ok(v.into_iter().map(NodeInfo::from).collect())
+    }
+
+    /// Makes this node's daemon keep the last `depth` messages of a tag
+    /// (at most `max_bytes` of payload; 0: the daemon's default of 16 MiB)
+    /// from now on, for `pull`; `depth` 0 stops keeping them.
+    #[pyo3(signature = (name, depth, max_bytes=0))]
+    fn set_history(&self, py: Python<'_>, name: &str, depth: u32, max_bytes: u64) -> PyResult<()> {
+        let c = self.client(py)?;
+        py.detach(|| c.set_history(name, depth, max_bytes))
+            .py_err(py)
+    }
+
+    /// Messages from a tag's history (see `set_history`), oldest first, with
+    /// their senders: a list of `Message`. `query`: `tagwire.Last(n)`,
+    /// `tagwire.Since(seq)` or `tagwire.Between(from_ns, to_ns)`.
+    fn pull(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        query: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<Message>> {
+        let q = history_query(query)?;
+        let c = self.client(py)?;
+        let v = py.detach(|| c.pull(name, q)).py_err(py)?;
+        Ok(v.iter().map(|m| Message::from_rust(py, m)).collect())
+    }
+
+    /// Checks that the daemon answers (raises `DaemonUnreachable` or
+    /// `DaemonTimeout` otherwise).
+    fn ping(&self, py: Python<'_>) -> PyResult<()> {
+        let c = self.client(py)?;
+        py.detach(|| c.ping()).py_err(py)
+    }
+
+    /// True once `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).is_none()
+    }
+
+    /// Releases this handle. Idempotent. Publishers and subscribers made by
+    /// it keep working until they are closed; the connection closes with
+    /// the last of them.
+    fn close(&self) {
+        let c = self.inner.write().unwrap_or_else(|e| e.into_inner()).take();
+        drop(c);
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close();
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.closed() { "closed" } else { "open" };
+        format!("<tagwire.Client socket={:?} ({state})>", self.socket)
+    }
+}
