@@ -1,0 +1,244 @@
+//! The client handle: connection to the node's daemon, tags, rights, members.
+
+use std::ffi::c_char;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tagwire::{Client, ClientOptions, KeepHistory, Member, RingParams};
+
+use crate::error::{guard, handle, put, str_arg, Failure};
+use crate::tw_status;
+use crate::types::{domain, opt_str, tw_client_options, tw_member, tw_sender, tw_tag_params};
+
+/// A connection to the node's tagwire daemon. Thread-safe.
+pub struct tw_client {
+    pub(crate) inner: Client,
+}
+
+/// Connects to the node's daemon with the default options
+/// ([`tw_client_options_default`](crate::tw_client_options_default)).
+#[no_mangle]
+pub unsafe extern "C" fn tw_client_connect(out: *mut *mut tw_client) -> tw_status {
+    let opts = crate::tw_client_options_default();
+    // SAFETY: `opts` is a local; `out` is forwarded.
+    unsafe { tw_client_connect_with(&opts, out) }
+}
+
+/// Connects to the daemon described by `opts`; `*out` gets the handle, to
+/// free with [`tw_client_free`].
+#[no_mangle]
+pub unsafe extern "C" fn tw_client_connect_with(
+    opts: *const tw_client_options,
+    out: *mut *mut tw_client,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let o = unsafe { handle(opts, "opts") }?;
+        let mut co = ClientOptions::default();
+        // SAFETY: forwarded contract of the option strings.
+        if let Some(s) = unsafe { opt_str(o.socket, "opts.socket") }? {
+            co.socket = PathBuf::from(s);
+        }
+        // SAFETY: as above.
+        if let Some(n) = unsafe { opt_str(o.name, "opts.name") }? {
+            co.name = n;
+        }
+        co.timeout = Duration::from_millis(o.timeout_ms);
+        co.autostart = o.autostart;
+        let c = Client::with_options(co)?;
+        let h = Box::into_raw(Box::new(tw_client { inner: c }));
+        // SAFETY: forwarded contract; on failure the handle is freed.
+        unsafe { put(out, h, "out") }.inspect_err(|_| {
+            // SAFETY: `h` was made just above and never shared.
+            drop(unsafe { Box::from_raw(h) });
+        })
+    })
+}
+
+/// Frees a client handle (`NULL` is fine). Publishers and subscribers made
+/// from it stay valid.
+#[no_mangle]
+pub unsafe extern "C" fn tw_client_free(client: *mut tw_client) {
+    if !client.is_null() {
+        // SAFETY: made by tw_client_connect_with, freed once (the contract).
+        drop(unsafe { Box::from_raw(client) });
+    }
+}
+
+/// This process as the daemon sees it (pid and node address).
+#[no_mangle]
+pub unsafe extern "C" fn tw_client_me(client: *const tw_client, out: *mut tw_sender) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { handle(client, "client") }?;
+        // SAFETY: forwarded contract.
+        unsafe { put(out, tw_sender::from_rust(c.inner.me()), "out") }
+    })
+}
+
+/// Checks the daemon answers.
+#[no_mangle]
+pub unsafe extern "C" fn tw_ping(client: *const tw_client) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { handle(client, "client") }?;
+        Ok(c.inner.ping()?)
+    })
+}
+
+/// Creates a tag with the daemon's default ring (`TW_DOMAIN_GLOBAL` or
+/// `TW_DOMAIN_LOCAL`). Creating an existing tag is not an error;
+/// `*created` (may be `NULL`) says whether this call created it.
+#[no_mangle]
+pub unsafe extern "C" fn tw_create_tag(
+    client: *const tw_client,
+    name: *const c_char,
+    domain: u32,
+    created: *mut bool,
+) -> tw_status {
+    // SAFETY: forwarded contract.
+    unsafe { tw_create_tag_with(client, name, domain, std::ptr::null(), created) }
+}
+
+/// Like [`tw_create_tag`] with a ring shape and a history kept from the start
+/// (`params` may be `NULL`: all defaults).
+#[no_mangle]
+pub unsafe extern "C" fn tw_create_tag_with(
+    client: *const tw_client,
+    name: *const c_char,
+    domain_: u32,
+    params: *const tw_tag_params,
+    created: *mut bool,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { handle(client, "client") }?;
+        // SAFETY: forwarded contract.
+        let name = unsafe { str_arg(name, "name") }?;
+        // SAFETY: a non-null `params` points to a tw_tag_params (the contract).
+        let p = unsafe { params.as_ref() }.copied().unwrap_or_default();
+        let ring = RingParams {
+            slots: p.slots,
+            slot_payload: p.slot_payload,
+        };
+        let history = KeepHistory {
+            depth: p.history_depth,
+            max_bytes: p.history_max_bytes,
+        };
+        let made = c
+            .inner
+            .create_tag_keeping(name, domain(domain_)?, ring, history)?;
+        if !created.is_null() {
+            // SAFETY: non-null, points to a bool (the contract).
+            unsafe { put(created, made, "created") }?;
+        }
+        Ok(())
+    })
+}
+
+/// Destroys a tag: every publisher and subscriber on it, in every process,
+/// gets `TW_ERR_TAG_DESTROYED` from then on.
+#[no_mangle]
+pub unsafe extern "C" fn tw_destroy_tag(
+    client: *const tw_client,
+    name: *const c_char,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { handle(client, "client") }?;
+        // SAFETY: forwarded contract.
+        let name = unsafe { str_arg(name, "name") }?;
+        Ok(c.inner.destroy_tag(name)?)
+    })
+}
+
+/// Makes this node's daemon keep the last `depth` messages of a tag (at most
+/// `max_bytes`, 0: its default) for `tw_pull`; `depth` 0 stops.
+#[no_mangle]
+pub unsafe extern "C" fn tw_set_history(
+    client: *const tw_client,
+    name: *const c_char,
+    depth: u32,
+    max_bytes: u64,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { handle(client, "client") }?;
+        // SAFETY: forwarded contract.
+        let name = unsafe { str_arg(name, "name") }?;
+        Ok(c.inner.set_history(name, depth, max_bytes)?)
+    })
+}
+
+/// The processes holding send access to a tag: up to `cap` into `out`
+/// (`NULL` with `cap` 0 just counts), the total into `*count`. More than
+/// `cap`: `TW_ERR_BUFFER_TOO_SMALL`, with `*count` the size needed.
+#[no_mangle]
+pub unsafe extern "C" fn tw_senders(
+    client: *const tw_client,
+    name: *const c_char,
+    out: *mut tw_member,
+    cap: usize,
+    count: *mut usize,
+) -> tw_status {
+    // SAFETY: forwarded contract.
+    unsafe { members(client, name, out, cap, count, true) }
+}
+
+/// The processes subscribed to a tag, as [`tw_senders`].
+#[no_mangle]
+pub unsafe extern "C" fn tw_receivers(
+    client: *const tw_client,
+    name: *const c_char,
+    out: *mut tw_member,
+    cap: usize,
+    count: *mut usize,
+) -> tw_status {
+    // SAFETY: forwarded contract.
+    unsafe { members(client, name, out, cap, count, false) }
+}
+
+unsafe fn members(
+    client: *const tw_client,
+    name: *const c_char,
+    out: *mut tw_member,
+    cap: usize,
+    count: *mut usize,
+    senders: bool,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { handle(client, "client") }?;
+        // SAFETY: forwarded contract.
+        let name = unsafe { str_arg(name, "name") }?;
+        let list = if senders {
+            c.inner.senders(name)?
+        } else {
+            c.inner.receivers(name)?
+        };
+        // SAFETY: forwarded contract.
+        unsafe { fill(&list, out, cap, count) }
+    })
+}
+
+/// Copies members into a caller's array, reporting the count.
+pub(crate) unsafe fn fill(
+    list: &[Member],
+    out: *mut tw_member,
+    cap: usize,
+    count: *mut usize,
+) -> Result<(), Failure> {
+    // SAFETY: forwarded contract.
+    unsafe { put(count, list.len(), "count") }?;
+    if list.len() > cap {
+        return Err(Failure::too_small(list.len(), cap));
+    }
+    if !list.is_empty() && out.is_null() {
+        return Err(Failure::invalid("out is NULL"));
+    }
+    for (i, m) in list.iter().enumerate() {
+        // SAFETY: `out` holds `cap` ≥ list.len() elements (the contract).
+        unsafe { out.add(i).write(tw_member::from_rust(m)) };
+    }
+    Ok(())
+}

@@ -1,0 +1,283 @@
+//! Publisher and subscriber handles: the steady-state path.
+
+use std::ffi::c_char;
+use std::time::Duration;
+
+use tagwire::{MessageInfo, Publisher, Subscriber};
+
+use crate::client::tw_client;
+use crate::error::{guard, handle, handle_mut, put, str_arg, Failure};
+use crate::tw_status;
+use crate::types::{timeout, tw_history_query, tw_message_info, tw_subscribe_options};
+
+/// Send access to one tag. One thread at a time.
+pub struct tw_publisher {
+    inner: Publisher,
+}
+
+/// A subscription to one tag. One thread at a time.
+pub struct tw_subscriber {
+    inner: Subscriber,
+    /// The last payload read (reused: no allocation per message).
+    scratch: Vec<u8>,
+    /// A message read but not handed out because the caller's buffer was too
+    /// small: the next receive returns it.
+    pending: Option<MessageInfo>,
+}
+
+/// Gets send access to a tag; `*out` gets the publisher, to free with
+/// [`tw_publisher_free`] (which releases the access).
+#[no_mangle]
+pub unsafe extern "C" fn tw_publisher_new(
+    client: *const tw_client,
+    name: *const c_char,
+    out: *mut *mut tw_publisher,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { handle(client, "client") }?;
+        // SAFETY: forwarded contract.
+        let name = unsafe { str_arg(name, "name") }?;
+        if out.is_null() {
+            return Err(Failure::invalid("out is NULL"));
+        }
+        let p = c.inner.publisher(name)?;
+        // SAFETY: checked non-null above.
+        unsafe {
+            put(
+                out,
+                Box::into_raw(Box::new(tw_publisher { inner: p })),
+                "out",
+            )
+        }
+    })
+}
+
+/// Releases send access and frees the handle (`NULL` is fine).
+#[no_mangle]
+pub unsafe extern "C" fn tw_publisher_free(publisher: *mut tw_publisher) {
+    if !publisher.is_null() {
+        // SAFETY: made by tw_publisher_new, freed once (the contract).
+        drop(unsafe { Box::from_raw(publisher) });
+    }
+}
+
+/// Sends `len` bytes to every subscriber of the tag; `*seq` (may be `NULL`)
+/// gets the message's sequence number. `TW_ERR_WINDOW_FULL` when a reliable
+/// or lossless receiver held it back for the send timeout (nothing was sent).
+#[no_mangle]
+pub unsafe extern "C" fn tw_publisher_send(
+    publisher: *mut tw_publisher,
+    data: *const u8,
+    len: usize,
+    seq: *mut u64,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let p = unsafe { handle_mut(publisher, "publisher") }?;
+        let bytes: &[u8] = if len == 0 {
+            &[]
+        } else if data.is_null() {
+            return Err(Failure::invalid("data is NULL"));
+        } else {
+            // SAFETY: `data` holds `len` readable bytes during this call (the contract).
+            unsafe { std::slice::from_raw_parts(data, len) }
+        };
+        let s = p.inner.send(bytes)?;
+        if !seq.is_null() {
+            // SAFETY: non-null out pointer (the contract).
+            unsafe { put(seq, s.0, "seq") }?;
+        }
+        Ok(())
+    })
+}
+
+/// How long a send may wait for a full window (ns; default 1 s).
+#[no_mangle]
+pub unsafe extern "C" fn tw_publisher_set_send_timeout(
+    publisher: *mut tw_publisher,
+    ns: u64,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let p = unsafe { handle_mut(publisher, "publisher") }?;
+        p.inner.set_send_timeout(Duration::from_nanos(ns));
+        Ok(())
+    })
+}
+
+/// The sequence number of the last message sent (0 before the first; 0 for `NULL`).
+#[no_mangle]
+pub unsafe extern "C" fn tw_publisher_last_seq(publisher: *const tw_publisher) -> u64 {
+    // SAFETY: forwarded contract.
+    unsafe { publisher.as_ref() }.map_or(0, |p| p.inner.last_seq().0)
+}
+
+/// The largest message that takes the shared-memory fast path (0 for `NULL`).
+#[no_mangle]
+pub unsafe extern "C" fn tw_publisher_max_fast_message(publisher: *const tw_publisher) -> usize {
+    // SAFETY: forwarded contract.
+    unsafe { publisher.as_ref() }.map_or(0, |p| p.inner.max_fast_message())
+}
+
+/// Subscribes to a tag (`opts` may be `NULL`: the defaults); only messages
+/// sent after this call are received. Free with [`tw_subscriber_free`].
+#[no_mangle]
+pub unsafe extern "C" fn tw_subscribe(
+    client: *const tw_client,
+    name: *const c_char,
+    opts: *const tw_subscribe_options,
+    out: *mut *mut tw_subscriber,
+) -> tw_status {
+    // SAFETY: forwarded contract.
+    unsafe { subscribe(client, name, opts, None, out) }
+}
+
+/// Subscribes, then pulls `query` from the tag's history: the subscriber
+/// receives those messages first and then live ones, with no gap and no
+/// duplicate (a late joiner catching up).
+#[no_mangle]
+pub unsafe extern "C" fn tw_subscribe_with_history(
+    client: *const tw_client,
+    name: *const c_char,
+    opts: *const tw_subscribe_options,
+    query: *const tw_history_query,
+    out: *mut *mut tw_subscriber,
+) -> tw_status {
+    // SAFETY: a non-null `query` points to a query (the contract).
+    match unsafe { query.as_ref() } {
+        // SAFETY: forwarded contract.
+        Some(q) => unsafe { subscribe(client, name, opts, Some(*q), out) },
+        None => guard(|| Err(Failure::invalid("query is NULL"))),
+    }
+}
+
+unsafe fn subscribe(
+    client: *const tw_client,
+    name: *const c_char,
+    opts: *const tw_subscribe_options,
+    query: Option<tw_history_query>,
+    out: *mut *mut tw_subscriber,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { handle(client, "client") }?;
+        // SAFETY: forwarded contract.
+        let name = unsafe { str_arg(name, "name") }?;
+        // SAFETY: a non-null `opts` points to options (the contract).
+        let o = unsafe { opts.as_ref() }
+            .copied()
+            .unwrap_or_else(|| crate::tw_subscribe_options_default())
+            .to_rust()?;
+        if out.is_null() {
+            return Err(Failure::invalid("out is NULL"));
+        }
+        let s = match query {
+            None => c.inner.subscribe(name, o)?,
+            Some(q) => c.inner.subscribe_with_history(name, o, q.to_rust()?)?,
+        };
+        let h = tw_subscriber {
+            inner: s,
+            scratch: Vec::new(),
+            pending: None,
+        };
+        // SAFETY: checked non-null above.
+        unsafe { put(out, Box::into_raw(Box::new(h)), "out") }
+    })
+}
+
+/// Unsubscribes and frees the handle (`NULL` is fine).
+#[no_mangle]
+pub unsafe extern "C" fn tw_subscriber_free(subscriber: *mut tw_subscriber) {
+    if !subscriber.is_null() {
+        // SAFETY: made by tw_subscribe, freed once (the contract).
+        drop(unsafe { Box::from_raw(subscriber) });
+    }
+}
+
+/// Receives the next message into `buf` (`cap` bytes), waiting at most
+/// `timeout_ns` (negative: for ever, 0: poll); `*info` gets its length,
+/// sequence number, sender and timestamp. A message larger than `cap` gives
+/// `TW_ERR_BUFFER_TOO_SMALL` with `info->len` the size needed, and is kept:
+/// the next receive returns it. `TW_ERR_OVERFLOWED` reports `info->lost`
+/// dropped messages (receive again for the next one); `TW_ERR_TIMEOUT`,
+/// `TW_ERR_TAG_DESTROYED`.
+#[no_mangle]
+pub unsafe extern "C" fn tw_subscriber_receive(
+    subscriber: *mut tw_subscriber,
+    buf: *mut u8,
+    cap: usize,
+    timeout_ns: i64,
+    info: *mut tw_message_info,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let s = unsafe { handle_mut(subscriber, "subscriber") }?;
+        if info.is_null() {
+            return Err(Failure::invalid("info is NULL"));
+        }
+        let got = match s.pending.take() {
+            Some(i) => i,
+            None => match s.inner.receive_into(timeout(timeout_ns), &mut s.scratch) {
+                Ok(i) => i,
+                Err(tagwire::Error::Overflowed { lost }) => {
+                    let report = tw_message_info {
+                        lost,
+                        ..Default::default()
+                    };
+                    // SAFETY: checked non-null above.
+                    unsafe { put(info, report, "info") }?;
+                    return Err(tagwire::Error::Overflowed { lost }.into());
+                }
+                Err(e) => return Err(e.into()),
+            },
+        };
+        let len = s.scratch.len();
+        // SAFETY: checked non-null above.
+        unsafe { put(info, tw_message_info::from_rust(&got, len), "info") }?;
+        if len > cap {
+            s.pending = Some(got);
+            return Err(Failure::too_small(len, cap));
+        }
+        if len > 0 {
+            if buf.is_null() {
+                s.pending = Some(got);
+                return Err(Failure::invalid("buf is NULL"));
+            }
+            // SAFETY: `buf` holds `cap` ≥ len writable bytes (the contract).
+            unsafe { std::ptr::copy_nonoverlapping(s.scratch.as_ptr(), buf, len) };
+        }
+        Ok(())
+    })
+}
+
+/// True when a receive would return at once (a message or a loss report).
+#[no_mangle]
+pub unsafe extern "C" fn tw_subscriber_available(subscriber: *const tw_subscriber) -> bool {
+    // SAFETY: forwarded contract.
+    unsafe { subscriber.as_ref() }.is_some_and(|s| s.pending.is_some() || s.inner.available())
+}
+
+/// Drops every unread message; returns how many.
+#[no_mangle]
+pub unsafe extern "C" fn tw_subscriber_purge(subscriber: *mut tw_subscriber) -> u64 {
+    // SAFETY: forwarded contract.
+    match unsafe { subscriber.as_mut() } {
+        Some(s) => u64::from(s.pending.take().is_some()) + s.inner.purge(),
+        None => 0,
+    }
+}
+
+/// Messages lost to overflow so far (0 for `NULL`).
+#[no_mangle]
+pub unsafe extern "C" fn tw_subscriber_lost(subscriber: *const tw_subscriber) -> u64 {
+    // SAFETY: forwarded contract.
+    unsafe { subscriber.as_ref() }.map_or(0, |s| s.inner.lost())
+}
+
+/// Messages received so far (0 for `NULL`).
+#[no_mangle]
+pub unsafe extern "C" fn tw_subscriber_received(subscriber: *const tw_subscriber) -> u64 {
+    // SAFETY: forwarded contract.
+    unsafe { subscriber.as_ref() }.map_or(0, |s| s.inner.received())
+}
