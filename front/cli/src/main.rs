@@ -45,6 +45,9 @@ enum Command {
     /// Internal: a benchmark peer process started by `tagwire perf`.
     #[command(hide = true)]
     PerfWorker(perf::WorkerArgs),
+    /// Internal: the Rust end of `tagwire perf rtt --lang` (the runner protocol).
+    #[command(hide = true)]
+    LangRunner(perf::RunnerArgs),
 }
 
 fn main() {
@@ -69,6 +72,7 @@ fn main() {
         Command::Perf(a) => perf::run(a),
         Command::Place(a) => place::run(a),
         Command::PerfWorker(a) => perf::worker(a),
+        Command::LangRunner(a) => perf::lang_runner(a),
     };
     if let Err(e) = res {
         eprintln!("tagwire: {e:#}");

@@ -68,6 +68,10 @@ enum Bench {
         /// Receive modes.
         #[arg(long, value_delimiter = ',', default_value = "block,spin")]
         modes: Vec<String>,
+        /// Languages of both ends: rust (always), cpp (the C++ API over the C
+        /// ABI), python (the pyo3 binding); blocking receives, paired with Rust.
+        #[arg(long, value_delimiter = ',', default_value = "rust")]
+        lang: Vec<String>,
     },
     /// Round trip against the number of receivers (paper Figures 4-4, 4-5).
     Fanout {
@@ -181,6 +185,37 @@ pub(crate) struct WorkerArgs {
     ack_every: u32,
 }
 
+/// Arguments of the hidden language-runner subcommand (see `tagwire_perf::lang`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunnerArgs {
+    /// ping or pong.
+    role: String,
+    #[arg(long)]
+    socket: PathBuf,
+    #[arg(long)]
+    data: String,
+    #[arg(long)]
+    ack: String,
+    #[arg(long, default_value_t = 256)]
+    size: usize,
+    #[arg(long, default_value_t = 1000)]
+    rounds: usize,
+    #[arg(long, default_value_t = 100)]
+    warmup: usize,
+}
+
+pub(crate) fn lang_runner(a: RunnerArgs) -> anyhow::Result<()> {
+    tagwire_perf::lang::runner_main(&tagwire_perf::lang::RunnerArgs {
+        role: a.role,
+        socket: a.socket,
+        data: a.data,
+        ack: a.ack,
+        size: a.size,
+        rounds: a.rounds,
+        warmup: a.warmup,
+    })
+}
+
 pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
     workload::worker_main(&workload::WorkerArgs {
         role: a.role,
@@ -229,12 +264,34 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         | Bench::RemoteFanout { .. }
         | Bench::ProxyRtt { .. }
         | Bench::MultiNode { .. } => unreachable!("handled above"),
-        Bench::Rtt { sizes, modes } => {
+        Bench::Rtt { sizes, modes, lang } => {
             let modes = modes
                 .iter()
                 .map(|m| parse_mode(m))
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            ("rtt", suite::rtt(&o, sizes, &modes)?)
+            let root = std::env::current_dir()?;
+            let mut langs = Vec::new();
+            let others: Vec<&str> = lang
+                .iter()
+                .map(|l| l.trim())
+                .filter(|l| *l != "rust")
+                .collect();
+            if !others.is_empty() {
+                // Rust in the runners' two-process shape, to pair them with.
+                langs.push(("rust".to_string(), tagwire_perf::lang::find("rust", &root)));
+            }
+            for l in others {
+                anyhow::ensure!(
+                    l == "cpp" || l == "python",
+                    "--lang takes rust, cpp and python, not {l}"
+                );
+                let runner = tagwire_perf::lang::find(l, &root);
+                if let Err(reason) = &runner {
+                    eprintln!("perf: {l} skipped: {reason}");
+                }
+                langs.push((l.to_string(), runner));
+            }
+            ("rtt", suite::rtt(&o, sizes, &modes, &langs)?)
         }
         Bench::Fanout {
             receivers,

@@ -20,6 +20,8 @@
 //!   [`suite`]: the interleaved, repeated runs behind each `tagwire perf` mode.
 //! * [`remote`]: the same across hosts (network namespaces, one daemon each),
 //!   beside raw UDP and Cyclone DDS over the same link.
+//! * [`lang`]: the C++ and Python bindings' round trips, run by their own
+//!   runner programs beside Rust's.
 //! * [`place`]: solve times of the proxy-placement solvers (`tagwire-place`),
 //!   the push-pull paper's Table 3.
 //!
@@ -30,6 +32,7 @@
 
 pub mod ddsperf;
 pub mod footprint;
+pub mod lang;
 pub mod place;
 pub mod plot;
 pub mod raw;

@@ -609,6 +609,11 @@ pub fn all_tables(records: &[Record]) -> String {
         throughput_table(records),
         rows_table(
             records,
+            "rtt-lang",
+            "Round trip by language (both ends in that language, blocking receive)",
+        ),
+        rows_table(
+            records,
             "proxy-rtt",
             "Round trip to a scaled subscriber on another host, by proxy placement",
         ),

@@ -216,15 +216,27 @@ pub(crate) fn note(o: &SuiteOpts, msg: impl AsRef<str>) {
     }
 }
 
+/// A language binding to measure beside Rust: its runner, or why it cannot run.
+pub type Lang = (String, Result<crate::lang::Runner, String>);
+
 /// RTT against size: tagwire (block and spin) beside raw futex, raw spin, raw
-/// UDP and Cyclone DDS.
-pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec<Record>> {
+/// UDP and Cyclone DDS, and tagwire from the other languages in `langs`
+/// (`tagwire-cpp`, `tagwire-python`, blocking, paired with Rust's).
+pub fn rtt(
+    o: &SuiteOpts,
+    sizes: &[usize],
+    modes: &[Mode],
+    langs: &[Lang],
+) -> anyhow::Result<Vec<Record>> {
     let dds = dds_opts(o);
     let ropts = raw::RawOpts { cpus: o.env.cpus };
     let mut acc = Acc::default();
+    // The languages' table: Rust's in-process pinger, then each runner.
+    let mut lacc = Acc::default();
     let mut skipped = Vec::new();
     for rep in 0..o.reps {
         acc.rep = rep;
+        lacc.rep = rep;
         for &size in sizes {
             note(o, format!("rtt rep {}/{} size {size}", rep + 1, o.reps));
             let s = size as u64;
@@ -232,6 +244,9 @@ pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec
                 let rounds = Rounds::new(size, o.iters, o.warmup).spin(mode == Mode::Spin);
                 let d = workload::rtt(&o.env, rounds)?;
                 push(&mut acc, "tagwire", mode.as_str(), s, 1, "all", &d);
+                if mode == Mode::Block && !langs.is_empty() {
+                    push(&mut lacc, "tagwire", "block", s, 1, "all", &d);
+                }
                 let (name, d) = match mode {
                     Mode::Block => (
                         "raw-futex",
@@ -243,6 +258,19 @@ pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec
                     ),
                 };
                 push(&mut acc, name, mode.as_str(), s, 1, "all", &d);
+            }
+            for (lang, runner) in langs {
+                let system = format!("tagwire-{lang}");
+                match runner {
+                    Ok(r) => {
+                        let d = crate::lang::rtt(&o.env, r, size, o.iters, o.warmup)?;
+                        push(&mut lacc, &system, "block", s, 1, "all", &d);
+                    }
+                    Err(reason) if rep == 0 => {
+                        skipped.push(Record::skipped("rtt-lang", &system, "block", s, reason))
+                    }
+                    Err(_) => {}
+                }
             }
             let d = raw::raw_udp_rtt_with(size, o.iters, o.warmup, &ropts)?;
             push(&mut acc, "raw-udp", "block", s, 1, "all", &d);
@@ -293,6 +321,17 @@ pub fn rtt(o: &SuiteOpts, sizes: &[usize], modes: &[Mode]) -> anyhow::Result<Vec
             .collect()
     };
     let mut out = acc.records("rtt", pairs);
+    // Each binding against the Rust runner (the same two-process shape) and
+    // against Rust's in-process pinger.
+    let lang_pairs = |e: &Series| -> Vec<(String, Series)> {
+        ["tagwire-rust", "tagwire"]
+            .iter()
+            .filter(|b| **b != e.0 && e.0 != "tagwire")
+            .filter_map(|b| lacc.find(b, "block", e.2, 1, "all"))
+            .map(|s| (s.0.clone(), s.clone()))
+            .collect()
+    };
+    out.extend(lacc.records("rtt-lang", lang_pairs));
     out.extend(skipped);
     Ok(out)
 }

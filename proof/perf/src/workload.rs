@@ -74,7 +74,7 @@ impl Env {
         }
     }
 
-    fn domain(&self) -> Domain {
+    pub(crate) fn domain(&self) -> Domain {
         if self.receivers_at.is_empty() {
             Domain::Local
         } else {
