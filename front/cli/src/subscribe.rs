@@ -40,6 +40,10 @@ pub(crate) struct Args {
     /// cheapest place meeting the end-to-end delay bound, e.g. `auto:15ms`).
     #[arg(long, default_value = "subscriber", value_parser = str::parse::<Proxy>)]
     proxy: Proxy,
+    /// Lose nothing: hold the publishers back instead of dropping the
+    /// oldest message (DDS reliable KEEP_ALL; `SubscribeOptions::lossless`).
+    #[arg(long)]
+    lossless: bool,
     #[command(flatten)]
     connect: ConnectArgs,
 }
@@ -53,6 +57,9 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         .proxy(a.proxy);
     if let Some(us) = a.spin_us {
         opts = opts.busy_poll(Duration::from_micros(us));
+    }
+    if a.lossless {
+        opts = opts.lossless();
     }
     let mut sub = client.subscribe(&a.tag, opts)?;
     let idle = a.idle_timeout.map(Duration::from_secs_f64);

@@ -51,10 +51,8 @@ pub fn find(lang: &str, root: &Path) -> Result<Runner, String> {
             let candidates: Vec<PathBuf> = std::env::var_os("TAGWIRE_CPP_RUNNER")
                 .map(PathBuf::from)
                 .into_iter()
-                .chain([
-                    root.join("target/cmake-ffi/cpp/tagwire-lang-cpp"),
-                    root.join("target/bindings/cmake-ffi/cpp/tagwire-lang-cpp"),
-                ])
+                // The release build (the tests' builds use cargo's dev profile).
+                .chain([root.join("target/cmake-ffi/cpp/tagwire-lang-cpp")])
                 .collect();
             candidates
                 .iter()
