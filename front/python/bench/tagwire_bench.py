@@ -10,8 +10,12 @@ unmeasured ones, timing each round trip::
     tagwire_bench.py rtt --socket S --role ping --data /b/data --ack /b/ack --rounds 2000
     tagwire_bench.py rtt --socket S --role both ...   # ping here, pong in a child process
 
+``ping ...`` and ``pong ...`` are short for ``rtt --role ping|pong ...``: the
+runner protocol of ``tagwire perf rtt --lang python`` (proof/perf/src/lang.rs).
+
 The ping side prints one JSON line: the per-round-trip samples' median, p10
-and p90 in microseconds (and mean, min, max). ``--mode spin`` busy-polls
+and p90 in microseconds (and mean, min, max), and every sample in
+nanoseconds (``samples_ns``). ``--mode spin`` busy-polls
 receives for up to 50 ms before sleeping, as ``tagwire perf rtt``'s spin
 mode; ``--pin CPU`` pins the process (``both`` pins ping to CPU 0 and pong
 to CPU 1 unless ``--pin none``), as ``tagwire perf`` does.
@@ -37,7 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import tagwire
 
@@ -46,7 +50,7 @@ STOP = b"\xffSTOP"
 
 def pin(cpu: Optional[str]) -> None:
     if cpu not in (None, "none", ""):
-        os.sched_setaffinity(0, {int(cpu)})  # type: ignore[arg-type]
+        os.sched_setaffinity(0, {int(cpu)})
 
 
 def percentile(sorted_us: List[float], q: float) -> float:
@@ -57,7 +61,7 @@ def percentile(sorted_us: List[float], q: float) -> float:
     return sorted_us[i]
 
 
-def wait_for(cond, what: str, timeout: float = 30.0) -> None:
+def wait_for(cond: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
     end = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > end:
@@ -92,7 +96,7 @@ def rtt_pong(a: argparse.Namespace) -> None:
                 send(view[:n])
 
 
-def rtt_ping(a: argparse.Namespace) -> dict:
+def rtt_ping(a: argparse.Namespace) -> Dict[str, Any]:
     """Sends, waits for the echo, repeats; returns the summary."""
     pin(a.pin)
     with tagwire.Client(socket=a.socket) as tw:
@@ -104,7 +108,7 @@ def rtt_ping(a: argparse.Namespace) -> dict:
             payload = bytes([0x5A]) * a.size
             buf = bytearray(a.size + 65536)
             send, receive_into, clock = pub.send, acks.receive_into, time.perf_counter_ns
-            samples = []
+            samples: List[int] = []
             append = samples.append
             for i in range(a.warmup + a.rounds):
                 t0 = clock()
@@ -117,7 +121,7 @@ def rtt_ping(a: argparse.Namespace) -> dict:
     us = sorted(s / 1000 for s in samples)
     return {
         "bench": "rtt",
-        "impl": "python",
+        "lang": "python",
         "mode": a.mode,
         "size": a.size,
         "rounds": len(us),
@@ -127,6 +131,7 @@ def rtt_ping(a: argparse.Namespace) -> dict:
         "mean_us": round(statistics.fmean(us), 3),
         "min_us": round(us[0], 3),
         "max_us": round(us[-1], 3),
+        "samples_ns": samples,
     }
 
 
@@ -191,7 +196,7 @@ def throughput_sub(a: argparse.Namespace) -> None:
         seconds = last - first
         out = {
             "bench": "throughput-sub",
-            "impl": "python",
+            "lang": "python",
             "access": access,
             "lossless": a.lossless,
             "messages": got,
@@ -209,17 +214,19 @@ def throughput_sub(a: argparse.Namespace) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sp = ap.add_subparsers(dest="bench", required=True)
-    r = sp.add_parser("rtt", help="round trip, the paper's sender/receiver")
-    r.add_argument("--socket", default=None)
-    r.add_argument("--size", type=int, default=256)
-    r.add_argument("--rounds", type=int, default=2000)
-    r.add_argument("--warmup", type=int, default=200)
-    r.add_argument("--role", choices=["ping", "pong", "both"], default="both")
-    r.add_argument("--data", default=f"/bench/py/{os.getpid()}/data")
-    r.add_argument("--ack", default=f"/bench/py/{os.getpid()}/ack")
-    r.add_argument("--mode", choices=["block", "spin"], default="block")
-    r.add_argument("--domain", choices=["local", "global"], default="local")
-    r.add_argument("--pin", default=None, help="CPU to pin to, or none")
+    for name in ("rtt", "ping", "pong"):
+        r = sp.add_parser(name, help="round trip, the paper's sender/receiver" if name == "rtt" else f"rtt --role {name}")
+        r.add_argument("--socket", default=None)
+        r.add_argument("--size", type=int, default=256)
+        r.add_argument("--rounds", type=int, default=2000)
+        r.add_argument("--warmup", type=int, default=200)
+        if name == "rtt":
+            r.add_argument("--role", choices=["ping", "pong", "both"], default="both")
+        r.add_argument("--data", default=f"/bench/py/{os.getpid()}/data")
+        r.add_argument("--ack", default=f"/bench/py/{os.getpid()}/ack")
+        r.add_argument("--mode", choices=["block", "spin"], default="block")
+        r.add_argument("--domain", choices=["local", "global"], default="local")
+        r.add_argument("--pin", default=None, help="CPU to pin to, or none")
     t = sp.add_parser("throughput-sub", help="messages per second at a Python subscriber")
     t.add_argument("--socket", default=None)
     t.add_argument("--tag", required=True)
@@ -231,7 +238,9 @@ def main() -> None:
     t.add_argument("--access", choices=["count", "payloads", "messages"], default="count")
     t.add_argument("--pin", default=None)
     a = ap.parse_args()
-    if a.bench == "rtt":
+    if a.bench in ("ping", "pong"):
+        a.role = a.bench
+    if a.bench in ("rtt", "ping", "pong"):
         rtt(a)
     else:
         throughput_sub(a)

@@ -102,6 +102,7 @@ impl PyClient {
     /// from the start, for `pull` and `subscribe(history=...)` (0: none;
     /// max bytes 0: the daemon's default). Returns True when this call
     /// created the tag.
+    #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (name, domain="global", slots=None, slot_payload=None, history_depth=0, history_max_bytes=0))]
     fn create_tag(
         &self,

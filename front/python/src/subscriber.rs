@@ -180,6 +180,16 @@ impl PySubscriber {
         }
     }
 
+    /// The state for a quick call (`available`, `purge`, counters), or
+    /// `Closed`.
+    fn with_state<R>(&self, py: Python<'_>, f: impl FnOnce(&mut State) -> R) -> PyResult<R> {
+        let mut g = self.lock(py);
+        match g.as_mut() {
+            Some(st) if !self.closed.load(Ordering::Acquire) => Ok(f(st)),
+            _ => Err(errors::closed(py, "subscriber")),
+        }
+    }
+
     /// The next message, waiting up to `timeout` (None: for ever), handed
     /// to `deliver` with the GIL held.
     fn next<R>(
@@ -188,8 +198,9 @@ impl PySubscriber {
         timeout: Option<Duration>,
         mut deliver: impl FnMut(&[u8], &Info) -> Deliver<R>,
     ) -> Result<R, Fail> {
-        // A timeout too large to represent is "for ever".
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Fail::Closed);
+        }
         // 1. Poll with the GIL held (unless another thread is receiving).
         if let Ok(mut g) = self.state.try_lock() {
             let st = g.as_mut().ok_or(Fail::Closed)?;
@@ -212,8 +223,14 @@ impl PySubscriber {
             if let Some(r) = r {
                 return Ok(r);
             }
+            if timeout.is_some_and(|t| t.is_zero()) {
+                // A poll, done.
+                return Err(Fail::Rust(tagwire::Error::Timeout));
+            }
         }
-        // 2. Wait with the GIL released, a slice at a time.
+        // 2. Wait with the GIL released, a slice at a time. A timeout too
+        // large to represent is "for ever".
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             if self.closed.load(Ordering::Acquire) {
                 return Err(Fail::Closed);
@@ -348,33 +365,29 @@ impl PySubscriber {
 
     /// True when a receive would return at once (a message or a loss report).
     fn available(&self, py: Python<'_>) -> PyResult<bool> {
-        let g = self.lock(py);
-        let st = g.as_ref().ok_or_else(|| errors::closed(py, "subscriber"))?;
-        Ok(st.pending.is_some() || !st.held.is_empty() || st.sub.available())
+        self.with_state(py, |st| {
+            st.pending.is_some() || !st.held.is_empty() || st.sub.available()
+        })
     }
 
     /// Drops every queued message; returns how many.
     fn purge(&self, py: Python<'_>) -> PyResult<u64> {
-        let mut g = self.lock(py);
-        let st = g.as_mut().ok_or_else(|| errors::closed(py, "subscriber"))?;
-        let held = std::mem::take(&mut st.held).len() as u64;
-        Ok(held + st.sub.purge())
+        self.with_state(py, |st| {
+            let held = std::mem::take(&mut st.held).len() as u64;
+            held + st.sub.purge()
+        })
     }
 
     /// Messages lost to overflow so far.
     #[getter]
     fn lost(&self, py: Python<'_>) -> PyResult<u64> {
-        let g = self.lock(py);
-        let st = g.as_ref().ok_or_else(|| errors::closed(py, "subscriber"))?;
-        Ok(st.sub.lost())
+        self.with_state(py, |st| st.sub.lost())
     }
 
     /// Messages received so far.
     #[getter]
     fn received(&self, py: Python<'_>) -> PyResult<u64> {
-        let g = self.lock(py);
-        let st = g.as_ref().ok_or_else(|| errors::closed(py, "subscriber"))?;
-        Ok(st.sub.received())
+        self.with_state(py, |st| st.sub.received())
     }
 
     /// The tag's name.
@@ -458,10 +471,8 @@ impl PySubscriber {
     /// Internal (the asyncio helpers): hands a message back, to be returned
     /// by the next receive.
     fn _requeue(&self, py: Python<'_>, message: &Bound<'_, Message>) -> PyResult<()> {
-        let mut g = self.lock(py);
-        let st = g.as_mut().ok_or_else(|| errors::closed(py, "subscriber"))?;
-        st.held.push_front(message.get().parts(py));
-        Ok(())
+        let parts = message.get().parts(py);
+        self.with_state(py, |st| st.held.push_front(parts))
     }
 
     fn __repr__(&self) -> String {

@@ -67,6 +67,21 @@ def test_the_rtt_benchmark_ping_and_pong_processes(daemon):
     assert json.loads(r.stdout)["size"] == 64
 
 
+def test_the_rtt_benchmark_speaks_the_perf_runner_protocol(daemon):
+    """``tagwire perf rtt --lang python`` runs ``SCRIPT pong|ping --socket S
+    --data D --ack A [--size N --rounds R --warmup W]`` and reads
+    ``samples_ns`` from the last JSON line (proof/perf/src/lang.rs)."""
+    common = ["--socket", daemon.socket, "--data", "/lang/d", "--ack", "/lang/a"]
+    pong = subprocess.Popen([sys.executable, str(BENCH), "pong", *common], stdout=subprocess.DEVNULL)
+    r = run([BENCH, "ping", *common, "--size", "256", "--rounds", "50", "--warmup", "5"])
+    assert r.returncode == 0, r.stderr
+    assert pong.wait(timeout=30) == 0
+    last = [line for line in r.stdout.splitlines() if line.startswith("{")][-1]
+    res = json.loads(last)
+    assert res["lang"] == "python" and res["size"] == 256
+    assert len(res["samples_ns"]) == 50 and all(isinstance(x, int) and x > 0 for x in res["samples_ns"])
+
+
 def test_the_throughput_benchmark_counts_a_lossless_stream(daemon, tagwire_bin):
     n = 20000
     sub = subprocess.Popen(

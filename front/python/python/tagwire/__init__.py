@@ -22,6 +22,8 @@ README for the whole API, and ``tagwire.errors`` for the exceptions.
 
 from __future__ import annotations
 
+from typing import Union
+
 from ._tagwire import (
     DEFAULT_SEND_TIMEOUT,
     MAX_LOSSLESS,
@@ -64,7 +66,11 @@ from .errors import (
     WindowFull,
 )
 
+HistoryQuery = Union[Last, Since, Between]
+"""What ``Client.pull`` and ``Client.subscribe(history=...)`` take."""
+
 __all__ = [
+    "HistoryQuery",
     "Client",
     "Publisher",
     "Subscriber",

@@ -32,7 +32,7 @@ _lock = threading.Lock()
 
 def _executor(sub: Any) -> concurrent.futures.ThreadPoolExecutor:
     d = sub.__dict__
-    ex = d.get("_aio_executor")
+    ex: Optional[concurrent.futures.ThreadPoolExecutor] = d.get("_aio_executor")
     if ex is None:
         with _lock:
             ex = d.get("_aio_executor")
@@ -62,7 +62,7 @@ def _wait(sub: Any, seconds: float) -> Any:
 def _keep_for(sub: Any) -> Any:
     """A done-callback handing a cancelled wait's message back to ``sub``."""
 
-    def done(f: concurrent.futures.Future) -> None:
+    def done(f: "concurrent.futures.Future[Any]") -> None:
         if f.cancelled() or f.exception() is not None:
             return
         msg = f.result()
