@@ -241,12 +241,7 @@ impl PyClient {
     /// Messages from a tag's history (see `set_history`), oldest first, with
     /// their senders: a list of `Message`. `query`: `tagwire.Last(n)`,
     /// `tagwire.Since(seq)` or `tagwire.Between(from_ns, to_ns)`.
-    fn pull(
-        &self,
-        py: Python<'_>,
-        name: &str,
-        query: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<Message>> {
+    fn pull(&self, py: Python<'_>, name: &str, query: &Bound<'_, PyAny>) -> PyResult<Vec<Message>> {
         let q = history_query(query)?;
         let c = self.client(py)?;
         let v = py.detach(|| c.pull(name, q)).py_err(py)?;
@@ -263,7 +258,10 @@ impl PyClient {
     /// True once `close()` was called.
     #[getter]
     fn closed(&self) -> bool {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).is_none()
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
     }
 
     /// Releases this handle. Idempotent. Publishers and subscribers made by

@@ -41,9 +41,7 @@ fn class_name(e: &tagwire::Error) -> &'static str {
 /// An exception class of `tagwire.errors`, looked up once per process.
 fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
     static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-    let module = MODULE.get_or_try_init(py, || {
-        py.import(ERRORS_MODULE).map(Bound::unbind)
-    })?;
+    let module = MODULE.get_or_try_init(py, || py.import(ERRORS_MODULE).map(Bound::unbind))?;
     Ok(module.bind(py).getattr(name)?.cast_into::<PyType>()?)
 }
 
@@ -69,10 +67,18 @@ fn make(py: Python<'_>, name: &str, message: String, attrs: &[(&str, Py<PyAny>)]
 pub(crate) fn to_py(py: Python<'_>, e: tagwire::Error) -> PyErr {
     use tagwire::Error as E;
     let message = e.to_string();
-    let int = |v: u64| -> Py<PyAny> { v.into_pyobject(py).map_or_else(|_| py.None(), |o| o.into_any().unbind()) };
-    let text = |s: &str| -> Py<PyAny> { s.into_pyobject(py).map_or_else(|_| py.None(), |o| o.into_any().unbind()) };
+    let int = |v: u64| -> Py<PyAny> {
+        v.into_pyobject(py)
+            .map_or_else(|_| py.None(), |o| o.into_any().unbind())
+    };
+    let text = |s: &str| -> Py<PyAny> {
+        s.into_pyobject(py)
+            .map_or_else(|_| py.None(), |o| o.into_any().unbind())
+    };
     let secs = |d: std::time::Duration| -> Py<PyAny> {
-        d.as_secs_f64().into_pyobject(py).map_or_else(|_| py.None(), |o| o.into_any().unbind())
+        d.as_secs_f64()
+            .into_pyobject(py)
+            .map_or_else(|_| py.None(), |o| o.into_any().unbind())
     };
     let attrs: Vec<(&str, Py<PyAny>)> = match &e {
         E::Overflowed { lost } => vec![("lost", int(*lost))],

@@ -286,7 +286,12 @@ impl Batch {
 
     /// Every payload as a `bytes`, oldest first.
     fn payloads<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        PyList::new(py, self.items.iter().map(|it| PyBytes::new(py, self.payload(it))))
+        PyList::new(
+            py,
+            self.items
+                .iter()
+                .map(|it| PyBytes::new(py, self.payload(it))),
+        )
     }
 
     /// Every sequence number, oldest first.

@@ -199,6 +199,8 @@ pub(crate) fn history_query(q: &Bound<'_, PyAny>) -> PyResult<tagwire::HistoryQu
     Err(pyo3::exceptions::PyTypeError::new_err(format!(
         "a history query is tagwire.Last(n), tagwire.Since(seq) or \
          tagwire.Between(from_ns, to_ns), not {}",
-        q.get_type().name().map_or_else(|_| "this".into(), |n| n.to_string())
+        q.get_type()
+            .name()
+            .map_or_else(|_| "this".into(), |n| n.to_string())
     )))
 }

@@ -65,7 +65,10 @@ impl State {
         if let Some((payload, info)) = self.held.pop_front() {
             return Ok(Some(Polled::Held(payload, info)));
         }
-        match self.sub.receive_into(Some(Duration::ZERO), &mut self.scratch) {
+        match self
+            .sub
+            .receive_into(Some(Duration::ZERO), &mut self.scratch)
+        {
             Ok(i) => Ok(Some(Polled::Scratch(Info::of(&i)))),
             Err(tagwire::Error::Timeout) => Ok(None),
             Err(e) => Err(e),
@@ -99,7 +102,10 @@ impl State {
                 push(data, items, &payload, info);
                 continue;
             }
-            match self.sub.receive_into(Some(Duration::ZERO), &mut self.scratch) {
+            match self
+                .sub
+                .receive_into(Some(Duration::ZERO), &mut self.scratch)
+            {
                 Ok(i) => push(data, items, &self.scratch, Info::of(&i)),
                 Err(tagwire::Error::Timeout) => return,
                 // Raised again by the next receive, the ring being empty.
@@ -125,7 +131,9 @@ fn push(data: &mut Vec<u8>, items: &mut Vec<Item>, payload: &[u8], info: Info) {
 /// How long the next wait may be: what is left until `deadline` (None:
 /// for ever), at most [`SLICE`].
 fn remaining(deadline: Option<Instant>) -> Duration {
-    deadline.map_or(SLICE, |d| d.saturating_duration_since(Instant::now()).min(SLICE))
+    deadline.map_or(SLICE, |d| {
+        d.saturating_duration_since(Instant::now()).min(SLICE)
+    })
 }
 
 /// A message taken by a poll: in the scratch buffer or a held one.
@@ -413,7 +421,8 @@ impl PySubscriber {
         let state = this.lock(py).take();
         drop(state);
         // Stop the async worker thread, if any.
-        py.import("tagwire._aio")?.call_method1("on_close", (slf,))?;
+        py.import("tagwire._aio")?
+            .call_method1("on_close", (slf,))?;
         Ok(())
     }
 
@@ -465,7 +474,9 @@ impl PySubscriber {
     }
 
     fn __anext__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        slf.py().import("tagwire._aio")?.call_method1("anext", (slf,))
+        slf.py()
+            .import("tagwire._aio")?
+            .call_method1("anext", (slf,))
     }
 
     /// Internal (the asyncio helpers): hands a message back, to be returned
