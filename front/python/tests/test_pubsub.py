@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 
 import pytest
 
 import tagwire
-from _util import wait_until
+from _util import python_script, wait_until
 
 T = 5.0  # seconds: a receive that should succeed at once
 
@@ -269,3 +270,24 @@ def test_context_managers_and_close_are_idempotent(daemon, tag):
         c.ping()
     with pytest.raises(ValueError):  # Closed is a ValueError too
         c.tags()
+
+
+def test_ctrl_c_interrupts_a_blocking_receive(daemon, tag):
+    code = r"""
+import sys, tagwire
+c = tagwire.Client(socket=sys.argv[1])
+sub = c.subscribe(sys.argv[2])
+print("waiting", flush=True)
+try:
+    sub.receive()
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+    p = python_script(code, daemon.socket, tag)
+    assert p.stdout is not None
+    assert p.stdout.readline().strip() == "waiting"
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=5)
+    assert out.strip() == "interrupted", err
+    assert p.returncode == 0
