@@ -51,15 +51,21 @@ enum Command {
 }
 
 fn main() {
+    let cli = Cli::parse();
+    // `tagwire perf` runs a daemon in its own process: its INFO lines (tags
+    // made and destroyed per measurement) would land among the tables.
+    let default_filter = match cli.command {
+        Command::Perf(_) => "warn",
+        _ => "warn,tagwire_daemon=info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TAGWIRE_LOG")
-                .unwrap_or_else(|_| "warn,tagwire_daemon=info".into()),
+                .unwrap_or_else(|_| default_filter.into()),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
     let res = match cli.command {
         Command::Daemon(a) => daemon::run(a),
         Command::Nodes(a) => nodes::run(a),

@@ -405,13 +405,23 @@ fn remote(a: &Args) -> anyhow::Result<()> {
     emit(a, name, &records)
 }
 
+/// `all`, `last`, `both`, or a list of them (`all,last`).
 fn parse_acks(s: &str) -> anyhow::Result<Vec<Acks>> {
-    Ok(match s {
-        "all" => vec![Acks::All],
-        "last" => vec![Acks::Last],
-        "both" => vec![Acks::All, Acks::Last],
-        other => anyhow::bail!("--acks must be all, last or both, not {other}"),
-    })
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        let more: &[Acks] = match part {
+            "all" => &[Acks::All],
+            "last" => &[Acks::Last],
+            "both" => &[Acks::All, Acks::Last],
+            other => anyhow::bail!("--acks takes all, last, both or a list of them, not {other}"),
+        };
+        for a in more {
+            if !out.contains(a) {
+                out.push(*a);
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn emit(a: &Args, name: &str, records: &[Record]) -> anyhow::Result<()> {
@@ -489,6 +499,19 @@ fn parse_pin(s: &str) -> anyhow::Result<Option<(usize, usize)>> {
         return Ok(None);
     }
     Ok(Some((a, b)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acks_take_a_word_or_a_list() {
+        assert_eq!(parse_acks("all").unwrap(), vec![Acks::All]);
+        assert_eq!(parse_acks("all,last").unwrap(), vec![Acks::All, Acks::Last]);
+        assert_eq!(parse_acks("last, all,both").unwrap(), vec![Acks::Last, Acks::All]);
+        assert!(parse_acks("some").is_err());
+    }
 }
 
 fn parse_mode(m: &str) -> anyhow::Result<Mode> {
