@@ -30,10 +30,8 @@ REPO = PACKAGE.parent.parent  # the workspace root
 def find_binary() -> Optional[Path]:
     """The ``tagwire`` CLI to run daemons with, or None."""
     env = os.environ.get("TAGWIRE_BIN")
-    if env:
-        return Path(env)
-    for profile in ("release", "debug"):
-        p = REPO / "target" / profile / "tagwire"
+    candidates = [Path(env)] if env else [REPO / "target" / p / "tagwire" for p in ("release", "debug")]
+    for p in candidates:
         if p.is_file() and os.access(p, os.X_OK):
             return p
     return None
@@ -104,8 +102,11 @@ class Daemon:
 def tagwire_bin() -> Path:
     b = find_binary()
     if b is None:
+        env = os.environ.get("TAGWIRE_BIN")
         reason = (
-            "no tagwire binary: set TAGWIRE_BIN or build one with "
+            f"TAGWIRE_BIN={env} is not an executable file"
+            if env
+            else "no tagwire binary: set TAGWIRE_BIN or build one with "
             f"`cargo build -p tagwire-cli` in {REPO}"
         )
         print(f"skipped: {reason}")
