@@ -236,3 +236,43 @@ def test_every_exception_class_exists_and_derives_from_error():
         assert issubclass(cls, tagwire.Error) and issubclass(cls, Exception), n
     assert issubclass(tagwire.Timeout, TimeoutError)
     assert tagwire.Overflowed("x").lost == 0
+
+
+def _children_named(name: str) -> set:
+    """Pids of this process's children whose command is ``name``."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        if comm == name and ppid == os.getpid():
+            out.add(int(d))
+    return out
+
+
+def test_autostart_starts_a_daemon_when_none_answers(tagwire_bin, monkeypatch):
+    import shutil
+    import signal
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="tw-auto-")
+    sock = os.path.join(d, "tagwired.sock")
+    monkeypatch.setenv("TAGWIRE_DAEMON", str(tagwire_bin))
+    before = _children_named("tagwire")
+    with pytest.raises(tagwire.DaemonUnreachable):
+        tagwire.Client(socket=sock)  # autostart is off by default
+    try:
+        with tagwire.Client(socket=sock, autostart=True, timeout=5) as c:
+            c.ping()
+            assert c.create_tag("/auto") is True
+    finally:
+        for pid in _children_named("tagwire") - before:
+            os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+        shutil.rmtree(d, ignore_errors=True)
