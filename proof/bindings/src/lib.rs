@@ -67,8 +67,14 @@ pub fn cmake_build(name: &str, asan: bool) -> Result<PathBuf, Skip> {
         .arg("-B")
         .arg(&dir)
         .arg("-DTAGWIRE_CARGO_PROFILE=dev")
-        .arg(format!("-DTAGWIRE_ASAN={}", if asan { "ON" } else { "OFF" }))
-        .arg(format!("-DCMAKE_BUILD_TYPE={}", if asan { "Debug" } else { "Release" }));
+        .arg(format!(
+            "-DTAGWIRE_ASAN={}",
+            if asan { "ON" } else { "OFF" }
+        ))
+        .arg(format!(
+            "-DCMAKE_BUILD_TYPE={}",
+            if asan { "Debug" } else { "Release" }
+        ));
     let out = run(&mut cfg)?;
     if !out.status.success() {
         let t = text(&out);

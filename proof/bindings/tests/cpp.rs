@@ -25,7 +25,13 @@ fn ctest(name: &str, asan: bool) {
     );
     let ran = t.lines().filter(|l| l.contains(" Passed ")).count();
     assert!(ran >= 20, "only {ran} C/C++ tests ran:\n{t}");
-    println!("{}", t.lines().rev().find(|l| l.contains("tests passed")).unwrap_or_default());
+    println!(
+        "{}",
+        t.lines()
+            .rev()
+            .find(|l| l.contains("tests passed"))
+            .unwrap_or_default()
+    );
 }
 
 #[test]
