@@ -509,7 +509,10 @@ mod tests {
     fn acks_take_a_word_or_a_list() {
         assert_eq!(parse_acks("all").unwrap(), vec![Acks::All]);
         assert_eq!(parse_acks("all,last").unwrap(), vec![Acks::All, Acks::Last]);
-        assert_eq!(parse_acks("last, all,both").unwrap(), vec![Acks::Last, Acks::All]);
+        assert_eq!(
+            parse_acks("last, all,both").unwrap(),
+            vec![Acks::Last, Acks::All]
+        );
         assert!(parse_acks("some").is_err());
     }
 }
