@@ -80,6 +80,28 @@ fn a_message_arrives_with_seq_sender_and_timestamp() {
 }
 
 #[test]
+fn a_tag_name_of_the_longest_allowed_length_works_end_to_end() {
+    let n = node();
+    let c = n.client();
+    for len in [241, 242, 249, 250, 255] {
+        let name = format!("/{}", "n".repeat(len - 1));
+        assert_eq!(name.len(), len);
+        assert!(
+            c.create_tag(&name, Domain::Global).unwrap(),
+            "{len}-byte name"
+        );
+        let mut sub = c.subscribe(&name, SubscribeOptions::default()).unwrap();
+        c.publisher(&name).unwrap().send(b"x").unwrap();
+        assert_eq!(sub.receive(T).unwrap().payload, b"x");
+    }
+    let too_long = format!("/{}", "n".repeat(255));
+    assert!(matches!(
+        c.create_tag(&too_long, Domain::Global),
+        Err(tagwire::Error::InvalidName(_))
+    ));
+}
+
+#[test]
 fn a_scaled_subscription_gets_every_nth_sample_with_the_publishers_seqs() {
     let n = node();
     let c = n.client();

@@ -44,14 +44,35 @@ unsafe impl Send for Segment {}
 // SAFETY: as above.
 unsafe impl Sync for Segment {}
 
+/// The longest memfd name Linux takes: NAME_MAX (255) less the "memfd:"
+/// prefix it adds; a longer one fails with EINVAL.
+const MEMFD_NAME_MAX: usize = 249;
+
+/// `name` cut to [`MEMFD_NAME_MAX`] bytes, at a UTF-8 character boundary.
+fn memfd_name(name: &str) -> &str {
+    if name.len() <= MEMFD_NAME_MAX {
+        return name;
+    }
+    let mut end = MEMFD_NAME_MAX;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    &name[..end]
+}
+
 impl Segment {
-    /// Creates a sealed (fixed-size) memfd of `len` bytes and maps it.
+    /// Creates a sealed (fixed-size) memfd of `len` bytes and maps it. The
+    /// name only labels the memfd (in `/proc/PID/fd`); one longer than the
+    /// kernel takes is shortened.
     pub fn create(name: &str, len: usize) -> Result<Self, ShmError> {
         if len == 0 {
             return Err(ShmError::BadShape("zero-length segment"));
         }
-        let fd = fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)
-            .map_err(sys("memfd_create"))?;
+        let fd = fs::memfd_create(
+            memfd_name(name),
+            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+        )
+        .map_err(sys("memfd_create"))?;
         fs::ftruncate(&fd, len as u64).map_err(sys("ftruncate"))?;
         fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
             .map_err(sys("F_ADD_SEALS"))?;
@@ -119,5 +140,22 @@ impl Drop for Segment {
     fn drop(&mut self) {
         // SAFETY: we mapped exactly this range and nothing borrows it past `self`.
         let _ = unsafe { mm::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_longer_than_memfd_takes_is_cut_at_a_character_boundary() {
+        let long = format!("tagwire:/{}", "é".repeat(200));
+        let cut = memfd_name(&long);
+        assert!(cut.len() <= MEMFD_NAME_MAX && cut.len() >= MEMFD_NAME_MAX - 1);
+        assert!(long.starts_with(cut));
+        assert_eq!(memfd_name("tagwire:/short"), "tagwire:/short");
+        // The kernel takes it.
+        let seg = Segment::create(&long, 4096);
+        assert!(seg.is_ok(), "{:?}", seg.err());
     }
 }
