@@ -97,7 +97,7 @@ fn a_tag_name_of_the_longest_allowed_length_works_end_to_end() {
     let too_long = format!("/{}", "n".repeat(255));
     assert!(matches!(
         c.create_tag(&too_long, Domain::Global),
-        Err(tagwire::Error::InvalidName(_))
+        Err(Error::InvalidName(_))
     ));
 }
 
