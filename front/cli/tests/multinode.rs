@@ -901,7 +901,7 @@ fn multicast_subscribers_on_two_hosts_share_one_datagram_per_message() {
     let site = Site::new(3);
     let (daemons, clients) = site.mesh(&Find::List);
     clients[0].create_tag("/many", Domain::Global).unwrap();
-    let opts = SubscribeOptions::default().depth(512).multicast();
+    let opts = SubscribeOptions::default().depth(256).multicast();
     let mut subs = [
         clients[1].subscribe("/many", opts).unwrap(),
         clients[2].subscribe("/many", opts).unwrap(),
@@ -951,7 +951,7 @@ fn a_node_with_a_reliable_and_a_multicast_subscriber_gets_each_message_once() {
     let site = Site::new(3);
     let (_daemons, clients) = site.mesh(&Find::List);
     clients[0].create_tag("/both", Domain::Global).unwrap();
-    let opts = SubscribeOptions::default().depth(512);
+    let opts = SubscribeOptions::default().depth(256);
     // Host 2 makes host 0 send to the group; host 1 must still take only
     // its reliable copy.
     let mut subs = [

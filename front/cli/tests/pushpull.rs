@@ -317,7 +317,7 @@ fn a_history_kept_on_the_publishers_node_is_pulled_from_another_node() {
     );
     // A late joiner on host 1: the last 20, then live samples, no gap, no
     // duplicate.
-    let opts = SubscribeOptions::default().depth(1024);
+    let opts = SubscribeOptions::default().depth(256);
     let mut late = clients[1]
         .subscribe_with_history("/remote/hist", opts, tagwire::HistoryQuery::Last(20))
         .unwrap();

@@ -118,6 +118,8 @@ typedef enum tw_status {
   TW_ERR_BUFFER_TOO_SMALL = 19,
   // A bug in tagwire (a panic was caught at the boundary); please report it.
   TW_ERR_INTERNAL = 20,
+  // A subscription's depth exceeds the tag's ring slots.
+  TW_ERR_DEPTH_TOO_LARGE = 21,
 } tw_status;
 
 // A connection to the node's tagwire daemon. Thread-safe.

@@ -55,6 +55,7 @@ enum class Errc : int {
   invalid_argument = TW_ERR_INVALID_ARGUMENT,
   buffer_too_small = TW_ERR_BUFFER_TOO_SMALL,
   internal = TW_ERR_INTERNAL,
+  depth_too_large = TW_ERR_DEPTH_TOO_LARGE,
 };
 
 /// Every tagwire failure: what() says what happened and what to do, kind()
@@ -94,6 +95,7 @@ TAGWIRE_ERROR_KIND(ProtocolError, protocol)
 TAGWIRE_ERROR_KIND(InvalidArgument, invalid_argument)
 TAGWIRE_ERROR_KIND(BufferTooSmall, buffer_too_small)
 TAGWIRE_ERROR_KIND(InternalError, internal)
+TAGWIRE_ERROR_KIND(DepthTooLarge, depth_too_large)
 #undef TAGWIRE_ERROR_KIND
 
 /// The subscriber fell behind: lost() messages were dropped, oldest first.
@@ -130,6 +132,7 @@ namespace detail {
     case TW_ERR_PROTOCOL: throw ProtocolError(w);
     case TW_ERR_INVALID_ARGUMENT: throw InvalidArgument(w);
     case TW_ERR_BUFFER_TOO_SMALL: throw BufferTooSmall(w);
+    case TW_ERR_DEPTH_TOO_LARGE: throw DepthTooLarge(w);
     default: throw InternalError(w.empty() ? std::string("unknown tagwire status") : w);
   }
 }

@@ -56,6 +56,8 @@ pub enum tw_status {
     TW_ERR_BUFFER_TOO_SMALL = 19,
     /// A bug in tagwire (a panic was caught at the boundary); please report it.
     TW_ERR_INTERNAL = 20,
+    /// A subscription's depth exceeds the tag's ring slots.
+    TW_ERR_DEPTH_TOO_LARGE = 21,
 }
 
 impl tw_status {
@@ -74,6 +76,7 @@ impl tw_status {
             E::Overflowed { .. } => Self::TW_ERR_OVERFLOWED,
             E::WindowFull { .. } => Self::TW_ERR_WINDOW_FULL,
             E::NoLosslessRoom { .. } => Self::TW_ERR_NO_LOSSLESS_ROOM,
+            E::DepthTooLarge { .. } => Self::TW_ERR_DEPTH_TOO_LARGE,
             E::Timeout => Self::TW_ERR_TIMEOUT,
             E::PeersUnresponsive(_) => Self::TW_ERR_PEERS_UNRESPONSIVE,
             E::NoPlacement(_) => Self::TW_ERR_NO_PLACEMENT,
@@ -107,6 +110,7 @@ impl tw_status {
             Self::TW_ERR_INVALID_ARGUMENT => c"ERR_INVALID_ARGUMENT",
             Self::TW_ERR_BUFFER_TOO_SMALL => c"ERR_BUFFER_TOO_SMALL",
             Self::TW_ERR_INTERNAL => c"ERR_INTERNAL",
+            Self::TW_ERR_DEPTH_TOO_LARGE => c"ERR_DEPTH_TOO_LARGE",
         }
     }
 }

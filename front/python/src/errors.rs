@@ -29,6 +29,7 @@ fn class_name(e: &tagwire::Error) -> &'static str {
         E::Overflowed { .. } => "Overflowed",
         E::WindowFull { .. } => "WindowFull",
         E::NoLosslessRoom { .. } => "NoLosslessRoom",
+        E::DepthTooLarge { .. } => "DepthTooLarge",
         E::Timeout => "Timeout",
         E::PeersUnresponsive(_) => "PeersUnresponsive",
         E::NoPlacement(_) => "NoPlacement",
@@ -88,6 +89,11 @@ pub(crate) fn to_py(py: Python<'_>, e: tagwire::Error) -> PyErr {
         }
         E::WindowFull { tag, waited } => vec![("tag", text(tag)), ("waited", secs(*waited))],
         E::NoLosslessRoom { tag, max } => vec![("tag", text(tag)), ("limit", int(*max as u64))],
+        E::DepthTooLarge { tag, depth, slots } => vec![
+            ("tag", text(tag)),
+            ("depth", int(u64::from(*depth))),
+            ("limit", int(u64::from(*slots))),
+        ],
         E::DaemonUnreachable { socket, .. } | E::DaemonTimeout { socket, .. } => {
             vec![("socket", text(&socket.to_string_lossy()))]
         }

@@ -228,7 +228,7 @@ def test_every_exception_class_exists_and_derives_from_error():
     names = [
         "DaemonUnreachable", "DaemonTimeout", "UnknownTag", "TagDestroyed",
         "InvalidName", "NoSendAccess", "NotSubscribed", "TooLarge", "Overflowed",
-        "WindowFull", "NoLosslessRoom", "Timeout", "PeersUnresponsive",
+        "WindowFull", "NoLosslessRoom", "DepthTooLarge", "Timeout", "PeersUnresponsive",
         "NoPlacement", "Refused", "IoError", "ProtocolError",
     ]  # fmt: skip
     for n in names:
@@ -236,6 +236,16 @@ def test_every_exception_class_exists_and_derives_from_error():
         assert issubclass(cls, tagwire.Error) and issubclass(cls, Exception), n
     assert issubclass(tagwire.Timeout, TimeoutError)
     assert tagwire.Overflowed("x").lost == 0
+
+
+def test_a_depth_beyond_the_rings_slots_is_a_typed_error(client, tag):
+    tag += "/small"  # the fixture's tag exists already, with the default ring
+    assert client.create_tag(tag, slots=16)
+    with pytest.raises(tagwire.DepthTooLarge) as e:
+        client.subscribe(tag, depth=17)
+    assert (e.value.depth, e.value.limit, e.value.tag) == (17, 16, tag)
+    assert "16 slots" in str(e.value)
+    client.subscribe(tag, depth=16).close()
 
 
 def _children_named(name: str) -> set:

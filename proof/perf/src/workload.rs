@@ -395,7 +395,7 @@ pub fn throughput(
         ack: String::new(),
         acks: false,
         spin: false,
-        depth: 65536,
+        depth: slots,
         cpu: env.cpus.map(|c| c.1),
         every: 1,
         proxy: Proxy::Subscriber,

@@ -91,6 +91,21 @@ pub enum Error {
         /// Lossless subscribers a tag may have on one node.
         max: usize,
     },
+    /// A subscription asked to keep more unread messages than the tag's
+    /// ring has slots.
+    #[error(
+        "subscription depth {depth} exceeds the {slots} slots of tag {tag}'s ring: ask for at \
+         most {slots}, or create the tag with more slots (Client::create_tag_with, \
+         `tagwire daemon --slots`)"
+    )]
+    DepthTooLarge {
+        /// The tag.
+        tag: String,
+        /// The depth asked for.
+        depth: u32,
+        /// The ring's slots.
+        slots: u32,
+    },
     /// No message arrived within the receive timeout.
     #[error("no message within the timeout")]
     Timeout,

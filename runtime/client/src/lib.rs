@@ -44,7 +44,7 @@ use std::time::SystemTime;
 pub use client::{Client, ClientOptions};
 pub use error::Error;
 pub use publisher::{Publisher, DEFAULT_SEND_TIMEOUT};
-pub use subscriber::{MessageInfo, SubscribeOptions, Subscriber, MAX_LOSSLESS};
+pub use subscriber::{MessageInfo, SubscribeOptions, Subscriber, DEFAULT_DEPTH, MAX_LOSSLESS};
 pub use tagwire_proto::ReplicaEntry;
 pub use tagwire_wire::control::{
     HistoryQuery, KeepHistory, NodeState, NodeSummary, RingParams, TagSummary,

@@ -27,8 +27,8 @@ use crate::{Error, Message, Result};
 /// Options of one subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubscribeOptions {
-    /// How many unread messages are kept before the oldest is dropped (default 64;
-    /// at most the tag's slot count).
+    /// How many unread messages are kept before the oldest is dropped
+    /// ([`DEFAULT_DEPTH`]; at most the tag's slot count).
     pub depth: u32,
     /// Spin this long before sleeping in `receive` (default: none, block at once).
     /// For latency-critical users with a core to spare.
@@ -41,10 +41,14 @@ pub struct SubscribeOptions {
     pub lossless: bool,
 }
 
+/// The depth of [`SubscribeOptions::default`]: 64 unread messages, or the
+/// tag's ring slots when it has fewer.
+pub const DEFAULT_DEPTH: u32 = 64;
+
 impl Default for SubscribeOptions {
     fn default() -> Self {
         Self {
-            depth: 64,
+            depth: DEFAULT_DEPTH,
             busy_poll: None,
             qos: ChannelQos::default(),
             lossless: false,
@@ -53,7 +57,9 @@ impl Default for SubscribeOptions {
 }
 
 impl SubscribeOptions {
-    /// Sets the queue depth.
+    /// Sets the queue depth: at most the tag's ring slots (256 by default),
+    /// else subscribing fails with [`crate::Error::DepthTooLarge`] (the
+    /// default, [`DEFAULT_DEPTH`], is cut to a smaller ring's slots instead).
     pub fn depth(mut self, depth: u32) -> Self {
         self.depth = depth.max(1);
         self
@@ -179,6 +185,16 @@ pub struct Subscriber {
 impl Subscriber {
     pub(crate) fn new(client: Client, ep: Arc<Endpoint>, opts: SubscribeOptions) -> Result<Self> {
         let ring = ep.current_ring();
+        let slots = ring.shape().slots;
+        // The default depth is cut to a smaller ring; one asked for is not.
+        if !opts.lossless && opts.depth > slots && opts.depth != DEFAULT_DEPTH {
+            ep.close(&client.core);
+            return Err(Error::DepthTooLarge {
+                tag: ep.name.to_string(),
+                depth: opts.depth,
+                slots,
+            });
+        }
         // Start where the daemon granted the subscription, not where the ring is
         // now: messages sent in between are ours.
         let cursor = ring.cursor_from(ep.registered_at.load(Ordering::Acquire), opts.ring_depth());

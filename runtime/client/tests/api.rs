@@ -102,6 +102,33 @@ fn a_tag_name_of_the_longest_allowed_length_works_end_to_end() {
 }
 
 #[test]
+fn a_depth_beyond_the_rings_slots_is_refused_and_withdrawn() {
+    let n = node();
+    let c = n.client();
+    c.create_tag_with(
+        "/deep",
+        Domain::Global,
+        tagwire::RingParams {
+            slots: 32,
+            slot_payload: 0,
+        },
+    )
+    .unwrap();
+    match c.subscribe("/deep", SubscribeOptions::default().depth(33)) {
+        Err(Error::DepthTooLarge { depth, slots, .. }) => assert_eq!((depth, slots), (33, 32)),
+        other => panic!("expected DepthTooLarge, got {other:?}"),
+    }
+    wait_until(|| c.receivers("/deep").unwrap().is_empty());
+    let _ok = c
+        .subscribe("/deep", SubscribeOptions::default().depth(32))
+        .unwrap();
+    let _lossless = c
+        .subscribe("/deep", SubscribeOptions::default().depth(1000).lossless())
+        .unwrap();
+    assert!(!c.receivers("/deep").unwrap().is_empty());
+}
+
+#[test]
 fn a_scaled_subscription_gets_every_nth_sample_with_the_publishers_seqs() {
     let n = node();
     let c = n.client();
@@ -247,7 +274,7 @@ fn a_late_joiner_gets_the_last_messages_then_live_ones_without_gap_or_duplicate(
     for i in 0..500u32 {
         publ.send(&i.to_le_bytes()).unwrap();
     }
-    let opts = SubscribeOptions::default().depth(4096);
+    let opts = SubscribeOptions::default().depth(256);
     let mut late = c
         .subscribe_with_history("/late", opts, HistoryQuery::Last(100))
         .unwrap();

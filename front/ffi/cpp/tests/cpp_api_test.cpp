@@ -64,6 +64,10 @@ TEST(CppApi, errors_are_exceptions_of_their_kind) {
   nowhere.socket = "/nonexistent/tagwire.sock";
   nowhere.autostart = false;
   EXPECT_THROW(Client{nowhere}, tagwire::DaemonUnreachable);
+  auto small = unique_tag("small-ring");
+  c.create_tag(small, tagwire::Domain::local, tagwire::TagParams{16, 0, 0, 0});
+  EXPECT_THROW(c.subscribe(small, SubscribeOptions().depth(17)), tagwire::DepthTooLarge);
+  EXPECT_NO_THROW(c.subscribe(small, SubscribeOptions().depth(16)));
 }
 
 TEST(CppApi, a_destroyed_tag_wakes_a_blocked_receiver) {

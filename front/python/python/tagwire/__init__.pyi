@@ -16,6 +16,7 @@ from .errors import Error as Error
 from .errors import InvalidName as InvalidName
 from .errors import IoError as IoError
 from .errors import NoLosslessRoom as NoLosslessRoom
+from .errors import DepthTooLarge as DepthTooLarge
 from .errors import NoPlacement as NoPlacement
 from .errors import NoSendAccess as NoSendAccess
 from .errors import NotSubscribed as NotSubscribed
@@ -60,6 +61,7 @@ __all__ = [
     "Overflowed",
     "WindowFull",
     "NoLosslessRoom",
+    "DepthTooLarge",
     "Timeout",
     "PeersUnresponsive",
     "NoPlacement",

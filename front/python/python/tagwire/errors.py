@@ -26,6 +26,7 @@ __all__ = [
     "Overflowed",
     "WindowFull",
     "NoLosslessRoom",
+    "DepthTooLarge",
     "Timeout",
     "PeersUnresponsive",
     "NoPlacement",
@@ -114,6 +115,15 @@ class NoLosslessRoom(Error):
     ``tagwire.MAX_LOSSLESS`` lossless subscribers per tag and node)."""
 
     tag: str = ""
+    limit: int = 0
+
+
+class DepthTooLarge(Error):
+    """A subscription asked to keep more unread messages (``depth``) than the
+    tag's ring has slots (``limit``)."""
+
+    tag: str = ""
+    depth: int = 0
     limit: int = 0
 
 
