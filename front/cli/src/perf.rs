@@ -69,7 +69,8 @@ enum Bench {
         #[arg(long, value_delimiter = ',', default_value = "block,spin")]
         modes: Vec<String>,
         /// Languages of both ends: rust (always), cpp (the C++ API over the C
-        /// ABI), python (the pyo3 binding); blocking receives, paired with Rust.
+        /// ABI), python (the pyo3 binding), java (the FFM binding over the C
+        /// ABI); blocking receives, paired with Rust.
         #[arg(long, value_delimiter = ',', default_value = "rust")]
         lang: Vec<String>,
     },
@@ -148,6 +149,18 @@ enum Bench {
         #[arg(long, default_value_t = 256)]
         size: usize,
     },
+    /// The ORTE paper's Table 2: N 4-byte messages from a flat-out publisher
+    /// to a lossless subscriber, C->C, Java->Java, C->Java, Java->C and
+    /// Rust->Rust runners, each paired with C->C.
+    Table2 {
+        /// Messages per run.
+        #[arg(long, default_value_t = 10000)]
+        count: u64,
+        /// Untimed messages each runner first sends to itself through a
+        /// private tag (the JIT of the Java runners; 0: cold runners).
+        #[arg(long, default_value_t = 200000)]
+        warmup_msgs: u64,
+    },
     /// Round trip against the number of receivers spread over three other
     /// hosts, all acknowledging (paper Figure 4-7; network namespaces; root).
     MultiNode {
@@ -188,13 +201,13 @@ pub(crate) struct WorkerArgs {
 /// Arguments of the hidden language-runner subcommand (see `tagwire_perf::lang`).
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunnerArgs {
-    /// ping or pong.
+    /// ping, pong, sub-ints or pub-ints.
     role: String,
     #[arg(long)]
     socket: PathBuf,
     #[arg(long)]
     data: String,
-    #[arg(long)]
+    #[arg(long, default_value = "")]
     ack: String,
     #[arg(long, default_value_t = 256)]
     size: usize,
@@ -202,6 +215,8 @@ pub(crate) struct RunnerArgs {
     rounds: usize,
     #[arg(long, default_value_t = 100)]
     warmup: usize,
+    #[arg(long, default_value_t = 10000)]
+    count: u64,
 }
 
 pub(crate) fn lang_runner(a: RunnerArgs) -> anyhow::Result<()> {
@@ -213,6 +228,7 @@ pub(crate) fn lang_runner(a: RunnerArgs) -> anyhow::Result<()> {
         size: a.size,
         rounds: a.rounds,
         warmup: a.warmup,
+        count: a.count,
     })
 }
 
@@ -282,8 +298,8 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             }
             for l in others {
                 anyhow::ensure!(
-                    l == "cpp" || l == "python",
-                    "--lang takes rust, cpp and python, not {l}"
+                    l == "cpp" || l == "python" || l == "java",
+                    "--lang takes rust, cpp, python and java, not {l}"
                 );
                 let runner = tagwire_perf::lang::find(l, &root);
                 if let Err(reason) = &runner {
@@ -313,6 +329,10 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             ..
         } => ("throughput", suite::throughput(&o, size, *seconds, *paced)?),
         Bench::Pull { count, size } => ("pull", suite::pull(&o, *count, *size)?),
+        Bench::Table2 { count, warmup_msgs } => (
+            "table2",
+            tagwire_perf::table2::table2(&o, *count, *warmup_msgs, &std::env::current_dir()?)?,
+        ),
     };
     let _ = std::fs::remove_dir_all(&dir);
     emit(&a, name, &records)
@@ -397,6 +417,7 @@ fn remote(a: &Args) -> anyhow::Result<()> {
         | Bench::Fanout { .. }
         | Bench::Footprint
         | Bench::Pull { .. }
+        | Bench::Table2 { .. }
         | Bench::Place { .. } => {
             unreachable!("not a multi-host benchmark")
         }

@@ -1,7 +1,10 @@
 //! The language bindings measured beside Rust: `tagwire perf rtt --lang
-//! rust,cpp,python` runs the same sender-based round trip with both ends
-//! written in C++ (over the C ABI) or in Python (over pyo3), on the same
-//! daemon and CPUs as the Rust one, interleaved with it.
+//! rust,cpp,python,java` runs the same sender-based round trip with both
+//! ends written in C++ (over the C ABI), in Python (over pyo3) or in Java
+//! (the Foreign Function & Memory API over the C ABI), on the same daemon
+//! and CPUs as the Rust one, interleaved with it; `tagwire perf table2`
+//! runs the ORTE paper's Table 2 (a flat-out publisher and a lossless
+//! subscriber) between the C, Java and Rust runners.
 //!
 //! Each language has a *runner* program with one command line:
 //!
@@ -11,11 +14,27 @@
 //! RUNNER ping --socket S --data D --ack A --size N --rounds R --warmup W
 //!     R timed round trips after W untimed ones; one JSON line on stdout:
 //!     {"lang": "...", "size": N, "samples_ns": [...]}
+//! RUNNER sub-ints --socket S --data D --count N [--warmup W]
+//!     a lossless subscriber waiting for N 4-byte little-endian integers
+//!     0..N-1; one JSON line (CLOCK_MONOTONIC nanoseconds):
+//!     {"lang": "...", "first_ns": .., "last_ns": .., "received": N, "lost": 0}
+//! RUNNER pub-ints --socket S --data D --count N [--warmup W]
+//!     once the tag has a receiver (and 50 ms more: a lossless subscriber is
+//!     listed a moment before its gate holds writers), sends 0..N-1 as
+//!     4-byte little-endian integers flat out (a long send timeout); one JSON line:
+//!     {"lang": "...", "start_ns": .., "end_ns": ..}
+//!     With --warmup W, sub-ints and pub-ints first send W integers to
+//!     themselves through a private tag D/warmup-PID, untimed, before they
+//!     subscribe to D or look for its receiver (the Java runner's JIT then
+//!     runs compiled code in the timed part; the others do the same).
 //! ```
 //!
 //! The C++ runner is `tagwire-lang-cpp` (front/ffi/cpp/examples, built by
 //! the CMake project); the Python one is `front/python/bench/tagwire_bench.py`
-//! run by an interpreter that can `import tagwire`.
+//! run by an interpreter that can `import tagwire`; the Java one is
+//! `dev.tagwire.bench.LangRunner` in the jar Maven builds under
+//! front/java/target, run by a JDK 22+ (`$TAGWIRE_JAVA`, default the
+//! Temurin 25 JDK in /usr/lib/jvm).
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -30,14 +49,14 @@ use crate::workload::Env;
 /// A language and how to start its runner.
 #[derive(Debug, Clone)]
 pub struct Runner {
-    /// "cpp" or "python".
+    /// "rust", "cpp", "python" or "java".
     pub lang: String,
     /// The program and its leading arguments.
     pub command: Vec<OsString>,
 }
 
-/// The runner for `lang`, from `$TAGWIRE_CPP_RUNNER` / `$TAGWIRE_PYTHON`
-/// or the places the builds put them (relative to the workspace `root`);
+/// The runner for `lang`, from `$TAGWIRE_CPP_RUNNER` / `$TAGWIRE_PYTHON` /
+/// `$TAGWIRE_JAVA` or the places the builds put them (relative to the workspace `root`);
 /// `Err` says why it cannot run, for the table's skipped row.
 pub fn find(lang: &str, root: &Path) -> Result<Runner, String> {
     match lang {
@@ -90,22 +109,106 @@ pub fn find(lang: &str, root: &Path) -> Result<Runner, String> {
                 command: vec![python, script.into()],
             })
         }
+        "java" => java_runner(root),
         other => Err(format!(
-            "no runner for language {other} (rust, cpp, python)"
+            "no runner for language {other} (rust, cpp, python, java)"
         )),
     }
+}
+
+/// The JDK that runs the Java runner when `$TAGWIRE_JAVA` is not set.
+pub const DEFAULT_JAVA: &str = "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java";
+
+/// The Java runner: a JDK 22+ and the jar Maven built under front/java/target.
+fn java_runner(root: &Path) -> Result<Runner, String> {
+    let java =
+        std::env::var_os("TAGWIRE_JAVA").map_or_else(|| PathBuf::from(DEFAULT_JAVA), PathBuf::from);
+    let out = Command::new(&java)
+        .arg("-version")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| {
+            format!(
+                "no Java runner: {} cannot run ({e}); install a JDK 22+ or set TAGWIRE_JAVA",
+                java.display()
+            )
+        })?;
+    let version = String::from_utf8_lossy(&out.stderr).into_owned();
+    match java_major(&version) {
+        Some(v) if v >= 22 => {}
+        found => {
+            return Err(format!(
+                "no Java runner: {} is Java {}, the binding needs 22+ (set TAGWIRE_JAVA)",
+                java.display(),
+                found.map_or_else(|| "?".to_string(), |v| v.to_string())
+            ))
+        }
+    }
+    let jar = java_jar(&root.join("front/java/target")).ok_or_else(|| {
+        "no Java runner jar: build it with `cd front/java && JAVA_HOME=/usr/lib/jvm/temurin-25-jdk-amd64 \
+         mvn -q package -DskipTests`"
+            .to_string()
+    })?;
+    let mut command: Vec<OsString> = vec![java.into(), "--enable-native-access=ALL-UNNAMED".into()];
+    // The library next to the release CLI, unless the environment names one.
+    let lib = root.join("target/release/libtagwire_c.so");
+    if std::env::var_os("TAGWIRE_LIBRARY").is_none() && lib.is_file() {
+        let mut d = OsString::from("-Dtagwire.library=");
+        d.push(&lib);
+        command.push(d);
+    }
+    command.extend([
+        "-cp".into(),
+        jar.into(),
+        "dev.tagwire.bench.LangRunner".into(),
+    ]);
+    Ok(Runner {
+        lang: "java".into(),
+        command,
+    })
+}
+
+/// The major version in `java -version`'s output (`openjdk version "25.0.1"`,
+/// `"1.8.0_402"` is 8).
+fn java_major(version: &str) -> Option<u32> {
+    let quoted = version.split('"').nth(1)?;
+    let mut parts = quoted.split(['.', '-', '+', '_']);
+    let first: u32 = parts.next()?.parse().ok()?;
+    if first == 1 {
+        return parts.next()?.parse().ok();
+    }
+    Some(first)
+}
+
+/// The binding's jar in Maven's target directory (not its sources or tests).
+fn java_jar(target: &Path) -> Option<PathBuf> {
+    let mut jars: Vec<PathBuf> = std::fs::read_dir(target)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with("tagwire-")
+                    && n.ends_with(".jar")
+                    && !n.ends_with("-sources.jar")
+                    && !n.ends_with("-javadoc.jar")
+                    && !n.ends_with("-tests.jar")
+            })
+        })
+        .collect();
+    jars.sort();
+    jars.pop()
 }
 
 /// What [`runner_main`] is asked to do.
 #[derive(Debug, Clone)]
 pub struct RunnerArgs {
-    /// "ping" or "pong".
+    /// "ping", "pong", "sub-ints" or "pub-ints".
     pub role: String,
     /// The daemon's socket.
     pub socket: PathBuf,
     /// The tag pings go out on.
     pub data: String,
-    /// The tag answers come back on.
+    /// The tag answers come back on (ping and pong).
     pub ack: String,
     /// Ping size, bytes.
     pub size: usize,
@@ -113,10 +216,12 @@ pub struct RunnerArgs {
     pub rounds: usize,
     /// Untimed round trips first.
     pub warmup: usize,
+    /// Integers sent or awaited (sub-ints and pub-ints).
+    pub count: u64,
 }
 
-/// The Rust runner (`tagwire lang-runner`): the same protocol as the C++
-/// and Python ones, so the three run in the same two-process shape.
+/// The Rust runner (`tagwire lang-runner`): the same protocol as the C++,
+/// Python and Java ones, so they all run in the same two-process shape.
 pub fn runner_main(a: &RunnerArgs) -> anyhow::Result<()> {
     use tagwire::{Client, ClientOptions, Domain, Error, SubscribeOptions};
     let c = Client::with_options(ClientOptions {
@@ -126,7 +231,9 @@ pub fn runner_main(a: &RunnerArgs) -> anyhow::Result<()> {
         name: "tagwire-lang-rust".into(),
     })?;
     c.create_tag(&a.data, Domain::Global)?;
-    c.create_tag(&a.ack, Domain::Global)?;
+    if a.role == "ping" || a.role == "pong" {
+        c.create_tag(&a.ack, Domain::Global)?;
+    }
     match a.role.as_str() {
         "pong" => {
             let mut sub = c.subscribe(&a.data, SubscribeOptions::default())?;
@@ -167,11 +274,101 @@ pub fn runner_main(a: &RunnerArgs) -> anyhow::Result<()> {
             println!("{line}");
             Ok(())
         }
-        r => bail!("unknown runner role {r} (ping or pong)"),
+        "sub-ints" => {
+            warm_up(&c, &a.data, a.warmup as u64)?;
+            let mut sub = c.subscribe(&a.data, SubscribeOptions::default().lossless())?;
+            let mut buf = Vec::with_capacity(64);
+            let (mut first, mut last) = (0u64, 0u64);
+            for n in 0..a.count {
+                receive_int(&mut sub, &mut buf, n)?;
+                let t = monotonic_ns();
+                if n == 0 {
+                    first = t;
+                }
+                last = t;
+            }
+            let line = serde_json::json!({"lang": "rust", "first_ns": first, "last_ns": last,
+                "received": a.count, "lost": sub.lost()});
+            println!("{line}");
+            Ok(())
+        }
+        "pub-ints" => {
+            warm_up(&c, &a.data, a.warmup as u64)?;
+            let mut publ = c.publisher(&a.data)?;
+            publ.set_send_timeout(Duration::from_secs(60));
+            let t0 = std::time::Instant::now();
+            while c.receivers(&a.data)?.is_empty() {
+                anyhow::ensure!(
+                    t0.elapsed() < Duration::from_secs(30),
+                    "no receiver came up"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // A lossless subscriber is listed a moment before its gate holds
+            // writers back: give it that moment.
+            std::thread::sleep(SETTLE);
+            let start = monotonic_ns();
+            for n in 0..a.count {
+                publ.send(&(n as u32).to_le_bytes())?;
+            }
+            let end = monotonic_ns();
+            let line = serde_json::json!({"lang": "rust", "start_ns": start, "end_ns": end});
+            println!("{line}");
+            Ok(())
+        }
+        r => bail!("unknown runner role {r} (ping, pong, sub-ints or pub-ints)"),
     }
 }
 
+/// Receives the 4-byte little-endian integer `n`.
+fn receive_int(sub: &mut tagwire::Subscriber, buf: &mut Vec<u8>, n: u64) -> anyhow::Result<()> {
+    sub.receive_into(Some(Duration::from_secs(60)), buf)?;
+    let v = <[u8; 4]>::try_from(buf.as_slice())
+        .ok()
+        .map(u32::from_le_bytes);
+    anyhow::ensure!(
+        v == Some(n as u32),
+        "message {n} is {} bytes, not the 4-byte integer {n}",
+        buf.len()
+    );
+    Ok(())
+}
+
+/// Sends `n` integers to itself through a private tag, untimed.
+fn warm_up(c: &tagwire::Client, data: &str, n: u64) -> anyhow::Result<()> {
+    use tagwire::{Domain, SubscribeOptions};
+    if n == 0 {
+        return Ok(());
+    }
+    let tag = format!("{data}/warmup-{}", std::process::id());
+    c.create_tag(&tag, Domain::Local)?;
+    let result = (|| -> anyhow::Result<()> {
+        let mut sub = c.subscribe(&tag, SubscribeOptions::default().lossless())?;
+        let mut publ = c.publisher(&tag)?;
+        let mut buf = Vec::with_capacity(64);
+        for i in 0..n {
+            publ.send(&(i as u32).to_le_bytes())?;
+            receive_int(&mut sub, &mut buf, i)?;
+        }
+        Ok(())
+    })();
+    let _ = c.destroy_tag(&tag);
+    result
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock the C++ (steady_clock) and Java
+/// (System.nanoTime) runners read, so times compare across processes.
+pub fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
+}
+
 const STOP: &[u8] = b"\xffSTOP";
+
+/// pub-ints waits this long after the tag has a receiver: `Client::receivers`
+/// lists a lossless subscriber a moment before its gate holds writers back
+/// (a publisher that starts in that moment can lap it).
+const SETTLE: Duration = Duration::from_millis(50);
 
 /// Kills a runner left behind by an error.
 struct Reaped(Option<Child>);
@@ -309,6 +506,42 @@ mod tests {
     #[test]
     fn an_unknown_language_says_which_are_known() {
         let e = find("cobol", Path::new(".")).unwrap_err();
-        assert!(e.contains("rust, cpp, python"), "{e}");
+        assert!(e.contains("rust, cpp, python, java"), "{e}");
+    }
+
+    #[test]
+    fn java_versions_are_read_from_java_dash_version() {
+        assert_eq!(
+            java_major("openjdk version \"25.0.1\" 2025-10-21 LTS"),
+            Some(25)
+        );
+        assert_eq!(
+            java_major("openjdk version \"17.0.15\" 2025-04-15"),
+            Some(17)
+        );
+        assert_eq!(java_major("java version \"1.8.0_402\""), Some(8));
+        assert_eq!(java_major("openjdk version \"22-ea\""), Some(22));
+        assert_eq!(java_major("nothing"), None);
+    }
+
+    #[test]
+    fn the_java_jar_is_the_binding_not_its_sources() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(java_jar(d.path()), None);
+        for n in [
+            "tagwire-0.1.0-sources.jar",
+            "tagwire-0.1.0.jar",
+            "other.jar",
+        ] {
+            std::fs::write(d.path().join(n), b"").unwrap();
+        }
+        assert_eq!(java_jar(d.path()), Some(d.path().join("tagwire-0.1.0.jar")));
+    }
+
+    #[test]
+    fn the_monotonic_clock_moves_forward() {
+        let a = monotonic_ns();
+        let b = monotonic_ns();
+        assert!(a > 0 && b >= a);
     }
 }

@@ -20,8 +20,10 @@
 //!   [`suite`]: the interleaved, repeated runs behind each `tagwire perf` mode.
 //! * [`remote`]: the same across hosts (network namespaces, one daemon each),
 //!   beside raw UDP and Cyclone DDS over the same link.
-//! * [`lang`]: the C++ and Python bindings' round trips, run by their own
-//!   runner programs beside Rust's.
+//! * [`lang`]: the C++, Python and Java bindings' round trips, run by their
+//!   own runner programs beside Rust's.
+//! * [`table2`]: the ORTE paper's Table 2, a flat-out publisher to a lossless
+//!   subscriber between C, Java and Rust runners, each pair against C→C.
 //! * [`place`]: solve times of the proxy-placement solvers (`tagwire-place`),
 //!   the push-pull paper's Table 3.
 //!
@@ -40,4 +42,5 @@ pub mod remote;
 pub mod report;
 pub mod stats;
 pub mod suite;
+pub mod table2;
 pub mod workload;

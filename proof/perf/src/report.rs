@@ -622,6 +622,7 @@ pub fn all_tables(records: &[Record]) -> String {
             "pull",
             "Pull of a tag's history from the local daemon",
         ),
+        crate::table2::table(records),
     ]
     .into_iter()
     .filter(|t| !t.is_empty())

@@ -1,0 +1,435 @@
+//! The ORTE paper's Table 2 (`tagwire perf table2 --count 10000`): how long
+//! a publisher takes to get N 4-byte integers to a lossless subscriber in
+//! another process, for each pair of languages: C→C (the C++ runner, which is
+//! the C ABI), Java→Java, C→Java, Java→C, and Rust→Rust for reference.
+//!
+//! ORTE's Android port measured its Java subscribers 2.5-4.5x slower than C
+//! because its native receive thread attached to the JVM and called Java for
+//! every message. tagwire's Java binding makes no such call (a Java thread
+//! calls a blocking native receive into its own buffer); this table is the
+//! check: every cell against C→C.
+//!
+//! Each repetition runs every pair in turn (interleaved, since the machine
+//! drifts): the subscriber runner (`sub-ints`, see [`crate::lang`]) starts
+//! first, then the publisher runner (`pub-ints`), which waits until the tag
+//! has a receiver, takes its start time and sends flat out. The time is the
+//! subscriber's last receive minus the publisher's start, both on
+//! CLOCK_MONOTONIC; start-up (a JVM's included) is outside it. With
+//! `warmup` > 0 every runner first sends that many integers to itself
+//! through a private tag, untimed, so that the Java runners' JIT has compiled
+//! the send and receive paths (the steady state); `--warmup-msgs 0` measures
+//! cold runners, JIT warm-up included. Cells report the median with the
+//! `[min-max]` over repetitions and the ratio to C→C measured in the same
+//! repetition (median over repetitions).
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use crate::lang::{self, Runner};
+use crate::report::{fmt_size, Record};
+use crate::suite::{note, SuiteOpts};
+use crate::workload::Env;
+
+/// The cells: (name, publisher language, subscriber language).
+pub const PAIRS: [(&str, &str, &str); 5] = [
+    ("C->C", "cpp", "cpp"),
+    ("Java->Java", "java", "java"),
+    ("C->Java", "cpp", "java"),
+    ("Java->C", "java", "cpp"),
+    ("Rust->Rust", "rust", "rust"),
+];
+
+/// The baseline every cell is paired with.
+pub const BASELINE: &str = "C->C";
+
+/// What one publisher/subscriber run measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Run {
+    /// From the publisher's first send to the subscriber's last receive.
+    pub time: Duration,
+}
+
+/// Runs Table 2: `reps` interleaved repetitions of every pair, `count`
+/// integers each after `warmup` untimed ones per runner. Pairs whose runner
+/// is missing are reported as skipped.
+pub fn table2(o: &SuiteOpts, count: u64, warmup: u64, root: &Path) -> anyhow::Result<Vec<Record>> {
+    let runners: Vec<(&str, Result<Runner, String>)> = ["cpp", "java", "rust"]
+        .into_iter()
+        .map(|l| (l, lang::find(l, root)))
+        .collect();
+    let runner = |l: &str| -> Result<&Runner, &str> {
+        match runners.iter().find(|(x, _)| *x == l).map(|(_, r)| r) {
+            Some(Ok(r)) => Ok(r),
+            Some(Err(e)) => Err(e.as_str()),
+            None => Err("no such runner"),
+        }
+    };
+    for (l, r) in &runners {
+        if let Err(reason) = r {
+            eprintln!("perf: table2: {l} skipped: {reason}");
+        }
+    }
+    // (pair, rep, run)
+    let mut runs: Vec<(&str, usize, Run)> = Vec::new();
+    for rep in 0..o.reps {
+        for (name, p, s) in PAIRS {
+            let (Ok(p), Ok(s)) = (runner(p), runner(s)) else {
+                continue;
+            };
+            note(o, format!("table2 rep {}/{} {name}", rep + 1, o.reps));
+            let r =
+                run_pair(&o.env, p, s, count, warmup).with_context(|| format!("table2 {name}"))?;
+            runs.push((name, rep, r));
+        }
+    }
+    Ok(records(&runs, count, warmup, o.reps, |name| {
+        let (_, p, s) = PAIRS.iter().find(|(n, _, _)| *n == name)?;
+        runner(p)
+            .err()
+            .or_else(|| runner(s).err())
+            .map(str::to_string)
+    }))
+}
+
+/// Folds the runs into one record per pair (skipped pairs with their
+/// reason from `skipped`).
+fn records(
+    runs: &[(&str, usize, Run)],
+    count: u64,
+    warmup: u64,
+    reps: usize,
+    skipped: impl Fn(&str) -> Option<String>,
+) -> Vec<Record> {
+    let what = if warmup > 0 {
+        format!("{count} messages after {warmup} untimed")
+    } else {
+        format!("{count} messages, cold runners")
+    };
+    let mut out = Vec::new();
+    for (name, _, _) in PAIRS {
+        let mine: Vec<(usize, f64)> = runs
+            .iter()
+            .filter(|(n, _, _)| *n == name)
+            .map(|(_, rep, r)| (*rep, r.time.as_secs_f64() * 1e6))
+            .collect();
+        if mine.is_empty() {
+            let why = skipped(name).unwrap_or_else(|| "not run".into());
+            out.push(Record::skipped("table2", name, "lossless", 4, &why));
+            continue;
+        }
+        let us: Vec<f64> = mine.iter().map(|(_, v)| *v).collect();
+        let mut rec = Record::new("table2", name, "lossless", 4);
+        rec.p50_us = crate::stats::median(&us);
+        rec.p50_min_us = us.iter().copied().reduce(f64::min);
+        rec.p50_max_us = us.iter().copied().reduce(f64::max);
+        rec.msgs_per_s = rec.p50_us.map(|t| count as f64 / (t / 1e6));
+        rec.mb_per_s = rec.msgs_per_s.map(|m| m * 4.0 / 1e6);
+        rec.reps = u32::try_from(us.len()).unwrap_or(u32::MAX);
+        let ratios: Vec<f64> = mine
+            .iter()
+            .filter_map(|(rep, v)| {
+                let b = runs
+                    .iter()
+                    .find(|(n, r, _)| *n == BASELINE && r == rep)?
+                    .2
+                    .time
+                    .as_secs_f64()
+                    * 1e6;
+                (b > 0.0).then(|| v / b)
+            })
+            .collect();
+        if let Some(m) = crate::stats::median(&ratios) {
+            rec.paired.insert(BASELINE.into(), m);
+        }
+        let mut n = what.clone();
+        if us.len() < reps {
+            n.push_str(&format!(" ({} of {reps} repetitions)", us.len()));
+        }
+        out.push(rec.with_note(&n));
+    }
+    out
+}
+
+/// One run: the subscriber runner on the receiver's CPU, then the publisher
+/// runner on the sender's, on a fresh local tag.
+pub fn run_pair(
+    env: &Env,
+    publ: &Runner,
+    sub: &Runner,
+    count: u64,
+    warmup: u64,
+) -> anyhow::Result<Run> {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tag = format!(
+        "/perf/{}/t2-{}-{}{n}",
+        std::process::id(),
+        publ.lang,
+        sub.lang
+    );
+    let c = tagwire::Client::with_options(tagwire::ClientOptions {
+        socket: env.socket.clone(),
+        timeout: Duration::from_secs(5),
+        autostart: false,
+        name: "tagwire-perf".into(),
+    })?;
+    c.create_tag(&tag, env.domain())?;
+    let result = run_on(env, publ, sub, &tag, count, warmup);
+    let _ = c.destroy_tag(&tag);
+    result
+}
+
+fn command(
+    r: &Runner,
+    role: &str,
+    env: &Env,
+    tag: &str,
+    (count, warmup): (u64, u64),
+    cpu: Option<usize>,
+) -> Command {
+    let mut c = Command::new(&r.command[0]);
+    c.args(&r.command[1..])
+        .arg(role)
+        .arg("--socket")
+        .arg(&env.socket)
+        .args(["--data", tag, "--count", &count.to_string()])
+        .args(["--warmup", &warmup.to_string()])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit());
+    if let Some(cpu) = cpu {
+        // SAFETY: only sched_setaffinity (a system call) runs between fork
+        // and exec.
+        unsafe {
+            c.pre_exec(move || crate::raw::pin_current_thread(cpu).map_err(std::io::Error::other));
+        }
+    }
+    c
+}
+
+fn run_on(
+    env: &Env,
+    publ: &Runner,
+    sub: &Runner,
+    tag: &str,
+    count: u64,
+    warmup: u64,
+) -> anyhow::Result<Run> {
+    let mut s = command(
+        sub,
+        "sub-ints",
+        env,
+        tag,
+        (count, warmup),
+        env.cpus.map(|c| c.1),
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .with_context(|| format!("starting the {} subscriber runner", sub.lang))?;
+    let p = command(
+        publ,
+        "pub-ints",
+        env,
+        tag,
+        (count, warmup),
+        env.cpus.map(|c| c.0),
+    )
+    .output()
+    .with_context(|| format!("running the {} publisher runner", publ.lang));
+    let p = match p {
+        Ok(p) if p.status.success() => p,
+        Ok(p) => {
+            let _ = s.kill();
+            let _ = s.wait();
+            bail!("the {} publisher runner failed ({})", publ.lang, p.status);
+        }
+        Err(e) => {
+            let _ = s.kill();
+            let _ = s.wait();
+            return Err(e);
+        }
+    };
+    // The subscriber ends once it has all (or fails after its 60 s receive timeout).
+    let s = s
+        .wait_with_output()
+        .with_context(|| format!("waiting for the {} subscriber runner", sub.lang))?;
+    if !s.status.success() {
+        bail!("the {} subscriber runner failed ({})", sub.lang, s.status);
+    }
+    let pj = json_line(&String::from_utf8_lossy(&p.stdout), &publ.lang)?;
+    let sj = json_line(&String::from_utf8_lossy(&s.stdout), &sub.lang)?;
+    let field = |v: &serde_json::Value, k: &str, who: &str| -> anyhow::Result<u64> {
+        v.get(k)
+            .and_then(serde_json::Value::as_u64)
+            .with_context(|| format!("no {k} in the {who} runner's JSON: {v}"))
+    };
+    let start = field(&pj, "start_ns", &publ.lang)?;
+    let end = field(&pj, "end_ns", &publ.lang)?;
+    let last = field(&sj, "last_ns", &sub.lang)?;
+    let received = field(&sj, "received", &sub.lang)?;
+    let lost = field(&sj, "lost", &sub.lang)?;
+    anyhow::ensure!(
+        received == count && lost == 0,
+        "the {} subscriber received {received} of {count} and lost {lost}",
+        sub.lang
+    );
+    anyhow::ensure!(
+        last >= start && end >= start,
+        "times out of order (start {start}, end {end}, last receive {last}): not one monotonic clock?"
+    );
+    Ok(Run {
+        time: Duration::from_nanos(last - start),
+    })
+}
+
+/// The last JSON line a runner printed.
+fn json_line(stdout: &str, lang: &str) -> anyhow::Result<serde_json::Value> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .with_context(|| format!("the {lang} runner printed no JSON line"))?;
+    serde_json::from_str(line).with_context(|| format!("the {lang} runner's JSON: {line}"))
+}
+
+/// The Table 2 text (records with `bench == "table2"`); empty if there are none.
+pub fn table(records: &[Record]) -> String {
+    let recs: Vec<&Record> = records.iter().filter(|r| r.bench == "table2").collect();
+    if recs.is_empty() {
+        return String::new();
+    }
+    let what = recs
+        .iter()
+        .find(|r| r.p50_us.is_some())
+        .and_then(|r| r.note.clone())
+        .unwrap_or_default();
+    let size = recs.first().map_or(4, |r| r.size);
+    let mut out = format!(
+        "ORTE Table 2: {} messages from a flat-out publisher to a lossless subscriber ({what}), first send to \
+         last receive, ms, median [min-max over repetitions]; /{BASELINE} paired (same repetition, median over \
+         repetitions)\n",
+        fmt_size(size)
+    );
+    let mut rows = vec![vec![
+        "publisher->subscriber".to_string(),
+        "time ms".to_string(),
+        "msg/s".to_string(),
+        format!("/{BASELINE}"),
+    ]];
+    for r in &recs {
+        let ms = |v: f64| format!("{:.2}", v / 1e3);
+        let time = match (r.p50_us, r.p50_min_us, r.p50_max_us) {
+            (Some(p), Some(lo), Some(hi)) if r.reps > 1 => {
+                format!("{} [{}-{}]", ms(p), ms(lo), ms(hi))
+            }
+            (Some(p), _, _) => ms(p),
+            _ => "-".into(),
+        };
+        rows.push(vec![
+            r.system.clone(),
+            time,
+            r.msgs_per_s
+                .map_or_else(|| "-".into(), |m| format!("{:.0}k", m / 1e3)),
+            r.paired
+                .get(BASELINE)
+                .map_or_else(|| "-".into(), |p| format!("{p:.2}x")),
+        ]);
+    }
+    let width: Vec<usize> = (0..rows[0].len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    for (ri, row) in rows.iter().enumerate() {
+        let mut line = String::new();
+        for (i, c) in row.iter().enumerate() {
+            if i == 0 {
+                line.push_str(&format!("{c:<w$}", w = width[i]));
+            } else {
+                line.push_str(&format!("  {c:>w$}", w = width[i]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+        if ri == 0 {
+            out.push_str(&"-".repeat(width.iter().sum::<usize>() + 2 * (width.len() - 1)));
+            out.push('\n');
+        }
+    }
+    let skipped: Vec<String> = recs
+        .iter()
+        .filter(|r| r.p50_us.is_none())
+        .filter_map(|r| r.note.as_ref().map(|n| format!("  {}: {n}", r.system)))
+        .collect();
+    if !skipped.is_empty() {
+        out.push_str("skipped:\n");
+        for s in skipped {
+            out.push_str(&s);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(ms: u64) -> Run {
+        Run {
+            time: Duration::from_millis(ms),
+        }
+    }
+
+    #[test]
+    fn cells_are_paired_with_c_to_c_in_the_same_repetition() {
+        // The machine halves its speed in repetition 1: the paired ratio
+        // stays 1.2, where a ratio of medians would not.
+        let runs = vec![
+            ("C->C", 0, run(10)),
+            ("Java->Java", 0, run(12)),
+            ("C->C", 1, run(20)),
+            ("Java->Java", 1, run(24)),
+            ("C->C", 2, run(10)),
+            ("Java->Java", 2, run(12)),
+        ];
+        let recs = records(&runs, 10_000, 500, 3, |n| {
+            Some(format!("{n} has no runner"))
+        });
+        let java = recs.iter().find(|r| r.system == "Java->Java").unwrap();
+        assert!((java.paired[BASELINE] - 1.2).abs() < 1e-9);
+        assert_eq!(java.p50_us, Some(12_000.0));
+        assert_eq!(java.p50_min_us, Some(12_000.0));
+        assert_eq!(java.p50_max_us, Some(24_000.0));
+        assert_eq!(java.reps, 3);
+        assert!((java.msgs_per_s.unwrap() - 10_000.0 / 0.012).abs() < 1e-6);
+        let c = recs.iter().find(|r| r.system == "C->C").unwrap();
+        assert_eq!(c.paired[BASELINE], 1.0);
+        let rust = recs.iter().find(|r| r.system == "Rust->Rust").unwrap();
+        assert_eq!(rust.p50_us, None);
+        assert_eq!(rust.note.as_deref(), Some("Rust->Rust has no runner"));
+
+        let t = table(&recs);
+        assert!(
+            t.starts_with("ORTE Table 2: 4 B messages from a flat-out publisher to a lossless subscriber (10000 messages after 500 untimed)"),
+            "{t}"
+        );
+        assert!(t.contains("Java->Java"), "{t}");
+        assert!(t.contains("12.00 [12.00-24.00]"), "{t}");
+        assert!(t.contains("1.20x"), "{t}");
+        assert!(t.contains("Rust->Rust: Rust->Rust has no runner"), "{t}");
+        assert_eq!(table(&[]), "");
+    }
+
+    #[test]
+    fn a_runners_json_line_is_found_after_other_output() {
+        let v = json_line(
+            "starting\n{\"lang\":\"java\",\"start_ns\":5,\"end_ns\":9}\n",
+            "java",
+        )
+        .unwrap();
+        assert_eq!(v["end_ns"], 9);
+        assert!(json_line("nothing", "java").is_err());
+    }
+}
