@@ -61,7 +61,9 @@ public class TagwireException extends RuntimeException {
         /** The caller's buffer is too small; the message is kept for the next call. */
         BUFFER_TOO_SMALL(19),
         /** A bug in tagwire (a panic was caught at the boundary); please report it. */
-        INTERNAL(20);
+        INTERNAL(20),
+        /** A subscription's depth exceeds the tag's ring slots. */
+        DEPTH_TOO_LARGE(21);
 
         private final int code;
 
@@ -125,6 +127,7 @@ public class TagwireException extends RuntimeException {
             case PROTOCOL -> new ProtocolError(message);
             case INVALID_ARGUMENT -> new InvalidArgument(message);
             case BUFFER_TOO_SMALL -> new BufferTooSmall(message, needed);
+            case DEPTH_TOO_LARGE -> new DepthTooLarge(message);
             case INTERNAL -> new InternalError(status == Kind.INTERNAL.code() ? message
                     : "unknown tagwire status " + status + ": " + message);
         };
@@ -319,6 +322,19 @@ public class TagwireException extends RuntimeException {
         /** The size of the message, bytes. */
         public long needed() {
             return needed;
+        }
+    }
+
+    /**
+     * A subscription asked to keep more unread messages than the tag's ring
+     * has slots: ask for fewer, or create the tag with more
+     * ({@link TagParams#withRing}).
+     */
+    public static final class DepthTooLarge extends TagwireException {
+        private static final long serialVersionUID = 1L;
+
+        DepthTooLarge(String m) {
+            super(Kind.DEPTH_TOO_LARGE, m);
         }
     }
 

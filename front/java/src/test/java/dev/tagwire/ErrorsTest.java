@@ -43,6 +43,14 @@ class ErrorsTest {
             var sub = assertThrows(TagwireException.class, () -> c.subscribe(TestDaemon.uniqueTag("missing")));
             assertEquals(TagwireException.Kind.UNKNOWN_TAG, sub.kind());
             assertEquals("ERR_UNKNOWN_TAG", sub.kindName());
+            // Deeper than the ring: refused, not silently cut.
+            String small = TestDaemon.uniqueTag("small-ring");
+            c.createTag(small, Domain.LOCAL, TagParams.DEFAULT.withRing(16, 0));
+            var deep = assertThrows(TagwireException.DepthTooLarge.class,
+                    () -> c.subscribe(small, new SubscribeOptions().depth(17)));
+            assertEquals(TagwireException.Kind.DEPTH_TOO_LARGE, deep.kind());
+            assertTrue(deep.getMessage().contains("16"), deep.getMessage());
+            c.subscribe(small, new SubscribeOptions().depth(16)).close();
         }
     }
 
