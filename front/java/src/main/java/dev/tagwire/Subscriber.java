@@ -104,6 +104,9 @@ public final class Subscriber extends Guard {
      * @throws TagwireException.Overflowed     messages were dropped ({@code lost()}); receive again
      */
     public MessageInfo receiveInto(MemorySegment buf, Duration timeout) {
+        if (buf.isReadOnly()) {
+            throw new IllegalArgumentException("a read-only segment cannot receive");
+        }
         long t = Native.timeoutNs(timeout);
         enter();
         try {

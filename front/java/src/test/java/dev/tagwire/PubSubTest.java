@@ -104,6 +104,8 @@ class PubSubTest {
                 assertEquals(0, i.length(), "the info view shows the last receive");
                 assertEquals(2, kept.length(), "a copy keeps its values");
                 assertEquals(4, kept.seq());
+                assertThrows(IllegalArgumentException.class,
+                        () -> sub.receiveInto(arena.allocate(8).asReadOnly(), Duration.ZERO));
                 assertThrows(java.nio.ReadOnlyBufferException.class,
                         () -> sub.receiveInto(ByteBuffer.allocateDirect(8).asReadOnlyBuffer(), Duration.ZERO));
             }
