@@ -522,22 +522,6 @@ fn parse_pin(s: &str) -> anyhow::Result<Option<(usize, usize)>> {
     Ok(Some((a, b)))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn acks_take_a_word_or_a_list() {
-        assert_eq!(parse_acks("all").unwrap(), vec![Acks::All]);
-        assert_eq!(parse_acks("all,last").unwrap(), vec![Acks::All, Acks::Last]);
-        assert_eq!(
-            parse_acks("last, all,both").unwrap(),
-            vec![Acks::Last, Acks::All]
-        );
-        assert!(parse_acks("some").is_err());
-    }
-}
-
 fn parse_mode(m: &str) -> anyhow::Result<Mode> {
     match m {
         "block" => Ok(Mode::Block),
@@ -564,4 +548,20 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
     let d = std::env::temp_dir().join(format!("tagwire-perf-{}", std::process::id()));
     std::fs::create_dir_all(&d)?;
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acks_take_a_word_or_a_list() {
+        assert_eq!(parse_acks("all").unwrap(), vec![Acks::All]);
+        assert_eq!(parse_acks("all,last").unwrap(), vec![Acks::All, Acks::Last]);
+        assert_eq!(
+            parse_acks("last, all,both").unwrap(),
+            vec![Acks::Last, Acks::All]
+        );
+        assert!(parse_acks("some").is_err());
+    }
 }

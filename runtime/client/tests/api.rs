@@ -108,7 +108,7 @@ fn a_depth_beyond_the_rings_slots_is_refused_and_withdrawn() {
     c.create_tag_with(
         "/deep",
         Domain::Global,
-        tagwire::RingParams {
+        RingParams {
             slots: 32,
             slot_payload: 0,
         },
