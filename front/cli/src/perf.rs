@@ -160,6 +160,14 @@ enum Bench {
         /// private tag (the JIT of the Java runners; 0: cold runners).
         #[arg(long, default_value_t = 200000)]
         warmup_msgs: u64,
+        /// PUBLISHER:SUBSCRIBER language pairs (cpp, java, rust, python); the
+        /// first is the baseline. Default: ORTE's cells and Rust->Rust.
+        #[arg(long, default_value = "cpp:cpp,java:java,cpp:java,java:cpp,rust:rust")]
+        pairs: String,
+        /// Bytes per message: the integer, padded (only the Rust publisher
+        /// and the Rust and Python subscribers take more than 4).
+        #[arg(long, default_value_t = 4)]
+        size: usize,
     },
     /// Round trip against the number of receivers spread over three other
     /// hosts, all acknowledging (paper Figure 4-7; network namespaces; root).
@@ -329,10 +337,28 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             ..
         } => ("throughput", suite::throughput(&o, size, *seconds, *paced)?),
         Bench::Pull { count, size } => ("pull", suite::pull(&o, *count, *size)?),
-        Bench::Table2 { count, warmup_msgs } => (
-            "table2",
-            tagwire_perf::table2::table2(&o, *count, *warmup_msgs, &std::env::current_dir()?)?,
-        ),
+        Bench::Table2 {
+            count,
+            warmup_msgs,
+            pairs,
+            size,
+        } => {
+            let spec = tagwire_perf::table2::Spec {
+                count: *count,
+                warmup: *warmup_msgs,
+                size: (*size).max(4),
+                pairs: tagwire_perf::table2::parse_pairs(pairs)?,
+            };
+            let name = if spec.size == 4 {
+                "table2"
+            } else {
+                "table2-sized"
+            };
+            (
+                name,
+                tagwire_perf::table2::table2(&o, &spec, &std::env::current_dir()?)?,
+            )
+        }
     };
     let _ = std::fs::remove_dir_all(&dir);
     emit(&a, name, &records)

@@ -211,6 +211,74 @@ def throughput_sub(a: argparse.Namespace) -> None:
     print(json.dumps(out), flush=True)
 
 
+def warm_up(tw: "tagwire.Client", data: str, n: int) -> None:
+    """Sends ``n`` integers to this process through a private tag, untimed
+    (the runner protocol's ``--warmup`` for sub-ints and pub-ints)."""
+    if n <= 0:
+        return
+    tag = f"{data}/warmup-{os.getpid()}"
+    tw.create_tag(tag, domain="local")
+    try:
+        with tw.subscribe(tag, lossless=True) as sub, tw.publisher(tag) as pub:
+            sent = got = 0
+            while got < n:
+                while sent < n and sent - got < 128:
+                    pub.send(sent.to_bytes(4, "little"))
+                    sent += 1
+                got += len(sub.receive_batch(1024, 60.0))
+    finally:
+        tw.destroy_tag(tag)
+
+
+def sub_ints(a: argparse.Namespace) -> None:
+    """Runner role ``sub-ints`` (proof/perf/src/lang.rs): a lossless
+    subscriber takes ``--count`` messages whose first 4 bytes are the
+    integers 0..N-1, in batches, and prints when the first and the last
+    arrived (CLOCK_MONOTONIC ns). Each batch is checked at both ends: its
+    integers and its publisher sequence numbers must run on without a gap."""
+    with tagwire.Client(socket=a.socket) as tw:
+        tw.create_tag(a.data)
+        warm_up(tw, a.data, a.warmup)
+        sub = tw.subscribe(a.data, lossless=True)
+        got = first = last = 0
+        clock, receive_batch = time.monotonic_ns, sub.receive_batch
+        while got < a.count:
+            b = receive_batch(1024, 60.0)
+            n = len(b)
+            if not got:
+                first = clock()
+            head, tail = b[0], b[n - 1]
+            if (
+                int.from_bytes(head.payload[:4], "little") != got
+                or int.from_bytes(tail.payload[:4], "little") != got + n - 1
+                or tail.seq - head.seq != n - 1
+            ):
+                raise SystemExit(f"sub-ints: batch of {n} at {got} is not the integers {got}..{got + n - 1}")
+            got += n
+            last = clock()
+        print(json.dumps({"lang": "python", "first_ns": first, "last_ns": last, "received": got, "lost": sub.lost}), flush=True)
+        sub.close()
+
+
+def pub_ints(a: argparse.Namespace) -> None:
+    """Runner role ``pub-ints``: once the tag has a receiver (and 50 ms
+    more), sends ``--count`` integers flat out, padded to ``--size`` bytes."""
+    with tagwire.Client(socket=a.socket) as tw:
+        tw.create_tag(a.data)
+        warm_up(tw, a.data, a.warmup)
+        with tw.publisher(a.data) as pub:
+            pub.set_send_timeout(60.0)
+            wait_for(lambda: bool(tw.receivers(a.data)), "a receiver")
+            time.sleep(0.05)
+            pad = bytes(max(a.size, 4) - 4)
+            send, clock = pub.send, time.monotonic_ns
+            start = clock()
+            for i in range(a.count):
+                send(i.to_bytes(4, "little") + pad)
+            end = clock()
+        print(json.dumps({"lang": "python", "start_ns": start, "end_ns": end}), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sp = ap.add_subparsers(dest="bench", required=True)
@@ -237,7 +305,18 @@ def main() -> None:
     t.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a batch")
     t.add_argument("--access", choices=["count", "payloads", "messages"], default="count")
     t.add_argument("--pin", default=None)
+    for name in ("sub-ints", "pub-ints"):
+        r = sp.add_parser(name, help=f"runner role {name} (tagwire perf table2)")
+        r.add_argument("--socket", default=None)
+        r.add_argument("--data", required=True)
+        r.add_argument("--count", type=int, required=True)
+        r.add_argument("--warmup", type=int, default=0)
+        r.add_argument("--size", type=int, default=4)
     a = ap.parse_args()
+    if a.bench == "sub-ints":
+        return sub_ints(a)
+    if a.bench == "pub-ints":
+        return pub_ints(a)
     if a.bench in ("ping", "pong"):
         a.role = a.bench
     if a.bench in ("rtt", "ping", "pong"):

@@ -16,12 +16,14 @@
 //!     {"lang": "...", "size": N, "samples_ns": [...]}
 //! RUNNER sub-ints --socket S --data D --count N [--warmup W]
 //!     a lossless subscriber waiting for N 4-byte little-endian integers
-//!     0..N-1; one JSON line (CLOCK_MONOTONIC nanoseconds):
+//!     0..N-1 (at the start of each message: the Rust and Python runners
+//!     take longer messages); one JSON line (CLOCK_MONOTONIC nanoseconds):
 //!     {"lang": "...", "first_ns": .., "last_ns": .., "received": N, "lost": 0}
-//! RUNNER pub-ints --socket S --data D --count N [--warmup W]
+//! RUNNER pub-ints --socket S --data D --count N [--warmup W] [--size B]
 //!     once the tag has a receiver (and 50 ms more: a lossless subscriber is
 //!     listed a moment before its gate holds writers), sends 0..N-1 as
-//!     4-byte little-endian integers flat out (a long send timeout); one JSON line:
+//!     4-byte little-endian integers flat out (a long send timeout), each
+//!     padded with zeros to B bytes (Rust runner; default 4); one JSON line:
 //!     {"lang": "...", "start_ns": .., "end_ns": ..}
 //!     With --warmup W, sub-ints and pub-ints first send W integers to
 //!     themselves through a private tag D/warmup-PID, untimed, before they
@@ -307,9 +309,12 @@ pub fn runner_main(a: &RunnerArgs) -> anyhow::Result<()> {
             // A lossless subscriber is listed a moment before its gate holds
             // writers back: give it that moment.
             std::thread::sleep(SETTLE);
+            // The integer, then zeros up to --size (4 and up).
+            let mut msg = vec![0u8; a.size.max(4)];
             let start = monotonic_ns();
             for n in 0..a.count {
-                publ.send(&(n as u32).to_le_bytes())?;
+                msg[..4].copy_from_slice(&(n as u32).to_le_bytes());
+                publ.send(&msg)?;
             }
             let end = monotonic_ns();
             let line = serde_json::json!({"lang": "rust", "start_ns": start, "end_ns": end});
@@ -320,15 +325,17 @@ pub fn runner_main(a: &RunnerArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Receives the 4-byte little-endian integer `n`.
+/// Receives the 4-byte little-endian integer `n` (at the start of a
+/// message of `--size` bytes).
 fn receive_int(sub: &mut tagwire::Subscriber, buf: &mut Vec<u8>, n: u64) -> anyhow::Result<()> {
     sub.receive_into(Some(Duration::from_secs(60)), buf)?;
-    let v = <[u8; 4]>::try_from(buf.as_slice())
-        .ok()
+    let v = buf
+        .get(..4)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
         .map(u32::from_le_bytes);
     anyhow::ensure!(
         v == Some(n as u32),
-        "message {n} is {} bytes, not the 4-byte integer {n}",
+        "expected integer {n}, got {v:?} ({} bytes)",
         buf.len()
     );
     Ok(())

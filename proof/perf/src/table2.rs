@@ -34,17 +34,77 @@ use crate::report::{fmt_size, Record};
 use crate::suite::{note, SuiteOpts};
 use crate::workload::Env;
 
-/// The cells: (name, publisher language, subscriber language).
-pub const PAIRS: [(&str, &str, &str); 5] = [
-    ("C->C", "cpp", "cpp"),
-    ("Java->Java", "java", "java"),
-    ("C->Java", "cpp", "java"),
-    ("Java->C", "java", "cpp"),
-    ("Rust->Rust", "rust", "rust"),
+/// The cells of ORTE's table (publisher language, subscriber language);
+/// the first is the baseline every cell is paired with.
+pub const PAIRS: [(&str, &str); 5] = [
+    ("cpp", "cpp"),
+    ("java", "java"),
+    ("cpp", "java"),
+    ("java", "cpp"),
+    ("rust", "rust"),
 ];
 
-/// The baseline every cell is paired with.
-pub const BASELINE: &str = "C->C";
+/// What one `tagwire perf table2` run measures.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// Messages per run.
+    pub count: u64,
+    /// Untimed messages each runner first sends to itself.
+    pub warmup: u64,
+    /// Bytes per message (4: the integer alone).
+    pub size: usize,
+    /// (publisher language, subscriber language); the first is the baseline.
+    pub pairs: Vec<(String, String)>,
+}
+
+impl Spec {
+    /// ORTE's Table 2: `count` 4-byte integers for each of [`PAIRS`].
+    pub fn orte(count: u64, warmup: u64) -> Self {
+        Spec {
+            count,
+            warmup,
+            size: 4,
+            pairs: PAIRS
+                .iter()
+                .map(|(p, s)| (p.to_string(), s.to_string()))
+                .collect(),
+        }
+    }
+}
+
+/// Parses `cpp:cpp,rust:python`: publisher and subscriber languages.
+pub fn parse_pairs(text: &str) -> anyhow::Result<Vec<(String, String)>> {
+    text.split(',')
+        .map(|p| {
+            let (a, b) = p
+                .trim()
+                .split_once(':')
+                .with_context(|| format!("a pair is PUBLISHER:SUBSCRIBER, not {p}"))?;
+            for l in [a, b] {
+                anyhow::ensure!(
+                    matches!(l, "cpp" | "java" | "rust" | "python"),
+                    "{l} is not a language here (cpp, java, rust, python)"
+                );
+            }
+            Ok((a.to_string(), b.to_string()))
+        })
+        .collect()
+}
+
+/// A cell's name: "C->Java".
+pub fn pair_name(publ: &str, sub: &str) -> String {
+    let show = |l: &str| {
+        match l {
+            "cpp" => "C",
+            "java" => "Java",
+            "rust" => "Rust",
+            "python" => "Python",
+            other => other,
+        }
+        .to_string()
+    };
+    format!("{}->{}", show(publ), show(sub))
+}
 
 /// What one publisher/subscriber run measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -53,11 +113,19 @@ pub struct Run {
     pub time: Duration,
 }
 
-/// Runs Table 2: `reps` interleaved repetitions of every pair, `count`
-/// integers each after `warmup` untimed ones per runner. Pairs whose runner
-/// is missing are reported as skipped.
-pub fn table2(o: &SuiteOpts, count: u64, warmup: u64, root: &Path) -> anyhow::Result<Vec<Record>> {
-    let runners: Vec<(&str, Result<Runner, String>)> = ["cpp", "java", "rust"]
+/// Runs Table 2: `reps` interleaved repetitions of every pair of `spec`,
+/// `count` messages each after `warmup` untimed ones per runner. Pairs
+/// whose runner is missing are reported as skipped.
+pub fn table2(o: &SuiteOpts, spec: &Spec, root: &Path) -> anyhow::Result<Vec<Record>> {
+    let mut langs: Vec<&str> = Vec::new();
+    for (p, s) in &spec.pairs {
+        for l in [p.as_str(), s.as_str()] {
+            if !langs.contains(&l) {
+                langs.push(l);
+            }
+        }
+    }
+    let runners: Vec<(&str, Result<Runner, String>)> = langs
         .into_iter()
         .map(|l| (l, lang::find(l, root)))
         .collect();
@@ -73,21 +141,22 @@ pub fn table2(o: &SuiteOpts, count: u64, warmup: u64, root: &Path) -> anyhow::Re
             eprintln!("perf: table2: {l} skipped: {reason}");
         }
     }
+    let names: Vec<String> = spec.pairs.iter().map(|(p, s)| pair_name(p, s)).collect();
     // (pair, rep, run)
     let mut runs: Vec<(&str, usize, Run)> = Vec::new();
     for rep in 0..o.reps {
-        for (name, p, s) in PAIRS {
+        for ((p, s), name) in spec.pairs.iter().zip(&names) {
             let (Ok(p), Ok(s)) = (runner(p), runner(s)) else {
                 continue;
             };
             note(o, format!("table2 rep {}/{} {name}", rep + 1, o.reps));
-            let r =
-                run_pair(&o.env, p, s, count, warmup).with_context(|| format!("table2 {name}"))?;
+            let r = run_pair(&o.env, p, s, spec).with_context(|| format!("table2 {name}"))?;
             runs.push((name, rep, r));
         }
     }
-    Ok(records(&runs, count, warmup, o.reps, |name| {
-        let (_, p, s) = PAIRS.iter().find(|(n, _, _)| *n == name)?;
+    Ok(records(&runs, spec, &names, o.reps, |name| {
+        let i = names.iter().position(|n| n == name)?;
+        let (p, s) = &spec.pairs[i];
         runner(p)
             .err()
             .or_else(|| runner(s).err())
@@ -99,18 +168,20 @@ pub fn table2(o: &SuiteOpts, count: u64, warmup: u64, root: &Path) -> anyhow::Re
 /// reason from `skipped`).
 fn records(
     runs: &[(&str, usize, Run)],
-    count: u64,
-    warmup: u64,
+    spec: &Spec,
+    names: &[String],
     reps: usize,
     skipped: impl Fn(&str) -> Option<String>,
 ) -> Vec<Record> {
+    let (count, warmup, size) = (spec.count, spec.warmup, spec.size.max(4));
     let what = if warmup > 0 {
         format!("{count} messages after {warmup} untimed")
     } else {
         format!("{count} messages, cold runners")
     };
+    let baseline = names.first().map_or("", String::as_str);
     let mut out = Vec::new();
-    for (name, _, _) in PAIRS {
+    for name in names.iter().map(String::as_str) {
         let mine: Vec<(usize, f64)> = runs
             .iter()
             .filter(|(n, _, _)| *n == name)
@@ -118,23 +189,29 @@ fn records(
             .collect();
         if mine.is_empty() {
             let why = skipped(name).unwrap_or_else(|| "not run".into());
-            out.push(Record::skipped("table2", name, "lossless", 4, &why));
+            out.push(Record::skipped(
+                "table2",
+                name,
+                "lossless",
+                size as u64,
+                &why,
+            ));
             continue;
         }
         let us: Vec<f64> = mine.iter().map(|(_, v)| *v).collect();
-        let mut rec = Record::new("table2", name, "lossless", 4);
+        let mut rec = Record::new("table2", name, "lossless", size as u64);
         rec.p50_us = crate::stats::median(&us);
         rec.p50_min_us = us.iter().copied().reduce(f64::min);
         rec.p50_max_us = us.iter().copied().reduce(f64::max);
         rec.msgs_per_s = rec.p50_us.map(|t| count as f64 / (t / 1e6));
-        rec.mb_per_s = rec.msgs_per_s.map(|m| m * 4.0 / 1e6);
+        rec.mb_per_s = rec.msgs_per_s.map(|m| m * size as f64 / 1e6);
         rec.reps = u32::try_from(us.len()).unwrap_or(u32::MAX);
         let ratios: Vec<f64> = mine
             .iter()
             .filter_map(|(rep, v)| {
                 let b = runs
                     .iter()
-                    .find(|(n, r, _)| *n == BASELINE && r == rep)?
+                    .find(|(n, r, _)| *n == baseline && r == rep)?
                     .2
                     .time
                     .as_secs_f64()
@@ -143,7 +220,7 @@ fn records(
             })
             .collect();
         if let Some(m) = crate::stats::median(&ratios) {
-            rec.paired.insert(BASELINE.into(), m);
+            rec.paired.insert(baseline.into(), m);
         }
         let mut n = what.clone();
         if us.len() < reps {
@@ -156,13 +233,7 @@ fn records(
 
 /// One run: the subscriber runner on the receiver's CPU, then the publisher
 /// runner on the sender's, on a fresh local tag.
-pub fn run_pair(
-    env: &Env,
-    publ: &Runner,
-    sub: &Runner,
-    count: u64,
-    warmup: u64,
-) -> anyhow::Result<Run> {
+pub fn run_pair(env: &Env, publ: &Runner, sub: &Runner, spec: &Spec) -> anyhow::Result<Run> {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tag = format!(
@@ -178,7 +249,7 @@ pub fn run_pair(
         name: "tagwire-perf".into(),
     })?;
     c.create_tag(&tag, env.domain())?;
-    let result = run_on(env, publ, sub, &tag, count, warmup);
+    let result = run_on(env, publ, sub, &tag, spec);
     let _ = c.destroy_tag(&tag);
     result
 }
@@ -188,7 +259,7 @@ fn command(
     role: &str,
     env: &Env,
     tag: &str,
-    (count, warmup): (u64, u64),
+    spec: &Spec,
     cpu: Option<usize>,
 ) -> Command {
     let mut c = Command::new(&r.command[0]);
@@ -196,8 +267,9 @@ fn command(
         .arg(role)
         .arg("--socket")
         .arg(&env.socket)
-        .args(["--data", tag, "--count", &count.to_string()])
-        .args(["--warmup", &warmup.to_string()])
+        .args(["--data", tag, "--count", &spec.count.to_string()])
+        .args(["--warmup", &spec.warmup.to_string()])
+        .args(["--size", &spec.size.max(4).to_string()])
         .stdin(Stdio::null())
         .stderr(Stdio::inherit());
     if let Some(cpu) = cpu {
@@ -210,35 +282,15 @@ fn command(
     c
 }
 
-fn run_on(
-    env: &Env,
-    publ: &Runner,
-    sub: &Runner,
-    tag: &str,
-    count: u64,
-    warmup: u64,
-) -> anyhow::Result<Run> {
-    let mut s = command(
-        sub,
-        "sub-ints",
-        env,
-        tag,
-        (count, warmup),
-        env.cpus.map(|c| c.1),
-    )
-    .stdout(Stdio::piped())
-    .spawn()
-    .with_context(|| format!("starting the {} subscriber runner", sub.lang))?;
-    let p = command(
-        publ,
-        "pub-ints",
-        env,
-        tag,
-        (count, warmup),
-        env.cpus.map(|c| c.0),
-    )
-    .output()
-    .with_context(|| format!("running the {} publisher runner", publ.lang));
+fn run_on(env: &Env, publ: &Runner, sub: &Runner, tag: &str, spec: &Spec) -> anyhow::Result<Run> {
+    let count = spec.count;
+    let mut s = command(sub, "sub-ints", env, tag, spec, env.cpus.map(|c| c.1))
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting the {} subscriber runner", sub.lang))?;
+    let p = command(publ, "pub-ints", env, tag, spec, env.cpus.map(|c| c.0))
+        .output()
+        .with_context(|| format!("running the {} publisher runner", publ.lang));
     let p = match p {
         Ok(p) if p.status.success() => p,
         Ok(p) => {
@@ -307,9 +359,16 @@ pub fn table(records: &[Record]) -> String {
         .and_then(|r| r.note.clone())
         .unwrap_or_default();
     let size = recs.first().map_or(4, |r| r.size);
+    // The first cell is the baseline (C->C in ORTE's table).
+    let baseline = recs.first().map_or("C->C", |r| r.system.as_str());
+    let title = if size == 4 {
+        "ORTE Table 2"
+    } else {
+        "Lossless throughput by language"
+    };
     let mut out = format!(
-        "ORTE Table 2: {} messages from a flat-out publisher to a lossless subscriber ({what}), first send to \
-         last receive, ms, median [min-max over repetitions]; /{BASELINE} paired (same repetition, median over \
+        "{title}: {} messages from a flat-out publisher to a lossless subscriber ({what}), first send to \
+         last receive, ms, median [min-max over repetitions]; /{baseline} paired (same repetition, median over \
          repetitions)\n",
         fmt_size(size)
     );
@@ -317,7 +376,7 @@ pub fn table(records: &[Record]) -> String {
         "publisher->subscriber".to_string(),
         "time ms".to_string(),
         "msg/s".to_string(),
-        format!("/{BASELINE}"),
+        format!("/{baseline}"),
     ]];
     for r in &recs {
         let ms = |v: f64| format!("{:.2}", v / 1e3);
@@ -334,7 +393,7 @@ pub fn table(records: &[Record]) -> String {
             r.msgs_per_s
                 .map_or_else(|| "-".into(), |m| format!("{:.0}k", m / 1e3)),
             r.paired
-                .get(BASELINE)
+                .get(baseline)
                 .map_or_else(|| "-".into(), |p| format!("{p:.2}x")),
         ]);
     }
@@ -394,18 +453,20 @@ mod tests {
             ("C->C", 2, run(10)),
             ("Java->Java", 2, run(12)),
         ];
-        let recs = records(&runs, 10_000, 500, 3, |n| {
+        let spec = Spec::orte(10_000, 500);
+        let names: Vec<String> = spec.pairs.iter().map(|(p, s)| pair_name(p, s)).collect();
+        let recs = records(&runs, &spec, &names, 3, |n| {
             Some(format!("{n} has no runner"))
         });
         let java = recs.iter().find(|r| r.system == "Java->Java").unwrap();
-        assert!((java.paired[BASELINE] - 1.2).abs() < 1e-9);
+        assert!((java.paired["C->C"] - 1.2).abs() < 1e-9);
         assert_eq!(java.p50_us, Some(12_000.0));
         assert_eq!(java.p50_min_us, Some(12_000.0));
         assert_eq!(java.p50_max_us, Some(24_000.0));
         assert_eq!(java.reps, 3);
         assert!((java.msgs_per_s.unwrap() - 10_000.0 / 0.012).abs() < 1e-6);
         let c = recs.iter().find(|r| r.system == "C->C").unwrap();
-        assert_eq!(c.paired[BASELINE], 1.0);
+        assert_eq!(c.paired["C->C"], 1.0);
         let rust = recs.iter().find(|r| r.system == "Rust->Rust").unwrap();
         assert_eq!(rust.p50_us, None);
         assert_eq!(rust.note.as_deref(), Some("Rust->Rust has no runner"));
@@ -420,6 +481,21 @@ mod tests {
         assert!(t.contains("1.20x"), "{t}");
         assert!(t.contains("Rust->Rust: Rust->Rust has no runner"), "{t}");
         assert_eq!(table(&[]), "");
+    }
+
+    #[test]
+    fn pairs_parse_and_name_their_languages() {
+        let p = parse_pairs("rust:python, cpp:java").unwrap();
+        assert_eq!(
+            p,
+            vec![
+                ("rust".into(), "python".into()),
+                ("cpp".into(), "java".into())
+            ]
+        );
+        assert_eq!(pair_name("rust", "python"), "Rust->Python");
+        assert!(parse_pairs("rust").is_err());
+        assert!(parse_pairs("rust:cobol").is_err());
     }
 
     #[test]
