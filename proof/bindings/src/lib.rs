@@ -1,14 +1,16 @@
 //! # The bindings' test suites, from `cargo test`
 //!
-//! The C, C++ and Python bindings are tested in their own languages:
+//! The C, C++, Python and Java bindings are tested in their own languages:
 //! GoogleTest through `ctest` (front/ffi/cpp/tests, also built with
-//! AddressSanitizer) and pytest (front/python/tests, which also runs a C++,
-//! a Python and a Rust program on one tag). This crate's integration tests
-//! build them and run those suites, so the README's one test command,
-//! `cargo test --workspace`, covers every language. Each needs its
-//! toolchain (cmake and GoogleTest; python3 with venv and pip, which fetch
-//! maturin, pytest and NumPy into `target/bindings/venv`): without it the test
-//! prints `skipped:` and why, and `.ci/run` installs what it needs.
+//! AddressSanitizer), pytest (front/python/tests, which also runs a C++, a
+//! Python and a Rust program on one tag) and JUnit through Maven
+//! (front/java, with a Java and a Rust program on one tag). This crate's
+//! integration tests build them and run those suites, so the README's one
+//! test command, `cargo test --workspace`, covers every language. Each
+//! needs its toolchain (cmake and GoogleTest; python3 with venv and pip,
+//! which fetch maturin, pytest and NumPy into `target/bindings/venv`; Maven
+//! and a JDK 22+): without it the test prints `skipped:` and why, and
+//! `.ci/run` installs what it can.
 //!
 //! The helpers here are shared by those tests.
 
