@@ -137,7 +137,7 @@ typedef struct tw_publisher tw_publisher;
 // A subscription to one tag. One thread at a time.
 typedef struct tw_subscriber tw_subscriber;
 
-// Every tag with its senders and receivers.
+// Tags with their senders and receivers ([`tw_tags`], [`tw_local_view`]).
 typedef struct tw_tag_list tw_tag_list;
 
 // How to reach the daemon; start from [`tw_client_options_default`].
@@ -425,6 +425,13 @@ const char *tw_status_name(enum tw_status status);
 
 // Lists every tag with its senders and receivers (asks the daemon).
 enum tw_status tw_tags(const struct tw_client *client, struct tw_tag_list **out);
+
+// The library's own copy of a tag's entry (its local tag table, kept up to
+// date by its update thread), without asking the daemon: a list of one tag,
+// or of none when this process does not know the tag.
+enum tw_status tw_local_view(const struct tw_client *client,
+                             const char *name,
+                             struct tw_tag_list **out);
 
 // How many tags (0 for `NULL`).
 size_t tw_tag_list_len(const struct tw_tag_list *list);

@@ -421,6 +421,21 @@ class Client {
   std::vector<TagSummary> tags() {
     tw_tag_list* l = nullptr;
     detail::check(tw_tags(c_.get(), &l));
+    return tag_list(l);
+  }
+
+  /// This library's own copy of the tag's entry (its local tag table),
+  /// without asking the daemon; nullopt when this process does not know it.
+  std::optional<TagSummary> local_view(const std::string& name) {
+    tw_tag_list* l = nullptr;
+    detail::check(tw_local_view(c_.get(), name.c_str(), &l));
+    auto v = tag_list(l);
+    if (v.empty()) return std::nullopt;
+    return v.front();
+  }
+
+ private:
+  static std::vector<TagSummary> tag_list(tw_tag_list* l) {
     std::unique_ptr<tw_tag_list, detail::Deleter<tw_tag_list, tw_tag_list_free>> guard(l);
     std::vector<TagSummary> out;
     for (std::size_t i = 0, n = tw_tag_list_len(l); i < n; ++i) {
@@ -432,6 +447,7 @@ class Client {
     return out;
   }
 
+ public:
   std::vector<NodeSummary> nodes() {
     tw_node_list* l = nullptr;
     detail::check(tw_nodes(c_.get(), &l));

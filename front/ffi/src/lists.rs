@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, CString};
 
-use tagwire::{Domain, NodeState};
+use tagwire::{Domain, Member, NodeState};
 
 use crate::client::tw_client;
 use crate::error::{guard, handle, put, str_arg, Failure};
@@ -14,7 +14,7 @@ use crate::types::{
     TW_DOMAIN_LOCAL, TW_NODE_CONNECTING, TW_NODE_DEAD, TW_NODE_UP,
 };
 
-/// Every tag with its senders and receivers.
+/// Tags with their senders and receivers ([`tw_tags`], [`tw_local_view`]).
 pub struct tw_tag_list {
     tags: Vec<Tag>,
 }
@@ -110,19 +110,53 @@ pub unsafe extern "C" fn tw_tags(
             .inner
             .tags()?
             .into_iter()
-            .map(|t| Tag {
-                name: text(t.name.as_str()),
-                domain: match t.domain {
-                    Domain::Global => TW_DOMAIN_GLOBAL,
-                    Domain::Local => TW_DOMAIN_LOCAL,
-                },
-                senders: t.senders.iter().map(tw_member::from_rust).collect(),
-                receivers: t.receivers.iter().map(tw_member::from_rust).collect(),
-            })
+            .map(|t| Tag::new(t.name.as_str(), t.domain, &t.senders, &t.receivers))
             .collect();
         // SAFETY: checked non-null above.
         unsafe { put(out, Box::into_raw(Box::new(tw_tag_list { tags })), "out") }
     })
+}
+
+/// The library's own copy of a tag's entry (its local tag table, kept up to
+/// date by its update thread), without asking the daemon: a list of one tag,
+/// or of none when this process does not know the tag.
+#[no_mangle]
+pub unsafe extern "C" fn tw_local_view(
+    client: *const tw_client,
+    name: *const c_char,
+    out: *mut *mut tw_tag_list,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { handle(client, "client") }?;
+        // SAFETY: forwarded contract.
+        let name = unsafe { str_arg(name, "name") }?;
+        if out.is_null() {
+            return Err(Failure::invalid("out is NULL"));
+        }
+        let tags = c
+            .inner
+            .local_view(name)?
+            .map(|e| Tag::new(e.name.as_str(), e.domain, &e.senders, &e.receivers))
+            .into_iter()
+            .collect();
+        // SAFETY: checked non-null above.
+        unsafe { put(out, Box::into_raw(Box::new(tw_tag_list { tags })), "out") }
+    })
+}
+
+impl Tag {
+    fn new(name: &str, domain: Domain, senders: &[Member], receivers: &[Member]) -> Self {
+        Tag {
+            name: text(name),
+            domain: match domain {
+                Domain::Global => TW_DOMAIN_GLOBAL,
+                Domain::Local => TW_DOMAIN_LOCAL,
+            },
+            senders: senders.iter().map(tw_member::from_rust).collect(),
+            receivers: receivers.iter().map(tw_member::from_rust).collect(),
+        }
+    }
 }
 
 /// How many tags (0 for `NULL`).

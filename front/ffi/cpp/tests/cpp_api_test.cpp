@@ -188,6 +188,17 @@ TEST(CppApi, senders_receivers_tags_and_nodes_are_listed) {
     }
   }
   EXPECT_TRUE(found);
+  // The library's own table follows, without asking the daemon.
+  std::optional<tagwire::TagSummary> mine;
+  for (int i = 0; i < 500 && !(mine && mine->receivers.size() == 2); ++i) {
+    mine = c.local_view(tag);
+    std::this_thread::sleep_for(2ms);
+  }
+  ASSERT_TRUE(mine.has_value());
+  EXPECT_EQ(mine->name, tag);
+  EXPECT_EQ(mine->senders.size(), 1u);
+  EXPECT_EQ(mine->receivers.size(), 2u);
+  EXPECT_FALSE(c.local_view(unique_tag("unknown")).has_value());
   auto nodes = c.nodes();
   ASSERT_FALSE(nodes.empty());
   EXPECT_EQ(nodes[0].state, tagwire::NodeSummary::State::up);
