@@ -204,6 +204,8 @@ pub(crate) struct WorkerArgs {
     proxy: tagwire::Proxy,
     #[arg(long, default_value_t = 1)]
     ack_every: u32,
+    #[arg(long)]
+    lossless: bool,
 }
 
 /// Arguments of the hidden language-runner subcommand (see `tagwire_perf::lang`).
@@ -252,6 +254,7 @@ pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
         every: a.every,
         proxy: a.proxy,
         ack_every: a.ack_every,
+        lossless: a.lossless,
     })
 }
 

@@ -478,7 +478,7 @@ pub fn remote_throughput(
                 format!("remote throughput rep {}/{} size {size}", rep + 1, o.reps),
             );
             let s = size as u64;
-            let t = workload::throughput(&env, size, dur, None)?;
+            let t = workload::throughput(&env, size, dur, None, false)?;
             add(
                 rep,
                 "tagwire",

@@ -498,16 +498,22 @@ pub fn throughput_table(records: &[Record]) -> String {
     let cols = ordered_unique(recs.iter().map(|r| label(&recs, r, false)));
     let mut sizes = ordered_unique(recs.iter().map(|r| r.size));
     sizes.sort_unstable();
-    let ratio =
-        recs.iter().any(|r| r.system == "tagwire") && recs.iter().any(|r| r.system == "cyclonedds");
+    // Each tagwire series against Cyclone DDS (reliable): the flat-out
+    // subscriber that may drop (`tagwire`) and the lossless one.
+    let ratios: Vec<&str> = if recs.iter().any(|r| r.system == "cyclonedds") {
+        ["tagwire", "tagwire-lossless"]
+            .into_iter()
+            .filter(|t| recs.iter().any(|r| r.system == *t))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut header = vec!["size".to_string()];
     for c in &cols {
         header.push(format!("{c} msg/s"));
         header.push(format!("{c} MB/s"));
     }
-    if ratio {
-        header.push("tagwire/cyclonedds".to_string());
-    }
+    header.extend(ratios.iter().map(|t| format!("{t}/cyclonedds")));
     let mut rows = vec![header];
     for size in sizes {
         let at: Vec<&Record> = recs.iter().copied().filter(|r| r.size == size).collect();
@@ -525,18 +531,15 @@ pub fn throughput_table(records: &[Record]) -> String {
                     .unwrap_or_else(|| "-".to_string()),
             );
         }
-        if ratio {
-            let twr = at
-                .iter()
-                .find(|r| r.system == "tagwire" && r.msgs_per_s.is_some());
-            let tw = twr.and_then(|r| r.msgs_per_s);
-            let cy = at
-                .iter()
-                .find(|r| r.system == "cyclonedds")
-                .and_then(|r| r.msgs_per_s);
+        let cy = at
+            .iter()
+            .find(|r| r.system == "cyclonedds")
+            .and_then(|r| r.msgs_per_s);
+        for t in &ratios {
+            let twr = at.iter().find(|r| r.system == *t && r.msgs_per_s.is_some());
             match twr.and_then(|r| r.paired.get("cyclonedds")) {
                 Some(p) => row.push(format!("{p:.2}x")),
-                None => row.push(ratio_cell(tw, cy)),
+                None => row.push(ratio_cell(twr.and_then(|r| r.msgs_per_s), cy)),
             }
         }
         rows.push(row);

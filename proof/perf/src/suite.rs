@@ -428,10 +428,20 @@ pub fn throughput(
                 format!("throughput rep {}/{} size {size}", rep + 1, o.reps),
             );
             let s = size as u64;
-            let t = workload::throughput(&o.env, size, dur, None)?;
+            let t = workload::throughput(&o.env, size, dur, None, false)?;
             add(
                 rep_now,
                 "tagwire",
+                s,
+                t.msgs_per_s,
+                format!("sent {} received {} lost {}", t.sent, t.received, t.lost),
+            );
+            // The like-for-like with Cyclone's reliable KEEP_ALL reader: a
+            // lossless subscriber that holds the publisher back.
+            let t = workload::throughput(&o.env, size, dur, None, true)?;
+            add(
+                rep_now,
+                "tagwire-lossless",
                 s,
                 t.msgs_per_s,
                 format!("sent {} received {} lost {}", t.sent, t.received, t.lost),
@@ -455,7 +465,7 @@ pub fn throughput(
                         );
                         if paced_factor > 0.0 && r.msgs_per_s > 0.0 {
                             let target = r.msgs_per_s * paced_factor;
-                            let t = workload::throughput(&o.env, size, dur, Some(target))?;
+                            let t = workload::throughput(&o.env, size, dur, Some(target), false)?;
                             add(
                                 rep_now,
                                 "tagwire-paced",

@@ -107,6 +107,8 @@ pub struct WorkerArgs {
     /// Echo role: acknowledge only pings whose sequence number is a
     /// multiple of this (the application filtering, no proxy).
     pub ack_every: u32,
+    /// Sink role: a lossless subscription (publishers held back, nothing lost).
+    pub lossless: bool,
 }
 
 const STOP: &[u8] = b"\xffSTOP";
@@ -165,6 +167,9 @@ fn spawn_worker(env: &Env, i: usize, a: &WorkerArgs, stdout: Stdio) -> anyhow::R
         "--ack-every",
         &a.ack_every.to_string(),
     ]);
+    if a.lossless {
+        cmd.arg("--lossless");
+    }
     cmd.spawn()
         .with_context(|| format!("starting worker {}", env.exe.display()))
 }
@@ -296,6 +301,7 @@ pub fn rtt(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
             every: if proxy.is_some() { every } else { 1 },
             proxy: proxy.unwrap_or_default(),
             ack_every: if proxy.is_some() { 1 } else { every },
+            lossless: false,
         };
         workers.0.push(spawn_worker(env, i, &a, Stdio::null())?);
         // Start them one by one so the last one really is the last to subscribe.
@@ -356,12 +362,13 @@ pub struct Throughput {
 
 /// The publisher sends `size`-byte messages for `duration`, as fast as it can
 /// (`rate = None`) or paced to `rate` messages per second; one subscriber process
-/// counts them.
+/// counts them, a lossless one (holding the publisher back) when `lossless`.
 pub fn throughput(
     env: &Env,
     size: usize,
     duration: Duration,
     rate: Option<f64>,
+    lossless: bool,
 ) -> anyhow::Result<Throughput> {
     let c = client(env)?;
     let tag = unique("tput");
@@ -400,12 +407,18 @@ pub fn throughput(
         every: 1,
         proxy: Proxy::Subscriber,
         ack_every: 1,
+        lossless,
     };
     let mut workers = Workers(vec![spawn_worker(env, 0, &a, Stdio::piped())?]);
     wait_for(
         || Ok(!c.receivers(&tag)?.is_empty()),
         "the sink to subscribe",
     )?;
+    if lossless {
+        // A lossless subscriber is listed a moment before its gate holds
+        // writers back (a known gap, see the lossless notes): give it that.
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let payload = vec![0xa5u8; size];
     let start = Instant::now();
     let mut sent = 0u64;
@@ -526,7 +539,10 @@ pub fn worker_main(a: &WorkerArgs) -> anyhow::Result<()> {
         crate::raw::pin_current_thread(c)?;
     }
     let c = Client::connect()?;
-    let opts = spin_opts(a.spin, a.depth).every(a.every).proxy(a.proxy);
+    let mut opts = spin_opts(a.spin, a.depth).every(a.every).proxy(a.proxy);
+    if a.lossless {
+        opts = opts.lossless();
+    }
     let mut sub = c.subscribe(&a.ping, opts)?;
     match a.role.as_str() {
         "echo" => {
