@@ -1,19 +1,29 @@
 //! # tagwire-daemon: the per-node daemon `tagwired`
 //!
-//! DESIGN.md §2: one daemon per node owns the global tag table. Only it changes
-//! the table; clients hold replicas. Its roles each have a module:
+//! DESIGN.md §2: one daemon per node owns this node's copy of the global tag
+//! table. Only daemons change the table; clients hold replicas. Its roles each
+//! have a module:
 //!
-//! * [`local`] — the **local manager**: serves client requests (create/destroy
-//!   tags, send access, subscriptions, listings) over the Unix socket, one thread
-//!   per client, and releases every right of a client whose connection closes (the
-//!   kernel closes it when the process dies, however it dies).
-//! * [`update`] — the **update manager**: pushes every table change, in version
-//!   order, to all local clients (and, with the "many nodes" issue, to peer daemons).
-//! * [`blob`] — the store for messages too large for a shared-memory slot.
-//!
-//! The delivery manager has nothing to do on a single node: same-node data goes
-//! from publisher to subscribers through the shared-memory ring the daemon created
-//! for the tag, without touching the daemon (DESIGN.md §1 row 4).
+//! * [`local`]: the **local manager**. It serves client requests (create and
+//!   destroy tags, send access, subscriptions, listings, history, large
+//!   messages) over the Unix socket, one thread per client, and releases
+//!   every right of a client whose connection closes (the kernel closes it
+//!   when the process dies, however it dies).
+//! * [`update`]: the **update manager**. It pushes every table change, in
+//!   version order, to the local clients and replicates it to the peer
+//!   daemons, whose links, discovery (node list, multicast beacon) and
+//!   leases are in [`peers`].
+//! * [`delivery`]: the **delivery manager**, data between nodes. Outbound, a
+//!   forwarder per global tag with remote receivers (`forward`) reads the
+//!   tag's ring like a subscriber and sends each message once per node, by
+//!   the routing plan of `plan` (carriers, every-n-th proxies; `auto` places
+//!   `Proxy::Auto` ones); inbound, it writes what arrives into the local ring
+//!   once for all local subscribers. Same-node data never touches the daemon:
+//!   it goes from publisher to subscribers through the tag's shared-memory
+//!   ring (DESIGN.md §1 row 4).
+//! * [`pull`]: the **pull manager** (push-pull): per-tag histories, and
+//!   pulls answered from them or from a peer's.
+//! * [`blob`]: the store for messages too large for a shared-memory slot.
 //!
 //! The binary is a few lines over [`Daemon::start`], so tests run daemons in-process.
 
