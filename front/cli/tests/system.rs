@@ -184,6 +184,76 @@ fn several_publisher_and_subscriber_processes_share_one_tag() {
 }
 
 #[test]
+fn tagwire_sub_lossless_holds_a_flat_out_publisher_back_and_loses_nothing() {
+    let n = Node::new();
+    let c = n.client();
+    let ring = tagwire::RingParams {
+        slots: 8,
+        slot_payload: 0,
+    };
+    c.create_tag_with("/keepall", Domain::Global, ring).unwrap();
+    let mut lossless = Proc(
+        n.cli(&[
+            "sub",
+            "/keepall",
+            "--count",
+            "3000",
+            "--lossless",
+            "--idle-timeout",
+            "5",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap(),
+    );
+    // The control: a plain subscriber whose output nobody reads while the
+    // publisher runs, so it stalls on a full pipe and is lapped.
+    let mut plain = Proc(
+        n.cli(&["sub", "/keepall", "--idle-timeout", "2"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let out = lossless.0.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        BufReader::new(out)
+            .lines()
+            .map(Result::unwrap)
+            .collect::<Vec<_>>()
+    });
+    wait_until("2 subscribers", || {
+        c.receivers("/keepall").is_ok_and(|r| r.len() == 2)
+    });
+    // A lossless subscriber is listed a moment before its gate holds writers.
+    std::thread::sleep(Duration::from_millis(300));
+    run_ok(&mut n.cli(&["pub", "/keepall", "--count", "3000", "--rate", "0"]));
+    let lines = reader.join().unwrap();
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some("received 3000 messages, lost 0")
+    );
+    let seqs: Vec<u64> = lines
+        .iter()
+        .filter_map(|l| parse_line(l))
+        .map(|(s, _)| s)
+        .collect();
+    assert_eq!(seqs, (1..=3000).collect::<Vec<_>>(), "all, in order");
+    let mut text = String::new();
+    plain
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    let summary = text.lines().last().unwrap_or_default().to_string();
+    assert!(
+        summary.starts_with("received ") && !summary.ends_with("lost 0"),
+        "the plain subscriber should have lost some: {summary}"
+    );
+}
+
+#[test]
 fn a_subscriber_killed_with_sigkill_neither_blocks_nor_crashes_the_publisher() {
     let n = Node::new();
     let c = n.client();
