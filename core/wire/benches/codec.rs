@@ -34,6 +34,7 @@ fn control(c: &mut Criterion) {
             name: TagName::new("/robot/laser").expect("name"),
             depth: 64,
             qos: tagwire_wire::ChannelQos::default(),
+            lossless: false,
         },
     };
     let bytes = sub.encode();

@@ -94,6 +94,10 @@ pub enum Request {
         depth: u32,
         /// What the subscription asks of the connections feeding it.
         qos: ChannelQos,
+        /// A lossless subscription: the daemon holds a lossless gate at the
+        /// start position for the client before the grant is visible
+        /// ([`TagOpened::gate`]), so no writer laps it before it reads.
+        lossless: bool,
     },
     /// Cancel one subscription.
     Unsubscribe {
@@ -300,6 +304,18 @@ pub struct TagOpened {
     /// The ring's record index when the right was granted: a subscriber reads
     /// from here, so nothing published after the daemon counted it is missed.
     pub start: u64,
+    /// For a lossless subscription: the gate the daemon holds at `start` for
+    /// the client, to take over (`None`: the client attaches its own).
+    pub gate: Option<HeldGate>,
+}
+
+/// A ring gate the daemon holds for a client (see [`TagOpened::gate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldGate {
+    /// The gate's index in the ring.
+    pub index: u8,
+    /// The client's pid as the daemon wrote it into the gate.
+    pub pid: u32,
 }
 
 /// One row of a tag listing.
@@ -562,9 +578,15 @@ fn encode_request(r: &Request, w: &mut Writer) {
         Request::ReleaseSendAccess { tag } | Request::Unsubscribe { tag } => {
             w.u32(tag.0);
         }
-        Request::Subscribe { name, depth, qos } => {
+        Request::Subscribe {
+            name,
+            depth,
+            qos,
+            lossless,
+        } => {
             w.str(name.as_str()).u32(*depth);
             qos.encode(w);
+            w.u8(u8::from(*lossless));
         }
         Request::ListTags | Request::Ping | Request::ListNodes | Request::SendSocket => {}
         Request::PutBlob { tag, len } => {
@@ -615,6 +637,7 @@ fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, DecodeError> 
             name: TagName::decode(r)?,
             depth: r.u32()?,
             qos: ChannelQos::decode(r)?,
+            lossless: r.u8()? != 0,
         },
         7 => Request::Unsubscribe {
             tag: TagId(r.u32()?),
@@ -690,6 +713,14 @@ fn encode_response(r: &Response, w: &mut Writer) {
             w.u32(o.tag.0).str(o.name.as_str()).u8(o.domain.to_u8());
             encode_ring(&o.ring, w);
             w.u64(o.start);
+            match o.gate {
+                None => {
+                    w.u8(0);
+                }
+                Some(g) => {
+                    w.u8(1).u8(g.index).u32(g.pid);
+                }
+            }
         }
         Response::Members { senders, receivers } => {
             encode_members(senders, w);
@@ -752,6 +783,13 @@ fn decode_response(kind: u8, r: &mut Reader<'_>) -> Result<Response, DecodeError
             domain: Domain::from_u8(r.u8()?)?,
             ring: decode_ring(r)?,
             start: r.u64()?,
+            gate: match r.u8()? {
+                0 => None,
+                _ => Some(HeldGate {
+                    index: r.u8()?,
+                    pid: r.u32()?,
+                }),
+            },
         }),
         68 => Response::Members {
             senders: decode_members(r)?,
@@ -955,8 +993,14 @@ mod tests {
             name().prop_map(|name| Request::DestroyTag { name }),
             name().prop_map(|name| Request::GetSendAccess { name }),
             any::<u32>().prop_map(|t| Request::ReleaseSendAccess { tag: TagId(t) }),
-            (name(), any::<u32>(), crate::ids::arb_qos())
-                .prop_map(|(name, depth, qos)| Request::Subscribe { name, depth, qos }),
+            (name(), any::<u32>(), crate::ids::arb_qos(), any::<bool>()).prop_map(
+                |(name, depth, qos, lossless)| Request::Subscribe {
+                    name,
+                    depth,
+                    qos,
+                    lossless
+                }
+            ),
             any::<u32>().prop_map(|t| Request::Unsubscribe { tag: TagId(t) }),
             name().prop_map(|name| Request::ListMembers { name }),
             Just(Request::ListTags),
@@ -1040,6 +1084,10 @@ mod tests {
                     domain,
                     ring,
                     start: u64::from(t) * 3,
+                    gate: (t % 2 == 1).then_some(HeldGate {
+                        index: (t % 8) as u8,
+                        pid: t / 3,
+                    }),
                 })
             }),
             (members(), members())

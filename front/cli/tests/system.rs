@@ -224,8 +224,6 @@ fn tagwire_sub_lossless_holds_a_flat_out_publisher_back_and_loses_nothing() {
     wait_until("2 subscribers", || {
         c.receivers("/keepall").is_ok_and(|r| r.len() == 2)
     });
-    // A lossless subscriber is listed a moment before its gate holds writers.
-    std::thread::sleep(Duration::from_millis(300));
     run_ok(&mut n.cli(&["pub", "/keepall", "--count", "3000", "--rate", "0"]));
     let lines = reader.join().unwrap();
     assert_eq!(
@@ -506,6 +504,74 @@ fn sigterm_stops_the_daemon_cleanly_and_removes_its_socket() {
     };
     assert!(status.success(), "clean exit: {status}");
     assert!(!socket.exists(), "socket file removed");
+}
+
+#[test]
+fn a_lossless_subscription_holds_writers_back_from_the_moment_it_is_granted() {
+    use tagwire_wire::control::{Message, Request, Response, TagOpened};
+    let n = Node::new();
+    let c = n.client();
+    let ring = tagwire::RingParams {
+        slots: 8,
+        slot_payload: 0,
+    };
+    c.create_tag_with("/held", Domain::Global, ring).unwrap();
+    let mut publ = c.publisher("/held").unwrap();
+    publ.set_send_timeout(Duration::from_millis(200));
+    // A lossless subscription asked for on a raw connection: the client side
+    // does nothing with it yet.
+    let subscribe = |raw: &tagwire_unix::SeqPacket| -> (TagOpened, std::os::fd::OwnedFd) {
+        let req = Request::Subscribe {
+            name: tagwire::TagName::new("/held").unwrap(),
+            depth: 8,
+            qos: tagwire::ChannelQos::default(),
+            lossless: true,
+        };
+        raw.send(&Message::Request { id: 1, body: req }.encode(), None)
+            .unwrap();
+        let p = next_response(raw);
+        match Message::decode(&p.data).unwrap() {
+            Message::Response {
+                body: Response::TagOpened(o),
+                ..
+            } => (o, p.fd.expect("the ring's segment")),
+            other => panic!("expected TagOpened, got {other:?}"),
+        }
+    };
+    let raw = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let (opened, fd) = subscribe(&raw);
+    let held = opened
+        .gate
+        .expect("the daemon holds a gate for a lossless subscriber");
+    // Already held back: a ring's worth fits, then the publisher waits.
+    for _ in 0..8 {
+        publ.send(b"x").unwrap();
+    }
+    assert!(matches!(publ.send(b"x"), Err(Error::WindowFull { .. })));
+    // The subscriber takes the gate over, and moves it on.
+    let ring = tagwire_shm::Ring::open(tagwire_shm::Segment::open(fd).unwrap()).unwrap();
+    let gate = ring
+        .adopt_gate(usize::from(held.index), held.pid)
+        .expect("the held gate is ours to take");
+    gate.advance(opened.start + 8);
+    publ.send(b"y").unwrap();
+    // A client that goes away without taking its gate over: the daemon frees it.
+    let raw2 = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
+    raw2.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let (opened2, _fd2) = subscribe(&raw2);
+    assert!(opened2.gate.is_some());
+    drop(gate);
+    drop(raw);
+    for _ in 0..8 {
+        publ.send(b"z").unwrap();
+    }
+    assert!(
+        matches!(publ.send(b"z"), Err(Error::WindowFull { .. })),
+        "the second subscription's gate holds"
+    );
+    drop(raw2);
+    wait_until("the abandoned gate freed", || publ.send(b"w").is_ok());
 }
 
 #[test]

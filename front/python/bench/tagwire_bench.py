@@ -261,15 +261,14 @@ def sub_ints(a: argparse.Namespace) -> None:
 
 
 def pub_ints(a: argparse.Namespace) -> None:
-    """Runner role ``pub-ints``: once the tag has a receiver (and 50 ms
-    more), sends ``--count`` integers flat out, padded to ``--size`` bytes."""
+    """Runner role ``pub-ints``: once the tag has a receiver, sends
+    ``--count`` integers flat out, padded to ``--size`` bytes."""
     with tagwire.Client(socket=a.socket) as tw:
         tw.create_tag(a.data)
         warm_up(tw, a.data, a.warmup)
         with tw.publisher(a.data) as pub:
             pub.set_send_timeout(60.0)
             wait_for(lambda: bool(tw.receivers(a.data)), "a receiver")
-            time.sleep(0.05)
             pad = bytes(max(a.size, 4) - 4)
             send, clock = pub.send, time.monotonic_ns
             start = clock()

@@ -20,8 +20,8 @@
 //!     take longer messages); one JSON line (CLOCK_MONOTONIC nanoseconds):
 //!     {"lang": "...", "first_ns": .., "last_ns": .., "received": N, "lost": 0}
 //! RUNNER pub-ints --socket S --data D --count N [--warmup W] [--size B]
-//!     once the tag has a receiver (and 50 ms more: a lossless subscriber is
-//!     listed a moment before its gate holds writers), sends 0..N-1 as
+//!     once the tag has a receiver (a lossless subscriber holds writers
+//!     back from the moment it is listed), sends 0..N-1 as
 //!     4-byte little-endian integers flat out (a long send timeout), each
 //!     padded with zeros to B bytes (Rust runner; default 4); one JSON line:
 //!     {"lang": "...", "start_ns": .., "end_ns": ..}
@@ -306,9 +306,6 @@ pub fn runner_main(a: &RunnerArgs) -> anyhow::Result<()> {
                 );
                 std::thread::sleep(Duration::from_millis(1));
             }
-            // A lossless subscriber is listed a moment before its gate holds
-            // writers back: give it that moment.
-            std::thread::sleep(SETTLE);
             // The integer, then zeros up to --size (4 and up).
             let mut msg = vec![0u8; a.size.max(4)];
             let start = monotonic_ns();
@@ -371,11 +368,6 @@ pub fn monotonic_ns() -> u64 {
 }
 
 const STOP: &[u8] = b"\xffSTOP";
-
-/// pub-ints waits this long after the tag has a receiver: `Client::receivers`
-/// lists a lossless subscriber a moment before its gate holds writers back
-/// (a publisher that starts in that moment can lap it).
-const SETTLE: Duration = Duration::from_millis(50);
 
 /// Kills a runner left behind by an error.
 struct Reaped(Option<Child>);

@@ -414,11 +414,6 @@ pub fn throughput(
         || Ok(!c.receivers(&tag)?.is_empty()),
         "the sink to subscribe",
     )?;
-    if lossless {
-        // A lossless subscriber is listed a moment before its gate holds
-        // writers back (a known gap, see the lossless notes): give it that.
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let payload = vec![0xa5u8; size];
     let start = Instant::now();
     let mut sent = 0u64;

@@ -26,8 +26,8 @@ use tagwire_shm::{Ring, Segment};
 use tagwire_unix::SeqPacket;
 use tagwire_wire::control::NodeSummary;
 use tagwire_wire::control::{
-    ErrorCode, KeepHistory, Message as Ctl, Request, Response, RingParams, TableEvent, TagOpened,
-    TagSummary, MAX_MESSAGE,
+    ErrorCode, HeldGate, KeepHistory, Message as Ctl, Request, Response, RingParams, TableEvent,
+    TagOpened, TagSummary, MAX_MESSAGE,
 };
 use tagwire_wire::{ChannelQos, Domain, Member, NodeAddr, Pid, SenderInfo, TagId, TagName};
 
@@ -141,23 +141,37 @@ pub(crate) struct Endpoint {
     pub(crate) ring: Mutex<Ring>,
     pub(crate) domain: Domain,
     pub(crate) ring_params: RingParams,
+    /// See [`Endpoint::take_held_gate`].
+    held_gate: Mutex<Option<HeldGate>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EndpointKind {
     Publisher,
-    Subscriber { depth: u32, qos: ChannelQos },
+    Subscriber {
+        depth: u32,
+        qos: ChannelQos,
+        lossless: bool,
+    },
 }
 
 impl EndpointKind {
-    /// The request that gets this right on tag `name`.
-    fn request(self, name: &TagName) -> Request {
+    /// The request that gets this right on tag `name`; `hold_gate`: a
+    /// lossless subscriber asks the daemon to hold its gate from the start
+    /// (not when re-registering: the subscriber then attaches its own on the
+    /// new ring as it moves there).
+    fn request(self, name: &TagName, hold_gate: bool) -> Request {
         match self {
             EndpointKind::Publisher => Request::GetSendAccess { name: name.clone() },
-            EndpointKind::Subscriber { depth, qos } => Request::Subscribe {
+            EndpointKind::Subscriber {
+                depth,
+                qos,
+                lossless,
+            } => Request::Subscribe {
                 name: name.clone(),
                 depth,
                 qos,
+                lossless: lossless && hold_gate,
             },
         }
     }
@@ -190,9 +204,16 @@ impl Endpoint {
         }
     }
 
+    /// The lossless gate the daemon holds for this endpoint on its current
+    /// ring, if any (taken once, by the subscriber).
+    pub(crate) fn take_held_gate(&self) -> Option<HeldGate> {
+        lock(&self.held_gate).take()
+    }
+
     /// Moves the endpoint onto a new registration; its publisher or subscriber
     /// notices the generation change on its next call.
     fn install(&self, o: &TagOpened, ring: Ring, epoch: u64) {
+        *lock(&self.held_gate) = None;
         self.registered_at.store(o.start, Ordering::Release);
         *lock(&self.ring) = ring;
         self.tag.store(o.tag.0, Ordering::Release);
@@ -360,6 +381,7 @@ impl Client {
             EndpointKind::Subscriber {
                 depth: opts.depth,
                 qos: opts.qos,
+                lossless: opts.lossless,
             },
         )?;
         Subscriber::new(self.clone(), ep, opts)
@@ -474,7 +496,7 @@ impl Client {
     fn open(&self, name: &str, kind: EndpointKind) -> Result<Arc<Endpoint>> {
         let name = TagName::new(name)?;
         let epoch = self.core.epoch.load(Ordering::Acquire);
-        let (opened, ring) = self.core.open_ring(&name, kind)?;
+        let (opened, ring) = self.core.open_ring(&name, kind, true)?;
         let ep = Arc::new(Endpoint {
             name,
             kind,
@@ -487,6 +509,7 @@ impl Client {
             ring: Mutex::new(ring),
             domain: opened.domain,
             ring_params: opened.ring,
+            held_gate: Mutex::new(opened.gate),
         });
         let stale = {
             let mut eps = lock(&self.core.endpoints);
@@ -570,8 +593,9 @@ impl Core {
         &self,
         name: &TagName,
         kind: EndpointKind,
+        hold_gate: bool,
     ) -> Result<(TagOpened, Ring)> {
-        let req = kind.request(name);
+        let req = kind.request(name, hold_gate);
         match self.call(req, None)? {
             (Response::TagOpened(o), Some(fd)) => {
                 let ring = map_ring(fd)?;
@@ -597,7 +621,7 @@ impl Core {
             other => return Err(unexpected(other, &ep.name)),
         }
         let epoch = self.epoch.load(Ordering::Acquire);
-        let (o, ring) = self.open_ring(&ep.name, ep.kind)?;
+        let (o, ring) = self.open_ring(&ep.name, ep.kind, false)?;
         ep.install(&o, ring, epoch);
         Ok(())
     }
@@ -828,7 +852,7 @@ impl Core {
                 Response::TagCreated { .. } => {}
                 other => return Err(Error::Protocol(format!("re-create failed: {other:?}"))),
             }
-            let req = ep.kind.request(&ep.name);
+            let req = ep.kind.request(&ep.name, false);
             match self.direct_call_fd(sock, req, None)? {
                 (Response::TagOpened(o), Some(fd)) => {
                     let ring = map_ring(fd)?;

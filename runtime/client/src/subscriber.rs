@@ -17,7 +17,7 @@ use tagwire_shm::{Cursor, Gate, ReadOutcome, Ring, RingError, GATES};
 /// Lossless subscribers a tag may have on one node: a ring's gates but the
 /// one always left for the daemon's forwarder.
 pub const MAX_LOSSLESS: usize = GATES - 1;
-use tagwire_wire::control::{ErrorCode, Request, Response};
+use tagwire_wire::control::{ErrorCode, HeldGate, Request, Response};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::{Carrier, ChannelQos, Proxy, Reliability};
 
@@ -198,7 +198,8 @@ impl Subscriber {
         // Start where the daemon granted the subscription, not where the ring is
         // now: messages sent in between are ours.
         let cursor = ring.cursor_from(ep.registered_at.load(Ordering::Acquire), opts.ring_depth());
-        let gate = match opts.gate(&ring, cursor.position(), ep.name.as_str()) {
+        let held = ep.take_held_gate();
+        let gate = match opts.gate(&ring, cursor.position(), ep.name.as_str(), held) {
             Ok(g) => g,
             Err(e) => {
                 ep.close(&client.core);
@@ -389,7 +390,7 @@ impl Subscriber {
         let from = self.ep.registered_at.load(Ordering::Acquire);
         if self.opts.lossless && self.next_gate.as_ref().is_none_or(|(n, _)| *n != g) {
             let ring = self.ep.current_ring();
-            let gate = self.opts.gate(&ring, from, self.ep.name.as_str())?;
+            let gate = self.opts.gate(&ring, from, self.ep.name.as_str(), None)?;
             self.next_gate = gate.map(|gate| (g, gate));
         }
         // Finish the old ring first: records sent before our publishers moved
@@ -469,10 +470,26 @@ impl SubscribeOptions {
         }
     }
 
-    /// A lossless subscriber's gate on `ring` at record `position`.
-    fn gate(&self, ring: &Ring, position: u64, tag: &str) -> Result<Option<Gate>> {
+    /// A lossless subscriber's gate on `ring` at record `position`: the one
+    /// the daemon held there for it since before the subscription was
+    /// visible (`held`), else one attached now.
+    fn gate(
+        &self,
+        ring: &Ring,
+        position: u64,
+        tag: &str,
+        held: Option<HeldGate>,
+    ) -> Result<Option<Gate>> {
         if !self.lossless {
+            if let Some(h) = held {
+                ring.release_held_gate(usize::from(h.index), h.pid);
+            }
             return Ok(None);
+        }
+        if let Some(h) = held {
+            if let Ok(g) = ring.adopt_gate(usize::from(h.index), h.pid) {
+                return Ok(Some(g));
+            }
         }
         match ring.attach_lossless_gate(position) {
             Ok(g) => Ok(Some(g)),

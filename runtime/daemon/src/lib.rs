@@ -190,6 +190,9 @@ pub(crate) struct State {
     /// Messages from other nodes that a lossless subscriber has no room for
     /// yet, per tag, oldest first (see `delivery::deliver`).
     pub(crate) held: HashMap<TagId, delivery::Held>,
+    /// Lossless gates held for clients' new subscriptions (tag, gate index,
+    /// pid written), freed on Unsubscribe or disconnect if never taken over.
+    pub(crate) held_gates: HashMap<ClientId, Vec<(TagId, usize, u32)>>,
 }
 
 /// A packet on its way to a client, with the descriptor it carries.
@@ -254,6 +257,7 @@ impl Daemon {
                 held: HashMap::new(),
                 blobs: HashMap::new(),
                 clients: HashMap::new(),
+                held_gates: HashMap::new(),
                 peers: peers::PeerSet::default(),
             }),
             config,

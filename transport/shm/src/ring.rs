@@ -270,6 +270,11 @@ impl Drop for Gate {
     }
 }
 
+/// The high bit of a gate's owner word: the gate is held for the process in
+/// the low bits (by the daemon, see [`Ring::hold_lossless_gate_for`]) and
+/// not taken over yet. Pids stay below 2^22 on Linux.
+const HELD_FOR: u32 = 1 << 31;
+
 /// A writer that stalls longer than this on a claimed slot is presumed dead, and
 /// readers skip its record (counted as lost) once later records are committed.
 const DEAD_WRITER: Duration = Duration::from_millis(100);
@@ -506,7 +511,72 @@ impl Ring {
         }
     }
 
+    /// Holds a lossless gate at `position` on behalf of process `pid` (the
+    /// daemon does this for a lossless subscriber before its subscription
+    /// becomes visible, so no writer can lap it in between). The gate holds
+    /// writers back at once; `pid` takes it over with [`Ring::adopt_gate`]
+    /// (or the holder frees it with [`Ring::release_held_gate`]). Returns the
+    /// gate's index. Reaped like any gate if `pid` dies.
+    pub fn hold_lossless_gate_for(&self, position: u64, pid: u32) -> Result<usize, RingError> {
+        self.attach_as(position, true, HELD_FOR | (pid & !HELD_FOR))
+    }
+
+    /// Takes over the gate `idx` that was held for `pid` (as the holder
+    /// reported it) and returns it as this process's own. Fails when the gate
+    /// is not held for `pid` any more (released, or taken over already).
+    pub fn adopt_gate(&self, idx: usize, pid: u32) -> Result<Gate, RingError> {
+        if idx >= GATES {
+            return Err(RingError::NoGate);
+        }
+        self.gate_pid(idx)
+            .compare_exchange(
+                HELD_FOR | (pid & !HELD_FOR),
+                self.pid,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .map_err(|_| RingError::NoGate)?;
+        Ok(Gate {
+            ring: self.clone(),
+            idx,
+        })
+    }
+
+    /// Frees the gate `idx` held for `pid` if nobody took it over; true when
+    /// it did.
+    pub fn release_held_gate(&self, idx: usize, pid: u32) -> bool {
+        if idx >= GATES
+            || self
+                .gate_pid(idx)
+                .compare_exchange(
+                    HELD_FOR | (pid & !HELD_FOR),
+                    HELD_FOR,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_err()
+        {
+            return false;
+        }
+        // Ours now (`HELD_FOR` alone names no process): free it in the
+        // order a holder does, and wake writers waiting on it.
+        self.gate_pos(idx).store(0, Ordering::Release);
+        self.gate_lossless()
+            .fetch_and(!(1u32 << idx), Ordering::AcqRel);
+        self.gate_pid(idx).store(0, Ordering::Release);
+        self.ring_gate_bell();
+        true
+    }
+
     fn attach(&self, position: u64, lossless: bool) -> Result<Gate, RingError> {
+        let idx = self.attach_as(position, lossless, self.pid)?;
+        Ok(Gate {
+            ring: self.clone(),
+            idx,
+        })
+    }
+
+    fn attach_as(&self, position: u64, lossless: bool, owner: u32) -> Result<usize, RingError> {
         if lossless && !self.room_for_lossless() {
             return Err(RingError::NoGate);
         }
@@ -516,7 +586,7 @@ impl Ring {
             // is being attached.
             if self
                 .gate_pid(idx)
-                .compare_exchange(0, self.pid, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(0, owner, Ordering::AcqRel, Ordering::Acquire)
                 .is_err()
             {
                 continue;
@@ -531,10 +601,7 @@ impl Ring {
                 .store(position.min(MAX_INDEX) + 1, Ordering::Release);
             // Writers that cached "no gate in the way" look again.
             self.gate_epoch().fetch_add(1, Ordering::AcqRel);
-            return Ok(Gate {
-                ring: self.clone(),
-                idx,
-            });
+            return Ok(idx);
         }
         Err(RingError::NoGate)
     }
@@ -1099,7 +1166,8 @@ impl Ring {
 /// True unless the process is known to be gone (ESRCH). A pid of another user
 /// (EPERM) is alive.
 fn process_alive(pid: u32) -> bool {
-    let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
+    // A gate held for a process carries its pid under the HELD_FOR bit.
+    let Some(p) = rustix::process::Pid::from_raw((pid & !HELD_FOR) as i32) else {
         return false;
     };
     !matches!(
@@ -1112,6 +1180,53 @@ fn process_alive(pid: u32) -> bool {
 mod tests {
     use super::*;
     use std::os::fd::AsFd;
+
+    #[test]
+    fn a_gate_held_for_a_process_holds_writers_until_taken_over_or_released() {
+        let r = Ring::create("held", shape(4, 64)).unwrap();
+        let me = std::process::id();
+        let idx = r.hold_lossless_gate_for(0, me).unwrap();
+        for _ in 0..4 {
+            r.publish_gated(&[b"x"], Duration::ZERO).unwrap();
+        }
+        assert!(
+            matches!(
+                r.publish_gated(&[b"x"], Duration::from_millis(10)),
+                Err(RingError::Full { .. })
+            ),
+            "the held gate holds writers back before anyone took it over"
+        );
+        assert!(!r.release_held_gate(idx, me + 1), "held for another pid");
+        let g = r.adopt_gate(idx, me).unwrap();
+        assert!(r.adopt_gate(idx, me).is_err(), "taken over once");
+        assert!(
+            !r.release_held_gate(idx, me),
+            "no longer the holder's to free"
+        );
+        g.advance(4);
+        r.publish_gated(&[b"x"], Duration::ZERO).unwrap();
+        drop(g);
+        // Released before being taken over: writers go on, the gate is free.
+        let idx = r.hold_lossless_gate_for(r.head_index(), me).unwrap();
+        assert!(r.release_held_gate(idx, me));
+        assert!(r.adopt_gate(idx, me).is_err());
+        for _ in 0..8 {
+            r.publish_gated(&[b"x"], Duration::ZERO).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_gate_held_for_a_process_that_died_is_reaped() {
+        let r = Ring::create("held-dead", shape(4, 64)).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        r.hold_lossless_gate_for(0, dead).unwrap();
+        for _ in 0..12 {
+            r.publish_gated(&[b"x"], Duration::from_millis(200))
+                .unwrap();
+        }
+    }
 
     fn shape(slots: u32, payload: u32) -> RingShape {
         RingShape { slots, payload }

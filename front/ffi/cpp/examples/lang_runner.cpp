@@ -14,7 +14,7 @@
 //       0..N-1; prints {"lang":"cpp","first_ns":..,"last_ns":..,"received":N,"lost":0}
 //       (CLOCK_MONOTONIC: steady_clock), for `tagwire perf table2`
 //   tagwire-lang-cpp pub-ints --socket S --data D --count N [--warmup W]
-//       once the tag has a receiver (and 50 ms more), sends 0..N-1 flat out (long send
+//       once the tag has a receiver, sends 0..N-1 flat out (long send
 //       timeout); prints {"lang":"cpp","start_ns":..,"end_ns":..}
 //   With --warmup W, both first send W integers to themselves through a
 //   private tag, untimed (as every runner does, for the JIT of the Java one).
@@ -199,9 +199,6 @@ int pub_ints(const Args& a) {
     if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("no receiver came up");
     std::this_thread::sleep_for(1ms);
   }
-  // A lossless subscriber is listed a moment before its gate holds writers
-  // back: give it that moment.
-  std::this_thread::sleep_for(50ms);
   long count = a.num("count", 10000);
   std::array<unsigned char, 4> buf{};
   std::int64_t start = now_ns();

@@ -51,8 +51,6 @@ class CrossLanguageTest {
                     TestDaemon.sleep(10);
                 }
                 assertEquals(rust.pid(), c.receivers(tag).get(0).who().pid(), "the Rust subscriber's pid");
-                // A lossless subscriber is listed a moment before its gate holds writers back.
-                TestDaemon.sleep(100);
                 pub.setSendTimeout(Duration.ofSeconds(10));
                 for (int i = 0; i < N; i++) {
                     pub.send("java " + i);

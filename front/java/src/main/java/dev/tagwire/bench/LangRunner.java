@@ -30,7 +30,7 @@ import java.util.Map;
  *     a lossless subscriber: N 4-byte little-endian integers 0..N-1; one JSON line
  *     {"lang":"java","first_ns":..,"last_ns":..,"received":N,"lost":0} (CLOCK_MONOTONIC)
  * LangRunner pub-ints --socket S --data D --count N [--warmup W]
- *     once the tag has a receiver (and 50 ms more), sends 0..N-1 flat out; one JSON line
+ *     once the tag has a receiver, sends 0..N-1 flat out; one JSON line
  *     {"lang":"java","start_ns":..,"end_ns":..}
  * </pre>
  *
@@ -52,7 +52,6 @@ public final class LangRunner {
             ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final Duration PONG_WAIT = Duration.ofSeconds(60);
     private static final Duration PING_WAIT = Duration.ofSeconds(10);
-    private static final long SETTLE_MS = 50;
 
     public static void main(String[] argv) {
         if (argv.length < 1) {
@@ -288,9 +287,6 @@ public final class LangRunner {
                     }
                     Thread.sleep(1);
                 }
-                // A lossless subscriber is listed a moment before its gate
-                // holds writers back: give it that moment.
-                Thread.sleep(SETTLE_MS);
                 MemorySegment buf = arena.allocate(4, 16);
                 long start = System.nanoTime();
                 sendRange(pub, buf, 0, count);
