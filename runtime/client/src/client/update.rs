@@ -1,0 +1,253 @@
+//! The client's update thread: the handshake with the daemon, the one
+//! reader of its socket (routing responses to their waiters, applying table
+//! updates to the replica), and reconnection with re-registration of every
+//! endpoint after the daemon restarts (see the parent module).
+
+use super::*;
+
+impl Core {
+    /// Hello + table snapshot, done synchronously on a socket nobody else reads yet.
+    pub(super) fn handshake(&self, sock: &SeqPacket) -> Result<()> {
+        sock.set_read_timeout(Some(self.opts.timeout))
+            .map_err(|e| Error::Io(e.to_string()))?;
+        let hello = Request::Hello {
+            pid: Pid(std::process::id()),
+            name: self.opts.name.clone(),
+        };
+        let (node, client_pid) = match self.direct_call(sock, hello)? {
+            Response::Welcome {
+                node, client_pid, ..
+            } => (node, client_pid),
+            other => return Err(Error::Protocol(format!("expected Welcome, got {other:?}"))),
+        };
+        *lock(&self.me) = SenderInfo {
+            pid: client_pid,
+            node,
+        };
+        // The snapshot carries its version. Updates that arrive while we wait for
+        // it may be older or newer (the daemon answers after releasing its lock):
+        // hold them, install the snapshot, then apply those newer than it.
+        let mut held = Vec::new();
+        match self
+            .direct_call_fd(sock, Request::ListTags, Some(&mut held))?
+            .0
+        {
+            Response::Tags { version, tags } => {
+                let mut r = self.replica.write().unwrap_or_else(|e| e.into_inner());
+                r.reset(version, tags);
+                drop(r);
+                for u in held.iter().filter(|u| u.version > version) {
+                    self.apply(u);
+                }
+            }
+            other => return Err(Error::Protocol(format!("expected Tags, got {other:?}"))),
+        }
+        Ok(())
+    }
+
+    pub(super) fn direct_call(&self, sock: &SeqPacket, req: Request) -> Result<Response> {
+        Ok(self.direct_call_fd(sock, req, None)?.0)
+    }
+
+    /// A request on a socket the update thread does not read yet. Updates met on
+    /// the way are applied, or collected into `hold` if given.
+    pub(super) fn direct_call_fd(
+        &self,
+        sock: &SeqPacket,
+        req: Request,
+        mut hold: Option<&mut Vec<tagwire_proto::Update>>,
+    ) -> Result<Reply> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
+        sock.send(&Ctl::Request { id, body: req }.encode(), None)
+            .map_err(|e| self.unreachable(e.to_string()))?;
+        let deadline = Instant::now() + self.opts.timeout;
+        loop {
+            if Instant::now() > deadline {
+                return Err(Error::DaemonTimeout {
+                    socket: self.opts.socket.clone(),
+                    after: self.opts.timeout,
+                });
+            }
+            let p = match sock.recv(MAX_MESSAGE) {
+                Ok(Some(p)) => p,
+                Ok(None) => return Err(self.unreachable("daemon closed the connection")),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return Err(Error::DaemonTimeout {
+                        socket: self.opts.socket.clone(),
+                        after: self.opts.timeout,
+                    })
+                }
+                Err(e) => return Err(self.unreachable(e.to_string())),
+            };
+            match Ctl::decode(&p.data) {
+                Ok(Ctl::Response { id: rid, body }) if rid == id => return Ok((body, p.fd)),
+                Ok(Ctl::Update(u)) => match hold.as_deref_mut() {
+                    Some(h) => h.push(u),
+                    None => self.apply(&u),
+                },
+                Ok(_) => {}
+                Err(e) => return Err(Error::Protocol(e.to_string())),
+            }
+        }
+    }
+
+    pub(super) fn update_loop(self: Arc<Self>) {
+        while !self.stop.load(Ordering::SeqCst) {
+            let Some(conn) = self.conn() else { break };
+            self.read_until_closed(&conn);
+            if self.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            tracing::warn!(socket = %self.opts.socket.display(), "lost the tagwire daemon; reconnecting");
+            *lock(&self.conn) = None;
+            for (_, tx) in lock(&self.pending).drain() {
+                let _ = tx.send(Err(self.unreachable("daemon connection lost")));
+            }
+            self.reconnect();
+        }
+    }
+
+    pub(super) fn read_until_closed(&self, conn: &SeqPacket) {
+        loop {
+            let p = match conn.recv(MAX_MESSAGE) {
+                Ok(Some(p)) => p,
+                Ok(None) => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            };
+            match Ctl::decode(&p.data) {
+                Ok(Ctl::Response { id, body }) => {
+                    if let Some(tx) = lock(&self.pending).remove(&id) {
+                        let _ = tx.send(Ok((body, p.fd)));
+                        continue;
+                    }
+                    let undo = lock(&self.abandoned).remove(&id);
+                    if let (Some(undo), Response::TagOpened(o)) = (undo, &body) {
+                        // Granted after its caller gave up: give it back.
+                        match undo {
+                            Abandoned::SendAccess => {
+                                self.send_only(Request::ReleaseSendAccess { tag: o.tag })
+                            }
+                            Abandoned::Subscription => {
+                                self.send_only(Request::Unsubscribe { tag: o.tag })
+                            }
+                            Abandoned::Nothing => {}
+                        }
+                    }
+                }
+                Ok(Ctl::Update(u)) => self.apply(&u),
+                Ok(Ctl::Request { .. }) => tracing::debug!("daemon sent a request; ignored"),
+                Err(e) => tracing::debug!(error = %e, "malformed packet from the daemon; ignored"),
+            }
+        }
+    }
+
+    pub(super) fn apply(&self, u: &tagwire_proto::Update) {
+        {
+            let mut r = self.replica.write().unwrap_or_else(|e| e.into_inner());
+            r.apply(u);
+        }
+        if let TableEvent::TagDestroyed { tag, name } = &u.event {
+            for ep in lock(&self.endpoints).iter().filter_map(Weak::upgrade) {
+                // Ids restart with a new daemon: match the name too.
+                if ep.tag() == *tag && ep.name == *name {
+                    ep.destroyed.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    pub(super) fn reconnect(&self) {
+        // Each attempt gets a fresh epoch number, so an endpoint re-registered on
+        // a connection that then failed is re-registered again on the next one.
+        let mut attempt = self.epoch.load(Ordering::Acquire);
+        while !self.stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(100));
+            let Ok(sock) = SeqPacket::connect(&self.opts.socket) else {
+                continue;
+            };
+            if let Err(e) = self.handshake(&sock) {
+                tracing::debug!(error = %e, "handshake with restarted daemon failed");
+                continue;
+            }
+            attempt += 1;
+            match self.adopt(sock, attempt) {
+                Ok(n) => {
+                    tracing::info!(endpoints = n, "reconnected to the tagwire daemon");
+                    return;
+                }
+                Err(e) => tracing::debug!(error = %e, "re-registration failed; retrying"),
+            }
+        }
+    }
+
+    /// Re-registers every endpoint on `sock`, including ones opened against the
+    /// dead daemon meanwhile, then publishes the connection and the epoch
+    /// together under the endpoints lock, so that `Client::open` sees either
+    /// the old epoch (and its endpoint is in our list) or the new one.
+    pub(super) fn adopt(&self, sock: SeqPacket, epoch: u64) -> Result<usize> {
+        let mut total = 0;
+        loop {
+            total += self.reregister(&sock, epoch)?;
+            let eps = lock(&self.endpoints);
+            if eps
+                .iter()
+                .filter_map(Weak::upgrade)
+                .any(|e| self.needs_reregister(&e, epoch))
+            {
+                continue;
+            }
+            // Only now may the update thread block on this socket for ever.
+            sock.set_read_timeout(None)
+                .map_err(|e| Error::Io(e.to_string()))?;
+            *lock(&self.conn) = Some(Arc::new(sock));
+            self.epoch.store(epoch, Ordering::Release);
+            drop(eps);
+            return Ok(total);
+        }
+    }
+
+    pub(super) fn needs_reregister(&self, ep: &Endpoint, epoch: u64) -> bool {
+        !ep.destroyed.load(Ordering::Acquire)
+            && !ep.closed.load(Ordering::Acquire)
+            && ep.epoch.load(Ordering::Acquire) < epoch
+    }
+
+    /// Re-creates the tags our endpoints use and re-acquires their rights on a
+    /// fresh daemon, swapping each endpoint onto the new ring.
+    pub(super) fn reregister(&self, sock: &SeqPacket, epoch: u64) -> Result<usize> {
+        let eps: Vec<_> = lock(&self.endpoints)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|e| self.needs_reregister(e, epoch))
+            .collect();
+        for ep in &eps {
+            let create = Request::CreateTag {
+                name: ep.name.clone(),
+                domain: ep.domain,
+                ring: ep.ring_params,
+                history: KeepHistory::default(),
+            };
+            match self.direct_call(sock, create)? {
+                Response::TagCreated { .. } => {}
+                other => return Err(Error::Protocol(format!("re-create failed: {other:?}"))),
+            }
+            let req = ep.kind.request(&ep.name, false);
+            match self.direct_call_fd(sock, req, None)? {
+                (Response::TagOpened(o), Some(fd)) => {
+                    let ring = map_ring(fd)?;
+                    ep.install(&o, ring, epoch);
+                    if ep.closed.load(Ordering::Acquire) {
+                        // Dropped while we re-registered it: give the right back.
+                        self.direct_call(sock, ep.release_request(o.tag))?;
+                    }
+                }
+                (Response::Error { code, message }, _) => {
+                    return Err(Error::from_daemon(code, message, ep.name.as_str()))
+                }
+                other => return Err(Error::Protocol(format!("re-register failed: {other:?}"))),
+            }
+        }
+        Ok(eps.len())
+    }
+}
