@@ -369,6 +369,28 @@ pub fn monotonic_ns() -> u64 {
 
 const STOP: &[u8] = b"\xffSTOP";
 
+impl Runner {
+    /// The runner in `role` on `env`'s daemon, pinned to `cpu` if given;
+    /// the caller adds the role's arguments.
+    pub(crate) fn command(&self, role: &str, env: &Env, cpu: Option<usize>) -> Command {
+        let mut c = Command::new(&self.command[0]);
+        c.args(&self.command[1..])
+            .arg(role)
+            .arg("--socket")
+            .arg(&env.socket);
+        if let Some(cpu) = cpu {
+            // SAFETY: only sched_setaffinity (a system call) runs between
+            // fork and exec.
+            unsafe {
+                c.pre_exec(move || {
+                    crate::raw::pin_current_thread(cpu).map_err(std::io::Error::other)
+                });
+            }
+        }
+        c
+    }
+}
+
 /// Kills a runner left behind by an error.
 struct Reaped(Option<Child>);
 
@@ -420,21 +442,8 @@ fn rtt_on(
     warmup: usize,
 ) -> anyhow::Result<Vec<Duration>> {
     let common = |role: &str, cpu: Option<usize>| {
-        let mut c = Command::new(&r.command[0]);
-        c.args(&r.command[1..])
-            .arg(role)
-            .arg("--socket")
-            .arg(&env.socket)
-            .args(["--data", data, "--ack", ack]);
-        if let Some(cpu) = cpu {
-            // SAFETY: only sched_setaffinity (a system call) runs between
-            // fork and exec.
-            unsafe {
-                c.pre_exec(move || {
-                    crate::raw::pin_current_thread(cpu).map_err(std::io::Error::other)
-                });
-            }
-        }
+        let mut c = r.command(role, env, cpu);
+        c.args(["--data", data, "--ack", ack]);
         c
     };
     let pong = common("pong", env.cpus.map(|c| c.1))
@@ -463,15 +472,19 @@ fn rtt_on(
     parse_samples(&String::from_utf8_lossy(&out.stdout), &r.lang)
 }
 
-/// The `samples_ns` of the runner's JSON line.
-fn parse_samples(stdout: &str, lang: &str) -> anyhow::Result<Vec<Duration>> {
+/// The last JSON line a runner printed.
+pub(crate) fn json_line(stdout: &str, lang: &str) -> anyhow::Result<serde_json::Value> {
     let line = stdout
         .lines()
         .rev()
         .find(|l| l.trim_start().starts_with('{'))
-        .with_context(|| format!("the {lang} ping runner printed no JSON line"))?;
-    let v: serde_json::Value =
-        serde_json::from_str(line).with_context(|| format!("the {lang} runner's JSON: {line}"))?;
+        .with_context(|| format!("the {lang} runner printed no JSON line"))?;
+    serde_json::from_str(line).with_context(|| format!("the {lang} runner's JSON: {line}"))
+}
+
+/// The `samples_ns` of the runner's JSON line.
+fn parse_samples(stdout: &str, lang: &str) -> anyhow::Result<Vec<Duration>> {
+    let v = json_line(stdout, lang)?;
     let samples = v
         .get("samples_ns")
         .and_then(|s| s.as_array())

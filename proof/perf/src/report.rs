@@ -274,7 +274,7 @@ fn ordered_unique<T: PartialEq + Clone>(items: impl Iterator<Item = T>) -> Vec<T
 
 /// Renders rows (first row = header) with column widths fitted and the
 /// first column left-aligned, the others right-aligned.
-fn render_grid(rows: &[Vec<String>]) -> String {
+pub(crate) fn render_grid(rows: &[Vec<String>]) -> String {
     let ncol = rows.iter().map(Vec::len).max().unwrap_or(0);
     let mut width = vec![0usize; ncol];
     for row in rows {

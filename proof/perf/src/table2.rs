@@ -22,7 +22,6 @@
 //! `[min-max]` over repetitions and the ratio to C→C measured in the same
 //! repetition (median over repetitions).
 
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -262,23 +261,12 @@ fn command(
     spec: &Spec,
     cpu: Option<usize>,
 ) -> Command {
-    let mut c = Command::new(&r.command[0]);
-    c.args(&r.command[1..])
-        .arg(role)
-        .arg("--socket")
-        .arg(&env.socket)
-        .args(["--data", tag, "--count", &spec.count.to_string()])
+    let mut c = r.command(role, env, cpu);
+    c.args(["--data", tag, "--count", &spec.count.to_string()])
         .args(["--warmup", &spec.warmup.to_string()])
         .args(["--size", &spec.size.max(4).to_string()])
         .stdin(Stdio::null())
         .stderr(Stdio::inherit());
-    if let Some(cpu) = cpu {
-        // SAFETY: only sched_setaffinity (a system call) runs between fork
-        // and exec.
-        unsafe {
-            c.pre_exec(move || crate::raw::pin_current_thread(cpu).map_err(std::io::Error::other));
-        }
-    }
     c
 }
 
@@ -311,8 +299,8 @@ fn run_on(env: &Env, publ: &Runner, sub: &Runner, tag: &str, spec: &Spec) -> any
     if !s.status.success() {
         bail!("the {} subscriber runner failed ({})", sub.lang, s.status);
     }
-    let pj = json_line(&String::from_utf8_lossy(&p.stdout), &publ.lang)?;
-    let sj = json_line(&String::from_utf8_lossy(&s.stdout), &sub.lang)?;
+    let pj = lang::json_line(&String::from_utf8_lossy(&p.stdout), &publ.lang)?;
+    let sj = lang::json_line(&String::from_utf8_lossy(&s.stdout), &sub.lang)?;
     let field = |v: &serde_json::Value, k: &str, who: &str| -> anyhow::Result<u64> {
         v.get(k)
             .and_then(serde_json::Value::as_u64)
@@ -335,16 +323,6 @@ fn run_on(env: &Env, publ: &Runner, sub: &Runner, tag: &str, spec: &Spec) -> any
     Ok(Run {
         time: Duration::from_nanos(last - start),
     })
-}
-
-/// The last JSON line a runner printed.
-fn json_line(stdout: &str, lang: &str) -> anyhow::Result<serde_json::Value> {
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'))
-        .with_context(|| format!("the {lang} runner printed no JSON line"))?;
-    serde_json::from_str(line).with_context(|| format!("the {lang} runner's JSON: {line}"))
 }
 
 /// The Table 2 text (records with `bench == "table2"`); empty if there are none.
@@ -397,25 +375,7 @@ pub fn table(records: &[Record]) -> String {
                 .map_or_else(|| "-".into(), |p| format!("{p:.2}x")),
         ]);
     }
-    let width: Vec<usize> = (0..rows[0].len())
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    for (ri, row) in rows.iter().enumerate() {
-        let mut line = String::new();
-        for (i, c) in row.iter().enumerate() {
-            if i == 0 {
-                line.push_str(&format!("{c:<w$}", w = width[i]));
-            } else {
-                line.push_str(&format!("  {c:>w$}", w = width[i]));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-        if ri == 0 {
-            out.push_str(&"-".repeat(width.iter().sum::<usize>() + 2 * (width.len() - 1)));
-            out.push('\n');
-        }
-    }
+    out.push_str(&crate::report::render_grid(&rows));
     let skipped: Vec<String> = recs
         .iter()
         .filter(|r| r.p50_us.is_none())
@@ -500,12 +460,12 @@ mod tests {
 
     #[test]
     fn a_runners_json_line_is_found_after_other_output() {
-        let v = json_line(
+        let v = lang::json_line(
             "starting\n{\"lang\":\"java\",\"start_ns\":5,\"end_ns\":9}\n",
             "java",
         )
         .unwrap();
         assert_eq!(v["end_ns"], 9);
-        assert!(json_line("nothing", "java").is_err());
+        assert!(lang::json_line("nothing", "java").is_err());
     }
 }
