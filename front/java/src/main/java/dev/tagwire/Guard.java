@@ -1,5 +1,7 @@
 package dev.tagwire;
 
+import java.lang.foreign.MemorySegment;
+import java.lang.invoke.MethodHandle;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 
@@ -50,6 +52,21 @@ abstract class Guard implements AutoCloseable {
         if (!state.compareAndSet(BUSY, IDLE)) {
             state.set(CLOSED);
             free();
+        }
+    }
+
+    /**
+     * One call of a native {@code long f(handle)} (a counter or a getter)
+     * between {@link #enter()} and {@link #exit()}.
+     */
+    final long callLong(MethodHandle f, MemorySegment handle) {
+        enter();
+        try {
+            return (long) f.invokeExact(handle);
+        } catch (Throwable t) {
+            throw Native.rethrow(t);
+        } finally {
+            exit();
         }
     }
 

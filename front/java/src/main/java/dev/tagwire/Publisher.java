@@ -179,26 +179,12 @@ public final class Publisher extends Guard {
 
     /** The sequence number of the last message sent (0 before the first). */
     public long lastSeq() {
-        enter();
-        try {
-            return (long) Native.H.publisher_last_seq.invokeExact(handle);
-        } catch (Throwable t) {
-            throw Native.rethrow(t);
-        } finally {
-            exit();
-        }
+        return callLong(Native.H.publisher_last_seq, handle);
     }
 
     /** The largest message that takes the shared-memory fast path, bytes. */
     public long maxFastMessage() {
-        enter();
-        try {
-            return (long) Native.H.publisher_max_fast_message.invokeExact(handle);
-        } catch (Throwable t) {
-            throw Native.rethrow(t);
-        } finally {
-            exit();
-        }
+        return callLong(Native.H.publisher_max_fast_message, handle);
     }
 
     @Override

@@ -252,38 +252,17 @@ public final class Subscriber extends Guard {
 
     /** Drops every unread message; returns how many. */
     public long purge() {
-        enter();
-        try {
-            return (long) Native.H.subscriber_purge.invokeExact(handle);
-        } catch (Throwable t) {
-            throw Native.rethrow(t);
-        } finally {
-            exit();
-        }
+        return callLong(Native.H.subscriber_purge, handle);
     }
 
     /** Messages lost to overflow so far. */
     public long lost() {
-        enter();
-        try {
-            return (long) Native.H.subscriber_lost.invokeExact(handle);
-        } catch (Throwable t) {
-            throw Native.rethrow(t);
-        } finally {
-            exit();
-        }
+        return callLong(Native.H.subscriber_lost, handle);
     }
 
     /** Messages received so far. */
     public long received() {
-        enter();
-        try {
-            return (long) Native.H.subscriber_received.invokeExact(handle);
-        } catch (Throwable t) {
-            throw Native.rethrow(t);
-        } finally {
-            exit();
-        }
+        return callLong(Native.H.subscriber_received, handle);
     }
 
     @Override
