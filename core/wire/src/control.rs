@@ -121,6 +121,10 @@ pub enum Request {
         tag: TagId,
         /// Its length.
         len: u64,
+        /// The blob this publisher stored before (0: none), now published
+        /// or given up: the daemon stops keeping it for the publisher's
+        /// sake (readers may still need it).
+        done: u64,
     },
     /// Fetch a stored large message; answered with [`Response::BlobFound`] + fd.
     GetBlob {
@@ -258,6 +262,9 @@ pub enum ErrorCode {
     /// `Proxy::Auto` cannot be placed: no topology, the tag or node is not
     /// in it, or no node meets the delay bound (the message says which).
     NoPlacement,
+    /// Every large message the tag may keep is still needed by a reader
+    /// that must lose nothing: the publisher waits and tries again.
+    BlobsHeld,
     /// A code this build does not know.
     Unknown(u16),
 }
@@ -274,6 +281,7 @@ impl ErrorCode {
             ErrorCode::Internal => 7,
             ErrorCode::PeersUnresponsive => 8,
             ErrorCode::NoPlacement => 9,
+            ErrorCode::BlobsHeld => 10,
             ErrorCode::Unknown(v) => v,
         }
     }
@@ -289,6 +297,7 @@ impl ErrorCode {
             7 => ErrorCode::Internal,
             8 => ErrorCode::PeersUnresponsive,
             9 => ErrorCode::NoPlacement,
+            10 => ErrorCode::BlobsHeld,
             v => ErrorCode::Unknown(v),
         }
     }
@@ -595,8 +604,11 @@ mod tests {
             any::<u32>().prop_map(|t| Request::Unsubscribe { tag: TagId(t) }),
             name().prop_map(|name| Request::ListMembers { name }),
             Just(Request::ListTags),
-            (any::<u32>(), any::<u64>())
-                .prop_map(|(t, len)| Request::PutBlob { tag: TagId(t), len }),
+            (any::<u32>(), any::<u64>()).prop_map(|(t, len)| Request::PutBlob {
+                tag: TagId(t),
+                len,
+                done: len / 3,
+            }),
             (any::<u32>(), any::<u64>()).prop_map(|(t, b)| Request::GetBlob {
                 tag: TagId(t),
                 blob_id: b

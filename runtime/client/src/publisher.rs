@@ -22,18 +22,18 @@ use std::net::UdpSocket;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::fs::{MemfdFlags, SealFlags};
 
 use tagwire_shm::{Ring, RingError};
-use tagwire_wire::control::{Request, Response};
+use tagwire_wire::control::{ErrorCode, Request, Response};
 use tagwire_wire::datagram::{batch_len, push_batch_entry, BatchRef, FLAG_DIRECT, FLAG_RELIABLE};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::Domain;
 use tagwire_wire::{SenderInfo, SeqNum};
 
-use crate::client::{borrow, daemon_error, Client, Endpoint};
+use crate::client::{borrow, daemon_error, is_code, Client, Endpoint};
 use crate::clock::SendClock;
 use crate::{Error, Result, MAX_MESSAGE};
 
@@ -52,6 +52,9 @@ pub struct Publisher {
     /// How this publisher sends first copies itself (global tags, on a
     /// daemon with a network).
     direct: Option<Direct>,
+    /// The large message this publisher stored last (0: none), which the
+    /// next store tells the daemon it is done with.
+    last_blob: u64,
 }
 
 /// A publisher's means to take the send ticket.
@@ -125,13 +128,15 @@ impl Publisher {
             send_timeout: DEFAULT_SEND_TIMEOUT,
             clock: SendClock::new(),
             direct,
+            last_blob: 0,
         }
     }
 
     /// How long `send` may wait when a reliable receiver on another node is a
     /// whole ring behind (its network window is full) before failing with
     /// [`Error::WindowFull`]. `Duration::ZERO` fails at once. Default 1 s.
-    /// Sends to receivers on this node alone never wait.
+    /// A lossless subscriber a ring behind holds `send` back the same way;
+    /// other receivers on this node never do.
     pub fn set_send_timeout(&mut self, timeout: Duration) {
         self.send_timeout = timeout;
     }
@@ -163,6 +168,7 @@ impl Publisher {
             self.ring = self.ep.current_ring();
             self.generation = g;
             self.sender = self.client.me();
+            self.last_blob = 0;
         }
         if payload.len() > MAX_MESSAGE {
             return Err(Error::TooLarge {
@@ -187,7 +193,8 @@ impl Publisher {
                 }
             })
         } else {
-            let blob = match self.store_blob(payload) {
+            let start = Instant::now();
+            let blob = match self.store_blob(payload, start) {
                 Ok(b) => b,
                 Err(e) => {
                     self.seq -= 1;
@@ -196,8 +203,9 @@ impl Publisher {
             };
             h.flags = FLAG_BLOB;
             let _ = h.emit(&mut self.header);
+            let left = self.send_timeout.saturating_sub(start.elapsed());
             self.ring
-                .publish_gated(&[&self.header, &blob.to_bytes()], self.send_timeout)
+                .publish_gated(&[&self.header, &blob.to_bytes()], left)
         };
         match res {
             Ok(_) => Ok(SeqNum(self.seq)),
@@ -219,7 +227,11 @@ impl Publisher {
         }
     }
 
-    fn store_blob(&self, payload: &[u8]) -> Result<BlobRef> {
+    /// Hands `payload` to the daemon in a sealed memfd. While the daemon's
+    /// store for the tag is full of large messages a lossless reader still
+    /// needs, tries again (from 100 µs to 5 ms apart) until the send
+    /// timeout, counted from `start`, then fails with `WindowFull`.
+    fn store_blob(&mut self, payload: &[u8], start: Instant) -> Result<BlobRef> {
         let io = |e: std::io::Error| Error::Io(format!("large message memfd: {e}"));
         let fd: OwnedFd = rustix::fs::memfd_create(
             "tagwire-blob",
@@ -235,16 +247,35 @@ impl Publisher {
         )
         .map_err(|e| io(e.into()))?;
         let fd = OwnedFd::from(f);
-        let req = Request::PutBlob {
-            tag: self.ep.tag(),
-            len: payload.len() as u64,
-        };
-        match self.client.core.call(req, Some(borrow(&fd)))? {
-            (Response::BlobStored { blob_id }, _) => Ok(BlobRef {
-                blob_id,
+        let mut pause = Duration::from_micros(100);
+        loop {
+            let req = Request::PutBlob {
+                tag: self.ep.tag(),
                 len: payload.len() as u64,
-            }),
-            other => Err(daemon_error(other, &self.ep.name)),
+                done: self.last_blob,
+            };
+            match self.client.core.call(req, Some(borrow(&fd)))? {
+                (Response::BlobStored { blob_id }, _) => {
+                    self.last_blob = blob_id;
+                    return Ok(BlobRef {
+                        blob_id,
+                        len: payload.len() as u64,
+                    });
+                }
+                reply if is_code(&reply, ErrorCode::BlobsHeld) => {
+                    self.last_blob = 0;
+                    let waited = start.elapsed();
+                    if waited >= self.send_timeout {
+                        return Err(Error::WindowFull {
+                            tag: self.ep.name.to_string(),
+                            waited,
+                        });
+                    }
+                    std::thread::sleep(pause.min(self.send_timeout - waited));
+                    pause = (pause * 2).min(Duration::from_millis(5));
+                }
+                other => return Err(daemon_error(other, &self.ep.name)),
+            }
         }
     }
 }

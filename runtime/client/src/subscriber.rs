@@ -132,9 +132,9 @@ impl SubscribeOptions {
     /// subscriber slows every publisher of the tag: for state that must not
     /// be missed, not for monitoring. At most [`MAX_LOSSLESS`] per tag and
     /// node ([`crate::Error::NoLosslessRoom`]). Large messages (those that
-    /// take the blob path) are kept by the daemon only `blobs_per_tag` at a
-    /// time: a lossless subscriber further behind than that on them still
-    /// loses the oldest ([`crate::Error::Overflowed`]).
+    /// take the blob path) are held back the same way: the daemon keeps each
+    /// until every lossless subscriber has read it, and a publisher whose
+    /// message would not fit the store waits as for a full ring.
     pub fn lossless(mut self) -> Self {
         self.lossless = true;
         self.qos.reliability = Reliability::Reliable;
@@ -296,18 +296,20 @@ impl Subscriber {
             self.follow_ring()?;
             // The frame header goes aside, the payload to the caller's buffer.
             let read = self.ring.read_split(&mut self.cursor, &mut raw, payload);
-            if !matches!(read.0, ReadOutcome::Empty | ReadOutcome::Pending) {
-                self.advance();
-            }
             match read {
                 (ReadOutcome::Record, len) => {
                     let header = parse_header(&raw, len);
                     // Temporal scaling at the subscriber: skip the samples not
                     // asked for before anything else (no blob fetched for them).
                     if !self.wanted(header.as_ref().ok()) {
+                        self.advance();
                         continue;
                     }
-                    match header.and_then(|h| self.decode(h, payload)) {
+                    let decoded = header.and_then(|h| self.decode(h, payload));
+                    // Past the record only now: the daemon keeps a large
+                    // message until every gate has passed its record.
+                    self.advance();
+                    match decoded {
                         Ok(m) => {
                             self.received += 1;
                             return Ok(m);
@@ -320,6 +322,7 @@ impl Subscriber {
                     }
                 }
                 (ReadOutcome::Lost(n), _) => {
+                    self.advance();
                     self.lost += n;
                     return Err(Error::Overflowed { lost: n });
                 }

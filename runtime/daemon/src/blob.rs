@@ -3,42 +3,320 @@
 //! The publisher writes such a message into a memfd it creates and hands the
 //! descriptor to the daemon; the ring slot carries only a reference. Readers ask
 //! the daemon for the descriptor and `pread` from it (never `mmap`: a publisher
-//! that shrank the file could otherwise fault them). The daemon copies nothing; it
-//! keeps the most recent descriptors per tag, bounded in count and bytes, so slow
-//! readers may find a blob gone and count it as lost.
+//! that shrank the file could otherwise fault them). The daemon copies nothing.
+//!
+//! **How long a blob is kept.** A blob's record goes through the ring like any
+//! other, so the blob follows its record:
+//!
+//! ```text
+//!   ring  ..., r-1 | r: header + BlobRef{id} | r+1, ...        head H
+//!                    ^ lowest gate G: gated readers (lossless subscribers,
+//!                      the forwarder of a reliable stream) need r and later
+//! ```
+//!
+//! * **Held** (never evicted): while a gate is on the ring, a blob whose record
+//!   is at or after the lowest gate, or whose record is not in the ring yet
+//!   (its publisher is still publishing it). A publisher that finds the
+//!   store full of held blobs waits ([`Full`], `ErrorCode::BlobsHeld`), as it
+//!   waits for a gate in the ring: a lossless reader never loses a large
+//!   message to eviction.
+//! * **Kept** while its record is in the ring and the store is within its
+//!   bounds (count and bytes), so a reader without a gate that keeps within
+//!   the ring's depth finds it; past the bounds the oldest unheld blob goes
+//!   first, and a reader that comes for it later counts it lost.
+//! * **Useless**, evicted at once: its record was overwritten, or its
+//!   publisher is done with it (published or gave up) and no record in the
+//!   ring refers to it.
+//!
+//! The daemon learns where records are by looking at the ring ([`BlobStore::scan`]):
+//! only the records written since the last look, at each store.
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
+
+use tagwire_proto::ClientId;
+use tagwire_shm::{Peek, Ring};
+use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
+
+/// Who stored a blob: a local publisher's client, or the delivery manager
+/// (a message from another node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// A local client.
+    Client(ClientId),
+    /// The delivery manager.
+    Inbound,
+}
+
+/// What the ring holds at one record index, for [`BlobStore::scan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// A record that refers to this blob.
+    Blob(u64),
+    /// A record that refers to no blob.
+    Other,
+    /// Claimed but not committed yet (or not claimed).
+    NotYet,
+    /// Overwritten.
+    Gone,
+}
+
+/// Where the ring is, at a store: its head, lowest gate and slot count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RingState {
+    /// The next record index.
+    pub(crate) head: u64,
+    /// The slowest gated reader's position, if a gate is held.
+    pub(crate) lowest_gate: Option<u64>,
+    /// Records the ring holds.
+    pub(crate) slots: u64,
+}
+
+/// Bounds of one tag's store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// Blobs kept.
+    pub(crate) count: usize,
+    /// Bytes kept.
+    pub(crate) bytes: u64,
+}
+
+/// Blobs a client may have stored and not published yet (one per
+/// publishing thread, say): beyond that its oldest counts as given up, so a
+/// client cannot pin the store by storing without publishing.
+const IN_FLIGHT_PER_CLIENT: usize = 16;
+
+/// The store is full of blobs gated readers still need: try again later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Full;
+
+#[derive(Debug)]
+struct Blob {
+    id: u64,
+    len: u64,
+    fd: OwnedFd,
+    owner: Owner,
+    /// Its owner is done with it: published (or given up).
+    done: bool,
+    /// The index of the newest record seen to refer to it.
+    at: Option<u64>,
+}
 
 /// Recently published large messages of one tag.
 #[derive(Debug, Default)]
 pub struct BlobStore {
     next_id: u64,
     bytes: u64,
-    kept: VecDeque<(u64, u64, OwnedFd)>,
+    kept: VecDeque<Blob>,
+    /// Records before this index have been looked at.
+    scanned_to: u64,
 }
 
 impl BlobStore {
-    /// Stores `fd` (holding `len` bytes); evicts the oldest beyond the bounds.
-    pub fn put(&mut self, fd: OwnedFd, len: u64, max_count: usize, max_bytes: u64) -> u64 {
-        self.next_id += 1;
-        self.kept.push_back((self.next_id, len, fd));
-        self.bytes += len;
-        while self.kept.len() > max_count.max(1) || (self.bytes > max_bytes && self.kept.len() > 1)
+    /// Notes that `owner` is done with blob `id` (published it or gave up).
+    pub(crate) fn done(&mut self, owner: Owner, id: u64) {
+        if let Some(b) = self
+            .kept
+            .iter_mut()
+            .find(|b| b.id == id && b.owner == owner)
         {
-            if let Some((_, l, _)) = self.kept.pop_front() {
-                self.bytes -= l;
+            b.done = true;
+        }
+    }
+
+    /// Notes that `owner` is gone: it publishes none of its blobs any more.
+    pub(crate) fn owner_gone(&mut self, owner: Owner) {
+        for b in self.kept.iter_mut().filter(|b| b.owner == owner) {
+            b.done = true;
+        }
+    }
+
+    /// Looks at the records written since the last look (those of the
+    /// last lap at most) and notes which blobs they refer to. A record not
+    /// committed yet is looked at again next time.
+    pub(crate) fn scan(&mut self, ring: RingState, mut look: impl FnMut(u64) -> Seen) {
+        let from = self.scanned_to.max(ring.head.saturating_sub(ring.slots));
+        let mut first_pending = None;
+        for i in from..ring.head {
+            match look(i) {
+                Seen::Blob(id) => {
+                    if let Some(b) = self.kept.iter_mut().rev().find(|b| b.id == id) {
+                        b.at = Some(b.at.map_or(i, |a| a.max(i)));
+                    }
+                }
+                Seen::NotYet => {
+                    first_pending.get_or_insert(i);
+                }
+                Seen::Other | Seen::Gone => {}
             }
         }
-        self.next_id
+        self.scanned_to = first_pending.unwrap_or(ring.head);
+    }
+
+    /// Stores `fd` (holding `len` bytes) for `owner`, after a [`scan`]
+    /// (`BlobStore::scan`) at `ring`: evicts what no reader can need, then,
+    /// past the limits, the oldest blobs that are not held. Fails with
+    /// [`Full`] when that is not enough (the caller waits and tries again).
+    pub(crate) fn put(
+        &mut self,
+        fd: OwnedFd,
+        len: u64,
+        owner: Owner,
+        limits: Limits,
+        ring: RingState,
+    ) -> Result<u64, Full> {
+        self.make_room(owner, len, limits, ring)?;
+        Ok(self.insert(fd, len, owner))
+    }
+
+    /// [`BlobStore::put`] that never fails: stores beyond the limits when
+    /// everything kept is held (the delivery manager's messages from other
+    /// nodes, whose number its held-back queue bounds).
+    pub(crate) fn put_anyway(
+        &mut self,
+        fd: OwnedFd,
+        len: u64,
+        owner: Owner,
+        limits: Limits,
+        ring: RingState,
+    ) -> u64 {
+        let _ = self.make_room(owner, len, limits, ring);
+        self.insert(fd, len, owner)
     }
 
     /// The descriptor and length of blob `id`, if still kept.
     pub fn get(&self, id: u64) -> Option<(&OwnedFd, u64)> {
         self.kept
             .iter()
-            .find(|(i, _, _)| *i == id)
-            .map(|(_, l, f)| (f, *l))
+            .find(|b| b.id == id)
+            .map(|b| (&b.fd, b.len))
+    }
+
+    /// Blobs kept.
+    pub fn len(&self) -> usize {
+        self.kept.len()
+    }
+
+    /// Whether none is kept.
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty()
+    }
+
+    fn insert(&mut self, fd: OwnedFd, len: u64, owner: Owner) -> u64 {
+        self.next_id += 1;
+        self.kept.push_back(Blob {
+            id: self.next_id,
+            len,
+            fd,
+            owner,
+            done: false,
+            at: None,
+        });
+        self.bytes += len;
+        self.next_id
+    }
+
+    fn make_room(
+        &mut self,
+        owner: Owner,
+        len: u64,
+        limits: Limits,
+        ring: RingState,
+    ) -> Result<(), Full> {
+        if let Owner::Client(_) = owner {
+            let mut in_flight = self
+                .kept
+                .iter_mut()
+                .rev()
+                .filter(|b| b.owner == owner && !b.done);
+            if let Some(b) = in_flight.nth(IN_FLIGHT_PER_CLIENT - 1) {
+                b.done = true;
+            }
+        }
+        let before = self.kept.len();
+        self.kept.retain(|b| !useless(b, ring));
+        if self.kept.len() != before {
+            self.bytes = self.kept.iter().map(|b| b.len).sum();
+        }
+        let over = |s: &Self| {
+            s.kept.len() + 1 > limits.count.max(1)
+                || (s.bytes + len > limits.bytes && !s.kept.is_empty())
+        };
+        while over(self) {
+            let Some(i) = self.kept.iter().position(|b| !held(b, ring)) else {
+                return Err(Full);
+            };
+            if let Some(b) = self.kept.remove(i) {
+                self.bytes -= b.len;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Limits {
+    /// The limits `config` sets for a tag whose ring has `slots`.
+    pub(crate) fn of(config: &crate::Config, slots: u32) -> Self {
+        Self {
+            count: config.blobs_per_tag.unwrap_or(slots as usize),
+            bytes: config.blob_bytes_per_tag,
+        }
+    }
+}
+
+impl RingState {
+    /// Where `ring` is now (freeing the gates of processes that are gone).
+    pub(crate) fn of(ring: &Ring) -> Self {
+        Self {
+            head: ring.head_index(),
+            lowest_gate: ring.lowest_gate(),
+            slots: u64::from(ring.shape().slots),
+        }
+    }
+}
+
+/// What `ring` holds at record `index` (only its header and blob reference
+/// are copied).
+pub(crate) fn look(ring: &Ring, index: u64) -> Seen {
+    let mut p = [0u8; HEADER_LEN + BlobRef::LEN];
+    match ring.peek(index, &mut p) {
+        Peek::Record(len) => match FrameHeader::parse(&p[..len.min(p.len())]) {
+            Ok((h, body)) if h.flags & FLAG_BLOB != 0 => {
+                BlobRef::parse(body).map_or(Seen::Other, |r| Seen::Blob(r.blob_id))
+            }
+            _ => Seen::Other,
+        },
+        Peek::NotYet => Seen::NotYet,
+        Peek::Gone => Seen::Gone,
+    }
+}
+
+/// The blob id a whole ring record refers to, if any.
+pub(crate) fn blob_of(record: &[u8]) -> Option<u64> {
+    match FrameHeader::parse(record) {
+        Ok((h, body)) if h.flags & FLAG_BLOB != 0 => BlobRef::parse(body).ok().map(|r| r.blob_id),
+        _ => None,
+    }
+}
+
+/// A gated reader still needs it.
+fn held(b: &Blob, ring: RingState) -> bool {
+    let Some(gate) = ring.lowest_gate else {
+        return false;
+    };
+    match b.at {
+        Some(r) => r >= gate,
+        None => !b.done,
+    }
+}
+
+/// No reader can reach it any more: its record was overwritten, or its
+/// owner is done with it and no record in the ring refers to it.
+fn useless(b: &Blob, ring: RingState) -> bool {
+    match b.at {
+        // Record r's slot is taken by record r + slots, once claimed.
+        Some(r) => r + ring.slots < ring.head,
+        None => b.done,
     }
 }
 
@@ -50,16 +328,164 @@ mod tests {
         rustix::fs::memfd_create("b", rustix::fs::MemfdFlags::CLOEXEC).unwrap()
     }
 
+    const C: Owner = Owner::Client(ClientId(1));
+    const LIMITS: Limits = Limits {
+        count: 2,
+        bytes: 100,
+    };
+
+    fn ring(head: u64, lowest_gate: Option<u64>) -> RingState {
+        RingState {
+            head,
+            lowest_gate,
+            slots: 8,
+        }
+    }
+
+    /// Publishes blob `id` at the ring's head (the caller's record list).
+    fn publish(records: &mut Vec<Seen>, s: &mut BlobStore, id: u64) {
+        records.push(Seen::Blob(id));
+        s.done(C, id);
+    }
+
+    fn scan(s: &mut BlobStore, records: &[Seen], gate: Option<u64>) -> RingState {
+        let r = ring(records.len() as u64, gate);
+        s.scan(r, |i| records[i as usize]);
+        r
+    }
+
+    /// Looks at the ring, then stores a blob.
+    fn store(
+        s: &mut BlobStore,
+        records: &[Seen],
+        gate: Option<u64>,
+        owner: Owner,
+        len: u64,
+        limits: Limits,
+    ) -> Result<u64, Full> {
+        let r = scan(s, records, gate);
+        s.put(fd(), len, owner, limits, r)
+    }
+
     #[test]
-    fn oldest_blobs_are_evicted_by_count_and_bytes() {
+    fn without_a_gate_the_oldest_blobs_are_evicted_by_count_and_bytes() {
         let mut s = BlobStore::default();
-        let a = s.put(fd(), 10, 2, 100);
-        let b = s.put(fd(), 10, 2, 100);
-        let c = s.put(fd(), 10, 2, 100);
+        let mut recs = Vec::new();
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let r = scan(&mut s, &recs, None);
+            let id = s.put(fd(), 10, C, LIMITS, r).unwrap();
+            publish(&mut recs, &mut s, id);
+            ids.push(id);
+        }
+        assert!(s.get(ids[0]).is_none());
+        assert!(s.get(ids[1]).is_some() && s.get(ids[2]).is_some());
+        let r = scan(&mut s, &recs, None);
+        let big = s.put(fd(), 95, C, LIMITS, r).unwrap();
+        assert!(s.get(ids[2]).is_none(), "the byte bound evicts");
+        assert_eq!(s.get(big).map(|(_, l)| l), Some(95));
+    }
+
+    #[test]
+    fn a_blob_a_gated_reader_has_not_passed_is_held_and_the_store_says_full() {
+        let mut s = BlobStore::default();
+        let mut recs = Vec::new();
+        let a = store(&mut s, &recs, Some(0), C, 10, LIMITS).unwrap();
+        publish(&mut recs, &mut s, a);
+        let b = store(&mut s, &recs, Some(0), C, 10, LIMITS).unwrap();
+        publish(&mut recs, &mut s, b);
+        // The gate is still at 0: both records are ahead of it.
+        let r = scan(&mut s, &recs, Some(0));
+        assert_eq!(s.put(fd(), 10, C, LIMITS, r), Err(Full));
+        assert!(s.get(a).is_some() && s.get(b).is_some());
+        // The reader passed a: a makes room.
+        let r = scan(&mut s, &recs, Some(1));
+        let c = s.put(fd(), 10, C, LIMITS, r).unwrap();
+        assert!(s.get(a).is_none() && s.get(b).is_some() && s.get(c).is_some());
+    }
+
+    #[test]
+    fn a_blob_not_published_yet_is_held_until_its_publisher_is_done() {
+        let mut s = BlobStore::default();
+        let other = Owner::Client(ClientId(2));
+        let recs = vec![Seen::Other; 3];
+        let a = store(&mut s, &recs, Some(3), other, 10, LIMITS).unwrap();
+        let _b = store(&mut s, &recs, Some(3), C, 10, LIMITS).unwrap();
+        // `a` is in flight (its publisher waits for ring room, say).
+        let r = scan(&mut s, &recs, Some(3));
+        assert_eq!(s.put(fd(), 10, C, LIMITS, r), Err(Full));
+        assert!(s.get(a).is_some());
+        // Given up (or its client gone): useless, evicted at once.
+        s.owner_gone(other);
+        let r = scan(&mut s, &recs, Some(3));
+        assert!(s.put(fd(), 10, C, LIMITS, r).is_ok());
         assert!(s.get(a).is_none());
-        assert!(s.get(b).is_some() && s.get(c).is_some());
-        let d = s.put(fd(), 95, 2, 100);
-        assert!(s.get(c).is_none(), "byte bound evicts");
-        assert_eq!(s.get(d).map(|(_, l)| l), Some(95));
+    }
+
+    #[test]
+    fn a_record_committed_after_a_pending_one_is_seen_and_the_pending_one_looked_at_again() {
+        let mut s = BlobStore::default();
+        let a = s.put(fd(), 10, C, LIMITS, ring(0, Some(0))).unwrap();
+        let b = s.put(fd(), 10, C, LIMITS, ring(0, Some(0))).unwrap();
+        // Two writers: index 0 (blob a) is claimed, not committed; index 1
+        // (blob b) is committed.
+        let mut recs = vec![Seen::NotYet, Seen::Blob(b)];
+        s.done(C, b);
+        scan(&mut s, &recs, Some(0));
+        recs[0] = Seen::Blob(a);
+        s.done(C, a);
+        let r = scan(&mut s, &recs, Some(0));
+        assert_eq!(s.put(fd(), 10, C, LIMITS, r), Err(Full), "both held");
+        // The reader passed both.
+        let r = scan(&mut s, &recs, Some(2));
+        assert!(s.put(fd(), 10, C, LIMITS, r).is_ok());
+    }
+
+    #[test]
+    fn an_overwritten_records_blob_is_evicted_at_once() {
+        let mut s = BlobStore::default();
+        let mut recs = Vec::new();
+        let limits = Limits {
+            count: 100,
+            bytes: 1000,
+        };
+        let a = store(&mut s, &recs, None, C, 10, limits).unwrap();
+        publish(&mut recs, &mut s, a);
+        scan(&mut s, &recs, None);
+        recs.extend([Seen::Other; 7]);
+        let r = scan(&mut s, &recs, None);
+        s.put(fd(), 10, C, limits, r).unwrap();
+        assert!(s.get(a).is_some(), "a ring of 8 still holds its record");
+        recs.push(Seen::Other);
+        let r = scan(&mut s, &recs, None);
+        s.put(fd(), 10, C, limits, r).unwrap();
+        assert!(s.get(a).is_none(), "its record was lapped");
+    }
+
+    #[test]
+    fn a_client_storing_without_publishing_cannot_pin_the_store() {
+        let mut s = BlobStore::default();
+        let limits = Limits {
+            count: 1000,
+            bytes: 1 << 30,
+        };
+        let recs: Vec<Seen> = Vec::new();
+        let first = store(&mut s, &recs, Some(0), C, 1, limits).unwrap();
+        for _ in 0..IN_FLIGHT_PER_CLIENT {
+            let r = scan(&mut s, &recs, Some(0));
+            s.put(fd(), 1, C, limits, r).unwrap();
+        }
+        assert!(s.get(first).is_none(), "the oldest counted as given up");
+        assert_eq!(s.len(), IN_FLIGHT_PER_CLIENT);
+    }
+
+    #[test]
+    fn the_delivery_manager_stores_beyond_the_limits_when_everything_is_held() {
+        let mut s = BlobStore::default();
+        let r = ring(0, Some(0));
+        let a = s.put_anyway(fd(), 60, Owner::Inbound, LIMITS, r);
+        let b = s.put_anyway(fd(), 60, Owner::Inbound, LIMITS, r);
+        let c = s.put_anyway(fd(), 60, Owner::Inbound, LIMITS, r);
+        assert!(s.get(a).is_some() && s.get(b).is_some() && s.get(c).is_some());
     }
 }

@@ -62,6 +62,7 @@ use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::{NodeAddr, TagId, TagName};
 
 use crate::auto::Placer;
+use crate::blob::{self, Limits, Owner, RingState};
 pub(crate) use crate::plan::Mode;
 use crate::plan::Plan;
 use crate::{lock, Shared, State};
@@ -775,22 +776,21 @@ fn deliver_one(
     };
     let mut h = [0u8; HEADER_LEN];
     let blob;
+    let mut blob_written = None;
     let body: &[u8] = if payload.len() + HEADER_LEN <= ring.max_record() {
         header.flags = 0;
         payload
     } else {
         let Some(fd) = blob_fd(payload) else {
+            shared.stats.inbound_failed.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        let (n, bytes) = (
-            shared.config.blobs_per_tag,
-            shared.config.blob_bytes_per_tag,
-        );
-        let blob_id = st
-            .blobs
-            .entry(id)
-            .or_default()
-            .put(fd, payload.len() as u64, n, bytes);
+        let limits = Limits::of(&shared.config, ring.shape().slots);
+        let at = RingState::of(ring);
+        let store = st.blobs.entry(id).or_default();
+        store.scan(at, |i| blob::look(ring, i));
+        let blob_id = store.put_anyway(fd, payload.len() as u64, Owner::Inbound, limits, at);
+        blob_written = Some(blob_id);
         blob = BlobRef {
             blob_id,
             len: payload.len() as u64,
@@ -801,13 +801,19 @@ fn deliver_one(
     };
     let _ = header.emit(&mut h);
     if !*holding {
-        match st
-            .rings
-            .get(&id)
-            .map(|r| r.publish_lossless_quietly(&[&h, body]))
-        {
-            Some(Ok(None)) => *holding = true,
-            _ => return,
+        match ring.publish_lossless_quietly(&[&h, body]) {
+            Ok(None) => *holding = true,
+            written => {
+                // In the ring (or refused as malformed): the store keeps
+                // it for as long as its record is there.
+                if written.is_err() {
+                    shared.stats.inbound_failed.fetch_add(1, Ordering::Relaxed);
+                }
+                if let (Some(b), Some(store)) = (blob_written, st.blobs.get_mut(&id)) {
+                    store.done(Owner::Inbound, b);
+                }
+                return;
+            }
         }
     }
     let held = st.held.entry(id).or_default();
@@ -825,7 +831,9 @@ pub(crate) fn drain_held(shared: &Shared) {
         return;
     }
     let mut st = shared.lock();
-    let State { rings, held, .. } = &mut *st;
+    let State {
+        rings, held, blobs, ..
+    } = &mut *st;
     let mut written = 0u64;
     let mut dropped = 0u64;
     held.retain(|id, h| {
@@ -837,6 +845,9 @@ pub(crate) fn drain_held(shared: &Shared) {
         while let Some(r) = h.records.front() {
             if let Ok(None) = ring.publish_lossless_quietly(&[r]) {
                 break;
+            }
+            if let (Some(b), Some(store)) = (blob::blob_of(r), blobs.get_mut(id)) {
+                store.done(Owner::Inbound, b);
             }
             h.bytes -= r.len();
             h.records.pop_front();

@@ -250,11 +250,14 @@ pub(crate) fn forward_loop(
             };
             progressed = true;
             // The record is copied out (sent, batched or held): its slot may
-            // be reused.
-            if let Some(g) = &gate {
-                g.advance(cur.position());
+            // be reused, once a large message it refers to is read too (the
+            // daemon keeps that for as long as a gate has not passed it).
+            let parsed = FrameHeader::parse(&rec);
+            if !matches!(&parsed, Ok((h, _)) if h.flags & FLAG_BLOB != 0) {
+                pass(&gate, cur.position());
             }
-            let Ok((header, body)) = FrameHeader::parse(&rec) else {
+            let Ok((header, body)) = parsed else {
+                shared.stats.forward_lost.fetch_add(1, Ordering::Relaxed);
                 if let Some((o, _)) = direct {
                     f.restart(o);
                 }
@@ -264,12 +267,18 @@ pub(crate) fn forward_loop(
             if direct.is_none() && !dests.iter().any(|t| t.carries(me, origin)) {
                 // Came from another node, which sent it everywhere itself
                 // (but to the nodes we proxy for).
+                pass(&gate, cur.position());
                 continue;
             }
             let message: &[u8] = if header.flags & FLAG_BLOB != 0 {
-                match read_blob(shared, tag, body, &mut blob) {
+                let read = read_blob(shared, tag, body, &mut blob);
+                pass(&gate, cur.position());
+                match read {
                     Some(()) => &blob,
                     None => {
+                        // Gone without a gate holding it (none while only
+                        // best-effort nodes receive), or unreadable.
+                        shared.stats.forward_lost.fetch_add(1, Ordering::Relaxed);
                         if let Some((o, _)) = direct {
                             f.restart(o);
                         }
@@ -304,6 +313,13 @@ pub(crate) fn forward_loop(
         d.drop_stream(lock(s).id);
     }
     tracing::debug!(tag = %tag, "forwarder stopped");
+}
+
+/// Moves the forwarder's gate, if it holds one, past what it has read.
+fn pass(gate: &Option<Gate>, position: u64) {
+    if let Some(g) = gate {
+        g.advance(position);
+    }
 }
 
 /// How much nicer than the daemon a forwarder thread runs.

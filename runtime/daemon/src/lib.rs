@@ -64,9 +64,12 @@ pub struct Config {
     pub node: NodeAddr,
     /// Ring shape for tags created without one.
     pub default_ring: RingParams,
-    /// Large messages kept per tag for late readers.
-    pub blobs_per_tag: usize,
-    /// Bytes of large messages kept per tag.
+    /// Large messages kept per tag (see `blob`); `None`: as many as the
+    /// tag's ring has slots, so a reader within the ring finds every one.
+    /// Messages a lossless reader still needs are kept regardless: their
+    /// publishers wait instead.
+    pub blobs_per_tag: Option<usize>,
+    /// Bytes of large messages kept per tag (with the same exception).
     pub blob_bytes_per_tag: u64,
     /// Networking with the daemons of other nodes; `None` for a single node.
     pub net: Option<NetConfig>,
@@ -85,7 +88,7 @@ impl Default for Config {
                 slots: 256,
                 slot_payload: 64 * 1024,
             },
-            blobs_per_tag: 64,
+            blobs_per_tag: None,
             blob_bytes_per_tag: 512 << 20,
             net: None,
             topology: None,
@@ -175,6 +178,12 @@ pub(crate) struct Stats {
     pub(crate) held_now: AtomicU64,
     /// Such messages since the start.
     pub(crate) held: AtomicU64,
+    /// Large messages refused to a local publisher (it waits and tries
+    /// again) because every one kept was still needed by a gated reader.
+    pub(crate) blobs_held: AtomicU64,
+    /// Messages from other nodes that could not be written here (no memory
+    /// for a large message's memfd, or a record the ring refused).
+    pub(crate) inbound_failed: AtomicU64,
 }
 
 /// Everything behind the daemon's one lock. Requests are rare and short (the
@@ -356,6 +365,13 @@ impl Daemon {
     /// was a ring behind and a ring's worth more was already held back.
     pub fn held_back(&self) -> u64 {
         self.shared.stats.held_back.load(Ordering::Relaxed)
+    }
+
+    /// Times a local publisher of a large message was told to wait because
+    /// every large message kept was still needed by a lossless subscriber
+    /// or a reliable remote stream (see `blob`).
+    pub fn blobs_held(&self) -> u64 {
+        self.shared.stats.blobs_held.load(Ordering::Relaxed)
     }
 
     /// Best-effort datagrams that never arrived here (skipped over by a newer

@@ -19,7 +19,7 @@ use tagwire_wire::{ChannelQos, Member, NodeAddr, Pid, Proxy, SenderInfo, TagName
 
 use std::sync::mpsc::SyncSender;
 
-use crate::{now_unix_ns, update, Outbox, Outgoing, Shared, State, OUTBOX_DEPTH};
+use crate::{blob, now_unix_ns, update, Outbox, Outgoing, Shared, State, OUTBOX_DEPTH};
 
 pub(crate) fn accept_loop(shared: Arc<Shared>) {
     loop {
@@ -177,6 +177,9 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
     let _ = conn.shutdown();
     drop(writer);
     release_held_gates(&mut st, id, None);
+    for store in st.blobs.values_mut() {
+        store.owner_gone(blob::Owner::Client(id));
+    }
     let change = st.table.remove_client(id);
     let ups = change.updates;
     update::effects(&shared, &mut st, &ups);
@@ -506,7 +509,7 @@ fn handle(
             },
             None,
         ),
-        Request::PutBlob { tag, len } => {
+        Request::PutBlob { tag, len, done } => {
             let Some(fd) = fd else {
                 return error(
                     ErrorCode::BadRequest,
@@ -528,12 +531,27 @@ fn handle(
                     )
                 }
             }
-            let (n, bytes) = (
-                shared.config.blobs_per_tag,
-                shared.config.blob_bytes_per_tag,
-            );
-            let blob_id = st.blobs.entry(tag).or_default().put(fd, len, n, bytes);
-            (Response::BlobStored { blob_id }, None)
+            let Some(ring) = st.rings.get(&tag).cloned() else {
+                return error(ErrorCode::UnknownTag, "large message on a tag with no ring");
+            };
+            let owner = blob::Owner::Client(client.id);
+            let limits = blob::Limits::of(&shared.config, ring.shape().slots);
+            let store = st.blobs.entry(tag).or_default();
+            if done != 0 {
+                store.done(owner, done);
+            }
+            let at = blob::RingState::of(&ring);
+            store.scan(at, |i| blob::look(&ring, i));
+            match store.put(fd, len, owner, limits, at) {
+                Ok(blob_id) => (Response::BlobStored { blob_id }, None),
+                Err(blob::Full) => {
+                    shared.stats.blobs_held.fetch_add(1, Ordering::Relaxed);
+                    error(
+                        ErrorCode::BlobsHeld,
+                        "every large message kept is still needed by a lossless reader; wait and retry",
+                    )
+                }
+            }
         }
         Request::GetBlob { tag, blob_id } => {
             if !st.table.is_receiver(tag, client.id) {

@@ -38,6 +38,6 @@ mod segment;
 pub mod sync;
 mod ticket;
 
-pub use ring::{Cursor, Gate, ReadOutcome, Ring, RingError, RingShape, GATES};
+pub use ring::{Cursor, Gate, Peek, ReadOutcome, Ring, RingError, RingShape, GATES};
 pub use segment::{Segment, ShmError};
 pub use ticket::{Claim, Closed, Ticket, TicketDest, TICKET_DESTS};

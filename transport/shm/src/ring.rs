@@ -183,6 +183,18 @@ pub enum ReadOutcome {
     Lost(u64),
 }
 
+/// What [`Ring::peek`] found at a record index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peek {
+    /// The record is there; this is its whole length (the prefix holds
+    /// as much of it as fits).
+    Record(usize),
+    /// Not claimed or not committed yet.
+    NotYet,
+    /// Overwritten by a later lap.
+    Gone,
+}
+
 /// A reader's position in the ring. Lives in the reader's own memory.
 #[derive(Debug, Clone)]
 pub struct Cursor {
@@ -584,6 +596,40 @@ impl Ring {
         cur.pending_since = None;
         cur.idle = false;
         (ReadOutcome::Record, len)
+    }
+
+    /// Copies the first `prefix.len()` bytes of record `index` into
+    /// `prefix` without a cursor and without waiting (the daemon looks up
+    /// which large messages the records still in the ring refer to). Only a
+    /// committed record still in its slot is copied, validated like a read.
+    pub fn peek(&self, index: u64, prefix: &mut [u8]) -> Peek {
+        if index >= MAX_INDEX {
+            return Peek::NotYet;
+        }
+        let slot = self.slot(index);
+        let stamp = self.stamp(slot);
+        let want = 2 * index + 2;
+        let s1 = stamp.load(Ordering::Acquire);
+        if s1 < want {
+            return Peek::NotYet;
+        }
+        if s1 > want {
+            return Peek::Gone;
+        }
+        let len = (self.len_word(slot).load(Ordering::Relaxed) as usize).min(self.max_record());
+        let n = len.min(prefix.len());
+        // SAFETY: `n` is at most the slot's capacity and `prefix`'s length; a
+        // concurrent overwrite is detected below and the copy discarded.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.data(slot), prefix.as_mut_ptr(), n);
+        }
+        fence(Ordering::Acquire);
+        if self.claim_word(slot).load(Ordering::Relaxed) != index as u32
+            || stamp.load(Ordering::Relaxed) != want
+        {
+            return Peek::Gone;
+        }
+        Peek::Record(len)
     }
 
     /// True when a read would not return [`ReadOutcome::Empty`] or `Pending`
@@ -1316,6 +1362,37 @@ mod tests {
             .collect();
         assert_eq!(w.attach_lossless_gate(0).unwrap_err(), RingError::NoGate);
         drop((subs, forwarder));
+    }
+
+    #[test]
+    fn peek_copies_a_committed_records_prefix_and_tells_later_and_overwritten_ones_apart() {
+        let w = Ring::create("t", shape(4, 8)).unwrap();
+        let r = reopen(&w);
+        let mut p = [0u8; 2];
+        assert_eq!(r.peek(0, &mut p), Peek::NotYet);
+        w.publish(&[b"abc"]).unwrap();
+        assert_eq!(r.peek(0, &mut p), Peek::Record(3));
+        assert_eq!(&p, b"ab");
+        assert_eq!(r.peek(1, &mut p), Peek::NotYet);
+        for _ in 0..4 {
+            w.publish(&[b"z"]).unwrap();
+        }
+        assert_eq!(r.peek(0, &mut p), Peek::Gone, "lapped");
+        assert_eq!(r.peek(4, &mut p), Peek::Record(1));
+        assert_eq!(r.peek(u64::MAX, &mut p), Peek::NotYet);
+    }
+
+    #[test]
+    fn the_lowest_gate_is_the_slowest_live_readers_position() {
+        let w = Ring::create("t", shape(8, 8)).unwrap();
+        assert_eq!(w.lowest_gate(), None);
+        let a = w.attach_gate(3).unwrap();
+        let b = w.attach_lossless_gate(5).unwrap();
+        assert_eq!(w.lowest_gate(), Some(3));
+        a.advance(7);
+        assert_eq!(w.lowest_gate(), Some(5));
+        drop(b);
+        assert_eq!(w.lowest_gate(), Some(7));
     }
 
     #[test]

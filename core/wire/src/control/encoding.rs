@@ -60,8 +60,8 @@ pub(super) fn encode_request(r: &Request, w: &mut Writer) {
             w.u8(u8::from(*lossless));
         }
         Request::ListTags | Request::Ping | Request::ListNodes | Request::SendSocket => {}
-        Request::PutBlob { tag, len } => {
-            w.u32(tag.0).u64(*len);
+        Request::PutBlob { tag, len, done } => {
+            w.u32(tag.0).u64(*len).u64(*done);
         }
         Request::GetBlob { tag, blob_id } => {
             w.u32(tag.0).u64(*blob_id);
@@ -120,6 +120,7 @@ pub(super) fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, De
         10 => Request::PutBlob {
             tag: TagId(r.u32()?),
             len: r.u64()?,
+            done: r.u64()?,
         },
         11 => Request::GetBlob {
             tag: TagId(r.u32()?),

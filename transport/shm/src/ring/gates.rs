@@ -263,6 +263,13 @@ impl Ring {
         free >= 2 || (free == 1 && plain > 0)
     }
 
+    /// The position of the slowest gate (the next record its holder
+    /// needs: every gated reader has passed the records before it), `None`
+    /// while no gate is held. Gates of processes that are gone are freed.
+    pub fn lowest_gate(&self) -> Option<u64> {
+        self.min_gate(true)
+    }
+
     /// Lowest live gate position, freeing gates of dead processes when
     /// `reap` is set.
     pub(super) fn min_gate(&self, reap: bool) -> Option<u64> {
