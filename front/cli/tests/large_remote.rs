@@ -57,7 +57,7 @@ fn flat_out(site: &Site, clients: &[Client], tag: &str, opts: SubscribeOptions, 
     let readers: Vec<Client> = (0..receivers).map(|_| site.client(1)).collect();
     let subs: Vec<_> = readers
         .iter()
-        .map(|c| c.subscribe(tag, opts.clone().depth(1024)).unwrap())
+        .map(|c| c.subscribe(tag, opts.depth(1024)).unwrap())
         .collect();
     wait_until("host 0 sees every receiver", || {
         clients[0].receivers(tag).unwrap().len() == receivers
@@ -117,7 +117,7 @@ fn run(opts: SubscribeOptions, name: &str) {
             &site,
             &clients,
             &format!("/{name}{receivers}"),
-            opts.clone(),
+            opts,
             receivers,
         );
     }

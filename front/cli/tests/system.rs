@@ -599,7 +599,14 @@ fn the_daemon_refuses_rights_a_client_does_not_hold() {
     rustix::fs::ftruncate(&memfd, 16).unwrap();
     // A large message on a tag we hold no send access to.
     assert_eq!(
-        ask(Request::PutBlob { tag, len: 16 }, Some(memfd.as_fd())),
+        ask(
+            Request::PutBlob {
+                tag,
+                len: 16,
+                done: 0
+            },
+            Some(memfd.as_fd())
+        ),
         ErrorCode::NoSendAccess
     );
     assert_eq!(
