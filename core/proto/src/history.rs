@@ -117,6 +117,7 @@ mod tests {
                 pid: Pid(7),
                 node: NodeAddr::LOCALHOST,
             },
+            stream: 0,
             seq: SeqNum(seq),
             timestamp_ns: 1_000 * seq,
         }

@@ -295,6 +295,7 @@ mod tests {
         FrameHeader {
             flags: 0,
             sender: SenderInfo::default(),
+            stream: 0,
             seq: SeqNum(n),
             timestamp_ns: n * 7,
         }

@@ -114,6 +114,7 @@ fn header(n: usize) -> FrameHeader {
     FrameHeader {
         flags: 0,
         sender: SenderInfo::default(),
+        stream: 0,
         seq: SeqNum(n as u64 + 1),
         timestamp_ns: n as u64 * 1000,
     }

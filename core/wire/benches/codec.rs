@@ -14,6 +14,7 @@ fn frame(c: &mut Criterion) {
             pid: Pid(4242),
             node: NodeAddr::LOCALHOST,
         },
+        stream: 0,
         seq: SeqNum(7),
         timestamp_ns: 1_700_000_000_000_000_000,
     };

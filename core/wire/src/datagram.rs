@@ -500,6 +500,7 @@ mod tests {
                     pid: Pid(pid),
                     node: NodeAddr::from_bytes(node),
                 },
+                stream: 0,
                 seq: SeqNum(seq),
                 timestamp_ns: ts,
             })
@@ -723,6 +724,7 @@ mod tests {
             header: FrameHeader {
                 flags: 0,
                 sender: SenderInfo::default(),
+                stream: 0,
                 seq: SeqNum(1),
                 timestamp_ns: 0,
             },

@@ -7,7 +7,7 @@
 //!  0                   1                   2                   3
 //!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |   version=1   |     flags     |           reserved            |
+//! |   version=1   |     flags     |     publisher stream (u16)    |
 //! +---------------+---------------+-------------------------------+
 //! |                         sender pid                            |
 //! +---------------------------------------------------------------+
@@ -24,6 +24,11 @@
 //! +---------------------------------------------------------------+
 //! |  payload ...  (or, if flags & BLOB: blob id u64, length u64)  |
 //! ```
+//!
+//! The sender pid, node and publisher stream name one publisher (a process
+//! may publish on a tag through several publishers): its sequence numbers
+//! count up by one from 1, so a receiver sees any message missing between
+//! two it got.
 //!
 //! A message too large for a shared-memory slot is stored out of line by the
 //! daemon (a *blob*, DESIGN.md: "a slower path, with no change to the call"); the
@@ -47,6 +52,9 @@ pub struct FrameHeader {
     pub flags: u8,
     /// Who sent the message.
     pub sender: SenderInfo,
+    /// Which of the sending process's publishers (a number the process
+    /// gives each): with `sender`, it names one sequence of numbers.
+    pub stream: u16,
     /// The publisher's sequence number.
     pub seq: SeqNum,
     /// Send time, ns since the Unix epoch.
@@ -60,7 +68,7 @@ impl FrameHeader {
         let out = out.get_mut(..HEADER_LEN)?;
         out[0] = VERSION;
         out[1] = self.flags;
-        out[2..4].copy_from_slice(&[0, 0]);
+        out[2..4].copy_from_slice(&self.stream.to_le_bytes());
         out[4..8].copy_from_slice(&self.sender.pid.0.to_le_bytes());
         out[8..16].copy_from_slice(&self.seq.0.to_le_bytes());
         out[16..24].copy_from_slice(&self.timestamp_ns.to_le_bytes());
@@ -76,7 +84,7 @@ impl FrameHeader {
             return Err(DecodeError::BadVersion(version));
         }
         let flags = r.u8()?;
-        let _reserved = r.u16()?;
+        let stream = r.u16()?;
         let pid = Pid(r.u32()?);
         let seq = SeqNum(r.u64()?);
         let timestamp_ns = r.u64()?;
@@ -84,6 +92,7 @@ impl FrameHeader {
         let header = FrameHeader {
             flags,
             sender: SenderInfo { pid, node },
+            stream,
             seq,
             timestamp_ns,
         };
@@ -130,10 +139,11 @@ mod tests {
 
     proptest! {
         #[test]
-        fn header_round_trips(flags: u8, pid: u32, seq: u64, ts: u64, node: [u8; 16], payload: Vec<u8>) {
+        fn header_round_trips(flags: u8, pid: u32, stream: u16, seq: u64, ts: u64, node: [u8; 16], payload: Vec<u8>) {
             let h = FrameHeader {
                 flags,
                 sender: SenderInfo { pid: Pid(pid), node: NodeAddr::from_bytes(node) },
+                stream,
                 seq: SeqNum(seq),
                 timestamp_ns: ts,
             };
@@ -165,6 +175,7 @@ mod tests {
         let h = FrameHeader {
             flags: 0,
             sender: SenderInfo::default(),
+            stream: 0,
             seq: SeqNum(1),
             timestamp_ns: 0,
         };

@@ -708,17 +708,30 @@ fn best_effort_and_reliable_subscribers_share_a_lossy_bottleneck() {
     const N: u64 = 20_000;
     let (best, reliable) = std::thread::scope(|s| {
         let best = s.spawn(|| {
-            let (mut got, mut last) = (0u64, 0u64);
-            while let Ok(m) = newest.receive(Some(Duration::from_secs(3))) {
-                assert!(
-                    m.seq.0 > last,
-                    "best-effort delivered {} after {last}",
-                    m.seq.0
-                );
-                last = m.seq.0;
-                got += 1;
+            let (mut got, mut reported, mut first, mut last) = (0u64, 0u64, 0u64, 0u64);
+            loop {
+                match newest.receive(Some(Duration::from_secs(3))) {
+                    Ok(m) => {
+                        assert!(
+                            m.seq.0 > last,
+                            "best-effort delivered {} after {last}",
+                            m.seq.0
+                        );
+                        if first == 0 {
+                            first = m.seq.0;
+                        }
+                        last = m.seq.0;
+                        got += 1;
+                    }
+                    Err(tagwire::Error::Overflowed { lost }) => reported += lost,
+                    Err(_) => break,
+                }
             }
-            got
+            // Nothing lost in silence: every message from the first to the
+            // last one received was delivered or reported lost.
+            assert_eq!(got + reported, last - first + 1, "a silent loss");
+            assert_eq!(newest.lost(), reported);
+            (got, reported)
         });
         let reliable = s.spawn(|| {
             for i in 1..=N {
@@ -734,8 +747,12 @@ fn best_effort_and_reliable_subscribers_share_a_lossy_bottleneck() {
         }
         (best.join().unwrap(), reliable.join().unwrap())
     });
+    let (best, reported) = best;
     let dropped = daemons[1].best_effort_losses();
-    println!("best-effort: {best} of {N} received, {dropped} counted lost");
+    println!(
+        "best-effort: {best} of {N} received, {reported} reported lost to the subscriber, {dropped} datagrams counted lost by its daemon"
+    );
+    assert!(reported > 0, "best-effort losses reach the subscriber");
     assert_eq!(reliable, 0);
     assert!(
         best > 0 && best < N,

@@ -35,6 +35,7 @@ mod autostart;
 mod client;
 mod clock;
 mod error;
+mod gaps;
 mod publisher;
 mod pull;
 mod subscriber;

@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::io::Write;
 use std::net::UdpSocket;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,11 @@ use crate::client::{borrow, daemon_error, is_code, Client, Endpoint};
 use crate::clock::SendClock;
 use crate::{Error, Result, MAX_MESSAGE};
 
+/// The next publisher's stream number in this process: with the pid and
+/// node it names the publisher's sequence of numbers, which lets subscribers
+/// tell a missing message from another publisher's (see `gaps`).
+static NEXT_STREAM: AtomicU16 = AtomicU16::new(1);
+
 /// Send access to one tag. Dropping it releases the access.
 #[derive(Debug)]
 pub struct Publisher {
@@ -52,6 +57,8 @@ pub struct Publisher {
     /// How this publisher sends first copies itself (global tags, on a
     /// daemon with a network).
     direct: Option<Direct>,
+    /// This publisher's number among the process's (frame header).
+    stream: u16,
     /// The large message this publisher stored last (0: none), which the
     /// next store tells the daemon it is done with.
     last_blob: u64,
@@ -128,6 +135,7 @@ impl Publisher {
             send_timeout: DEFAULT_SEND_TIMEOUT,
             clock: SendClock::new(),
             direct,
+            stream: NEXT_STREAM.fetch_add(1, Ordering::Relaxed),
             last_blob: 0,
         }
     }
@@ -181,6 +189,7 @@ impl Publisher {
         let mut h = FrameHeader {
             flags: 0,
             sender: self.sender,
+            stream: self.stream,
             seq: SeqNum(self.seq),
             timestamp_ns: self.clock.now_ns(),
         };

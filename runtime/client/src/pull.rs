@@ -59,6 +59,7 @@ mod tests {
                 pid: Pid(3),
                 node: NodeAddr::LOCALHOST,
             },
+            stream: 0,
             seq: SeqNum(seq),
             timestamp_ns: 5,
         };

@@ -22,6 +22,7 @@ use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::{Carrier, ChannelQos, Proxy, Reliability};
 
 use crate::client::{daemon_error, is_code, Client, Endpoint};
+use crate::gaps::Gaps;
 use crate::{Error, Message, Result};
 
 /// Options of one subscription.
@@ -180,6 +181,8 @@ pub struct Subscriber {
     /// The last history sequence number per sender: live messages up to it
     /// were in the history already.
     caught_up: std::collections::HashMap<tagwire_wire::SenderInfo, u64>,
+    /// Each publisher's last number: a jump is a loss to report.
+    gaps: Gaps,
 }
 
 impl Subscriber {
@@ -220,6 +223,7 @@ impl Subscriber {
             received: 0,
             backlog: Default::default(),
             caught_up: Default::default(),
+            gaps: Gaps::default(),
         })
     }
 
@@ -248,7 +252,10 @@ impl Subscriber {
         self.ep.name.as_str()
     }
 
-    /// Messages lost to overflow so far.
+    /// Messages lost so far: overflowed (this subscriber was a ring or its
+    /// depth behind) or missing between two messages of one publisher (lost
+    /// on the way, e.g. by a best-effort carrier). Each loss is also
+    /// reported once by `receive` ([`Error::Overflowed`]).
     pub fn lost(&self) -> u64 {
         self.lost
     }
@@ -305,24 +312,49 @@ impl Subscriber {
                         self.advance();
                         continue;
                     }
-                    let decoded = header.and_then(|h| self.decode(h, payload));
+                    let h = match header {
+                        Ok(h) => h,
+                        Err(e) => {
+                            self.advance();
+                            return Err(e);
+                        }
+                    };
+                    let missing = self
+                        .gaps
+                        .note(h.sender, h.stream, h.seq.0, self.opts.qos.every);
+                    let decoded = self.decode(h, payload);
                     // Past the record only now: the daemon keeps a large
                     // message until every gate has passed its record.
                     self.advance();
                     match decoded {
-                        Ok(m) => {
+                        Ok(m) if missing == 0 => {
                             self.received += 1;
                             return Ok(m);
                         }
+                        Ok(m) => {
+                            // Report the gap first; the message comes next.
+                            self.backlog.push_front(Message {
+                                payload: std::mem::take(payload),
+                                seq: m.seq,
+                                sender: m.sender,
+                                timestamp: m.timestamp,
+                            });
+                            self.lost += missing;
+                            return Err(Error::Overflowed { lost: missing });
+                        }
                         Err(Error::Overflowed { lost }) => {
-                            self.lost += lost;
-                            return Err(Error::Overflowed { lost });
+                            self.lost += lost + missing;
+                            return Err(Error::Overflowed {
+                                lost: lost + missing,
+                            });
                         }
                         Err(e) => return Err(e),
                     }
                 }
                 (ReadOutcome::Lost(n), _) => {
                     self.advance();
+                    // Counted here: the gaps this leaves are not counted again.
+                    self.gaps.forget();
                     self.lost += n;
                     return Err(Error::Overflowed { lost: n });
                 }
@@ -379,6 +411,7 @@ impl Subscriber {
         let pulled = std::mem::take(&mut self.backlog).len() as u64;
         let n = self.ring.purge(&mut self.cursor);
         self.advance();
+        self.gaps.forget();
         pulled + n
     }
 
@@ -537,6 +570,7 @@ mod tests {
                 pid: Pid(7),
                 node: NodeAddr::from_bytes([1; 16]),
             },
+            stream: 0,
             seq: SeqNum(3),
             timestamp_ns: 11,
         };

@@ -120,7 +120,12 @@ fn a_lossless_subscriber_that_stops_reading_holds_large_messages_back_and_then_g
     let mut publisher = c.publisher("/held").unwrap();
     let timeout = Duration::from_millis(100);
     publisher.set_send_timeout(timeout);
-    let big = |i: u64| message(0, i).into_iter().chain([7u8; 80_000]).collect::<Vec<u8>>();
+    let big = |i: u64| {
+        message(0, i)
+            .into_iter()
+            .chain([7u8; 80_000])
+            .collect::<Vec<u8>>()
+    };
     // Nobody reads: the store (a ring's worth of large messages) fills, and
     // the next send waits its timeout and fails, having sent nothing.
     let mut sent = 0u64;
@@ -138,7 +143,10 @@ fn a_lossless_subscriber_that_stops_reading_holds_large_messages_back_and_then_g
         matches!(&err, Error::WindowFull { tag, waited } if tag == "/held" && *waited >= timeout),
         "{err:?}"
     );
-    assert!(daemon.blobs_held() > 0, "held back by the ring, not the store");
+    assert!(
+        daemon.blobs_held() > 0,
+        "held back by the ring, not the store"
+    );
     println!("held back after {sent} large messages: {err}");
     // Every one is still there, and so is the next.
     publisher.set_send_timeout(Duration::from_secs(10));

@@ -1,0 +1,114 @@
+//! Messages missing between two a subscriber got, counted end to end.
+//!
+//! Each publisher numbers its messages 1, 2, 3, … (the frame header's
+//! sender pid, node and publisher stream name it), so a subscriber that gets
+//! message 7 right after message 4 of the same publisher knows that 5 and 6
+//! are missing, wherever they went: a best-effort datagram the network
+//! dropped, a message a full queue on another node could not take, a record
+//! a forwarder was lapped on. Those losses are reported like a ring
+//! overflow ([`crate::Error::Overflowed`]), so nothing is lost in silence.
+//!
+//! A scaled subscription (every n-th) expects only multiples of n. The first
+//! message of a publisher sets where counting starts (a late joiner misses
+//! nothing it did not ask for); a number that goes back starts afresh (a
+//! publisher that began again). What a ring overflow already reported is not
+//! counted twice: the subscriber calls [`Gaps::forget`] then.
+
+use std::collections::HashMap;
+
+use tagwire_wire::SenderInfo;
+
+/// Publishers remembered at most (a hostile flood of senders costs this
+/// much memory, then counting starts afresh).
+const MAX_PUBLISHERS: usize = 4096;
+
+/// The last number seen from each publisher.
+#[derive(Debug, Default)]
+pub(crate) struct Gaps {
+    last: HashMap<(SenderInfo, u16), u64>,
+}
+
+impl Gaps {
+    /// Notes message `seq` of publisher (`sender`, `stream`), for a
+    /// subscription that takes every `every`-th; returns how many messages it
+    /// takes are missing before this one.
+    pub(crate) fn note(&mut self, sender: SenderInfo, stream: u16, seq: u64, every: u32) -> u64 {
+        let key = (sender, stream);
+        if self.last.len() >= MAX_PUBLISHERS && !self.last.contains_key(&key) {
+            self.last.clear();
+        }
+        match self.last.insert(key, seq) {
+            Some(last) if seq > last => wanted_between(last, seq, every),
+            _ => 0,
+        }
+    }
+
+    /// Forgets every publisher's last number (losses up to here were
+    /// reported another way, or dropped on purpose).
+    pub(crate) fn forget(&mut self) {
+        self.last.clear();
+    }
+}
+
+/// Numbers strictly between `last` and `seq` that an every-`every`-th
+/// subscription takes.
+fn wanted_between(last: u64, seq: u64, every: u32) -> u64 {
+    let n = u64::from(every.max(1));
+    ((seq - 1) / n).saturating_sub(last / n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tagwire_wire::{NodeAddr, Pid};
+
+    fn who(pid: u32) -> SenderInfo {
+        SenderInfo {
+            pid: Pid(pid),
+            node: NodeAddr::LOCALHOST,
+        }
+    }
+
+    #[test]
+    fn a_jump_counts_the_numbers_skipped_per_publisher() {
+        let mut g = Gaps::default();
+        assert_eq!(g.note(who(1), 0, 3, 1), 0, "the first sets the start");
+        assert_eq!(g.note(who(1), 0, 4, 1), 0);
+        assert_eq!(g.note(who(1), 0, 7, 1), 2);
+        // Another publisher of the same process, and another process.
+        assert_eq!(g.note(who(1), 1, 1, 1), 0);
+        assert_eq!(g.note(who(2), 0, 10, 1), 0);
+        assert_eq!(g.note(who(1), 1, 2, 1), 0);
+        assert_eq!(g.note(who(2), 0, 12, 1), 1);
+    }
+
+    #[test]
+    fn a_scaled_subscription_counts_only_the_samples_it_takes() {
+        let mut g = Gaps::default();
+        assert_eq!(g.note(who(1), 0, 3, 3), 0);
+        assert_eq!(g.note(who(1), 0, 6, 3), 0);
+        assert_eq!(g.note(who(1), 0, 15, 3), 2, "9 and 12");
+        assert_eq!(wanted_between(0, 1, 4), 0);
+        assert_eq!(wanted_between(4, 12, 4), 1);
+    }
+
+    #[test]
+    fn a_number_going_back_or_repeating_starts_afresh_and_forget_forgets() {
+        let mut g = Gaps::default();
+        g.note(who(1), 0, 50, 1);
+        assert_eq!(g.note(who(1), 0, 50, 1), 0);
+        assert_eq!(g.note(who(1), 0, 1, 1), 0, "begun again");
+        assert_eq!(g.note(who(1), 0, 2, 1), 0);
+        g.forget();
+        assert_eq!(g.note(who(1), 0, 9, 1), 0);
+    }
+
+    #[test]
+    fn memory_is_bounded_by_the_number_of_publishers() {
+        let mut g = Gaps::default();
+        for p in 0..(MAX_PUBLISHERS as u32 + 10) {
+            g.note(who(p), 0, 1, 1);
+        }
+        assert!(g.last.len() <= MAX_PUBLISHERS);
+    }
+}
