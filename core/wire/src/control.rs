@@ -23,9 +23,11 @@
 use crate::codec::{DecodeError, Reader, Writer};
 
 mod encoding;
+mod stats;
 
 use crate::ids::{ChannelQos, Domain, Member, NodeAddr, Pid, TagId, TagName};
 use encoding::*;
+pub use stats::{StatsKind, StatsRow, MAX_COUNTERS};
 
 /// First two bytes of every control message ("TW" little-endian).
 pub const MAGIC: u16 = 0x5754;
@@ -161,6 +163,18 @@ pub enum Request {
     /// [`Response::Ok`] and the socket's descriptor, or an error from a daemon
     /// without a network.
     SendSocket,
+    /// Counters for `tagwire stats`. From a client: this node's counters
+    /// and every local subscriber's, answered with [`Response::Stats`]. From
+    /// the daemon to a client: report your subscribers' (with
+    /// [`Request::Report`], not a response).
+    Stats,
+    /// A client's counters, answering the daemon's `Stats` numbered `query`.
+    Report {
+        /// The id of the daemon's `Stats`.
+        query: u32,
+        /// The client's rows.
+        rows: Vec<StatsRow>,
+    },
 }
 
 /// Which messages of a history to pull.
@@ -411,6 +425,11 @@ pub enum Response {
         /// The nodes.
         nodes: Vec<NodeSummary>,
     },
+    /// Answer to [`Request::Stats`].
+    Stats {
+        /// The node's rows, then its subscribers'.
+        rows: Vec<StatsRow>,
+    },
     /// The request failed.
     Error {
         /// What class of failure.
@@ -616,6 +635,8 @@ mod tests {
             Just(Request::Ping),
             Just(Request::ListNodes),
             Just(Request::SendSocket),
+            Just(Request::Stats),
+            (any::<u32>(), rows()).prop_map(|(query, rows)| Request::Report { query, rows }),
             (name(), any::<u32>(), any::<u64>()).prop_map(|(name, depth, max_bytes)| {
                 Request::SetHistory {
                     name,
@@ -625,6 +646,22 @@ mod tests {
             }),
             (name(), query()).prop_map(|(name, query)| Request::Pull { name, query }),
         ]
+    }
+
+    fn rows() -> impl Strategy<Value = Vec<StatsRow>> {
+        let row = (
+            any::<u8>(),
+            "[a-z/]{0,12}",
+            "[a-z0-9. ]{0,12}",
+            proptest::collection::vec(("[a-z_]{1,10}", any::<u64>()), 0..6),
+        )
+            .prop_map(|(k, tag, who, counters)| StatsRow {
+                kind: StatsKind::from_u8(k),
+                tag,
+                who,
+                counters,
+            });
+        proptest::collection::vec(row, 0..5)
     }
 
     fn query() -> impl Strategy<Value = HistoryQuery> {
@@ -668,6 +705,7 @@ mod tests {
                     })
                     .collect()
             }),
+            rows().prop_map(|rows| Response::Stats { rows }),
             (any::<[u8; 16]>(), any::<u32>(), any::<u32>(), any::<u64>()).prop_map(
                 |(n, d, c, v)| Response::Welcome {
                     node: NodeAddr::from_bytes(n),

@@ -7,6 +7,7 @@ mod nodes;
 mod perf;
 mod place;
 mod publish;
+mod stats;
 mod subscribe;
 mod tags;
 
@@ -32,6 +33,8 @@ enum Command {
     Tags(tags::Args),
     /// List the nodes this node's daemon knows, their state and last-heard time.
     Nodes(nodes::Args),
+    /// Counters: per node, tag, stream to another node, peer and subscriber (sent, delivered, lost and why, resent, held back).
+    Stats(stats::Args),
     /// Keep (or stop keeping) a tag's last messages on this node, for `pull`.
     History(history::HistoryArgs),
     /// Pull messages from a tag's history: --last N, --since SEQ or a time range.
@@ -69,6 +72,7 @@ fn main() {
     let res = match cli.command {
         Command::Daemon(a) => daemon::run(a),
         Command::Nodes(a) => nodes::run(a),
+        Command::Stats(a) => stats::run(a),
         Command::Pub(a) => publish::run(a),
         Command::Sub(a) => subscribe::run(a),
         Command::Tags(a) => tags::run(a),

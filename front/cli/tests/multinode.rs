@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use tagwire::{Domain, NodeState, SubscribeOptions};
+use tagwire::{Domain, NodeState, StatsKind, SubscribeOptions};
 use tagwire_testkit::Host;
 
 mod common;
@@ -753,6 +753,24 @@ fn best_effort_and_reliable_subscribers_share_a_lossy_bottleneck() {
         "best-effort: {best} of {N} received, {reported} reported lost to the subscriber, {dropped} datagrams counted lost by its daemon"
     );
     assert!(reported > 0, "best-effort losses reach the subscriber");
+    // `tagwire stats` shows them without logs: at the subscriber, at its
+    // tag on host 1, and the resends of the reliable stream on host 0.
+    let s1 = clients[1].stats().unwrap();
+    let row = |rows: &[tagwire::StatsRow], kind| {
+        rows.iter()
+            .find(|r| r.kind == kind && r.tag == "/mixed")
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind:?} row for /mixed in {rows:#?}"))
+    };
+    assert_eq!(
+        row(&s1, StatsKind::Subscriber).get("missing"),
+        Some(reported)
+    );
+    assert!(row(&s1, StatsKind::Tag).get("best_effort_lost") > Some(0));
+    let s0 = clients[0].stats().unwrap();
+    let out = row(&s0, StatsKind::Outbound);
+    println!("host 0's stream to host 2: {:?}", out.counters);
+    assert!(out.get("resent") > Some(0), "{out:?}");
     assert_eq!(reliable, 0);
     assert!(
         best > 0 && best < N,

@@ -753,3 +753,42 @@ fn the_history_admin_command_and_pull_work_from_the_cli() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("4 messages"), "{text}");
 }
+
+#[test]
+fn tagwire_stats_prints_every_subscribers_counters_as_tables_and_json() {
+    let n = Node::new();
+    let c = n.client();
+    c.create_tag("/cli/stats", Domain::Global).unwrap();
+    let mut sub = c
+        .subscribe("/cli/stats", SubscribeOptions::default().lossless())
+        .unwrap();
+    run_ok(&mut n.cli(&["pub", "/cli/stats", "--count", "5", "--size", "16"]));
+    for _ in 0..5 {
+        sub.receive(Some(Duration::from_secs(5))).unwrap();
+    }
+    let out = run_ok(&mut n.cli(&["stats"]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("/cli/stats") && l.contains("lossless"))
+        .unwrap_or_else(|| panic!("no subscriber line in:\n{text}"));
+    assert!(line.split_whitespace().any(|w| w == "5"), "{line}");
+    assert!(
+        text.contains("RECEIVED") && text.contains("FORWARD_LOST"),
+        "{text}"
+    );
+    let out = run_ok(&mut n.cli(&["stats", "--json", "--tag", "/cli/stats"]));
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let sub_row = rows
+        .iter()
+        .find(|r| r["kind"] == "subscriber")
+        .expect("a subscriber row");
+    assert_eq!(sub_row["tag"], "/cli/stats");
+    assert_eq!(sub_row["counters"]["received"], 5);
+    assert_eq!(sub_row["counters"]["missing"], 0);
+    let tag_row = rows.iter().find(|r| r["kind"] == "tag").expect("a tag row");
+    assert_eq!(tag_row["counters"]["records"], 5);
+}

@@ -26,10 +26,12 @@ use tagwire_shm::{Ring, Segment};
 use tagwire_unix::SeqPacket;
 use tagwire_wire::control::NodeSummary;
 use tagwire_wire::control::{
-    ErrorCode, HeldGate, KeepHistory, Message as Ctl, Request, Response, RingParams, TableEvent,
-    TagOpened, TagSummary, MAX_MESSAGE,
+    ErrorCode, HeldGate, KeepHistory, Message as Ctl, Request, Response, RingParams, StatsKind,
+    StatsRow, TableEvent, TagOpened, TagSummary, MAX_MESSAGE,
 };
-use tagwire_wire::{ChannelQos, Domain, Member, NodeAddr, Pid, SenderInfo, TagId, TagName};
+use tagwire_wire::{
+    ChannelQos, Domain, Member, NodeAddr, Pid, Reliability, SenderInfo, TagId, TagName,
+};
 
 use crate::publisher::Publisher;
 use crate::subscriber::{SubscribeOptions, Subscriber};
@@ -145,6 +147,21 @@ pub(crate) struct Endpoint {
     pub(crate) ring_params: RingParams,
     /// See [`Endpoint::take_held_gate`].
     held_gate: Mutex<Option<HeldGate>>,
+    /// A subscriber's counters, for the daemon's `tagwire stats` (the
+    /// subscriber writes them, the update thread reads them).
+    pub(crate) counters: ReceiveCounters,
+}
+
+/// What a subscriber counts, readable from the update thread.
+#[derive(Debug, Default)]
+pub(crate) struct ReceiveCounters {
+    /// Messages received.
+    pub(crate) received: AtomicU64,
+    /// Messages lost because the subscriber was a ring (or its depth)
+    /// behind, or a large message was gone.
+    pub(crate) overflowed: AtomicU64,
+    /// Messages missing between two of one publisher (lost on the way).
+    pub(crate) missing: AtomicU64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -468,6 +485,22 @@ impl Client {
         }
     }
 
+    /// This node's counters (`tagwire stats`): the daemon's per node, tag,
+    /// stream to another node and peer, and every local subscriber's
+    /// (received, lost to overflow, missing on the way), which the daemon
+    /// asks its clients for (a client that does not answer within 300 ms is
+    /// left out).
+    pub fn stats(&self) -> Result<Vec<StatsRow>> {
+        match self.core.call(Request::Stats, None)? {
+            // The daemon asks every other client; ours are added here.
+            (Response::Stats { mut rows }, _) => {
+                rows.extend(self.core.subscriber_rows());
+                Ok(rows)
+            }
+            other => Err(unexpected(other, &"stats")),
+        }
+    }
+
     /// The local replica's view of a tag, without asking the daemon. Updated
     /// asynchronously by the update thread.
     pub fn local_view(&self, name: &str) -> Result<Option<crate::ReplicaEntry>> {
@@ -512,6 +545,7 @@ impl Client {
             domain: opened.domain,
             ring_params: opened.ring,
             held_gate: Mutex::new(opened.gate),
+            counters: ReceiveCounters::default(),
         });
         let stale = {
             let mut eps = lock(&self.core.endpoints);

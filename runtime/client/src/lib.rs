@@ -48,7 +48,7 @@ pub use publisher::{Publisher, DEFAULT_SEND_TIMEOUT};
 pub use subscriber::{MessageInfo, SubscribeOptions, Subscriber, DEFAULT_DEPTH, MAX_LOSSLESS};
 pub use tagwire_proto::ReplicaEntry;
 pub use tagwire_wire::control::{
-    HistoryQuery, KeepHistory, NodeState, NodeSummary, RingParams, TagSummary,
+    HistoryQuery, KeepHistory, NodeState, NodeSummary, RingParams, StatsKind, StatsRow, TagSummary,
 };
 pub use tagwire_wire::{
     Carrier, ChannelQos, Domain, Member, NodeAddr, Pid, Proxy, Reliability, SenderInfo, SeqNum,

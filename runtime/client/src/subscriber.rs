@@ -175,6 +175,8 @@ pub struct Subscriber {
     generation: u64,
     opts: SubscribeOptions,
     lost: u64,
+    /// Of `lost`, those missing between two messages of a publisher.
+    missing: u64,
     received: u64,
     /// Pulled history still to hand out, oldest first.
     backlog: std::collections::VecDeque<Message>,
@@ -220,11 +222,22 @@ impl Subscriber {
             generation,
             opts,
             lost: 0,
+            missing: 0,
             received: 0,
             backlog: Default::default(),
             caught_up: Default::default(),
             gaps: Gaps::default(),
         })
+    }
+
+    /// Publishes the counters for `tagwire stats` (plain stores: this
+    /// subscriber is their only writer).
+    fn count(&self) {
+        let c = &self.ep.counters;
+        c.received.store(self.received, Ordering::Relaxed);
+        c.overflowed
+            .store(self.lost - self.missing, Ordering::Relaxed);
+        c.missing.store(self.missing, Ordering::Relaxed);
     }
 
     /// Moves a lossless subscriber's gate to its cursor.
@@ -289,6 +302,7 @@ impl Subscriber {
     ) -> Result<MessageInfo> {
         if let Some(m) = self.backlog.pop_front() {
             self.received += 1;
+            self.count();
             *payload = m.payload;
             return Ok(MessageInfo {
                 seq: m.seq,
@@ -329,6 +343,7 @@ impl Subscriber {
                     match decoded {
                         Ok(m) if missing == 0 => {
                             self.received += 1;
+                            self.count();
                             return Ok(m);
                         }
                         Ok(m) => {
@@ -340,10 +355,14 @@ impl Subscriber {
                                 timestamp: m.timestamp,
                             });
                             self.lost += missing;
+                            self.missing += missing;
+                            self.count();
                             return Err(Error::Overflowed { lost: missing });
                         }
                         Err(Error::Overflowed { lost }) => {
                             self.lost += lost + missing;
+                            self.missing += missing;
+                            self.count();
                             return Err(Error::Overflowed {
                                 lost: lost + missing,
                             });
@@ -356,6 +375,7 @@ impl Subscriber {
                     // Counted here: the gaps this leaves are not counted again.
                     self.gaps.forget();
                     self.lost += n;
+                    self.count();
                     return Err(Error::Overflowed { lost: n });
                 }
                 (ReadOutcome::Empty | ReadOutcome::Pending, _) => {}

@@ -17,7 +17,7 @@
 //! * **Held** (never evicted): while a gate is on the ring, a blob whose record
 //!   is at or after the lowest gate, or whose record is not in the ring yet
 //!   (its publisher is still publishing it). A publisher that finds the
-//!   store full of held blobs waits ([`Full`], `ErrorCode::BlobsHeld`), as it
+//!   store full of held blobs waits (`Full`, `ErrorCode::BlobsHeld`), as it
 //!   waits for a gate in the ring: a lossless reader never loses a large
 //!   message to eviction.
 //! * **Kept** while its record is in the ring and the store is within its
@@ -28,7 +28,7 @@
 //!   publisher is done with it (published or gave up) and no record in the
 //!   ring refers to it.
 //!
-//! The daemon learns where records are by looking at the ring ([`BlobStore::scan`]):
+//! The daemon learns where records are by looking at the ring (`BlobStore::scan`):
 //! only the records written since the last look, at each store.
 
 use std::collections::VecDeque;
@@ -153,8 +153,8 @@ impl BlobStore {
         self.scanned_to = first_pending.unwrap_or(ring.head);
     }
 
-    /// Stores `fd` (holding `len` bytes) for `owner`, after a [`scan`]
-    /// (`BlobStore::scan`) at `ring`: evicts what no reader can need, then,
+    /// Stores `fd` (holding `len` bytes) for `owner`, after a
+    /// [`BlobStore::scan`] at `ring`: evicts what no reader can need, then,
     /// past the limits, the oldest blobs that are not held. Fails with
     /// [`Full`] when that is not enough (the caller waits and tries again).
     pub(crate) fn put(

@@ -66,6 +66,7 @@ use crate::blob::{self, Limits, Owner, RingState};
 pub(crate) use crate::plan::Mode;
 use crate::plan::Plan;
 use crate::{lock, Shared, State};
+use tagwire_wire::control::{StatsKind, StatsRow};
 
 /// Largest datagram sent (the kernel fragments it at the IP layer; fewer,
 /// larger datagrams cost far fewer system calls than MTU-sized ones).
@@ -100,6 +101,8 @@ pub(crate) struct Delivery {
 pub(crate) struct OutStream {
     pub(crate) id: u64,
     pub(crate) dest: SocketAddr,
+    /// The tag it carries (for `tagwire stats`).
+    pub(crate) tag: TagName,
     pub(crate) writer: Writer,
 }
 
@@ -306,11 +309,12 @@ impl Delivery {
         *tags = wanted;
     }
 
-    pub(crate) fn stream_to(&self, dest: SocketAddr) -> Arc<Mutex<OutStream>> {
+    pub(crate) fn stream_to(&self, tag: &TagName, dest: SocketAddr) -> Arc<Mutex<OutStream>> {
         let id = random_id();
         let s = Arc::new(Mutex::new(OutStream {
             id,
             dest,
+            tag: tag.clone(),
             writer: Writer::new(WriterConfig {
                 window: WINDOW,
                 ..WriterConfig::default()
@@ -322,6 +326,27 @@ impl Delivery {
 
     pub(crate) fn drop_stream(&self, id: u64) {
         lock(&self.out).remove(&id);
+    }
+
+    /// A `tagwire stats` row per reliable stream to another node.
+    pub(crate) fn stream_rows(&self) -> Vec<StatsRow> {
+        let streams: Vec<_> = lock(&self.out).values().cloned().collect();
+        let mut rows: Vec<StatsRow> = streams
+            .iter()
+            .map(|s| {
+                let s = lock(s);
+                let w = s.writer.stats();
+                StatsRow::new(StatsKind::Outbound, s.tag.as_str(), s.dest.ip().to_string())
+                    .with("sent", w.sent)
+                    .with("resent", w.retransmitted)
+                    .with("acked", w.acked)
+                    .with("heartbeats", w.heartbeats)
+                    .with("unacked", s.writer.occupancy() as u64)
+                    .with("unacked_bytes", s.writer.held_bytes() as u64)
+            })
+            .collect();
+        rows.sort_by(|a, b| (&a.tag, &a.who).cmp(&(&b.tag, &b.who)));
+        rows
     }
 }
 
@@ -427,6 +452,7 @@ fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast:
                 }
                 Err(e) => {
                     shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+                    shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
                     tracing::debug!(%from, error = %e, "malformed datagram dropped");
                 }
             }
@@ -469,6 +495,8 @@ fn handle(
                 // counts it); a reliable one comes again.
                 if flags & FLAG_RELIABLE != 0 {
                     shared.stats.held_back.fetch_add(1, Ordering::Relaxed);
+                    shared.tallies.peers.add(&from.ip(), |c| c.refused += 1);
+                    shared.tallies.tags.add(tag.as_ref(), |c| c.refused += 1);
                 }
                 return;
             }
@@ -484,6 +512,9 @@ fn handle(
                     .stats
                     .best_effort_lost
                     .fetch_add(skipped, Ordering::Relaxed);
+                if skipped > 0 {
+                    shared.tallies.tags.add(tag.as_ref(), |c| c.lost += skipped);
+                }
                 take(shared, &mut s.reasm, &dg.body);
                 return;
             }
@@ -706,6 +737,11 @@ pub(crate) struct Held {
 }
 
 impl Held {
+    /// Messages held.
+    pub(crate) fn len(&self) -> usize {
+        self.records.len()
+    }
+
     /// Whether a ring's worth (`slots` records, or [`HELD_BYTES`]) is held:
     /// then data for the tag is refused until it drains.
     fn full(&self, slots: u32) -> bool {
@@ -754,9 +790,12 @@ fn deliver<'m>(
     };
     // Behind messages already held, everything waits: the order stays.
     let mut holding = st.held.get(&id).is_some_and(|h| !h.records.is_empty());
+    let mut n = 0;
     for (header, payload) in msgs {
         deliver_one(shared, &mut st, id, header, payload, &mut holding);
+        n += 1;
     }
+    shared.tallies.tags.add(tag, |c| c.delivered += n);
     // One wake-up for the lot.
     if let Some(ring) = st.rings.get(&id) {
         ring.wake_readers();

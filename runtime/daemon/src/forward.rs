@@ -724,7 +724,7 @@ impl Forwarder<'_> {
             let s = self
                 .streams
                 .entry(t.node)
-                .or_insert_with(|| d.stream_to(t.addr));
+                .or_insert_with(|| d.stream_to(self.tag, t.addr));
             if send_on_stream(self.shared, self.d, s, self.tag, out, self.max_unacked) {
                 done.push(t.node);
             } else {

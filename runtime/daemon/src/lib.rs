@@ -23,7 +23,10 @@
 //!   ring (DESIGN.md §1 row 4).
 //! * [`pull`]: the **pull manager** (push-pull): per-tag histories, and
 //!   pulls answered from them or from a peer's.
-//! * [`blob`]: the store for messages too large for a shared-memory slot.
+//! * [`blob`]: the store for messages too large for a shared-memory slot,
+//!   each kept until every gated reader has passed its record.
+//! * `stats`: the counters of `tagwire stats` (per node, tag, stream to
+//!   another node, peer, and the clients' subscribers).
 //!
 //! The binary is a few lines over [`Daemon::start`], so tests run daemons in-process.
 
@@ -35,6 +38,7 @@ pub mod local;
 pub mod peers;
 mod plan;
 pub mod pull;
+mod stats;
 pub mod update;
 
 pub use peers::{Discovery, NetConfig, NodeListEntry};
@@ -142,6 +146,10 @@ pub(crate) struct Shared {
     /// Pulls of histories on other nodes awaiting answers.
     pub(crate) pulls: peers::RemotePulls,
     pub(crate) stats: Stats,
+    /// Counts per tag and per peer address, and clients' reports awaited
+    /// (`tagwire stats`).
+    pub(crate) tallies: stats::Tallies,
+    pub(crate) reports: stats::Reports,
     /// The pull manager's history keepers.
     pub(crate) keepers: pull::Keepers,
     /// The delivery manager, once networking started.
@@ -278,6 +286,8 @@ impl Daemon {
             stats: Stats::default(),
             keepers: pull::Keepers::default(),
             delivery: std::sync::OnceLock::new(),
+            tallies: stats::Tallies::default(),
+            reports: stats::Reports::default(),
             placer,
             this: std::sync::OnceLock::new(),
             listener,

@@ -19,7 +19,7 @@ use tagwire_wire::{ChannelQos, Member, NodeAddr, Pid, Proxy, SenderInfo, TagName
 
 use std::sync::mpsc::SyncSender;
 
-use crate::{blob, now_unix_ns, update, Outbox, Outgoing, Shared, State, OUTBOX_DEPTH};
+use crate::{blob, now_unix_ns, stats, update, Outbox, Outgoing, Shared, State, OUTBOX_DEPTH};
 
 pub(crate) fn accept_loop(shared: Arc<Shared>) {
     loop {
@@ -136,7 +136,14 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
             _ => None,
         };
         let mut ops = Vec::new();
-        let (mut response, mut fd) = handle(&shared, &client, request, packet.fd, &mut ops);
+        let (mut response, mut fd) = match request {
+            Request::Stats => (stats::collect(&shared, client.id), None),
+            Request::Report { query, rows } => {
+                shared.reports.deposit(query, client.id, rows);
+                (Response::Ok, None)
+            }
+            request => handle(&shared, &client, request, packet.fd, &mut ops),
+        };
         if let Err(message) = update::replicate(&shared, ops) {
             tracing::warn!(client = id.0, "{message}");
             if let (Response::TagOpened(o), Some(role)) = (&response, grant) {
@@ -331,6 +338,11 @@ fn handle(
             )
         }
         Request::Ping => (Response::Pong, None),
+        // Answered before the lock (they wait for other clients).
+        Request::Stats | Request::Report { .. } => error(
+            ErrorCode::Internal,
+            "stats requests are answered by the request loop",
+        ),
         Request::SendSocket => {
             let Some(d) = shared.delivery.get() else {
                 return error(

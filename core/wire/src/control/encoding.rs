@@ -23,6 +23,8 @@ pub(super) fn request_kind(r: &Request) -> u8 {
         Request::SetHistory { .. } => 14,
         Request::Pull { .. } => 15,
         Request::SendSocket => 16,
+        Request::Stats => 17,
+        Request::Report { .. } => 18,
     }
 }
 
@@ -59,7 +61,15 @@ pub(super) fn encode_request(r: &Request, w: &mut Writer) {
             qos.encode(w);
             w.u8(u8::from(*lossless));
         }
-        Request::ListTags | Request::Ping | Request::ListNodes | Request::SendSocket => {}
+        Request::ListTags
+        | Request::Ping
+        | Request::ListNodes
+        | Request::SendSocket
+        | Request::Stats => {}
+        Request::Report { query, rows } => {
+            w.u32(*query);
+            stats::encode_rows(rows, w);
+        }
         Request::PutBlob { tag, len, done } => {
             w.u32(tag.0).u64(*len).u64(*done);
         }
@@ -138,6 +148,11 @@ pub(super) fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, De
             query: HistoryQuery::decode(r)?,
         },
         16 => Request::SendSocket,
+        17 => Request::Stats,
+        18 => Request::Report {
+            query: r.u32()?,
+            rows: stats::decode_rows(r)?,
+        },
         k => {
             return Err(DecodeError::Unknown {
                 what: "request kind",
@@ -161,6 +176,7 @@ pub(super) fn response_kind(r: &Response) -> u8 {
         Response::Error { .. } => 73,
         Response::Nodes { .. } => 74,
         Response::Pulled { .. } => 75,
+        Response::Stats { .. } => 76,
     }
 }
 
@@ -218,6 +234,7 @@ pub(super) fn encode_response(r: &Response, w: &mut Writer) {
         Response::Error { code, message } => {
             w.u16(code.to_u16()).str(message);
         }
+        Response::Stats { rows } => stats::encode_rows(rows, w),
         Response::Nodes { nodes } => {
             w.count(nodes.len());
             for n in nodes {
@@ -288,6 +305,9 @@ pub(super) fn decode_response(kind: u8, r: &mut Reader<'_>) -> Result<Response, 
         75 => Response::Pulled {
             count: r.u32()?,
             len: r.u64()?,
+        },
+        76 => Response::Stats {
+            rows: stats::decode_rows(r)?,
         },
         72 => Response::Pong,
         73 => Response::Error {

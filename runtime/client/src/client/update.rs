@@ -136,10 +136,55 @@ impl Core {
                     }
                 }
                 Ok(Ctl::Update(u)) => self.apply(&u),
+                Ok(Ctl::Request {
+                    id,
+                    body: Request::Stats,
+                }) => self.send_only(Request::Report {
+                    query: id,
+                    rows: self.subscriber_rows(),
+                }),
                 Ok(Ctl::Request { .. }) => tracing::debug!("daemon sent a request; ignored"),
                 Err(e) => tracing::debug!(error = %e, "malformed packet from the daemon; ignored"),
             }
         }
+    }
+
+    /// A row of counters per live subscriber of this client.
+    pub(super) fn subscriber_rows(&self) -> Vec<StatsRow> {
+        let me = lock(&self.me).pid;
+        let program = std::path::Path::new(&self.opts.name)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        lock(&self.endpoints)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter_map(|ep| match ep.kind {
+                EndpointKind::Subscriber { qos, lossless, .. }
+                    if !ep.closed.load(Ordering::Acquire) =>
+                {
+                    let c = &ep.counters;
+                    let mode = if lossless {
+                        "lossless"
+                    } else if qos.reliability == Reliability::BestEffort {
+                        "best-effort"
+                    } else {
+                        "reliable"
+                    };
+                    Some(
+                        StatsRow::new(
+                            StatsKind::Subscriber,
+                            ep.name.as_str(),
+                            format!("pid {me} {program} ({mode})"),
+                        )
+                        .with("received", c.received.load(Ordering::Relaxed))
+                        .with("overflowed", c.overflowed.load(Ordering::Relaxed))
+                        .with("missing", c.missing.load(Ordering::Relaxed)),
+                    )
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     pub(super) fn apply(&self, u: &tagwire_proto::Update) {
