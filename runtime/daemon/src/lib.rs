@@ -459,14 +459,11 @@ impl Drop for Daemon {
 /// Runs a daemon until SIGINT or SIGTERM (the `tagwired` binary).
 pub fn run_until_signal(config: Config) -> Result<(), DaemonError> {
     use signal_hook::consts::{SIGINT, SIGTERM};
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).map_err(DaemonError::Signals)?;
-    }
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).map_err(DaemonError::Signals)?;
     let daemon = Daemon::start(config)?;
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Sleeps until one of them arrives.
+    let _ = signals.forever().next();
     tracing::info!("signal received, shutting down");
     daemon.shutdown();
     Ok(())

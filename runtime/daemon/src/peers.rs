@@ -600,4 +600,40 @@ mod tests {
             .unwrap_err()
             .contains("bad port"));
     }
+
+    #[test]
+    fn frames_split_across_reads_decode_and_garbage_ends_the_link() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (rx, _) = listener.accept().unwrap();
+        let hello = PeerMessage::Hello {
+            node: NodeAddr::LOCALHOST,
+            name: "a".into(),
+            incarnation: 7,
+            delivery_port: 1,
+        };
+        let bytes = [hello.encode(), PeerMessage::Heartbeat.encode()].concat();
+        let (first, rest) = bytes.split_at(5);
+        let mut reader = FrameReader::default();
+        tx.write_all(first).unwrap();
+        let writer = std::thread::spawn({
+            let rest = rest.to_vec();
+            let mut tx = tx.try_clone().unwrap();
+            move || {
+                std::thread::sleep(Duration::from_millis(20));
+                tx.write_all(&rest).unwrap();
+                tx.write_all(&[0xff; 8]).unwrap();
+            }
+        });
+        assert_eq!(reader.next(&rx).unwrap(), hello);
+        assert_eq!(reader.next(&rx).unwrap(), PeerMessage::Heartbeat);
+        assert_eq!(
+            reader.next(&rx).unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+        writer.join().unwrap();
+        drop(tx);
+        let mut eof = FrameReader::default();
+        assert!(eof.next(&rx).is_err());
+    }
 }
