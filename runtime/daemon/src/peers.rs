@@ -54,7 +54,8 @@ pub struct NetConfig {
     pub delivery_port: u16,
     /// UDP port of the multicast data carrier (the same on every node).
     pub multicast_port: u16,
-    /// The static node list (same file on every node), if any.
+    /// The static node list (same file on every node), if any. When given,
+    /// only its nodes are admitted as peers (DESIGN.md §7), also by discovery.
     pub nodes_file: Option<PathBuf>,
     /// Multicast discovery, if on.
     pub discovery: Option<Discovery>,

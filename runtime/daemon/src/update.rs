@@ -312,7 +312,7 @@ fn consume(shared: &Arc<Shared>, st: &mut State) -> Vec<PullRequest> {
                 // Built after the core counts the peer up: every later change
                 // reaches it as an Op behind this Sync.
                 let ops = st.table.sync_ops();
-                st.peers.send_sync(Instant::now(), link, ops);
+                st.peers.send_sync(link, ops);
             }
             Event::PeerDown { peer, reason } => {
                 match &reason {

@@ -70,6 +70,8 @@ pub(super) enum Phase {
 #[derive(Debug)]
 pub(super) struct Link {
     pub(super) phase: Phase,
+    /// The other end's address.
+    pub(super) remote: SocketAddr,
     /// The node we dialed, for a link we opened.
     pub(super) dialed: Option<NodeAddr>,
     pub(super) opened: Instant,
@@ -82,9 +84,10 @@ pub(super) struct Link {
 }
 
 impl Link {
-    pub(super) fn new(now: Instant, dialed: Option<NodeAddr>) -> Self {
+    pub(super) fn new(now: Instant, remote: SocketAddr, dialed: Option<NodeAddr>) -> Self {
         Self {
             phase: Phase::AwaitHello,
+            remote,
             dialed,
             opened: now,
             last_heard: now,

@@ -241,6 +241,8 @@ impl Membership {
 
     /// A discovery beacon arrived from `from`. A larger incarnation than the
     /// one up on a link means that peer restarted: its old link is closed.
+    /// `from` is where the datagram came from; the beacon's own fields are
+    /// what counts (`from` only serves a caller's logs).
     pub fn handle_beacon(&mut self, now: Instant, from: SocketAddr, beacon: &Beacon) {
         let _ = from;
         if beacon.node == self.config.node {
@@ -285,13 +287,12 @@ impl Membership {
         remote: SocketAddr,
         dialed: Option<NodeAddr>,
     ) -> LinkId {
-        let _ = remote;
         let id = LinkId(self.next_link);
         self.next_link += 1;
         if let Some(p) = dialed.and_then(|n| self.peers.get_mut(&n)) {
             p.dial = Dial::Connected(id);
         }
-        self.links.insert(id, Link::new(now, dialed));
+        self.links.insert(id, Link::new(now, remote, dialed));
         let hello = PeerMessage::Hello {
             node: self.config.node,
             name: self.config.name.clone(),
@@ -411,8 +412,7 @@ impl Membership {
     /// Hands over this node's `Sync` for `link` (after [`Event::PeerUp`]),
     /// then the ops held back for it. `false` when the link is no longer up
     /// or already synchronised (the call is then ignored).
-    pub fn send_sync(&mut self, now: Instant, link: LinkId, ops: Vec<TableOp>) -> bool {
-        let _ = now;
+    pub fn send_sync(&mut self, link: LinkId, ops: Vec<TableOp>) -> bool {
         let held = match self.links.get_mut(&link) {
             Some(l) if matches!(l.phase, Phase::Up(_)) && !l.synced => {
                 l.synced = true;
@@ -529,6 +529,11 @@ impl Membership {
     /// Open links (handshaking or up).
     pub fn link_count(&self) -> usize {
         self.links.len()
+    }
+
+    /// The other end's address of `link`, as the runtime reported it.
+    pub fn link_remote(&self, link: LinkId) -> Option<SocketAddr> {
+        self.links.get(&link).map(|l| l.remote)
     }
 
     /// The peer on `link`, once its `Hello` arrived.

@@ -108,7 +108,7 @@ impl Net {
                     if self.auto[i] {
                         match &e {
                             Event::PeerUp { link, .. } => {
-                                assert!(self.nodes[i].send_sync(self.now, *link, vec![]));
+                                assert!(self.nodes[i].send_sync(*link, vec![]));
                             }
                             Event::Op { link, id, .. } => self.nodes[i].acknowledge(*link, *id),
                             _ => {}
@@ -250,6 +250,14 @@ fn the_lower_address_dials_and_both_sides_come_up_after_hello() {
     // One link each side, both up, the lower side dialed.
     assert_eq!(net.nodes[0].link_count(), 1);
     assert_eq!(net.nodes[1].link_count(), 1);
+    let l0 = net
+        .wires
+        .keys()
+        .find(|(n, _)| *n == 0)
+        .map(|(_, l)| *l)
+        .unwrap();
+    assert_eq!(net.nodes[0].link_remote(l0), Some(control(1)));
+    assert_eq!(net.nodes[0].link_peer(l0), Some(node(1)));
     assert_eq!(ups(&net.events[0]), vec![(node(1), false)]);
     assert_eq!(ups(&net.events[1]), vec![(node(0), false)]);
     assert_eq!(net.nodes[0].state(node(1)), Some(NodeState::Up));
@@ -291,11 +299,8 @@ fn ops_replicated_before_the_sync_is_built_reach_the_peer_after_it() {
         .log
         .iter()
         .any(|(f, _, m)| *f == 0 && matches!(m, PeerMessage::Op { .. })));
-    assert!(net.nodes[0].send_sync(net.now, link, vec![op("/in-sync")]));
-    assert!(
-        !net.nodes[0].send_sync(net.now, link, vec![]),
-        "one Sync per link"
-    );
+    assert!(net.nodes[0].send_sync(link, vec![op("/in-sync")]));
+    assert!(!net.nodes[0].send_sync(link, vec![]), "one Sync per link");
     net.settle();
     let from0: Vec<&PeerMessage> = net
         .log
@@ -798,7 +803,7 @@ proptest! {
                     prop_assert_eq!(id.is_some(), m.up_peers().next().is_some());
                 }
                 Input::Sync { link } => {
-                    let _ = m.send_sync(now, LinkId(link), vec![]);
+                    let _ = m.send_sync(LinkId(link), vec![]);
                 }
                 Input::DialFailed { from } => m.handle_dial_failed(now, node(from)),
             }
@@ -816,4 +821,26 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn a_peer_killed_with_a_fin_goes_down_at_once_and_returns_as_a_restart() {
+    let mut net = Net::new(2);
+    net.settle();
+    net.take_events(0);
+    // Node 1 (accepting side) is killed; the kernel's FIN reaches node 0.
+    net.restart(1, 400, true);
+    net.settle();
+    assert_eq!(
+        downs(&net.events[0]),
+        vec![(node(1), DownReason::LinkClosed)]
+    );
+    assert_eq!(net.nodes[0].state(node(1)), Some(NodeState::Dead));
+    // Node 0 redials after the redial delay and meets the new life.
+    let redial = net.nodes[0].config().redial;
+    net.advance(redial);
+    assert_eq!(ups(&net.events[0]), vec![(node(1), true)]);
+    assert!(net.events[0]
+        .iter()
+        .any(|e| matches!(e, Event::Sync { peer, .. } if *peer == node(1))));
 }
