@@ -11,8 +11,12 @@
 //!   when the process dies, however it dies).
 //! * [`update`]: the **update manager**. It pushes every table change, in
 //!   version order, to the local clients and replicates it to the peer
-//!   daemons, whose links, discovery (node list, multicast beacon) and
-//!   leases are in [`peers`].
+//!   daemons. Who is up, the handshake, incarnations, leases and
+//!   acknowledgements are decided by the membership core
+//!   ([`tagwire_proto::Membership`], in the state), which the update
+//!   manager's thread drives; [`peers`] holds its sockets and threads (TCP
+//!   links, the node list, the multicast beacon). The local manager calls
+//!   the update manager, which calls `peers`: never the other way round.
 //! * [`delivery`]: the **delivery manager**, data between nodes. Outbound, a
 //!   forwarder per global tag with remote receivers (`forward`) reads the
 //!   tag's ring like a subscriber and sends each message once per node, by
@@ -38,6 +42,7 @@ pub mod local;
 pub mod peers;
 mod plan;
 pub mod pull;
+mod ring;
 mod stats;
 pub mod update;
 
@@ -53,7 +58,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use tagwire_proto::{ClientId, TagTable};
+use tagwire_proto::{membership, ClientId, Membership, TagTable};
 use tagwire_shm::Ring;
 use tagwire_unix::{Listener, SeqPacket};
 use tagwire_wire::control::RingParams;
@@ -142,7 +147,10 @@ pub(crate) struct Shared {
     /// Changes at each start (nanoseconds since the epoch), so peers can tell
     /// a restarted daemon from a reconnecting one.
     pub(crate) incarnation: u64,
-    pub(crate) acks: peers::Acks,
+    /// Outcomes of replications awaited by client threads.
+    pub(crate) replications: update::Replications,
+    /// The sockets' side of membership: inputs to the update manager, links.
+    pub(crate) net: peers::Net,
     /// Pulls of histories on other nodes awaiting answers.
     pub(crate) pulls: peers::RemotePulls,
     pub(crate) stats: Stats,
@@ -203,7 +211,8 @@ pub(crate) struct State {
     pub(crate) rings: HashMap<TagId, Ring>,
     pub(crate) blobs: HashMap<TagId, blob::BlobStore>,
     pub(crate) clients: HashMap<ClientId, Outbox>,
-    pub(crate) peers: peers::PeerSet,
+    /// The membership core: peers, links, leases, replication acks.
+    pub(crate) peers: Membership,
     /// Messages from other nodes that a lossless subscriber has no room for
     /// yet, per tag, oldest first (see `delivery::deliver`).
     pub(crate) held: HashMap<TagId, delivery::Held>,
@@ -267,6 +276,16 @@ impl Daemon {
         // The table's Lamport clock starts at the wall clock (µs), so that the
         // changes of a restarted daemon are newer than its previous life's.
         let table = TagTable::for_node(config.node, config.default_ring, incarnation / 1000);
+        let members = match &config.net {
+            Some(net) => net.membership(incarnation),
+            // No peers: the core stays idle.
+            None => membership::Config::new(
+                config.node,
+                incarnation,
+                Duration::from_secs(3),
+                Duration::from_secs(1),
+            ),
+        };
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 table,
@@ -275,13 +294,14 @@ impl Daemon {
                 blobs: HashMap::new(),
                 clients: HashMap::new(),
                 held_gates: HashMap::new(),
-                peers: peers::PeerSet::default(),
+                peers: Membership::new(members),
             }),
             config,
             stopping: AtomicBool::new(false),
             next_client: AtomicU64::new(1),
             incarnation,
-            acks: peers::Acks::default(),
+            replications: update::Replications::default(),
+            net: peers::Net::default(),
             pulls: peers::RemotePulls::default(),
             stats: Stats::default(),
             keepers: pull::Keepers::default(),
@@ -302,7 +322,8 @@ impl Daemon {
             .and_then(|d| {
                 let _ = shared.delivery.set(d);
                 peers::start(&shared, &net)
-            });
+            })
+            .and_then(|()| update::start(&shared));
             if let Err(e) = started {
                 shared.stopping.store(true, Ordering::SeqCst);
                 let _ = std::fs::remove_file(&shared.config.socket);
@@ -434,6 +455,9 @@ impl Daemon {
             return;
         }
         let _ = self.shared.listener.shutdown();
+        if self.shared.config.net.is_some() {
+            peers::stop(&self.shared);
+        }
         if let Some(t) = self.accept.take() {
             let _ = t.join();
         }
@@ -461,14 +485,11 @@ impl Drop for Daemon {
 /// Runs a daemon until SIGINT or SIGTERM (the `tagwired` binary).
 pub fn run_until_signal(config: Config) -> Result<(), DaemonError> {
     use signal_hook::consts::{SIGINT, SIGTERM};
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).map_err(DaemonError::Signals)?;
-    }
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).map_err(DaemonError::Signals)?;
     let daemon = Daemon::start(config)?;
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Sleeps until one of them arrives.
+    let _ = signals.forever().next();
     tracing::info!("signal received, shutting down");
     daemon.shutdown();
     Ok(())

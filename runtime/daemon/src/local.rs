@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tagwire_proto::{Change, ClientId, Role, TableError, TableOp};
-use tagwire_shm::{Ring, RingShape};
+use tagwire_shm::Ring;
 use tagwire_unix::SeqPacket;
 use tagwire_wire::control::{
     ErrorCode, HeldGate, Message, Request, Response, RingParams, TagOpened, MAX_MESSAGE,
@@ -722,35 +722,10 @@ fn resolve_ring(req: RingParams, default: RingParams) -> RingParams {
     }
 }
 
-/// Largest ring a client may ask for (slots × slot size), so that one request
-/// cannot reserve unbounded shared memory.
-const MAX_RING_BYTES: u64 = 1 << 30;
-
 /// Creates the shared-memory ring for a new tag.
 pub(crate) fn create_ring(
     name: &TagName,
     ring: RingParams,
 ) -> Result<Ring, (Response, Option<OwnedFd>)> {
-    if u64::from(ring.slots) * u64::from(ring.slot_payload) > MAX_RING_BYTES {
-        return Err(error(
-            ErrorCode::BadRequest,
-            format!(
-                "ring of {} slots x {} bytes exceeds the daemon's 1 GiB limit per tag",
-                ring.slots, ring.slot_payload
-            ),
-        ));
-    }
-    let shape = RingShape {
-        slots: ring.slots,
-        // Room for the frame header in front of each payload.
-        payload: ring
-            .slot_payload
-            .saturating_add(tagwire_wire::frame::HEADER_LEN as u32),
-    };
-    Ring::create(&format!("tagwire:{name}"), shape).map_err(|e| {
-        error(
-            ErrorCode::BadRequest,
-            format!("cannot create ring for {name}: {e}"),
-        )
-    })
+    crate::ring::create(name, ring).map_err(|m| error(ErrorCode::BadRequest, m))
 }

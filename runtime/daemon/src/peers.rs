@@ -1,32 +1,45 @@
-//! Links to the other nodes' daemons: finding them (node list file, multicast
-//! beacon), one TCP link per pair, heartbeats and leases.
+//! Links to the other nodes' daemons: the sockets and threads under the
+//! membership core ([`tagwire_proto::membership`]), which decides everything
+//! else: who dials (the lower address), the Hello/Sync handshake,
+//! incarnations, heartbeats, leases and replication acknowledgements.
 //!
-//! The update manager ([`crate::update`]) replicates table changes over these
-//! links. Who connects: the daemon with the lower node address dials, the other
-//! accepts, so a pair never holds two links. Both sides send `Hello`, then a
-//! `Sync` with everything the other must merge (DESIGN.md §2). The `Sync` is
-//! built under the state lock while this link's writer lock is held and the
-//! peer is marked up in the same critical section, so every later change is
-//! either in the `Sync` or sent after it as an `Op`.
+//! This module only moves bytes and reports what happened, as an `Input`
+//! on one channel that the update manager ([`crate::update`]) drains into
+//! the core:
 //!
-//! Liveness: every link carries a heartbeat when idle; a peer silent for the
-//! lease is declared dead, its link closed, and every right its clients held
-//! removed here (each daemon decides this for itself; nothing is relayed). The
-//! dialing side keeps trying, so a node that comes back is re-synchronised.
+//! ```text
+//!  accept thread ──┐                         ┌── flush(): Send → link's writer thread
+//!  dial threads ───┤                         │            Dial → a dial thread
+//!  link readers ───┼─ Input ─▶ update manager ─▶ core ──┤  Close → drop the writer: it
+//!  discovery ──────┘   channel   (one thread)           │         shuts the socket down
+//! ```
+//!
+//! Each link has a reader thread (blocking reads, whole frames decoded and
+//! sent on as `Input::Message`, a malformed one counted and the link
+//! closed) and a writer thread fed in the order the core queued its
+//! transmits (`flush` runs under the state lock, so the order of a
+//! `Sync` and later `Op`s is the core's). Nothing here polls on a tick: the
+//! update manager sleeps on the input channel until the core's next
+//! timeout, discovery until its next beacon.
+//!
+//! Also here: the node list file, and remote pulls (`pull_remote`), which
+//! ask every up peer for a history this node does not keep.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use tagwire_wire::control::{HistoryQuery, NodeState, NodeSummary};
-use tagwire_wire::peer::{Beacon, PeerMessage, TableOp};
+use tagwire_proto::membership::{self, LinkId, Source, Transmit};
+use tagwire_wire::control::HistoryQuery;
+use tagwire_wire::peer::{Beacon, PeerMessage};
 use tagwire_wire::{NodeAddr, TagName};
 
-use crate::{lock, update, Shared};
+use crate::{lock, Shared, State};
 
 /// How a daemon joins the other nodes.
 #[derive(Debug, Clone)]
@@ -41,7 +54,8 @@ pub struct NetConfig {
     pub delivery_port: u16,
     /// UDP port of the multicast data carrier (the same on every node).
     pub multicast_port: u16,
-    /// The static node list (same file on every node), if any.
+    /// The static node list (same file on every node), if any. When given,
+    /// only its nodes are admitted as peers (DESIGN.md §7), also by discovery.
     pub nodes_file: Option<PathBuf>,
     /// Multicast discovery, if on.
     pub discovery: Option<Discovery>,
@@ -68,8 +82,20 @@ impl NetConfig {
         }
     }
 
-    fn heartbeat(&self) -> Duration {
-        (self.lease / 6).max(Duration::from_millis(20))
+    /// The membership core's settings for this node's `incarnation`: the
+    /// heartbeat a sixth of the lease, only listed nodes when a node list is
+    /// given (DESIGN.md §7).
+    pub(crate) fn membership(&self, incarnation: u64) -> membership::Config {
+        let mut c = membership::Config::new(
+            NodeAddr(self.addr),
+            incarnation,
+            self.lease,
+            self.apply_timeout,
+        );
+        c.name = self.name.clone();
+        c.delivery_port = self.delivery_port;
+        c.listed_only = self.nodes_file.is_some();
+        c
     }
 }
 
@@ -151,156 +177,292 @@ pub fn read_node_list(path: &Path) -> Result<Vec<NodeListEntry>, String> {
     parse_node_list(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// How we learnt of a peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Source {
-    List,
-    Beacon,
-    Inbound,
+/// What the sockets tell the update manager, which hands it to the core.
+#[derive(Debug)]
+pub(crate) enum Input {
+    /// A connection opened (accepted, or dialed to `dialed`).
+    Connected {
+        stream: TcpStream,
+        remote: SocketAddr,
+        dialed: Option<NodeAddr>,
+    },
+    /// A dial failed.
+    DialFailed(NodeAddr),
+    /// A whole message arrived on a link.
+    Message(LinkId, PeerMessage),
+    /// A link's stream ended (closed, failed or malformed).
+    Closed(LinkId),
+    /// A discovery beacon arrived.
+    Beacon(SocketAddr, Beacon),
+    /// Something changed the core's next timeout (a replication began).
+    Wake,
+    /// The daemon stops.
+    Stop,
 }
 
-impl Source {
-    fn label(self) -> &'static str {
-        match self {
-            Source::List => "list",
-            Source::Beacon => "beacon",
-            Source::Inbound => "inbound",
+/// The network side's handles, in [`Shared`].
+#[derive(Debug)]
+pub(crate) struct Net {
+    inputs: Mutex<Sender<Input>>,
+    /// Taken by the update manager when networking starts.
+    receiver: Mutex<Option<Receiver<Input>>>,
+    /// Open links' writers, by the core's link id.
+    links: Mutex<HashMap<LinkId, Writer>>,
+    listener: OnceLock<Arc<TcpListener>>,
+}
+
+/// A link's writer thread's queue, and the socket to shut down.
+#[derive(Debug)]
+struct Writer {
+    queue: Sender<Vec<u8>>,
+}
+
+impl Default for Net {
+    fn default() -> Self {
+        let (tx, rx) = mpsc::channel();
+        Self {
+            inputs: Mutex::new(tx),
+            receiver: Mutex::new(Some(rx)),
+            links: Mutex::new(HashMap::new()),
+            listener: OnceLock::new(),
         }
     }
 }
 
-/// A peer daemon as the rest of the daemon sees it.
-#[derive(Debug)]
-pub(crate) struct Peer {
-    pub(crate) name: String,
-    pub(crate) control: Option<SocketAddr>,
-    pub(crate) delivery: SocketAddr,
-    source: Source,
-    pub(crate) state: NodeState,
-    last_heard: Option<Instant>,
-    incarnation: u64,
-    link: Option<Arc<Link>>,
-    dialing: bool,
-}
-
-/// Every peer, behind the daemon's state lock.
-#[derive(Debug, Default)]
-pub(crate) struct PeerSet {
-    pub(crate) peers: BTreeMap<NodeAddr, Peer>,
-}
-
-impl PeerSet {
-    /// Links of peers that are up.
-    pub(crate) fn up_links(&self) -> Vec<Arc<Link>> {
-        self.peers
-            .values()
-            .filter(|p| p.state == NodeState::Up)
-            .filter_map(|p| p.link.clone())
-            .collect()
+impl Net {
+    /// Hands `input` to the update manager (dropped if it is gone: stopping).
+    pub(crate) fn input(&self, input: Input) {
+        let _ = lock(&self.inputs).send(input);
     }
 
-    /// Where the delivery manager of `node` listens, if it is up.
-    pub(crate) fn delivery_addr(&self, node: NodeAddr) -> Option<SocketAddr> {
-        self.peers
-            .get(&node)
-            .filter(|p| p.state == NodeState::Up)
-            .map(|p| p.delivery)
+    /// The update manager's end of the input channel (once).
+    pub(crate) fn take_receiver(&self) -> Option<Receiver<Input>> {
+        lock(&self.receiver).take()
     }
+}
 
-    pub(crate) fn summaries(&self, now: Instant) -> Vec<NodeSummary> {
-        self.peers
-            .iter()
-            .map(|(node, p)| NodeSummary {
-                node: *node,
-                name: p.name.clone(),
-                state: p.state,
-                last_heard_ms: p.last_heard.map_or(u64::MAX, |t| {
-                    u64::try_from(now.duration_since(t).as_millis()).unwrap_or(u64::MAX)
+/// Loads the node list into the core, starts the listener and discovery.
+pub(crate) fn start(shared: &Arc<Shared>, net: &NetConfig) -> io::Result<()> {
+    if let Some(path) = &net.nodes_file {
+        let list = read_node_list(path).map_err(io::Error::other)?;
+        let now = Instant::now();
+        let mut st = shared.lock();
+        for e in &list {
+            st.peers.add_node(
+                now,
+                NodeAddr(e.addr),
+                &e.name,
+                SocketAddr::new(e.addr, e.control_port),
+                SocketAddr::new(e.addr, e.delivery_port),
+                Source::List,
+            );
+        }
+        flush(shared, &mut st);
+    }
+    let listener = Arc::new(tagwire_net::tcp_listener(SocketAddr::new(
+        net.addr,
+        net.control_port,
+    ))?);
+    let _ = shared.net.listener.set(listener.clone());
+    let s = shared.clone();
+    spawn("tagwired-peer-accept", move || {
+        // Blocks in accept; `stop` shuts the listener down to end it.
+        while !s.is_stopping() {
+            match listener.accept() {
+                Ok((stream, remote)) => s.net.input(Input::Connected {
+                    stream,
+                    remote,
+                    dialed: None,
                 }),
-                source: p.source.label().to_owned(),
-            })
-            .collect()
-    }
-
-    fn learn(
-        &mut self,
-        node: NodeAddr,
-        name: &str,
-        control: SocketAddr,
-        delivery: SocketAddr,
-        source: Source,
-    ) {
-        let p = self.peers.entry(node).or_insert_with(|| Peer {
-            name: name.to_owned(),
-            control: Some(control),
-            delivery,
-            source,
-            state: NodeState::Connecting,
-            last_heard: None,
-            incarnation: 0,
-            link: None,
-            dialing: false,
-        });
-        if p.source == Source::Inbound {
-            p.source = source;
+                Err(e) if s.is_stopping() => tracing::trace!(error = %e, "peer accept ends"),
+                Err(e) => tracing::debug!(error = %e, "peer accept failed"),
+            }
         }
-        p.control = Some(control);
-        p.delivery = delivery;
-        if !name.is_empty() {
-            p.name = name.to_owned();
+    })?;
+    if let Some(d) = &net.discovery {
+        let IpAddr::V4(iface) = net.addr else {
+            return Err(io::Error::other(
+                "multicast discovery needs an IPv4 node address",
+            ));
+        };
+        let sock = tagwire_net::beacon_socket(d.group, d.port, iface)?;
+        let beacon = Beacon {
+            node: NodeAddr(net.addr),
+            name: net.name.clone(),
+            incarnation: shared.incarnation,
+            control_port: net.control_port,
+            delivery_port: net.delivery_port,
+        }
+        .encode();
+        let s = shared.clone();
+        let (group, interval) = (SocketAddr::from((d.group, d.port)), d.interval);
+        spawn("tagwired-discovery", move || {
+            discovery_loop(&s, &sock, &beacon, group, interval)
+        })?;
+    }
+    Ok(())
+}
+
+/// Ends the accept thread and tells the update manager to stop.
+pub(crate) fn stop(shared: &Shared) {
+    if let Some(l) = shared.net.listener.get() {
+        // On Linux this wakes a thread blocked in accept().
+        let _ = rustix::net::shutdown(l.as_ref(), rustix::net::Shutdown::Both);
+    }
+    shared.net.input(Input::Stop);
+}
+
+/// Carries out what the core queued, in its order: called under the state
+/// lock by whoever fed the core last.
+pub(crate) fn flush(shared: &Arc<Shared>, st: &mut State) {
+    let now = Instant::now();
+    while let Some(t) = st.peers.poll_transmit(now) {
+        match t {
+            Transmit::Send { link, msg } => {
+                let links = lock(&shared.net.links);
+                if let Some(w) = links.get(&link) {
+                    let _ = w.queue.send(msg.encode());
+                }
+            }
+            Transmit::Close { link } => {
+                // The writer drains what was queued, then shuts the socket.
+                lock(&shared.net.links).remove(&link);
+            }
+            Transmit::Dial { node, addr } => {
+                let s = shared.clone();
+                let spawned = spawn("tagwired-dial", move || {
+                    match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
+                        Ok(stream) => s.net.input(Input::Connected {
+                            stream,
+                            remote: addr,
+                            dialed: Some(node),
+                        }),
+                        Err(e) => {
+                            tracing::trace!(%node, error = %e, "cannot reach peer yet");
+                            s.net.input(Input::DialFailed(node));
+                        }
+                    }
+                });
+                if spawned.is_err() {
+                    st.peers.handle_dial_failed(now, node);
+                }
+            }
         }
     }
 }
 
-/// One TCP link to a peer.
-#[derive(Debug)]
-pub(crate) struct Link {
-    id: u64,
-    /// The peer, once its Hello arrived.
-    node: std::sync::OnceLock<NodeAddr>,
-    stream: TcpStream,
-    writer: Mutex<TcpStream>,
-}
-
-impl Link {
-    pub(crate) fn send(&self, msg: &PeerMessage) -> io::Result<()> {
-        let bytes = msg.encode();
-        let mut w = lock(&self.writer);
-        w.write_all(&bytes)
-    }
-
-    pub(crate) fn kill(&self) {
-        let _ = self.stream.shutdown(Shutdown::Both);
-    }
-
-    pub(crate) fn peer(&self) -> Option<NodeAddr> {
-        self.node.get().copied()
-    }
-}
-
-/// Acknowledgements the update manager waits for: op id → peers yet to apply.
-#[derive(Debug, Default)]
-pub(crate) struct Acks {
-    pub(crate) pending: Mutex<HashMap<u64, HashSet<NodeAddr>>>,
-    pub(crate) changed: std::sync::Condvar,
-    pub(crate) next: AtomicU64,
-}
-
-impl Acks {
-    fn applied(&self, id: u64, node: NodeAddr) {
-        let mut p = lock(&self.pending);
-        if let Some(set) = p.get_mut(&id) {
-            set.remove(&node);
+/// Starts the reader and writer threads of a link the core just opened as
+/// `link`. `false` (and the core told) when the socket cannot be set up.
+pub(crate) fn open(shared: &Arc<Shared>, link: LinkId, stream: TcpStream) -> bool {
+    let set_up = tagwire_net::tune_link(&stream)
+        .and_then(|()| stream.set_write_timeout(Some(Duration::from_secs(1))))
+        .and_then(|()| stream.try_clone());
+    let writer = match set_up {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot set up peer link");
+            return false;
         }
-        self.changed.notify_all();
+    };
+    let (tx, rx) = mpsc::channel::<Vec<u8>>();
+    let w = spawn("tagwired-link-tx", move || write_loop(writer, &rx));
+    let s = shared.clone();
+    let r = spawn("tagwired-link-rx", move || read_loop(&s, link, stream));
+    if w.is_err() || r.is_err() {
+        return false;
     }
+    lock(&shared.net.links).insert(link, Writer { queue: tx });
+    true
+}
 
-    fn gone(&self, node: NodeAddr) {
-        let mut p = lock(&self.pending);
-        for set in p.values_mut() {
-            set.remove(&node);
+/// Forgets a link's writer (its socket is shut down once the queue drains).
+pub(crate) fn forget(shared: &Shared, link: LinkId) {
+    lock(&shared.net.links).remove(&link);
+}
+
+/// Closes every link (the daemon stops).
+pub(crate) fn close_all(shared: &Shared) {
+    lock(&shared.net.links).clear();
+}
+
+fn write_loop(mut stream: TcpStream, queue: &Receiver<Vec<u8>>) {
+    while let Ok(bytes) = queue.recv() {
+        if let Err(e) = stream.write_all(&bytes) {
+            tracing::debug!(error = %e, "peer link write failed");
+            break;
         }
-        self.changed.notify_all();
+    }
+    // Closed by the core, or failed: either way the reader sees the end.
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+fn read_loop(shared: &Shared, link: LinkId, stream: TcpStream) {
+    let mut reader = FrameReader::default();
+    loop {
+        match reader.next(&stream) {
+            Ok(msg) => shared.net.input(Input::Message(link, msg)),
+            Err(e) => {
+                if e.kind() == io::ErrorKind::InvalidData {
+                    // The stream may be out of step: count it and close.
+                    shared
+                        .stats
+                        .bad_peer_messages
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                tracing::debug!(?link, error = %e, "peer link ended");
+                let _ = stream.shutdown(Shutdown::Both);
+                shared.net.input(Input::Closed(link));
+                return;
+            }
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map(|_| ())
+}
+
+/// Multicasts our beacon every `interval` and hands the others' to the core.
+fn discovery_loop(
+    shared: &Shared,
+    sock: &UdpSocket,
+    beacon: &[u8],
+    group: SocketAddr,
+    interval: Duration,
+) {
+    let me = shared.node();
+    let mut next = Instant::now();
+    let mut buf = [0u8; 2048];
+    while !shared.is_stopping() {
+        let now = Instant::now();
+        if now >= next {
+            if let Err(e) = sock.send_to(beacon, group) {
+                tracing::debug!(error = %e, "cannot send beacon");
+            }
+            next = now + interval;
+        }
+        // Sleep in the socket until a beacon arrives or ours is due.
+        let wait = next.saturating_duration_since(Instant::now());
+        if sock
+            .set_read_timeout(Some(wait.max(Duration::from_millis(1))))
+            .is_err()
+        {
+            return;
+        }
+        let Ok((n, from)) = sock.recv_from(&mut buf) else {
+            continue;
+        };
+        match Beacon::decode(&buf[..n]) {
+            Ok(b) if b.node == me => {}
+            Ok(b) => shared.net.input(Input::Beacon(from, b)),
+            Err(e) => {
+                shared.stats.bad_beacons.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%from, error = %e, "malformed beacon dropped");
+            }
+        }
     }
 }
 
@@ -315,12 +477,13 @@ type PullWait = (HashSet<NodeAddr>, Vec<Pulled>);
 pub(crate) struct RemotePulls {
     /// By request id.
     pending: Mutex<HashMap<u64, PullWait>>,
-    changed: std::sync::Condvar,
+    changed: Condvar,
     next: AtomicU64,
 }
 
 impl RemotePulls {
-    fn answered(&self, id: u64, node: NodeAddr, answer: Option<Pulled>) {
+    /// `node` answered pull `id`.
+    pub(crate) fn answered(&self, id: u64, node: NodeAddr, answer: Option<Pulled>) {
         let mut p = lock(&self.pending);
         if let Some((waiting, found)) = p.get_mut(&id) {
             waiting.remove(&node);
@@ -329,7 +492,8 @@ impl RemotePulls {
         self.changed.notify_all();
     }
 
-    fn gone(&self, node: NodeAddr) {
+    /// `node` is down: no pull waits for it.
+    pub(crate) fn gone(&self, node: NodeAddr) {
         let mut p = lock(&self.pending);
         for (waiting, _) in p.values_mut() {
             waiting.remove(&node);
@@ -343,23 +507,18 @@ impl RemotePulls {
 /// when no peer that answered within the apply timeout keeps one.
 pub(crate) fn pull_remote(shared: &Shared, name: &TagName, query: HistoryQuery) -> Option<Pulled> {
     let net = shared.config.net.as_ref()?;
-    let links = shared.lock().peers.up_links();
-    if links.is_empty() {
-        return None;
-    }
+    let me = shared.this.get().and_then(std::sync::Weak::upgrade)?;
     let pulls = &shared.pulls;
     let id = pulls.next.fetch_add(1, Ordering::Relaxed);
-    let waiting: HashSet<NodeAddr> = links.iter().filter_map(|l| l.peer()).collect();
-    lock(&pulls.pending).insert(id, (waiting, Vec::new()));
-    let msg = PeerMessage::Pull {
-        id,
-        name: name.clone(),
-        query,
-    };
-    for l in &links {
-        if l.send(&msg).is_err() {
-            l.kill();
+    {
+        let mut st = shared.lock();
+        let asked = st.peers.pull(id, name, query);
+        if asked.is_empty() {
+            return None;
         }
+        // Registered before the request leaves, so no answer comes first.
+        lock(&pulls.pending).insert(id, (asked.into_iter().collect(), Vec::new()));
+        flush(&me, &mut st);
     }
     let deadline = Instant::now() + net.apply_timeout;
     let mut p = lock(&pulls.pending);
@@ -377,488 +536,43 @@ pub(crate) fn pull_remote(shared: &Shared, name: &TagName, query: HistoryQuery) 
     }
 }
 
-static NEXT_LINK: AtomicU64 = AtomicU64::new(1);
-
-/// Starts the listener, the dialer/lease thread and discovery.
-pub(crate) fn start(shared: &Arc<Shared>, net: &NetConfig) -> io::Result<()> {
-    let node = NodeAddr(net.addr);
-    if let Some(path) = &net.nodes_file {
-        let list = read_node_list(path).map_err(io::Error::other)?;
-        let mut st = shared.lock();
-        for e in list.iter().filter(|e| NodeAddr(e.addr) != node) {
-            st.peers.learn(
-                NodeAddr(e.addr),
-                &e.name,
-                SocketAddr::new(e.addr, e.control_port),
-                SocketAddr::new(e.addr, e.delivery_port),
-                Source::List,
-            );
-        }
-    }
-    let listener = tagwire_net::tcp_listener(SocketAddr::new(net.addr, net.control_port))?;
-    listener.set_nonblocking(true)?;
-    let s = shared.clone();
-    spawn("tagwired-peer-accept", move || {
-        while !s.is_stopping() {
-            match listener.accept() {
-                Ok((stream, from)) => {
-                    let s2 = s.clone();
-                    if let Err(e) = spawn("tagwired-link", move || run_link(s2, stream, None, from))
-                    {
-                        tracing::warn!(error = %e, "cannot start a peer link thread");
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "peer accept failed");
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-        }
-    })?;
-    let s = shared.clone();
-    spawn("tagwired-peer-timer", move || timer_loop(&s))?;
-    if let Some(d) = &net.discovery {
-        let IpAddr::V4(iface) = net.addr else {
-            return Err(io::Error::other(
-                "multicast discovery needs an IPv4 node address",
-            ));
-        };
-        let sock = tagwire_net::beacon_socket(d.group, d.port, iface)?;
-        sock.set_read_timeout(Some(Duration::from_millis(100)))?;
-        let beacon = Beacon {
-            node,
-            name: net.name.clone(),
-            incarnation: shared.incarnation,
-            control_port: net.control_port,
-            delivery_port: net.delivery_port,
-        }
-        .encode();
-        let s = shared.clone();
-        let (group, interval) = (SocketAddr::from((d.group, d.port)), d.interval);
-        spawn("tagwired-discovery", move || {
-            discovery_loop(&s, &sock, &beacon, group, interval)
-        })?;
-    }
-    Ok(())
-}
-
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<()> {
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(f)
-        .map(|_| ())
-}
-
-fn discovery_loop(
-    shared: &Arc<Shared>,
-    sock: &std::net::UdpSocket,
-    beacon: &[u8],
-    group: SocketAddr,
-    interval: Duration,
-) {
-    let me = shared.node();
-    let mut next = Instant::now();
-    let mut buf = [0u8; 2048];
-    while !shared.is_stopping() {
-        if Instant::now() >= next {
-            if let Err(e) = sock.send_to(beacon, group) {
-                tracing::debug!(error = %e, "cannot send beacon");
-            }
-            next = Instant::now() + interval;
-        }
-        let (n, from) = match sock.recv_from(&mut buf) {
-            Ok(x) => x,
-            Err(_) => continue,
-        };
-        let b = match Beacon::decode(&buf[..n]) {
-            Ok(b) => b,
-            Err(e) => {
-                shared.stats.bad_beacons.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(%from, error = %e, "malformed beacon dropped");
-                continue;
-            }
-        };
-        if b.node == me {
-            continue;
-        }
-        let mut st = shared.lock();
-        let known = st.peers.peers.contains_key(&b.node);
-        st.peers.learn(
-            b.node,
-            &b.name,
-            SocketAddr::new(b.node.0, b.control_port),
-            SocketAddr::new(b.node.0, b.delivery_port),
-            Source::Beacon,
-        );
-        if !known {
-            tracing::info!(node = %b.node, name = b.name, "node discovered");
-        }
-    }
-}
-
-/// Dials peers we should dial, sends heartbeats, expires leases.
-fn timer_loop(shared: &Arc<Shared>) {
-    let Some(net) = shared.config.net.clone() else {
-        return;
-    };
-    let me = shared.node();
-    let beat = net.heartbeat();
-    while !shared.is_stopping() {
-        let now = Instant::now();
-        let mut dial = Vec::new();
-        let mut beat_links = Vec::new();
-        let mut expired = Vec::new();
-        {
-            let mut st = shared.lock();
-            for (node, p) in st.peers.peers.iter_mut() {
-                match (&p.link, p.state) {
-                    (Some(l), NodeState::Up) => {
-                        if p.last_heard
-                            .is_some_and(|t| now.duration_since(t) > net.lease)
-                        {
-                            expired.push((*node, l.clone()));
-                        } else {
-                            beat_links.push(l.clone());
-                        }
-                    }
-                    (None, _) if me < *node && !p.dialing => {
-                        if let Some(addr) = p.control {
-                            p.dialing = true;
-                            dial.push((*node, addr));
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        for l in beat_links {
-            if l.send(&PeerMessage::Heartbeat).is_err() {
-                l.kill();
-            }
-        }
-        for (node, l) in expired {
-            tracing::warn!(%node, lease = ?net.lease, "peer silent for its lease: declared dead");
-            l.kill();
-        }
-        for (node, addr) in dial {
-            let s = shared.clone();
-            let spawned = spawn("tagwired-dial", move || {
-                match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
-                    Ok(stream) => run_link(s, stream, Some(node), addr),
-                    Err(e) => {
-                        tracing::trace!(%node, error = %e, "cannot reach peer yet");
-                        if let Some(p) = s.lock().peers.peers.get_mut(&node) {
-                            p.dialing = false;
-                        }
-                    }
-                }
-            });
-            if spawned.is_err() {
-                if let Some(p) = shared.lock().peers.peers.get_mut(&node) {
-                    p.dialing = false;
-                }
-            }
-        }
-        std::thread::sleep(beat.min(Duration::from_millis(100)));
-    }
-    // Stopping: close every link so their threads end.
-    let links: Vec<_> = shared
-        .lock()
-        .peers
-        .peers
-        .values()
-        .filter_map(|p| p.link.clone())
-        .collect();
-    for l in links {
-        l.kill();
-    }
-}
-
-/// Serves one TCP link until it fails; then forgets the peer's rights.
-fn run_link(shared: Arc<Shared>, stream: TcpStream, dialed: Option<NodeAddr>, from: SocketAddr) {
-    let link = match setup(&stream) {
-        Ok(w) => Arc::new(Link {
-            id: NEXT_LINK.fetch_add(1, Ordering::Relaxed),
-            node: std::sync::OnceLock::new(),
-            stream,
-            writer: Mutex::new(w),
-        }),
-        Err(e) => {
-            tracing::debug!(%from, error = %e, "cannot set up peer link");
-            undial(&shared, dialed);
-            return;
-        }
-    };
-    let peer = serve(&shared, &link, from);
-    link.kill();
-    undial(&shared, dialed);
-    let Some(peer) = peer else {
-        return;
-    };
-    shared.acks.gone(peer);
-    shared.pulls.gone(peer);
-    let mut st = shared.lock();
-    let ours = st
-        .peers
-        .peers
-        .get(&peer)
-        .and_then(|p| p.link.as_ref())
-        .is_some_and(|l| l.id == link.id);
-    if !ours {
-        return;
-    }
-    if let Some(p) = st.peers.peers.get_mut(&peer) {
-        p.link = None;
-        p.state = NodeState::Dead;
-    }
-    let ups = st.table.drop_node(peer);
-    tracing::info!(node = %peer, released = ups.len(), "peer link closed; its rights are gone");
-    update::effects(&shared, &mut st, &ups);
-    if ups.is_empty() {
-        update::reroute(&shared, &st);
-    }
-}
-
-fn undial(shared: &Shared, dialed: Option<NodeAddr>) {
-    if let Some(node) = dialed {
-        if let Some(p) = shared.lock().peers.peers.get_mut(&node) {
-            p.dialing = false;
-        }
-    }
-}
-
-fn setup(stream: &TcpStream) -> io::Result<TcpStream> {
-    tagwire_net::tune_link(stream)?;
-    stream.set_read_timeout(Some(Duration::from_millis(100)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(1)))?;
-    stream.try_clone()
-}
-
-/// Hello exchange, sync, then the message loop. Returns the peer once known.
-fn serve(shared: &Arc<Shared>, link: &Arc<Link>, from: SocketAddr) -> Option<NodeAddr> {
-    let net = shared.config.net.as_ref()?;
-    let hello = PeerMessage::Hello {
-        node: shared.node(),
-        name: net.name.clone(),
-        incarnation: shared.incarnation,
-        delivery_port: net.delivery_port,
-    };
-    link.send(&hello).ok()?;
-    let mut reader = FrameReader::default();
-    let deadline = Instant::now() + net.lease;
-    let (peer, name, incarnation, delivery_port) = loop {
-        match reader.next(&link.stream, shared) {
-            Ok(Some(PeerMessage::Hello {
-                node,
-                name,
-                incarnation,
-                delivery_port,
-            })) => break (node, name, incarnation, delivery_port),
-            Ok(Some(other)) => {
-                tracing::debug!(%from, ?other, "peer spoke before Hello; closing");
-                return None;
-            }
-            Ok(None) if Instant::now() < deadline => continue,
-            Ok(None) => return None,
-            Err(e) => {
-                tracing::debug!(%from, error = %e, "peer link failed before Hello");
-                return None;
-            }
-        }
-    };
-    if peer == shared.node() {
-        tracing::warn!(%from, "a peer claims our own node address; check the node list");
-        return None;
-    }
-    let _ = link.node.set(peer);
-    {
-        // Register and sync atomically (see the module docs).
-        let mut w = lock(&link.writer);
-        let mut st = shared.lock();
-        let stale = st
-            .peers
-            .peers
-            .get(&peer)
-            .and_then(|p| p.link.clone())
-            .filter(|l| l.id != link.id);
-        if let Some(old) = stale {
-            if st
-                .peers
-                .peers
-                .get(&peer)
-                .is_some_and(|p| p.incarnation == incarnation)
-            {
-                tracing::debug!(node = %peer, "second link to a live peer; closing it");
-                return None;
-            }
-            old.kill();
-        }
-        let delivery = SocketAddr::new(peer.0, delivery_port);
-        let control = st.peers.peers.get(&peer).and_then(|p| p.control);
-        if !st.peers.peers.contains_key(&peer) {
-            st.peers.learn(
-                peer,
-                &name,
-                control.unwrap_or(from),
-                delivery,
-                Source::Inbound,
-            );
-        }
-        if let Some(p) = st.peers.peers.get_mut(&peer) {
-            p.name = name.clone();
-            p.delivery = delivery;
-            p.state = NodeState::Up;
-            p.last_heard = Some(Instant::now());
-            p.incarnation = incarnation;
-            p.link = Some(link.clone());
-        }
-        update::reroute(shared, &st);
-        let ops = st.table.sync_ops();
-        drop(st);
-        if w.write_all(&PeerMessage::Sync { ops }.encode()).is_err() {
-            return Some(peer);
-        }
-    }
-    tracing::info!(node = %peer, name, "peer up");
-    loop {
-        let msg = match reader.next(&link.stream, shared) {
-            Ok(Some(m)) => m,
-            Ok(None) => {
-                if shared.is_stopping() {
-                    return Some(peer);
-                }
-                continue;
-            }
-            Err(e) => {
-                tracing::debug!(node = %peer, error = %e, "peer link ended");
-                return Some(peer);
-            }
-        };
-        heard(shared, peer);
-        match msg {
-            PeerMessage::Heartbeat => {}
-            PeerMessage::Applied { id } => shared.acks.applied(id, peer),
-            PeerMessage::Op { id, op } => {
-                apply(shared, &[op], None);
-                if link.send(&PeerMessage::Applied { id }).is_err() {
-                    return Some(peer);
-                }
-            }
-            PeerMessage::Sync { ops } => apply(shared, &ops, Some(peer)),
-            PeerMessage::Pull { id, name, query } => {
-                // Room for the message's own fields within a peer frame.
-                let max = tagwire_wire::peer::MAX_PEER_MESSAGE - 64;
-                let answer = match shared.keepers.records(shared, &name, query, max) {
-                    Some((count, records)) => PeerMessage::Pulled {
-                        id,
-                        found: true,
-                        count,
-                        records,
-                    },
-                    None => PeerMessage::Pulled {
-                        id,
-                        found: false,
-                        count: 0,
-                        records: Vec::new(),
-                    },
-                };
-                if link.send(&answer).is_err() {
-                    return Some(peer);
-                }
-            }
-            PeerMessage::Pulled {
-                id,
-                found,
-                count,
-                records,
-            } => shared
-                .pulls
-                .answered(id, peer, found.then_some((count, records))),
-            PeerMessage::Hello { .. } => {
-                tracing::debug!(node = %peer, "second Hello on a link; closing");
-                return Some(peer);
-            }
-        }
-    }
-}
-
-fn heard(shared: &Shared, peer: NodeAddr) {
-    if let Some(p) = shared.lock().peers.peers.get_mut(&peer) {
-        p.last_heard = Some(Instant::now());
-    }
-}
-
-fn apply(shared: &Shared, ops: &[TableOp], sync_from: Option<NodeAddr>) {
-    let mut st = shared.lock();
-    let ups = match sync_from {
-        Some(node) => st.table.apply_sync(node, ops),
-        None => ops
-            .iter()
-            .flat_map(|op| st.table.apply_remote(op))
-            .collect(),
-    };
-    update::effects(shared, &mut st, &ups);
-}
-
-/// Accumulates bytes from a stream with a read timeout into whole messages,
-/// never losing a partial one to a timeout.
+/// Accumulates bytes from a stream into whole messages.
 #[derive(Debug, Default)]
 struct FrameReader {
     buf: Vec<u8>,
 }
 
 impl FrameReader {
-    /// `Ok(None)`: nothing complete yet (timeout). Errors end the link.
-    fn next(&mut self, mut stream: &TcpStream, shared: &Shared) -> io::Result<Option<PeerMessage>> {
+    /// The next whole message. Errors end the link: `InvalidData` for a
+    /// malformed message, `UnexpectedEof` when the peer closed.
+    fn next(&mut self, mut stream: &TcpStream) -> io::Result<PeerMessage> {
         loop {
-            if let Some(msg) = self.take(shared)? {
-                return Ok(Some(msg));
+            if let Some(msg) = self.take()? {
+                return Ok(msg);
             }
             let mut chunk = [0u8; 16 * 1024];
             match stream.read(&mut chunk) {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed")),
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Ok(None)
-                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
     }
 
-    fn take(&mut self, shared: &Shared) -> io::Result<Option<PeerMessage>> {
+    fn take(&mut self) -> io::Result<Option<PeerMessage>> {
         let Some(prefix) = self.buf.get(..4) else {
             return Ok(None);
         };
         let mut p = [0u8; 4];
         p.copy_from_slice(prefix);
         let n = PeerMessage::frame_len(p).map_err(bad)?;
-        if self.buf.len() < 4 + n {
+        let Some(body) = self.buf.get(4..4 + n) else {
             return Ok(None);
-        }
-        let decoded = PeerMessage::decode(&self.buf[4..4 + n]);
+        };
+        let decoded = PeerMessage::decode(body).map_err(bad);
         self.buf.drain(..4 + n);
-        match decoded {
-            Ok(m) => Ok(Some(m)),
-            Err(e) => {
-                // A malformed message from a peer: count it and end the link
-                // (the stream may be out of step); the dialer reconnects.
-                shared
-                    .stats
-                    .bad_peer_messages
-                    .fetch_add(1, Ordering::Relaxed);
-                Err(bad(e))
-            }
-        }
+        decoded.map(Some)
     }
 }
 
@@ -886,5 +600,41 @@ mod tests {
         assert!(parse_node_list("a 10.0.0.3 99999")
             .unwrap_err()
             .contains("bad port"));
+    }
+
+    #[test]
+    fn frames_split_across_reads_decode_and_garbage_ends_the_link() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (rx, _) = listener.accept().unwrap();
+        let hello = PeerMessage::Hello {
+            node: NodeAddr::LOCALHOST,
+            name: "a".into(),
+            incarnation: 7,
+            delivery_port: 1,
+        };
+        let bytes = [hello.encode(), PeerMessage::Heartbeat.encode()].concat();
+        let (first, rest) = bytes.split_at(5);
+        let mut reader = FrameReader::default();
+        tx.write_all(first).unwrap();
+        let writer = std::thread::spawn({
+            let rest = rest.to_vec();
+            let mut tx = tx.try_clone().unwrap();
+            move || {
+                std::thread::sleep(Duration::from_millis(20));
+                tx.write_all(&rest).unwrap();
+                tx.write_all(&[0xff; 8]).unwrap();
+            }
+        });
+        assert_eq!(reader.next(&rx).unwrap(), hello);
+        assert_eq!(reader.next(&rx).unwrap(), PeerMessage::Heartbeat);
+        assert_eq!(
+            reader.next(&rx).unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+        writer.join().unwrap();
+        drop(tx);
+        let mut eof = FrameReader::default();
+        assert!(eof.next(&rx).is_err());
     }
 }

@@ -6,22 +6,36 @@
 //!   by that client's writer thread, so a client that stops reading cannot stall
 //!   the daemon: when its outbox is full it is disconnected; its library
 //!   reconnects and re-registers.
-//! * To peers: `replicate` sends the operations of a local change to every
-//!   live peer over its link (`crate::peers`) and waits until each has applied
-//!   it, or names those that did not answer within the apply timeout. Peers'
-//!   operations are merged by `TagTable::apply_remote`, whose rules make the
-//!   outcome independent of arrival order.
+//! * To peers: `replicate` hands the operations of a local change to the
+//!   membership core (`State::peers`, [`tagwire_proto::Membership`]), which
+//!   sends them to every live peer and tracks their acknowledgements; the
+//!   caller waits until each peer applied them, or gets the names of those
+//!   that did not answer within the apply timeout.
+//! * From peers: one thread (`run`) feeds what the sockets report
+//!   (`peers::Input`) and the time into the core, sleeping until its
+//!   next timeout, and consumes the core's events: a peer up gets this
+//!   node's `Sync`; a peer's `Sync` and `Op`s are merged by
+//!   `TagTable::apply_sync` / `apply_remote` (whose rules make the outcome
+//!   independent of arrival order); a peer down (lease expired, link closed,
+//!   restarted) loses every right its clients held here.
 //! * Locally: `effects` creates the shared-memory ring of a tag first heard
 //!   of from a peer, and frees the ring of a destroyed tag.
+//!
+//! This module calls down only (`peers` for the sockets, `ring`); the local
+//! manager calls it.
 
-use std::sync::mpsc::TrySendError;
-use std::time::Instant;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TrySendError};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
+use tagwire_proto::membership::{DownReason, Event, LinkId, OpId, Source};
 use tagwire_proto::{TableEvent, TableOp, Update};
-use tagwire_wire::control::Message;
-use tagwire_wire::peer::PeerMessage;
+use tagwire_wire::control::{HistoryQuery, Message};
+use tagwire_wire::{NodeAddr, TagName};
 
-use crate::{local, lock, Shared, State};
+use crate::peers::{self, Input};
+use crate::{lock, ring, Shared, State};
 
 /// Queues `updates` for every client (never blocks).
 pub(crate) fn broadcast(state: &State, updates: &[Update]) {
@@ -56,10 +70,10 @@ pub(crate) fn effects(shared: &Shared, st: &mut State, updates: &[Update]) {
                 let default = shared.config.default_ring;
                 let ring = st.table.entry_by_id(*tag).map_or(default, |e| e.ring);
                 // The creator's shape, unless it exceeds this daemon's limits.
-                let made = local::create_ring(name, ring).or_else(|_| {
+                let made = ring::create(name, ring).or_else(|_| {
                     tracing::warn!(tag = %name, slots = ring.slots, slot_payload = ring.slot_payload,
                         "a peer's ring shape is too large here; using the default");
-                    local::create_ring(name, default)
+                    ring::create(name, default)
                 });
                 match made {
                     Ok(r) => {
@@ -94,74 +108,264 @@ pub(crate) fn reroute(shared: &Shared, st: &State) {
     }
 }
 
+/// Outcomes of replications, for the client threads waiting in `replicate`:
+/// op id → `None` while pending, then the peers that did not apply it.
+#[derive(Debug, Default)]
+pub(crate) struct Replications {
+    outcomes: Mutex<HashMap<OpId, Option<Vec<NodeAddr>>>>,
+    changed: Condvar,
+}
+
+impl Replications {
+    fn finish(&self, id: OpId, missing: Vec<NodeAddr>) {
+        let mut o = lock(&self.outcomes);
+        if let Some(slot) = o.get_mut(&id) {
+            *slot = Some(missing);
+        }
+        self.changed.notify_all();
+    }
+}
+
 /// Sends `ops` to every live peer and waits until all applied them. On timeout,
 /// returns a message naming the peers that did not confirm.
 pub(crate) fn replicate(shared: &Shared, ops: Vec<TableOp>) -> Result<(), String> {
     let Some(net) = &shared.config.net else {
         return Ok(());
     };
+    let Some(me) = shared.this.get().and_then(std::sync::Weak::upgrade) else {
+        return Ok(());
+    };
     if ops.is_empty() {
         return Ok(());
     }
-    let links = shared.lock().peers.up_links();
-    if links.is_empty() {
+    let reps = &shared.replications;
+    let ids: Vec<OpId> = {
+        let mut st = shared.lock();
+        let now = Instant::now();
+        let ids: Vec<OpId> = ops
+            .into_iter()
+            .filter_map(|op| st.peers.begin_replication(now, op))
+            .collect();
+        // Registered before the ops leave, so no outcome comes first.
+        let mut o = lock(&reps.outcomes);
+        for id in &ids {
+            o.insert(*id, None);
+        }
+        drop(o);
+        peers::flush(&me, &mut st);
+        ids
+    };
+    if ids.is_empty() {
         return Ok(());
     }
-    let mut ids = Vec::with_capacity(ops.len());
-    for op in ops {
-        let id = shared
-            .acks
-            .next
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let waiting: std::collections::HashSet<_> = links.iter().filter_map(|l| l.peer()).collect();
-        lock(&shared.acks.pending).insert(id, waiting);
-        ids.push(id);
-        let msg = PeerMessage::Op { id, op };
-        for l in &links {
-            if l.send(&msg).is_err() {
-                // The link's thread notices, declares the peer gone and
-                // releases our wait for it.
-                l.kill();
-            }
-        }
-    }
-    let deadline = Instant::now() + net.apply_timeout;
-    let mut pending = lock(&shared.acks.pending);
+    // A new apply deadline: the update manager recomputes its sleep.
+    shared.net.input(Input::Wake);
+    // The core expires the wait after the apply timeout; this bound only
+    // guards against an update manager that is gone (the daemon stops).
+    let watchdog = Instant::now() + net.apply_timeout * 2 + Duration::from_secs(1);
+    let mut o = lock(&reps.outcomes);
     loop {
-        let missing: std::collections::BTreeSet<_> = ids
-            .iter()
-            .filter_map(|id| pending.get(id))
-            .flatten()
-            .copied()
-            .collect();
+        let done = ids.iter().all(|id| o.get(id).is_some_and(Option::is_some));
         let now = Instant::now();
-        if missing.is_empty() || now >= deadline {
-            for id in &ids {
-                pending.remove(id);
-            }
-            if missing.is_empty() {
+        if done || now >= watchdog || shared.is_stopping() {
+            let missing: BTreeSet<NodeAddr> = ids
+                .iter()
+                .filter_map(|id| o.remove(id).flatten())
+                .flatten()
+                .collect();
+            drop(o);
+            if done && missing.is_empty() {
                 return Ok(());
             }
-            drop(pending);
             let st = shared.lock();
             let names: Vec<String> = missing
                 .iter()
-                .map(|n| match st.peers.peers.get(n) {
-                    Some(p) if p.name != n.to_string() => format!("{n} ({})", p.name),
+                .map(|n| match st.peers.name(*n) {
+                    Some(name) if name != n.to_string() => format!("{n} ({name})"),
                     _ => n.to_string(),
                 })
                 .collect();
             return Err(format!(
                 "the daemons on {} did not apply the change within {:?}",
-                names.join(", "),
+                if names.is_empty() {
+                    "some peers".to_owned()
+                } else {
+                    names.join(", ")
+                },
                 net.apply_timeout
             ));
         }
-        pending = shared
-            .acks
+        o = reps
             .changed
-            .wait_timeout(pending, deadline - now)
-            .map(|(g, _)| g)
-            .unwrap_or_else(|e| e.into_inner().0);
+            .wait_timeout(o, watchdog - now)
+            .map_or_else(|e| e.into_inner().0, |(g, _)| g);
     }
+}
+
+/// Starts the thread that drives the membership core (see the module docs).
+pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
+    let Some(inputs) = shared.net.take_receiver() else {
+        return Err(std::io::Error::other("the update manager runs already"));
+    };
+    let s = shared.clone();
+    std::thread::Builder::new()
+        .name("tagwired-update".into())
+        .spawn(move || run(&s, &inputs))
+        .map(|_| ())
+}
+
+/// A peer's pull, answered outside the state lock (reading a history takes
+/// the keeper's and, for large messages, the state lock).
+struct PullRequest {
+    link: LinkId,
+    id: u64,
+    name: TagName,
+    query: HistoryQuery,
+}
+
+/// Feeds inputs and time to the core until the daemon stops; sleeps until
+/// the next input or the core's next timeout, whichever comes first.
+fn run(shared: &Arc<Shared>, inputs: &Receiver<Input>) {
+    loop {
+        let next = shared.lock().peers.poll_timeout();
+        let input = match next {
+            Some(t) => inputs.recv_timeout(t.saturating_duration_since(Instant::now())),
+            None => inputs.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        let input = match input {
+            Ok(Input::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+            Ok(i) => Some(i),
+            Err(RecvTimeoutError::Timeout) => None,
+        };
+        let now = Instant::now();
+        let mut st = shared.lock();
+        if let Some(i) = input {
+            feed(shared, &mut st, now, i);
+        }
+        if st.peers.poll_timeout().is_some_and(|t| t <= now) {
+            st.peers.handle_timeout(now);
+        }
+        let pulls = consume(shared, &mut st);
+        peers::flush(shared, &mut st);
+        drop(st);
+        for p in pulls {
+            answer(shared, p);
+        }
+        if shared.is_stopping() {
+            break;
+        }
+    }
+    peers::close_all(shared);
+}
+
+/// Hands one input to the core.
+fn feed(shared: &Arc<Shared>, st: &mut State, now: Instant, input: Input) {
+    match input {
+        Input::Connected {
+            stream,
+            remote,
+            dialed,
+        } => {
+            let link = st.peers.handle_connected(now, remote, dialed);
+            if !peers::open(shared, link, stream) {
+                st.peers.handle_closed(now, link);
+            }
+        }
+        Input::DialFailed(node) => st.peers.handle_dial_failed(now, node),
+        Input::Message(link, msg) => {
+            if let Err(e) = st.peers.handle_message(now, link, msg) {
+                shared
+                    .stats
+                    .bad_peer_messages
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::debug!(?link, error = %e, "peer message refused; link closed");
+            }
+        }
+        Input::Closed(link) => {
+            st.peers.handle_closed(now, link);
+            peers::forget(shared, link);
+        }
+        Input::Beacon(from, b) => st.peers.handle_beacon(now, from, &b),
+        Input::Wake | Input::Stop => {}
+    }
+}
+
+/// Acts on the core's events; returns the pulls to answer.
+fn consume(shared: &Arc<Shared>, st: &mut State) -> Vec<PullRequest> {
+    let mut pulls = Vec::new();
+    while let Some(e) = st.peers.poll_event() {
+        match e {
+            Event::Discovered { node, name, source } => {
+                if source == Source::Beacon {
+                    tracing::info!(%node, name, "node discovered");
+                }
+            }
+            Event::PeerUp {
+                peer,
+                link,
+                name,
+                restarted,
+                ..
+            } => {
+                tracing::info!(node = %peer, name, restarted, "peer up");
+                reroute(shared, st);
+                // Built after the core counts the peer up: every later change
+                // reaches it as an Op behind this Sync.
+                let ops = st.table.sync_ops();
+                st.peers.send_sync(link, ops);
+            }
+            Event::PeerDown { peer, reason } => {
+                match &reason {
+                    DownReason::LeaseExpired => {
+                        tracing::warn!(node = %peer, "peer silent for its lease: declared dead");
+                    }
+                    r => tracing::debug!(node = %peer, reason = ?r, "peer down"),
+                }
+                shared.pulls.gone(peer);
+                let ups = st.table.drop_node(peer);
+                tracing::info!(node = %peer, released = ups.len(), "peer link closed; its rights are gone");
+                effects(shared, st, &ups);
+                if ups.is_empty() {
+                    reroute(shared, st);
+                }
+            }
+            Event::Sync { peer, ops } => {
+                let ups = st.table.apply_sync(peer, &ops);
+                effects(shared, st, &ups);
+            }
+            Event::Op { link, id, op, .. } => {
+                let ups = st.table.apply_remote(&op);
+                effects(shared, st, &ups);
+                st.peers.acknowledge(link, id);
+            }
+            Event::Replicated { id } => shared.replications.finish(id, Vec::new()),
+            Event::ReplicationTimedOut { id, missing } => {
+                shared.replications.finish(id, missing);
+            }
+            Event::Pull {
+                link,
+                id,
+                name,
+                query,
+                ..
+            } => pulls.push(PullRequest {
+                link,
+                id,
+                name,
+                query,
+            }),
+            Event::Pulled { peer, id, answer } => shared.pulls.answered(id, peer, answer),
+        }
+    }
+    pulls
+}
+
+/// Answers a peer's pull from this node's history.
+fn answer(shared: &Arc<Shared>, p: PullRequest) {
+    // Room for the message's own fields within a peer frame.
+    let max = tagwire_wire::peer::MAX_PEER_MESSAGE - 64;
+    let found = shared.keepers.records(shared, &p.name, p.query, max);
+    let mut st = shared.lock();
+    st.peers.answer_pull(p.link, p.id, found);
+    peers::flush(shared, &mut st);
 }
