@@ -70,5 +70,6 @@
 //!   [`Error`] naming the command and carrying its stderr.
 
 mod netns;
+pub mod sim;
 
 pub use netns::{cleanup_stale, skip_reason, Error, Host, Lan};
