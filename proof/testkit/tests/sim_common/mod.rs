@@ -85,6 +85,17 @@ pub(crate) struct Net {
 
 impl Net {
     pub(crate) fn new(seed: u64, config: StreamConfig, receivers: u8, link: LinkConfig) -> Self {
+        Self::with_configs(seed, receivers, link, move |_| config.clone())
+    }
+
+    /// [`Net::new`] with a node configuration per incarnation (a restarted
+    /// node may start its streams differently).
+    pub(crate) fn with_configs(
+        seed: u64,
+        receivers: u8,
+        link: LinkConfig,
+        config: impl Fn(u32) -> StreamConfig + Clone + 'static,
+    ) -> Self {
         let mut sim = Sim::new(SimConfig {
             default_link: link,
             ..SimConfig::seeded(seed)
@@ -93,7 +104,7 @@ impl Net {
         for i in 1..=receivers + 1 {
             let (config, log) = (config.clone(), log.clone());
             sim.add_node(addr(i), move |init| {
-                StreamNode::new(init, config.clone(), log.clone())
+                StreamNode::new(init, config(init.incarnation), log.clone())
             })
             .unwrap();
         }
