@@ -338,9 +338,21 @@ pub struct BestEffort {
 }
 
 impl BestEffort {
-    /// A tracker that accepts whatever seq comes first.
+    /// A tracker that accepts whatever seq comes first (a late joiner:
+    /// nothing before it counts as lost).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A tracker for a stream wanted from `first_seq` on (e.g. 1 when it is
+    /// known from the stream's creation): seqs from `first_seq` up to the
+    /// first one seen count as lost, so a first datagram lost or overtaken
+    /// is not a silent loss. `first_seq` 0 is [`BestEffort::new`].
+    pub fn with_start(first_seq: u64) -> Self {
+        Self {
+            last: first_seq.checked_sub(1),
+            stats: BestEffortStats::default(),
+        }
     }
 
     /// Whether to accept datagram `seq` (newer than every accepted one).
@@ -513,6 +525,44 @@ mod tests {
         assert_eq!(r.poll_event().map(|_| ()), Some(()));
         assert_eq!(r.poll_event(), None);
         assert_eq!(r.handle_data(t, 4, b""), Arrival::Deliver);
+    }
+
+    #[test]
+    fn best_effort_from_a_known_start_counts_what_came_before_the_first_seq_seen() {
+        // Seq 4 overtook 1 ..= 3: they count as lost (and 2, arriving late,
+        // as late), not as never sent.
+        let mut b = BestEffort::with_start(1);
+        assert!(b.handle_seq(4));
+        assert!(!b.handle_seq(2));
+        assert!(b.handle_seq(5));
+        assert_eq!(
+            b.stats(),
+            BestEffortStats {
+                accepted: 2,
+                lost: 3,
+                late: 1
+            }
+        );
+        // Seq 1 first: nothing lost.
+        let mut b = BestEffort::with_start(1);
+        assert!(b.handle_seq(1));
+        assert_eq!(b.stats().lost, 0);
+        // Start 0 is a late joiner.
+        let mut b = BestEffort::with_start(0);
+        assert!(b.handle_seq(7));
+        assert_eq!(b.stats().lost, 0);
+        // A start beyond the first seq seen: older seqs are late.
+        let mut b = BestEffort::with_start(10);
+        assert!(!b.handle_seq(3));
+        assert!(b.handle_seq(10));
+        assert_eq!(
+            b.stats(),
+            BestEffortStats {
+                accepted: 1,
+                lost: 0,
+                late: 1
+            }
+        );
     }
 
     #[test]
