@@ -131,6 +131,22 @@ impl Net {
             .unwrap();
     }
 
+    /// Has the sender's application publish message `i` at `i * spacing`
+    /// from now, to every receiver.
+    pub(crate) fn pace_all(&mut self, messages: &[Vec<u8>], spacing: Duration) {
+        let (sender, receivers) = (self.sender, self.receivers.clone());
+        for (i, m) in messages.iter().enumerate() {
+            let (m, receivers) = (m.clone(), receivers.clone());
+            self.sim.schedule_in(spacing * i as u32, move |sim| {
+                sim.with_node(sender, |node, now| {
+                    for &r in &receivers {
+                        node.enqueue(now, r, m.clone());
+                    }
+                });
+            });
+        }
+    }
+
     /// Runs until the sender is idle (everything accepted and
     /// acknowledged) and every receiver has `want` deliveries.
     pub(crate) fn run_to_completion(

@@ -43,7 +43,10 @@ impl InStream {
                 ReaderStart::LateJoin => Reader::new(config.reader),
             })
         } else {
-            Kind::BestEffort(BestEffort::new())
+            Kind::BestEffort(match config.reader_start {
+                ReaderStart::FirstSeq => BestEffort::with_start(1),
+                ReaderStart::LateJoin => BestEffort::new(),
+            })
         };
         Self {
             kind,

@@ -43,15 +43,16 @@ use super::rng::SimRng;
 use inbound::InStream;
 use outbound::OutStream;
 
-/// How a fresh inbound reliable stream picks its first seq.
+/// How a fresh inbound stream picks its first seq.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReaderStart {
-    /// `Reader::with_start(config, 1)`: the stream is wanted from its
-    /// creation, so a lost first datagram is asked for (what the daemon's
-    /// delivery role does, restarted or not).
+    /// `Reader::with_start(config, 1)` / `BestEffort::with_start(1)`: the
+    /// stream is wanted from its creation, so a lost first datagram is asked
+    /// for (reliable) or counted as lost (best effort). What the daemon's
+    /// delivery role does for reliable streams, restarted or not.
     FirstSeq,
-    /// `Reader::new`: a late joiner, starting at the first datagram or
-    /// heartbeat it sees.
+    /// `Reader::new` / `BestEffort::new`: a late joiner, starting at the
+    /// first datagram (or heartbeat) it sees.
     LateJoin,
 }
 
