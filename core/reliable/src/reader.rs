@@ -167,6 +167,13 @@ impl Reader {
 
     /// Takes the writer's heartbeat: answered by the next
     /// [`Reader::poll_transmit`], naming any seq up to `last` still missing.
+    ///
+    /// When `first` says the writer no longer holds seqs the reader still
+    /// lacks, the reader gives up on them, and datagrams it buffered after
+    /// that gap become deliverable: the caller drains
+    /// [`Reader::poll_event`] after this call too, as after
+    /// [`Reader::handle_data`]. (They are acknowledged by the answer, so the
+    /// writer frees them and no later datagram may come to flush them.)
     pub fn handle_heartbeat(&mut self, _now: Instant, first: u64, last: u64) {
         if !self.started {
             self.start(last.saturating_add(1));
@@ -435,6 +442,30 @@ mod tests {
         assert_eq!(r.handle_data(t, 3, b"3"), Arrival::Duplicate);
         assert_eq!(r.stats().duplicates, 1);
         assert_eq!(r.stats().nacks_sent, 2);
+    }
+
+    #[test]
+    fn a_heartbeat_that_gives_up_a_gap_makes_the_datagrams_after_it_deliverable() {
+        // A reader that wants the stream from seq 1 (e.g. restarted) gets
+        // seqs 3 and 4; the writer freed 1 and 2 long ago.
+        let t = Instant::now();
+        let mut r = Reader::with_start(ReaderConfig::default(), 1);
+        assert_eq!(r.handle_data(t, 3, b"3"), Arrival::Buffered);
+        assert_eq!(r.handle_data(t, 4, b"4"), Arrival::Buffered);
+        assert_eq!(r.poll_event(), None);
+        r.handle_heartbeat(t, 3, 4);
+        assert_eq!(r.poll_event().as_deref(), Some(&b"3"[..]));
+        assert_eq!(r.poll_event().as_deref(), Some(&b"4"[..]));
+        assert_eq!(r.poll_event(), None);
+        assert_eq!(r.stats().lost, 2);
+        assert_eq!(
+            r.poll_transmit(t),
+            Some(AckNack {
+                ack_through: 4,
+                missing: vec![]
+            })
+        );
+        assert_eq!(r.handle_data(t, 5, b"5"), Arrival::Deliver);
     }
 
     #[test]
