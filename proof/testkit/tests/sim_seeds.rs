@@ -162,8 +162,15 @@ fn reliable(seed: u64) -> Result<(), String> {
         let seen: BTreeSet<u64> = old.iter().chain(&new).map(|d| d.msg).collect();
         let missing: Vec<u64> = (1..=n).filter(|m| !seen.contains(m)).collect();
         if !(missing.is_empty() || missing == [a + 1]) {
+            let seqs = |v: &[tagwire_testkit::sim::stream::Delivery]| {
+                v.iter().map(|d| (d.msg, d.first_seq)).collect::<Vec<_>>()
+            };
+            let node = net.sim.node(r);
             return Err(format!(
-                "restart lost {missing:?} (old incarnation ended at {a})"
+                "restart lost {missing:?} (old incarnation ended at {a}); (msg, first seq) old {:?} new {:?}; reader after restart {:?}; {s:?}",
+                seqs(&old),
+                seqs(&new),
+                node.map(|n| (n.reader_stats(sender), n.reassembler_stats(sender))),
             ));
         }
     }

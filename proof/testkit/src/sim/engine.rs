@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use super::link::{Drop, Fate, Link, LinkConfig};
-use super::node::{Addr, Destination, Factory, NodeInit, NodeStats, Outgoing, SimNode};
-use super::rng::{checksum, derive_seed, SimRng};
-use super::trace::{DropReason, Trace, TraceEvent};
+use super::link::{Link, LinkConfig};
+use super::node::{Addr, Factory, NodeInit, NodeStats, SimNode};
+use super::rng::{derive_seed, SimRng};
+use super::trace::{Trace, TraceEvent};
 
 /// Settings of a [`Sim`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -87,11 +87,11 @@ pub struct Sim<N: SimNode + 'static> {
     pub(super) config: SimConfig,
     origin: Instant,
     pub(super) now: Duration,
-    rng: SimRng,
+    pub(super) rng: SimRng,
     queue: BinaryHeap<Scheduled<N>>,
     next_seq: u64,
-    nodes: Vec<Slot<N>>,
-    index: BTreeMap<Addr, usize>,
+    pub(super) nodes: Vec<Slot<N>>,
+    pub(super) index: BTreeMap<Addr, usize>,
     pub(super) links: BTreeMap<(Addr, Addr), Link>,
     pub(super) groups: BTreeMap<Addr, BTreeSet<Addr>>,
     dirty: BTreeSet<usize>,
@@ -101,18 +101,18 @@ pub struct Sim<N: SimNode + 'static> {
     pub(super) stats: SimStats,
 }
 
-struct Slot<N> {
-    addr: Addr,
-    state: Option<N>,
+pub(super) struct Slot<N> {
+    pub(super) addr: Addr,
+    pub(super) state: Option<N>,
     factory: Factory<N>,
     incarnation: u32,
     /// The armed timeout and its generation (older timer events are stale).
     timer: Option<Duration>,
     timer_gen: u64,
-    stats: NodeStats,
+    pub(super) stats: NodeStats,
 }
 
-enum Event<N: SimNode + 'static> {
+pub(super) enum Event<N: SimNode + 'static> {
     Arrive {
         from: usize,
         to: usize,
@@ -426,7 +426,7 @@ impl<N: SimNode + 'static> Sim<N> {
         });
     }
 
-    fn push(&mut self, at: Duration, event: Event<N>) {
+    pub(super) fn push(&mut self, at: Duration, event: Event<N>) {
         self.next_seq += 1;
         self.queue.push(Scheduled {
             at,
@@ -460,7 +460,7 @@ impl<N: SimNode + 'static> Sim<N> {
     }
 
     /// Sends what the node wants to send, then re-arms its timer.
-    fn flush(&mut self, idx: usize) {
+    pub(super) fn flush(&mut self, idx: usize) {
         let now = self.now();
         let mut emitted = 0u64;
         loop {
@@ -494,7 +494,7 @@ impl<N: SimNode + 'static> Sim<N> {
         }
     }
 
-    fn fire_timer(&mut self, idx: usize, gen: u64) {
+    pub(super) fn fire_timer(&mut self, idx: usize, gen: u64) {
         let now = self.now();
         let slot = &mut self.nodes[idx];
         if slot.timer_gen != gen {
@@ -509,120 +509,6 @@ impl<N: SimNode + 'static> Sim<N> {
         let node = slot.addr;
         self.trace.push(self.now, TraceEvent::Timeout { node });
         self.flush(idx);
-    }
-
-    fn transmit(&mut self, from: usize, out: Outgoing) {
-        self.nodes[from].stats.transmitted += 1;
-        let src = self.nodes[from].addr;
-        match out.destination {
-            Destination::Unicast(to) => self.offer(src, to, out.class, out.bytes),
-            Destination::Group(group) => {
-                let members: Vec<Addr> = self
-                    .groups
-                    .get(&group)
-                    .map(|m| m.iter().copied().filter(|&a| a != src).collect())
-                    .unwrap_or_default();
-                for to in members {
-                    self.offer(src, to, out.class, out.bytes.clone());
-                }
-            }
-        }
-    }
-
-    fn offer(&mut self, from: Addr, to: Addr, class: u8, bytes: Vec<u8>) {
-        let len = bytes.len();
-        let (Some(&src), Some(&dst)) = (self.index.get(&from), self.index.get(&to)) else {
-            self.stats.unroutable += 1;
-            let why = DropReason::Unroutable;
-            self.trace
-                .push(self.now, TraceEvent::Dropped { from, to, why });
-            return;
-        };
-        self.trace.push(
-            self.now,
-            TraceEvent::Sent {
-                from,
-                to,
-                len,
-                class,
-            },
-        );
-        let default = self.config.default_link;
-        let link = self
-            .links
-            .entry((from, to))
-            .or_insert_with(|| Link::new(default));
-        let lost_before = link.stats.dropped_loss;
-        let fate = link.offer(self.now, len, class, &mut self.rng);
-        let lost = link.stats.dropped_loss - lost_before;
-        for _ in 0..lost {
-            let why = DropReason::Loss;
-            self.trace
-                .push(self.now, TraceEvent::Dropped { from, to, why });
-        }
-        match fate {
-            Fate::Dropped(d) => {
-                let why = match d {
-                    Drop::Partition => DropReason::Partition,
-                    Drop::Queue => DropReason::Queue,
-                };
-                self.trace
-                    .push(self.now, TraceEvent::Dropped { from, to, why });
-            }
-            Fate::Arrives(times) => {
-                let mut bytes = Some(bytes);
-                let last = times.len().saturating_sub(1);
-                for (i, at) in times.into_iter().enumerate() {
-                    // The last copy takes the buffer; earlier ones clone it.
-                    let copy = if i == last {
-                        bytes.take().unwrap_or_default()
-                    } else {
-                        bytes.clone().unwrap_or_default()
-                    };
-                    self.push(
-                        at,
-                        Event::Arrive {
-                            from: src,
-                            to: dst,
-                            bytes: copy,
-                        },
-                    );
-                }
-            }
-        }
-    }
-
-    fn arrive(&mut self, src: usize, dst: usize, bytes: &[u8]) {
-        let (from, to) = (self.nodes[src].addr, self.nodes[dst].addr);
-        let up = self.nodes[dst].state.is_some();
-        let default = self.config.default_link;
-        let link = self
-            .links
-            .entry((from, to))
-            .or_insert_with(|| Link::new(default));
-        link.stats.in_flight = link.stats.in_flight.saturating_sub(1);
-        let why = if !link.up {
-            link.stats.dropped_partition += 1;
-            DropReason::Partition
-        } else if !up {
-            link.stats.dropped_node_down += 1;
-            DropReason::NodeDown
-        } else {
-            link.stats.delivered += 1;
-            let digest = checksum(bytes);
-            self.trace
-                .push(self.now, TraceEvent::Delivered { from, to, digest });
-            let now = self.now();
-            let slot = &mut self.nodes[dst];
-            slot.stats.received += 1;
-            if let Some(state) = slot.state.as_mut() {
-                state.handle_datagram(now, from, bytes);
-            }
-            self.flush(dst);
-            return;
-        };
-        self.trace
-            .push(self.now, TraceEvent::Dropped { from, to, why });
     }
 }
 

@@ -80,6 +80,7 @@ mod rng;
 pub mod stream;
 mod topology;
 mod trace;
+mod travel;
 
 pub use engine::{Sim, SimConfig, SimError, SimStats};
 pub use link::{LinkConfig, LinkStats};

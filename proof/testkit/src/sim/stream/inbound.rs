@@ -69,16 +69,7 @@ impl InStream {
                 if r.handle_data(now, d.seq, bytes) == Arrival::Deliver {
                     reassemble(&mut self.reassembler, now, here, d);
                 }
-                while let Some(buffered) = r.poll_event() {
-                    // The reader only buffers datagrams that decoded as data.
-                    if let Ok(Datagram {
-                        body: Body::Data(d),
-                        ..
-                    }) = Datagram::decode(&buffered)
-                    {
-                        reassemble(&mut self.reassembler, now, here, &d);
-                    }
-                }
+                drain(r, &mut self.reassembler, now, here);
                 true
             }
             Kind::BestEffort(b) if !reliable => {
@@ -92,10 +83,19 @@ impl InStream {
     }
 
     /// False if the stream is best effort.
-    pub(super) fn handle_heartbeat(&mut self, now: Instant, first: u64, last: u64) -> bool {
+    pub(super) fn handle_heartbeat(
+        &mut self,
+        now: Instant,
+        here: &Here<'_>,
+        first: u64,
+        last: u64,
+    ) -> bool {
         match &mut self.kind {
             Kind::Reliable(r) => {
                 r.handle_heartbeat(now, first, last);
+                // Giving up a gap the writer no longer holds makes what was
+                // buffered after it deliverable.
+                drain(r, &mut self.reassembler, now, here);
                 true
             }
             Kind::BestEffort(_) => false,
@@ -142,6 +142,20 @@ impl InStream {
 
     pub(super) fn reassembler_stats(&self) -> ReassemblerStats {
         self.reassembler.stats()
+    }
+}
+
+/// Delivers what the reader has buffered and is now in order.
+fn drain(r: &mut Reader, reassembler: &mut Reassembler, now: Instant, here: &Here<'_>) {
+    while let Some(buffered) = r.poll_event() {
+        // The reader only buffers datagrams that decoded as data.
+        if let Ok(Datagram {
+            body: Body::Data(d),
+            ..
+        }) = Datagram::decode(&buffered)
+        {
+            reassemble(reassembler, now, here, &d);
+        }
     }
 }
 

@@ -12,7 +12,7 @@
 //!                                                          next one is HeldBack)
 //!  link ─► Datagram::decode ─► Data ─► Reader::handle_data ─► Reassembler ─► DeliveryLog
 //!                          │            (or BestEffort::handle_seq)
-//!                          ├─► Heartbeat ─► Reader::handle_heartbeat
+//!                          ├─► Heartbeat ─► Reader::handle_heartbeat (then poll_event)
 //!                          └─► AckNack ───► Writer::handle_acknack
 //!  timeouts ─► Writer::poll_transmit (resends, heartbeats)
 //!              Reader::poll_transmit (AckNacks)
@@ -350,7 +350,7 @@ impl SimNode for StreamNode {
                 let s = self.inbound.entry((from, g.stream)).or_insert_with(|| {
                     InStream::new(config, tagwire_wire::datagram::FLAG_RELIABLE)
                 });
-                if !s.handle_heartbeat(now, h.first, h.last) {
+                if !s.handle_heartbeat(now, &here, h.first, h.last) {
                     self.stats.ignored += 1;
                 }
             }
