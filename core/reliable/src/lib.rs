@@ -26,7 +26,9 @@
 //! 1. [`Reader::handle_data`] accepts each datagram once. The next one in
 //!    order is delivered from the caller's own buffer ([`Arrival::Deliver`]);
 //!    only datagrams that arrive ahead of a gap are copied, into a bounded
-//!    buffer that [`Reader::poll_event`] drains in order.
+//!    buffer that [`Reader::poll_event`] drains in order (drain it after
+//!    [`Reader::handle_heartbeat`] too: a heartbeat that gives up on a gap
+//!    makes what was buffered after it deliverable).
 //! 2. [`Reader::poll_transmit`] produces `AckNack`s: every `ack_every`
 //!    datagrams, promptly (but rate-limited) when a gap appears, and after
 //!    every heartbeat, which is what recovers a lost last datagram.

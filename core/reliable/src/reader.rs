@@ -167,6 +167,13 @@ impl Reader {
 
     /// Takes the writer's heartbeat: answered by the next
     /// [`Reader::poll_transmit`], naming any seq up to `last` still missing.
+    ///
+    /// When `first` says the writer no longer holds seqs the reader still
+    /// lacks, the reader gives up on them, and datagrams it buffered after
+    /// that gap become deliverable: the caller drains
+    /// [`Reader::poll_event`] after this call too, as after
+    /// [`Reader::handle_data`]. (They are acknowledged by the answer, so the
+    /// writer frees them and no later datagram may come to flush them.)
     pub fn handle_heartbeat(&mut self, _now: Instant, first: u64, last: u64) {
         if !self.started {
             self.start(last.saturating_add(1));
@@ -338,9 +345,21 @@ pub struct BestEffort {
 }
 
 impl BestEffort {
-    /// A tracker that accepts whatever seq comes first.
+    /// A tracker that accepts whatever seq comes first (a late joiner:
+    /// nothing before it counts as lost).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A tracker for a stream wanted from `first_seq` on (e.g. 1 when it is
+    /// known from the stream's creation): seqs from `first_seq` up to the
+    /// first one seen count as lost, so a first datagram lost or overtaken
+    /// is not a silent loss. `first_seq` 0 is [`BestEffort::new`].
+    pub fn with_start(first_seq: u64) -> Self {
+        Self {
+            last: first_seq.checked_sub(1),
+            stats: BestEffortStats::default(),
+        }
     }
 
     /// Whether to accept datagram `seq` (newer than every accepted one).
@@ -423,6 +442,30 @@ mod tests {
         assert_eq!(r.handle_data(t, 3, b"3"), Arrival::Duplicate);
         assert_eq!(r.stats().duplicates, 1);
         assert_eq!(r.stats().nacks_sent, 2);
+    }
+
+    #[test]
+    fn a_heartbeat_that_gives_up_a_gap_makes_the_datagrams_after_it_deliverable() {
+        // A reader that wants the stream from seq 1 (e.g. restarted) gets
+        // seqs 3 and 4; the writer freed 1 and 2 long ago.
+        let t = Instant::now();
+        let mut r = Reader::with_start(ReaderConfig::default(), 1);
+        assert_eq!(r.handle_data(t, 3, b"3"), Arrival::Buffered);
+        assert_eq!(r.handle_data(t, 4, b"4"), Arrival::Buffered);
+        assert_eq!(r.poll_event(), None);
+        r.handle_heartbeat(t, 3, 4);
+        assert_eq!(r.poll_event().as_deref(), Some(&b"3"[..]));
+        assert_eq!(r.poll_event().as_deref(), Some(&b"4"[..]));
+        assert_eq!(r.poll_event(), None);
+        assert_eq!(r.stats().lost, 2);
+        assert_eq!(
+            r.poll_transmit(t),
+            Some(AckNack {
+                ack_through: 4,
+                missing: vec![]
+            })
+        );
+        assert_eq!(r.handle_data(t, 5, b"5"), Arrival::Deliver);
     }
 
     #[test]
@@ -513,6 +556,44 @@ mod tests {
         assert_eq!(r.poll_event().map(|_| ()), Some(()));
         assert_eq!(r.poll_event(), None);
         assert_eq!(r.handle_data(t, 4, b""), Arrival::Deliver);
+    }
+
+    #[test]
+    fn best_effort_from_a_known_start_counts_what_came_before_the_first_seq_seen() {
+        // Seq 4 overtook 1 ..= 3: they count as lost (and 2, arriving late,
+        // as late), not as never sent.
+        let mut b = BestEffort::with_start(1);
+        assert!(b.handle_seq(4));
+        assert!(!b.handle_seq(2));
+        assert!(b.handle_seq(5));
+        assert_eq!(
+            b.stats(),
+            BestEffortStats {
+                accepted: 2,
+                lost: 3,
+                late: 1
+            }
+        );
+        // Seq 1 first: nothing lost.
+        let mut b = BestEffort::with_start(1);
+        assert!(b.handle_seq(1));
+        assert_eq!(b.stats().lost, 0);
+        // Start 0 is a late joiner.
+        let mut b = BestEffort::with_start(0);
+        assert!(b.handle_seq(7));
+        assert_eq!(b.stats().lost, 0);
+        // A start beyond the first seq seen: older seqs are late.
+        let mut b = BestEffort::with_start(10);
+        assert!(!b.handle_seq(3));
+        assert!(b.handle_seq(10));
+        assert_eq!(
+            b.stats(),
+            BestEffortStats {
+                accepted: 1,
+                lost: 0,
+                late: 1
+            }
+        );
     }
 
     #[test]

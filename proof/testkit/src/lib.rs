@@ -1,4 +1,15 @@
-//! Test support for tagwire: real multi-host networks on one Linux machine.
+//! Test support for tagwire: simulated networks and real multi-host networks
+//! on one Linux machine.
+//!
+//! Two tools, for two kinds of proof (DESIGN.md §6):
+//!
+//! - [`sim`]: a deterministic network simulator. Many nodes' real sans-IO
+//!   cores run over simulated links (latency, jitter, bandwidth, loss,
+//!   duplication, partitions, crashes) on a virtual clock, from one seed:
+//!   multi-node behaviour is specified and explored there, without root, in
+//!   milliseconds, and every failure replays from its printed seed.
+//! - Network namespaces (the rest of this page): the end-to-end proof with
+//!   real sockets and kernels.
 //!
 //! Tagwire's daemons find each other with UDP multicast beacons, replicate the tag
 //! table over the LAN and must survive links that fail or slow down. A loopback
@@ -70,5 +81,6 @@
 //!   [`Error`] naming the command and carrying its stderr.
 
 mod netns;
+pub mod sim;
 
 pub use netns::{cleanup_stale, skip_reason, Error, Host, Lan};
