@@ -95,6 +95,7 @@ impl OutStream {
             header: FrameHeader {
                 flags: 0,
                 sender: SenderInfo::default(),
+                stream: 0,
                 seq: SeqNum(msg),
                 timestamp_ns: msg,
             },
