@@ -279,6 +279,9 @@ pub enum ErrorCode {
     /// Every large message the tag may keep is still needed by a reader
     /// that must lose nothing: the publisher waits and tries again.
     BlobsHeld,
+    /// The daemon's policy does not grant the client this right on the tag
+    /// (the message says which rule applies and what would grant it).
+    Denied,
     /// A code this build does not know.
     Unknown(u16),
 }
@@ -296,6 +299,7 @@ impl ErrorCode {
             ErrorCode::PeersUnresponsive => 8,
             ErrorCode::NoPlacement => 9,
             ErrorCode::BlobsHeld => 10,
+            ErrorCode::Denied => 11,
             ErrorCode::Unknown(v) => v,
         }
     }
@@ -312,6 +316,7 @@ impl ErrorCode {
             8 => ErrorCode::PeersUnresponsive,
             9 => ErrorCode::NoPlacement,
             10 => ErrorCode::BlobsHeld,
+            11 => ErrorCode::Denied,
             v => ErrorCode::Unknown(v),
         }
     }

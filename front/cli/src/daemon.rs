@@ -53,6 +53,15 @@ pub(crate) struct Args {
     /// file on every node).
     #[arg(long, env = "TAGWIRE_TOPOLOGY")]
     topology: Option<PathBuf>,
+    /// Who may publish, subscribe, create and destroy which tags: a TOML
+    /// file of `[[grant]]`s (tags = "/robot/**", users, groups, rights).
+    /// Without it, root, the daemon's user and each tag's creator may do
+    /// everything, and the members of --shared-group.
+    #[arg(long, env = "TAGWIRE_POLICY")]
+    policy: Option<PathBuf>,
+    /// Without --policy: a group whose members get every right on every tag.
+    #[arg(long, conflicts_with = "policy")]
+    shared_group: Option<String>,
 }
 
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
@@ -63,6 +72,8 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     cfg.default_ring.slots = a.slots;
     cfg.default_ring.slot_payload = a.slot_payload;
     cfg.topology = a.topology;
+    cfg.policy = a.policy;
+    cfg.shared_group = a.shared_group;
     if let Some(addr) = a.node {
         let mut net = tagwire_daemon::NetConfig::new(addr);
         if let Some(n) = a.name {

@@ -7,10 +7,16 @@ use crate::ConnectArgs;
 pub(crate) struct Args {
     #[command(flatten)]
     connect: ConnectArgs,
+    /// Destroy this tag first (its publishers and subscribers are ended).
+    #[arg(long, value_name = "TAG")]
+    destroy: Option<String>,
 }
 
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let client = a.connect.connect()?;
+    if let Some(t) = &a.destroy {
+        client.destroy_tag(t)?;
+    }
     let tags = client.tags()?;
     println!("{:<32} {:<7} {:<28} RECEIVERS", "TAG", "DOMAIN", "SENDERS");
     for t in tags {

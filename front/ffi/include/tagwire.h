@@ -120,6 +120,10 @@ typedef enum tw_status {
   TW_ERR_INTERNAL = 20,
   // A subscription's depth exceeds the tag's ring slots.
   TW_ERR_DEPTH_TOO_LARGE = 21,
+  // The daemon's access policy does not grant this right on the tag.
+  TW_ERR_DENIED = 22,
+  // The socket's daemon runs as another user (neither root nor the caller's).
+  TW_ERR_FOREIGN_DAEMON = 23,
 } tw_status;
 
 // A connection to the node's tagwire daemon. Thread-safe.

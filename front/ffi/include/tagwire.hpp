@@ -56,6 +56,8 @@ enum class Errc : int {
   buffer_too_small = TW_ERR_BUFFER_TOO_SMALL,
   internal = TW_ERR_INTERNAL,
   depth_too_large = TW_ERR_DEPTH_TOO_LARGE,
+  denied = TW_ERR_DENIED,
+  foreign_daemon = TW_ERR_FOREIGN_DAEMON,
 };
 
 /// Every tagwire failure: what() says what happened and what to do, kind()
@@ -96,6 +98,8 @@ TAGWIRE_ERROR_KIND(InvalidArgument, invalid_argument)
 TAGWIRE_ERROR_KIND(BufferTooSmall, buffer_too_small)
 TAGWIRE_ERROR_KIND(InternalError, internal)
 TAGWIRE_ERROR_KIND(DepthTooLarge, depth_too_large)
+TAGWIRE_ERROR_KIND(Denied, denied)
+TAGWIRE_ERROR_KIND(ForeignDaemon, foreign_daemon)
 #undef TAGWIRE_ERROR_KIND
 
 /// The subscriber fell behind: lost() messages were dropped, oldest first.
@@ -133,6 +137,8 @@ namespace detail {
     case TW_ERR_INVALID_ARGUMENT: throw InvalidArgument(w);
     case TW_ERR_BUFFER_TOO_SMALL: throw BufferTooSmall(w);
     case TW_ERR_DEPTH_TOO_LARGE: throw DepthTooLarge(w);
+    case TW_ERR_DENIED: throw Denied(w);
+    case TW_ERR_FOREIGN_DAEMON: throw ForeignDaemon(w);
     default: throw InternalError(w.empty() ? std::string("unknown tagwire status") : w);
   }
 }

@@ -58,6 +58,10 @@ pub enum tw_status {
     TW_ERR_INTERNAL = 20,
     /// A subscription's depth exceeds the tag's ring slots.
     TW_ERR_DEPTH_TOO_LARGE = 21,
+    /// The daemon's access policy does not grant this right on the tag.
+    TW_ERR_DENIED = 22,
+    /// The socket's daemon runs as another user (neither root nor the caller's).
+    TW_ERR_FOREIGN_DAEMON = 23,
 }
 
 impl tw_status {
@@ -77,6 +81,8 @@ impl tw_status {
             E::WindowFull { .. } => Self::TW_ERR_WINDOW_FULL,
             E::NoLosslessRoom { .. } => Self::TW_ERR_NO_LOSSLESS_ROOM,
             E::DepthTooLarge { .. } => Self::TW_ERR_DEPTH_TOO_LARGE,
+            E::Denied { .. } => Self::TW_ERR_DENIED,
+            E::ForeignDaemon { .. } => Self::TW_ERR_FOREIGN_DAEMON,
             E::Timeout => Self::TW_ERR_TIMEOUT,
             E::PeersUnresponsive(_) => Self::TW_ERR_PEERS_UNRESPONSIVE,
             E::NoPlacement(_) => Self::TW_ERR_NO_PLACEMENT,
@@ -111,6 +117,8 @@ impl tw_status {
             Self::TW_ERR_BUFFER_TOO_SMALL => c"ERR_BUFFER_TOO_SMALL",
             Self::TW_ERR_INTERNAL => c"ERR_INTERNAL",
             Self::TW_ERR_DEPTH_TOO_LARGE => c"ERR_DEPTH_TOO_LARGE",
+            Self::TW_ERR_DENIED => c"ERR_DENIED",
+            Self::TW_ERR_FOREIGN_DAEMON => c"ERR_FOREIGN_DAEMON",
         }
     }
 }

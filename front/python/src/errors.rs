@@ -30,6 +30,8 @@ fn class_name(e: &tagwire::Error) -> &'static str {
         E::WindowFull { .. } => "WindowFull",
         E::NoLosslessRoom { .. } => "NoLosslessRoom",
         E::DepthTooLarge { .. } => "DepthTooLarge",
+        E::Denied { .. } => "Denied",
+        E::ForeignDaemon { .. } => "ForeignDaemon",
         E::Timeout => "Timeout",
         E::PeersUnresponsive(_) => "PeersUnresponsive",
         E::NoPlacement(_) => "NoPlacement",
@@ -93,6 +95,11 @@ pub(crate) fn to_py(py: Python<'_>, e: tagwire::Error) -> PyErr {
             ("tag", text(tag)),
             ("depth", int(u64::from(*depth))),
             ("limit", int(u64::from(*slots))),
+        ],
+        E::Denied { tag, .. } => vec![("tag", text(tag))],
+        E::ForeignDaemon { socket, uid, .. } => vec![
+            ("socket", text(&socket.to_string_lossy())),
+            ("uid", int(u64::from(*uid))),
         ],
         E::DaemonUnreachable { socket, .. } | E::DaemonTimeout { socket, .. } => {
             vec![("socket", text(&socket.to_string_lossy()))]

@@ -228,7 +228,8 @@ def test_every_exception_class_exists_and_derives_from_error():
     names = [
         "DaemonUnreachable", "DaemonTimeout", "UnknownTag", "TagDestroyed",
         "InvalidName", "NoSendAccess", "NotSubscribed", "TooLarge", "Overflowed",
-        "WindowFull", "NoLosslessRoom", "DepthTooLarge", "Timeout", "PeersUnresponsive",
+        "WindowFull", "NoLosslessRoom", "DepthTooLarge", "Denied", "ForeignDaemon",
+        "Timeout", "PeersUnresponsive",
         "NoPlacement", "Refused", "IoError", "ProtocolError",
     ]  # fmt: skip
     for n in names:

@@ -152,6 +152,24 @@ pub(crate) struct Endpoint {
     pub(crate) counters: ReceiveCounters,
 }
 
+/// Refuses a daemon that runs as neither root nor this process's user: it
+/// would see (and could forge) everything sent through it.
+pub(crate) fn check_daemon(sock: &SeqPacket, socket: &std::path::Path) -> Result<()> {
+    let me = rustix::process::geteuid().as_raw();
+    match sock.peer_cred() {
+        Ok(c) if c.uid == 0 || c.uid == me => Ok(()),
+        Ok(c) => Err(Error::ForeignDaemon {
+            socket: socket.to_owned(),
+            uid: c.uid,
+            me,
+        }),
+        Err(e) => Err(Error::DaemonUnreachable {
+            socket: socket.to_owned(),
+            reason: format!("cannot read the daemon's credentials: {e}"),
+        }),
+    }
+}
+
 /// What a subscriber counts, readable from the update thread.
 #[derive(Debug, Default)]
 pub(crate) struct ReceiveCounters {
@@ -273,6 +291,7 @@ impl Client {
                 })
             }
         };
+        check_daemon(&sock, &opts.socket)?;
         let core = Arc::new(Core {
             opts,
             conn: Mutex::new(None),

@@ -55,9 +55,11 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
-    /// Messages were lost because this subscriber fell behind (its queue depth
-    /// was exceeded). The subscription stays valid: receive again for the next one.
-    #[error("subscriber queue overflowed: {lost} messages lost; receive faster or subscribe with a larger depth")]
+    /// Messages were lost: this subscriber fell behind (its queue depth was
+    /// exceeded), or they went missing on the way (a gap in a publisher's
+    /// numbers, e.g. on a best-effort carrier). The subscription stays
+    /// valid: receive again for the next one.
+    #[error("{lost} messages lost (this subscriber fell more than its depth behind, or they went missing on the way); receive faster, subscribe with a larger depth, or use a reliable or lossless subscription")]
     Overflowed {
         /// How many messages were dropped (oldest first).
         lost: u64,
@@ -117,6 +119,29 @@ pub enum Error {
     /// meets the delay bound).
     #[error("cannot place the proxy: {0}")]
     NoPlacement(String),
+    /// The daemon's access policy does not grant this right on the tag.
+    #[error("{message}")]
+    Denied {
+        /// The tag.
+        tag: String,
+        /// What the daemon said: who may not do what, the rule that applies,
+        /// and what would grant it.
+        message: String,
+    },
+    /// The socket's daemon runs as another user (neither root nor this
+    /// process's): tagwire does not talk to it.
+    #[error(
+        "the daemon at {} runs as uid {uid}, neither root nor this process's uid {me}: refusing          to talk to it (it could read and forge your messages); set TAGWIRE_SOCKET to your          own daemon's socket",
+        socket.display()
+    )]
+    ForeignDaemon {
+        /// The socket.
+        socket: PathBuf,
+        /// The daemon's uid.
+        uid: u32,
+        /// This process's effective uid.
+        me: u32,
+    },
     /// The daemon refused a request for a reason not listed above.
     #[error("daemon refused the request ({code:?}): {message}")]
     Refused {
@@ -141,6 +166,10 @@ impl Error {
             ErrorCode::NotSubscribed => Error::NotSubscribed(tag.to_owned()),
             ErrorCode::PeersUnresponsive => Error::PeersUnresponsive(message),
             ErrorCode::NoPlacement => Error::NoPlacement(message),
+            ErrorCode::Denied => Error::Denied {
+                tag: tag.to_owned(),
+                message,
+            },
             code => Error::Refused { code, message },
         }
     }

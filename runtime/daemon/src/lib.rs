@@ -27,6 +27,8 @@
 //!   ring (DESIGN.md §1 row 4).
 //! * [`pull`]: the **pull manager** (push-pull): per-tag histories, and
 //!   pulls answered from them or from a peer's.
+//! * [`policy`]: who may publish, subscribe, create and destroy which tags
+//!   (uid and groups from `SO_PEERCRED`, tag owners, a policy file).
 //! * [`blob`]: the store for messages too large for a shared-memory slot,
 //!   each kept until every gated reader has passed its record.
 //! * `stats`: the counters of `tagwire stats` (per node, tag, stream to
@@ -41,6 +43,7 @@ mod forward;
 pub mod local;
 pub mod peers;
 mod plan;
+pub mod policy;
 pub mod pull;
 mod ring;
 mod stats;
@@ -86,6 +89,12 @@ pub struct Config {
     /// which subscriptions with `Proxy::Auto` get their proxies placed; give
     /// every node the same file. `None`: such subscriptions are refused.
     pub topology: Option<PathBuf>,
+    /// Who may do what on which tag (see [`policy`]); `None`: root, the
+    /// daemon's user and each tag's owner may do everything, and the
+    /// members of `shared_group`.
+    pub policy: Option<PathBuf>,
+    /// Without a policy file, the group whose members get every right.
+    pub shared_group: Option<String>,
 }
 
 impl Default for Config {
@@ -101,6 +110,8 @@ impl Default for Config {
             blob_bytes_per_tag: 512 << 20,
             net: None,
             topology: None,
+            policy: None,
+            shared_group: None,
         }
     }
 }
@@ -122,6 +133,9 @@ pub enum DaemonError {
     /// Installing signal handlers failed.
     #[error("cannot install signal handlers: {0}")]
     Signals(io::Error),
+    /// The policy file is unreadable or invalid, or the shared group unknown.
+    #[error("access policy: {0}")]
+    Policy(String),
     /// The topology file for `Proxy::Auto` is unreadable or invalid.
     #[error("topology for auto proxies: {0}")]
     Topology(String),
@@ -141,6 +155,8 @@ pub struct Daemon {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) config: Config,
+    /// Who may do what (from `config.policy` / `shared_group`).
+    pub(crate) policy: policy::Policy,
     pub(crate) state: Mutex<State>,
     pub(crate) stopping: AtomicBool,
     pub(crate) next_client: AtomicU64,
@@ -219,6 +235,8 @@ pub(crate) struct State {
     /// Lossless gates held for clients' new subscriptions (tag, gate index,
     /// pid written), freed on Unsubscribe or disconnect if never taken over.
     pub(crate) held_gates: HashMap<ClientId, Vec<(TagId, usize, u32)>>,
+    /// The uid that created each tag created on this node (see `policy`).
+    pub(crate) owners: HashMap<TagId, u32>,
 }
 
 /// A packet on its way to a client, with the descriptor it carries.
@@ -270,6 +288,18 @@ impl Daemon {
             .map(auto::Placer::load)
             .transpose()
             .map_err(DaemonError::Topology)?;
+        let me = rustix::process::geteuid().as_raw();
+        let policy = match (&config.policy, &config.shared_group) {
+            (Some(path), _) => policy::Policy::load(path, me).map_err(DaemonError::Policy)?,
+            (None, Some(group)) => {
+                let gid = uzers::get_group_by_name(group.as_str())
+                    .map(|g| g.gid())
+                    .or_else(|| group.parse().ok())
+                    .ok_or_else(|| DaemonError::Policy(format!("no group named {group:?}")))?;
+                policy::Policy::open(me, Some(gid))
+            }
+            (None, None) => policy::Policy::open(me, None),
+        };
         let listener = bind(&config.socket)?;
         tracing::info!(socket = %config.socket.display(), node = %config.node, "tagwired listening");
         let incarnation = now_unix_ns();
@@ -294,9 +324,11 @@ impl Daemon {
                 blobs: HashMap::new(),
                 clients: HashMap::new(),
                 held_gates: HashMap::new(),
+                owners: HashMap::new(),
                 peers: Membership::new(members),
             }),
             config,
+            policy,
             stopping: AtomicBool::new(false),
             next_client: AtomicU64::new(1),
             incarnation,

@@ -19,6 +19,7 @@ use tagwire_wire::{ChannelQos, Member, NodeAddr, Pid, Proxy, SenderInfo, TagName
 
 use std::sync::mpsc::SyncSender;
 
+use crate::policy::{Cred, Right};
 use crate::{blob, now_unix_ns, stats, update, Outbox, Outgoing, Shared, State, OUTBOX_DEPTH};
 
 pub(crate) fn accept_loop(shared: Arc<Shared>) {
@@ -49,8 +50,8 @@ pub(crate) fn accept_loop(shared: Arc<Shared>) {
 }
 
 fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
-    let pid = match conn.peer_cred() {
-        Ok(c) => Pid(c.pid),
+    let (pid, cred) = match conn.peer_cred() {
+        Ok(c) => (Pid(c.pid), cred_of(c.pid, c.uid, c.gid)),
         Err(e) => {
             tracing::debug!(error = %e, "no peer credentials; dropping connection");
             return;
@@ -103,6 +104,7 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
             pid,
             node: shared.config.node,
         },
+        cred,
     };
     loop {
         let packet = match conn.recv(MAX_MESSAGE) {
@@ -221,6 +223,47 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
 struct Client {
     id: ClientId,
     who: SenderInfo,
+    /// Its uid and groups, for the policy.
+    cred: Cred,
+}
+
+/// The policy's answer for `client` doing `right` on tag `name` (`Err`:
+/// the refusal to send).
+fn permit(
+    shared: &Shared,
+    st: &State,
+    client: &Client,
+    name: &TagName,
+    right: Right,
+) -> Result<(), (Response, Option<OwnedFd>)> {
+    let owner = st
+        .table
+        .entry(name)
+        .and_then(|e| st.owners.get(&e.id).copied());
+    shared
+        .policy
+        .check(&client.cred, owner, name, right)
+        .map_err(|why| {
+            tracing::debug!(client = client.id.0, uid = client.cred.uid, tag = %name, "denied: {why}");
+            error(ErrorCode::Denied, why)
+        })
+}
+
+/// Who the process at the other end of `conn` is: its uid and groups (the
+/// kernel's word, `SO_PEERCRED`; the supplementary groups from `/proc`,
+/// read while it is connected, so its pid is its own).
+fn cred_of(pid: u32, uid: u32, gid: u32) -> Cred {
+    let mut gids = vec![gid];
+    if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        if let Some(line) = status.lines().find(|l| l.starts_with("Groups:")) {
+            gids.extend(
+                line["Groups:".len()..]
+                    .split_whitespace()
+                    .filter_map(|g| g.parse::<u32>().ok()),
+            );
+        }
+    }
+    Cred { uid, gids }
 }
 
 fn reply_error(tx: &SyncSender<Outgoing>, id: u32, code: ErrorCode, message: &str) {
@@ -368,6 +411,9 @@ fn handle(
             depth,
             max_bytes,
         } => {
+            if let Err(e) = permit(shared, &st, client, &name, Right::Create) {
+                return e;
+            }
             let ring = match st.table.entry(&name) {
                 Some(e) => st.rings.get(&e.id).map(crate::delivery::private_ring),
                 None => return error(ErrorCode::UnknownTag, format!("unknown tag {name}")),
@@ -382,6 +428,9 @@ fn handle(
         Request::Pull { name, query } => {
             if st.table.entry(&name).is_none() {
                 return error(ErrorCode::UnknownTag, format!("unknown tag {name}"));
+            }
+            if let Err(e) = permit(shared, &st, client, &name, Right::Subscribe) {
+                return e;
             }
             drop(st);
             match shared.keepers.pull(shared, &name, query) {
@@ -425,6 +474,9 @@ fn handle(
                     None,
                 );
             }
+            if let Err(e) = permit(shared, &st, client, &name, Right::Create) {
+                return e;
+            }
             let ring = resolve_ring(ring, shared.config.default_ring);
             let segment = match create_ring(&name, ring) {
                 Ok(r) => r,
@@ -432,6 +484,7 @@ fn handle(
             };
             let (tag, change) = st.table.create(name.clone(), domain, ring);
             st.rings.insert(tag, segment);
+            st.owners.insert(tag, client.cred.uid);
             tracing::info!(tag = %name, %domain, "tag created");
             update::effects(shared, &mut st, &change.updates);
             ops.extend(change.ops);
@@ -445,25 +498,38 @@ fn handle(
             }
             (Response::TagCreated { tag, created: true }, None)
         }
-        Request::DestroyTag { name } => match st.table.destroy(&name) {
-            Ok((_, change)) => {
-                tracing::info!(tag = %name, "tag destroyed");
-                shared.keepers.drop_tag(&name);
-                update::effects(shared, &mut st, &change.updates);
-                ops.extend(change.ops);
-                (Response::Ok, None)
-            }
-            Err(e) => table_error(e),
+        Request::DestroyTag { name } => match permit(shared, &st, client, &name, Right::Destroy)
+            .map(|()| st.table.destroy(&name))
+        {
+            Err(e) => e,
+            Ok(r) => match r {
+                Ok((_, change)) => {
+                    tracing::info!(tag = %name, "tag destroyed");
+                    shared.keepers.drop_tag(&name);
+                    update::effects(shared, &mut st, &change.updates);
+                    ops.extend(change.ops);
+                    (Response::Ok, None)
+                }
+                Err(e) => table_error(e),
+            },
         },
-        Request::GetSendAccess { name } => open(shared, &mut st, &name, ops, None, |st, tag| {
-            st.table.add_sender(tag, client.id, member)
-        }),
+        Request::GetSendAccess { name } => {
+            if let Err(e) = permit(shared, &st, client, &name, Right::Publish) {
+                return e;
+            }
+            open(shared, &mut st, &name, ops, None, |st, tag| {
+                st.table.add_sender(tag, client.id, member)
+            })
+        }
         Request::Subscribe {
             name,
             qos,
             lossless,
             ..
         } => {
+            if let Err(e) = permit(shared, &st, client, &name, Right::Subscribe) {
+                return e;
+            }
             if let Err(why) = admit(shared, &st, &name, &qos) {
                 return error(ErrorCode::NoPlacement, why);
             }

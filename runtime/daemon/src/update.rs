@@ -86,6 +86,7 @@ pub(crate) fn effects(shared: &Shared, st: &mut State, updates: &[Update]) {
             TableEvent::TagDestroyed { tag, .. } => {
                 st.rings.remove(tag);
                 st.blobs.remove(tag);
+                st.owners.remove(tag);
             }
             _ => {}
         }

@@ -90,6 +90,8 @@ pub struct PeerCred {
     pub pid: u32,
     /// Peer user id.
     pub uid: u32,
+    /// Peer (primary) group id.
+    pub gid: u32,
 }
 
 /// A received packet and the descriptor that came with it, if any.
@@ -215,6 +217,7 @@ impl SeqPacket {
         Ok(PeerCred {
             pid: c.pid.as_raw_nonzero().get() as u32,
             uid: c.uid.as_raw(),
+            gid: c.gid.as_raw(),
         })
     }
 

@@ -17,6 +17,8 @@ from .errors import InvalidName as InvalidName
 from .errors import IoError as IoError
 from .errors import NoLosslessRoom as NoLosslessRoom
 from .errors import DepthTooLarge as DepthTooLarge
+from .errors import Denied as Denied
+from .errors import ForeignDaemon as ForeignDaemon
 from .errors import NoPlacement as NoPlacement
 from .errors import NoSendAccess as NoSendAccess
 from .errors import NotSubscribed as NotSubscribed
@@ -62,6 +64,8 @@ __all__ = [
     "WindowFull",
     "NoLosslessRoom",
     "DepthTooLarge",
+    "Denied",
+    "ForeignDaemon",
     "Timeout",
     "PeersUnresponsive",
     "NoPlacement",

@@ -27,6 +27,8 @@ __all__ = [
     "WindowFull",
     "NoLosslessRoom",
     "DepthTooLarge",
+    "Denied",
+    "ForeignDaemon",
     "Timeout",
     "PeersUnresponsive",
     "NoPlacement",
@@ -125,6 +127,21 @@ class DepthTooLarge(Error):
     tag: str = ""
     depth: int = 0
     limit: int = 0
+
+
+class Denied(Error, PermissionError):
+    """The daemon's access policy does not grant this right on the tag
+    (the message says which rule applies and what would grant it)."""
+
+    tag: str = ""
+
+
+class ForeignDaemon(Error, PermissionError):
+    """The socket's daemon runs as another user (neither root nor this
+    process's): tagwire does not talk to it."""
+
+    socket: str = ""
+    uid: int = 0
 
 
 class Timeout(Error, TimeoutError):

@@ -211,6 +211,10 @@ impl Core {
             let Ok(sock) = SeqPacket::connect(&self.opts.socket) else {
                 continue;
             };
+            if let Err(e) = check_daemon(&sock, &self.opts.socket) {
+                tracing::warn!("{e}");
+                continue;
+            }
             if let Err(e) = self.handshake(&sock) {
                 tracing::debug!(error = %e, "handshake with restarted daemon failed");
                 continue;

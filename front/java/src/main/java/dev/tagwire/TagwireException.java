@@ -60,10 +60,32 @@ public class TagwireException extends RuntimeException {
         INVALID_ARGUMENT(18),
         /** The caller's buffer is too small; the message is kept for the next call. */
         BUFFER_TOO_SMALL(19),
-        /** A bug in tagwire (a panic was caught at the boundary); please report it. */
+        /** The daemon's access policy does not grant this right on the tag; the message says which rule applies. */
+    public static final class Denied extends TagwireException {
+        private static final long serialVersionUID = 1L;
+
+        Denied(String m) {
+            super(Kind.DENIED, m);
+        }
+    }
+
+    /** The socket's daemon runs as another user (neither root nor the caller's): refused. */
+    public static final class ForeignDaemon extends TagwireException {
+        private static final long serialVersionUID = 1L;
+
+        ForeignDaemon(String m) {
+            super(Kind.FOREIGN_DAEMON, m);
+        }
+    }
+
+    /** A bug in tagwire (a panic was caught at the boundary); please report it. */
         INTERNAL(20),
         /** A subscription's depth exceeds the tag's ring slots. */
-        DEPTH_TOO_LARGE(21);
+        DEPTH_TOO_LARGE(21),
+        /** The daemon's access policy does not grant this right on the tag. */
+        DENIED(22),
+        /** The socket's daemon runs as another user (neither root nor the caller's). */
+        FOREIGN_DAEMON(23);
 
         private final int code;
 
@@ -128,6 +150,8 @@ public class TagwireException extends RuntimeException {
             case INVALID_ARGUMENT -> new InvalidArgument(message);
             case BUFFER_TOO_SMALL -> new BufferTooSmall(message, needed);
             case DEPTH_TOO_LARGE -> new DepthTooLarge(message);
+            case DENIED -> new Denied(message);
+            case FOREIGN_DAEMON -> new ForeignDaemon(message);
             case INTERNAL -> new InternalError(status == Kind.INTERNAL.code() ? message
                     : "unknown tagwire status " + status + ": " + message);
         };

@@ -1,0 +1,245 @@
+//! Access rights on one host (DESIGN.md §7): clients of another user need a
+//! grant for each right on each tag, and clients refuse a daemon of another
+//! user. The other user's processes are `tagwire` commands run as `nobody`.
+//!
+//! These tests need root (to run a process as another user); without it each
+//! prints `skipped: <reason>` and passes. `.ci/run` runs them as root.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tagwire::{Client, ClientOptions, Domain, Error};
+use tagwire_daemon::{Config, Daemon};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tagwire");
+/// `nobody` and `nogroup` on Debian.
+const NOBODY: u32 = 65534;
+
+fn skipped() -> bool {
+    if rustix::process::geteuid().as_raw() != 0 {
+        println!("skipped: running a client as another user needs root");
+        return true;
+    }
+    false
+}
+
+/// A directory every user can reach (and, with `writable`, create in).
+fn shared_dir(writable: bool) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let mode = if writable { 0o1777 } else { 0o755 };
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+    d
+}
+
+/// A root daemon on `dir`'s socket that every user may connect to.
+fn daemon(dir: &Path, cfg: impl FnOnce(&mut Config)) -> (Daemon, PathBuf) {
+    let socket = dir.join(format!("d{}.sock", rand_suffix()));
+    let mut c = Config {
+        socket: socket.clone(),
+        ..Config::default()
+    };
+    cfg(&mut c);
+    let d = Daemon::start(c).unwrap();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    (d, socket)
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+fn root_client(socket: &Path) -> tagwire::Result<Client> {
+    Client::with_options(ClientOptions {
+        socket: socket.to_owned(),
+        autostart: false,
+        ..ClientOptions::default()
+    })
+}
+
+/// `tagwire ARGS --socket SOCKET` as `nobody`.
+fn as_nobody(socket: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .arg("--socket")
+        .arg(socket)
+        .env("TAGWIRE_LOG", "error")
+        .env_remove("TAGWIRE_AUTOSTART")
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn run(mut c: Command) -> (bool, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = c.output().unwrap();
+    (
+        status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        ),
+    )
+}
+
+#[test]
+fn another_user_needs_a_grant_for_each_right_and_is_told_what_applies() {
+    if skipped() {
+        return;
+    }
+    let dir = shared_dir(false);
+    let (_d, socket) = daemon(dir.path(), |_| {});
+    let root = root_client(&socket).unwrap();
+    root.create_tag("/owned", Domain::Global).unwrap();
+
+    // Listing is open to whoever can connect.
+    let (ok, out) = run(as_nobody(&socket, &["tags"]));
+    assert!(ok && out.contains("/owned"), "{out}");
+    for (args, says) in [
+        (
+            &["sub", "/owned", "--count", "1"][..],
+            "may not subscribe to tag /owned",
+        ),
+        (
+            &["pub", "/owned", "--count", "1"][..],
+            "may not publish on tag /owned",
+        ),
+        (
+            &["pub", "/theirs", "--count", "1"][..],
+            "may not create tag /theirs",
+        ),
+        (
+            &["tags", "--destroy", "/owned"][..],
+            "may not destroy tag /owned",
+        ),
+    ] {
+        let (ok, out) = run(as_nobody(&socket, args));
+        assert!(!ok, "{args:?} was allowed: {out}");
+        assert!(
+            out.contains(says) && out.contains("--shared-group"),
+            "{args:?}: {out}"
+        );
+    }
+    // Nothing changed.
+    assert!(root.receivers("/owned").unwrap().is_empty());
+    assert!(root.senders("/owned").unwrap().is_empty());
+    assert!(matches!(root.senders("/theirs"), Err(Error::UnknownTag(_))));
+}
+
+#[test]
+fn the_shared_group_gets_every_right() {
+    if skipped() {
+        return;
+    }
+    let dir = shared_dir(false);
+    let (_d, socket) = daemon(dir.path(), |c| c.shared_group = Some(NOBODY.to_string()));
+    let root = root_client(&socket).unwrap();
+    root.create_tag("/owned", Domain::Global).unwrap();
+    let (ok, out) = run(as_nobody(&socket, &["pub", "/owned", "--count", "1"]));
+    assert!(ok, "{out}");
+    let (ok, out) = run(as_nobody(&socket, &["tags", "--destroy", "/owned"]));
+    assert!(ok && !out.contains("/owned"), "{out}");
+}
+
+#[test]
+fn a_policy_file_grants_per_tag_pattern_and_right() {
+    if skipped() {
+        return;
+    }
+    let dir = shared_dir(false);
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[[grant]]\ntags = \"/robot/**\"\ngroups = [{NOBODY}]\nrights = [\"subscribe\"]\n\n\
+             [[grant]]\ntags = \"/robot/cmd\"\nusers = [{NOBODY}]\nrights = [\"publish\"]\n"
+        ),
+    )
+    .unwrap();
+    let (_d, socket) = daemon(dir.path(), |c| c.policy = Some(policy.clone()));
+    let root = root_client(&socket).unwrap();
+    root.create_tag("/robot/pose", Domain::Global).unwrap();
+    root.create_tag("/robot/cmd", Domain::Global).unwrap();
+    root.create_tag("/camera", Domain::Global).unwrap();
+
+    let (ok, out) = run(as_nobody(&socket, &["pub", "/robot/pose", "--count", "1"]));
+    assert!(
+        !ok && out.contains("policy.toml") && out.contains("/robot/**"),
+        "{out}"
+    );
+    let (ok, out) = run(as_nobody(&socket, &["pub", "/robot/cmd", "--count", "1"]));
+    assert!(ok, "{out}");
+    let (ok, out) = run(as_nobody(&socket, &["sub", "/camera", "--count", "1"]));
+    assert!(!ok && out.contains("rules for this tag: none"), "{out}");
+    // Subscribing is granted: the subscriber gets what root publishes.
+    let mut sub = as_nobody(&socket, &["sub", "/robot/pose", "--count", "1"])
+        .spawn()
+        .unwrap();
+    let mut p = root.publisher("/robot/pose").unwrap();
+    let start = Instant::now();
+    let status = loop {
+        p.send(b"pose").unwrap();
+        if let Some(s) = sub.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "watchdog");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+}
+
+#[test]
+fn a_client_refuses_a_daemon_of_another_user() {
+    if skipped() {
+        return;
+    }
+    let dir = shared_dir(true);
+    let socket = dir.path().join("foreign.sock");
+    // Another user's daemon takes the path first.
+    let mut d = Command::new(BIN);
+    d.arg("daemon")
+        .arg("--socket")
+        .arg(&socket)
+        .env("TAGWIRE_LOG", "error")
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stdout(Stdio::null());
+    let mut child = d.spawn().unwrap();
+    let start = Instant::now();
+    while !socket.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the daemon never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).ok();
+    let e = root_client(&socket).unwrap_err();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        matches!(
+            &e,
+            Error::ForeignDaemon {
+                uid: NOBODY,
+                me: 0,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("TAGWIRE_SOCKET"), "{e}");
+}
