@@ -60,25 +60,7 @@ public class TagwireException extends RuntimeException {
         INVALID_ARGUMENT(18),
         /** The caller's buffer is too small; the message is kept for the next call. */
         BUFFER_TOO_SMALL(19),
-        /** The daemon's access policy does not grant this right on the tag; the message says which rule applies. */
-    public static final class Denied extends TagwireException {
-        private static final long serialVersionUID = 1L;
-
-        Denied(String m) {
-            super(Kind.DENIED, m);
-        }
-    }
-
-    /** The socket's daemon runs as another user (neither root nor the caller's): refused. */
-    public static final class ForeignDaemon extends TagwireException {
-        private static final long serialVersionUID = 1L;
-
-        ForeignDaemon(String m) {
-            super(Kind.FOREIGN_DAEMON, m);
-        }
-    }
-
-    /** A bug in tagwire (a panic was caught at the boundary); please report it. */
+        /** A bug in tagwire (a panic was caught at the boundary); please report it. */
         INTERNAL(20),
         /** A subscription's depth exceeds the tag's ring slots. */
         DEPTH_TOO_LARGE(21),
@@ -359,6 +341,24 @@ public class TagwireException extends RuntimeException {
 
         DepthTooLarge(String m) {
             super(Kind.DEPTH_TOO_LARGE, m);
+        }
+    }
+
+    /** The daemon's access policy does not grant this right on the tag; the message says which rule applies. */
+    public static final class Denied extends TagwireException {
+        private static final long serialVersionUID = 1L;
+
+        Denied(String m) {
+            super(Kind.DENIED, m);
+        }
+    }
+
+    /** The socket's daemon runs as another user (neither root nor the caller's): refused. */
+    public static final class ForeignDaemon extends TagwireException {
+        private static final long serialVersionUID = 1L;
+
+        ForeignDaemon(String m) {
+            super(Kind.FOREIGN_DAEMON, m);
         }
     }
 
