@@ -282,6 +282,8 @@ pub enum ErrorCode {
     /// The daemon's policy does not grant the client this right on the tag
     /// (the message says which rule applies and what would grant it).
     Denied,
+    /// A resource bound was reached (`quota: <what> (limit <n>)`).
+    Quota,
     /// A code this build does not know.
     Unknown(u16),
 }
@@ -300,6 +302,7 @@ impl ErrorCode {
             ErrorCode::NoPlacement => 9,
             ErrorCode::BlobsHeld => 10,
             ErrorCode::Denied => 11,
+            ErrorCode::Quota => 12,
             ErrorCode::Unknown(v) => v,
         }
     }
@@ -317,6 +320,7 @@ impl ErrorCode {
             9 => ErrorCode::NoPlacement,
             10 => ErrorCode::BlobsHeld,
             11 => ErrorCode::Denied,
+            12 => ErrorCode::Quota,
             v => ErrorCode::Unknown(v),
         }
     }

@@ -243,3 +243,39 @@ fn a_client_refuses_a_daemon_of_another_user() {
     );
     assert!(e.to_string().contains("TAGWIRE_SOCKET"), "{e}");
 }
+
+#[test]
+fn a_connection_flood_of_one_user_leaves_the_daemon_serving_the_others() {
+    if skipped() {
+        return;
+    }
+    let dir = shared_dir(false);
+    let (_d, socket) = daemon(dir.path(), |_| {});
+    let root = root_client(&socket).unwrap();
+    root.create_tag("/still", Domain::Global).unwrap();
+    let threads = || std::fs::read_dir("/proc/self/task").unwrap().count();
+    let before = threads();
+    // Ten times the per-user bound of raw connections that never say Hello.
+    let limit = tagwire_daemon::quota::Quotas::default().connections_per_uid;
+    let flood: Vec<_> = (0..10 * limit)
+        .filter_map(|_| tagwire_unix::SeqPacket::connect(&socket).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let grown = threads() - before;
+    println!(
+        "{} connections held, {grown} daemon threads more",
+        flood.len()
+    );
+    assert!(
+        grown <= 2 * limit + 8,
+        "{grown} threads for a flood of one user"
+    );
+    // The flooding user is refused a new client with the reason…
+    let e = root_client(&socket).unwrap_err();
+    assert!(matches!(&e, Error::Quota { .. }), "{e:?}");
+    // …while its clients from before keep working and another user is served.
+    root.ping().unwrap();
+    let (ok, out) = run(as_nobody(&socket, &["tags"]));
+    assert!(ok && out.contains("/still"), "{out}");
+    drop(flood);
+}

@@ -124,6 +124,8 @@ typedef enum tw_status {
   TW_ERR_DENIED = 22,
   // The socket's daemon runs as another user (neither root nor the caller's).
   TW_ERR_FOREIGN_DAEMON = 23,
+  // A resource bound of the daemon was reached.
+  TW_ERR_QUOTA = 24,
 } tw_status;
 
 // A connection to the node's tagwire daemon. Thread-safe.

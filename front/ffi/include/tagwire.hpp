@@ -58,6 +58,7 @@ enum class Errc : int {
   depth_too_large = TW_ERR_DEPTH_TOO_LARGE,
   denied = TW_ERR_DENIED,
   foreign_daemon = TW_ERR_FOREIGN_DAEMON,
+  quota = TW_ERR_QUOTA,
 };
 
 /// Every tagwire failure: what() says what happened and what to do, kind()
@@ -100,6 +101,7 @@ TAGWIRE_ERROR_KIND(InternalError, internal)
 TAGWIRE_ERROR_KIND(DepthTooLarge, depth_too_large)
 TAGWIRE_ERROR_KIND(Denied, denied)
 TAGWIRE_ERROR_KIND(ForeignDaemon, foreign_daemon)
+TAGWIRE_ERROR_KIND(Quota, quota)
 #undef TAGWIRE_ERROR_KIND
 
 /// The subscriber fell behind: lost() messages were dropped, oldest first.
@@ -139,6 +141,7 @@ namespace detail {
     case TW_ERR_DEPTH_TOO_LARGE: throw DepthTooLarge(w);
     case TW_ERR_DENIED: throw Denied(w);
     case TW_ERR_FOREIGN_DAEMON: throw ForeignDaemon(w);
+    case TW_ERR_QUOTA: throw Quota(w);
     default: throw InternalError(w.empty() ? std::string("unknown tagwire status") : w);
   }
 }

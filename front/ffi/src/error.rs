@@ -62,6 +62,8 @@ pub enum tw_status {
     TW_ERR_DENIED = 22,
     /// The socket's daemon runs as another user (neither root nor the caller's).
     TW_ERR_FOREIGN_DAEMON = 23,
+    /// A resource bound of the daemon was reached.
+    TW_ERR_QUOTA = 24,
 }
 
 impl tw_status {
@@ -83,6 +85,7 @@ impl tw_status {
             E::DepthTooLarge { .. } => Self::TW_ERR_DEPTH_TOO_LARGE,
             E::Denied { .. } => Self::TW_ERR_DENIED,
             E::ForeignDaemon { .. } => Self::TW_ERR_FOREIGN_DAEMON,
+            E::Quota { .. } => Self::TW_ERR_QUOTA,
             E::Timeout => Self::TW_ERR_TIMEOUT,
             E::PeersUnresponsive(_) => Self::TW_ERR_PEERS_UNRESPONSIVE,
             E::NoPlacement(_) => Self::TW_ERR_NO_PLACEMENT,
@@ -119,6 +122,7 @@ impl tw_status {
             Self::TW_ERR_DEPTH_TOO_LARGE => c"ERR_DEPTH_TOO_LARGE",
             Self::TW_ERR_DENIED => c"ERR_DENIED",
             Self::TW_ERR_FOREIGN_DAEMON => c"ERR_FOREIGN_DAEMON",
+            Self::TW_ERR_QUOTA => c"ERR_QUOTA",
         }
     }
 }

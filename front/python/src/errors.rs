@@ -32,6 +32,7 @@ fn class_name(e: &tagwire::Error) -> &'static str {
         E::DepthTooLarge { .. } => "DepthTooLarge",
         E::Denied { .. } => "Denied",
         E::ForeignDaemon { .. } => "ForeignDaemon",
+        E::Quota { .. } => "Quota",
         E::Timeout => "Timeout",
         E::PeersUnresponsive(_) => "PeersUnresponsive",
         E::NoPlacement(_) => "NoPlacement",
@@ -97,6 +98,7 @@ pub(crate) fn to_py(py: Python<'_>, e: tagwire::Error) -> PyErr {
             ("limit", int(u64::from(*slots))),
         ],
         E::Denied { tag, .. } => vec![("tag", text(tag))],
+        E::Quota { what, limit } => vec![("what", text(what)), ("limit", int(*limit))],
         E::ForeignDaemon { socket, uid, .. } => vec![
             ("socket", text(&socket.to_string_lossy())),
             ("uid", int(u64::from(*uid))),

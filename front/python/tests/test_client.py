@@ -228,7 +228,7 @@ def test_every_exception_class_exists_and_derives_from_error():
     names = [
         "DaemonUnreachable", "DaemonTimeout", "UnknownTag", "TagDestroyed",
         "InvalidName", "NoSendAccess", "NotSubscribed", "TooLarge", "Overflowed",
-        "WindowFull", "NoLosslessRoom", "DepthTooLarge", "Denied", "ForeignDaemon",
+        "WindowFull", "NoLosslessRoom", "DepthTooLarge", "Denied", "ForeignDaemon", "Quota",
         "Timeout", "PeersUnresponsive",
         "NoPlacement", "Refused", "IoError", "ProtocolError",
     ]  # fmt: skip

@@ -142,6 +142,15 @@ pub enum Error {
         /// This process's effective uid.
         me: u32,
     },
+    /// A resource bound of the daemon was reached (connections, tags, ring
+    /// bytes, history size, per user or in all).
+    #[error("the daemon's limit on {what} ({limit}) is reached: release some, or raise the daemon's quota")]
+    Quota {
+        /// What is bounded.
+        what: String,
+        /// The bound.
+        limit: u64,
+    },
     /// The daemon refused a request for a reason not listed above.
     #[error("daemon refused the request ({code:?}): {message}")]
     Refused {
@@ -166,6 +175,18 @@ impl Error {
             ErrorCode::NotSubscribed => Error::NotSubscribed(tag.to_owned()),
             ErrorCode::PeersUnresponsive => Error::PeersUnresponsive(message),
             ErrorCode::NoPlacement => Error::NoPlacement(message),
+            ErrorCode::Quota => {
+                // `quota: <what> (limit <n>); …`
+                let parsed = message
+                    .strip_prefix("quota: ")
+                    .and_then(|m| m.split_once(" (limit "))
+                    .and_then(|(what, rest)| {
+                        let n = rest.split(')').next()?.parse().ok()?;
+                        Some((what.to_owned(), n))
+                    });
+                let (what, limit) = parsed.unwrap_or((message, 0));
+                Error::Quota { what, limit }
+            }
             ErrorCode::Denied => Error::Denied {
                 tag: tag.to_owned(),
                 message,

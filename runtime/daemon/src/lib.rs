@@ -29,6 +29,7 @@
 //!   pulls answered from them or from a peer's.
 //! * [`policy`]: who may publish, subscribe, create and destroy which tags
 //!   (uid and groups from `SO_PEERCRED`, tag owners, a policy file).
+//! * [`quota`]: the bounds of what one user and the daemon may hold.
 //! * [`blob`]: the store for messages too large for a shared-memory slot,
 //!   each kept until every gated reader has passed its record.
 //! * `stats`: the counters of `tagwire stats` (per node, tag, stream to
@@ -45,6 +46,7 @@ pub mod peers;
 mod plan;
 pub mod policy;
 pub mod pull;
+pub mod quota;
 mod ring;
 mod stats;
 pub mod update;
@@ -95,6 +97,8 @@ pub struct Config {
     pub policy: Option<PathBuf>,
     /// Without a policy file, the group whose members get every right.
     pub shared_group: Option<String>,
+    /// What one user and the daemon as a whole may hold.
+    pub quotas: quota::Quotas,
 }
 
 impl Default for Config {
@@ -112,6 +116,7 @@ impl Default for Config {
             topology: None,
             policy: None,
             shared_group: None,
+            quotas: quota::Quotas::default(),
         }
     }
 }
@@ -157,6 +162,8 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     /// Who may do what (from `config.policy` / `shared_group`).
     pub(crate) policy: policy::Policy,
+    /// Live connections per uid (bounded by `config.quotas`).
+    pub(crate) connections: quota::Connections,
     pub(crate) state: Mutex<State>,
     pub(crate) stopping: AtomicBool,
     pub(crate) next_client: AtomicU64,
@@ -300,6 +307,7 @@ impl Daemon {
             }
             (None, None) => policy::Policy::open(me, None),
         };
+        quota::raise_descriptor_limit();
         let listener = bind(&config.socket)?;
         tracing::info!(socket = %config.socket.display(), node = %config.node, "tagwired listening");
         let incarnation = now_unix_ns();
@@ -329,6 +337,7 @@ impl Daemon {
             }),
             config,
             policy,
+            connections: quota::Connections::default(),
             stopping: AtomicBool::new(false),
             next_client: AtomicU64::new(1),
             incarnation,

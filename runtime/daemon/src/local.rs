@@ -20,6 +20,7 @@ use tagwire_wire::{ChannelQos, Member, NodeAddr, Pid, Proxy, SenderInfo, TagName
 use std::sync::mpsc::SyncSender;
 
 use crate::policy::{Cred, Right};
+use crate::quota::Exceeded;
 use crate::{blob, now_unix_ns, stats, update, Outbox, Outgoing, Shared, State, OUTBOX_DEPTH};
 
 pub(crate) fn accept_loop(shared: Arc<Shared>) {
@@ -38,18 +39,39 @@ pub(crate) fn accept_loop(shared: Arc<Shared>) {
         if shared.stopping.load(Ordering::SeqCst) {
             return;
         }
+        // Bounded before it costs a thread.
+        let Ok(uid) = conn.peer_cred().map(|c| c.uid) else {
+            continue;
+        };
+        if let Err(q) = shared.connections.admit(&shared.config.quotas, uid) {
+            tracing::warn!(uid, "connection refused: {}", q.message());
+            let bytes = Message::Response {
+                id: 0,
+                body: Response::Error {
+                    code: ErrorCode::Quota,
+                    message: q.message(),
+                },
+            }
+            .encode();
+            let _ = conn.refuse(&bytes);
+            continue;
+        }
         let id = ClientId(shared.next_client.fetch_add(1, Ordering::Relaxed));
         let s = shared.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("tagwired-client-{}", id.0))
-            .spawn(move || serve(s, id, conn));
+            .spawn(move || {
+                serve(&s, id, conn);
+                s.connections.release(uid);
+            });
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "cannot start a client thread");
+            shared.connections.release(uid);
         }
     }
 }
 
-fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
+fn serve(shared: &Arc<Shared>, id: ClientId, conn: SeqPacket) {
     let (pid, cred) = match conn.peer_cred() {
         Ok(c) => (Pid(c.pid), cred_of(c.pid, c.uid, c.gid)),
         Err(e) => {
@@ -139,14 +161,14 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
         };
         let mut ops = Vec::new();
         let (mut response, mut fd) = match request {
-            Request::Stats => (stats::collect(&shared, client.id), None),
+            Request::Stats => (stats::collect(shared, client.id), None),
             Request::Report { query, rows } => {
                 shared.reports.deposit(query, client.id, rows);
                 (Response::Ok, None)
             }
-            request => handle(&shared, &client, request, packet.fd, &mut ops),
+            request => handle(shared, &client, request, packet.fd, &mut ops),
         };
-        if let Err(message) = update::replicate(&shared, ops) {
+        if let Err(message) = update::replicate(shared, ops) {
             tracing::warn!(client = id.0, "{message}");
             if let (Response::TagOpened(o), Some(role)) = (&response, grant) {
                 // The right is not known everywhere: give it back rather than
@@ -157,9 +179,9 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
                     Role::Sender => st.table.remove_sender(o.tag, client.id),
                 };
                 if let Ok(c) = c {
-                    update::effects(&shared, &mut st, &c.updates);
+                    update::effects(shared, &mut st, &c.updates);
                     drop(st);
-                    let _ = update::replicate(&shared, c.ops);
+                    let _ = update::replicate(shared, c.ops);
                 }
             }
             response = Response::Error {
@@ -191,7 +213,7 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
     }
     let change = st.table.remove_client(id);
     let ups = change.updates;
-    update::effects(&shared, &mut st, &ups);
+    update::effects(shared, &mut st, &ups);
     // A subscriber killed while asleep never lowers its ring's sleeper count.
     // When no receiver is left on a tag, nobody can be asleep on its ring (new
     // subscribers get the ring only through us, under this lock): reset it.
@@ -209,7 +231,7 @@ fn serve(shared: Arc<Shared>, id: ClientId, conn: SeqPacket) {
         }
     }
     drop(st);
-    if let Err(message) = update::replicate(&shared, change.ops) {
+    if let Err(message) = update::replicate(shared, change.ops) {
         tracing::warn!(client = id.0, "releasing a dead client's rights: {message}");
     }
     tracing::trace!(
@@ -247,6 +269,46 @@ fn permit(
             tracing::debug!(client = client.id.0, uid = client.cred.uid, tag = %name, "denied: {why}");
             error(ErrorCode::Denied, why)
         })
+}
+
+/// Whether `client` may create one more tag with a ring of `ring`.
+fn room_for_tag(
+    shared: &Shared,
+    st: &State,
+    client: &Client,
+    ring: RingParams,
+) -> Result<(), Exceeded> {
+    let q = &shared.config.quotas;
+    let uid = client.cred.uid;
+    if st.owners.values().filter(|&&o| o == uid).count() >= q.tags_per_uid {
+        return Err(Exceeded::new("tags this user created", q.tags_per_uid));
+    }
+    if st.table.entries().count() >= q.tags {
+        return Err(Exceeded::new("tags on this daemon", q.tags));
+    }
+    let bytes = |r: RingParams| u64::from(r.slots) * u64::from(r.slot_payload);
+    let used: u64 = st
+        .table
+        .entries()
+        .filter(|e| st.rings.contains_key(&e.id))
+        .map(|e| bytes(e.ring))
+        .sum();
+    if used.saturating_add(bytes(ring)) > q.ring_bytes {
+        return Err(Exceeded::new("ring bytes on this daemon", q.ring_bytes));
+    }
+    Ok(())
+}
+
+/// Whether a history of `depth` messages and `max_bytes` is within bounds.
+fn history_within(shared: &Shared, depth: u32, max_bytes: u64) -> Result<(), Exceeded> {
+    let q = &shared.config.quotas;
+    if depth > q.history_depth {
+        return Err(Exceeded::new("history depth", q.history_depth));
+    }
+    if max_bytes > q.history_bytes {
+        return Err(Exceeded::new("history bytes", q.history_bytes));
+    }
+    Ok(())
 }
 
 /// Who the process at the other end of `conn` is: its uid and groups (the
@@ -414,6 +476,9 @@ fn handle(
             if let Err(e) = permit(shared, &st, client, &name, Right::Create) {
                 return e;
             }
+            if let Err(q) = history_within(shared, depth, max_bytes) {
+                return error(ErrorCode::Quota, q.message());
+            }
             let ring = match st.table.entry(&name) {
                 Some(e) => st.rings.get(&e.id).map(crate::delivery::private_ring),
                 None => return error(ErrorCode::UnknownTag, format!("unknown tag {name}")),
@@ -478,6 +543,11 @@ fn handle(
                 return e;
             }
             let ring = resolve_ring(ring, shared.config.default_ring);
+            if let Err(q) = room_for_tag(shared, &st, client, ring)
+                .and_then(|()| history_within(shared, history.depth, history.max_bytes))
+            {
+                return error(ErrorCode::Quota, q.message());
+            }
             let segment = match create_ring(&name, ring) {
                 Ok(r) => r,
                 Err(e) => return e,

@@ -221,6 +221,25 @@ impl SeqPacket {
         })
     }
 
+    /// Refuses the connection with `packet` (the reason): drops whatever the
+    /// peer sent, stops it from sending more, then sends `packet`. Closing
+    /// the socket afterwards then leaves the peer the packet to read, not a
+    /// connection reset (which unread data at close would cause). Costs no
+    /// wait.
+    pub fn refuse(&self, packet: &[u8]) -> io::Result<()> {
+        let drain = || {
+            let mut scrap = [0u8; 1];
+            // Descriptors passed with a dropped packet are closed by the kernel.
+            while net::recv(&self.fd, &mut scrap, RecvFlags::DONTWAIT).is_ok_and(|(n, _)| n > 0) {}
+        };
+        drain();
+        net::shutdown(&self.fd, net::Shutdown::Read)?;
+        drain();
+        self.send(packet, None)?;
+        net::shutdown(&self.fd, net::Shutdown::Write)?;
+        Ok(())
+    }
+
     /// Shuts both directions down, waking a thread blocked in [`recv`](Self::recv).
     pub fn shutdown(&self) -> io::Result<()> {
         net::shutdown(&self.fd, net::Shutdown::Both)?;

@@ -19,6 +19,7 @@ from .errors import NoLosslessRoom as NoLosslessRoom
 from .errors import DepthTooLarge as DepthTooLarge
 from .errors import Denied as Denied
 from .errors import ForeignDaemon as ForeignDaemon
+from .errors import Quota as Quota
 from .errors import NoPlacement as NoPlacement
 from .errors import NoSendAccess as NoSendAccess
 from .errors import NotSubscribed as NotSubscribed
@@ -66,6 +67,7 @@ __all__ = [
     "DepthTooLarge",
     "Denied",
     "ForeignDaemon",
+    "Quota",
     "Timeout",
     "PeersUnresponsive",
     "NoPlacement",

@@ -29,6 +29,7 @@ __all__ = [
     "DepthTooLarge",
     "Denied",
     "ForeignDaemon",
+    "Quota",
     "Timeout",
     "PeersUnresponsive",
     "NoPlacement",
@@ -142,6 +143,14 @@ class ForeignDaemon(Error, PermissionError):
 
     socket: str = ""
     uid: int = 0
+
+
+class Quota(Error):
+    """A resource bound of the daemon was reached (``what``, ``limit``):
+    connections, tags, ring bytes or history size, per user or in all."""
+
+    what: str = ""
+    limit: int = 0
 
 
 class Timeout(Error, TimeoutError):

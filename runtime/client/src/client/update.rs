@@ -58,8 +58,19 @@ impl Core {
         mut hold: Option<&mut Vec<tagwire_proto::Update>>,
     ) -> Result<Reply> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
-        sock.send(&Ctl::Request { id, body: req }.encode(), None)
-            .map_err(|e| self.unreachable(e.to_string()))?;
+        if let Err(e) = sock.send(&Ctl::Request { id, body: req }.encode(), None) {
+            // A daemon that refused the connection (a quota) said why first.
+            if let Ok(Some(p)) = sock.recv(MAX_MESSAGE) {
+                if let Ok(Ctl::Response {
+                    id: 0,
+                    body: Response::Error { code, message },
+                }) = Ctl::decode(&p.data)
+                {
+                    return Err(Error::from_daemon(code, message, ""));
+                }
+            }
+            return Err(self.unreachable(e.to_string()));
+        }
         let deadline = Instant::now() + self.opts.timeout;
         loop {
             if Instant::now() > deadline {
@@ -81,6 +92,11 @@ impl Core {
             };
             match Ctl::decode(&p.data) {
                 Ok(Ctl::Response { id: rid, body }) if rid == id => return Ok((body, p.fd)),
+                // Refused before any request was read (a connection quota).
+                Ok(Ctl::Response {
+                    id: 0,
+                    body: Response::Error { code, message },
+                }) => return Err(Error::from_daemon(code, message, "")),
                 Ok(Ctl::Update(u)) => match hold.as_deref_mut() {
                     Some(h) => h.push(u),
                     None => self.apply(&u),

@@ -67,7 +67,9 @@ public class TagwireException extends RuntimeException {
         /** The daemon's access policy does not grant this right on the tag. */
         DENIED(22),
         /** The socket's daemon runs as another user (neither root nor the caller's). */
-        FOREIGN_DAEMON(23);
+        FOREIGN_DAEMON(23),
+        /** A resource bound of the daemon was reached. */
+        QUOTA(24);
 
         private final int code;
 
@@ -134,6 +136,7 @@ public class TagwireException extends RuntimeException {
             case DEPTH_TOO_LARGE -> new DepthTooLarge(message);
             case DENIED -> new Denied(message);
             case FOREIGN_DAEMON -> new ForeignDaemon(message);
+            case QUOTA -> new Quota(message);
             case INTERNAL -> new InternalError(status == Kind.INTERNAL.code() ? message
                     : "unknown tagwire status " + status + ": " + message);
         };
@@ -359,6 +362,15 @@ public class TagwireException extends RuntimeException {
 
         ForeignDaemon(String m) {
             super(Kind.FOREIGN_DAEMON, m);
+        }
+    }
+
+    /** A resource bound of the daemon was reached (connections, tags, ring bytes, history). */
+    public static final class Quota extends TagwireException {
+        private static final long serialVersionUID = 1L;
+
+        Quota(String m) {
+            super(Kind.QUOTA, m);
         }
     }
 
