@@ -442,6 +442,7 @@ impl<N: SimNode + 'static> Sim<N> {
             addr: slot.addr,
             incarnation: slot.incarnation,
             now,
+            elapsed: self.now,
             seed: derive_seed(
                 self.config.seed,
                 &format!("node {} #{}", slot.addr, slot.incarnation),

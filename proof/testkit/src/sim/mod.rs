@@ -70,11 +70,15 @@
 //!
 //! [`stream`] runs `tagwire-reliable`'s writer, reader, reassembler and
 //! best-effort tracker, with `tagwire_wire::datagram` bytes, as a
-//! [`SimNode`]. The delivery session and membership cores (DESIGN.md §6)
-//! will plug in the same way.
+//! [`SimNode`]. [`member`] runs a daemon's update manager (the membership
+//! core and a tag table) over [`conn`], a small TCP-like transport on the
+//! simulated datagrams. The delivery session core (DESIGN.md §6) will plug
+//! in the same way.
 
+pub mod conn;
 mod engine;
 mod link;
+pub mod member;
 mod node;
 mod rng;
 pub mod stream;

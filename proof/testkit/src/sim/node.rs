@@ -1,7 +1,7 @@
 //! What a protocol core must offer to run in the simulator.
 
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tagwire_wire::Carrier;
 
@@ -109,6 +109,10 @@ pub struct NodeInit {
     pub incarnation: u32,
     /// The virtual time of its creation.
     pub now: Instant,
+    /// The same, as virtual time since the start of the run: what a node
+    /// that stamps a wall clock (a daemon's incarnation, its table's
+    /// Lamport clock) reads.
+    pub elapsed: Duration,
     /// A seed for the instance's own randomness (ids, nonces), derived from
     /// the simulation's seed, the address and the incarnation.
     pub seed: u64,
