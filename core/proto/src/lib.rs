@@ -25,6 +25,7 @@
 mod history;
 pub mod membership;
 mod replica;
+pub mod replication;
 mod table;
 
 pub use history::History;

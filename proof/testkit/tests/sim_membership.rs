@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use sim_common::{addr, ms};
 use tagwire_proto::membership::DownReason;
-use tagwire_proto::{ClientId, Holder, Role, TableOp};
+use tagwire_proto::{ClientId, Holder, Role};
 use tagwire_testkit::sim::member::{node_addr, MemberConfig, MemberNode, Observed, Outcome};
 use tagwire_testkit::sim::{for_each_seed, Addr, LinkConfig, Sim, SimConfig, SimRng};
 use tagwire_wire::{NodeAddr, TagName};
@@ -369,24 +369,20 @@ fn replication_completes_when_every_peer_applied_and_times_out_naming_a_partitio
     for &p in &addrs[1..3] {
         assert!(sim.node(p).unwrap().table().entry(&s).is_some(), "{p}");
     }
-    assert!(sim.node(d).unwrap().table().entry(&s).is_none());
-    // After the heal d catches up from a's Sync.
+    // d has it all the same: the others passed the creation on (a only
+    // cannot hear d say so).
+    assert!(sim.node(d).unwrap().table().entry(&s).is_some());
     sim.heal_all();
     run_to_convergence(&mut sim, &addrs, ms(5000)).unwrap();
     assert!(sim.node(d).unwrap().table().entry(&s).is_some());
 }
 
-/// KNOWN BUG, found by the property test (seed 56 of the first run): a tag
-/// created on one node reaches one peer, its creator crashes before the
-/// other peer got it, and the survivors never agree again. Peers pass on
-/// neither each other's ops nor, once their link is up, their table: only
-/// the `Sync` at link set-up carries it, and the link between the two
-/// survivors never went down. The restarted creator learns the tag from
-/// the first survivor's `Sync`, but after it sent its own `Sync` to the
-/// second. Ignored until the update manager passes tag creations and
-/// destroys on (or re-synchronises); run it with `--ignored`.
+/// Found by the property test (seed 56 of its first run): a tag created on
+/// one node reached one peer, its creator crashed before the other peer got
+/// it, and the survivors never agreed again (their link never went down, so
+/// no `Sync` came). Now a node that applied a tag's creation or destruction
+/// that changed its table passes it on (`tagwire_proto::replication`).
 #[test]
-#[ignore = "known bug: a tag op whose creator crashes mid-replication never reaches every survivor"]
 fn a_tag_op_survives_its_creators_crash() {
     let (mut sim, addrs, config) = network(6, 3, LinkConfig::with_latency(ms(1)));
     let (a, b, c) = (addrs[0], addrs[1], addrs[2]);
@@ -397,7 +393,10 @@ fn a_tag_op_survives_its_creators_crash() {
     sim.with_node(a, |n, now| n.create(now, &lost));
     sim.run_for(ms(20)).unwrap();
     assert!(sim.node(b).unwrap().table().entry(&lost).is_some());
-    assert!(sim.node(c).unwrap().table().entry(&lost).is_none());
+    assert!(
+        sim.node(c).unwrap().table().entry(&lost).is_some(),
+        "b passed the creation on to c"
+    );
     sim.crash(a).unwrap();
     sim.set_link_up(a, c, true);
     sim.run_for(ms(50)).unwrap();
@@ -531,11 +530,7 @@ fn apply(sim: &mut Sim<MemberNode>, addrs: &[Addr], step: &Step) {
     }
 }
 
-/// What a scenario ended with: `Some` when the tables differ only as the
-/// known bug does (see [`known_tag_loss`]).
-type Verdict = Result<Option<String>, String>;
-
-fn scenario(seed: u64) -> Verdict {
+fn scenario(seed: u64) -> Result<(), String> {
     let s = draw(seed);
     let (mut sim, addrs, config) = network(seed, s.nodes, s.link);
     let fail =
@@ -557,9 +552,6 @@ fn scenario(seed: u64) -> Verdict {
     // notice) takes the lease, a failed dial its timeout plus a redial.
     let limit = config.lease * 4 + config.conn.give_up + config.conn.connect_timeout;
     if let Err(e) = run_to_convergence(&mut sim, &addrs, limit) {
-        if let Some(why) = known_tag_loss(&sim, &addrs) {
-            return Ok(Some(why));
-        }
         return Err(fail(&sim, e));
     }
     // Quiescent means stable: nothing changes any more.
@@ -588,88 +580,16 @@ fn scenario(seed: u64) -> Verdict {
             }
         }
     }
-    Ok(None)
-}
-
-/// KNOWN BUG (see `a_tag_op_survives_its_creators_crash`): a tag's creation
-/// or destruction that reached some peers but not others when the node
-/// that made it crashed is never passed on: peers only send their own
-/// clients' rights and their whole table in the `Sync` at link set-up,
-/// and links between survivors stay up. Their tables then differ for good
-/// in which tags exist.
-///
-/// `Some(explanation)` when every node is up, nothing waits, and the tables
-/// differ exactly so: they agree on every tag they all have, and each tag
-/// only some have was decided last (its creation on the nodes that have
-/// it, or a destroy on those that do not) by a node that crashed during
-/// the scenario. Anything else is a failure.
-fn known_tag_loss(sim: &Sim<MemberNode>, addrs: &[Addr]) -> Option<String> {
-    if !all_up(sim, addrs) || addrs.iter().any(|&a| sim.node(a).unwrap().pending() > 0) {
-        return None;
-    }
-    let crashed: Vec<NodeAddr> = addrs
-        .iter()
-        .filter(|&&a| sim.node_stats(a).is_some_and(|s| s.crashes > 0))
-        .map(|&a| node_addr(a))
-        .collect();
-    let views: Vec<_> = addrs.iter().map(|&a| sim.node(a).unwrap().view()).collect();
-    let mut names: Vec<TagName> = views.iter().flatten().map(|t| t.name.clone()).collect();
-    names.sort();
-    names.dedup();
-    let mut lost = Vec::new();
-    for name in names {
-        let on: Vec<_> = views
-            .iter()
-            .map(|v| v.iter().find(|t| t.name == name))
-            .collect();
-        let have: Vec<_> = on.iter().flatten().collect();
-        if have.windows(2).any(|w| w[0] != w[1]) {
-            return None;
-        }
-        if have.len() == on.len() {
-            continue;
-        }
-        // The last word on the tag: its creation where it exists, its
-        // destroy where it does not.
-        let mut last = None;
-        for (&a, there) in addrs.iter().zip(&on) {
-            let n = sim.node(a).unwrap();
-            let v = match there {
-                Some(_) => n.table().entry(&name).map(|e| e.created),
-                None => n.table().sync_ops().into_iter().find_map(|op| match op {
-                    TableOp::TagDown { name: g, version } if g == name => Some(version),
-                    _ => None,
-                }),
-            };
-            last = last.max(v);
-        }
-        let by = last?.node;
-        if !crashed.contains(&by) {
-            return None;
-        }
-        lost.push(format!("{name} (last decided by {by}, which crashed)"));
-    }
-    (!lost.is_empty()).then(|| lost.join(", "))
+    Ok(())
 }
 
 #[test]
 fn live_daemons_converge_after_any_mix_of_changes_loss_partitions_and_restarts() {
     let start = std::time::Instant::now();
-    let mut known = Vec::new();
-    let runs = for_each_seed("live_daemons_converge_after_any_mix", SEEDS, |seed| {
-        if let Some(why) = scenario(seed)? {
-            eprintln!(
-                "live_daemons_converge_after_any_mix: seed = {seed} hit the known bug \
-                 (a_tag_op_survives_its_creators_crash): tables differ on {why}"
-            );
-            known.push(seed);
-        }
-        Ok(())
-    });
+    let runs = for_each_seed("live_daemons_converge_after_any_mix", SEEDS, scenario);
     eprintln!(
-        "live_daemons_converge_after_any_mix: {runs} scenarios in {:?}; {} hit the known bug: {known:?}",
-        start.elapsed(),
-        known.len()
+        "live_daemons_converge_after_any_mix: {runs} scenarios in {:?}",
+        start.elapsed()
     );
 }
 

@@ -30,7 +30,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use tagwire_proto::membership::{DownReason, Event, LinkId, OpId, Source};
-use tagwire_proto::{TableEvent, TableOp, Update};
+use tagwire_proto::{replication, TableEvent, TableOp, Update};
 use tagwire_wire::control::{HistoryQuery, Message};
 use tagwire_wire::{NodeAddr, TagName};
 
@@ -303,41 +303,32 @@ fn consume(shared: &Arc<Shared>, st: &mut State) -> Vec<PullRequest> {
             }
             Event::PeerUp {
                 peer,
-                link,
-                name,
+                ref name,
                 restarted,
                 ..
             } => {
                 tracing::info!(node = %peer, name, restarted, "peer up");
                 reroute(shared, st);
-                // Built after the core counts the peer up: every later change
-                // reaches it as an Op behind this Sync.
-                let ops = st.table.sync_ops();
-                st.peers.send_sync(link, ops);
+                table_event(st, &e);
             }
-            Event::PeerDown { peer, reason } => {
-                match &reason {
+            Event::PeerDown { peer, ref reason } => {
+                match reason {
                     DownReason::LeaseExpired => {
                         tracing::warn!(node = %peer, "peer silent for its lease: declared dead");
                     }
                     r => tracing::debug!(node = %peer, reason = ?r, "peer down"),
                 }
                 shared.pulls.gone(peer);
-                let ups = st.table.drop_node(peer);
+                let ups = table_event(st, &e);
                 tracing::info!(node = %peer, released = ups.len(), "peer link closed; its rights are gone");
                 effects(shared, st, &ups);
                 if ups.is_empty() {
                     reroute(shared, st);
                 }
             }
-            Event::Sync { peer, ops } => {
-                let ups = st.table.apply_sync(peer, &ops);
+            Event::Sync { .. } | Event::Op { .. } => {
+                let ups = table_event(st, &e);
                 effects(shared, st, &ups);
-            }
-            Event::Op { link, id, op, .. } => {
-                let ups = st.table.apply_remote(&op);
-                effects(shared, st, &ups);
-                st.peers.acknowledge(link, id);
             }
             Event::Replicated { id } => shared.replications.finish(id, Vec::new()),
             Event::ReplicationTimedOut { id, missing } => {
@@ -359,6 +350,12 @@ fn consume(shared: &Arc<Shared>, st: &mut State) -> Vec<PullRequest> {
         }
     }
     pulls
+}
+
+/// The table's part of a membership event (`tagwire_proto::replication`).
+fn table_event(st: &mut State, e: &Event) -> Vec<Update> {
+    let State { table, peers, .. } = st;
+    replication::apply(table, peers, Instant::now(), e).unwrap_or_default()
 }
 
 /// Answers a peer's pull from this node's history.

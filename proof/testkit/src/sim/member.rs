@@ -41,7 +41,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use tagwire_proto::membership::{Config, DownReason, Event, LinkId, OpId, Source, Transmit};
-use tagwire_proto::{ClientId, Membership, TableError, TableOp, TagTable};
+use tagwire_proto::{replication, ClientId, Membership, TableError, TableOp, TagTable};
 use tagwire_wire::control::{NodeState, RingParams};
 use tagwire_wire::peer::PeerMessage;
 use tagwire_wire::{Carrier, Domain, Member, NodeAddr, Pid, SenderInfo, TagId, TagName};
@@ -527,7 +527,6 @@ impl MemberNode {
             Event::Discovered { .. } | Event::Pulled { .. } => {}
             Event::PeerUp {
                 peer,
-                link,
                 incarnation,
                 restarted,
                 ..
@@ -540,30 +539,27 @@ impl MemberNode {
                         restarted,
                     },
                 ));
-                // Built after the core counts the peer up: every later
-                // change reaches it as an Op behind this Sync.
-                let ops = self.table.sync_ops();
-                self.membership.send_sync(link, ops);
+                replication::apply(&mut self.table, &mut self.membership, now, &e);
             }
-            Event::PeerDown { peer, reason } => {
-                let dropped = self.table.drop_node(peer).len();
+            Event::PeerDown { peer, ref reason } => {
+                let dropped = replication::apply(&mut self.table, &mut self.membership, now, &e)
+                    .map_or(0, |u| u.len());
                 self.log.push((
                     now,
                     Observed::Down {
                         peer,
-                        reason,
+                        reason: reason.clone(),
                         dropped,
                     },
                 ));
             }
-            Event::Sync { peer, ops } => {
+            Event::Sync { .. } => {
                 self.stats.syncs_applied += 1;
-                self.table.apply_sync(peer, &ops);
+                replication::apply(&mut self.table, &mut self.membership, now, &e);
             }
-            Event::Op { link, id, op, .. } => {
+            Event::Op { .. } => {
                 self.stats.ops_applied += 1;
-                self.table.apply_remote(&op);
-                self.membership.acknowledge(link, id);
+                replication::apply(&mut self.table, &mut self.membership, now, &e);
             }
             Event::Replicated { id } => self.finish(now, id, Outcome::Replicated),
             Event::ReplicationTimedOut { id, missing } => {
