@@ -367,7 +367,11 @@ impl TagTable {
                 }
             }
         }
-        for (name, version) in &self.graves {
+        // In name order: the same table makes the same bytes (a simulated
+        // run replays exactly).
+        let mut graves: Vec<_> = self.graves.iter().collect();
+        graves.sort_by(|a, b| a.0.cmp(b.0));
+        for (name, version) in graves {
             ops.push(TableOp::TagDown {
                 name: name.clone(),
                 version: *version,
