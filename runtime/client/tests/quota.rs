@@ -135,3 +135,36 @@ fn connections_are_bounded_per_user_and_come_back_when_closed() {
     };
     c.ping().unwrap();
 }
+
+#[test]
+fn rights_per_client_and_large_message_bytes_are_bounded() {
+    let (_d, _daemon, opts) = start(Quotas {
+        rights_per_client: 2,
+        large_bytes: 5 << 19,
+        ..Quotas::default()
+    });
+    let c = Client::with_options(opts.clone()).unwrap();
+    for t in ["/a", "/b", "/c"] {
+        c.create_tag(t, Domain::Global).unwrap();
+    }
+    let _s = c.subscribe("/a", Default::default()).unwrap();
+    let mut p = c.publisher("/b").unwrap();
+    let (what, limit) = quota(c.subscribe("/c", Default::default()).unwrap_err());
+    assert_eq!((what.as_str(), limit), ("rights this client holds", 2));
+    assert!(c.receivers("/c").unwrap().is_empty(), "nothing half-made");
+    // Another client has its own budget.
+    let other = Client::with_options(opts).unwrap();
+    let _s2 = other.subscribe("/c", Default::default()).unwrap();
+
+    // 1 MiB messages: two fit a 2.5 MiB bound while their records are in
+    // the ring (a reader may still come for them); the third does not.
+    let big = vec![7u8; 1 << 20];
+    p.send(&big).unwrap();
+    p.send(&big).unwrap();
+    let (what, limit) = quota(p.send(&big).unwrap_err());
+    assert_eq!(
+        (what.as_str(), limit),
+        ("large-message bytes on this daemon", 5 << 19)
+    );
+    assert_eq!(p.last_seq().0, 2, "the refused send used no number");
+}

@@ -192,6 +192,21 @@ impl BlobStore {
             .map(|b| (&b.fd, b.len))
     }
 
+    /// Bytes kept.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Looks at the ring and evicts what no reader can need any more.
+    pub(crate) fn sweep(&mut self, ring: RingState, look: impl FnMut(u64) -> Seen) {
+        self.scan(ring, look);
+        let before = self.kept.len();
+        self.kept.retain(|b| !useless(b, ring));
+        if self.kept.len() != before {
+            self.bytes = self.kept.iter().map(|b| b.len).sum();
+        }
+    }
+
     /// Blobs kept.
     pub fn len(&self) -> usize {
         self.kept.len()

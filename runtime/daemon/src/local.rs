@@ -299,6 +299,45 @@ fn room_for_tag(
     Ok(())
 }
 
+/// Whether `len` more bytes of large messages fit the daemon's bound; past
+/// it, every store first drops what no reader can need.
+fn large_bytes_within(shared: &Shared, st: &mut State, len: u64) -> Result<(), Exceeded> {
+    let limit = shared.config.quotas.large_bytes;
+    let total = |st: &State| st.blobs.values().map(blob::BlobStore::bytes).sum::<u64>();
+    if total(st).saturating_add(len) <= limit {
+        return Ok(());
+    }
+    let State { blobs, rings, .. } = st;
+    for (tag, store) in blobs.iter_mut() {
+        if let Some(ring) = rings.get(tag) {
+            store.sweep(blob::RingState::of(ring), |i| blob::look(ring, i));
+        }
+    }
+    if total(st).saturating_add(len) > limit {
+        return Err(Exceeded::new("large-message bytes on this daemon", limit));
+    }
+    Ok(())
+}
+
+/// Whether `client` may hold one more right (send access or subscription).
+fn rights_within(shared: &Shared, st: &State, client: &Client) -> Result<(), Exceeded> {
+    let limit = shared.config.quotas.rights_per_client;
+    let held = st
+        .table
+        .entries()
+        .flat_map(|e| {
+            e.rights(tagwire_proto::Role::Sender)
+                .iter()
+                .chain(e.rights(tagwire_proto::Role::Receiver))
+        })
+        .filter(|r| r.holder == tagwire_proto::Holder::Local(client.id))
+        .count();
+    if held >= limit {
+        return Err(Exceeded::new("rights this client holds", limit));
+    }
+    Ok(())
+}
+
 /// Whether a history of `depth` messages and `max_bytes` is within bounds.
 fn history_within(shared: &Shared, depth: u32, max_bytes: u64) -> Result<(), Exceeded> {
     let q = &shared.config.quotas;
@@ -587,6 +626,9 @@ fn handle(
             if let Err(e) = permit(shared, &st, client, &name, Right::Publish) {
                 return e;
             }
+            if let Err(q) = rights_within(shared, &st, client) {
+                return error(ErrorCode::Quota, q.message());
+            }
             open(shared, &mut st, &name, ops, None, |st, tag| {
                 st.table.add_sender(tag, client.id, member)
             })
@@ -599,6 +641,9 @@ fn handle(
         } => {
             if let Err(e) = permit(shared, &st, client, &name, Right::Subscribe) {
                 return e;
+            }
+            if let Err(q) = rights_within(shared, &st, client) {
+                return error(ErrorCode::Quota, q.message());
             }
             if let Err(why) = admit(shared, &st, &name, &qos) {
                 return error(ErrorCode::NoPlacement, why);
@@ -690,6 +735,10 @@ fn handle(
             }
             let at = blob::RingState::of(&ring);
             store.scan(at, |i| blob::look(&ring, i));
+            if let Err(q) = large_bytes_within(shared, &mut st, len) {
+                return error(ErrorCode::Quota, q.message());
+            }
+            let store = st.blobs.entry(tag).or_default();
             match store.put(fd, len, owner, limits, at) {
                 Ok(blob_id) => (Response::BlobStored { blob_id }, None),
                 Err(blob::Full) => {

@@ -9,6 +9,8 @@
 //! | tags a uid owns / in all | 1024 / 8192 | each costs a descriptor and its ring |
 //! | ring bytes in all | 8 GiB | shared memory |
 //! | history depth / bytes per tag | 1 M messages / 1 GiB | the daemon's memory |
+//! | large-message bytes in all | 4 GiB | memory held in memfds |
+//! | rights per client | 4096 | table entries and, when lossless, gates |
 //!
 //! At start the daemon raises its descriptor limit to the hard limit, so the
 //! tag bound, not the descriptor table, is what a flood runs into.
@@ -35,6 +37,10 @@ pub struct Quotas {
     pub history_depth: u32,
     /// Bytes a tag's history may keep.
     pub history_bytes: u64,
+    /// Bytes of large messages (blobs) kept on this node in all.
+    pub large_bytes: u64,
+    /// Rights (send accesses and subscriptions) one client may hold.
+    pub rights_per_client: usize,
 }
 
 impl Default for Quotas {
@@ -47,6 +53,8 @@ impl Default for Quotas {
             ring_bytes: 8 << 30,
             history_depth: 1 << 20,
             history_bytes: 1 << 30,
+            large_bytes: 4 << 30,
+            rights_per_client: 4096,
         }
     }
 }
