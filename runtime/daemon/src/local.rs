@@ -326,9 +326,9 @@ fn rights_within(shared: &Shared, st: &State, client: &Client) -> Result<(), Exc
         .table
         .entries()
         .flat_map(|e| {
-            e.rights(tagwire_proto::Role::Sender)
+            e.rights(Role::Sender)
                 .iter()
-                .chain(e.rights(tagwire_proto::Role::Receiver))
+                .chain(e.rights(Role::Receiver))
         })
         .filter(|r| r.holder == tagwire_proto::Holder::Local(client.id))
         .count();
@@ -582,6 +582,9 @@ fn handle(
                 return e;
             }
             let ring = resolve_ring(ring, shared.config.default_ring);
+            if let Err(why) = crate::ring::check(ring) {
+                return error(ErrorCode::BadRequest, why);
+            }
             if let Err(q) = room_for_tag(shared, &st, client, ring)
                 .and_then(|()| history_within(shared, history.depth, history.max_bytes))
             {

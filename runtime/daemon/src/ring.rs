@@ -10,14 +10,20 @@ use tagwire_wire::TagName;
 /// cannot reserve unbounded shared memory.
 const MAX_RING_BYTES: u64 = 1 << 30;
 
-/// Creates the shared-memory ring of tag `name`; the error says why not.
-pub(crate) fn create(name: &TagName, ring: RingParams) -> Result<Ring, String> {
+/// Whether a ring of this shape may be made at all; the error says why not.
+pub(crate) fn check(ring: RingParams) -> Result<(), String> {
     if u64::from(ring.slots) * u64::from(ring.slot_payload) > MAX_RING_BYTES {
         return Err(format!(
             "ring of {} slots x {} bytes exceeds the daemon's 1 GiB limit per tag",
             ring.slots, ring.slot_payload
         ));
     }
+    Ok(())
+}
+
+/// Creates the shared-memory ring of tag `name`; the error says why not.
+pub(crate) fn create(name: &TagName, ring: RingParams) -> Result<Ring, String> {
+    check(ring)?;
     let shape = RingShape {
         slots: ring.slots,
         // Room for the frame header in front of each payload.
