@@ -238,9 +238,20 @@ fn run(shared: &Arc<Shared>, inputs: &Receiver<Input>) {
             Ok(i) => Some(i),
             Err(RecvTimeoutError::Timeout) => None,
         };
-        let now = Instant::now();
         let mut st = shared.lock();
+        let now = Instant::now();
         if let Some(i) = input {
+            feed(shared, &mut st, now, i);
+        }
+        // Everything queued meanwhile goes in before the timers: a thread
+        // that could not run for a while (a loaded machine) must not declare
+        // a peer silent whose heartbeat waits in the queue.
+        let mut stop = false;
+        while let Ok(i) = inputs.try_recv() {
+            if matches!(i, Input::Stop) {
+                stop = true;
+                break;
+            }
             feed(shared, &mut st, now, i);
         }
         if st.peers.poll_timeout().is_some_and(|t| t <= now) {
@@ -252,7 +263,7 @@ fn run(shared: &Arc<Shared>, inputs: &Receiver<Input>) {
         for p in pulls {
             answer(shared, p);
         }
-        if shared.is_stopping() {
+        if stop || shared.is_stopping() {
             break;
         }
     }
