@@ -25,6 +25,10 @@ const MAX_PUBLISHERS: usize = 4096;
 /// The last number seen from each publisher.
 #[derive(Debug, Default)]
 pub(crate) struct Gaps {
+    /// The publisher of the last message and its number (most tags have one
+    /// publisher: no hashing per message for them).
+    hot: Option<((SenderInfo, u16), u64)>,
+    /// The others.
     last: HashMap<(SenderInfo, u16), u64>,
 }
 
@@ -34,10 +38,20 @@ impl Gaps {
     /// takes are missing before this one.
     pub(crate) fn note(&mut self, sender: SenderInfo, stream: u16, seq: u64, every: u32) -> u64 {
         let key = (sender, stream);
-        if self.last.len() >= MAX_PUBLISHERS && !self.last.contains_key(&key) {
-            self.last.clear();
-        }
-        match self.last.insert(key, seq) {
+        let before = match &mut self.hot {
+            Some((k, last)) if *k == key => Some(std::mem::replace(last, seq)),
+            hot => {
+                if let Some((k, last)) = hot.take() {
+                    if self.last.len() >= MAX_PUBLISHERS && !self.last.contains_key(&k) {
+                        self.last.clear();
+                    }
+                    self.last.insert(k, last);
+                }
+                *hot = Some((key, seq));
+                self.last.remove(&key)
+            }
+        };
+        match before {
             Some(last) if seq > last => wanted_between(last, seq, every),
             _ => 0,
         }
@@ -46,6 +60,7 @@ impl Gaps {
     /// Forgets every publisher's last number (losses up to here were
     /// reported another way, or dropped on purpose).
     pub(crate) fn forget(&mut self) {
+        self.hot = None;
         self.last.clear();
     }
 }
