@@ -237,7 +237,15 @@ impl Reader {
         Some(AckNack {
             ack_through: self.received_through,
             missing,
+            credit: None,
         })
+    }
+
+    /// Makes the next [`Reader::poll_transmit`] answer as it answers a
+    /// heartbeat: at once, naming every seq still missing (e.g. the
+    /// receiver has room again after refusing data).
+    pub fn request_ack(&mut self) {
+        self.heartbeat_due = true;
     }
 
     /// When a rate-limited NACK becomes allowed, if one is waiting.
@@ -388,7 +396,8 @@ mod tests {
             r.poll_transmit(t),
             Some(AckNack {
                 ack_through: 16,
-                missing: vec![]
+                missing: vec![],
+                credit: None,
             })
         );
         assert_eq!(r.poll_transmit(t), None);
@@ -404,7 +413,8 @@ mod tests {
             r.poll_transmit(t),
             Some(AckNack {
                 ack_through: 1,
-                missing: vec![2]
+                missing: vec![2],
+                credit: None,
             })
         );
         assert_eq!(r.handle_data(t, 5, b"5"), Arrival::Buffered);
@@ -414,7 +424,8 @@ mod tests {
             r.poll_transmit(t + ms(10)),
             Some(AckNack {
                 ack_through: 1,
-                missing: vec![2, 4]
+                missing: vec![2, 4],
+                credit: None,
             })
         );
         assert_eq!(r.handle_data(t, 2, b"2"), Arrival::Deliver);
@@ -439,7 +450,8 @@ mod tests {
             r.poll_transmit(t),
             Some(AckNack {
                 ack_through: 3,
-                missing: vec![4]
+                missing: vec![4],
+                credit: None,
             })
         );
         assert_eq!(r.handle_data(t, 4, b"4"), Arrival::Deliver);
@@ -448,7 +460,8 @@ mod tests {
             r.poll_transmit(t),
             Some(AckNack {
                 ack_through: 4,
-                missing: vec![]
+                missing: vec![],
+                credit: None,
             })
         );
     }

@@ -543,6 +543,7 @@ fn handle(
         Body::AckNack(AckNack {
             ack_through,
             missing,
+            ..
         }) => {
             let s = lock(&d.out).get(&dg.stream).cloned();
             if let Some(s) = s {
