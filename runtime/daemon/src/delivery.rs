@@ -2,16 +2,15 @@
 //!
 //! * **Outbound** (`forward`): for every global tag with receivers on other
 //!   nodes, a forwarder thread reads the tag's ring like a subscriber and
-//!   sends each message published on *this* node once to each node with
-//!   receivers: small messages packed into batch datagrams of up to
-//!   [`DATAGRAM`] bytes, large ones as fragments; one reliable stream per
-//!   (tag, node) (`tagwire_reliable::Writer`: window, heartbeats, resends on
-//!   NACK), or a best-effort one (sequence numbers only) for a node whose
-//!   receivers all asked for best-effort. Messages that arrived from other
-//!   nodes are not forwarded (their publisher's node already sent one copy
-//!   to every node), except by an intermediate proxy node to the nodes it
-//!   proxies for (`plan`). This module resolves the routes (`reroute`) and
-//!   owns the socket and the streams' writers.
+//!   hands each message published on *this* node to the tag's
+//!   `tagwire_session::Session`, which batches, fragments, numbers and
+//!   keeps the reliable windows (see that crate); the forwarder sends what
+//!   it says. Messages that arrived from other nodes are not forwarded
+//!   (their publisher's node already sent one copy to every node), except
+//!   by an intermediate proxy node to the nodes it proxies for
+//!   (`tagwire_session::plan`). This module computes the routes
+//!   (`reroute`, under the state lock) and hands them to `forward`, which
+//!   does not import this module.
 //! * **Inbound**: one thread receives on the delivery port. Reliable data
 //!   goes through the stream's `Reader` (in order, exactly once, ACK every K,
 //!   NACK on gaps); best-effort data keeps only datagrams newer than the last
@@ -20,7 +19,7 @@
 //!   with the publisher's original header (pid, node, sequence number,
 //!   timestamp), so local subscribers cannot tell it from a local message.
 //!   Messages larger than a slot become blobs, as on one node. ACK/NACKs for
-//!   our own streams are handed to their writers here too.
+//!   our own streams go to their forwarder's session (`Outbound::handle_ack`).
 //!
 //! Malformed datagrams are counted and dropped. **Back-pressure:** while a
 //! node gets a reliable stream, the forwarder holds a gate on the ring
@@ -43,108 +42,41 @@ use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rustix::fs::{MemfdFlags, SealFlags};
 
 use tagwire_proto::Role;
-use tagwire_reliable::{
-    Arrival, BestEffort, Reader, ReaderConfig, Reassembler, ReassemblerConfig, Transmit, Writer,
-    WriterConfig,
-};
+use tagwire_reliable::{Arrival, BestEffort, Reader, ReaderConfig, Reassembler, ReassemblerConfig};
 use tagwire_shm::{Ring, Segment};
 use tagwire_wire::datagram::{
-    tag_group, AckNack, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_DIRECT, FLAG_RELIABLE,
+    tag_group, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_DIRECT, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::{NodeAddr, TagId, TagName};
 
 use crate::auto::Placer;
 use crate::blob::{self, Limits, Owner, RingState};
-pub(crate) use crate::plan::Mode;
-use crate::plan::Plan;
+use crate::forward::Outbound;
 use crate::{lock, Shared, State};
+use tagwire_session::plan::{Mode, Plan};
+use tagwire_session::Dest;
 use tagwire_wire::control::{StatsKind, StatsRow};
-
-/// Largest datagram sent (the kernel fragments it at the IP layer; fewer,
-/// larger datagrams cost far fewer system calls than MTU-sized ones).
-pub const DATAGRAM: usize = 60 * 1024;
-
-/// Datagrams a stream may have unacknowledged.
-const WINDOW: usize = 1024;
-
-/// How long a forwarder waits for window space before dropping a message
-/// larger than the whole window.
-pub(crate) const WINDOW_WAIT: Duration = Duration::from_secs(2);
 
 /// The delivery manager's shared state.
 #[derive(Debug)]
 pub(crate) struct Delivery {
     pub(crate) sock: UdpSocket,
-    /// Our outbound streams by stream id (ACK/NACK dispatch).
-    out: Mutex<HashMap<u64, Arc<Mutex<OutStream>>>>,
-    /// Running forwarders by tag name.
-    routes: Mutex<HashMap<TagName, Arc<Route>>>,
-    /// Datagrams sent again after a NACK or a resend timeout.
-    pub(crate) retransmitted: std::sync::atomic::AtomicU64,
+    /// The outbound side: forwarders, their sessions and sockets.
+    pub(crate) outbound: Arc<Outbound>,
     /// The multicast data carrier's socket and port (IPv4 nodes only).
     pub(crate) msock: Option<(UdpSocket, u16)>,
     /// Tags this node receives by multicast, and how many of them use each
     /// group (joined while one does).
     mtags: Mutex<HashSet<TagName>>,
     mgroups: Mutex<HashMap<Ipv4Addr, usize>>,
-}
-
-#[derive(Debug)]
-pub(crate) struct OutStream {
-    pub(crate) id: u64,
-    pub(crate) dest: SocketAddr,
-    /// The tag it carries (for `tagwire stats`).
-    pub(crate) tag: TagName,
-    pub(crate) writer: Writer,
-}
-
-/// A node with receivers of a tag: its delivery address (UDP, and TCP on
-/// the same port number) and how it gets its copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Dest {
-    pub(crate) node: NodeAddr,
-    pub(crate) addr: SocketAddr,
-    pub(crate) mode: Mode,
-    /// Temporal scaling by the publisher's proxy: the node takes only
-    /// samples whose sequence number is a multiple of this (1: all). The gcd
-    /// of what its receivers ask (a receiver filtering for itself asks 1), so
-    /// every wanted sample is sent; each subscriber still drops the rest.
-    pub(crate) every: u32,
-    /// This node is the node's proxy (see `plan`): it also gets the
-    /// samples other nodes published, except its own.
-    pub(crate) relay: bool,
-}
-
-impl Dest {
-    /// Whether the node gets a sample `origin` published, numbered `seq`,
-    /// from this node (`me`).
-    pub(crate) fn takes(&self, me: NodeAddr, origin: NodeAddr, seq: u64) -> bool {
-        self.carries(me, origin) && (self.every <= 1 || seq % u64::from(self.every) == 0)
-    }
-
-    /// Whether samples `origin` published go to the node from this one.
-    pub(crate) fn carries(&self, me: NodeAddr, origin: NodeAddr) -> bool {
-        origin == me || (self.relay && origin != self.node)
-    }
-}
-
-pub(crate) type Dests = Arc<Vec<Dest>>;
-
-/// A forwarder's instructions: where this tag's messages go.
-#[derive(Debug)]
-pub(crate) struct Route {
-    /// Nodes with receivers and their delivery addresses, resolved under the
-    /// state lock by `reroute` so the forwarder never takes that lock.
-    pub(crate) dests: Mutex<Dests>,
-    pub(crate) stop: AtomicBool,
 }
 
 impl Delivery {
@@ -170,11 +102,10 @@ impl Delivery {
                 .ok(),
             std::net::IpAddr::V6(_) => None,
         };
+        let outbound = Arc::new(Outbound::new(&sock, msock.as_ref())?);
         let d = Arc::new(Self {
             sock,
-            out: Mutex::new(HashMap::new()),
-            routes: Mutex::new(HashMap::new()),
-            retransmitted: std::sync::atomic::AtomicU64::new(0),
+            outbound,
             msock,
             mtags: Mutex::new(HashSet::new()),
             mgroups: Mutex::new(HashMap::new()),
@@ -207,7 +138,7 @@ impl Delivery {
     /// the state lock).
     pub(crate) fn reroute(self: &Arc<Self>, shared: &Arc<Shared>, st: &State) {
         let me = shared.node();
-        let mut wanted: HashMap<TagName, Dests> = HashMap::new();
+        let mut wanted: HashMap<TagName, Vec<Dest>> = HashMap::new();
         // A node gets one copy, by the plan every node computes alike: the
         // group is joined only where that copy is multicast, or a message
         // would come twice.
@@ -232,47 +163,18 @@ impl Delivery {
                 .collect();
             if !nodes.is_empty() {
                 nodes.sort();
-                wanted.insert(e.name.clone(), Arc::new(nodes));
+                wanted.insert(e.name.clone(), nodes);
             }
         }
         self.join_groups(me, groups);
-        let mut routes = lock(&self.routes);
-        routes.retain(|name, r| {
-            let keep = wanted.contains_key(name);
-            if !keep {
-                r.stop.store(true, Ordering::Release);
-            }
-            keep
-        });
-        for (name, nodes) in wanted {
-            if let Some(r) = routes.get(&name) {
-                *lock(&r.dests) = nodes;
-                continue;
-            }
-            let Some(shared_ring) = st.table.entry(&name).and_then(|e| st.rings.get(&e.id)) else {
-                continue;
-            };
+        self.outbound.reroute(shared, wanted, |name| {
+            let shared_ring = st.table.entry(name).and_then(|e| st.rings.get(&e.id))?;
             // Forward from the grant on: a publisher that saw this receiver
             // counted publishes at or after this index.
             let start = shared_ring.head_index();
-            let Ok(ring) = private_ring(shared_ring) else {
-                continue;
-            };
-            let route = Arc::new(Route {
-                dests: Mutex::new(nodes),
-                stop: AtomicBool::new(false),
-            });
-            let (s, d, r, n) = (shared.clone(), self.clone(), route.clone(), name.clone());
-            let spawned = std::thread::Builder::new()
-                .name("tagwired-forward".into())
-                .spawn(move || crate::forward::forward_loop(&s, &d, &r, &n, &ring, start));
-            match spawned {
-                Ok(_) => {
-                    routes.insert(name, route);
-                }
-                Err(e) => tracing::warn!(error = %e, "cannot start a forwarder"),
-            }
-        }
+            let ring = private_ring(shared_ring).ok()?;
+            Some((ring, start))
+        });
     }
 
     /// Joins the multicast group of every tag in `wanted` (those whose copy
@@ -309,40 +211,23 @@ impl Delivery {
         *tags = wanted;
     }
 
-    pub(crate) fn stream_to(&self, tag: &TagName, dest: SocketAddr) -> Arc<Mutex<OutStream>> {
-        let id = random_id();
-        let s = Arc::new(Mutex::new(OutStream {
-            id,
-            dest,
-            tag: tag.clone(),
-            writer: Writer::new(WriterConfig {
-                window: WINDOW,
-                ..WriterConfig::default()
-            }),
-        }));
-        lock(&self.out).insert(id, s.clone());
-        s
-    }
-
-    pub(crate) fn drop_stream(&self, id: u64) {
-        lock(&self.out).remove(&id);
-    }
-
     /// A `tagwire stats` row per reliable stream to another node.
     pub(crate) fn stream_rows(&self) -> Vec<StatsRow> {
-        let streams: Vec<_> = lock(&self.out).values().cloned().collect();
-        let mut rows: Vec<StatsRow> = streams
-            .iter()
+        let mut rows: Vec<StatsRow> = self
+            .outbound
+            .stream_stats()
+            .into_iter()
             .map(|s| {
-                let s = lock(s);
-                let w = s.writer.stats();
-                StatsRow::new(StatsKind::Outbound, s.tag.as_str(), s.dest.ip().to_string())
+                let w = s.writer;
+                StatsRow::new(StatsKind::Outbound, s.tag.as_str(), s.addr.ip().to_string())
                     .with("sent", w.sent)
                     .with("resent", w.retransmitted)
                     .with("acked", w.acked)
                     .with("heartbeats", w.heartbeats)
-                    .with("unacked", s.writer.occupancy() as u64)
-                    .with("unacked_bytes", s.writer.held_bytes() as u64)
+                    .with("unacked", s.unacked)
+                    .with("unacked_bytes", s.unacked_bytes)
+                    .with("cwnd", s.cwnd)
+                    .with("congestion", w.congestion_events)
             })
             .collect();
         rows.sort_by(|a, b| (&a.tag, &a.who).cmp(&(&b.tag, &b.who)));
@@ -373,13 +258,6 @@ pub(crate) fn private_ring(r: &Ring) -> std::io::Result<Ring> {
     let fd: OwnedFd = r.segment().as_fd().try_clone_to_owned()?;
     let seg = Segment::open(fd).map_err(std::io::Error::other)?;
     Ring::open(seg).map_err(std::io::Error::other)
-}
-
-pub(crate) fn random_id() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(crate::now_unix_ns());
-    h.finish() | 1
 }
 
 /// Per remote stream: its reader (reliable) or newest-only tracker
@@ -540,17 +418,9 @@ fn handle(
             s.reader.handle_heartbeat(now, first, last);
             ack(d, s, dg.stream, now, out);
         }
-        Body::AckNack(AckNack {
-            ack_through,
-            missing,
-            ..
-        }) => {
-            let s = lock(&d.out).get(&dg.stream).cloned();
-            if let Some(s) = s {
-                let mut s = lock(&s);
-                s.writer.handle_acknack(now, ack_through, &missing);
-                flush_writer(d, &mut s, now, out);
-            }
+        Body::AckNack(_) => {
+            // Our own stream's acknowledgement: its forwarder's session.
+            d.outbound.handle_ack(shared, now, dg.stream, from, raw);
         }
     }
 }
@@ -568,35 +438,14 @@ fn ack(d: &Delivery, s: &mut InStream, stream: u64, now: Instant, out: &mut Vec<
     }
 }
 
-fn flush_writer(d: &Delivery, s: &mut OutStream, now: Instant, out: &mut Vec<u8>) {
-    let (id, dest) = (s.id, s.dest);
-    while let Some(t) = s.writer.poll_transmit(now) {
-        match t {
-            Transmit::Data { bytes, .. } => {
-                d.retransmitted.fetch_add(1, Ordering::Relaxed);
-                let _ = d.sock.send_to(bytes, dest);
-            }
-            Transmit::Heartbeat { first, last } => {
-                out.clear();
-                Heartbeat { first, last }.encode(id, out);
-                let _ = d.sock.send_to(out, dest);
-            }
-        }
-    }
-}
-
-/// Timers: writers' heartbeats and resends, readers' delayed NACKs, and
-/// forgetting streams silent for a minute.
+/// Timers: readers' delayed NACKs, and forgetting streams silent for a
+/// minute (the forwarders run their writers' timers themselves).
 fn service(
     d: &Delivery,
     streams: &mut HashMap<StreamKey, InStream>,
     now: Instant,
     out: &mut Vec<u8>,
 ) {
-    let outs: Vec<_> = lock(&d.out).values().cloned().collect();
-    for s in outs {
-        flush_writer(d, &mut lock(&s), now, out);
-    }
     streams.retain(|_, s| now.duration_since(s.last) < Duration::from_secs(60));
     for ((_, id), s) in streams.iter_mut() {
         ack(d, s, *id, now, out);
