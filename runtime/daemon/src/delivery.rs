@@ -11,15 +11,17 @@
 //!   (`tagwire_session::plan`). This module computes the routes
 //!   (`reroute`, under the state lock) and hands them to `forward`, which
 //!   does not import this module.
-//! * **Inbound**: one thread receives on the delivery port. Reliable data
-//!   goes through the stream's `Reader` (in order, exactly once, ACK every K,
-//!   NACK on gaps); best-effort data keeps only datagrams newer than the last
-//!   and counts the gaps (`Daemon::best_effort_losses`). Fragments go through
-//!   a `Reassembler`. Each whole message is written into the tag's local ring
-//!   with the publisher's original header (pid, node, sequence number,
-//!   timestamp), so local subscribers cannot tell it from a local message.
-//!   Messages larger than a slot become blobs, as on one node. ACK/NACKs for
-//!   our own streams go to their forwarder's session (`Outbound::handle_ack`).
+//! * **Inbound**: one thread receives on the delivery port (and one on the
+//!   multicast carrier's), each the glue around its own inbound
+//!   `tagwire_session::Session`: reliable data in order, exactly once, ACK
+//!   every K, NACK on gaps; best-effort data newer than the last only, gaps
+//!   counted (`Daemon::best_effort_losses`); fragments reassembled. Each
+//!   whole message is written into the tag's local ring with the
+//!   publisher's original header (pid, node, sequence number, timestamp),
+//!   so local subscribers cannot tell it from a local message. Messages
+//!   larger than a slot become blobs, as on one node. ACK/NACKs for our
+//!   own streams go to their forwarder's session (`Outbound::handle_ack`).
+//!   The thread sleeps in `recv` until its session's next timer.
 //!
 //! Malformed datagrams are counted and dropped. **Back-pressure:** while a
 //! node gets a reliable stream, the forwarder holds a gate on the ring
@@ -33,10 +35,14 @@
 //! **End to end**, a lossless subscriber (`SubscribeOptions::lossless`) holds
 //! a lossless gate on its ring. The inbound path never waits: what such a
 //! subscriber has no room for waits in the tag's `Held` queue, drained as it
-//! reads; once a ring's worth waits there, the tag's data datagrams are
-//! refused unread and unacknowledged (`Daemon::held_back`), so the sending
-//! node's window fills and holds its publisher back, and the refused data
-//! comes again as resends. A TCP connection just stops being read.
+//! reads. While anything waits there, the room left in it (a ring's worth,
+//! or `HELD_BYTES`) is the tag's **credit**, which every acknowledgement
+//! carries to the sending node's session: that node sends no more
+//! unacknowledged messages than the credit, so its window, then its ring,
+//! then its publisher wait, and nothing is sent only to be refused. At zero
+//! room data that comes anyway (sent on an older credit) is refused unread
+//! and unacknowledged (`Daemon::held_back`), without a NACK; room coming
+//! back is announced at once. A TCP connection just stops being read.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -49,11 +55,9 @@ use std::time::{Duration, Instant};
 use rustix::fs::{MemfdFlags, SealFlags};
 
 use tagwire_proto::Role;
-use tagwire_reliable::{Arrival, BestEffort, Reader, ReaderConfig, Reassembler, ReassemblerConfig};
+use tagwire_reliable::{Reassembler, ReassemblerConfig};
 use tagwire_shm::{Ring, Segment};
-use tagwire_wire::datagram::{
-    tag_group, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_DIRECT, FLAG_RELIABLE,
-};
+use tagwire_wire::datagram::{tag_group, Body, Datagram, FLAG_RELIABLE};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::{NodeAddr, TagId, TagName};
 
@@ -62,7 +66,7 @@ use crate::blob::{self, Limits, Owner, RingState};
 use crate::forward::Outbound;
 use crate::{lock, Shared, State};
 use tagwire_session::plan::{Mode, Plan};
-use tagwire_session::Dest;
+use tagwire_session::{Config as SessionConfig, Dest, Event, Session};
 use tagwire_wire::control::{StatsKind, StatsRow};
 
 /// The delivery manager's shared state.
@@ -87,13 +91,13 @@ impl Delivery {
         multicast_port: u16,
     ) -> std::io::Result<Arc<Self>> {
         let sock = tagwire_net::udp_socket(addr)?;
-        sock.set_read_timeout(Some(RECV_TIMEOUT))?;
+        sock.set_read_timeout(Some(MAX_SLEEP))?;
         // Without a usable multicast socket the carrier is off (a warning);
         // everything else still works.
         let msock = match addr.ip() {
             std::net::IpAddr::V4(ip) => tagwire_net::multicast_data_socket(multicast_port, ip)
                 .and_then(|m| {
-                    m.set_read_timeout(Some(RECV_TIMEOUT))?;
+                    m.set_read_timeout(Some(MAX_SLEEP))?;
                     Ok((m, multicast_port))
                 })
                 .map_err(|e| {
@@ -260,74 +264,55 @@ pub(crate) fn private_ring(r: &Ring) -> std::io::Result<Ring> {
     Ring::open(seg).map_err(std::io::Error::other)
 }
 
-/// Per remote stream: its reader (reliable) or newest-only tracker
-/// (best-effort), and reassembler.
-struct InStream {
-    reader: Reader,
-    best: BestEffort,
-    reasm: Reassembler,
-    last: Instant,
-    /// The sending node's delivery port, where acknowledgements go: the
-    /// source of the stream's datagrams but those its publishers sent
-    /// themselves (`FLAG_DIRECT`). Unknown while only those arrived; the
-    /// writer's heartbeat then tells it.
-    reply: Option<SocketAddr>,
-}
-
-/// Streams are told apart by the sender's address and the stream id: the
-/// port is left out, because a publisher's own first copies
-/// (`FLAG_DIRECT`) come from its socket, not from its node's delivery port.
-type StreamKey = (std::net::IpAddr, u64);
-
-impl InStream {
-    fn new(now: Instant) -> Self {
-        Self {
-            // A stream is created for a receiver that already exists, so it is
-            // wanted from its first datagram: when that one was lost, the
-            // reader asks for it rather than starting later.
-            reader: Reader::with_start(ReaderConfig::default(), 1),
-            best: BestEffort::new(),
-            reasm: Reassembler::new(ReassemblerConfig::default()),
-            last: now,
-            reply: None,
-        }
-    }
-
-    /// Notes where the stream's datagrams come from, unless `direct`.
-    fn heard(&mut self, from: SocketAddr, direct: bool, now: Instant) {
-        self.last = now;
-        if !direct {
-            self.reply = Some(from);
-        }
-    }
-}
-
 /// Receives on `sock` (the delivery port, or with `multicast` the multicast
-/// carrier's, where only data of tags joined for is taken).
+/// carrier's, where only data of tags joined for is taken): the glue around
+/// this thread's own inbound [`Session`], which owns the streams from other
+/// nodes (order, acknowledgements with credit, gaps, reassembly). It sleeps
+/// in `recv` until the session's next timer (or, while messages are held
+/// back for lossless subscribers, until it looks for room again).
 fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast: bool) {
     let mut buf = vec![0u8; 65536];
-    let mut streams: HashMap<StreamKey, InStream> = HashMap::new();
-    let mut out = Vec::new();
-    let mut next_service = Instant::now();
-    let mut polling = false;
+    let mut session = Session::new(SessionConfig {
+        me: shared.node(),
+        seed: crate::forward::random_id(),
+        ..SessionConfig::default()
+    });
+    let mut credits = Credits::default();
+    let mut timeout = Duration::ZERO;
     while !shared.is_stopping() {
-        // While messages are held back for lossless subscribers, look for
-        // room for them often; otherwise sleep in `recv` until data comes.
         let holding = shared.stats.held_now.load(Ordering::Relaxed) > 0;
-        if holding != polling {
-            polling = holding;
-            let t = if holding { HELD_POLL } else { RECV_TIMEOUT };
-            let _ = sock.set_read_timeout(Some(t));
+        if holding || !credits.limited.is_empty() {
+            // (Another inbound thread may have drained a tag of ours.)
+            let rooms = drain_held(shared);
+            credits.update(&mut session, Instant::now(), &rooms, true);
         }
-        drain_held(shared);
+        let now = Instant::now();
+        let mut want = session
+            .poll_timeout()
+            .map_or(MAX_SLEEP, |t| t.saturating_duration_since(now))
+            .min(MAX_SLEEP);
+        if holding {
+            want = want.min(HELD_POLL);
+        }
+        // (A zero timeout is refused: it would mean "block forever".)
+        let want = want.max(MIN_SLEEP);
+        if want < timeout || want > timeout * 2 {
+            let _ = sock.set_read_timeout(Some(want));
+            timeout = want;
+        }
         if let Ok((n, from)) = sock.recv_from(&mut buf) {
             let now = Instant::now();
-            match Datagram::decode(&buf[..n]) {
+            let raw = &buf[..n];
+            match Datagram::decode(raw) {
                 Ok(dg) if multicast && !d.joined(&dg.body) => {}
-                Ok(dg) => {
-                    let raw = &buf[..n];
-                    handle(shared, d, &mut streams, from, raw, dg, now, &mut out);
+                Ok(Datagram {
+                    stream,
+                    body: Body::AckNack(_),
+                }) => {
+                    // Our own stream's acknowledgement: its forwarder's session.
+                    d.outbound.handle_ack(shared, now, stream, from, raw);
                 }
+                Ok(_) => session.handle_datagram(now, from, raw),
                 Err(e) => {
                     shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
                     shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
@@ -336,119 +321,125 @@ fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast:
             }
         }
         let now = Instant::now();
-        if now >= next_service {
-            next_service = now + Duration::from_millis(10);
-            service(d, &mut streams, now, &mut out);
+        if session.poll_timeout().is_some_and(|t| t <= now) {
+            session.handle_timeout(now);
+        }
+        deliver_all(shared, &mut session, &mut credits, now);
+        while let Some(t) = session.poll_transmit(now) {
+            let _ = d.sock.send_to(&t.bytes, t.dest);
+        }
+        while let Some(e) = session.poll_event() {
+            account(shared, e);
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn handle(
-    shared: &Shared,
-    d: &Delivery,
-    streams: &mut HashMap<StreamKey, InStream>,
-    from: SocketAddr,
-    raw: &[u8],
-    dg: Datagram<'_>,
-    now: Instant,
-    out: &mut Vec<u8>,
-) {
-    let key = (from.ip(), dg.stream);
-    match dg.body {
-        Body::Data(DataRef {
-            seq,
-            flags,
-            ref tag,
-            ..
-        })
-        | Body::Batch(BatchRef {
-            seq,
-            flags,
-            ref tag,
-            ..
-        }) => {
-            if held_full(shared, tag) {
-                // A best-effort datagram is just lost (the next one's gap
-                // counts it); a reliable one comes again.
-                if flags & FLAG_RELIABLE != 0 {
-                    shared.stats.held_back.fetch_add(1, Ordering::Relaxed);
-                    shared.tallies.peers.add(&from.ip(), |c| c.refused += 1);
-                    shared.tallies.tags.add(tag.as_ref(), |c| c.refused += 1);
-                }
-                return;
+/// Writes what the session completed into the local rings, a run of one
+/// tag at a time (one lock and one wake-up per run), and gives the session
+/// each tag's room for its lossless subscribers.
+fn deliver_all(shared: &Shared, session: &mut Session, credits: &mut Credits, now: Instant) {
+    let mut run: Vec<tagwire_session::Delivery> = Vec::new();
+    loop {
+        let next = session.poll_deliver();
+        let ends = match (&next, run.first()) {
+            (Some(n), Some(f)) => n.tag != f.tag,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        if ends {
+            let tag = run[0].tag.clone();
+            let room = deliver(shared, &tag, run.iter().map(|m| (m.header, &m.payload[..])));
+            if let Some((id, room)) = room {
+                credits.names.entry(id).or_insert(tag);
+                credits.update(session, now, &[(id, room)], false);
             }
-            let s = streams.entry(key).or_insert_with(|| InStream::new(now));
-            s.heard(from, flags & FLAG_DIRECT != 0, now);
-            if flags & FLAG_RELIABLE == 0 {
-                let before = s.best.stats().lost;
-                if !s.best.handle_seq(seq) {
-                    return; // older than what we delivered: stale
-                }
-                let skipped = s.best.stats().lost - before;
-                shared
-                    .stats
-                    .best_effort_lost
-                    .fetch_add(skipped, Ordering::Relaxed);
-                if skipped > 0 {
-                    shared.tallies.tags.add(tag.as_ref(), |c| c.lost += skipped);
-                }
-                take(shared, &mut s.reasm, &dg.body);
-                return;
-            }
-            let arrival = s.reader.handle_data(now, seq, raw);
-            if flags & FLAG_DIRECT != 0 && matches!(arrival, Arrival::Deliver | Arrival::Buffered) {
-                shared.stats.direct_received.fetch_add(1, Ordering::Relaxed);
-            }
-            if arrival == Arrival::Deliver {
-                take(shared, &mut s.reasm, &dg.body);
-            }
-            while let Some(bytes) = s.reader.poll_event() {
-                if let Ok(g) = Datagram::decode(&bytes) {
-                    take(shared, &mut s.reasm, &g.body);
-                }
-            }
-            ack(d, s, dg.stream, now, out);
+            run.clear();
         }
-        Body::Heartbeat(Heartbeat { first, last }) => {
-            // A heartbeat may be the first we hear of a stream whose first
-            // datagrams were all lost: its answer asks for them.
-            let s = streams.entry(key).or_insert_with(|| InStream::new(now));
-            s.heard(from, false, now);
-            s.reader.handle_heartbeat(now, first, last);
-            ack(d, s, dg.stream, now, out);
-        }
-        Body::AckNack(_) => {
-            // Our own stream's acknowledgement: its forwarder's session.
-            d.outbound.handle_ack(shared, now, dg.stream, from, raw);
+        match next {
+            Some(m) => run.push(m),
+            None => return,
         }
     }
 }
 
-/// Sends what the stream's reader has to say (ACK/NACK), once it knows where
-/// to: until then it stays due, and the writer's next heartbeat brings it.
-fn ack(d: &Delivery, s: &mut InStream, stream: u64, now: Instant, out: &mut Vec<u8>) {
-    let Some(to) = s.reply else {
-        return;
-    };
-    while let Some(a) = s.reader.poll_transmit(now) {
-        out.clear();
-        a.encode(stream, out);
-        let _ = d.sock.send_to(out, to);
+/// The credit an inbound session announces per tag: the room of the tag's
+/// held-back queue while anything is held (see `Held::room`), none
+/// otherwise.
+#[derive(Debug, Default)]
+struct Credits {
+    /// Tag names by id, for what `drain_held` reports.
+    names: HashMap<TagId, TagName>,
+    /// Tags whose credit is limited in the session.
+    limited: HashSet<TagId>,
+}
+
+impl Credits {
+    /// Takes the rooms of the tags in `rooms`; with `all` (a report of every
+    /// tag holding anything), a limited tag absent from it gets no limit.
+    fn update(
+        &mut self,
+        session: &mut Session,
+        now: Instant,
+        rooms: &[(TagId, Option<u32>)],
+        all: bool,
+    ) {
+        for (id, room) in rooms {
+            let Some(t) = self.names.get(id) else {
+                continue;
+            };
+            session.set_credit(now, t, *room);
+            if room.is_some() {
+                self.limited.insert(*id);
+            } else {
+                self.limited.remove(id);
+            }
+        }
+        if !all {
+            return;
+        }
+        let names = &self.names;
+        self.limited.retain(|id| {
+            let held = rooms.iter().any(|(i, r)| i == id && r.is_some());
+            if !held && !rooms.iter().any(|(i, _)| i == id) {
+                // Not reported: drained (by another thread) or gone.
+                if let Some(t) = names.get(id) {
+                    session.set_credit(now, t, None);
+                }
+                return false;
+            }
+            held
+        });
     }
 }
 
-/// Timers: readers' delayed NACKs, and forgetting streams silent for a
-/// minute (the forwarders run their writers' timers themselves).
-fn service(
-    d: &Delivery,
-    streams: &mut HashMap<StreamKey, InStream>,
-    now: Instant,
-    out: &mut Vec<u8>,
-) {
-    streams.retain(|_, s| now.duration_since(s.last) < Duration::from_secs(60));
-    for ((_, id), s) in streams.iter_mut() {
-        ack(d, s, *id, now, out);
+/// Counts what an inbound session reports.
+fn account(shared: &Shared, e: Event) {
+    match e {
+        Event::BestEffortLost { tag, count, .. } => {
+            shared
+                .stats
+                .best_effort_lost
+                .fetch_add(count, Ordering::Relaxed);
+            shared.tallies.tags.add(&tag, |c| c.lost += count);
+        }
+        Event::Refused { tag, from } => {
+            shared.stats.held_back.fetch_add(1, Ordering::Relaxed);
+            shared.tallies.peers.add(&from.ip(), |c| c.refused += 1);
+            shared.tallies.tags.add(&tag, |c| c.refused += 1);
+        }
+        Event::Malformed { from } => {
+            shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+            shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
+        }
+        Event::DirectReceived { .. } => {
+            shared.stats.direct_received.fetch_add(1, Ordering::Relaxed);
+        }
+        // Outbound events: this session sends acknowledgements only.
+        Event::StreamOpened { .. }
+        | Event::StreamClosed { .. }
+        | Event::ScaledOut { .. }
+        | Event::Dropped { .. }
+        | Event::DirectKept { .. } => {}
     }
 }
 
@@ -573,7 +564,9 @@ fn take(shared: &Shared, reasm: &mut Reassembler, body: &Body<'_>) {
                 deliver(shared, &m.tag, std::iter::once((m.header, &m.payload[..])));
             }
         }
-        Body::Batch(b) => deliver(shared, &b.tag, b.messages()),
+        Body::Batch(b) => {
+            deliver(shared, &b.tag, b.messages());
+        }
         Body::Heartbeat(_) | Body::AckNack(_) => {}
     }
 }
@@ -595,15 +588,28 @@ impl Held {
     /// Whether a ring's worth (`slots` records, or [`HELD_BYTES`]) is held:
     /// then data for the tag is refused until it drains.
     fn full(&self, slots: u32) -> bool {
-        self.records.len() >= slots as usize || self.bytes >= HELD_BYTES
+        self.room(slots) == 0
+    }
+
+    /// Messages that may still come before data is refused: the credit
+    /// the tag's inbound streams announce to their senders.
+    fn room(&self, slots: u32) -> u32 {
+        if self.bytes >= HELD_BYTES {
+            return 0;
+        }
+        slots.saturating_sub(u32::try_from(self.records.len()).unwrap_or(u32::MAX))
     }
 }
 
 /// Bytes held back for one tag before its data is refused.
 const HELD_BYTES: usize = 16 << 20;
 
-/// How long the inbound threads sleep in `recv` (their timers' tick).
-const RECV_TIMEOUT: Duration = Duration::from_millis(10);
+/// Longest an inbound thread sleeps in `recv` without a timer (to notice
+/// the daemon stopping).
+const MAX_SLEEP: Duration = Duration::from_millis(250);
+
+/// Shortest (a due timer).
+const MIN_SLEEP: Duration = Duration::from_micros(50);
 
 /// How often the inbound threads look for room while messages are held.
 const HELD_POLL: Duration = Duration::from_micros(200);
@@ -632,11 +638,11 @@ fn deliver<'m>(
     shared: &Shared,
     tag: &TagName,
     msgs: impl Iterator<Item = (FrameHeader, &'m [u8])>,
-) {
+) -> Option<(TagId, Option<u32>)> {
     let mut st = shared.lock();
     let Some(id) = st.table.entry(tag).map(|e| e.id) else {
         shared.stats.unknown_tag.fetch_add(1, Ordering::Relaxed);
-        return;
+        return None;
     };
     // Behind messages already held, everything waits: the order stays.
     let mut holding = st.held.get(&id).is_some_and(|h| !h.records.is_empty());
@@ -647,9 +653,14 @@ fn deliver<'m>(
     }
     shared.tallies.tags.add(tag, |c| c.delivered += n);
     // One wake-up for the lot.
-    if let Some(ring) = st.rings.get(&id) {
-        ring.wake_readers();
-    }
+    let ring = st.rings.get(&id)?;
+    ring.wake_readers();
+    let room = st
+        .held
+        .get(&id)
+        .filter(|h| !h.records.is_empty())
+        .map(|h| h.room(ring.shape().slots));
+    Some((id, room))
 }
 
 fn deliver_one(
@@ -715,9 +726,11 @@ fn deliver_one(
 /// Writes what lossless subscribers now have room for of the messages held
 /// back for them (and forgets those of tags that are gone). Free while
 /// nothing is held.
-pub(crate) fn drain_held(shared: &Shared) {
+/// Returns each tag it looked at with its room now (`None`: nothing held).
+pub(crate) fn drain_held(shared: &Shared) -> Vec<(TagId, Option<u32>)> {
+    let mut rooms = Vec::new();
     if shared.stats.held_now.load(Ordering::Relaxed) == 0 {
-        return;
+        return rooms;
     }
     let mut st = shared.lock();
     let State {
@@ -746,12 +759,15 @@ pub(crate) fn drain_held(shared: &Shared) {
             ring.wake_readers();
         }
         written += n;
-        !h.records.is_empty()
+        let empty = h.records.is_empty();
+        rooms.push((*id, (!empty).then(|| h.room(ring.shape().slots))));
+        !empty
     });
     shared
         .stats
         .held_now
         .fetch_sub(written + dropped, Ordering::Relaxed);
+    rooms
 }
 
 fn blob_fd(payload: &[u8]) -> Option<OwnedFd> {
