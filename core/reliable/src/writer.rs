@@ -160,6 +160,8 @@ pub struct Writer {
     /// now (once per AckNack received).
     ack_wanted: bool,
     ack_asked: bool,
+    /// The reader has no room: the resend timer asks, it resends nothing.
+    paused: bool,
     stats: WriterStats,
 }
 
@@ -201,6 +203,7 @@ impl Writer {
             progress_at: None,
             ack_wanted: false,
             ack_asked: false,
+            paused: false,
             next_seq: 1,
             base: 1,
             held: VecDeque::new(),
@@ -467,6 +470,22 @@ impl Writer {
         self.held_messages
     }
 
+    /// Asks the reader for an acknowledgement at once (a heartbeat from the
+    /// next [`Writer::poll_transmit`], once per AckNack received): the
+    /// caller holds data back for a bound of its own.
+    pub fn request_ack(&mut self) {
+        if !self.held.is_empty() {
+            self.ack_wanted = true;
+        }
+    }
+
+    /// While `paused` (the reader said it has no room), the resend timer
+    /// only asks the reader where it stands: resending what it refuses
+    /// would come back refused. NACKed datagrams are still resent.
+    pub fn set_paused(&mut self, paused: bool) {
+        self.paused = paused;
+    }
+
     /// Unacknowledged datagrams held, O(1) (read by the pacing controller).
     pub fn occupancy(&self) -> usize {
         self.held.len()
@@ -548,7 +567,10 @@ impl Writer {
         self.cwnd_acc = 0;
         self.epoch += 1;
         let base = self.base;
-        if let Some(i) = self.held.iter().position(|s| !s.sacked) {
+        let head = (!self.paused)
+            .then(|| self.held.iter().position(|s| !s.sacked))
+            .flatten();
+        if let Some(i) = head {
             let slot = &mut self.held[i];
             if !slot.queued {
                 slot.queued = true;

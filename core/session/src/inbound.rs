@@ -174,11 +174,12 @@ impl Session {
             Some(r) => self.credit.insert(tag.clone(), r),
             None => self.credit.remove(tag),
         };
+        let share = self.share(tag);
         let keys: Vec<_> = self
             .streams
             .iter()
             .filter(|(_, s)| s.tag.as_ref() == Some(tag))
-            .filter(|(_, s)| match (s.advertised, room) {
+            .filter(|(_, s)| match (s.advertised, share) {
                 (Some(_), None) => true,
                 (Some(a), Some(r)) => r > a && (a == 0 || r >= a.saturating_mul(2)),
                 (None, _) => false,
@@ -191,6 +192,22 @@ impl Session {
             }
             self.ack(now, k);
         }
+    }
+
+    /// What one reliable stream of `tag` may send: the room shared among
+    /// the tag's streams (senders on several nodes each get a part, or
+    /// together they would overrun it; below one each, they wait for the
+    /// subscriber to read).
+    fn share(&self, tag: &TagName) -> Option<u32> {
+        let room = *self.credit.get(tag)?;
+        let n = self
+            .streams
+            .values()
+            .filter(|s| s.tag.as_ref() == Some(tag) && s.reader.received_through() > 0)
+            .count()
+            .max(1);
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        Some(room / n)
     }
 
     /// The room last set for `tag` (`None`: no limit).
@@ -235,7 +252,10 @@ impl Session {
         let Some(to) = s.reply else {
             return;
         };
-        let credit = s.tag.as_ref().and_then(|t| self.credit.get(t).copied());
+        let credit = s.tag.clone().and_then(|t| self.share(&t));
+        let Some(s) = self.streams.get_mut(&key) else {
+            return;
+        };
         while let Some(mut a) = s.reader.poll_transmit(now) {
             a.credit = credit;
             if credit == Some(0) {

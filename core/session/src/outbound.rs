@@ -232,8 +232,18 @@ impl Session {
         }
         let need = BATCH_ENTRY_OVERHEAD + payload.len();
         let budget = o.batch_limit.saturating_sub(batch_len(tag, 0));
+        // No batch carries more messages than a receiver's credit: it could
+        // only go whole into an empty window, past the credit.
+        let most = o
+            .reliable
+            .values()
+            .filter_map(|s| s.credit)
+            .min()
+            .map_or(usize::from(u16::MAX), |c| {
+                (c as usize).clamp(1, usize::from(u16::MAX))
+            });
         if need <= budget {
-            if o.entries.len() + need > budget || o.count == u16::MAX {
+            if o.entries.len() + need > budget || usize::from(o.count) >= most {
                 self.flush(now, tag);
             }
             let Some(o) = self.out.get_mut(tag) else {
@@ -297,10 +307,11 @@ impl Session {
         let Some(s) = o.reliable.values_mut().find(|s| s.id == id) else {
             return false;
         };
-        // Naming missing datagrams while the receiver has no room would
-        // only bring them back to be refused: it does not, and the writer
-        // resends what it names.
+        // (A receiver without room names no missing datagrams; the writer
+        // resends what it names, and while the credit is 0 its timer only
+        // asks.)
         s.writer.handle_acknack(now, a.ack_through, &a.missing);
+        s.writer.set_paused(a.credit == Some(0));
         s.credit = a.credit;
         if a.credit.is_none_or(|c| c > 0) {
             s.probe_at = None;
@@ -520,6 +531,9 @@ impl Session {
                             if b == Blocked::Credit && s.probe_at.is_none() {
                                 s.probe_at = Some(now + period);
                             }
+                            // Whatever holds it back, the reader's answer
+                            // (progress, credit) is what moves it on.
+                            s.writer.request_ack();
                             break;
                         }
                     }

@@ -227,33 +227,18 @@ fn a_receiver_without_credit_holds_the_sender_which_resends_nothing_and_resumes(
         .session
         .set_routes(&t, vec![dest(1, Mode::Reliable)]);
     // The receiver can take 40 messages, then its subscriber stops reading.
-    net.nodes[1].session.set_credit(net.now, &t, Some(40));
+    net.nodes[1].lossless = Some((0, 40));
     net.publish(0, 1..=500, |_| 100);
-    // Each delivery takes room; nothing frees it.
-    let mut room = 40u32;
-    let mut seen = 0;
-    let stalled = |net: &mut Net, room: &mut u32, seen: &mut usize, d: Duration| {
-        let end = net.now + d;
-        while net.now < end {
-            let now = net.now;
-            net.run_until(Duration::from_millis(1), |_| false);
-            let n = &mut net.nodes[1];
-            let new = n.delivered.len() - *seen;
-            *seen = n.delivered.len();
-            *room = room.saturating_sub(new as u32);
-            n.session.set_credit(now, &tag(), Some(*room));
-        }
-    };
-    stalled(&mut net, &mut room, &mut seen, Duration::from_millis(100));
+    net.run_until(Duration::from_millis(100), |_| false);
     let at_stall = net.nodes[1].delivered.len();
     assert!(
-        (40..60).contains(&at_stall),
+        (40..=53).contains(&at_stall),
         "{at_stall} delivered on 40 credit"
     );
     // Two seconds without room: the sender sends no data, resends nothing,
     // only probes.
     let since = net.now;
-    stalled(&mut net, &mut room, &mut seen, secs(2));
+    net.run_until(secs(2), |_| false);
     assert_eq!(net.nodes[1].delivered.len(), at_stall);
     assert_eq!(net.count(0, Class::Data, since), 0);
     assert_eq!(net.count(0, Class::Resend, since), 0, "refused data resent");
@@ -264,6 +249,7 @@ fn a_receiver_without_credit_holds_the_sender_which_resends_nothing_and_resumes(
         "the publisher is held"
     );
     // Room again: everything comes, in order, nothing refused on the way.
+    net.nodes[1].lossless = None;
     net.nodes[1].session.set_credit(net.now, &t, None);
     assert!(net.run_until(secs(5), delivered(500)));
     check_delivered(&net.nodes[1], 0, &(1..=500).collect::<Vec<_>>(), |_| 100);
@@ -272,8 +258,65 @@ fn a_receiver_without_credit_holds_the_sender_which_resends_nothing_and_resumes(
         .iter()
         .filter(|e| matches!(e, Event::Refused { .. }))
         .count();
-    assert_eq!(refused, 0, "the sender kept within the credit");
-    assert_eq!(net.count(0, Class::Resend, net.t0), 0);
+    // Only datagrams crossing the last credit in flight were refused, each
+    // sent again once room came back.
+    assert!(
+        refused <= 4,
+        "{refused} refused: the sender overran the credit"
+    );
+    assert!(net.count(0, Class::Resend, net.t0) <= refused);
+}
+
+#[test]
+fn senders_on_two_nodes_share_the_credit_and_refused_data_comes_back_once() {
+    let mut net = Net::new(3, Link::default(), 15, |_| Config {
+        max_unacked_messages: 20,
+        ..Config::default()
+    });
+    let t = tag();
+    for i in [0, 2] {
+        net.nodes[i]
+            .session
+            .set_routes(&t, vec![dest(1, Mode::Reliable)]);
+    }
+    const ROOM: u64 = 40;
+    net.nodes[1].lossless = Some((0, ROOM));
+    net.publish(0, 1..=400, |_| 64);
+    net.publish(2, 1..=400, |_| 64);
+    // The subscriber reads two messages a millisecond.
+    while net.nodes[1].delivered.len() < 800 {
+        assert!(net.now - net.t0 < secs(30), "stalled");
+        net.run_until(Duration::from_millis(1), |_| false);
+        let n = &mut net.nodes[1];
+        if let Some((read, _)) = n.lossless.as_mut() {
+            *read = (*read + 2).min(n.delivered.len() as u64);
+        }
+    }
+    let most = net.nodes[1].most_unread;
+    check_delivered(&net.nodes[1], 0, &(1..=400).collect::<Vec<_>>(), |_| 64);
+    check_delivered(&net.nodes[1], 2, &(1..=400).collect::<Vec<_>>(), |_| 64);
+    let refused = net.nodes[1]
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Refused { .. }))
+        .count();
+    // Each sender gets half the room: what still races past it (the first
+    // flight, before any credit is known, and credit crossing data in
+    // flight) is refused and comes back about once, never as windows.
+    // (Deterministic with this seed: 54 refused; 94 with the whole room
+    // announced to both.)
+    let resent = net.count(0, Class::Resend, net.t0) + net.count(2, Class::Resend, net.t0);
+    assert!(refused <= 80, "{refused} refused of 800");
+    assert!(
+        resent <= 2 * refused,
+        "{resent} resends for {refused} refused"
+    );
+    // The subscriber never has more than the room and the first flight
+    // (two senders' unacknowledged bound) unread.
+    assert!(
+        most <= ROOM + 2 * 20,
+        "{most} unread: the senders overran the room"
+    );
 }
 
 #[test]

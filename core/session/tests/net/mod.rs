@@ -94,6 +94,12 @@ pub struct Node {
     /// Hand the node's deliveries back in as records (a proxy's daemon:
     /// its forwarder reads what arrived from other nodes from its ring).
     pub reflect: bool,
+    /// A lossless subscriber that has read this many of the deliveries,
+    /// with room for this many unread: the session's credit follows it
+    /// after every delivery, as the daemon's held-back queue does.
+    pub lossless: Option<(u64, u64)>,
+    /// Most deliveries unread at once.
+    pub most_unread: u64,
 }
 
 struct InFlight {
@@ -132,6 +138,8 @@ impl Net {
                 events: Vec::new(),
                 sent: Vec::new(),
                 reflect: false,
+                lossless: None,
+                most_unread: 0,
             })
             .collect();
         let t0 = Instant::now();
@@ -203,6 +211,17 @@ impl Net {
                         .push_back((d.tag.clone(), d.header, d.payload.clone()));
                 }
                 self.nodes[i].delivered.push(d);
+            }
+            let n = &mut self.nodes[i];
+            if let Some((read, room)) = n.lossless {
+                let unread = n.delivered.len() as u64 - read;
+                n.most_unread = n.most_unread.max(unread);
+                let credit = room.saturating_sub(unread) as u32;
+                n.session.set_credit(now, &tag(), Some(credit));
+                while let Some(t) = self.nodes[i].session.poll_transmit(now) {
+                    self.nodes[i].sent.push((now, t.clone()));
+                    self.route(i, t);
+                }
             }
             while let Some(e) = self.nodes[i].session.poll_event() {
                 self.nodes[i].events.push(e);
