@@ -244,7 +244,15 @@ impl Reader {
         Some(AckNack {
             ack_through: self.received_through,
             missing,
+            credit: None,
         })
+    }
+
+    /// Makes the next [`Reader::poll_transmit`] answer as it answers a
+    /// heartbeat: at once, naming every seq still missing (e.g. the
+    /// receiver has room again after refusing data).
+    pub fn request_ack(&mut self) {
+        self.heartbeat_due = true;
     }
 
     /// When a rate-limited NACK becomes allowed, if one is waiting.
@@ -407,7 +415,8 @@ mod tests {
             r.poll_transmit(t),
             Some(AckNack {
                 ack_through: 16,
-                missing: vec![]
+                missing: vec![],
+                credit: None,
             })
         );
         assert_eq!(r.poll_transmit(t), None);
@@ -423,7 +432,8 @@ mod tests {
             r.poll_transmit(t),
             Some(AckNack {
                 ack_through: 1,
-                missing: vec![2]
+                missing: vec![2],
+                credit: None,
             })
         );
         assert_eq!(r.handle_data(t, 5, b"5"), Arrival::Buffered);
@@ -433,7 +443,8 @@ mod tests {
             r.poll_transmit(t + ms(10)),
             Some(AckNack {
                 ack_through: 1,
-                missing: vec![2, 4]
+                missing: vec![2, 4],
+                credit: None,
             })
         );
         assert_eq!(r.handle_data(t, 2, b"2"), Arrival::Deliver);
@@ -462,7 +473,8 @@ mod tests {
             r.poll_transmit(t),
             Some(AckNack {
                 ack_through: 4,
-                missing: vec![]
+                missing: vec![],
+                credit: None,
             })
         );
         assert_eq!(r.handle_data(t, 5, b"5"), Arrival::Deliver);
@@ -482,7 +494,8 @@ mod tests {
             r.poll_transmit(t),
             Some(AckNack {
                 ack_through: 3,
-                missing: vec![4]
+                missing: vec![4],
+                credit: None,
             })
         );
         assert_eq!(r.handle_data(t, 4, b"4"), Arrival::Deliver);
@@ -491,7 +504,8 @@ mod tests {
             r.poll_transmit(t),
             Some(AckNack {
                 ack_through: 4,
-                missing: vec![]
+                missing: vec![],
+                credit: None,
             })
         );
     }

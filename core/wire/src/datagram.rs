@@ -62,7 +62,7 @@
 //! the writer still holds) then `last` (u64, last seq sent); `first > last`
 //! means nothing is unacknowledged.
 //!
-//! Kind 3, [`AckNack`] (reader → writer, 9..=41 bytes):
+//! Kind 3, [`AckNack`] (reader → writer, 9..=45 bytes):
 //!
 //! ```text
 //! +---------------------------------------------------------------+
@@ -73,7 +73,15 @@
 //! | bitmap bytes  |  bitmap (0..=32 bytes): bit i (LSB first) set  ~
 //! |   (u8 ≤ 32)   |  ⇒ seq ack_through + 1 + i is missing          ~
 //! +---------------+-----------------------------------------------+
+//! |  credit (u32, optional): messages the receiver takes after     |
+//! |  ack_through; absent: no limit                                 |
+//! +---------------------------------------------------------------+
 //! ```
+//!
+//! The credit is the receiver's room for a lossless subscriber
+//! (`tagwire-session`): the writer sends no more unacknowledged messages
+//! than it says. It is sent only while limited, so a reader without
+//! lossless subscribers sends what decoders before the field accept.
 
 use std::borrow::Cow;
 
@@ -292,6 +300,8 @@ pub struct AckNack {
     /// Seqs the reader lacks, ascending, each in
     /// `ack_through + 1 ..= ack_through + MAX_MISSING_SPAN`.
     pub missing: Vec<u64>,
+    /// Messages the reader takes after `ack_through` (`None`: no limit).
+    pub credit: Option<u32>,
 }
 
 impl AckNack {
@@ -319,6 +329,9 @@ impl AckNack {
         // used ≤ 32.
         out.push(used as u8);
         out.extend_from_slice(&bitmap[..used]);
+        if let Some(c) = self.credit {
+            out.extend_from_slice(&c.to_le_bytes());
+        }
     }
 }
 
@@ -470,9 +483,14 @@ fn decode_acknack(r: &mut Reader<'_>) -> Result<AckNack, DecodeError> {
             missing.push(seq);
         }
     }
+    let credit = match r.remaining() {
+        0 => None,
+        _ => Some(r.u32()?),
+    };
     Ok(AckNack {
         ack_through,
         missing,
+        credit,
     })
 }
 
@@ -559,10 +577,12 @@ mod tests {
         (
             0u64..u64::MAX - 300,
             proptest::collection::btree_set(1u64..=MAX_MISSING_SPAN, 0..40),
+            proptest::option::of(any::<u32>()),
         )
-            .prop_map(|(ack_through, offs)| AckNack {
+            .prop_map(|(ack_through, offs, credit)| AckNack {
                 ack_through,
                 missing: offs.into_iter().map(|o| ack_through + o).collect(),
+                credit,
             })
     }
 
@@ -677,7 +697,7 @@ mod tests {
             let g = Datagram { stream, body: Body::AckNack(a) };
             let mut out = Vec::new();
             g.encode(&mut out);
-            prop_assert!(out.len() <= COMMON_LEN + 9 + MAX_BITMAP);
+            prop_assert!(out.len() <= COMMON_LEN + 9 + MAX_BITMAP + 4);
             prop_assert_eq!(Datagram::decode(&out).unwrap(), g);
         }
 
@@ -697,7 +717,12 @@ mod tests {
                 Ok(Datagram { body: Body::Data(d), .. }) => d.payload.len(),
                 _ => 0,
             };
-            if data && cut >= min_data {
+            // An AckNack cut just before its credit is one without credit.
+            let credit_cut = matches!(
+                Datagram::decode(&bytes),
+                Ok(Datagram { body: Body::AckNack(AckNack { credit: Some(_), .. }), .. })
+            ) && cut == bytes.len() - 4;
+            if (data && cut >= min_data) || credit_cut {
                 prop_assert!(r.is_ok());
             } else {
                 prop_assert!(r.is_err());
@@ -805,6 +830,7 @@ mod tests {
         let a = AckNack {
             ack_through: 10,
             missing: vec![5, 11, 266, 267],
+            credit: None,
         };
         let mut out = Vec::new();
         a.encode(1, &mut out);
@@ -812,6 +838,37 @@ mod tests {
             panic!("not an acknack")
         };
         assert_eq!(back.missing, vec![11, 266]);
+    }
+
+    #[test]
+    fn an_acknack_without_credit_is_the_old_encoding_and_credit_is_a_trailing_u32() {
+        let mut old = Vec::new();
+        common(&mut old, KIND_ACKNACK, 5);
+        old.extend_from_slice(&7u64.to_le_bytes());
+        old.extend_from_slice(&[1, 0b101]);
+        let a = AckNack {
+            ack_through: 7,
+            missing: vec![8, 10],
+            credit: None,
+        };
+        let mut out = Vec::new();
+        a.encode(5, &mut out);
+        assert_eq!(out, old, "no credit: byte for byte what older nodes send");
+        let limited = AckNack {
+            credit: Some(300),
+            ..a
+        };
+        out.clear();
+        limited.encode(5, &mut out);
+        assert_eq!(&out[..old.len()], &old[..]);
+        assert_eq!(&out[old.len()..], &300u32.to_le_bytes());
+        let Body::AckNack(back) = Datagram::decode(&out).unwrap().body else {
+            panic!("not an acknack")
+        };
+        assert_eq!(back, limited);
+        // A partial credit field is malformed.
+        out.pop();
+        assert!(Datagram::decode(&out).is_err());
     }
 
     #[test]

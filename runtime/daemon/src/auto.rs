@@ -24,7 +24,7 @@
 //!   its own node;
 //! * the chosen node becomes [`Proxy::Subscriber`] on the subscriber's node,
 //!   [`Proxy::Publisher`] on the publisher's, and [`Proxy::Node`] elsewhere,
-//!   which [`crate::plan::Plan`] routes.
+//!   which `tagwire_session::plan::Plan` routes.
 //!
 //! A subscription is admitted by its own daemon only if it can be placed
 //! alone ([`Placer::admit`]): otherwise the subscriber gets the solver's

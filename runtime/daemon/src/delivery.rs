@@ -2,25 +2,26 @@
 //!
 //! * **Outbound** (`forward`): for every global tag with receivers on other
 //!   nodes, a forwarder thread reads the tag's ring like a subscriber and
-//!   sends each message published on *this* node once to each node with
-//!   receivers: small messages packed into batch datagrams of up to
-//!   [`DATAGRAM`] bytes, large ones as fragments; one reliable stream per
-//!   (tag, node) (`tagwire_reliable::Writer`: window, heartbeats, resends on
-//!   NACK), or a best-effort one (sequence numbers only) for a node whose
-//!   receivers all asked for best-effort. Messages that arrived from other
-//!   nodes are not forwarded (their publisher's node already sent one copy
-//!   to every node), except by an intermediate proxy node to the nodes it
-//!   proxies for (`plan`). This module resolves the routes (`reroute`) and
-//!   owns the socket and the streams' writers.
-//! * **Inbound**: one thread receives on the delivery port. Reliable data
-//!   goes through the stream's `Reader` (in order, exactly once, ACK every K,
-//!   NACK on gaps); best-effort data keeps only datagrams newer than the last
-//!   and counts the gaps (`Daemon::best_effort_losses`). Fragments go through
-//!   a `Reassembler`. Each whole message is written into the tag's local ring
-//!   with the publisher's original header (pid, node, sequence number,
-//!   timestamp), so local subscribers cannot tell it from a local message.
-//!   Messages larger than a slot become blobs, as on one node. ACK/NACKs for
-//!   our own streams are handed to their writers here too.
+//!   hands each message published on *this* node to the tag's
+//!   `tagwire_session::Session`, which batches, fragments, numbers and
+//!   keeps the reliable windows (see that crate); the forwarder sends what
+//!   it says. Messages that arrived from other nodes are not forwarded
+//!   (their publisher's node already sent one copy to every node), except
+//!   by an intermediate proxy node to the nodes it proxies for
+//!   (`tagwire_session::plan`). This module computes the routes
+//!   (`reroute`, under the state lock) and hands them to `forward`, which
+//!   does not import this module.
+//! * **Inbound**: one thread receives on the delivery port (and one on the
+//!   multicast carrier's), each the glue around its own inbound
+//!   `tagwire_session::Session`: reliable data in order, exactly once, ACK
+//!   every K, NACK on gaps; best-effort data newer than the last only, gaps
+//!   counted (`Daemon::best_effort_losses`); fragments reassembled. Each
+//!   whole message is written into the tag's local ring with the
+//!   publisher's original header (pid, node, sequence number, timestamp),
+//!   so local subscribers cannot tell it from a local message. Messages
+//!   larger than a slot become blobs, as on one node. ACK/NACKs for our
+//!   own streams go to their forwarder's session (`Outbound::handle_ack`).
+//!   The thread sleeps in `recv` until its session's next timer.
 //!
 //! Malformed datagrams are counted and dropped. **Back-pressure:** while a
 //! node gets a reliable stream, the forwarder holds a gate on the ring
@@ -34,117 +35,52 @@
 //! **End to end**, a lossless subscriber (`SubscribeOptions::lossless`) holds
 //! a lossless gate on its ring. The inbound path never waits: what such a
 //! subscriber has no room for waits in the tag's `Held` queue, drained as it
-//! reads; once a ring's worth waits there, the tag's data datagrams are
-//! refused unread and unacknowledged (`Daemon::held_back`), so the sending
-//! node's window fills and holds its publisher back, and the refused data
-//! comes again as resends. A TCP connection just stops being read.
+//! reads. While anything waits there, the room left in it (a ring's worth,
+//! or `HELD_BYTES`) is the tag's **credit**, which every acknowledgement
+//! carries to the sending node's session: that node sends no more
+//! unacknowledged messages than the credit, so its window, then its ring,
+//! then its publisher wait, and nothing is sent only to be refused. At zero
+//! room data that comes anyway (sent on an older credit) is refused unread
+//! and unacknowledged (`Daemon::held_back`), without a NACK; room coming
+//! back is announced at once. A TCP connection just stops being read.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rustix::fs::{MemfdFlags, SealFlags};
 
 use tagwire_proto::Role;
-use tagwire_reliable::{
-    Arrival, BestEffort, Reader, ReaderConfig, Reassembler, ReassemblerConfig, Transmit, Writer,
-    WriterConfig,
-};
+use tagwire_reliable::{Reassembler, ReassemblerConfig};
 use tagwire_shm::{Ring, Segment};
-use tagwire_wire::datagram::{
-    tag_group, AckNack, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_DIRECT, FLAG_RELIABLE,
-};
+use tagwire_wire::datagram::{tag_group, Body, Datagram, FLAG_RELIABLE};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::{NodeAddr, TagId, TagName};
 
 use crate::auto::Placer;
 use crate::blob::{self, Limits, Owner, RingState};
-pub(crate) use crate::plan::Mode;
-use crate::plan::Plan;
+use crate::forward::Outbound;
 use crate::{lock, Shared, State};
+use tagwire_session::plan::{Mode, Plan};
+use tagwire_session::{Config as SessionConfig, Dest, Event, Session};
 use tagwire_wire::control::{StatsKind, StatsRow};
-
-/// Largest datagram sent (the kernel fragments it at the IP layer; fewer,
-/// larger datagrams cost far fewer system calls than MTU-sized ones).
-pub const DATAGRAM: usize = 60 * 1024;
-
-/// Datagrams a stream may have unacknowledged.
-const WINDOW: usize = 1024;
-
-/// How long a forwarder waits for window space before dropping a message
-/// larger than the whole window.
-pub(crate) const WINDOW_WAIT: Duration = Duration::from_secs(2);
 
 /// The delivery manager's shared state.
 #[derive(Debug)]
 pub(crate) struct Delivery {
     pub(crate) sock: UdpSocket,
-    /// Our outbound streams by stream id (ACK/NACK dispatch).
-    out: Mutex<HashMap<u64, Arc<Mutex<OutStream>>>>,
-    /// Running forwarders by tag name.
-    routes: Mutex<HashMap<TagName, Arc<Route>>>,
-    /// Datagrams sent again after a NACK or a resend timeout.
-    pub(crate) retransmitted: std::sync::atomic::AtomicU64,
+    /// The outbound side: forwarders, their sessions and sockets.
+    pub(crate) outbound: Arc<Outbound>,
     /// The multicast data carrier's socket and port (IPv4 nodes only).
     pub(crate) msock: Option<(UdpSocket, u16)>,
     /// Tags this node receives by multicast, and how many of them use each
     /// group (joined while one does).
     mtags: Mutex<HashSet<TagName>>,
     mgroups: Mutex<HashMap<Ipv4Addr, usize>>,
-}
-
-#[derive(Debug)]
-pub(crate) struct OutStream {
-    pub(crate) id: u64,
-    pub(crate) dest: SocketAddr,
-    /// The tag it carries (for `tagwire stats`).
-    pub(crate) tag: TagName,
-    pub(crate) writer: Writer,
-}
-
-/// A node with receivers of a tag: its delivery address (UDP, and TCP on
-/// the same port number) and how it gets its copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Dest {
-    pub(crate) node: NodeAddr,
-    pub(crate) addr: SocketAddr,
-    pub(crate) mode: Mode,
-    /// Temporal scaling by the publisher's proxy: the node takes only
-    /// samples whose sequence number is a multiple of this (1: all). The gcd
-    /// of what its receivers ask (a receiver filtering for itself asks 1), so
-    /// every wanted sample is sent; each subscriber still drops the rest.
-    pub(crate) every: u32,
-    /// This node is the node's proxy (see `plan`): it also gets the
-    /// samples other nodes published, except its own.
-    pub(crate) relay: bool,
-}
-
-impl Dest {
-    /// Whether the node gets a sample `origin` published, numbered `seq`,
-    /// from this node (`me`).
-    pub(crate) fn takes(&self, me: NodeAddr, origin: NodeAddr, seq: u64) -> bool {
-        self.carries(me, origin) && (self.every <= 1 || seq % u64::from(self.every) == 0)
-    }
-
-    /// Whether samples `origin` published go to the node from this one.
-    pub(crate) fn carries(&self, me: NodeAddr, origin: NodeAddr) -> bool {
-        origin == me || (self.relay && origin != self.node)
-    }
-}
-
-pub(crate) type Dests = Arc<Vec<Dest>>;
-
-/// A forwarder's instructions: where this tag's messages go.
-#[derive(Debug)]
-pub(crate) struct Route {
-    /// Nodes with receivers and their delivery addresses, resolved under the
-    /// state lock by `reroute` so the forwarder never takes that lock.
-    pub(crate) dests: Mutex<Dests>,
-    pub(crate) stop: AtomicBool,
 }
 
 impl Delivery {
@@ -155,13 +91,13 @@ impl Delivery {
         multicast_port: u16,
     ) -> std::io::Result<Arc<Self>> {
         let sock = tagwire_net::udp_socket(addr)?;
-        sock.set_read_timeout(Some(RECV_TIMEOUT))?;
+        sock.set_read_timeout(Some(MAX_SLEEP))?;
         // Without a usable multicast socket the carrier is off (a warning);
         // everything else still works.
         let msock = match addr.ip() {
             std::net::IpAddr::V4(ip) => tagwire_net::multicast_data_socket(multicast_port, ip)
                 .and_then(|m| {
-                    m.set_read_timeout(Some(RECV_TIMEOUT))?;
+                    m.set_read_timeout(Some(MAX_SLEEP))?;
                     Ok((m, multicast_port))
                 })
                 .map_err(|e| {
@@ -170,11 +106,10 @@ impl Delivery {
                 .ok(),
             std::net::IpAddr::V6(_) => None,
         };
+        let outbound = Arc::new(Outbound::new(&sock, msock.as_ref())?);
         let d = Arc::new(Self {
             sock,
-            out: Mutex::new(HashMap::new()),
-            routes: Mutex::new(HashMap::new()),
-            retransmitted: std::sync::atomic::AtomicU64::new(0),
+            outbound,
             msock,
             mtags: Mutex::new(HashSet::new()),
             mgroups: Mutex::new(HashMap::new()),
@@ -207,7 +142,7 @@ impl Delivery {
     /// the state lock).
     pub(crate) fn reroute(self: &Arc<Self>, shared: &Arc<Shared>, st: &State) {
         let me = shared.node();
-        let mut wanted: HashMap<TagName, Dests> = HashMap::new();
+        let mut wanted: HashMap<TagName, Vec<Dest>> = HashMap::new();
         // A node gets one copy, by the plan every node computes alike: the
         // group is joined only where that copy is multicast, or a message
         // would come twice.
@@ -232,47 +167,18 @@ impl Delivery {
                 .collect();
             if !nodes.is_empty() {
                 nodes.sort();
-                wanted.insert(e.name.clone(), Arc::new(nodes));
+                wanted.insert(e.name.clone(), nodes);
             }
         }
         self.join_groups(me, groups);
-        let mut routes = lock(&self.routes);
-        routes.retain(|name, r| {
-            let keep = wanted.contains_key(name);
-            if !keep {
-                r.stop.store(true, Ordering::Release);
-            }
-            keep
-        });
-        for (name, nodes) in wanted {
-            if let Some(r) = routes.get(&name) {
-                *lock(&r.dests) = nodes;
-                continue;
-            }
-            let Some(shared_ring) = st.table.entry(&name).and_then(|e| st.rings.get(&e.id)) else {
-                continue;
-            };
+        self.outbound.reroute(shared, wanted, |name| {
+            let shared_ring = st.table.entry(name).and_then(|e| st.rings.get(&e.id))?;
             // Forward from the grant on: a publisher that saw this receiver
             // counted publishes at or after this index.
             let start = shared_ring.head_index();
-            let Ok(ring) = private_ring(shared_ring) else {
-                continue;
-            };
-            let route = Arc::new(Route {
-                dests: Mutex::new(nodes),
-                stop: AtomicBool::new(false),
-            });
-            let (s, d, r, n) = (shared.clone(), self.clone(), route.clone(), name.clone());
-            let spawned = std::thread::Builder::new()
-                .name("tagwired-forward".into())
-                .spawn(move || crate::forward::forward_loop(&s, &d, &r, &n, &ring, start));
-            match spawned {
-                Ok(_) => {
-                    routes.insert(name, route);
-                }
-                Err(e) => tracing::warn!(error = %e, "cannot start a forwarder"),
-            }
-        }
+            let ring = private_ring(shared_ring).ok()?;
+            Some((ring, start))
+        });
     }
 
     /// Joins the multicast group of every tag in `wanted` (those whose copy
@@ -309,40 +215,23 @@ impl Delivery {
         *tags = wanted;
     }
 
-    pub(crate) fn stream_to(&self, tag: &TagName, dest: SocketAddr) -> Arc<Mutex<OutStream>> {
-        let id = random_id();
-        let s = Arc::new(Mutex::new(OutStream {
-            id,
-            dest,
-            tag: tag.clone(),
-            writer: Writer::new(WriterConfig {
-                window: WINDOW,
-                ..WriterConfig::default()
-            }),
-        }));
-        lock(&self.out).insert(id, s.clone());
-        s
-    }
-
-    pub(crate) fn drop_stream(&self, id: u64) {
-        lock(&self.out).remove(&id);
-    }
-
     /// A `tagwire stats` row per reliable stream to another node.
     pub(crate) fn stream_rows(&self) -> Vec<StatsRow> {
-        let streams: Vec<_> = lock(&self.out).values().cloned().collect();
-        let mut rows: Vec<StatsRow> = streams
-            .iter()
+        let mut rows: Vec<StatsRow> = self
+            .outbound
+            .stream_stats()
+            .into_iter()
             .map(|s| {
-                let s = lock(s);
-                let w = s.writer.stats();
-                StatsRow::new(StatsKind::Outbound, s.tag.as_str(), s.dest.ip().to_string())
+                let w = s.writer;
+                StatsRow::new(StatsKind::Outbound, s.tag.as_str(), s.addr.ip().to_string())
                     .with("sent", w.sent)
                     .with("resent", w.retransmitted)
                     .with("acked", w.acked)
                     .with("heartbeats", w.heartbeats)
-                    .with("unacked", s.writer.occupancy() as u64)
-                    .with("unacked_bytes", s.writer.held_bytes() as u64)
+                    .with("unacked", s.unacked)
+                    .with("unacked_bytes", s.unacked_bytes)
+                    .with("cwnd", s.cwnd)
+                    .with("congestion", w.congestion_events)
             })
             .collect();
         rows.sort_by(|a, b| (&a.tag, &a.who).cmp(&(&b.tag, &b.who)));
@@ -375,84 +264,55 @@ pub(crate) fn private_ring(r: &Ring) -> std::io::Result<Ring> {
     Ring::open(seg).map_err(std::io::Error::other)
 }
 
-pub(crate) fn random_id() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(crate::now_unix_ns());
-    h.finish() | 1
-}
-
-/// Per remote stream: its reader (reliable) or newest-only tracker
-/// (best-effort), and reassembler.
-struct InStream {
-    reader: Reader,
-    best: BestEffort,
-    reasm: Reassembler,
-    last: Instant,
-    /// The sending node's delivery port, where acknowledgements go: the
-    /// source of the stream's datagrams but those its publishers sent
-    /// themselves (`FLAG_DIRECT`). Unknown while only those arrived; the
-    /// writer's heartbeat then tells it.
-    reply: Option<SocketAddr>,
-}
-
-/// Streams are told apart by the sender's address and the stream id: the
-/// port is left out, because a publisher's own first copies
-/// (`FLAG_DIRECT`) come from its socket, not from its node's delivery port.
-type StreamKey = (std::net::IpAddr, u64);
-
-impl InStream {
-    fn new(now: Instant) -> Self {
-        Self {
-            // A stream is created for a receiver that already exists, so it is
-            // wanted from its first datagram: when that one was lost, the
-            // reader asks for it rather than starting later.
-            reader: Reader::with_start(ReaderConfig::default(), 1),
-            // Best-effort streams are numbered from 1 too: datagrams lost
-            // before the first one that arrives are counted (found by the
-            // network simulator, seed 11 of sim_best_effort).
-            best: BestEffort::with_start(1),
-            reasm: Reassembler::new(ReassemblerConfig::default()),
-            last: now,
-            reply: None,
-        }
-    }
-
-    /// Notes where the stream's datagrams come from, unless `direct`.
-    fn heard(&mut self, from: SocketAddr, direct: bool, now: Instant) {
-        self.last = now;
-        if !direct {
-            self.reply = Some(from);
-        }
-    }
-}
-
 /// Receives on `sock` (the delivery port, or with `multicast` the multicast
-/// carrier's, where only data of tags joined for is taken).
+/// carrier's, where only data of tags joined for is taken): the glue around
+/// this thread's own inbound [`Session`], which owns the streams from other
+/// nodes (order, acknowledgements with credit, gaps, reassembly). It sleeps
+/// in `recv` until the session's next timer (or, while messages are held
+/// back for lossless subscribers, until it looks for room again).
 fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast: bool) {
     let mut buf = vec![0u8; 65536];
-    let mut streams: HashMap<StreamKey, InStream> = HashMap::new();
-    let mut out = Vec::new();
-    let mut next_service = Instant::now();
-    let mut polling = false;
+    let mut session = Session::new(SessionConfig {
+        me: shared.node(),
+        seed: crate::forward::random_id(),
+        ..SessionConfig::default()
+    });
+    let mut credits = Credits::default();
+    let mut timeout = Duration::ZERO;
     while !shared.is_stopping() {
-        // While messages are held back for lossless subscribers, look for
-        // room for them often; otherwise sleep in `recv` until data comes.
         let holding = shared.stats.held_now.load(Ordering::Relaxed) > 0;
-        if holding != polling {
-            polling = holding;
-            let t = if holding { HELD_POLL } else { RECV_TIMEOUT };
-            let _ = sock.set_read_timeout(Some(t));
+        if holding || !credits.limited.is_empty() {
+            // (Another inbound thread may have drained a tag of ours.)
+            let rooms = drain_held(shared);
+            credits.update(&mut session, Instant::now(), &rooms, true);
         }
-        drain_held(shared);
+        let now = Instant::now();
+        let mut want = session
+            .poll_timeout()
+            .map_or(MAX_SLEEP, |t| t.saturating_duration_since(now))
+            .min(MAX_SLEEP);
+        if holding {
+            want = want.min(HELD_POLL);
+        }
+        // (A zero timeout is refused: it would mean "block forever".)
+        let want = want.max(MIN_SLEEP);
+        if want < timeout || want > timeout * 2 {
+            let _ = sock.set_read_timeout(Some(want));
+            timeout = want;
+        }
         if let Ok((n, from)) = sock.recv_from(&mut buf) {
             let now = Instant::now();
-            match Datagram::decode(&buf[..n]) {
+            let raw = &buf[..n];
+            match Datagram::decode(raw) {
                 Ok(dg) if multicast && !d.joined(&dg.body) => {}
-                Ok(dg) => {
-                    let raw = &buf[..n];
-                    handle(shared, d, &mut streams, from, raw, dg, now, &mut out);
+                Ok(Datagram {
+                    stream,
+                    body: Body::AckNack(_),
+                }) => {
+                    // Our own stream's acknowledgement: its forwarder's session.
+                    d.outbound.handle_ack(shared, now, stream, from, raw);
                 }
+                Ok(_) => session.handle_datagram(now, from, raw),
                 Err(e) => {
                     shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
                     shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
@@ -461,154 +321,125 @@ fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast:
             }
         }
         let now = Instant::now();
-        if now >= next_service {
-            next_service = now + Duration::from_millis(10);
-            service(d, &mut streams, now, &mut out);
+        if session.poll_timeout().is_some_and(|t| t <= now) {
+            session.handle_timeout(now);
+        }
+        deliver_all(shared, &mut session, &mut credits, now);
+        while let Some(t) = session.poll_transmit(now) {
+            let _ = d.sock.send_to(&t.bytes, t.dest);
+        }
+        while let Some(e) = session.poll_event() {
+            account(shared, e);
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn handle(
-    shared: &Shared,
-    d: &Delivery,
-    streams: &mut HashMap<StreamKey, InStream>,
-    from: SocketAddr,
-    raw: &[u8],
-    dg: Datagram<'_>,
-    now: Instant,
-    out: &mut Vec<u8>,
-) {
-    let key = (from.ip(), dg.stream);
-    match dg.body {
-        Body::Data(DataRef {
-            seq,
-            flags,
-            ref tag,
-            ..
-        })
-        | Body::Batch(BatchRef {
-            seq,
-            flags,
-            ref tag,
-            ..
-        }) => {
-            if held_full(shared, tag) {
-                // A best-effort datagram is just lost (the next one's gap
-                // counts it); a reliable one comes again.
-                if flags & FLAG_RELIABLE != 0 {
-                    shared.stats.held_back.fetch_add(1, Ordering::Relaxed);
-                    shared.tallies.peers.add(&from.ip(), |c| c.refused += 1);
-                    shared.tallies.tags.add(tag.as_ref(), |c| c.refused += 1);
-                }
-                return;
+/// Writes what the session completed into the local rings, a run of one
+/// tag at a time (one lock and one wake-up per run), and gives the session
+/// each tag's room for its lossless subscribers.
+fn deliver_all(shared: &Shared, session: &mut Session, credits: &mut Credits, now: Instant) {
+    let mut run: Vec<tagwire_session::Delivery> = Vec::new();
+    loop {
+        let next = session.poll_deliver();
+        let ends = match (&next, run.first()) {
+            (Some(n), Some(f)) => n.tag != f.tag,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        if ends {
+            let tag = run[0].tag.clone();
+            let room = deliver(shared, &tag, run.iter().map(|m| (m.header, &m.payload[..])));
+            if let Some((id, room)) = room {
+                credits.names.entry(id).or_insert(tag);
+                credits.update(session, now, &[(id, room)], false);
             }
-            let s = streams.entry(key).or_insert_with(|| InStream::new(now));
-            s.heard(from, flags & FLAG_DIRECT != 0, now);
-            if flags & FLAG_RELIABLE == 0 {
-                let before = s.best.stats().lost;
-                if !s.best.handle_seq(seq) {
-                    return; // older than what we delivered: stale
-                }
-                let skipped = s.best.stats().lost - before;
-                shared
-                    .stats
-                    .best_effort_lost
-                    .fetch_add(skipped, Ordering::Relaxed);
-                if skipped > 0 {
-                    shared.tallies.tags.add(tag.as_ref(), |c| c.lost += skipped);
-                }
-                take(shared, &mut s.reasm, &dg.body);
-                return;
-            }
-            let arrival = s.reader.handle_data(now, seq, raw);
-            if flags & FLAG_DIRECT != 0 && matches!(arrival, Arrival::Deliver | Arrival::Buffered) {
-                shared.stats.direct_received.fetch_add(1, Ordering::Relaxed);
-            }
-            if arrival == Arrival::Deliver {
-                take(shared, &mut s.reasm, &dg.body);
-            }
-            while let Some(bytes) = s.reader.poll_event() {
-                if let Ok(g) = Datagram::decode(&bytes) {
-                    take(shared, &mut s.reasm, &g.body);
-                }
-            }
-            ack(d, s, dg.stream, now, out);
+            run.clear();
         }
-        Body::Heartbeat(Heartbeat { first, last }) => {
-            // A heartbeat may be the first we hear of a stream whose first
-            // datagrams were all lost: its answer asks for them.
-            let s = streams.entry(key).or_insert_with(|| InStream::new(now));
-            s.heard(from, false, now);
-            s.reader.handle_heartbeat(now, first, last);
-            // A heartbeat that gives up on a gap makes what was buffered
-            // after it deliverable (found by the simulator, seed 684).
-            while let Some(bytes) = s.reader.poll_event() {
-                if let Ok(g) = Datagram::decode(&bytes) {
-                    take(shared, &mut s.reasm, &g.body);
-                }
-            }
-            ack(d, s, dg.stream, now, out);
-        }
-        Body::AckNack(AckNack {
-            ack_through,
-            missing,
-        }) => {
-            let s = lock(&d.out).get(&dg.stream).cloned();
-            if let Some(s) = s {
-                let mut s = lock(&s);
-                s.writer.handle_acknack(now, ack_through, &missing);
-                flush_writer(d, &mut s, now, out);
-            }
+        match next {
+            Some(m) => run.push(m),
+            None => return,
         }
     }
 }
 
-/// Sends what the stream's reader has to say (ACK/NACK), once it knows where
-/// to: until then it stays due, and the writer's next heartbeat brings it.
-fn ack(d: &Delivery, s: &mut InStream, stream: u64, now: Instant, out: &mut Vec<u8>) {
-    let Some(to) = s.reply else {
-        return;
-    };
-    while let Some(a) = s.reader.poll_transmit(now) {
-        out.clear();
-        a.encode(stream, out);
-        let _ = d.sock.send_to(out, to);
-    }
+/// The credit an inbound session announces per tag: the room of the tag's
+/// held-back queue while anything is held (see `Held::room`), none
+/// otherwise.
+#[derive(Debug, Default)]
+struct Credits {
+    /// Tag names by id, for what `drain_held` reports.
+    names: HashMap<TagId, TagName>,
+    /// Tags whose credit is limited in the session.
+    limited: HashSet<TagId>,
 }
 
-fn flush_writer(d: &Delivery, s: &mut OutStream, now: Instant, out: &mut Vec<u8>) {
-    let (id, dest) = (s.id, s.dest);
-    while let Some(t) = s.writer.poll_transmit(now) {
-        match t {
-            Transmit::Data { bytes, .. } => {
-                d.retransmitted.fetch_add(1, Ordering::Relaxed);
-                let _ = d.sock.send_to(bytes, dest);
-            }
-            Transmit::Heartbeat { first, last } => {
-                out.clear();
-                Heartbeat { first, last }.encode(id, out);
-                let _ = d.sock.send_to(out, dest);
+impl Credits {
+    /// Takes the rooms of the tags in `rooms`; with `all` (a report of every
+    /// tag holding anything), a limited tag absent from it gets no limit.
+    fn update(
+        &mut self,
+        session: &mut Session,
+        now: Instant,
+        rooms: &[(TagId, Option<u32>)],
+        all: bool,
+    ) {
+        for (id, room) in rooms {
+            let Some(t) = self.names.get(id) else {
+                continue;
+            };
+            session.set_credit(now, t, *room);
+            if room.is_some() {
+                self.limited.insert(*id);
+            } else {
+                self.limited.remove(id);
             }
         }
+        if !all {
+            return;
+        }
+        let names = &self.names;
+        self.limited.retain(|id| {
+            let held = rooms.iter().any(|(i, r)| i == id && r.is_some());
+            if !held && !rooms.iter().any(|(i, _)| i == id) {
+                // Not reported: drained (by another thread) or gone.
+                if let Some(t) = names.get(id) {
+                    session.set_credit(now, t, None);
+                }
+                return false;
+            }
+            held
+        });
     }
 }
 
-/// Timers: writers' heartbeats and resends, readers' delayed NACKs, and
-/// forgetting streams silent for a minute.
-fn service(
-    d: &Delivery,
-    streams: &mut HashMap<StreamKey, InStream>,
-    now: Instant,
-    out: &mut Vec<u8>,
-) {
-    let outs: Vec<_> = lock(&d.out).values().cloned().collect();
-    for s in outs {
-        flush_writer(d, &mut lock(&s), now, out);
-    }
-    streams.retain(|_, s| now.duration_since(s.last) < Duration::from_secs(60));
-    for ((_, id), s) in streams.iter_mut() {
-        ack(d, s, *id, now, out);
+/// Counts what an inbound session reports.
+fn account(shared: &Shared, e: Event) {
+    match e {
+        Event::BestEffortLost { tag, count, .. } => {
+            shared
+                .stats
+                .best_effort_lost
+                .fetch_add(count, Ordering::Relaxed);
+            shared.tallies.tags.add(&tag, |c| c.lost += count);
+        }
+        Event::Refused { tag, from } => {
+            shared.stats.held_back.fetch_add(1, Ordering::Relaxed);
+            shared.tallies.peers.add(&from.ip(), |c| c.refused += 1);
+            shared.tallies.tags.add(&tag, |c| c.refused += 1);
+        }
+        Event::Malformed { from } => {
+            shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+            shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
+        }
+        Event::DirectReceived { .. } => {
+            shared.stats.direct_received.fetch_add(1, Ordering::Relaxed);
+        }
+        // Outbound events: this session sends acknowledgements only.
+        Event::StreamOpened { .. }
+        | Event::StreamClosed { .. }
+        | Event::ScaledOut { .. }
+        | Event::Dropped { .. }
+        | Event::DirectKept { .. } => {}
     }
 }
 
@@ -733,7 +564,9 @@ fn take(shared: &Shared, reasm: &mut Reassembler, body: &Body<'_>) {
                 deliver(shared, &m.tag, std::iter::once((m.header, &m.payload[..])));
             }
         }
-        Body::Batch(b) => deliver(shared, &b.tag, b.messages()),
+        Body::Batch(b) => {
+            deliver(shared, &b.tag, b.messages());
+        }
         Body::Heartbeat(_) | Body::AckNack(_) => {}
     }
 }
@@ -755,15 +588,28 @@ impl Held {
     /// Whether a ring's worth (`slots` records, or [`HELD_BYTES`]) is held:
     /// then data for the tag is refused until it drains.
     fn full(&self, slots: u32) -> bool {
-        self.records.len() >= slots as usize || self.bytes >= HELD_BYTES
+        self.room(slots) == 0
+    }
+
+    /// Messages that may still come before data is refused: the credit
+    /// the tag's inbound streams announce to their senders.
+    fn room(&self, slots: u32) -> u32 {
+        if self.bytes >= HELD_BYTES {
+            return 0;
+        }
+        slots.saturating_sub(u32::try_from(self.records.len()).unwrap_or(u32::MAX))
     }
 }
 
 /// Bytes held back for one tag before its data is refused.
 const HELD_BYTES: usize = 16 << 20;
 
-/// How long the inbound threads sleep in `recv` (their timers' tick).
-const RECV_TIMEOUT: Duration = Duration::from_millis(10);
+/// Longest an inbound thread sleeps in `recv` without a timer (to notice
+/// the daemon stopping).
+const MAX_SLEEP: Duration = Duration::from_millis(250);
+
+/// Shortest (a due timer).
+const MIN_SLEEP: Duration = Duration::from_micros(50);
 
 /// How often the inbound threads look for room while messages are held.
 const HELD_POLL: Duration = Duration::from_micros(200);
@@ -792,11 +638,11 @@ fn deliver<'m>(
     shared: &Shared,
     tag: &TagName,
     msgs: impl Iterator<Item = (FrameHeader, &'m [u8])>,
-) {
+) -> Option<(TagId, Option<u32>)> {
     let mut st = shared.lock();
     let Some(id) = st.table.entry(tag).map(|e| e.id) else {
         shared.stats.unknown_tag.fetch_add(1, Ordering::Relaxed);
-        return;
+        return None;
     };
     // Behind messages already held, everything waits: the order stays.
     let mut holding = st.held.get(&id).is_some_and(|h| !h.records.is_empty());
@@ -807,9 +653,14 @@ fn deliver<'m>(
     }
     shared.tallies.tags.add(tag, |c| c.delivered += n);
     // One wake-up for the lot.
-    if let Some(ring) = st.rings.get(&id) {
-        ring.wake_readers();
-    }
+    let ring = st.rings.get(&id)?;
+    ring.wake_readers();
+    let room = st
+        .held
+        .get(&id)
+        .filter(|h| !h.records.is_empty())
+        .map(|h| h.room(ring.shape().slots));
+    Some((id, room))
 }
 
 fn deliver_one(
@@ -875,9 +726,11 @@ fn deliver_one(
 /// Writes what lossless subscribers now have room for of the messages held
 /// back for them (and forgets those of tags that are gone). Free while
 /// nothing is held.
-pub(crate) fn drain_held(shared: &Shared) {
+/// Returns each tag it looked at with its room now (`None`: nothing held).
+pub(crate) fn drain_held(shared: &Shared) -> Vec<(TagId, Option<u32>)> {
+    let mut rooms = Vec::new();
     if shared.stats.held_now.load(Ordering::Relaxed) == 0 {
-        return;
+        return rooms;
     }
     let mut st = shared.lock();
     let State {
@@ -906,12 +759,15 @@ pub(crate) fn drain_held(shared: &Shared) {
             ring.wake_readers();
         }
         written += n;
-        !h.records.is_empty()
+        let empty = h.records.is_empty();
+        rooms.push((*id, (!empty).then(|| h.room(ring.shape().slots))));
+        !empty
     });
     shared
         .stats
         .held_now
         .fetch_sub(written + dropped, Ordering::Relaxed);
+    rooms
 }
 
 fn blob_fd(payload: &[u8]) -> Option<OwnedFd> {

@@ -20,7 +20,7 @@
 //! * [`delivery`]: the **delivery manager**, data between nodes. Outbound, a
 //!   forwarder per global tag with remote receivers (`forward`) reads the
 //!   tag's ring like a subscriber and sends each message once per node, by
-//!   the routing plan of `plan` (carriers, every-n-th proxies; `auto` places
+//!   the routing plan of `tagwire_session::plan` (carriers, every-n-th proxies; `auto` places
 //!   `Proxy::Auto` ones); inbound, it writes what arrives into the local ring
 //!   once for all local subscribers. Same-node data never touches the daemon:
 //!   it goes from publisher to subscribers through the tag's shared-memory
@@ -43,7 +43,6 @@ pub mod delivery;
 mod forward;
 pub mod local;
 pub mod peers;
-mod plan;
 pub mod policy;
 pub mod pull;
 pub mod quota;
@@ -475,7 +474,7 @@ impl Daemon {
         self.shared
             .delivery
             .get()
-            .map_or(0, |d| d.retransmitted.load(Ordering::Relaxed))
+            .map_or(0, |d| d.outbound.retransmitted.load(Ordering::Relaxed))
     }
 
     /// The peers this daemon knows and their state.

@@ -205,7 +205,7 @@ fn daemon_rows(shared: &Shared, st: &crate::State) -> Vec<StatsRow> {
         .with("forward_lost", n(&s.forward_lost))
         .with("forward_dropped", n(&s.forward_dropped))
         .with("best_effort_lost", n(&s.best_effort_lost))
-        .with("resent", d.map_or(0, |d| n(&d.retransmitted)))
+        .with("resent", d.map_or(0, |d| n(&d.outbound.retransmitted)))
         .with("refused_datagrams", n(&s.held_back))
         .with("held_now", n(&s.held_now))
         .with("held", n(&s.held))

@@ -21,7 +21,9 @@
 //! * **multicast**: a node whose receivers want the multicast carrier is
 //!   never routed through a proxy (its copy comes from the group).
 //!
-//! Pure: no sockets, no locks; unit-tested below.
+//! Pure: no sockets, no locks; unit-tested below. The daemon computes a
+//! plan per tag from its table and hands this node's legs, with addresses,
+//! to [`crate::Session::set_routes`] as [`crate::Dest`]s.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,7 +31,7 @@ use tagwire_wire::{Carrier, ChannelQos, NodeAddr, Proxy, Reliability};
 
 /// How a node gets its copy: the strongest any of its receivers asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum Mode {
+pub enum Mode {
     /// Datagrams with sequence numbers only.
     BestEffort,
     /// Best-effort datagrams to the tag's multicast group, one for all such
@@ -43,7 +45,7 @@ pub(crate) enum Mode {
 
 impl Mode {
     /// The mode a receiver's subscription options ask for.
-    pub(crate) fn of(q: &ChannelQos) -> Self {
+    pub fn of(q: &ChannelQos) -> Self {
         match (q.carrier, q.reliability) {
             (Carrier::Tcp, _) => Mode::Tcp,
             (Carrier::Multicast, _) => Mode::Multicast,
@@ -55,14 +57,16 @@ impl Mode {
 
 /// Where one of a node's forwarder sends a tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Leg {
-    pub(crate) node: NodeAddr,
-    pub(crate) mode: Mode,
+pub struct Leg {
+    /// The node that gets the samples.
+    pub node: NodeAddr,
+    /// How it gets them.
+    pub mode: Mode,
     /// Only samples whose publisher sequence number is a multiple of this.
-    pub(crate) every: u32,
+    pub every: u32,
     /// Also samples other nodes published (this node is the proxy of
     /// `node`), except those `node` published itself.
-    pub(crate) relay: bool,
+    pub relay: bool,
 }
 
 /// What a node's receivers ask, folded.
@@ -78,7 +82,7 @@ struct Need {
 
 /// One tag's routes, seen from any node.
 #[derive(Debug)]
-pub(crate) struct Plan {
+pub struct Plan {
     needs: BTreeMap<NodeAddr, Need>,
     /// Subscribers' node → the proxy node feeding it.
     via: BTreeMap<NodeAddr, NodeAddr>,
@@ -86,7 +90,8 @@ pub(crate) struct Plan {
     fed: BTreeMap<NodeAddr, Mode>,
 }
 
-pub(crate) fn gcd(a: u32, b: u32) -> u32 {
+/// Greatest common divisor (`gcd(a, 0) == a`).
+pub fn gcd(a: u32, b: u32) -> u32 {
     if b == 0 {
         a
     } else {
@@ -97,7 +102,7 @@ pub(crate) fn gcd(a: u32, b: u32) -> u32 {
 impl Plan {
     /// The plan for a tag with these receivers (node and subscription
     /// options), where `up` says which nodes may serve as proxies.
-    pub(crate) fn new(
+    pub fn new(
         receivers: impl IntoIterator<Item = (NodeAddr, ChannelQos)>,
         up: impl Fn(NodeAddr) -> bool,
     ) -> Self {
@@ -165,7 +170,7 @@ impl Plan {
     }
 
     /// Where the forwarder of node `me` sends the tag.
-    pub(crate) fn legs(&self, me: NodeAddr) -> Vec<Leg> {
+    pub fn legs(&self, me: NodeAddr) -> Vec<Leg> {
         let nodes: BTreeSet<NodeAddr> = self
             .needs
             .keys()
@@ -205,7 +210,7 @@ impl Plan {
     /// How node `me` receives the tag from other nodes (`None`: it has no
     /// receivers and proxies for nobody): whether to join the multicast
     /// group.
-    pub(crate) fn mode_of(&self, me: NodeAddr) -> Option<Mode> {
+    pub fn mode_of(&self, me: NodeAddr) -> Option<Mode> {
         match self.via.get(&me) {
             Some(_) => self.needs.get(&me).map(|n| n.mode),
             None => self.direct(me).map(|(mode, _)| mode),

@@ -1,0 +1,320 @@
+//! The inbound half of a [`Session`]: streams from other nodes, and the
+//! acknowledgements of our own.
+//!
+//! ```text
+//! handle_datagram ─▶ decode ─┬─ AckNack ─▶ our stream's Writer (outbound)
+//!                            ├─ Heartbeat ─▶ Reader ─▶ AckNack (+ credit)
+//!                            └─ Data / Batch
+//!                                 │ tag without credit: refused
+//!                                 ├─ reliable: Reader (order, once, NACK)
+//!                                 └─ best effort: newer only, gaps counted
+//!                                        ▼
+//!                                 Reassembler ─▶ poll_deliver
+//! ```
+//!
+//! Streams are told apart by the sender's address and the stream id: the
+//! port is left out, because a publisher's own first copies
+//! (`FLAG_DIRECT`) come from its socket, not from its node's delivery
+//! port. Acknowledgements go where the stream's other datagrams come from;
+//! until one came, they wait (the writer's heartbeat brings one).
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use tagwire_reliable::{Arrival, BestEffort, Reader, Reassembler};
+use tagwire_wire::datagram::{
+    AckNack, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_DIRECT, FLAG_RELIABLE,
+};
+use tagwire_wire::TagName;
+
+use crate::{Carrier, Class, Delivery, Event, Session, Transmit};
+
+/// One stream from another node.
+#[derive(Debug)]
+pub(crate) struct InStream {
+    reader: Reader,
+    best: BestEffort,
+    reasm: Reassembler,
+    /// Its tag, once a data datagram named it.
+    tag: Option<TagName>,
+    last: Instant,
+    /// Where acknowledgements go (see the module documentation).
+    reply: Option<SocketAddr>,
+    /// The credit our last acknowledgement carried.
+    advertised: Option<u32>,
+}
+
+impl Session {
+    /// One datagram from `from` (the delivery port's, or a TCP frame's
+    /// body). Whole messages come out of [`Session::poll_deliver`],
+    /// acknowledgements and what they free out of
+    /// [`Session::poll_transmit`].
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+        let dg = match Datagram::decode(bytes) {
+            Ok(dg) => dg,
+            Err(_) => {
+                self.events.push_back(Event::Malformed { from });
+                return;
+            }
+        };
+        let key = (from.ip(), dg.stream);
+        match dg.body {
+            Body::Data(DataRef {
+                seq,
+                flags,
+                ref tag,
+                ..
+            })
+            | Body::Batch(BatchRef {
+                seq,
+                flags,
+                ref tag,
+                ..
+            }) => {
+                let tag = tag.as_ref().clone();
+                let reader = self.config.reader;
+                let reasm = self.config.reassembler;
+                let s = self.streams.entry(key).or_insert_with(|| InStream {
+                    // A stream is created for a receiver that already
+                    // exists, so it is wanted from its first datagram: when
+                    // that one was lost, the reader asks for it rather than
+                    // starting later.
+                    reader: Reader::with_start(reader, 1),
+                    // Best-effort streams are numbered from 1 too: datagrams
+                    // lost before the first one that arrives are counted
+                    // (found by the simulator, sim_best_effort seed 11).
+                    best: BestEffort::with_start(1),
+                    reasm: Reassembler::new(reasm),
+                    tag: None,
+                    last: now,
+                    reply: None,
+                    advertised: None,
+                });
+                s.last = now;
+                if flags & FLAG_DIRECT == 0 {
+                    s.reply = Some(from);
+                }
+                s.tag.get_or_insert_with(|| tag.clone());
+                if self.credit.get(&tag) == Some(&0) {
+                    // A best-effort datagram is just lost (the next one's
+                    // gap counts it); a reliable one comes again once there
+                    // is room. The stream knows its tag now, so its
+                    // heartbeats are answered with no credit and no NACK.
+                    if flags & FLAG_RELIABLE != 0 {
+                        self.events.push_back(Event::Refused { tag, from });
+                        self.ack(now, key);
+                    }
+                    return;
+                }
+                if flags & FLAG_RELIABLE == 0 {
+                    let before = s.best.stats().lost;
+                    if !s.best.handle_seq(seq) {
+                        return; // older than what we delivered: stale
+                    }
+                    let count = s.best.stats().lost - before;
+                    if count > 0 {
+                        self.events.push_back(Event::BestEffortLost {
+                            tag: tag.clone(),
+                            from,
+                            count,
+                        });
+                    }
+                    take(&mut s.reasm, &dg.body, from, &mut self.deliveries);
+                    return;
+                }
+                let arrival = s.reader.handle_data(now, seq, bytes);
+                if flags & FLAG_DIRECT != 0
+                    && matches!(arrival, Arrival::Deliver | Arrival::Buffered)
+                {
+                    self.events
+                        .push_back(Event::DirectReceived { tag: tag.clone() });
+                }
+                if arrival == Arrival::Deliver {
+                    take(&mut s.reasm, &dg.body, from, &mut self.deliveries);
+                }
+                while let Some(buffered) = s.reader.poll_event() {
+                    if let Ok(g) = Datagram::decode(&buffered) {
+                        take(&mut s.reasm, &g.body, from, &mut self.deliveries);
+                    }
+                }
+                self.ack(now, key);
+            }
+            Body::Heartbeat(Heartbeat { first, last }) => {
+                // A heartbeat may be the first we hear of a stream whose
+                // first datagrams were all lost: its answer asks for them.
+                let (reader, reasm) = (self.config.reader, self.config.reassembler);
+                let s = self.streams.entry(key).or_insert_with(|| InStream {
+                    reader: Reader::with_start(reader, 1),
+                    best: BestEffort::with_start(1),
+                    reasm: Reassembler::new(reasm),
+                    tag: None,
+                    last: now,
+                    reply: None,
+                    advertised: None,
+                });
+                s.last = now;
+                s.reply = Some(from);
+                s.reader.handle_heartbeat(now, first, last);
+                // A heartbeat that gives up on a gap makes what was buffered
+                // after it deliverable (found by the simulator, seed 684).
+                while let Some(buffered) = s.reader.poll_event() {
+                    if let Ok(g) = Datagram::decode(&buffered) {
+                        take(&mut s.reasm, &g.body, from, &mut self.deliveries);
+                    }
+                }
+                self.ack(now, key);
+            }
+            Body::AckNack(ref a) => {
+                self.handle_acknack(now, dg.stream, a);
+            }
+        }
+    }
+
+    /// Sets the room for `tag`'s messages here (a lossless subscriber's
+    /// ring and held-back queue), carried to the senders in every
+    /// acknowledgement; `None`: no limit. At 0, data for the tag is
+    /// refused. Room growing from what was last advertised is announced
+    /// at once, with the datagrams still missing.
+    pub fn set_credit(&mut self, now: Instant, tag: &TagName, room: Option<u32>) {
+        let before = self.credit.get(tag).copied();
+        if before == room {
+            return;
+        }
+        match room {
+            Some(r) => self.credit.insert(tag.clone(), r),
+            None => self.credit.remove(tag),
+        };
+        let share = self.share(tag);
+        let keys: Vec<_> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.tag.as_ref() == Some(tag))
+            .filter(|(_, s)| match (s.advertised, share) {
+                (Some(_), None) => true,
+                (Some(a), Some(r)) => r > a && (a == 0 || r >= a.saturating_mul(2)),
+                (None, _) => false,
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            if let Some(s) = self.streams.get_mut(&k) {
+                s.reader.request_ack();
+            }
+            self.ack(now, k);
+        }
+    }
+
+    /// What one reliable stream of `tag` may send: the room shared among
+    /// the tag's streams (senders on several nodes each get a part, or
+    /// together they would overrun it; below one each, they wait for the
+    /// subscriber to read).
+    fn share(&self, tag: &TagName) -> Option<u32> {
+        let room = *self.credit.get(tag)?;
+        let n = self
+            .streams
+            .values()
+            .filter(|s| s.tag.as_ref() == Some(tag) && s.reader.received_through() > 0)
+            .count()
+            .max(1);
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        Some(room / n)
+    }
+
+    /// The room last set for `tag` (`None`: no limit).
+    pub fn credit(&self, tag: &TagName) -> Option<u32> {
+        self.credit.get(tag).copied()
+    }
+
+    /// Rate-limited NACKs that fell due.
+    pub(crate) fn poll_inbound(&mut self, now: Instant) {
+        let keys: Vec<_> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.reader.poll_timeout().is_some_and(|t| t <= now))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            self.ack(now, k);
+        }
+    }
+
+    pub(crate) fn inbound_timeout(&self) -> Option<Instant> {
+        let idle = self.config.idle_stream;
+        self.streams
+            .values()
+            .flat_map(|s| [s.reader.poll_timeout(), Some(s.last + idle)])
+            .flatten()
+            .min()
+    }
+
+    /// Forgets streams silent for `idle_stream`.
+    pub(crate) fn expire_inbound(&mut self, now: Instant) {
+        let idle = self.config.idle_stream;
+        self.streams.retain(|_, s| now < s.last + idle);
+    }
+
+    /// Queues what the stream's reader has to say, with the tag's credit,
+    /// once it knows where to: until then it stays due.
+    fn ack(&mut self, now: Instant, key: (std::net::IpAddr, u64)) {
+        let Some(s) = self.streams.get_mut(&key) else {
+            return;
+        };
+        let Some(to) = s.reply else {
+            return;
+        };
+        let credit = s.tag.clone().and_then(|t| self.share(&t));
+        let Some(s) = self.streams.get_mut(&key) else {
+            return;
+        };
+        while let Some(mut a) = s.reader.poll_transmit(now) {
+            a.credit = credit;
+            if credit == Some(0) {
+                // Asking for resends a full receiver would refuse brings
+                // back whole windows: the window update asks for them.
+                a.missing.clear();
+            }
+            s.advertised = credit;
+            let mut bytes = Vec::new();
+            AckNack::encode(&a, key.1, &mut bytes);
+            self.transmits.push_back(Transmit {
+                dest: to,
+                carrier: Carrier::Udp,
+                class: Class::Control,
+                bytes,
+            });
+        }
+    }
+}
+
+/// Hands the messages a data datagram completes (a batch's, or a
+/// fragmented message's once whole) to `out`.
+fn take(
+    reasm: &mut Reassembler,
+    body: &Body<'_>,
+    from: SocketAddr,
+    out: &mut std::collections::VecDeque<Delivery>,
+) {
+    match body {
+        Body::Data(data) => {
+            if let Some(m) = reasm.handle_fragment(data) {
+                out.push_back(Delivery {
+                    tag: m.tag,
+                    from,
+                    header: m.header,
+                    payload: m.payload,
+                });
+            }
+        }
+        Body::Batch(b) => {
+            for (header, payload) in b.messages() {
+                out.push_back(Delivery {
+                    tag: b.tag.as_ref().clone(),
+                    from,
+                    header,
+                    payload: payload.to_vec(),
+                });
+            }
+        }
+        Body::Heartbeat(_) | Body::AckNack(_) => {}
+    }
+}

@@ -1,0 +1,434 @@
+//! # tagwire-session: the delivery session between nodes, without I/O
+//!
+//! Everything that crosses a host boundary on the data path is decided
+//! here and only moved by the runtime (DESIGN.md §6, quinn-proto style).
+//! A [`Session`] owns streams of data datagrams, each per tag, destination
+//! node and carrier:
+//!
+//! ```text
+//!                 set_routes(tag, [Dest])      set_credit(tag, room)
+//!                          │                            │
+//!  ring records ──▶ handle_record(now, tag, hdr, msg)   │
+//!  (this node's    offer / handle_direct_record         │
+//!   publishers)    flush(now, tag)                      │
+//!                          │                            │
+//!                ┌─────────▼────────────────────────────▼──────────┐
+//!                │ outbound, per tag           inbound, per stream  │
+//!                │  scaling / relay filter      (sender ip, id)     │
+//!                │  batch ≤ 1 packet..16 KiB    Reader (reliable)   │
+//!                │  fragments ≤ 60 KiB          BestEffort (gaps)   │
+//!                │  per node: Writer window,    Reassembler         │
+//!                │   congestion, credit         credit in AckNack   │
+//!                │  best-effort / mcast / tcp                       │
+//!                │   numbering                                      │
+//!                └──┬──────────────┬──────────────┬──────────────┬──┘
+//!  datagrams ───────┘ handle_datagram(now, from, bytes)          │
+//!                     │              │              │            │
+//!          poll_transmit(now)   poll_deliver()   poll_event()  poll_timeout()
+//!          dest, carrier,       tag, sender's    streams,      when to call
+//!          class, bytes         header, payload  losses, …     handle_timeout
+//! ```
+//!
+//! No clock reads, sockets, threads or locks: time comes in as `now`,
+//! bytes come in as slices and go out as [`Transmit`]s, addresses are
+//! `SocketAddr`s. A runtime (or a simulator) drives it:
+//!
+//! 1. feed inputs: [`Session::handle_record`] for each record this node's
+//!    publishers wrote (while [`Session::can_accept`]), then
+//!    [`Session::flush`] once nothing more is ready (a lone message goes out
+//!    at once: batching only packs what is already queued);
+//!    [`Session::handle_datagram`] for each datagram received;
+//! 2. drain [`Session::poll_transmit`], [`Session::poll_deliver`] and
+//!    [`Session::poll_event`] after every input;
+//! 3. sleep until [`Session::poll_timeout`] or the next input, then call
+//!    [`Session::handle_timeout`] and drain again.
+//!
+//! A node may run one session for everything, or several (the daemon runs
+//! one per tag it forwards, on that tag's thread, and one per receiving
+//! socket): a session ignores acknowledgements of streams it does not own.
+//!
+//! ## What the session guarantees
+//!
+//! * **Reliable** destinations get every record handed in, in order, once,
+//!   through a `tagwire_reliable::Writer` per node, or
+//!   [`Session::handle_record`] says [`Held`]: the window, the congestion
+//!   window, the bounds on unacknowledged messages and bytes, or the
+//!   receiver's credit is full, and the caller keeps the record (and its
+//!   publisher, through the ring's gate) waiting. Nothing reliable is
+//!   dropped inside.
+//! * **Receiver credit.** A receiving session told its room for a tag
+//!   ([`Session::set_credit`], in messages: a lossless subscriber's ring
+//!   and held-back queue) puts it in every acknowledgement
+//!   (`AckNack::credit`); the sender keeps its unacknowledged messages
+//!   within it, so data is not sent to be refused. At zero room the
+//!   receiver refuses data ([`Event::Refused`], not acknowledged, not
+//!   NACKed) and the sender holds; a heartbeat probes while it waits, and
+//!   room coming back is announced at once.
+//! * **Best effort** and **multicast** datagrams are numbered per stream;
+//!   the receiver delivers only newer ones and reports every gap
+//!   ([`Event::BestEffortLost`]).
+//! * **Scaling and relay** follow the routes ([`Dest::takes`]): the session
+//!   filters every n-th sample and a proxy relays others' samples.
+//! * **Send ticket** bookkeeping: [`Session::offer`] says what a publisher
+//!   may send itself (a batch of one per reliable node, numbered as the
+//!   session would), [`Session::handle_direct_record`] keeps such a record
+//!   for resends without sending it again, [`Session::abandon_offer`]
+//!   retires the streams whose numbers an unrecorded record used.
+//! * Every input may come from an attacker: malformed datagrams are
+//!   [`Event::Malformed`], never a panic.
+
+mod inbound;
+mod outbound;
+pub mod plan;
+mod route;
+mod ticket;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+
+use tagwire_reliable::{ReaderConfig, ReassemblerConfig, WriterConfig, WriterStats};
+use tagwire_wire::frame::FrameHeader;
+use tagwire_wire::{NodeAddr, TagName};
+
+pub use plan::Mode;
+pub use route::Dest;
+
+/// Settings of a [`Session`].
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// This node: samples it published go to every destination; others'
+    /// only to the nodes it relays for.
+    pub me: NodeAddr,
+    /// Seeds the stream ids (64-bit, distinct per session).
+    pub seed: u64,
+    /// Largest fragment datagram (a message larger than a batch is cut into
+    /// datagrams of at most this many bytes).
+    pub datagram: usize,
+    /// A batch datagram's limit after a retransmission: one packet.
+    pub batch_min: usize,
+    /// Its limit after clean stretches (it doubles after each).
+    pub batch_max: usize,
+    /// A clean stretch.
+    pub batch_grow_after: Duration,
+    /// Reliable streams' windows.
+    pub writer: WriterConfig,
+    /// Reliable streams' readers.
+    pub reader: ReaderConfig,
+    /// Reassembly bounds per inbound stream.
+    pub reassembler: ReassemblerConfig,
+    /// Messages a reliable stream may have unacknowledged (the daemon: the
+    /// ring's slot count, so repairing a loss never releases more than a
+    /// caught-up subscriber's ring holds).
+    pub max_unacked_messages: usize,
+    /// Bytes a reliable stream may have unacknowledged.
+    pub max_unacked_bytes: usize,
+    /// The multicast carrier's port (`None`: multicast destinations get
+    /// nothing).
+    pub multicast_port: Option<u16>,
+    /// An inbound stream silent this long is forgotten.
+    pub idle_stream: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            me: NodeAddr::LOCALHOST,
+            seed: 1,
+            datagram: 60 * 1024,
+            batch_min: 1472,
+            batch_max: 16 * 1024,
+            batch_grow_after: Duration::from_millis(200),
+            writer: WriterConfig {
+                window: 1024,
+                ..WriterConfig::default()
+            },
+            reader: ReaderConfig::default(),
+            reassembler: ReassemblerConfig::default(),
+            max_unacked_messages: 256,
+            max_unacked_bytes: 4 << 20,
+            multicast_port: None,
+            idle_stream: Duration::from_secs(60),
+        }
+    }
+}
+
+/// How a [`Transmit`] travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Carrier {
+    /// A UDP datagram to `dest`.
+    Udp,
+    /// A UDP datagram to the tag's multicast group (`dest`).
+    Multicast,
+    /// A frame on the TCP connection to `dest` (the runtime frames it and
+    /// keeps the connection; TCP makes it reliable and ordered).
+    Tcp,
+}
+
+/// What a [`Transmit`] carries (the runtime may map it to a priority).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Class {
+    /// A datagram's first transmission.
+    Data,
+    /// A datagram sent again (NACK or timer).
+    Resend,
+    /// A heartbeat or an acknowledgement.
+    Control,
+}
+
+/// Bytes to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// Where to.
+    pub dest: SocketAddr,
+    /// How.
+    pub carrier: Carrier,
+    /// What kind of packet.
+    pub class: Class,
+    /// One whole datagram.
+    pub bytes: Vec<u8>,
+}
+
+/// A whole message from another node, in its stream's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The tag it was published on.
+    pub tag: TagName,
+    /// The datagram's source.
+    pub from: SocketAddr,
+    /// The publisher's frame header (pid, node, sequence number, time).
+    pub header: FrameHeader,
+    /// The message.
+    pub payload: Vec<u8>,
+}
+
+/// Something the runtime may count or show (`tagwire stats`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A reliable stream to `node` started (new id).
+    StreamOpened {
+        /// Its tag.
+        tag: TagName,
+        /// Its destination node.
+        node: NodeAddr,
+        /// Its id.
+        stream: u64,
+    },
+    /// A reliable stream ended (route gone, changed, or its numbers spoiled).
+    StreamClosed {
+        /// Its tag.
+        tag: TagName,
+        /// Its destination node.
+        node: NodeAddr,
+        /// Its id.
+        stream: u64,
+    },
+    /// Best-effort datagrams that never came (counted from the gap).
+    BestEffortLost {
+        /// Their tag.
+        tag: TagName,
+        /// The sender.
+        from: SocketAddr,
+        /// How many.
+        count: u64,
+    },
+    /// A reliable data datagram refused: the tag has no credit here.
+    Refused {
+        /// Its tag.
+        tag: TagName,
+        /// The sender.
+        from: SocketAddr,
+    },
+    /// A datagram that does not decode (or a TCP frame that is no data).
+    Malformed {
+        /// The sender.
+        from: SocketAddr,
+    },
+    /// Copies of a sample not sent because of temporal scaling.
+    ScaledOut {
+        /// Its tag.
+        tag: TagName,
+        /// Nodes that skipped it.
+        count: u64,
+    },
+    /// A message that no stream can carry (more fragments than a datagram
+    /// numbers): dropped.
+    Dropped {
+        /// Its tag.
+        tag: TagName,
+    },
+    /// A record its publisher sent itself was kept for resends on a
+    /// stream to `node` (send ticket).
+    DirectKept {
+        /// Its tag.
+        tag: TagName,
+        /// The node.
+        node: NodeAddr,
+    },
+    /// A publisher's own first copy arrived and was new to its stream.
+    DirectReceived {
+        /// Its tag.
+        tag: TagName,
+    },
+}
+
+/// [`Session::handle_record`] did not take the record: a reliable
+/// destination cannot take more now. Keep it, read nothing more, and hand
+/// it in again once [`Session::can_accept`] (after acknowledgements or
+/// timeouts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("held: a reliable destination's window or credit is full")]
+pub struct Held;
+
+/// How a send ticket offered with [`Session::offer`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TicketOutcome {
+    /// The publisher sent the record to every destination offered.
+    Sent,
+    /// The publisher claimed it and stalled: some copies may be out; the
+    /// session sends them (a copy that did go out is a duplicate the
+    /// reader drops).
+    Abandoned,
+}
+
+/// One destination of a send ticket: the datagram the publisher sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OfferDest {
+    /// The node.
+    pub node: NodeAddr,
+    /// Its delivery address.
+    pub addr: SocketAddr,
+    /// The stream id.
+    pub stream: u64,
+    /// The datagram's sequence number on that stream.
+    pub seq: u64,
+}
+
+/// What a publisher may send itself (see [`Session::offer`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    /// The largest batch datagram the session would send the record in.
+    pub max_len: usize,
+    /// One batch of one message per reliable node.
+    pub dests: Vec<OfferDest>,
+}
+
+/// Counters and state of one outbound reliable stream (`tagwire stats`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamStats {
+    /// Its tag.
+    pub tag: TagName,
+    /// Its destination node and address.
+    pub node: NodeAddr,
+    /// The node's delivery address.
+    pub addr: SocketAddr,
+    /// Its id.
+    pub stream: u64,
+    /// The window's counters.
+    pub writer: WriterStats,
+    /// Datagrams unacknowledged.
+    pub unacked: u64,
+    /// Their bytes.
+    pub unacked_bytes: u64,
+    /// The congestion window.
+    pub cwnd: u64,
+    /// The receiver's last credit (`None`: unlimited).
+    pub credit: Option<u32>,
+}
+
+/// The delivery session (see the crate documentation).
+#[derive(Debug)]
+pub struct Session {
+    config: Config,
+    /// Ids handed out so far (splitmix64 of the seed and this).
+    ids: u64,
+    /// Outbound state per tag with routes.
+    out: BTreeMap<TagName, outbound::Outbound>,
+    /// Our reliable streams by id: their tag (acknowledgement dispatch).
+    owned: HashMap<u64, TagName>,
+    /// Inbound streams by (sender address, id).
+    streams: HashMap<(IpAddr, u64), inbound::InStream>,
+    /// Room per tag for a lossless subscriber (absent: unlimited).
+    credit: HashMap<TagName, u32>,
+    transmits: VecDeque<Transmit>,
+    deliveries: VecDeque<Delivery>,
+    events: VecDeque<Event>,
+}
+
+impl Session {
+    /// A session with no routes and no streams.
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            ids: 0,
+            out: BTreeMap::new(),
+            owned: HashMap::new(),
+            streams: HashMap::new(),
+            credit: HashMap::new(),
+            transmits: VecDeque::new(),
+            deliveries: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The next thing to send, if any (resends and heartbeats that fall
+    /// due at `now` included).
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        if let Some(t) = self.transmits.pop_front() {
+            return Some(t);
+        }
+        if let Some(t) = self.poll_outbound(now) {
+            return Some(t);
+        }
+        self.poll_inbound(now);
+        self.transmits.pop_front()
+    }
+
+    /// The next whole message received, in its stream's order.
+    pub fn poll_deliver(&mut self) -> Option<Delivery> {
+        self.deliveries.pop_front()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Session::handle_timeout`] (and [`Session::poll_transmit`])
+    /// next have something to do without new input.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [self.outbound_timeout(), self.inbound_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Runs the timers due at `now` (heartbeats, resends and credit probes
+    /// come out of the next [`Session::poll_transmit`]; silent inbound
+    /// streams are forgotten).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.expire_inbound(now);
+        self.pump_all(now);
+    }
+}
+
+/// Stream id number `n` of a session seeded `seed`: odd (0 is never an id),
+/// and distinct for distinct `n` but for a 2⁻⁶³ chance (splitmix64 is a
+/// bijection; the low bit is forced).
+fn stream_id(seed: u64, n: u64) -> u64 {
+    splitmix64(seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1
+}
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}

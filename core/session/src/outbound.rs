@@ -1,0 +1,726 @@
+//! The outbound half of a [`Session`]: per tag, the records this node
+//! sends to other nodes.
+//!
+//! ```text
+//! handle_record ─▶ filter (scaling, relay) ─▶ batch (≤ batch_limit) ─┐
+//!                      │ too large for a batch: alone, as fragments  │ flush
+//!                      ▼                                             ▼
+//!            best effort / multicast / TCP: numbered, out at once
+//!            reliable: pending (in order) ─▶ per node Writer ─▶ Transmit
+//!                         ▲ room: window, cwnd, unacked bounds, credit
+//!                         └── AckNack (credit) from handle_datagram
+//! ```
+//!
+//! While anything waits in `pending` the tag takes no new record
+//! ([`Held`]): at most a batch and a message wait here, everything else in
+//! the caller's ring. Batches shrink to one packet after a retransmission
+//! and double after each clean stretch, up to `batch_max` (fewer system
+//! calls per message on a clean link; whole packets through a short router
+//! queue after a loss).
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use tagwire_reliable::{fragment_count, Transmit as WriterTransmit, Writer};
+use tagwire_wire::datagram::{
+    batch_len, max_fragment_payload, push_batch_entry, tag_group, AckNack, BatchRef, DataRef,
+    Heartbeat, BATCH_ENTRY_OVERHEAD, FLAG_RELIABLE,
+};
+use tagwire_wire::frame::{FrameHeader, FLAG_BLOB};
+use tagwire_wire::{NodeAddr, TagName};
+
+use crate::{Carrier, Class, Dest, Event, Held, Mode, Offer, Session, StreamStats, Transmit};
+
+/// One tag's outbound state.
+#[derive(Debug)]
+pub(crate) struct Outbound {
+    pub(crate) dests: Vec<Dest>,
+    pub(crate) reliable: BTreeMap<NodeAddr, RelStream>,
+    best: BTreeMap<NodeAddr, Numbered>,
+    tcp: BTreeMap<NodeAddr, Numbered>,
+    mcast: Option<Numbered>,
+    /// In order; while not empty nothing new is taken.
+    pub(crate) pending: VecDeque<Pending>,
+    /// The batch being filled.
+    entries: Vec<u8>,
+    pub(crate) count: u16,
+    /// Bytes a batch datagram may have now.
+    pub(crate) batch_limit: usize,
+    /// Retransmissions seen so far, and when the limit may next grow.
+    resent: u64,
+    grow_at: Option<Instant>,
+    /// The last send ticket offered, until its record comes.
+    pub(crate) offer: Option<Offer>,
+}
+
+/// A reliable stream to one node.
+#[derive(Debug)]
+pub(crate) struct RelStream {
+    pub(crate) id: u64,
+    pub(crate) addr: SocketAddr,
+    pub(crate) writer: Writer,
+    /// The receiver's room after what it acknowledged (`None`: no limit).
+    pub(crate) credit: Option<u32>,
+    /// While held back by credit: when to ask the receiver again.
+    probe_at: Option<Instant>,
+}
+
+/// A stream without a window: numbers only (best effort, multicast, TCP).
+#[derive(Debug)]
+struct Numbered {
+    id: u64,
+    addr: SocketAddr,
+    next_seq: u64,
+}
+
+/// A message (fragmented when large) or a batch.
+#[derive(Debug)]
+pub(crate) enum Outgoing {
+    Message {
+        header: FrameHeader,
+        message: Vec<u8>,
+    },
+    Batch {
+        count: u16,
+        entries: Vec<u8>,
+    },
+}
+
+/// An item not yet in every reliable window.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    out: Outgoing,
+    /// Datagrams it takes.
+    datagrams: usize,
+    /// Nodes that do not take it.
+    skip: Vec<NodeAddr>,
+    /// Datagrams sent so far per (node, stream id).
+    sent: Vec<(NodeAddr, u64, usize)>,
+}
+
+/// Why a reliable stream takes no datagram now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Blocked {
+    Window,
+    Credit,
+}
+
+impl Outbound {
+    fn new(batch_min: usize) -> Self {
+        Self {
+            dests: Vec::new(),
+            reliable: BTreeMap::new(),
+            best: BTreeMap::new(),
+            tcp: BTreeMap::new(),
+            mcast: None,
+            pending: VecDeque::new(),
+            entries: Vec::new(),
+            count: 0,
+            batch_limit: batch_min,
+            resent: 0,
+            grow_at: None,
+            offer: None,
+        }
+    }
+}
+
+impl Session {
+    /// Sets where `tag`'s samples go from this node (an empty list ends
+    /// them). Streams to nodes that left, or whose address or mode changed,
+    /// end; items waiting only for them are done.
+    pub fn set_routes(&mut self, tag: &TagName, dests: Vec<Dest>) {
+        if dests.is_empty() {
+            if let Some(o) = self.out.remove(tag) {
+                for (node, s) in o.reliable {
+                    self.close_stream(tag, node, s.id);
+                }
+            }
+            return;
+        }
+        let batch_min = self.config.batch_min;
+        let o = self
+            .out
+            .entry(tag.clone())
+            .or_insert_with(|| Outbound::new(batch_min));
+        let wants = |mode: Mode, node: &NodeAddr, addr: SocketAddr| {
+            dests
+                .iter()
+                .any(|t| t.mode == mode && t.node == *node && t.addr == addr)
+        };
+        let mut closed = Vec::new();
+        o.reliable.retain(|n, s| {
+            let keep = wants(Mode::Reliable, n, s.addr);
+            if !keep {
+                closed.push((*n, s.id));
+            }
+            keep
+        });
+        o.best.retain(|n, s| wants(Mode::BestEffort, n, s.addr));
+        o.tcp.retain(|n, s| wants(Mode::Tcp, n, s.addr));
+        if !dests.iter().any(|t| t.mode == Mode::Multicast) {
+            o.mcast = None;
+        }
+        o.dests = dests;
+        for (node, id) in closed {
+            self.close_stream(tag, node, id);
+        }
+    }
+
+    /// Whether [`Session::handle_record`] takes a record of `tag` now.
+    pub fn can_accept(&self, tag: &TagName) -> bool {
+        self.out.get(tag).is_none_or(|o| o.pending.is_empty())
+    }
+
+    /// Whether `tag` has a reliable or TCP destination (whose back-pressure
+    /// the caller must pass on to the publisher).
+    pub fn holds_back(&self, tag: &TagName) -> bool {
+        self.out
+            .get(tag)
+            .is_some_and(|o| o.dests.iter().any(|t| t.mode >= Mode::Reliable))
+    }
+
+    /// One record this node's ring holds (`header` as the publisher wrote
+    /// it, `payload` the whole message): batched, or sent alone (as
+    /// fragments) when larger than a batch. Best-effort, multicast and TCP
+    /// destinations get it now; reliable ones in order, as their windows
+    /// allow. [`Held`]: not taken (something still waits for a window).
+    pub fn handle_record(
+        &mut self,
+        now: Instant,
+        tag: &TagName,
+        header: &FrameHeader,
+        payload: &[u8],
+    ) -> Result<(), Held> {
+        let me = self.config.me;
+        let Some(o) = self.out.get_mut(tag) else {
+            return Ok(());
+        };
+        if !o.pending.is_empty() {
+            return Err(Held);
+        }
+        o.offer = None;
+        let (seq, origin) = (header.seq.0, header.sender.node);
+        if !o.dests.iter().any(|t| t.carries(me, origin)) {
+            // Another node's sample, which it sent everywhere itself.
+            return Ok(());
+        }
+        self.adapt_batch(now, tag);
+        let Some(o) = self.out.get_mut(tag) else {
+            return Ok(());
+        };
+        if o.dests.iter().any(|t| !t.takes(me, origin, seq)) {
+            // Alone, to the nodes that take it.
+            let skip = left_out(&o.dests, me, header);
+            let scaled = o
+                .dests
+                .iter()
+                .filter(|t| t.carries(me, origin) && !t.takes(me, origin, seq))
+                .count() as u64;
+            if scaled > 0 {
+                self.events.push_back(Event::ScaledOut {
+                    tag: tag.clone(),
+                    count: scaled,
+                });
+            }
+            if skip.len() < self.out.get(tag).map_or(0, |o| o.dests.len()) {
+                self.flush(now, tag);
+                self.emit(now, tag, skip, message(header, payload));
+            }
+            return Ok(());
+        }
+        let need = BATCH_ENTRY_OVERHEAD + payload.len();
+        let budget = o.batch_limit.saturating_sub(batch_len(tag, 0));
+        // No batch carries more messages than a receiver's credit: it could
+        // only go whole into an empty window, past the credit.
+        let most = o
+            .reliable
+            .values()
+            .filter_map(|s| s.credit)
+            .min()
+            .map_or(usize::from(u16::MAX), |c| {
+                (c as usize).clamp(1, usize::from(u16::MAX))
+            });
+        if need <= budget {
+            if o.entries.len() + need > budget || usize::from(o.count) >= most {
+                self.flush(now, tag);
+            }
+            let Some(o) = self.out.get_mut(tag) else {
+                return Ok(());
+            };
+            push_batch_entry(&mut o.entries, &clean(header), payload);
+            o.count += 1;
+            return Ok(());
+        }
+        self.flush(now, tag);
+        self.emit(now, tag, Vec::new(), message(header, payload));
+        Ok(())
+    }
+
+    /// Sends what `tag` has batched (call when nothing more is ready).
+    pub fn flush(&mut self, now: Instant, tag: &TagName) {
+        let Some(o) = self.out.get_mut(tag) else {
+            return;
+        };
+        if o.count == 0 {
+            return;
+        }
+        let count = std::mem::replace(&mut o.count, 0);
+        let entries = std::mem::take(&mut o.entries);
+        self.emit(now, tag, Vec::new(), Outgoing::Batch { count, entries });
+        // A publisher that never lets the ring run dry keeps the caller
+        // handing records in: the limit still follows the link.
+        self.adapt_batch(now, tag);
+    }
+
+    /// Counters of every outbound reliable stream.
+    pub fn stream_stats(&self) -> Vec<StreamStats> {
+        let mut rows = Vec::new();
+        for (tag, o) in &self.out {
+            for (node, s) in &o.reliable {
+                rows.push(StreamStats {
+                    tag: tag.clone(),
+                    node: *node,
+                    addr: s.addr,
+                    stream: s.id,
+                    writer: s.writer.stats(),
+                    unacked: s.writer.occupancy() as u64,
+                    unacked_bytes: s.writer.held_bytes() as u64,
+                    cwnd: s.writer.cwnd() as u64,
+                    credit: s.credit,
+                });
+            }
+        }
+        rows
+    }
+
+    /// An acknowledgement of stream `id`, if it is ours: frees its window,
+    /// takes the receiver's credit and sends what now fits.
+    pub(crate) fn handle_acknack(&mut self, now: Instant, id: u64, a: &AckNack) -> bool {
+        let Some(tag) = self.owned.get(&id).cloned() else {
+            return false;
+        };
+        let Some(o) = self.out.get_mut(&tag) else {
+            return false;
+        };
+        let Some(s) = o.reliable.values_mut().find(|s| s.id == id) else {
+            return false;
+        };
+        // (A receiver without room names no missing datagrams; the writer
+        // resends what it names, and while the credit is 0 its timer only
+        // asks.)
+        s.writer.handle_acknack(now, a.ack_through, &a.missing);
+        s.writer.set_paused(a.credit == Some(0));
+        s.credit = a.credit;
+        if a.credit.is_none_or(|c| c > 0) {
+            s.probe_at = None;
+        }
+        self.pump(now, &tag);
+        true
+    }
+
+    /// Resends, heartbeats and credit probes due at `now`, one at a time.
+    pub(crate) fn poll_outbound(&mut self, now: Instant) -> Option<Transmit> {
+        for o in self.out.values_mut() {
+            for s in o.reliable.values_mut() {
+                if let Some(t) = s.writer.poll_transmit(now) {
+                    let mut bytes = Vec::new();
+                    let class = match t {
+                        WriterTransmit::Data { bytes: b, .. } => {
+                            bytes.extend_from_slice(b);
+                            Class::Resend
+                        }
+                        WriterTransmit::Heartbeat { first, last } => {
+                            Heartbeat { first, last }.encode(s.id, &mut bytes);
+                            Class::Control
+                        }
+                    };
+                    return Some(Transmit {
+                        dest: s.addr,
+                        carrier: Carrier::Udp,
+                        class,
+                        bytes,
+                    });
+                }
+                if s.probe_at.is_some_and(|t| t <= now) {
+                    // Held back by the receiver's credit with nothing
+                    // unacknowledged: no heartbeat runs, so ask.
+                    s.probe_at = Some(now + self.config.writer.heartbeat_period);
+                    let WriterTransmit::Heartbeat { first, last } = s.writer.heartbeat() else {
+                        continue;
+                    };
+                    let mut bytes = Vec::new();
+                    Heartbeat { first, last }.encode(s.id, &mut bytes);
+                    return Some(Transmit {
+                        dest: s.addr,
+                        carrier: Carrier::Udp,
+                        class: Class::Control,
+                        bytes,
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// The earliest outbound timer.
+    pub(crate) fn outbound_timeout(&self) -> Option<Instant> {
+        self.out
+            .values()
+            .flat_map(|o| o.reliable.values())
+            .flat_map(|s| [s.writer.poll_timeout(), s.probe_at])
+            .flatten()
+            .min()
+    }
+
+    /// Moves every tag's waiting items on as far as the windows allow.
+    pub(crate) fn pump_all(&mut self, now: Instant) {
+        let tags: Vec<TagName> = self
+            .out
+            .iter()
+            .filter(|(_, o)| !o.pending.is_empty())
+            .map(|(t, _)| t.clone())
+            .collect();
+        for tag in tags {
+            self.pump(now, &tag);
+        }
+    }
+
+    /// Sends to every destination but those in `skip`: numbered ones at
+    /// once, reliable ones in order after anything waiting.
+    pub(crate) fn emit(&mut self, now: Instant, tag: &TagName, skip: Vec<NodeAddr>, out: Outgoing) {
+        let max = max_fragment_payload(tag, self.config.datagram);
+        let datagrams = match &out {
+            Outgoing::Batch { .. } => 1,
+            Outgoing::Message { message, .. } => fragment_count(message.len(), max),
+        };
+        if u16::try_from(datagrams).is_err() {
+            self.events.push_back(Event::Dropped { tag: tag.clone() });
+            return;
+        }
+        let mcast_port = self.config.multicast_port;
+        let Some(o) = self.out.get_mut(tag) else {
+            return;
+        };
+        let dests: Vec<Dest> = o
+            .dests
+            .iter()
+            .filter(|t| !skip.contains(&t.node))
+            .copied()
+            .collect();
+        let mut numbered: Vec<(u64, SocketAddr, u64, Carrier)> = Vec::new();
+        for t in &dests {
+            let (map, carrier) = match t.mode {
+                Mode::BestEffort => (&mut o.best, Carrier::Udp),
+                Mode::Tcp => (&mut o.tcp, Carrier::Tcp),
+                Mode::Reliable | Mode::Multicast => continue,
+            };
+            let ids = &mut self.ids;
+            let seed = self.config.seed;
+            let s = map.entry(t.node).or_insert_with(|| Numbered {
+                // TCP streams need no id (one connection per node).
+                id: if carrier == Carrier::Tcp {
+                    1
+                } else {
+                    *ids += 1;
+                    crate::stream_id(seed, *ids)
+                },
+                addr: t.addr,
+                next_seq: 1,
+            });
+            numbered.push((s.id, s.addr, s.next_seq, carrier));
+            s.next_seq += datagrams as u64;
+        }
+        if let (true, Some(port)) = (dests.iter().any(|t| t.mode == Mode::Multicast), mcast_port) {
+            if o.mcast.is_none() {
+                self.ids += 1;
+                o.mcast = Some(Numbered {
+                    id: crate::stream_id(self.config.seed, self.ids),
+                    addr: SocketAddr::from((tag_group(tag), port)),
+                    next_seq: 1,
+                });
+            }
+            if let Some(s) = o.mcast.as_mut() {
+                numbered.push((s.id, s.addr, s.next_seq, Carrier::Multicast));
+                s.next_seq += datagrams as u64;
+            }
+        }
+        for (id, addr, first, carrier) in numbered {
+            for i in 0..datagrams {
+                let mut bytes = Vec::new();
+                encode(tag, &out, i, max, first + i as u64, 0, id, &mut bytes);
+                self.transmits.push_back(Transmit {
+                    dest: addr,
+                    carrier,
+                    class: Class::Data,
+                    bytes,
+                });
+            }
+        }
+        let Some(o) = self.out.get_mut(tag) else {
+            return;
+        };
+        if dests.iter().any(|t| t.mode == Mode::Reliable) {
+            o.pending.push_back(Pending {
+                out,
+                datagrams,
+                skip,
+                sent: Vec::new(),
+            });
+            self.pump(now, tag);
+        }
+    }
+
+    /// Sends waiting items, in order, to their reliable nodes as far as
+    /// each node's window, bounds and credit allow.
+    pub(crate) fn pump(&mut self, now: Instant, tag: &TagName) {
+        let (max_msgs, max_bytes, datagram, period) = (
+            self.config.max_unacked_messages,
+            self.config.max_unacked_bytes,
+            self.config.datagram,
+            self.config.writer.heartbeat_period,
+        );
+        let max = max_fragment_payload(tag, datagram);
+        let mut opened = Vec::new();
+        while let Some(o) = self.out.get_mut(tag) {
+            let Some(p) = o.pending.front_mut() else {
+                break;
+            };
+            let mut all = true;
+            for t in o.dests.iter().filter(|t| t.mode == Mode::Reliable) {
+                if p.skip.contains(&t.node) {
+                    continue;
+                }
+                let s = o.reliable.entry(t.node).or_insert_with(|| {
+                    self.ids += 1;
+                    let id = crate::stream_id(self.config.seed, self.ids);
+                    opened.push((t.node, id));
+                    RelStream {
+                        id,
+                        addr: t.addr,
+                        writer: Writer::new(self.config.writer),
+                        credit: None,
+                        probe_at: None,
+                    }
+                });
+                let at = match p
+                    .sent
+                    .iter()
+                    .position(|(n, id, _)| *n == t.node && *id == s.id)
+                {
+                    Some(i) => i,
+                    None => {
+                        p.sent.push((t.node, s.id, 0));
+                        p.sent.len() - 1
+                    }
+                };
+                while p.sent[at].2 < p.datagrams {
+                    let i = p.sent[at].2;
+                    match send_one(s, tag, &p.out, i, max, now, max_msgs, max_bytes) {
+                        Ok(bytes) => {
+                            self.transmits.push_back(Transmit {
+                                dest: s.addr,
+                                carrier: Carrier::Udp,
+                                class: Class::Data,
+                                bytes,
+                            });
+                            p.sent[at].2 += 1;
+                        }
+                        Err(b) => {
+                            if b == Blocked::Credit && s.probe_at.is_none() {
+                                s.probe_at = Some(now + period);
+                            }
+                            // Whatever holds it back, the reader's answer
+                            // (progress, credit) is what moves it on.
+                            s.writer.request_ack();
+                            break;
+                        }
+                    }
+                }
+                all &= p.sent[at].2 == p.datagrams;
+            }
+            if !all {
+                break;
+            }
+            o.pending.pop_front();
+        }
+        for (node, id) in opened {
+            self.owned.insert(id, tag.clone());
+            self.events.push_back(Event::StreamOpened {
+                tag: tag.clone(),
+                node,
+                stream: id,
+            });
+        }
+    }
+
+    /// One packet per batch after a retransmission; twice the size after
+    /// each clean stretch (best-effort-only routes give no feedback: they
+    /// stay at one packet).
+    fn adapt_batch(&mut self, now: Instant, tag: &TagName) {
+        let (min, max, after) = (
+            self.config.batch_min,
+            self.config.batch_max,
+            self.config.batch_grow_after,
+        );
+        let Some(o) = self.out.get_mut(tag) else {
+            return;
+        };
+        if o.reliable.is_empty() {
+            o.batch_limit = min;
+            o.grow_at = None;
+            return;
+        }
+        let resent: u64 = o
+            .reliable
+            .values()
+            .map(|s| s.writer.stats().retransmitted)
+            .sum();
+        let grow_at = *o.grow_at.get_or_insert(now + after);
+        if resent != o.resent {
+            o.resent = resent;
+            o.batch_limit = min;
+            o.grow_at = Some(now + after);
+        } else if now >= grow_at {
+            o.batch_limit = (o.batch_limit * 2).min(max).max(min);
+            o.grow_at = Some(now + after);
+        }
+    }
+
+    pub(crate) fn close_stream(&mut self, tag: &TagName, node: NodeAddr, id: u64) {
+        self.owned.remove(&id);
+        self.events.push_back(Event::StreamClosed {
+            tag: tag.clone(),
+            node,
+            stream: id,
+        });
+    }
+}
+
+/// Sends datagram `i` of `out` on `s`, or says why it must wait.
+#[allow(clippy::too_many_arguments)]
+fn send_one(
+    s: &mut RelStream,
+    tag: &TagName,
+    out: &Outgoing,
+    i: usize,
+    max: usize,
+    now: Instant,
+    max_msgs: usize,
+    max_bytes: usize,
+) -> Result<Vec<u8>, Blocked> {
+    let w = &s.writer;
+    let (messages, len) = match out {
+        Outgoing::Batch { count, entries } => (usize::from(*count), entries.len()),
+        Outgoing::Message { message, .. } => (usize::from(i == 0), max.min(message.len())),
+    };
+    if messages > 0 {
+        if let Some(c) = s.credit {
+            let c = c as usize;
+            // (Anything is allowed into an empty window with some credit,
+            // or a batch larger than the credit would never go.)
+            if c == 0 || (w.held_messages() > 0 && w.held_messages() + messages > c) {
+                return Err(Blocked::Credit);
+            }
+        }
+        // (A batch larger than either bound goes once the window is empty.)
+        if w.occupancy() > 0 && w.held_messages() + messages > max_msgs {
+            return Err(Blocked::Window);
+        }
+    }
+    if w.occupancy() > 0 && w.held_bytes() + len > max_bytes {
+        return Err(Blocked::Window);
+    }
+    let id = s.id;
+    s.writer
+        .send_counted(now, messages, |seq, buf| {
+            encode(tag, out, i, max, seq, FLAG_RELIABLE, id, buf)
+        })
+        .map(|(_, bytes)| bytes.to_vec())
+        .map_err(|_| Blocked::Window)
+}
+
+/// Encodes datagram `i` of `out` (numbered `seq`) into `buf`.
+#[allow(clippy::too_many_arguments)]
+fn encode(
+    tag: &TagName,
+    out: &Outgoing,
+    i: usize,
+    max: usize,
+    seq: u64,
+    flags: u8,
+    id: u64,
+    buf: &mut Vec<u8>,
+) {
+    match out {
+        Outgoing::Batch { count, entries } => BatchRef {
+            seq,
+            flags,
+            count: *count,
+            tag: Cow::Borrowed(tag),
+            entries,
+        }
+        .encode(id, buf),
+        Outgoing::Message { header, message } => {
+            let step = max.max(1);
+            let frags = fragment_count(message.len(), step);
+            let start = (i * step).min(message.len());
+            let end = message.len().min(start + step);
+            DataRef {
+                seq,
+                flags,
+                // `emit` checked the count fits a u16.
+                frag: i as u16,
+                frags: frags as u16,
+                // A message ≤ MAX_MESSAGE (the caller's ring bounds it).
+                msg_len: message.len() as u32,
+                header: *header,
+                tag: Cow::Borrowed(tag),
+                payload: &message[start..end],
+            }
+            .encode(id, buf)
+        }
+    }
+}
+
+pub(crate) fn batch_ref<'a>(
+    tag: &'a TagName,
+    seq: u64,
+    count: u16,
+    entries: &'a [u8],
+) -> BatchRef<'a> {
+    BatchRef {
+        seq,
+        flags: FLAG_RELIABLE,
+        count,
+        tag: Cow::Borrowed(tag),
+        entries,
+    }
+}
+
+/// The header as sent: a large message's ring record flag means nothing
+/// on the wire.
+pub(crate) fn clean(header: &FrameHeader) -> FrameHeader {
+    let mut h = *header;
+    h.flags &= !FLAG_BLOB;
+    h
+}
+
+fn message(header: &FrameHeader, payload: &[u8]) -> Outgoing {
+    Outgoing::Message {
+        header: clean(header),
+        message: payload.to_vec(),
+    }
+}
+
+/// The nodes that do not take this sample (scaling, or a relayed sample
+/// of their own).
+pub(crate) fn left_out(dests: &[Dest], me: NodeAddr, header: &FrameHeader) -> Vec<NodeAddr> {
+    let (seq, origin) = (header.seq.0, header.sender.node);
+    dests
+        .iter()
+        .filter(|t| !t.takes(me, origin, seq))
+        .map(|t| t.node)
+        .collect()
+}

@@ -1,0 +1,72 @@
+//! The session core on hostile input: records of `[delay ms: u8][what: u8]
+//! [len: u16 le][bytes]` fed to a session that both sends (a reliable, a
+//! best-effort and a scaled route) and receives (with a lossless credit that
+//! the input changes). Nothing panics, and every delivery is a whole message
+//! of the tag it names.
+#![no_main]
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use libfuzzer_sys::fuzz_target;
+use tagwire_session::{Config, Dest, Mode, Session};
+use tagwire_wire::frame::FrameHeader;
+use tagwire_wire::{NodeAddr, SenderInfo, SeqNum, TagName};
+
+fuzz_target!(|data: &[u8]| {
+    let me = NodeAddr(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
+    let peer = |i: u8| SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, i)), 7000);
+    let Ok(tag) = TagName::new("/fuzz") else { return };
+    let mut s = Session::new(Config {
+        me,
+        max_unacked_messages: 16,
+        ..Config::default()
+    });
+    let dest = |i: u8, mode, every| Dest {
+        node: NodeAddr(peer(i).ip()),
+        addr: peer(i),
+        mode,
+        every,
+        relay: false,
+    };
+    s.set_routes(
+        &tag,
+        vec![
+            dest(2, Mode::Reliable, 1),
+            dest(3, Mode::BestEffort, 1),
+            dest(4, Mode::Reliable, 3),
+        ],
+    );
+    let mut now = Instant::now();
+    let mut seq = 0u64;
+    let mut rest = data;
+    while rest.len() >= 4 {
+        now += Duration::from_millis(u64::from(rest[0]));
+        let what = rest[1];
+        let len = usize::from(u16::from_le_bytes([rest[2], rest[3]])).min(rest.len() - 4);
+        let bytes = &rest[4..4 + len];
+        rest = &rest[4 + len..];
+        match what % 4 {
+            0 => s.handle_datagram(now, peer(2 + what / 4 % 3), bytes),
+            1 => {
+                seq += 1;
+                let header = FrameHeader {
+                    flags: 0,
+                    sender: SenderInfo { pid: tagwire_wire::Pid(1), node: me },
+                    stream: 1,
+                    seq: SeqNum(seq),
+                    timestamp_ns: 0,
+                };
+                let _ = s.handle_record(now, &tag, &header, bytes);
+                s.flush(now, &tag);
+            }
+            2 => s.set_credit(now, &tag, (what & 4 != 0).then_some(u32::from(what / 8))),
+            _ => s.handle_timeout(now),
+        }
+        while s.poll_transmit(now).is_some() {}
+        while let Some(d) = s.poll_deliver() {
+            assert!(d.payload.len() <= tagwire_wire::datagram::MAX_MESSAGE as usize);
+        }
+        while s.poll_event().is_some() {}
+    }
+});
