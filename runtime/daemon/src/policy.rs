@@ -7,7 +7,7 @@
 //! when one of these holds, in this order:
 //!
 //! 1. the client is root or runs as the daemon's own user, or owns the tag
-//!    (any right but creating);
+//!    (a tag not created yet has no owner but the daemon's user);
 //! 2. a rule of the policy file (`tagwire daemon --policy FILE`) whose tag
 //!    pattern matches names the client's uid or one of its groups and the
 //!    right;
@@ -214,10 +214,7 @@ impl Policy {
         right: Right,
     ) -> Result<(), String> {
         let owner = owner.unwrap_or(self.daemon_uid);
-        if who.uid == 0
-            || who.uid == self.daemon_uid
-            || (who.uid == owner && right != Right::Create)
-        {
+        if who.uid == 0 || who.uid == self.daemon_uid || who.uid == owner {
             return Ok(());
         }
         match &self.grants {
@@ -397,12 +394,16 @@ mod tests {
             e.contains("test.toml") && e.contains("/robot/**, /robot/cmd"),
             "{e}"
         );
-        // The owner keeps its rights; creating needs a grant even for it.
+        // The owner keeps its rights (keeping a history is `create`);
+        // creating a new tag needs a grant.
         assert!(p
             .check(&cred(44, &[]), Some(44), &pose, Right::Destroy)
             .is_ok());
         assert!(p
-            .check(&cred(44, &[]), Some(44), &tag("/new"), Right::Create)
+            .check(&cred(44, &[]), Some(44), &pose, Right::Create)
+            .is_ok());
+        assert!(p
+            .check(&cred(44, &[]), None, &tag("/new"), Right::Create)
             .is_err());
     }
 
