@@ -21,7 +21,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use tagwire_reliable::{Arrival, BestEffort, Reader, Reassembler};
+use tagwire_reliable::{Arrival, BestEffort, Reader, ReaderConfig, Reassembler, ReassemblerConfig};
 use tagwire_wire::datagram::{
     AckNack, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_DIRECT, FLAG_RELIABLE,
 };
@@ -42,6 +42,26 @@ pub(crate) struct InStream {
     reply: Option<SocketAddr>,
     /// The credit our last acknowledgement carried.
     advertised: Option<u32>,
+}
+
+impl InStream {
+    fn new(reader: ReaderConfig, reasm: ReassemblerConfig, now: Instant) -> Self {
+        Self {
+            // A stream is created for a receiver that already exists, so it
+            // is wanted from its first datagram: when that one was lost, the
+            // reader asks for it rather than starting later.
+            reader: Reader::with_start(reader, 1),
+            // Best-effort streams are numbered from 1 too: datagrams lost
+            // before the first one that arrives are counted (found by the
+            // simulator, sim_best_effort seed 11).
+            best: BestEffort::with_start(1),
+            reasm: Reassembler::new(reasm),
+            tag: None,
+            last: now,
+            reply: None,
+            advertised: None,
+        }
+    }
 }
 
 impl Session {
@@ -72,24 +92,11 @@ impl Session {
                 ..
             }) => {
                 let tag = tag.as_ref().clone();
-                let reader = self.config.reader;
-                let reasm = self.config.reassembler;
-                let s = self.streams.entry(key).or_insert_with(|| InStream {
-                    // A stream is created for a receiver that already
-                    // exists, so it is wanted from its first datagram: when
-                    // that one was lost, the reader asks for it rather than
-                    // starting later.
-                    reader: Reader::with_start(reader, 1),
-                    // Best-effort streams are numbered from 1 too: datagrams
-                    // lost before the first one that arrives are counted
-                    // (found by the simulator, sim_best_effort seed 11).
-                    best: BestEffort::with_start(1),
-                    reasm: Reassembler::new(reasm),
-                    tag: None,
-                    last: now,
-                    reply: None,
-                    advertised: None,
-                });
+                let (reader, reasm) = (self.config.reader, self.config.reassembler);
+                let s = self
+                    .streams
+                    .entry(key)
+                    .or_insert_with(|| InStream::new(reader, reasm, now));
                 s.last = now;
                 if flags & FLAG_DIRECT == 0 {
                     s.reply = Some(from);
@@ -143,15 +150,10 @@ impl Session {
                 // A heartbeat may be the first we hear of a stream whose
                 // first datagrams were all lost: its answer asks for them.
                 let (reader, reasm) = (self.config.reader, self.config.reassembler);
-                let s = self.streams.entry(key).or_insert_with(|| InStream {
-                    reader: Reader::with_start(reader, 1),
-                    best: BestEffort::with_start(1),
-                    reasm: Reassembler::new(reasm),
-                    tag: None,
-                    last: now,
-                    reply: None,
-                    advertised: None,
-                });
+                let s = self
+                    .streams
+                    .entry(key)
+                    .or_insert_with(|| InStream::new(reader, reasm, now));
                 s.last = now;
                 s.reply = Some(from);
                 s.reader.handle_heartbeat(now, first, last);
