@@ -9,20 +9,10 @@ use std::time::Duration;
 use tagwire::{Client, ClientOptions, Domain, Error, SubscribeOptions};
 use tagwire_daemon::{Config, Daemon};
 
+mod common;
+
 fn start() -> (tempfile::TempDir, Daemon, ClientOptions) {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("tagwired.sock");
-    let daemon = Daemon::start(Config {
-        socket: socket.clone(),
-        ..Config::default()
-    })
-    .unwrap();
-    let opts = ClientOptions {
-        socket,
-        autostart: false,
-        ..ClientOptions::default()
-    };
-    (dir, daemon, opts)
+    common::start_with(Config::default())
 }
 
 /// The size of publisher `p`'s message `i`: 1 B to 200 KiB, about half of

@@ -9,21 +9,13 @@ use tagwire::{Client, ClientOptions, Domain, Error, KeepHistory, RingParams};
 use tagwire_daemon::quota::Quotas;
 use tagwire_daemon::{Config, Daemon};
 
+mod common;
+
 fn start(quotas: Quotas) -> (tempfile::TempDir, Daemon, ClientOptions) {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("tagwired.sock");
-    let daemon = Daemon::start(Config {
-        socket: socket.clone(),
+    common::start_with(Config {
         quotas,
         ..Config::default()
     })
-    .unwrap();
-    let opts = ClientOptions {
-        socket,
-        autostart: false,
-        ..ClientOptions::default()
-    };
-    (dir, daemon, opts)
 }
 
 fn quota(e: Error) -> (String, u64) {

@@ -6,22 +6,16 @@
 use std::time::Duration;
 
 use tagwire::{Client, ClientOptions, Domain, Error, RingParams, StatsKind, SubscribeOptions};
-use tagwire_daemon::{Config, Daemon};
+use tagwire_daemon::Config;
+
+mod common;
 
 #[test]
 fn stats_show_each_subscribers_received_and_lost_and_the_tags_records() {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("tagwired.sock");
-    let _daemon = Daemon::start(Config {
-        socket: socket.clone(),
-        ..Config::default()
-    })
-    .unwrap();
+    let (_dir, _daemon, opts) = common::start_with(Config::default());
     let opts = ClientOptions {
-        socket,
-        autostart: false,
         name: "stats-test".into(),
-        ..ClientOptions::default()
+        ..opts
     };
     let (a, b, asker) = (
         Client::with_options(opts.clone()).unwrap(),
