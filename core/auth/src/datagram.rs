@@ -1,0 +1,280 @@
+//! Sealed datagrams: every datagram between daemons, wrapped.
+//!
+//! ```text
+//!  0       2       3       4                       12                      20
+//!  +-------+-------+-------+-----------------------+-----------------------+
+//!  | magic | ver=1 | flags | epoch (u64 LE)        | counter (u64 LE)      |
+//!  +-------+-------+-------+-----------------------+-----------------------+
+//!  | body (the datagram the session made; ciphertext when flags & 1)       |
+//!  +-----------------------------------------------------------------------+
+//!  | tag (16 bytes, Poly1305)                                              |
+//!  +-----------------------------------------------------------------------+
+//! ```
+//!
+//! `magic` is `b"tA"`. The AEAD is ChaCha20-Poly1305 under the sender's
+//! key for this epoch ([`crate::DomainKey::datagram_key`]); the nonce is the
+//! counter (8 bytes LE, then 4 zero bytes), which the sender never repeats
+//! under one key. Without encryption the body stays in clear and is
+//! authenticated as associated data with the header (the whole datagram
+//! before the tag); with encryption (`flags` bit 0) the header is the
+//! associated data and the body is encrypted. Either way a change to any
+//! byte, the flags included, fails the tag.
+
+use std::fmt;
+
+use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce, Tag};
+
+/// Bytes before the body.
+pub const HEADER_LEN: usize = 20;
+/// Bytes of the authentication tag, after the body.
+pub const TAG_LEN: usize = 16;
+/// What sealing adds to a datagram.
+pub const OVERHEAD: usize = HEADER_LEN + TAG_LEN;
+/// The first two bytes of a sealed datagram.
+pub const MAGIC: [u8; 2] = *b"tA";
+/// The layout's version.
+pub const VERSION: u8 = 1;
+/// `flags` bit: the body is encrypted.
+pub const FLAG_ENCRYPTED: u8 = 1;
+
+/// Why a datagram was not opened. Nothing of its body may be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// Shorter than a header and a tag.
+    #[error("too short for a sealed datagram")]
+    Truncated,
+    /// Not a sealed datagram of this version (an unkeyed daemon's, or noise).
+    #[error("not a sealed datagram")]
+    NotSealed,
+    /// Flags this version does not know.
+    #[error("unknown flags {0:#x}")]
+    UnknownFlags(u8),
+    /// Sealed under another epoch than the key's (an older life of the
+    /// sender, or one not announced yet).
+    #[error("sealed under epoch {found}, expected {expected}")]
+    WrongEpoch {
+        /// The key's epoch.
+        expected: u64,
+        /// The datagram's.
+        found: u64,
+    },
+    /// The tag does not verify: another key, or a changed byte.
+    #[error("authentication failed")]
+    Forged,
+}
+
+/// A sealed datagram's header, as claimed by its bytes (trusted only once
+/// [`DatagramKey::open`] verified the tag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SealedHeader {
+    /// The sender's epoch.
+    pub epoch: u64,
+    /// The sender's counter (the nonce).
+    pub counter: u64,
+    /// Whether the body is encrypted.
+    pub encrypted: bool,
+}
+
+impl SealedHeader {
+    /// Reads the header of `datagram` without verifying anything.
+    pub fn peek(datagram: &[u8]) -> Result<Self, OpenError> {
+        if datagram.len() < OVERHEAD {
+            return Err(OpenError::Truncated);
+        }
+        let (Some(magic), Some(&version), Some(&flags)) =
+            (datagram.get(..2), datagram.get(2), datagram.get(3))
+        else {
+            return Err(OpenError::Truncated);
+        };
+        if magic != MAGIC || version != VERSION {
+            return Err(OpenError::NotSealed);
+        }
+        if flags & !FLAG_ENCRYPTED != 0 {
+            return Err(OpenError::UnknownFlags(flags));
+        }
+        Ok(Self {
+            epoch: u64_at(datagram, 4),
+            counter: u64_at(datagram, 12),
+            encrypted: flags & FLAG_ENCRYPTED != 0,
+        })
+    }
+}
+
+/// One sender life's datagram key ([`crate::DomainKey::datagram_key`]).
+/// Its `Debug` does not print the key.
+#[derive(Clone)]
+pub struct DatagramKey {
+    aead: ChaCha20Poly1305,
+    epoch: u64,
+}
+
+impl fmt::Debug for DatagramKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatagramKey")
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DatagramKey {
+    pub(crate) fn new(key: &[u8; 32], epoch: u64) -> Self {
+        Self {
+            aead: ChaCha20Poly1305::new(Key::from_slice(key)),
+            epoch,
+        }
+    }
+
+    /// The epoch this key seals under.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// `body` sealed with `counter`, which must never repeat under this key
+    /// (the caller keeps one counter per key).
+    pub fn seal(&self, counter: u64, encrypt: bool, body: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(body.len() + OVERHEAD);
+        self.seal_into(counter, encrypt, body, &mut out);
+        out
+    }
+
+    /// [`DatagramKey::seal`] into `out` (cleared first), reusing its memory.
+    pub fn seal_into(&self, counter: u64, encrypt: bool, body: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(&MAGIC);
+        out.push(VERSION);
+        out.push(if encrypt { FLAG_ENCRYPTED } else { 0 });
+        out.extend_from_slice(&self.epoch.to_le_bytes());
+        out.extend_from_slice(&counter.to_le_bytes());
+        out.extend_from_slice(body);
+        let nonce = nonce(counter);
+        let sealed = if encrypt {
+            let (header, body) = out.split_at_mut(HEADER_LEN);
+            self.aead.encrypt_in_place_detached(&nonce, header, body)
+        } else {
+            self.aead.encrypt_in_place_detached(&nonce, out, &mut [])
+        };
+        // ChaCha20-Poly1305 refuses only inputs above 256 GiB: a datagram
+        // is at most 64 KiB, so `sealed` is always Ok.
+        if let Ok(tag) = sealed {
+            out.extend_from_slice(&tag);
+        }
+    }
+
+    /// Verifies `datagram` (decrypting its body in place when encrypted) and
+    /// returns its header and body. Checks the epoch before the tag.
+    pub fn open<'a>(&self, datagram: &'a mut [u8]) -> Result<(SealedHeader, &'a [u8]), OpenError> {
+        let header = SealedHeader::peek(datagram)?;
+        if header.epoch != self.epoch {
+            return Err(OpenError::WrongEpoch {
+                expected: self.epoch,
+                found: header.epoch,
+            });
+        }
+        let end = datagram.len() - TAG_LEN;
+        let (sealed, tag) = datagram.split_at_mut(end);
+        let tag = Tag::clone_from_slice(tag);
+        let nonce = nonce(header.counter);
+        let verified = if header.encrypted {
+            let (head, body) = sealed.split_at_mut(HEADER_LEN);
+            self.aead
+                .decrypt_in_place_detached(&nonce, head, body, &tag)
+        } else {
+            self.aead
+                .decrypt_in_place_detached(&nonce, sealed, &mut [], &tag)
+        };
+        verified.map_err(|_| OpenError::Forged)?;
+        Ok((header, &sealed[HEADER_LEN..]))
+    }
+}
+
+fn nonce(counter: u64) -> Nonce {
+    let mut n = [0u8; 12];
+    n[..8].copy_from_slice(&counter.to_le_bytes());
+    Nonce::clone_from_slice(&n)
+}
+
+/// The u64 LE at `at` (the caller checked the length).
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut v = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        v.copy_from_slice(s);
+    }
+    u64::from_le_bytes(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DomainKey;
+    use proptest::prelude::*;
+
+    fn key(byte: u8, epoch: u64) -> DatagramKey {
+        DomainKey::from_bytes([byte; 32]).datagram_key("10.0.0.1".parse().unwrap(), epoch)
+    }
+
+    #[test]
+    fn sealed_datagrams_open_to_their_body_in_both_modes() {
+        let k = key(1, 9);
+        for encrypt in [false, true] {
+            let mut d = k.seal(42, encrypt, b"hello");
+            assert_eq!(d.len(), 5 + OVERHEAD);
+            assert_eq!(&d[HEADER_LEN..HEADER_LEN + 5] == b"hello", !encrypt);
+            let (h, body) = k.open(&mut d).unwrap();
+            assert_eq!(body, b"hello");
+            assert_eq!(
+                h,
+                SealedHeader {
+                    epoch: 9,
+                    counter: 42,
+                    encrypted: encrypt
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn wrong_key_and_wrong_epoch_are_refused() {
+        let mut d = key(1, 9).seal(1, false, b"x");
+        assert_eq!(key(2, 9).open(&mut d.clone()), Err(OpenError::Forged));
+        assert_eq!(
+            key(1, 10).open(&mut d),
+            Err(OpenError::WrongEpoch {
+                expected: 10,
+                found: 9
+            })
+        );
+    }
+
+    #[test]
+    fn short_and_foreign_bytes_are_refused_before_any_crypto() {
+        let k = key(1, 1);
+        assert_eq!(k.open(&mut [0u8; 10]), Err(OpenError::Truncated));
+        assert_eq!(k.open(&mut [0u8; 64]), Err(OpenError::NotSealed));
+        let mut d = k.seal(1, false, b"x");
+        d[3] = 0x80;
+        assert_eq!(k.open(&mut d), Err(OpenError::UnknownFlags(0x80)));
+    }
+
+    proptest! {
+        #[test]
+        fn any_changed_byte_is_refused(
+            body in proptest::collection::vec(any::<u8>(), 0..300),
+            encrypt: bool,
+            at: prop::sample::Index,
+            flip in 1u8..=255,
+        ) {
+            let k = key(3, 5);
+            let mut d = k.seal(7, encrypt, &body);
+            let i = at.index(d.len());
+            d[i] ^= flip;
+            prop_assert!(k.open(&mut d).is_err());
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_open(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut b = bytes;
+            prop_assert!(key(3, 5).open(&mut b).is_err());
+        }
+    }
+}
