@@ -366,6 +366,11 @@ impl Deframer {
     pub fn buffered(&self) -> usize {
         self.buf.len()
     }
+
+    /// Takes the bytes buffered (what follows the frames taken).
+    pub fn take_rest(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,6 @@ mod table;
 pub use history::History;
 pub use membership::Membership;
 pub use replica::{Replica, ReplicaEntry};
-pub use table::{Change, ClientId, Entry, Holder, Right, TableError, TagTable};
+pub use table::{Change, ClientId, Entry, Holder, Right, TableError, TagTable, MAX_AHEAD};
 pub use tagwire_wire::control::{TableEvent, Update};
 pub use tagwire_wire::peer::{MemberKey, Role, TableOp, Version};

@@ -149,7 +149,16 @@ pub struct TagTable {
     /// Per name, the latest destroy seen: rights and creations older than it
     /// are dead wherever they arrive from.
     graves: HashMap<TagName, Version>,
+    /// Peers' operations refused for a version too far ahead.
+    refused_ahead: u64,
 }
+
+/// How far ahead of this table's Lamport clock a peer's version may be
+/// (2^42, about 51 days of the microseconds a daemon's clock starts at):
+/// further is a forgery or a broken clock, and accepting it would push
+/// the clock towards wrapping and make the name undestroyable for ever
+/// (a `TagDown` at `u64::MAX` would outrank every later creation).
+pub const MAX_AHEAD: u64 = 1 << 42;
 
 impl TagTable {
     /// An empty table at version 0, for a daemon on the loopback node.
@@ -170,6 +179,12 @@ impl TagTable {
             next_key: start,
             ..Self::default()
         }
+    }
+
+    /// Peers' operations refused so far because their version was more
+    /// than [`MAX_AHEAD`] ahead of this table's clock.
+    pub fn refused_ahead(&self) -> u64 {
+        self.refused_ahead
     }
 
     /// Current version (number of changes applied).
@@ -320,6 +335,10 @@ impl TagTable {
     /// the same set gives the same table (rights of one node arrive in the order
     /// that node made them, which is all a Leave needs).
     pub fn apply_remote(&mut self, op: &TableOp) -> Vec<Update> {
+        if op.version().lamport > self.clock.saturating_add(MAX_AHEAD) {
+            self.refused_ahead += 1;
+            return Vec::new();
+        }
         self.clock = self.clock.max(op.version().lamport);
         let mut updates = Vec::new();
         self.apply_op(op, Holder::Remote, &mut updates);
@@ -947,5 +966,39 @@ mod tests {
             assert!(a.add_sender(id, ClientId(1), who).unwrap().ops.is_empty());
             assert!(a.sync_ops().is_empty());
         }
+    }
+
+    #[test]
+    fn a_version_far_ahead_of_the_clock_is_refused_and_the_clock_never_wraps() {
+        let peer = NodeAddr("10.0.0.9".parse().unwrap());
+        let mut t = TagTable::for_node(NodeAddr::LOCALHOST, RingParams::default(), 1_000);
+        let (id, _) = t.create(name("/alive"), Domain::Global, RingParams::default());
+        let forged = TableOp::TagDown {
+            name: name("/alive"),
+            version: Version {
+                lamport: u64::MAX,
+                node: peer,
+            },
+        };
+        assert!(t.apply_remote(&forged).is_empty());
+        assert!(t.apply_sync(peer, std::slice::from_ref(&forged)).is_empty());
+        assert_eq!(t.refused_ahead(), 2);
+        assert!(t.entry(&name("/alive")).is_some_and(|e| e.id == id));
+        // A genuine peer a little ahead is taken, and our next change is newer.
+        let ahead = TableOp::TagUp {
+            name: name("/other"),
+            domain: Domain::Global,
+            ring: RingParams::default(),
+            version: Version {
+                lamport: 1_000 + MAX_AHEAD / 2,
+                node: peer,
+            },
+        };
+        assert!(!t.apply_remote(&ahead).is_empty());
+        let (_, c) = t.create(name("/mine"), Domain::Global, RingParams::default());
+        assert!(c
+            .ops
+            .iter()
+            .all(|o| o.version().lamport > 1_000 + MAX_AHEAD / 2));
     }
 }

@@ -62,6 +62,14 @@ pub(crate) struct Args {
     /// Without --policy: a group whose members get every right on every tag.
     #[arg(long, conflicts_with = "policy")]
     shared_group: Option<String>,
+    /// The domain key file (`tagwire keygen`; the same on every node, mode
+    /// 0600): peers must hold it, and every datagram and control link is
+    /// authenticated with it.
+    #[arg(long, env = "TAGWIRE_KEY")]
+    key: Option<PathBuf>,
+    /// With --key: encrypt data between nodes too (not only authenticate).
+    #[arg(long, requires = "key")]
+    encrypt: bool,
 }
 
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
@@ -80,6 +88,12 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             net.name = n;
         }
         net.nodes_file = a.nodes;
+        net.key = a
+            .key
+            .as_deref()
+            .map(tagwire_daemon::read_key_file)
+            .transpose()?;
+        net.encrypt = a.encrypt;
         net.control_port = a.control_port;
         net.delivery_port = a.delivery_port;
         net.multicast_port = a.multicast_port;
@@ -94,6 +108,8 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             anyhow::bail!("multicast discovery needs an IPv4 --node address; add --no-discovery");
         }
         cfg.net = Some(net);
+    } else if a.key.is_some() {
+        anyhow::bail!("--key needs --node ADDRESS (it authenticates this node to the others)");
     } else if a.nodes.is_some() {
         anyhow::bail!("--nodes needs --node ADDRESS (this node's address in the list)");
     }

@@ -3,6 +3,7 @@
 mod daemon;
 mod demo;
 mod history;
+mod keygen;
 mod nodes;
 mod perf;
 mod place;
@@ -25,6 +26,8 @@ struct Cli {
 enum Command {
     /// Run the node daemon (same as `tagwired`).
     Daemon(daemon::Args),
+    /// Write a new random domain key (the same file on every node: `daemon --key FILE`).
+    Keygen(keygen::Args),
     /// Publish messages on a tag.
     Pub(publish::Args),
     /// Subscribe to a tag and print what arrives.
@@ -71,6 +74,7 @@ fn main() {
         .init();
     let res = match cli.command {
         Command::Daemon(a) => daemon::run(a),
+        Command::Keygen(a) => keygen::run(a),
         Command::Nodes(a) => nodes::run(a),
         Command::Stats(a) => stats::run(a),
         Command::Pub(a) => publish::run(a),

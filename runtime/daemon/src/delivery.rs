@@ -279,6 +279,7 @@ fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast:
     });
     let mut credits = Credits::default();
     let mut timeout = Duration::ZERO;
+    let mut sealed = Vec::new();
     while !shared.is_stopping() {
         let holding = shared.stats.held_now.load(Ordering::Relaxed) > 0;
         if holding || !credits.limited.is_empty() {
@@ -301,23 +302,11 @@ fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast:
             timeout = want;
         }
         if let Ok((n, from)) = sock.recv_from(&mut buf) {
-            let now = Instant::now();
-            let raw = &buf[..n];
-            match Datagram::decode(raw) {
-                Ok(dg) if multicast && !d.joined(&dg.body) => {}
-                Ok(Datagram {
-                    stream,
-                    body: Body::AckNack(_),
-                }) => {
-                    // Our own stream's acknowledgement: its forwarder's session.
-                    d.outbound.handle_ack(shared, now, stream, from, raw);
-                }
-                Ok(_) => session.handle_datagram(now, from, raw),
-                Err(e) => {
-                    shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
-                    shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
-                    tracing::debug!(%from, error = %e, "malformed datagram dropped");
-                }
+            // Opened (authenticated, new, from an up peer) before anything
+            // of it is parsed.
+            match shared.guard.open(from.ip(), &mut buf[..n]) {
+                Ok(raw) => take_datagram(shared, d, &mut session, multicast, from, raw),
+                Err(why) => crate::stats::refused(shared, from.ip(), why),
             }
         }
         let now = Instant::now();
@@ -326,10 +315,41 @@ fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast:
         }
         deliver_all(shared, &mut session, &mut credits, now);
         while let Some(t) = session.poll_transmit(now) {
-            let _ = d.sock.send_to(&t.bytes, t.dest);
+            let _ = d
+                .sock
+                .send_to(shared.guard.seal(&t.bytes, &mut sealed), t.dest);
         }
         while let Some(e) = session.poll_event() {
             account(shared, e);
+        }
+    }
+}
+
+/// One opened datagram from `from`: an acknowledgement of one of our
+/// streams goes to its forwarder's session, data to this thread's.
+fn take_datagram(
+    shared: &Shared,
+    d: &Delivery,
+    session: &mut Session,
+    multicast: bool,
+    from: SocketAddr,
+    raw: &[u8],
+) {
+    let now = Instant::now();
+    match Datagram::decode(raw) {
+        Ok(dg) if multicast && !d.joined(&dg.body) => {}
+        Ok(Datagram {
+            stream,
+            body: Body::AckNack(_),
+        }) => {
+            // Our own stream's acknowledgement: its forwarder's session.
+            d.outbound.handle_ack(shared, now, stream, from, raw);
+        }
+        Ok(_) => session.handle_datagram(now, from, raw),
+        Err(e) => {
+            shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+            shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
+            tracing::debug!(%from, error = %e, "malformed datagram dropped");
         }
     }
 }
@@ -443,14 +463,35 @@ fn account(shared: &Shared, e: Event) {
     }
 }
 
+/// TCP data connections one peer may hold open here (a thread each).
+const TCP_PER_PEER: usize = 8;
+
 fn tcp_accept_loop(shared: &Arc<Shared>, listener: &std::net::TcpListener) {
+    let open: Arc<Mutex<HashMap<std::net::IpAddr, usize>>> = Arc::default();
     while !shared.is_stopping() {
         match listener.accept() {
             Ok((conn, from)) => {
-                let s = shared.clone();
+                // Only up peers, and a bounded number each.
+                let ip = from.ip();
+                let admitted = shared.guard.is_up(ip) && {
+                    let mut o = lock(&open);
+                    let n = o.entry(ip).or_insert(0);
+                    (*n < TCP_PER_PEER).then(|| *n += 1).is_some()
+                };
+                if !admitted {
+                    crate::stats::refused(shared, ip, crate::guard::Refusal::Unauthenticated);
+                    tracing::debug!(%from, "TCP data connection refused (not a peer, or too many)");
+                    continue;
+                }
+                let (s, o) = (shared.clone(), open.clone());
                 let spawned = std::thread::Builder::new()
                     .name("tagwired-tcp-in".into())
-                    .spawn(move || tcp_inbound(&s, conn, from));
+                    .spawn(move || {
+                        tcp_inbound(&s, conn, from);
+                        if let Some(n) = lock(&o).get_mut(&ip) {
+                            *n -= 1;
+                        }
+                    });
                 if let Err(e) = spawned {
                     tracing::warn!(error = %e, "cannot serve a TCP data connection");
                 }
@@ -475,12 +516,27 @@ const MAX_TCP_FRAME: usize = tagwire_wire::datagram::MAX_DATAGRAM;
 fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr) {
     use std::io::Read;
     let _ = conn.set_nonblocking(false);
+    // With a key, the connection authenticates first (as a control link
+    // does); its frames are then Noise transport messages.
+    let session = match crate::secure::handshake(&conn, &shared.guard, false) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::stats::refused(shared, from.ip(), crate::guard::Refusal::Unauthenticated);
+            tracing::debug!(%from, error = %e, "TCP data connection not authenticated");
+            return;
+        }
+    };
     let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
+    let conn = crate::secure::SecureRead::new(conn, session.map(|s| s.receiver));
     let mut conn = std::io::BufReader::with_capacity(256 * 1024, conn);
+    // Until its first frame a connection may idle only briefly.
+    let opened = Instant::now();
+    let mut framed = false;
     let mut reasm = Reassembler::new(ReassemblerConfig::default());
     let mut buf = vec![0u8; MAX_TCP_FRAME];
     // Reads exactly `out.len()` bytes; None on EOF, error or shutdown.
-    let read_exact = |conn: &mut std::io::BufReader<std::net::TcpStream>, out: &mut [u8]| {
+    type Conn = std::io::BufReader<crate::secure::SecureRead<std::net::TcpStream>>;
+    let read_exact = |conn: &mut Conn, out: &mut [u8], framed: bool| {
         let mut done = 0;
         while done < out.len() {
             match conn.read(&mut out[done..]) {
@@ -494,7 +550,9 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
                             | std::io::ErrorKind::Interrupted
                     ) =>
                 {
-                    if shared.is_stopping() {
+                    // Stop, the peer gone, or silent since it connected.
+                    let idle = !framed && opened.elapsed() > crate::secure::HANDSHAKE_TIMEOUT;
+                    if shared.is_stopping() || idle || !shared.guard.is_up(from.ip()) {
                         return None;
                     }
                 }
@@ -505,7 +563,7 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
     };
     loop {
         let mut len = [0u8; 4];
-        if read_exact(&mut conn, &mut len).is_none() {
+        if read_exact(&mut conn, &mut len, framed).is_none() {
             break;
         }
         let n = u32::from_le_bytes(len) as usize;
@@ -514,9 +572,10 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
             tracing::debug!(%from, len = n, "oversized TCP data frame; closing");
             break;
         }
-        if read_exact(&mut conn, &mut buf[..n]).is_none() {
+        if read_exact(&mut conn, &mut buf[..n], framed).is_none() {
             break;
         }
+        framed = true;
         match Datagram::decode(&buf[..n]) {
             Ok(g) if matches!(g.body, Body::Data(_) | Body::Batch(_)) => {
                 shared.stats.tcp_frames.fetch_add(1, Ordering::Relaxed);

@@ -46,6 +46,8 @@ use tagwire_shm::{Closed, Gate, ReadOutcome, Ring, TicketDest, TICKET_DESTS};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB};
 use tagwire_wire::TagName;
 
+use crate::guard::Guard;
+use crate::secure::{self, HandshakeError, SecureWrite};
 use crate::{lock, Shared};
 
 /// Largest datagram sent (the kernel fragments it at the IP layer; fewer,
@@ -240,13 +242,17 @@ impl Outbound {
         if t.class == Class::Resend {
             self.retransmitted.fetch_add(1, Ordering::Relaxed);
         }
-        match t.carrier {
+        SEALED.with_borrow_mut(|sealed| match t.carrier {
             Carrier::Udp => {
-                let _ = self.sock.send_to(&t.bytes, t.dest);
+                let _ = self
+                    .sock
+                    .send_to(shared.guard.seal(&t.bytes, sealed), t.dest);
             }
             Carrier::Multicast => {
                 if let Some((m, _)) = &self.msock {
-                    if m.send_to(&t.bytes, t.dest).is_ok() {
+                    if m.send_to(shared.guard.seal(&t.bytes, sealed), t.dest)
+                        .is_ok()
+                    {
                         shared.stats.multicast_sent.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -255,8 +261,13 @@ impl Outbound {
             Carrier::Tcp => {
                 shared.stats.forward_dropped.fetch_add(1, Ordering::Relaxed);
             }
-        }
+        });
     }
+}
+
+thread_local! {
+    /// A sending thread's buffer for sealed datagrams (`guard`).
+    static SEALED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Route {
@@ -410,7 +421,9 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
             let mut s = lock(&route.session);
             s.flush(now, tag);
             s.handle_timeout(now);
-            let offer = (!progressed && gate.is_some())
+            // With a domain key the send ticket stays closed: a client holds
+            // no datagram key, so the forwarder sends every first copy.
+            let offer = (!progressed && gate.is_some() && !shared.guard.is_keyed())
                 .then(|| s.offer(tag, TICKET_DESTS))
                 .flatten();
             let (tx, events) = drain(&mut s, now);
@@ -491,7 +504,7 @@ impl Forwarder<'_> {
                 conn: None,
                 retry_at: Instant::now(),
             });
-            if !conn.send(&t.bytes, wanted) {
+            if !conn.send(&shared.guard, &t.bytes, wanted) {
                 shared.stats.forward_dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -531,7 +544,8 @@ fn lower_priority() {
 /// gate, like a full window.
 struct TcpOut {
     dest: SocketAddr,
-    conn: Option<std::net::TcpStream>,
+    /// Authenticated with a domain key (`secure`).
+    conn: Option<SecureWrite<std::net::TcpStream>>,
     /// No connection attempt before this (after a failure).
     retry_at: Instant,
 }
@@ -543,16 +557,23 @@ impl TcpOut {
     /// Sends one frame; false if it was lost (no connection, it broke, or
     /// the node stopped being `wanted` while a write was stalled). A stall,
     /// however long (TCP backing off on a lossy link), loses nothing.
-    fn send(&mut self, bytes: &[u8], wanted: impl Fn() -> bool) -> bool {
+    fn send(&mut self, guard: &Guard, bytes: &[u8], wanted: impl Fn() -> bool) -> bool {
         if self.conn.is_none() {
             if Instant::now() < self.retry_at {
                 return false;
             }
-            match std::net::TcpStream::connect_timeout(&self.dest, Duration::from_secs(1)) {
-                Ok(c) => {
+            let connected =
+                std::net::TcpStream::connect_timeout(&self.dest, Duration::from_secs(1))
+                    .map_err(HandshakeError::Io)
+                    .and_then(|c| {
+                        let session = secure::handshake(&c, guard, true)?;
+                        Ok((c, session))
+                    });
+            match connected {
+                Ok((c, session)) => {
                     let _ = tagwire_net::tune_link(&c);
                     let _ = c.set_write_timeout(Some(TCP_WRITE_POLL));
-                    self.conn = Some(c);
+                    self.conn = Some(SecureWrite::new(c, session.map(|s| s.sender)));
                 }
                 Err(e) => {
                     tracing::debug!(dest = %self.dest, error = %e, "TCP data connection failed");
@@ -567,6 +588,7 @@ impl TcpOut {
         let len = (bytes.len() as u32).to_le_bytes();
         let sent = write_fully(conn, &len, &wanted)
             .and_then(|()| write_fully(conn, bytes, &wanted))
+            .and_then(|()| flush_fully(conn, &wanted))
             .is_ok();
         if !sent {
             // A frame may be half written: this connection is unusable.
@@ -578,11 +600,11 @@ impl TcpOut {
 
 /// Writes all of `bytes`, resuming after each write timeout while `wanted`.
 fn write_fully(
-    conn: &mut std::net::TcpStream,
+    conn: &mut impl std::io::Write,
     mut bytes: &[u8],
     wanted: &impl Fn() -> bool,
 ) -> std::io::Result<()> {
-    use std::io::{ErrorKind, Write};
+    use std::io::ErrorKind;
     while !bytes.is_empty() {
         match conn.write(bytes) {
             Ok(0) => return Err(ErrorKind::WriteZero.into()),
@@ -597,6 +619,24 @@ fn write_fully(
         }
     }
     Ok(())
+}
+
+/// Flushes what a sealing writer holds back, resuming after each write
+/// timeout while `wanted`.
+fn flush_fully(conn: &mut impl std::io::Write, wanted: &impl Fn() -> bool) -> std::io::Result<()> {
+    use std::io::ErrorKind;
+    loop {
+        match conn.flush() {
+            Ok(()) => return Ok(()),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if !wanted() {
+                    return Err(e);
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 pub(crate) fn read_blob(

@@ -41,16 +41,21 @@ mod auto;
 pub mod blob;
 pub mod delivery;
 mod forward;
+pub mod guard;
 pub mod local;
 pub mod peers;
 pub mod policy;
 pub mod pull;
 pub mod quota;
 mod ring;
+mod secure;
 mod stats;
 pub mod update;
 
+pub use guard::{read_key_file, KeyFileError};
 pub use peers::{Discovery, NetConfig, NodeListEntry};
+pub use tagwire_auth::key::KEY_LEN as DOMAIN_KEY_LEN;
+pub use tagwire_auth::DomainKey;
 
 use std::collections::HashMap;
 use std::io;
@@ -176,6 +181,9 @@ pub(crate) struct Shared {
     /// Pulls of histories on other nodes awaiting answers.
     pub(crate) pulls: peers::RemotePulls,
     pub(crate) stats: Stats,
+    /// Seals what this daemon sends to other hosts and opens what they send
+    /// (`guard`; with a domain key, authenticated).
+    pub(crate) guard: guard::Guard,
     /// Counts per tag and per peer address, and clients' reports awaited
     /// (`tagwire stats`).
     pub(crate) tallies: stats::Tallies,
@@ -197,6 +205,15 @@ pub(crate) struct Stats {
     pub(crate) bad_beacons: AtomicU64,
     pub(crate) bad_peer_messages: AtomicU64,
     pub(crate) bad_datagrams: AtomicU64,
+    /// Datagrams refused before parsing: not from an up peer, not sealed
+    /// with the domain key by that peer in its current life, or changed.
+    pub(crate) unauthenticated: AtomicU64,
+    /// Authentic datagrams refused because they were accepted before.
+    pub(crate) replayed: AtomicU64,
+    /// Control connections whose handshake failed (or were refused).
+    pub(crate) unauthenticated_links: AtomicU64,
+    /// Peers' `Sync`s ignored for exceeding this daemon's bounds.
+    pub(crate) refused_syncs: AtomicU64,
     pub(crate) unknown_tag: AtomicU64,
     pub(crate) forward_lost: AtomicU64,
     pub(crate) forward_dropped: AtomicU64,
@@ -323,6 +340,26 @@ impl Daemon {
                 Duration::from_secs(1),
             ),
         };
+        let (shared_key, shared_encrypt) = match &config.net {
+            Some(net) => (net.key.clone(), net.encrypt),
+            None => (None, false),
+        };
+        let shared_node = config.node.0;
+        if let Some(net) = &config.net {
+            if net.key.is_none() && !net.addr.is_loopback() {
+                tracing::warn!(
+                    node = %net.addr,
+                    "no domain key (--key): this daemon trusts every host that reaches ports {} and {}; \
+                     anyone on the network can join, change the tag table and inject messages \
+                     (create a key with `tagwire keygen` and give every node --key)",
+                    net.control_port,
+                    net.delivery_port
+                );
+            }
+            if net.encrypt && net.key.is_none() {
+                tracing::warn!("--encrypt has no effect without --key");
+            }
+        }
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 table,
@@ -344,6 +381,12 @@ impl Daemon {
             net: peers::Net::default(),
             pulls: peers::RemotePulls::default(),
             stats: Stats::default(),
+            guard: guard::Guard::new(
+                shared_key.as_ref(),
+                shared_encrypt,
+                shared_node,
+                incarnation,
+            ),
             keepers: pull::Keepers::default(),
             delivery: std::sync::OnceLock::new(),
             tallies: stats::Tallies::default(),

@@ -39,6 +39,7 @@ use tagwire_wire::control::HistoryQuery;
 use tagwire_wire::peer::{Beacon, PeerMessage};
 use tagwire_wire::{NodeAddr, TagName};
 
+use crate::secure::{self, SecureRead, SecureWrite};
 use crate::{lock, Shared, State};
 
 /// How a daemon joins the other nodes.
@@ -59,6 +60,13 @@ pub struct NetConfig {
     pub nodes_file: Option<PathBuf>,
     /// Multicast discovery, if on.
     pub discovery: Option<Discovery>,
+    /// The domain key (`tagwire keygen`; the same on every node). With it,
+    /// control links run an authenticated handshake and every datagram is
+    /// sealed and checked ([`crate::guard`]); without it this node trusts
+    /// every host that reaches its ports.
+    pub key: Option<tagwire_auth::DomainKey>,
+    /// With a key, also encrypt datagram bodies (not only authenticate).
+    pub encrypt: bool,
     /// A peer silent this long is declared dead.
     pub lease: Duration,
     /// How long a table change waits for every live peer to apply it.
@@ -77,6 +85,8 @@ impl NetConfig {
             multicast_port: DEFAULT_MULTICAST_PORT,
             nodes_file: None,
             discovery: Some(Discovery::default()),
+            key: None,
+            encrypt: false,
             lease: Duration::from_secs(3),
             apply_timeout: Duration::from_secs(1),
         }
@@ -185,6 +195,8 @@ pub(crate) enum Input {
         stream: TcpStream,
         remote: SocketAddr,
         dialed: Option<NodeAddr>,
+        /// The authenticated session (with a domain key).
+        secure: Option<Box<secure::Session>>,
     },
     /// A dial failed.
     DialFailed(NodeAddr),
@@ -209,6 +221,8 @@ pub(crate) struct Net {
     /// Open links' writers, by the core's link id.
     links: Mutex<HashMap<LinkId, Writer>>,
     listener: OnceLock<Arc<TcpListener>>,
+    /// Handshakes under way on accepted connections, per remote address.
+    handshakes: Mutex<HashMap<IpAddr, usize>>,
 }
 
 /// A link's writer thread's queue, and the socket to shut down.
@@ -225,6 +239,7 @@ impl Default for Net {
             receiver: Mutex::new(Some(rx)),
             links: Mutex::new(HashMap::new()),
             listener: OnceLock::new(),
+            handshakes: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -269,10 +284,12 @@ pub(crate) fn start(shared: &Arc<Shared>, net: &NetConfig) -> io::Result<()> {
         // Blocks in accept; `stop` shuts the listener down to end it.
         while !s.is_stopping() {
             match listener.accept() {
+                Ok((stream, remote)) if s.guard.is_keyed() => accepted(&s, stream, remote),
                 Ok((stream, remote)) => s.net.input(Input::Connected {
                     stream,
                     remote,
                     dialed: None,
+                    secure: None,
                 }),
                 Err(e) if s.is_stopping() => tracing::trace!(error = %e, "peer accept ends"),
                 Err(e) => tracing::debug!(error = %e, "peer accept failed"),
@@ -296,6 +313,9 @@ pub(crate) fn start(shared: &Arc<Shared>, net: &NetConfig) -> io::Result<()> {
         .encode();
         let s = shared.clone();
         let (group, interval) = (SocketAddr::from((d.group, d.port)), d.interval);
+        if shared.guard.is_keyed() && net.discovery.is_some() {
+            tracing::debug!("beacons are sealed with the domain key");
+        }
         spawn("tagwired-discovery", move || {
             discovery_loop(&s, &sock, &beacon, group, interval)
         })?;
@@ -331,12 +351,25 @@ pub(crate) fn flush(shared: &Arc<Shared>, st: &mut State) {
             Transmit::Dial { node, addr } => {
                 let s = shared.clone();
                 let spawned = spawn("tagwired-dial", move || {
-                    match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
-                        Ok(stream) => s.net.input(Input::Connected {
-                            stream,
-                            remote: addr,
-                            dialed: Some(node),
-                        }),
+                    let dialed = TcpStream::connect_timeout(&addr, Duration::from_millis(500))
+                        .map_err(secure::HandshakeError::Io)
+                        .and_then(|stream| {
+                            let session = secure::handshake(&stream, &s.guard, true)
+                                .inspect_err(|_| refused_link(&s, addr.ip()))?;
+                            Ok((stream, session))
+                        });
+                    match dialed {
+                        Ok((stream, session)) => {
+                            if let Some(sn) = &session {
+                                s.guard.admit(&sn.peer);
+                            }
+                            s.net.input(Input::Connected {
+                                stream,
+                                remote: addr,
+                                dialed: Some(node),
+                                secure: session.map(Box::new),
+                            });
+                        }
                         Err(e) => {
                             tracing::trace!(%node, error = %e, "cannot reach peer yet");
                             s.net.input(Input::DialFailed(node));
@@ -353,7 +386,12 @@ pub(crate) fn flush(shared: &Arc<Shared>, st: &mut State) {
 
 /// Starts the reader and writer threads of a link the core just opened as
 /// `link`. `false` (and the core told) when the socket cannot be set up.
-pub(crate) fn open(shared: &Arc<Shared>, link: LinkId, stream: TcpStream) -> bool {
+pub(crate) fn open(
+    shared: &Arc<Shared>,
+    link: LinkId,
+    stream: TcpStream,
+    secure: Option<Box<secure::Session>>,
+) -> bool {
     let set_up = tagwire_net::tune_link(&stream)
         .and_then(|()| stream.set_write_timeout(Some(Duration::from_secs(1))))
         .and_then(|()| stream.try_clone());
@@ -364,10 +402,16 @@ pub(crate) fn open(shared: &Arc<Shared>, link: LinkId, stream: TcpStream) -> boo
             return false;
         }
     };
+    let (sender, receiver) = match secure {
+        Some(sn) => (Some(sn.sender), Some(sn.receiver)),
+        None => (None, None),
+    };
+    let writer = SecureWrite::new(writer, sender);
+    let reader = SecureRead::new(stream, receiver);
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
     let w = spawn("tagwired-link-tx", move || write_loop(writer, &rx));
     let s = shared.clone();
-    let r = spawn("tagwired-link-rx", move || read_loop(&s, link, stream));
+    let r = spawn("tagwired-link-rx", move || read_loop(&s, link, reader));
     if w.is_err() || r.is_err() {
         return false;
     }
@@ -385,21 +429,21 @@ pub(crate) fn close_all(shared: &Shared) {
     lock(&shared.net.links).clear();
 }
 
-fn write_loop(mut stream: TcpStream, queue: &Receiver<Vec<u8>>) {
+fn write_loop(mut stream: SecureWrite<TcpStream>, queue: &Receiver<Vec<u8>>) {
     while let Ok(bytes) = queue.recv() {
-        if let Err(e) = stream.write_all(&bytes) {
+        if let Err(e) = stream.write_all(&bytes).and_then(|()| stream.flush()) {
             tracing::debug!(error = %e, "peer link write failed");
             break;
         }
     }
     // Closed by the core, or failed: either way the reader sees the end.
-    let _ = stream.shutdown(Shutdown::Both);
+    let _ = stream.get_ref().shutdown(Shutdown::Both);
 }
 
-fn read_loop(shared: &Shared, link: LinkId, stream: TcpStream) {
+fn read_loop(shared: &Shared, link: LinkId, mut stream: SecureRead<TcpStream>) {
     let mut reader = FrameReader::default();
     loop {
-        match reader.next(&stream) {
+        match reader.next(&mut stream) {
             Ok(msg) => shared.net.input(Input::Message(link, msg)),
             Err(e) => {
                 if e.kind() == io::ErrorKind::InvalidData {
@@ -410,12 +454,84 @@ fn read_loop(shared: &Shared, link: LinkId, stream: TcpStream) {
                         .fetch_add(1, Ordering::Relaxed);
                 }
                 tracing::debug!(?link, error = %e, "peer link ended");
-                let _ = stream.shutdown(Shutdown::Both);
+                let _ = stream.get_ref().shutdown(Shutdown::Both);
                 shared.net.input(Input::Closed(link));
                 return;
             }
         }
     }
+}
+
+/// Handshakes under way on accepted connections from one address, and in
+/// all: more are refused at once (a flood costs at most these threads,
+/// each for at most `secure::HANDSHAKE_TIMEOUT`).
+const HANDSHAKES_PER_ADDR: usize = 4;
+const HANDSHAKES: usize = 64;
+
+/// An accepted connection with a domain key: its handshake runs on a
+/// thread of its own; only an authenticated link reaches the core.
+fn accepted(shared: &Arc<Shared>, stream: TcpStream, remote: SocketAddr) {
+    {
+        let mut hs = lock(&shared.net.handshakes);
+        let total: usize = hs.values().sum();
+        let mine = hs.entry(remote.ip()).or_insert(0);
+        if *mine >= HANDSHAKES_PER_ADDR || total >= HANDSHAKES {
+            drop(hs);
+            refused_link(shared, remote.ip());
+            tracing::debug!(%remote, "too many handshakes under way; connection refused");
+            return;
+        }
+        *mine += 1;
+    }
+    let s = shared.clone();
+    let spawned = spawn("tagwired-handshake", move || {
+        let result = secure::handshake(&stream, &s.guard, false);
+        {
+            let mut hs = lock(&s.net.handshakes);
+            if let Some(n) = hs.get_mut(&remote.ip()) {
+                *n -= 1;
+                if *n == 0 {
+                    hs.remove(&remote.ip());
+                }
+            }
+        }
+        match result {
+            Ok(session) => {
+                if let Some(sn) = &session {
+                    s.guard.admit(&sn.peer);
+                }
+                s.net.input(Input::Connected {
+                    stream,
+                    remote,
+                    dialed: None,
+                    secure: session.map(Box::new),
+                });
+            }
+            Err(e) => {
+                refused_link(&s, remote.ip());
+                tracing::debug!(%remote, error = %e, "peer link not authenticated; closed");
+                let _ = stream.shutdown(Shutdown::Both);
+            }
+        }
+    });
+    if spawned.is_err() {
+        let mut hs = lock(&shared.net.handshakes);
+        if let Some(n) = hs.get_mut(&remote.ip()) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+/// Counts a control connection that did not authenticate.
+fn refused_link(shared: &Shared, from: IpAddr) {
+    shared
+        .stats
+        .unauthenticated_links
+        .fetch_add(1, Ordering::Relaxed);
+    shared
+        .tallies
+        .peers
+        .add(&from, |c| c.unauthenticated_links += 1);
 }
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<()> {
@@ -439,7 +555,10 @@ fn discovery_loop(
     while !shared.is_stopping() {
         let now = Instant::now();
         if now >= next {
-            if let Err(e) = sock.send_to(beacon, group) {
+            // Sealed anew each time: each beacon has its own counter.
+            let mut sealed = Vec::new();
+            let wire = shared.guard.seal(beacon, &mut sealed);
+            if let Err(e) = sock.send_to(wire, group) {
                 tracing::debug!(error = %e, "cannot send beacon");
             }
             next = now + interval;
@@ -455,8 +574,22 @@ fn discovery_loop(
         let Ok((n, from)) = sock.recv_from(&mut buf) else {
             continue;
         };
-        match Beacon::decode(&buf[..n]) {
+        if from.ip() == me.0 {
+            continue; // our own, looped back
+        }
+        let (body, life) = match shared.guard.open_beacon(from.ip(), &mut buf[..n]) {
+            Ok(opened) => opened,
+            Err(refusal) => {
+                crate::stats::refused(shared, from.ip(), refusal);
+                continue;
+            }
+        };
+        match Beacon::decode(body) {
             Ok(b) if b.node == me => {}
+            // A sealed beacon must speak for its sealer and its life.
+            Ok(b) if life.is_some_and(|l| l != b.incarnation || b.node.0 != from.ip()) => {
+                crate::stats::refused(shared, from.ip(), crate::guard::Refusal::Unauthenticated);
+            }
             Ok(b) => shared.net.input(Input::Beacon(from, b)),
             Err(e) => {
                 shared.stats.bad_beacons.fetch_add(1, Ordering::Relaxed);
@@ -545,7 +678,7 @@ struct FrameReader {
 impl FrameReader {
     /// The next whole message. Errors end the link: `InvalidData` for a
     /// malformed message, `UnexpectedEof` when the peer closed.
-    fn next(&mut self, mut stream: &TcpStream) -> io::Result<PeerMessage> {
+    fn next(&mut self, stream: &mut impl Read) -> io::Result<PeerMessage> {
         loop {
             if let Some(msg) = self.take()? {
                 return Ok(msg);
@@ -626,15 +759,16 @@ mod tests {
                 tx.write_all(&[0xff; 8]).unwrap();
             }
         });
-        assert_eq!(reader.next(&rx).unwrap(), hello);
-        assert_eq!(reader.next(&rx).unwrap(), PeerMessage::Heartbeat);
+        let mut rx = &rx;
+        assert_eq!(reader.next(&mut rx).unwrap(), hello);
+        assert_eq!(reader.next(&mut rx).unwrap(), PeerMessage::Heartbeat);
         assert_eq!(
-            reader.next(&rx).unwrap_err().kind(),
+            reader.next(&mut rx).unwrap_err().kind(),
             io::ErrorKind::InvalidData
         );
         writer.join().unwrap();
         drop(tx);
         let mut eof = FrameReader::default();
-        assert!(eof.next(&rx).is_err());
+        assert!(eof.next(&mut rx).is_err());
     }
 }

@@ -53,6 +53,28 @@ pub(crate) struct Counts {
     pub(crate) lost: u64,
     /// Malformed datagrams.
     pub(crate) malformed: u64,
+    /// Datagrams refused unopened: not from an up peer, or not sealed by
+    /// it with the domain key in its current life (`guard`).
+    pub(crate) unauthenticated: u64,
+    /// Authentic datagrams seen before (replays).
+    pub(crate) replayed: u64,
+    /// Control connections that failed the handshake.
+    pub(crate) unauthenticated_links: u64,
+}
+
+/// Counts a datagram the guard refused from `from`.
+pub(crate) fn refused(shared: &Shared, from: IpAddr, why: crate::guard::Refusal) {
+    use crate::guard::Refusal;
+    match why {
+        Refusal::Unauthenticated => {
+            shared.stats.unauthenticated.fetch_add(1, Ordering::Relaxed);
+            shared.tallies.peers.add(&from, |c| c.unauthenticated += 1);
+        }
+        Refusal::Replayed => {
+            shared.stats.replayed.fetch_add(1, Ordering::Relaxed);
+            shared.tallies.peers.add(&from, |c| c.replayed += 1);
+        }
+    }
 }
 
 /// Counts per key, bounded in keys.
@@ -82,6 +104,13 @@ impl<K: Hash + Eq + Clone> Tally<K> {
 
     fn get(&self, key: &K) -> Counts {
         lock(&self.map).get(key).copied().unwrap_or_default()
+    }
+
+    fn entries(&self) -> Vec<(K, Counts)> {
+        lock(&self.map)
+            .iter()
+            .map(|(k, c)| (k.clone(), *c))
+            .collect()
     }
 }
 
@@ -201,6 +230,10 @@ fn daemon_rows(shared: &Shared, st: &crate::State) -> Vec<StatsRow> {
         .with("malformed_datagrams", n(&s.bad_datagrams))
         .with("malformed_peer_messages", n(&s.bad_peer_messages))
         .with("malformed_beacons", n(&s.bad_beacons))
+        .with("unauthenticated_datagrams", n(&s.unauthenticated))
+        .with("replayed_datagrams", n(&s.replayed))
+        .with("unauthenticated_links", n(&s.unauthenticated_links))
+        .with("refused_syncs", n(&s.refused_syncs))
         .with("unknown_tag_datagrams", n(&s.unknown_tag))
         .with("forward_lost", n(&s.forward_lost))
         .with("forward_dropped", n(&s.forward_dropped))
@@ -238,7 +271,8 @@ fn daemon_rows(shared: &Shared, st: &crate::State) -> Vec<StatsRow> {
     if let Some(d) = d {
         rows.extend(d.stream_rows());
     }
-    for p in st.peers.summaries(Instant::now()) {
+    let summaries = st.peers.summaries(Instant::now());
+    for p in &summaries {
         let c = shared.tallies.peers.get(&p.node.0);
         let state = match p.state {
             tagwire_wire::control::NodeState::Connecting => 0,
@@ -250,7 +284,30 @@ fn daemon_rows(shared: &Shared, st: &crate::State) -> Vec<StatsRow> {
                 .with("up", u64::from(state == 1))
                 .with("last_heard_ms", p.last_heard_ms)
                 .with("malformed_datagrams", c.malformed)
-                .with("refused_datagrams", c.refused),
+                .with("refused_datagrams", c.refused)
+                .with("unauthenticated_datagrams", c.unauthenticated)
+                .with("replayed_datagrams", c.replayed)
+                .with("unauthenticated_links", c.unauthenticated_links),
+        );
+    }
+    // Addresses that are no peer but sent something refused.
+    let mut strangers: Vec<_> = shared
+        .tallies
+        .peers
+        .entries()
+        .into_iter()
+        .filter(|(ip, _)| !summaries.iter().any(|p| p.node.0 == *ip))
+        .collect();
+    strangers.sort_by_key(|(ip, _)| *ip);
+    for (ip, c) in strangers {
+        rows.push(
+            StatsRow::new(StatsKind::Peer, "", format!("(not a peer) {ip}"))
+                .with("up", 0)
+                .with("malformed_datagrams", c.malformed)
+                .with("refused_datagrams", c.refused)
+                .with("unauthenticated_datagrams", c.unauthenticated)
+                .with("replayed_datagrams", c.replayed)
+                .with("unauthenticated_links", c.unauthenticated_links),
         );
     }
     rows

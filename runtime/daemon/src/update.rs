@@ -25,6 +25,7 @@
 //! manager calls it.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TrySendError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -32,6 +33,7 @@ use std::time::{Duration, Instant};
 use tagwire_proto::membership::{DownReason, Event, LinkId, OpId, Source};
 use tagwire_proto::{replication, TableEvent, TableOp, Update};
 use tagwire_wire::control::{HistoryQuery, Message};
+use tagwire_wire::peer::PeerMessage;
 use tagwire_wire::{NodeAddr, TagName};
 
 use crate::peers::{self, Input};
@@ -277,19 +279,34 @@ fn feed(shared: &Arc<Shared>, st: &mut State, now: Instant, input: Input) {
             stream,
             remote,
             dialed,
+            secure,
         } => {
             let link = st.peers.handle_connected(now, remote, dialed);
-            if !peers::open(shared, link, stream) {
+            if !peers::open(shared, link, stream, secure) {
                 st.peers.handle_closed(now, link);
             }
         }
         Input::DialFailed(node) => st.peers.handle_dial_failed(now, node),
         Input::Message(link, msg) => {
+            // A peer speaks for the address it connects from (DESIGN.md §7).
+            if let PeerMessage::Hello { node, .. } = &msg {
+                let from = st.peers.link_remote(link).map(|r| r.ip());
+                if from.is_some_and(|ip| ip != node.0) {
+                    shared
+                        .stats
+                        .bad_peer_messages
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(?link, %node, ?from, "Hello for another address; link closed");
+                    st.peers.handle_closed(now, link);
+                    peers::forget(shared, link);
+                    return;
+                }
+            }
             if let Err(e) = st.peers.handle_message(now, link, msg) {
                 shared
                     .stats
                     .bad_peer_messages
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    .fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(?link, error = %e, "peer message refused; link closed");
             }
         }
@@ -319,6 +336,7 @@ fn consume(shared: &Arc<Shared>, st: &mut State) -> Vec<PullRequest> {
                 ..
             } => {
                 tracing::info!(node = %peer, name, restarted, "peer up");
+                shared.guard.set_up(peer.0, true);
                 reroute(shared, st);
                 table_event(st, &e);
             }
@@ -330,12 +348,17 @@ fn consume(shared: &Arc<Shared>, st: &mut State) -> Vec<PullRequest> {
                     r => tracing::debug!(node = %peer, reason = ?r, "peer down"),
                 }
                 shared.pulls.gone(peer);
+                shared.guard.set_up(peer.0, false);
                 let ups = table_event(st, &e);
                 tracing::info!(node = %peer, released = ups.len(), "peer link closed; its rights are gone");
                 effects(shared, st, &ups);
                 if ups.is_empty() {
                     reroute(shared, st);
                 }
+            }
+            Event::Sync { peer, ref ops } if !sync_fits(shared, ops) => {
+                shared.stats.refused_syncs.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(node = %peer, ops = ops.len(), "peer's Sync exceeds this daemon's bounds; ignored");
             }
             Event::Sync { .. } | Event::Op { .. } => {
                 let ups = table_event(st, &e);
@@ -361,6 +384,21 @@ fn consume(shared: &Arc<Shared>, st: &mut State) -> Vec<PullRequest> {
         }
     }
     pulls
+}
+
+/// Table operations one `Sync` may carry: every tag this daemon may hold
+/// (`Quotas::tags`) created and destroyed, and a bounded number of rights.
+const MAX_SYNC_RIGHTS: usize = 1 << 18;
+
+/// Whether a peer's `Sync` stays within this daemon's bounds: no more tags
+/// than it may hold in all, no more rights than `MAX_SYNC_RIGHTS`.
+fn sync_fits(shared: &Shared, ops: &[TableOp]) -> bool {
+    let tags = ops
+        .iter()
+        .filter(|o| matches!(o, TableOp::TagUp { .. }))
+        .count();
+    tags <= shared.config.quotas.tags
+        && ops.len() <= 2 * shared.config.quotas.tags + MAX_SYNC_RIGHTS
 }
 
 /// The table's part of a membership event (`tagwire_proto::replication`).

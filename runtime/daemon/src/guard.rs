@@ -1,0 +1,340 @@
+//! The daemon's trust boundary with other hosts (DESIGN.md §7): every
+//! datagram sent is sealed here and every datagram received is opened here,
+//! before anything of it is parsed (`tagwire_auth`). The delivery session
+//! above never sees a byte that did not pass.
+//!
+//! * **With a domain key** (`NetConfig::key`): datagrams are sealed with
+//!   this daemon's key for its life (its incarnation) and a counter shared
+//!   by all its sending threads. A peer's datagrams are opened with the key
+//!   of the life it announced over its authenticated control link
+//!   ([`crate::secure`]), from the counter floor it announced there, each
+//!   counter once. Beacons (which announce a life before any link exists)
+//!   are opened with the key their header names and kept newer than the
+//!   last life and counter seen from that address.
+//! * **Always**: a datagram whose source address is not an up peer's is
+//!   refused (and counted as unauthenticated for that address).
+//!
+//! A refused datagram is counted per source address (`tagwire stats`).
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, RwLock};
+
+use tagwire_auth::{
+    DomainKey, KeyError, LinkHello, Opener, Refused, ReplayWindows, SealedHeader, Sealer,
+};
+
+use crate::lock;
+
+/// Why a key file was not used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyFileError {
+    /// It cannot be read.
+    #[error("cannot read key file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Others than its owner may read or write it.
+    #[error(
+        "key file {path} is accessible to group or others (mode {mode:o}); run `chmod 600 {path}`"
+    )]
+    Exposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// Its text is not a key.
+    #[error("key file {path}: {source}")]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        source: KeyError,
+    },
+}
+
+/// Reads a domain key file (`tagwire keygen`), refusing one that group or
+/// others may access.
+pub fn read_key_file(path: &Path) -> Result<DomainKey, KeyFileError> {
+    let read = |source| KeyFileError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(read)?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(KeyFileError::Exposed {
+            path: path.to_owned(),
+            mode,
+        });
+    }
+    let text = std::fs::read_to_string(path).map_err(read)?;
+    DomainKey::parse(&text).map_err(|source| KeyFileError::Malformed {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Why a datagram was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// Not from an up peer, not sealed, sealed with another key or life,
+    /// or changed on the way.
+    Unauthenticated,
+    /// Authentic, but accepted before (or older than the window).
+    Replayed,
+}
+
+/// Beacon senders remembered (their latest life and counters).
+const BEACON_SENDERS: usize = 1024;
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct Guard {
+    keyed: Option<Keyed>,
+    /// Up peers' addresses (membership's `PeerUp` / `PeerDown`).
+    up: RwLock<HashSet<IpAddr>>,
+}
+
+#[derive(Debug)]
+struct Keyed {
+    domain: DomainKey,
+    sealer: Sealer,
+    /// Per peer address, the opener of the life it announced last.
+    openers: RwLock<HashMap<IpAddr, Mutex<Opener>>>,
+    beacons: Mutex<ReplayWindows<IpAddr>>,
+}
+
+impl Guard {
+    /// The guard of the daemon at `node` in life `incarnation`: keyed when
+    /// `key` is given.
+    pub(crate) fn new(
+        key: Option<&DomainKey>,
+        encrypt: bool,
+        node: IpAddr,
+        incarnation: u64,
+    ) -> Self {
+        Self {
+            keyed: key.map(|k| Keyed {
+                domain: k.clone(),
+                sealer: Sealer::new(k, node, incarnation, encrypt),
+                openers: RwLock::new(HashMap::new()),
+                beacons: Mutex::new(ReplayWindows::new(BEACON_SENDERS)),
+            }),
+            up: RwLock::new(HashSet::new()),
+        }
+    }
+
+    /// Whether a domain key is configured.
+    pub(crate) fn is_keyed(&self) -> bool {
+        self.keyed.is_some()
+    }
+
+    /// The domain key, if any.
+    pub(crate) fn domain(&self) -> Option<&DomainKey> {
+        self.keyed.as_ref().map(|k| &k.domain)
+    }
+
+    /// What this daemon tells a peer in a link handshake.
+    pub(crate) fn hello(&self) -> Option<LinkHello> {
+        self.keyed.as_ref().map(|k| k.sealer.hello())
+    }
+
+    /// `body` as it goes on the wire: sealed into `scratch` when keyed.
+    pub(crate) fn seal<'a>(&self, body: &'a [u8], scratch: &'a mut Vec<u8>) -> &'a [u8] {
+        match &self.keyed {
+            Some(k) => {
+                k.sealer.seal_into(body, scratch);
+                scratch
+            }
+            None => body,
+        }
+    }
+
+    /// A peer authenticated a link and said `hello` (its address already
+    /// checked against the connection's): from now on its datagrams are
+    /// opened under that life, from that floor.
+    pub(crate) fn admit(&self, hello: &LinkHello) {
+        if let Some(k) = &self.keyed {
+            let opener = Opener::new(&k.domain, hello);
+            k.openers
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(hello.node, Mutex::new(opener));
+        }
+    }
+
+    /// Membership says `peer` is up (or no longer).
+    pub(crate) fn set_up(&self, peer: IpAddr, up: bool) {
+        let mut set = self.up.write().unwrap_or_else(|e| e.into_inner());
+        if up {
+            set.insert(peer);
+        } else {
+            set.remove(&peer);
+        }
+    }
+
+    /// Whether `peer` is an up peer's address.
+    pub(crate) fn is_up(&self, peer: IpAddr) -> bool {
+        self.up
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&peer)
+    }
+
+    /// Opens a datagram that arrived from `from`: its body (decrypted in
+    /// place when encrypted), or why it is refused. Nothing else of it may
+    /// be looked at before.
+    pub(crate) fn open<'a>(
+        &self,
+        from: IpAddr,
+        datagram: &'a mut [u8],
+    ) -> Result<&'a [u8], Refusal> {
+        if !self.is_up(from) {
+            return Err(Refusal::Unauthenticated);
+        }
+        let Some(k) = &self.keyed else {
+            return Ok(datagram);
+        };
+        let openers = k.openers.read().unwrap_or_else(|e| e.into_inner());
+        let Some(opener) = openers.get(&from) else {
+            return Err(Refusal::Unauthenticated);
+        };
+        let mut opener = lock(opener);
+        match opener.open(datagram) {
+            Ok(body) => Ok(body),
+            Err(Refused::Replay(_)) => Err(Refusal::Replayed),
+            Err(Refused::Open(_)) => Err(Refusal::Unauthenticated),
+        }
+    }
+
+    /// Opens a discovery beacon from `from` (any sender: beacons announce
+    /// nodes not known yet). Keyed: it must be sealed by `from`'s key of the
+    /// life in its header, that life not older than the last one seen from
+    /// `from`, its counter new. Returns the body and the sealed life.
+    pub(crate) fn open_beacon<'a>(
+        &self,
+        from: IpAddr,
+        datagram: &'a mut [u8],
+    ) -> Result<(&'a [u8], Option<u64>), Refusal> {
+        let Some(k) = &self.keyed else {
+            return Ok((datagram, None));
+        };
+        let header = SealedHeader::peek(datagram).map_err(|_| Refusal::Unauthenticated)?;
+        let key = k.domain.datagram_key(from, header.epoch);
+        let (h, body) = key.open(datagram).map_err(|_| Refusal::Unauthenticated)?;
+        lock(&k.beacons)
+            .accept(&from, h.epoch, h.counter)
+            .map_err(|_| Refusal::Replayed)?;
+        Ok((body, Some(h.epoch)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
+    const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
+
+    #[test]
+    fn datagrams_from_addresses_that_are_not_up_peers_are_refused() {
+        let g = Guard::new(None, false, A, 1);
+        let mut d = *b"data";
+        assert_eq!(g.open(B, &mut d), Err(Refusal::Unauthenticated));
+        g.set_up(B, true);
+        assert_eq!(g.open(B, &mut d), Ok(&b"data"[..]));
+        g.set_up(B, false);
+        assert_eq!(g.open(B, &mut d), Err(Refusal::Unauthenticated));
+    }
+
+    #[test]
+    fn keyed_datagrams_open_only_from_the_admitted_life_and_once() {
+        let key = DomainKey::from_bytes([4; 32]);
+        let (a, b) = (
+            Guard::new(Some(&key), false, A, 1),
+            Guard::new(Some(&key), true, B, 2),
+        );
+        let mut s = Vec::new();
+        let mut early = b.seal(b"hi", &mut s).to_vec();
+        a.set_up(B, true);
+        assert_eq!(
+            a.open(B, &mut early.clone()),
+            Err(Refusal::Unauthenticated),
+            "not admitted"
+        );
+        a.admit(&b.hello().unwrap());
+        // Sealed before the handshake that admitted it: below the floor.
+        assert_eq!(a.open(B, &mut early), Err(Refusal::Replayed));
+        let mut s = Vec::new();
+        let mut sealed = b.seal(b"hi", &mut s).to_vec();
+        assert_eq!(a.open(B, &mut sealed.clone()), Ok(&b"hi"[..]));
+        assert_eq!(a.open(B, &mut sealed), Err(Refusal::Replayed));
+        let mut plain = *b"hi";
+        assert_eq!(a.open(B, &mut plain), Err(Refusal::Unauthenticated));
+    }
+
+    #[test]
+    fn beacons_are_refused_when_forged_replayed_or_from_an_older_life() {
+        let key = DomainKey::from_bytes([4; 32]);
+        let a = Guard::new(Some(&key), false, A, 1);
+        let old = Guard::new(Some(&key), false, B, 5);
+        let new = Guard::new(Some(&key), false, B, 6);
+        let mut s = Vec::new();
+        let old_beacon = old.seal(b"beacon", &mut s).to_vec();
+        let mut s = Vec::new();
+        let new_beacon = new.seal(b"beacon", &mut s).to_vec();
+        assert!(a.open_beacon(B, &mut new_beacon.clone()).is_ok());
+        assert_eq!(
+            a.open_beacon(B, &mut new_beacon.clone()),
+            Err(Refusal::Replayed)
+        );
+        assert_eq!(
+            a.open_beacon(B, &mut old_beacon.clone()),
+            Err(Refusal::Replayed)
+        );
+        // From another address than the sealer's: another key.
+        assert_eq!(
+            a.open_beacon(A, &mut new_beacon.clone()),
+            Err(Refusal::Unauthenticated)
+        );
+        let wrong = Guard::new(Some(&DomainKey::from_bytes([5; 32])), false, B, 7);
+        let mut s = Vec::new();
+        let mut forged = wrong.seal(b"beacon", &mut s).to_vec();
+        assert_eq!(a.open_beacon(B, &mut forged), Err(Refusal::Unauthenticated));
+    }
+
+    #[test]
+    fn key_files_readable_by_others_or_malformed_are_refused() {
+        let dir = std::env::temp_dir().join(format!("tagwire-key-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("key");
+        std::fs::write(&path, DomainKey::from_bytes([1; 32]).to_text()).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(
+            read_key_file(&path),
+            Err(KeyFileError::Exposed { mode: 0o644, .. })
+        ));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(
+            read_key_file(&path).unwrap(),
+            DomainKey::from_bytes([1; 32])
+        );
+        std::fs::write(&path, "tagwire-domain-key-v1\nnot hex\n").unwrap();
+        assert!(matches!(
+            read_key_file(&path),
+            Err(KeyFileError::Malformed { .. })
+        ));
+        assert!(matches!(
+            read_key_file(&dir.join("none")),
+            Err(KeyFileError::Read { .. })
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
