@@ -529,14 +529,11 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
     let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
     let conn = crate::secure::SecureRead::new(conn, session.map(|s| s.receiver));
     let mut conn = std::io::BufReader::with_capacity(256 * 1024, conn);
-    // Until its first frame a connection may idle only briefly.
-    let opened = Instant::now();
-    let mut framed = false;
     let mut reasm = Reassembler::new(ReassemblerConfig::default());
     let mut buf = vec![0u8; MAX_TCP_FRAME];
     // Reads exactly `out.len()` bytes; None on EOF, error or shutdown.
     type Conn = std::io::BufReader<crate::secure::SecureRead<std::net::TcpStream>>;
-    let read_exact = |conn: &mut Conn, out: &mut [u8], framed: bool| {
+    let read_exact = |conn: &mut Conn, out: &mut [u8]| {
         let mut done = 0;
         while done < out.len() {
             match conn.read(&mut out[done..]) {
@@ -550,9 +547,9 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
                             | std::io::ErrorKind::Interrupted
                     ) =>
                 {
-                    // Stop, the peer gone, or silent since it connected.
-                    let idle = !framed && opened.elapsed() > crate::secure::HANDSHAKE_TIMEOUT;
-                    if shared.is_stopping() || idle || !shared.guard.is_up(from.ip()) {
+                    // Stop, or the peer is gone (a TCP backing off through
+                    // a lossy link may stay silent for long: no idle limit).
+                    if shared.is_stopping() || !shared.guard.is_up(from.ip()) {
                         return None;
                     }
                 }
@@ -563,7 +560,7 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
     };
     loop {
         let mut len = [0u8; 4];
-        if read_exact(&mut conn, &mut len, framed).is_none() {
+        if read_exact(&mut conn, &mut len).is_none() {
             break;
         }
         let n = u32::from_le_bytes(len) as usize;
@@ -572,10 +569,9 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
             tracing::debug!(%from, len = n, "oversized TCP data frame; closing");
             break;
         }
-        if read_exact(&mut conn, &mut buf[..n], framed).is_none() {
+        if read_exact(&mut conn, &mut buf[..n]).is_none() {
             break;
         }
-        framed = true;
         match Datagram::decode(&buf[..n]) {
             Ok(g) if matches!(g.body, Body::Data(_) | Body::Batch(_)) => {
                 shared.stats.tcp_frames.fetch_add(1, Ordering::Relaxed);
