@@ -39,10 +39,16 @@ fn key_file(dir: &Path, name: &str, byte: u8) -> PathBuf {
 
 /// Starts host `i`'s daemon with `key` and the node list `nodes`.
 fn start_keyed(site: &Site, i: usize, key: &Path, nodes: &Path) -> Daemon {
+    start_keyed_with(site, i, key, nodes, false)
+}
+
+/// The same, encrypting with `encrypt`.
+fn start_keyed_with(site: &Site, i: usize, key: &Path, nodes: &Path, encrypt: bool) -> Daemon {
     let mut cfg = site.config(i, &Find::List);
     let net = cfg.net.as_mut().unwrap();
     net.nodes_file = Some(nodes.to_owned());
     net.key = Some(tagwire_daemon::read_key_file(key).unwrap());
+    net.encrypt = encrypt;
     start_in(site.lan.host(i), cfg)
 }
 
@@ -287,6 +293,67 @@ fn keyed_daemons_deliver_and_refuse_spoofed_hellos_forged_tag_downs_and_forged_o
 }
 
 #[test]
+fn encrypting_daemons_carry_udp_tcp_and_multicast_subscriptions_and_no_payload_shows_on_the_wire() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let key = key_file(site.dir.path(), "domain.key", 0x33);
+    let nodes = node_list(&site, &[0, 1]);
+    let _d0 = start_keyed_with(&site, 0, &key, &nodes, true);
+    let _d1 = start_keyed_with(&site, 1, &key, &nodes, true);
+    let (c0, c1) = (site.client(0), site.client(1));
+    wait_until("peers", || up_peers(&c0) == 1 && up_peers(&c1) == 1);
+    let carriers = [
+        ("/enc/udp", SubscribeOptions::default()),
+        ("/enc/tcp", SubscribeOptions::default().tcp()),
+        ("/enc/mcast", SubscribeOptions::default().multicast()),
+    ];
+    let mut subs = Vec::new();
+    let mut pubs = Vec::new();
+    for (tag, opts) in carriers {
+        c0.create_tag(tag, Domain::Global).unwrap();
+        subs.push(c1.subscribe(tag, opts).unwrap());
+        pubs.push(c0.publisher(tag).unwrap());
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    const SECRET: &[u8] = b"attack at dawn, payload 0123456789";
+    let filter = format!("src host {}", site.lan.host(0).addr());
+    let wire = captured(site.lan.host(1), &filter, || {
+        for i in 0..20u8 {
+            for p in pubs.iter_mut() {
+                p.send(&[SECRET, &[i]].concat()).unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // Reliable and TCP: everything, in order.
+        for sub in subs.iter_mut().take(2) {
+            let got = drain(sub, 20);
+            for (i, (_, _, p)) in got.iter().enumerate() {
+                assert_eq!(p[..], [SECRET, &[i as u8]].concat()[..]);
+            }
+        }
+        // Multicast is best-effort: whatever comes is genuine.
+        let mut n = 0;
+        while let Ok(m) = subs[2].receive(Some(Duration::from_millis(500))) {
+            assert!(m.payload.starts_with(SECRET));
+            n += 1;
+        }
+        assert!(n > 0, "nothing came by multicast");
+    });
+    // Captured UDP payloads (tshark decodes TCP payloads as data too only
+    // when it cannot dissect them; UDP is what matters here).
+    if let Some(wire) = wire {
+        assert!(!wire.is_empty());
+        let leaked = wire
+            .iter()
+            .filter(|d| d.windows(SECRET.len()).any(|w| w == SECRET))
+            .count();
+        assert_eq!(leaked, 0, "payload in clear on the wire");
+    }
+}
+
+#[test]
 fn a_daemon_with_another_key_never_becomes_a_peer_nor_sees_the_table() {
     if skip() {
         return;
@@ -313,6 +380,54 @@ fn a_daemon_with_another_key_never_becomes_a_peer_nor_sees_the_table() {
     assert_eq!((up_peers(&c0), up_peers(&c1)), (1, 1));
     assert!(!view(&c2).contains_key("/private"));
     assert!(view(&c1).contains_key("/private"));
+}
+
+#[test]
+fn without_a_key_a_stranger_can_neither_pose_as_a_listed_node_nor_inject_datagrams() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(3);
+    let nodes = node_list(&site, &[0, 1]);
+    let cfg = |i: usize| {
+        let mut c = site.config(i, &Find::List);
+        c.net.as_mut().unwrap().nodes_file = Some(nodes.clone());
+        c
+    };
+    let _d0 = start_in(site.lan.host(0), cfg(0));
+    let _d1 = start_in(site.lan.host(1), cfg(1));
+    let (c0, c1) = (site.client(0), site.client(1));
+    wait_until("peers", || up_peers(&c0) == 1 && up_peers(&c1) == 1);
+    c0.create_tag("/open", Domain::Global).unwrap();
+    let mut sub = c1.subscribe("/open", SubscribeOptions::default()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (a0, a1, a2) = (
+        site.lan.host(0).addr(),
+        site.lan.host(1).addr(),
+        site.lan.host(2).addr(),
+    );
+    site.lan
+        .host(2)
+        .spawn(move || {
+            send_from(a2, a1, &[forged_batch("/open", a0, b"forged", false)]);
+            // Posing as host 1 (a "restart": it would replace the real link).
+            spoof_hello_and_tag_down(a0, a1, "/open");
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    wait_until("the stranger's datagram counted", || {
+        counter(&c1, StatsKind::Node, "", "unauthenticated_datagrams") >= 1
+    });
+    assert!(matches!(
+        sub.receive(Some(Duration::from_millis(500))),
+        Err(tagwire::Error::Timeout)
+    ));
+    assert!(
+        view(&c0).contains_key("/open"),
+        "the forged TagDown took effect"
+    );
+    assert_eq!((up_peers(&c0), up_peers(&c1)), (1, 1));
 }
 
 #[test]
