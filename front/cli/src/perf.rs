@@ -43,6 +43,11 @@ pub(crate) struct Args {
     /// Use the daemon at this socket instead of starting a private one.
     #[arg(long, global = true)]
     socket: Option<PathBuf>,
+    /// remote-rtt and throughput --remote: daemons without a domain key
+    /// (`off`), with one (`on`: every datagram and link authenticated), or
+    /// both in the same run (`on,off`: `tagwire+auth` paired with `tagwire`).
+    #[arg(long, global = true, value_delimiter = ',', default_value = "off")]
+    auth: Vec<String>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -403,10 +408,32 @@ fn remote(a: &Args) -> anyhow::Result<()> {
         Bench::ProxyRtt { .. } => 3,
         _ => 2,
     };
-    let site = remote::Site::new(hosts)?;
+    let (mut on, mut off) = (false, false);
+    for v in &a.auth {
+        match v.as_str() {
+            "on" => on = true,
+            "off" => off = true,
+            other => anyhow::bail!("--auth takes on, off or on,off, not {other:?}"),
+        }
+    }
+    let both = on && off;
+    if both && !matches!(a.bench, Bench::RemoteRtt { .. } | Bench::Throughput { .. }) {
+        anyhow::bail!("--auth on,off applies to remote-rtt and throughput --remote");
+    }
+    // A benchmark key: these hosts exist for this run only.
+    let key = || Some(tagwire_daemon::DomainKey::from_bytes([0x5a; 32]));
+    let site = remote::Site::with_key(hosts, if on && !off { key() } else { None })?;
+    let keyed = if both {
+        Some(remote::Site::with_key(hosts, key())?)
+    } else {
+        None
+    };
     let o = suite_opts(a, site.socket(0))?;
     let (name, records) = match &a.bench {
-        Bench::RemoteRtt { sizes } => ("remote-rtt", remote::remote_rtt(&o, &site, sizes)?),
+        Bench::RemoteRtt { sizes } => (
+            "remote-rtt",
+            remote::remote_rtt(&o, &site, keyed.as_ref(), sizes)?,
+        ),
         Bench::RemoteFanout {
             receivers,
             acks,
@@ -440,7 +467,7 @@ fn remote(a: &Args) -> anyhow::Result<()> {
         }
         Bench::Throughput { size, seconds, .. } => (
             "throughput-remote",
-            remote::remote_throughput(&o, &site, size, *seconds)?,
+            remote::remote_throughput(&o, &site, keyed.as_ref(), size, *seconds)?,
         ),
         Bench::Rtt { .. }
         | Bench::Fanout { .. }
@@ -451,6 +478,7 @@ fn remote(a: &Args) -> anyhow::Result<()> {
             unreachable!("not a multi-host benchmark")
         }
     };
+    drop(keyed);
     drop(site);
     emit(a, name, &records)
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use tagwire::{Client, ClientOptions, NodeState, Proxy};
-use tagwire_daemon::{Config, Daemon, NetConfig};
+use tagwire_daemon::{Config, Daemon, DomainKey, NetConfig};
 use tagwire_testkit::{Host, Lan};
 
 use crate::ddsperf::{self, DdsOpts};
@@ -48,11 +48,21 @@ impl Site {
     /// Builds `hosts` hosts, starts a daemon on each (static node list, no
     /// multicast discovery) and waits until every daemon sees every other.
     pub fn new(hosts: usize) -> anyhow::Result<Site> {
+        Self::with_key(hosts, None)
+    }
+
+    /// The same, every daemon authenticating with the domain key `key`
+    /// (`tagwire perf ... --auth on`).
+    pub fn with_key(hosts: usize, key: Option<DomainKey>) -> anyhow::Result<Site> {
         if let Some(reason) = tagwire_testkit::skip_reason() {
             bail!("the multi-host benchmarks need network namespaces: {reason}");
         }
         let lan = Lan::new(hosts).context("building the test hosts")?;
-        let dir = std::env::temp_dir().join(format!("tagwire-perf-site-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "tagwire-perf-site-{}-{}",
+            std::process::id(),
+            if key.is_some() { "auth" } else { "plain" }
+        ));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let list: String = lan
             .hosts()
@@ -72,6 +82,7 @@ impl Site {
             net.name = h.name().to_owned();
             net.nodes_file = Some(nodes_file.clone());
             net.discovery = None;
+            net.key = key.clone();
             let cfg = Config {
                 socket: site.socket(i),
                 net: Some(net),
@@ -201,8 +212,18 @@ impl Drop for Site {
 /// ping-pong, the same ping-pong through a dispatcher thread on each host
 /// (`raw-relay`, [`raw::udp_relay_pingpong`]: the floor of a per-node
 /// delivery manager) and Cyclone DDS across the same link.
-pub fn remote_rtt(o: &SuiteOpts, site: &Site, sizes: &[usize]) -> anyhow::Result<Vec<Record>> {
+///
+/// With `keyed` (a second site whose daemons authenticate with a domain
+/// key), each repetition also measures `tagwire+auth` there, right after
+/// `tagwire`, and pairs it with it.
+pub fn remote_rtt(
+    o: &SuiteOpts,
+    site: &Site,
+    keyed: Option<&Site>,
+    sizes: &[usize],
+) -> anyhow::Result<Vec<Record>> {
     let env = site.env(o.env.exe.clone(), o.env.cpus, &[1]);
+    let keyed_env = keyed.map(|k| k.env(o.env.exe.clone(), o.env.cpus, &[1]));
     let dds = dds_opts(o).and_then(|d| site.dds(&d, 1, 0).map_err(|e| format!("{e:#}")));
     let ropts = raw::RawOpts { cpus: o.env.cpus };
     let mut acc = Acc::default();
@@ -217,6 +238,10 @@ pub fn remote_rtt(o: &SuiteOpts, site: &Site, sizes: &[usize]) -> anyhow::Result
             let s = size as u64;
             let d = workload::rtt(&env, Rounds::new(size, o.iters, o.warmup))?;
             push(&mut acc, "tagwire", "block", s, 1, "all", &d);
+            if let Some(env) = &keyed_env {
+                let d = workload::rtt(env, Rounds::new(size, o.iters, o.warmup))?;
+                push(&mut acc, "tagwire+auth", "block", s, 1, "all", &d);
+            }
             let (a, b) = site.udp_pair(0, 1)?;
             let d = raw::udp_pingpong(a, b, size, o.iters, o.warmup, &ropts)?;
             push(&mut acc, "raw-udp", "block", s, 1, "all", &d);
@@ -258,6 +283,7 @@ pub fn remote_rtt(o: &SuiteOpts, site: &Site, sizes: &[usize]) -> anyhow::Result
     let pairs = |e: &Series| -> Vec<(String, Series)> {
         let against: &[&str] = match e.0.as_str() {
             "tagwire" => &["raw-udp", "raw-relay", "cyclonedds"],
+            "tagwire+auth" => &["tagwire", "raw-udp"],
             // The two-sided floor, as a ratio of the one-hop one.
             "raw-relay" => &["raw-udp"],
             _ => &[],
@@ -457,13 +483,17 @@ pub fn remote_fanout(
 /// Messages per second from host 0 to a subscriber on host 1, reliable,
 /// publisher flat out (held back by the window), beside raw UDP and Cyclone
 /// DDS (reliable) across the same link.
+///
+/// With `keyed`, also `tagwire+auth` on that site, paired with `tagwire`.
 pub fn remote_throughput(
     o: &SuiteOpts,
     site: &Site,
+    keyed: Option<&Site>,
     sizes: &[usize],
     seconds: f64,
 ) -> anyhow::Result<Vec<Record>> {
     let env = site.env(o.env.exe.clone(), o.env.cpus, &[1]);
+    let keyed_env = keyed.map(|k| k.env(o.env.exe.clone(), o.env.cpus, &[1]));
     let dds = dds_opts(o).and_then(|d| site.dds(&d, 1, 0).map_err(|e| format!("{e:#}")));
     let dur = Duration::from_secs_f64(seconds);
     let mut rates = Rates::default();
@@ -486,6 +516,16 @@ pub fn remote_throughput(
                 t.msgs_per_s,
                 format!("sent {} received {} lost {}", t.sent, t.received, t.lost),
             );
+            if let Some(env) = &keyed_env {
+                let t = workload::throughput(env, size, dur, None, false)?;
+                add(
+                    rep,
+                    "tagwire+auth",
+                    s,
+                    t.msgs_per_s,
+                    format!("sent {} received {} lost {}", t.sent, t.received, t.lost),
+                );
+            }
             let (tx, rx) = site.udp_pair(0, 1)?;
             add(
                 rep,

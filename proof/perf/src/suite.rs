@@ -86,13 +86,10 @@ impl Rates {
         }
     }
 
-    /// Median over repetitions of `r` / Cyclone DDS's rate in the same
+    /// Median over repetitions of `r` / `base`'s rate in the same
     /// repetition.
-    fn paired(&self, size: u64, r: &[(usize, f64)]) -> Option<f64> {
-        let cy = self
-            .series
-            .iter()
-            .find(|e| e.0 == "cyclonedds" && e.1 == size)?;
+    fn paired(&self, base: &str, size: u64, r: &[(usize, f64)]) -> Option<f64> {
+        let cy = self.series.iter().find(|e| e.0 == base && e.1 == size)?;
         let ratios: Vec<f64> = r
             .iter()
             .filter_map(|(rep, v)| {
@@ -112,8 +109,14 @@ impl Rates {
                 let rr = RepeatedRate::from_rates(&values)?;
                 let mut rec = Record::throughput(system, "block", *size, &rr).with_nodes(nodes);
                 if system.starts_with("tagwire") {
-                    if let Some(p) = self.paired(*size, r) {
+                    if let Some(p) = self.paired("cyclonedds", *size, r) {
                         rec.paired.insert("cyclonedds".into(), p);
+                    }
+                }
+                // The cost of authentication, in the same repetition.
+                if system == "tagwire+auth" {
+                    if let Some(p) = self.paired("tagwire", *size, r) {
+                        rec.paired.insert("tagwire".into(), p);
                     }
                 }
                 Some(if notes.is_empty() {
