@@ -310,7 +310,11 @@ struct Forwarder<'a> {
 
 fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: &Ring, start: u64) {
     let _ = route.thread.set(std::thread::current());
-    lower_priority();
+    // With a key the send ticket is off: this thread sends every first
+    // copy, so it keeps the daemon's priority.
+    if !shared.guard.is_keyed() {
+        lower_priority();
+    }
     let me = shared.node();
     let tag = &route.tag;
     let mut cur = ring.cursor_from(start, ring.shape().slots);

@@ -7,7 +7,7 @@
 //!   this daemon's key for its life (its incarnation) and a counter shared
 //!   by all its sending threads. A peer's datagrams are opened with the key
 //!   of the life it announced over its authenticated control link
-//!   ([`crate::secure`]), from the counter floor it announced there, each
+//!   (`secure`), from the counter floor it announced there, each
 //!   counter once. Beacons (which announce a life before any link exists)
 //!   are opened with the key their header names and kept newer than the
 //!   last life and counter seen from that address.

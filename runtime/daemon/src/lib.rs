@@ -30,6 +30,11 @@
 //! * [`policy`]: who may publish, subscribe, create and destroy which tags
 //!   (uid and groups from `SO_PEERCRED`, tag owners, a policy file).
 //! * [`quota`]: the bounds of what one user and the daemon may hold.
+//! * [`guard`]: the trust boundary with other hosts: every datagram sealed
+//!   when sent and opened (authenticated, new, from an up peer) before it
+//!   is parsed, with the domain key when one is given (`tagwire-auth`);
+//!   `secure` runs the Noise handshake of control links and TCP data
+//!   connections and encrypts every byte after it.
 //! * [`blob`]: the store for messages too large for a shared-memory slot,
 //!   each kept until every gated reader has passed its record.
 //! * `stats`: the counters of `tagwire stats` (per node, tag, stream to
