@@ -431,6 +431,76 @@ fn without_a_key_a_stranger_can_neither_pose_as_a_listed_node_nor_inject_datagra
 }
 
 #[test]
+fn a_peer_cannot_flood_the_table_nor_push_versions_far_ahead() {
+    if skip() {
+        return;
+    }
+    // Without a key, host 2 is a listed node whose daemon misbehaves: the
+    // bounds still hold.
+    let site = Site::new(3);
+    let nodes = node_list(&site, &[0, 1, 2]);
+    let mut cfg = site.config(0, &Find::List);
+    cfg.net.as_mut().unwrap().nodes_file = Some(nodes.clone());
+    cfg.quotas.tags = 100;
+    let _d0 = start_in(site.lan.host(0), cfg);
+    let c0 = site.client(0);
+    c0.create_tag("/kept", Domain::Global).unwrap();
+    let (a0, a2) = (site.lan.host(0).addr(), site.lan.host(2).addr());
+    let ring = tagwire::RingParams {
+        slots: 1 << 20,
+        slot_payload: 1 << 10,
+    };
+    site.lan
+        .host(2)
+        .spawn(move || {
+            let mut t = TcpStream::connect((a0, DEFAULT_CONTROL_PORT)).unwrap();
+            let me = NodeAddr(a2.into());
+            let version = |lamport| Version { lamport, node: me };
+            let hello = PeerMessage::Hello {
+                node: me,
+                name: "h2".into(),
+                incarnation: 1,
+                delivery_port: DEFAULT_DELIVERY_PORT,
+            };
+            // A Sync of 500 tags with huge rings, past the quota of 100.
+            let ops = (0..500)
+                .map(|i| TableOp::TagUp {
+                    name: TagName::new(&format!("/flood/{i}")).unwrap(),
+                    domain: Domain::Global,
+                    ring,
+                    version: version(1),
+                })
+                .collect();
+            let sync = PeerMessage::Sync { ops };
+            // Then a TagDown of a live tag at a version far ahead.
+            let down = PeerMessage::Op {
+                id: 1,
+                op: TableOp::TagDown {
+                    name: TagName::new("/kept").unwrap(),
+                    version: version(u64::MAX),
+                },
+            };
+            t.write_all(&[hello.encode(), sync.encode(), down.encode()].concat())
+                .unwrap();
+            // Stay connected until host 0 has read it all.
+            std::thread::sleep(Duration::from_secs(1));
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    wait_until("the Sync and the Op refused", || {
+        counter(&c0, StatsKind::Node, "", "refused_syncs") >= 1
+            && counter(&c0, StatsKind::Node, "", "refused_ahead_ops") >= 1
+    });
+    let tags = view(&c0);
+    assert!(tags.contains_key("/kept"));
+    assert!(!tags.keys().any(|t| t.starts_with("/flood")));
+    // The clock did not wrap: new tags are still created and kept.
+    c0.create_tag("/after", Domain::Global).unwrap();
+    assert!(view(&c0).contains_key("/after"));
+}
+
+#[test]
 fn key_files_others_can_read_are_refused_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = key_file(dir.path(), "k", 1);

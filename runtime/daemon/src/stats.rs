@@ -234,6 +234,7 @@ fn daemon_rows(shared: &Shared, st: &crate::State) -> Vec<StatsRow> {
         .with("replayed_datagrams", n(&s.replayed))
         .with("unauthenticated_links", n(&s.unauthenticated_links))
         .with("refused_syncs", n(&s.refused_syncs))
+        .with("refused_ahead_ops", st.table.refused_ahead())
         .with("unknown_tag_datagrams", n(&s.unknown_tag))
         .with("forward_lost", n(&s.forward_lost))
         .with("forward_dropped", n(&s.forward_dropped))
