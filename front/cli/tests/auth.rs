@@ -501,6 +501,34 @@ fn a_peer_cannot_flood_the_table_nor_push_versions_far_ahead() {
 }
 
 #[test]
+fn keyed_daemons_find_each_other_by_sealed_beacons() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let key = key_file(site.dir.path(), "domain.key", 0x44);
+    let start = |i: usize| {
+        let mut cfg = site.config(i, &Find::Beacon);
+        cfg.net.as_mut().unwrap().key = Some(tagwire_daemon::read_key_file(&key).unwrap());
+        start_in(site.lan.host(i), cfg)
+    };
+    let (_d0, _d1) = (start(0), start(1));
+    let (c0, c1) = (site.client(0), site.client(1));
+    wait_until("found by beacon", || {
+        up_peers(&c0) == 1 && up_peers(&c1) == 1
+    });
+    // Each beacon is opened once: none counted as forged or replayed.
+    std::thread::sleep(Duration::from_millis(500));
+    for c in [&c0, &c1] {
+        assert_eq!(
+            counter(c, StatsKind::Node, "", "unauthenticated_datagrams"),
+            0
+        );
+        assert_eq!(counter(c, StatsKind::Node, "", "replayed_datagrams"), 0);
+    }
+}
+
+#[test]
 fn key_files_others_can_read_are_refused_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = key_file(dir.path(), "k", 1);
@@ -508,6 +536,16 @@ fn key_files_others_can_read_are_refused_with_a_clear_error() {
     let e = tagwire_daemon::read_key_file(&path).unwrap_err();
     assert!(matches!(e, tagwire_daemon::KeyFileError::Exposed { .. }));
     assert!(e.to_string().contains("chmod 600"), "{e}");
+    // The daemon refuses to start with it, saying why.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tagwire"))
+        .args(["daemon", "--node", "127.0.0.1", "--no-discovery", "--key"])
+        .arg(&path)
+        .arg("--socket")
+        .arg(dir.path().join("s.sock"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("chmod 600"));
 }
 
 #[test]
