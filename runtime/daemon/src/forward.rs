@@ -567,7 +567,7 @@ impl TcpOut {
                 return false;
             }
             let connected =
-                std::net::TcpStream::connect_timeout(&self.dest, Duration::from_secs(1))
+                tagwire_net::tcp_connect_from(guard.node(), self.dest, Duration::from_secs(1))
                     .map_err(HandshakeError::Io)
                     .and_then(|c| {
                         let session = secure::handshake(&c, guard, true)?;

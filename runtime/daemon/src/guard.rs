@@ -95,8 +95,10 @@ pub(crate) enum Refusal {
 const BEACON_SENDERS: usize = 1024;
 
 /// See the module docs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Guard {
+    /// This node's address (its sockets' source).
+    node: IpAddr,
     keyed: Option<Keyed>,
     /// Up peers' addresses (membership's `PeerUp` / `PeerDown`).
     up: RwLock<HashSet<IpAddr>>,
@@ -121,6 +123,7 @@ impl Guard {
         incarnation: u64,
     ) -> Self {
         Self {
+            node,
             keyed: key.map(|k| Keyed {
                 domain: k.clone(),
                 sealer: Sealer::new(k, node, incarnation, encrypt),
@@ -129,6 +132,11 @@ impl Guard {
             }),
             up: RwLock::new(HashSet::new()),
         }
+    }
+
+    /// This node's address.
+    pub(crate) fn node(&self) -> IpAddr {
+        self.node
     }
 
     /// Whether a domain key is configured.

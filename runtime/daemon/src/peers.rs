@@ -351,13 +351,15 @@ pub(crate) fn flush(shared: &Arc<Shared>, st: &mut State) {
             Transmit::Dial { node, addr } => {
                 let s = shared.clone();
                 let spawned = spawn("tagwired-dial", move || {
-                    let dialed = TcpStream::connect_timeout(&addr, Duration::from_millis(500))
-                        .map_err(secure::HandshakeError::Io)
-                        .and_then(|stream| {
-                            let session = secure::handshake(&stream, &s.guard, true)
-                                .inspect_err(|_| refused_link(&s, addr.ip()))?;
-                            Ok((stream, session))
-                        });
+                    let me = s.node().0;
+                    let dialed =
+                        tagwire_net::tcp_connect_from(me, addr, Duration::from_millis(500))
+                            .map_err(secure::HandshakeError::Io)
+                            .and_then(|stream| {
+                                let session = secure::handshake(&stream, &s.guard, true)
+                                    .inspect_err(|_| refused_link(&s, addr.ip()))?;
+                                Ok((stream, session))
+                            });
                     match dialed {
                         Ok((stream, session)) => {
                             if let Some(sn) = &session {

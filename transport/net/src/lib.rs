@@ -93,6 +93,22 @@ pub fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     Ok(s.into())
 }
 
+/// A TCP connection to `to` from this host's address `from` (any port), so
+/// that the other end sees the node's own address as the source even on a
+/// host with several (peers check it, DESIGN.md §7).
+pub fn tcp_connect_from(
+    from: std::net::IpAddr,
+    to: SocketAddr,
+    timeout: std::time::Duration,
+) -> io::Result<TcpStream> {
+    let s = Socket::new(Domain::for_address(to), Type::STREAM, Some(Protocol::TCP))?;
+    if from.is_ipv4() == to.is_ipv4() && !from.is_unspecified() {
+        s.bind(&SockAddr::from(SocketAddr::new(from, 0)))?;
+    }
+    s.connect_timeout(&SockAddr::from(to), timeout)?;
+    Ok(s.into())
+}
+
 /// Options every peer link gets: no Nagle delay, keep-alive as a backstop to
 /// the daemons' own heartbeats.
 pub fn tune_link(stream: &TcpStream) -> io::Result<()> {
