@@ -341,6 +341,11 @@ fn encrypting_daemons_carry_udp_tcp_and_multicast_subscriptions_and_no_payload_s
         }
         assert!(n > 0, "nothing came by multicast");
     });
+    // With a key the send ticket stays closed: the publisher sent no first
+    // copy itself (an idle forwarder like this one offers it without a key,
+    // see multinode.rs an_idle_forwarder_lets_the_publisher_send_...).
+    assert_eq!(counter(&c0, StatsKind::Node, "", "direct_sent"), 0);
+    assert_eq!(counter(&c1, StatsKind::Node, "", "direct_received"), 0);
     // Captured UDP payloads (tshark decodes TCP payloads as data too only
     // when it cannot dissect them; UDP is what matters here).
     if let Some(wire) = wire {
