@@ -5,6 +5,8 @@
 //!  +-------+-------+-------+-----------------------+-----------------------+
 //!  | magic | ver=1 | flags | epoch (u64 LE)        | counter (u64 LE)      |
 //!  +-------+-------+-------+-----------------------+-----------------------+
+//!  | tag id (u64 LE), only when flags & 2: sealed with a per-tag key       |
+//!  +-----------------------------------------------------------------------+
 //!  | body (the datagram the session made; ciphertext when flags & 1)       |
 //!  +-----------------------------------------------------------------------+
 //!  | tag (16 bytes, Poly1305)                                              |
@@ -19,6 +21,12 @@
 //! before the tag); with encryption (`flags` bit 0) the header is the
 //! associated data and the body is encrypted. Either way a change to any
 //! byte, the flags included, fails the tag.
+//!
+//! With flag bit 1 the datagram was sealed by a publishing client with its
+//! tag's key ([`crate::DomainKey::tag_key`]; the send ticket), and the tag
+//! id ([`tag_id`]) tells the receiver which key to try. Such a key can seal
+//! only what names that tag: the receiver checks the body's tag after
+//! opening.
 
 use std::fmt;
 
@@ -37,6 +45,25 @@ pub const MAGIC: [u8; 2] = *b"tA";
 pub const VERSION: u8 = 1;
 /// `flags` bit: the body is encrypted.
 pub const FLAG_ENCRYPTED: u8 = 1;
+/// `flags` bit: sealed with a per-tag key; a tag id follows the counter.
+pub const FLAG_TAG_KEY: u8 = 2;
+/// Bytes of the tag id.
+pub const TAG_ID_LEN: usize = 8;
+/// What sealing with a tag key adds.
+pub const TAG_OVERHEAD: usize = OVERHEAD + TAG_ID_LEN;
+
+/// A tag's id in tagged datagrams: the first 8 bytes (LE) of
+/// SHA-256("tagwire tag id" ‖ name).
+pub fn tag_id(name: &str) -> u64 {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"tagwire tag id");
+    h.update(name.as_bytes());
+    let d = h.finalize();
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&d[..8]);
+    u64::from_le_bytes(b)
+}
 
 /// Why a datagram was not opened. Nothing of its body may be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -59,6 +86,10 @@ pub enum OpenError {
         /// The datagram's.
         found: u64,
     },
+    /// Sealed with the key of a tag the receiver does not know (or keeps
+    /// too many keys of already).
+    #[error("unknown tag key {0:#x}")]
+    UnknownTag(u64),
     /// The tag does not verify: another key, or a changed byte.
     #[error("authentication failed")]
     Forged,
@@ -74,6 +105,8 @@ pub struct SealedHeader {
     pub counter: u64,
     /// Whether the body is encrypted.
     pub encrypted: bool,
+    /// The tag whose key sealed it (flag bit 1), if any.
+    pub tag: Option<u64>,
 }
 
 impl SealedHeader {
@@ -90,14 +123,33 @@ impl SealedHeader {
         if magic != MAGIC || version != VERSION {
             return Err(OpenError::NotSealed);
         }
-        if flags & !FLAG_ENCRYPTED != 0 {
+        if flags & !(FLAG_ENCRYPTED | FLAG_TAG_KEY) != 0 {
             return Err(OpenError::UnknownFlags(flags));
+        }
+        let tagged = flags & FLAG_TAG_KEY != 0;
+        if tagged && datagram.len() < TAG_OVERHEAD {
+            return Err(OpenError::Truncated);
         }
         Ok(Self {
             epoch: u64_at(datagram, 4),
             counter: u64_at(datagram, 12),
             encrypted: flags & FLAG_ENCRYPTED != 0,
+            tag: tagged.then(|| u64_at(datagram, HEADER_LEN)),
         })
+    }
+
+    /// Bytes before the body.
+    pub fn len(&self) -> usize {
+        if self.tag.is_some() {
+            HEADER_LEN + TAG_ID_LEN
+        } else {
+            HEADER_LEN
+        }
+    }
+
+    /// Whether this header is empty (never: it has at least [`HEADER_LEN`]).
+    pub fn is_empty(&self) -> bool {
+        false
     }
 }
 
@@ -125,6 +177,12 @@ impl DatagramKey {
         }
     }
 
+    /// A tag key from the bytes its daemon handed over
+    /// ([`crate::DomainKey::tag_key_bytes`]), for life `epoch`.
+    pub fn from_tag_key(key: &[u8; 32], epoch: u64) -> Self {
+        Self::new(key, epoch)
+    }
+
     /// The epoch this key seals under.
     pub fn epoch(&self) -> u64 {
         self.epoch
@@ -140,16 +198,48 @@ impl DatagramKey {
 
     /// [`DatagramKey::seal`] into `out` (cleared first), reusing its memory.
     pub fn seal_into(&self, counter: u64, encrypt: bool, body: &[u8], out: &mut Vec<u8>) {
+        self.seal_as(counter, encrypt, None, body, out);
+    }
+
+    /// Seals `body` as `tag`'s key ([`FLAG_TAG_KEY`], the tag id in the
+    /// header): for a tag key only.
+    pub fn seal_tagged_into(
+        &self,
+        counter: u64,
+        encrypt: bool,
+        tag: u64,
+        body: &[u8],
+        out: &mut Vec<u8>,
+    ) {
+        self.seal_as(counter, encrypt, Some(tag), body, out);
+    }
+
+    fn seal_as(
+        &self,
+        counter: u64,
+        encrypt: bool,
+        tag: Option<u64>,
+        body: &[u8],
+        out: &mut Vec<u8>,
+    ) {
         out.clear();
         out.extend_from_slice(&MAGIC);
         out.push(VERSION);
-        out.push(if encrypt { FLAG_ENCRYPTED } else { 0 });
+        let mut flags = if encrypt { FLAG_ENCRYPTED } else { 0 };
+        if tag.is_some() {
+            flags |= FLAG_TAG_KEY;
+        }
+        out.push(flags);
         out.extend_from_slice(&self.epoch.to_le_bytes());
         out.extend_from_slice(&counter.to_le_bytes());
+        if let Some(t) = tag {
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+        let head = out.len();
         out.extend_from_slice(body);
         let nonce = nonce(counter);
         let sealed = if encrypt {
-            let (header, body) = out.split_at_mut(HEADER_LEN);
+            let (header, body) = out.split_at_mut(head);
             self.aead.encrypt_in_place_detached(&nonce, header, body)
         } else {
             self.aead.encrypt_in_place_detached(&nonce, out, &mut [])
@@ -172,11 +262,12 @@ impl DatagramKey {
             });
         }
         let end = datagram.len() - TAG_LEN;
+        let head = header.len();
         let (sealed, tag) = datagram.split_at_mut(end);
         let tag = Tag::clone_from_slice(tag);
         let nonce = nonce(header.counter);
         let verified = if header.encrypted {
-            let (head, body) = sealed.split_at_mut(HEADER_LEN);
+            let (head, body) = sealed.split_at_mut(head);
             self.aead
                 .decrypt_in_place_detached(&nonce, head, body, &tag)
         } else {
@@ -184,7 +275,7 @@ impl DatagramKey {
                 .decrypt_in_place_detached(&nonce, sealed, &mut [], &tag)
         };
         verified.map_err(|_| OpenError::Forged)?;
-        Ok((header, &sealed[HEADER_LEN..]))
+        Ok((header, &sealed[head..]))
     }
 }
 
@@ -227,7 +318,8 @@ mod tests {
                 SealedHeader {
                     epoch: 9,
                     counter: 42,
-                    encrypted: encrypt
+                    encrypted: encrypt,
+                    tag: None,
                 }
             );
         }
@@ -254,6 +346,24 @@ mod tests {
         let mut d = k.seal(1, false, b"x");
         d[3] = 0x80;
         assert_eq!(k.open(&mut d), Err(OpenError::UnknownFlags(0x80)));
+    }
+
+    #[test]
+    fn tagged_datagrams_carry_their_tag_id_and_open_only_with_that_key() {
+        let k = key(1, 9);
+        let id = tag_id("/robot/cmd");
+        assert_ne!(id, tag_id("/robot/cmd2"));
+        for encrypt in [false, true] {
+            let mut d = Vec::new();
+            k.seal_tagged_into(3, encrypt, id, b"tagged", &mut d);
+            assert_eq!(d.len(), 6 + TAG_OVERHEAD);
+            let mut copy = d.clone();
+            let (h, body) = k.open(&mut copy).unwrap();
+            assert_eq!((h.tag, body), (Some(id), &b"tagged"[..]));
+            // The id is authenticated: changing it fails the tag.
+            d[HEADER_LEN] ^= 1;
+            assert_eq!(k.open(&mut d), Err(OpenError::Forged));
+        }
     }
 
     proptest! {

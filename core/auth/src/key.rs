@@ -119,6 +119,24 @@ impl DomainKey {
         DatagramKey::new(&key, epoch)
     }
 
+    /// The key a publishing client of `tag` on the daemon at `node` in life
+    /// `epoch` seals its own first copies with (the send ticket): a client
+    /// gets only the keys of tags it may publish on, and what it seals
+    /// must name that tag.
+    pub fn tag_key(&self, node: IpAddr, epoch: u64, tag: &str) -> DatagramKey {
+        DatagramKey::new(&self.tag_key_bytes(node, epoch, tag), epoch)
+    }
+
+    /// [`DomainKey::tag_key`]'s bytes, to hand to the client
+    /// ([`DatagramKey::from_tag_key`] on its side).
+    pub fn tag_key_bytes(&self, node: IpAddr, epoch: u64, tag: &str) -> [u8; KEY_LEN] {
+        let addr = match node {
+            IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+            IpAddr::V6(a) => a.octets(),
+        };
+        self.expand(&[b"tag datagram", &addr, &epoch.to_le_bytes(), tag.as_bytes()])
+    }
+
     /// HKDF-SHA256 (RFC 5869) with this key as input keying material and
     /// `info` the concatenation of `parts`.
     fn expand(&self, parts: &[&[u8]]) -> [u8; KEY_LEN] {

@@ -58,7 +58,7 @@ pub mod link;
 pub mod peer;
 pub mod replay;
 
-pub use datagram::{DatagramKey, OpenError, SealedHeader};
+pub use datagram::{tag_id, DatagramKey, OpenError, SealedHeader};
 pub use key::{DomainKey, KeyError};
 pub use link::{Deframer, Handshake, LinkError, LinkHello, LinkReceiver, LinkSender, Progress};
 pub use peer::{Opener, Refused, Sealer};

@@ -1,10 +1,11 @@
 //! The two ends of a daemon's datagrams, put together: a [`Sealer`] for
 //! what this daemon sends, an [`Opener`] per authenticated peer.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::datagram::{DatagramKey, OpenError};
+use crate::datagram::{DatagramKey, OpenError, SealedHeader};
 use crate::link::LinkHello;
 use crate::replay::{Replay, ReplayWindow};
 use crate::DomainKey;
@@ -48,6 +49,17 @@ impl Sealer {
         self.key.seal_into(counter, self.encrypt, body, out);
     }
 
+    /// Reserves `n` counters (for datagrams sealed elsewhere: a publishing
+    /// client's, with its tag key) and returns the first.
+    pub fn reserve(&self, n: u64) -> u64 {
+        self.counter.fetch_add(n, Ordering::Relaxed)
+    }
+
+    /// This life.
+    pub fn epoch(&self) -> u64 {
+        self.key.epoch()
+    }
+
     /// What to tell a peer in a [`LinkHello`]: this life and the counter
     /// now (nothing sealed before it will be accepted by that peer).
     pub fn hello(&self) -> LinkHello {
@@ -59,20 +71,33 @@ impl Sealer {
     }
 }
 
+/// Tag keys one peer's opener keeps (one per tag its clients publish on
+/// through the send ticket).
+pub const MAX_TAG_KEYS: usize = 4096;
+
 /// Opens one authenticated peer's datagrams: its key for the life it
-/// announced, and the counters accepted since its floor.
+/// announced, and the counters accepted since its floor; and the datagrams
+/// its publishing clients sealed with their tags' keys, each tag with a
+/// window of its own (their counters come from the daemon's, so the floor
+/// holds for them too, and a client jumping ahead harms only its tag).
 #[derive(Debug, Clone)]
 pub struct Opener {
+    domain: DomainKey,
+    hello: LinkHello,
     key: DatagramKey,
     window: ReplayWindow,
+    tags: HashMap<u64, (DatagramKey, ReplayWindow)>,
 }
 
 impl Opener {
     /// For the peer that said `hello` over an authenticated link.
     pub fn new(domain: &DomainKey, hello: &LinkHello) -> Self {
         Self {
+            domain: domain.clone(),
+            hello: *hello,
             key: domain.datagram_key(hello.node, hello.epoch),
             window: ReplayWindow::new(hello.floor),
+            tags: HashMap::new(),
         }
     }
 
@@ -81,11 +106,52 @@ impl Opener {
         self.key.epoch()
     }
 
-    /// Opens `datagram` in place: its body if authentic and new.
+    /// Opens `datagram` in place: its body if authentic and new. Datagrams
+    /// sealed with a tag key are refused (see [`Opener::open_any`]).
     pub fn open<'a>(&mut self, datagram: &'a mut [u8]) -> Result<&'a [u8], Refused> {
-        let (header, body) = self.key.open(datagram)?;
-        self.window.accept(header.counter)?;
-        Ok(body)
+        match self.open_any(datagram, |_| None)? {
+            (body, None) => Ok(body),
+            (_, Some(tag)) => Err(Refused::Open(OpenError::UnknownTag(tag))),
+        }
+    }
+
+    /// Opens `datagram` in place, sealed with the peer's key or one of its
+    /// tags' keys: the body and, for the latter, the tag id, which the
+    /// caller must check the body names. `name` gives a tag id's name (the
+    /// tags the receiver knows); a key is derived once per tag.
+    pub fn open_any<'a>(
+        &mut self,
+        datagram: &'a mut [u8],
+        name: impl FnOnce(u64) -> Option<String>,
+    ) -> Result<(&'a [u8], Option<u64>), Refused> {
+        let peek = SealedHeader::peek(datagram)?;
+        let Some(tag) = peek.tag else {
+            let (header, body) = self.key.open(datagram)?;
+            self.window.accept(header.counter)?;
+            return Ok((body, None));
+        };
+        if peek.epoch != self.hello.epoch {
+            return Err(Refused::Open(OpenError::WrongEpoch {
+                expected: self.hello.epoch,
+                found: peek.epoch,
+            }));
+        }
+        if !self.tags.contains_key(&tag) {
+            let unknown = Refused::Open(OpenError::UnknownTag(tag));
+            if self.tags.len() >= MAX_TAG_KEYS {
+                return Err(unknown);
+            }
+            let n = name(tag).ok_or(unknown)?;
+            let key = self.domain.tag_key(self.hello.node, self.hello.epoch, &n);
+            self.tags
+                .insert(tag, (key, ReplayWindow::new(self.hello.floor)));
+        }
+        let Some((key, window)) = self.tags.get_mut(&tag) else {
+            return Err(Refused::Open(OpenError::UnknownTag(tag)));
+        };
+        let (header, body) = key.open(datagram)?;
+        window.accept(header.counter)?;
+        Ok((body, Some(tag)))
     }
 }
 
@@ -119,6 +185,42 @@ mod tests {
         let mut d = Vec::new();
         s.seal_into(b"data", &mut d);
         assert_eq!(rx.open(&mut d), Err(Refused::Open(OpenError::Forged)));
+    }
+
+    #[test]
+    fn a_clients_tag_key_opens_only_its_tag_once_and_not_as_the_node() {
+        let d = domain(1);
+        let s = Sealer::new(&d, A, 5, false);
+        let mut rx = Opener::new(&d, &s.hello());
+        let name = |id: u64| (id == crate::datagram::tag_id("/t")).then(|| "/t".to_owned());
+        let key = DatagramKey::from_tag_key(&d.tag_key_bytes(A, 5, "/t"), 5);
+        let c = s.reserve(1);
+        let mut dg = Vec::new();
+        key.seal_tagged_into(c, false, crate::datagram::tag_id("/t"), b"mine", &mut dg);
+        let id = crate::datagram::tag_id("/t");
+        assert_eq!(
+            rx.open_any(&mut dg.clone(), name),
+            Ok((&b"mine"[..], Some(id)))
+        );
+        assert!(matches!(
+            rx.open_any(&mut dg.clone(), name),
+            Err(Refused::Replay(_))
+        ));
+        // Not with `open` (node key only), and not under another tag's id.
+        assert!(rx.open(&mut dg.clone()).is_err());
+        let mut other = Vec::new();
+        key.seal_tagged_into(
+            s.reserve(1),
+            false,
+            crate::datagram::tag_id("/u"),
+            b"x",
+            &mut other,
+        );
+        let names = |id: u64| (id == crate::datagram::tag_id("/u")).then(|| "/u".to_owned());
+        assert_eq!(
+            rx.open_any(&mut other, names),
+            Err(Refused::Open(OpenError::Forged))
+        );
     }
 
     #[test]

@@ -163,6 +163,14 @@ pub enum Request {
     /// [`Response::Ok`] and the socket's descriptor, or an error from a daemon
     /// without a network.
     SendSocket,
+    /// The key this client seals its first copies of `name` with (the send
+    /// ticket), on a daemon with a domain key: answered with
+    /// [`Response::TagKey`] if the client holds send access to the tag,
+    /// [`Response::Ok`] from a daemon without a key.
+    TagKey {
+        /// The tag.
+        name: TagName,
+    },
     /// Counters for `tagwire stats`. From a client: this node's counters
     /// and every local subscriber's, answered with [`Response::Stats`]. From
     /// the daemon to a client: report your subscribers' (with
@@ -439,6 +447,16 @@ pub enum Response {
         /// The node's rows, then its subscribers'.
         rows: Vec<StatsRow>,
     },
+    /// Answer to [`Request::TagKey`]: the tag's key for the daemon's
+    /// current life.
+    TagKey {
+        /// The daemon's life (the key's epoch).
+        epoch: u64,
+        /// The key.
+        key: [u8; 32],
+        /// Whether to encrypt bodies too.
+        encrypt: bool,
+    },
     /// The request failed.
     Error {
         /// What class of failure.
@@ -644,6 +662,7 @@ mod tests {
             Just(Request::Ping),
             Just(Request::ListNodes),
             Just(Request::SendSocket),
+            name().prop_map(|name| Request::TagKey { name }),
             Just(Request::Stats),
             (any::<u32>(), rows()).prop_map(|(query, rows)| Request::Report { query, rows }),
             (name(), any::<u32>(), any::<u64>()).prop_map(|(name, depth, max_bytes)| {
@@ -691,6 +710,13 @@ mod tests {
         prop_oneof![
             Just(Response::Ok),
             Just(Response::Pong),
+            (any::<u64>(), any::<[u8; 32]>(), any::<bool>()).prop_map(|(epoch, key, encrypt)| {
+                Response::TagKey {
+                    epoch,
+                    key,
+                    encrypt,
+                }
+            }),
             proptest::collection::vec(
                 (
                     any::<[u8; 16]>(),

@@ -406,6 +406,27 @@ impl Client {
         sock
     }
 
+    /// The key this client's publisher of `tag` seals its own first copies
+    /// with, on a daemon with a domain key (epoch, key, encrypt); `None`
+    /// from a daemon without one.
+    pub(crate) fn tag_key(&self, tag: &TagName) -> Result<Option<(u64, [u8; 32], bool)>> {
+        match self
+            .core
+            .call(Request::TagKey { name: tag.clone() }, None)?
+        {
+            (Response::Ok, _) => Ok(None),
+            (
+                Response::TagKey {
+                    epoch,
+                    key,
+                    encrypt,
+                },
+                _,
+            ) => Ok(Some((epoch, key, encrypt))),
+            other => Err(unexpected(other, tag)),
+        }
+    }
+
     /// Gets send access to a tag.
     pub fn publisher(&self, name: &str) -> Result<Publisher> {
         let ep = self.open(name, EndpointKind::Publisher)?;

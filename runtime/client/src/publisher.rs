@@ -15,6 +15,10 @@
 //! itself, from the daemon's send socket (`Request::SendSocket`): the
 //! message's trip to another node then waits for no daemon thread to wake.
 //! The forwarder keeps the message for resends as if it had sent it.
+//! With a domain key (`tagwire daemon --key`) the publisher seals those
+//! datagrams itself, with its tag's key (`Request::TagKey`, given only to a
+//! client with send access: it can forge nothing it could not publish) and
+//! the counters the forwarder reserved for it in the ticket.
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -70,6 +74,35 @@ struct Direct {
     sock: Arc<UdpSocket>,
     entries: Vec<u8>,
     buf: Vec<u8>,
+    /// With a domain key: the tag's key, its id and whether to encrypt.
+    seal: Option<TagSeal>,
+    sealed: Vec<u8>,
+}
+
+/// What seals a publisher's own datagrams on a daemon with a domain key.
+#[derive(Debug)]
+struct TagSeal {
+    key: tagwire_auth::DatagramKey,
+    id: u64,
+    encrypt: bool,
+}
+
+/// How the daemon wants this tag's first copies sent: `Some(None)` plain
+/// (no key), `Some(Some(seal))` sealed, `None` not at all (leave them to
+/// the forwarder: the daemon has a key but gave us none).
+fn tag_seal(client: &Client, tag: &tagwire_wire::TagName) -> Option<Option<TagSeal>> {
+    match client.tag_key(tag) {
+        Ok(None) => Some(None),
+        Ok(Some((epoch, key, encrypt))) => Some(Some(TagSeal {
+            key: tagwire_auth::DatagramKey::from_tag_key(&key, epoch),
+            id: tagwire_auth::tag_id(tag.as_str()),
+            encrypt,
+        })),
+        Err(e) => {
+            tracing::debug!(tag = %tag, error = %e, "no tag key: the forwarder sends every first copy");
+            None
+        }
+    }
 }
 
 impl Direct {
@@ -103,7 +136,15 @@ impl Direct {
             batch.seq = d.seq;
             self.buf.clear();
             batch.encode(d.stream, &mut self.buf);
-            let _ = self.sock.send_to(&self.buf, d.addr);
+            let wire = match &self.seal {
+                Some(s) => {
+                    s.key
+                        .seal_tagged_into(d.counter, s.encrypt, s.id, &self.buf, &mut self.sealed);
+                    &self.sealed
+                }
+                None => &self.buf,
+            };
+            let _ = self.sock.send_to(wire, d.addr);
         }
     }
 }
@@ -119,10 +160,14 @@ impl Publisher {
         let direct = (ep.domain == Domain::Global)
             .then(|| client.send_socket())
             .flatten()
-            .map(|sock| Direct {
-                sock,
-                entries: Vec::new(),
-                buf: Vec::new(),
+            .and_then(|sock| {
+                Some(Direct {
+                    sock,
+                    entries: Vec::new(),
+                    buf: Vec::new(),
+                    seal: tag_seal(&client, &ep.name)?,
+                    sealed: Vec::new(),
+                })
             });
         Self {
             client,
@@ -177,6 +222,13 @@ impl Publisher {
             self.generation = g;
             self.sender = self.client.me();
             self.last_blob = 0;
+            // Its new life has new keys.
+            if let Some(d) = self.direct.as_mut() {
+                match tag_seal(&self.client, &self.ep.name) {
+                    Some(seal) => d.seal = seal,
+                    None => self.direct = None,
+                }
+            }
         }
         if payload.len() > MAX_MESSAGE {
             return Err(Error::TooLarge {

@@ -307,7 +307,7 @@ fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast:
             // Opened (authenticated, new, from an up peer) before anything
             // of it is parsed.
             match shared.guard.open(from.ip(), &mut buf[..n]) {
-                Ok(raw) => take_datagram(shared, d, &mut session, multicast, from, raw),
+                Ok((raw, tag)) => take_datagram(shared, d, &mut session, multicast, from, raw, tag),
                 Err(why) => crate::stats::refused(shared, from.ip(), why),
             }
         }
@@ -336,9 +336,14 @@ fn take_datagram(
     multicast: bool,
     from: SocketAddr,
     raw: &[u8],
+    tag_key: Option<u64>,
 ) {
     let now = Instant::now();
     match Datagram::decode(raw) {
+        // Sealed by a peer's client with a tag's key: only that tag's data.
+        Ok(dg) if tag_key.is_some_and(|id| !names_tag(&dg.body, id)) => {
+            crate::stats::refused(shared, from.ip(), crate::guard::Refusal::Unauthenticated);
+        }
         Ok(dg) if multicast && !d.joined(&dg.body) => {}
         Ok(Datagram {
             stream,
@@ -463,6 +468,16 @@ fn account(shared: &Shared, e: Event) {
         | Event::Dropped { .. }
         | Event::DirectKept { .. } => {}
     }
+}
+
+/// Whether `body` is data of the tag whose id is `id`.
+fn names_tag(body: &Body<'_>, id: u64) -> bool {
+    let tag = match body {
+        Body::Data(d) => d.tag.as_ref(),
+        Body::Batch(b) => b.tag.as_ref(),
+        Body::Heartbeat(_) | Body::AckNack(_) => return false,
+    };
+    tagwire_auth::tag_id(tag.as_str()) == id
 }
 
 impl Delivery {

@@ -310,11 +310,7 @@ struct Forwarder<'a> {
 
 fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: &Ring, start: u64) {
     let _ = route.thread.set(std::thread::current());
-    // With a key the send ticket is off: this thread sends every first
-    // copy, so it keeps the daemon's priority.
-    if !shared.guard.is_keyed() {
-        lower_priority();
-    }
+    lower_priority();
     let me = shared.node();
     let tag = &route.tag;
     let mut cur = ring.cursor_from(start, ring.shape().slots);
@@ -425,9 +421,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
             let mut s = lock(&route.session);
             s.flush(now, tag);
             s.handle_timeout(now);
-            // With a domain key the send ticket stays closed: a client holds
-            // no datagram key, so the forwarder sends every first copy.
-            let offer = (!progressed && gate.is_some() && !shared.guard.is_keyed())
+            let offer = (!progressed && gate.is_some())
                 .then(|| s.offer(tag, TICKET_DESTS))
                 .flatten();
             let (tx, events) = drain(&mut s, now);
@@ -441,13 +435,18 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
             t.saturating_duration_since(Instant::now()).min(IDLE_WAKE)
         });
         let offered = offer.and_then(|o| {
+            // With a domain key the publisher seals each datagram with its
+            // tag's key and a counter reserved here (never used twice).
+            let base = shared.guard.reserve(o.dests.len() as u64);
             let ds: Vec<TicketDest> = o
                 .dests
                 .iter()
-                .map(|d| TicketDest {
+                .zip(base..)
+                .map(|(d, counter)| TicketDest {
                     addr: d.addr,
                     stream: d.stream,
                     seq: d.seq,
+                    counter: if shared.guard.is_keyed() { counter } else { 0 },
                 })
                 .collect();
             let index = cur.position();

@@ -23,8 +23,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, RwLock};
 
 use tagwire_auth::{
-    DomainKey, KeyError, LinkHello, Opener, Refused, ReplayWindows, SealedHeader, Sealer,
+    tag_id, DomainKey, KeyError, LinkHello, Opener, Refused, ReplayWindows, SealedHeader, Sealer,
 };
+use tagwire_wire::control::Response;
+use tagwire_wire::TagName;
 
 use crate::lock;
 
@@ -94,6 +96,9 @@ pub(crate) enum Refusal {
 /// Beacon senders remembered (their latest life and counters).
 const BEACON_SENDERS: usize = 1024;
 
+/// Tag names remembered for tag keys (past it the map starts afresh).
+const MAX_NAMES: usize = 65536;
+
 /// See the module docs.
 #[derive(Debug)]
 pub(crate) struct Guard {
@@ -110,6 +115,10 @@ struct Keyed {
     sealer: Sealer,
     /// Per peer address, the opener of the life it announced last.
     openers: RwLock<HashMap<IpAddr, Mutex<Opener>>>,
+    encrypt: bool,
+    /// Tag names by tag id, for datagrams peers' clients sealed with their
+    /// tags' keys (every tag this daemon has known; cleared past a bound).
+    names: RwLock<HashMap<u64, String>>,
     beacons: Mutex<ReplayWindows<IpAddr>>,
 }
 
@@ -128,6 +137,8 @@ impl Guard {
                 domain: k.clone(),
                 sealer: Sealer::new(k, node, incarnation, encrypt),
                 openers: RwLock::new(HashMap::new()),
+                encrypt,
+                names: RwLock::new(HashMap::new()),
                 beacons: Mutex::new(ReplayWindows::new(BEACON_SENDERS)),
             }),
             up: RwLock::new(HashSet::new()),
@@ -178,6 +189,38 @@ impl Guard {
         }
     }
 
+    /// Reserves `n` sealing counters for a publishing client's first copies
+    /// (the send ticket) and returns the first; 0 without a key.
+    pub(crate) fn reserve(&self, n: u64) -> u64 {
+        self.keyed.as_ref().map_or(0, |k| k.sealer.reserve(n))
+    }
+
+    /// Answers a client's `TagKey` request for `tag` (its send access
+    /// checked): the tag's key for this life, or `Ok` without a key.
+    pub(crate) fn tag_key(&self, tag: &TagName) -> Response {
+        let Some(k) = &self.keyed else {
+            return Response::Ok;
+        };
+        let epoch = k.sealer.epoch();
+        Response::TagKey {
+            epoch,
+            key: k.domain.tag_key_bytes(self.node, epoch, tag.as_str()),
+            encrypt: k.encrypt,
+        }
+    }
+
+    /// A tag exists here now: peers' clients may seal its datagrams with
+    /// its key.
+    pub(crate) fn know_tag(&self, tag: &TagName) {
+        if let Some(k) = &self.keyed {
+            let mut names = k.names.write().unwrap_or_else(|e| e.into_inner());
+            if names.len() >= MAX_NAMES {
+                names.clear();
+            }
+            names.insert(tag_id(tag.as_str()), tag.as_str().to_owned());
+        }
+    }
+
     /// Membership says `peer` is up (or no longer).
     pub(crate) fn set_up(&self, peer: IpAddr, up: bool) {
         let mut set = self.up.write().unwrap_or_else(|e| e.into_inner());
@@ -197,26 +240,34 @@ impl Guard {
     }
 
     /// Opens a datagram that arrived from `from`: its body (decrypted in
-    /// place when encrypted), or why it is refused. Nothing else of it may
-    /// be looked at before.
+    /// place when encrypted) and, when a peer's client sealed it with a
+    /// tag's key, that tag's id (the caller checks the body names it), or
+    /// why it is refused. Nothing else of it may be looked at before.
     pub(crate) fn open<'a>(
         &self,
         from: IpAddr,
         datagram: &'a mut [u8],
-    ) -> Result<&'a [u8], Refusal> {
+    ) -> Result<(&'a [u8], Option<u64>), Refusal> {
         if !self.is_up(from) {
             return Err(Refusal::Unauthenticated);
         }
         let Some(k) = &self.keyed else {
-            return Ok(datagram);
+            return Ok((datagram, None));
         };
         let openers = k.openers.read().unwrap_or_else(|e| e.into_inner());
         let Some(opener) = openers.get(&from) else {
             return Err(Refusal::Unauthenticated);
         };
         let mut opener = lock(opener);
-        match opener.open(datagram) {
-            Ok(body) => Ok(body),
+        let name = |id: u64| {
+            k.names
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&id)
+                .cloned()
+        };
+        match opener.open_any(datagram, name) {
+            Ok(opened) => Ok(opened),
             Err(Refused::Replay(_)) => Err(Refusal::Replayed),
             Err(Refused::Open(_)) => Err(Refusal::Unauthenticated),
         }
@@ -257,7 +308,7 @@ mod tests {
         let mut d = *b"data";
         assert_eq!(g.open(B, &mut d), Err(Refusal::Unauthenticated));
         g.set_up(B, true);
-        assert_eq!(g.open(B, &mut d), Ok(&b"data"[..]));
+        assert_eq!(g.open(B, &mut d), Ok((&b"data"[..], None)));
         g.set_up(B, false);
         assert_eq!(g.open(B, &mut d), Err(Refusal::Unauthenticated));
     }
@@ -282,7 +333,7 @@ mod tests {
         assert_eq!(a.open(B, &mut early), Err(Refusal::Replayed));
         let mut s = Vec::new();
         let mut sealed = b.seal(b"hi", &mut s).to_vec();
-        assert_eq!(a.open(B, &mut sealed.clone()), Ok(&b"hi"[..]));
+        assert_eq!(a.open(B, &mut sealed.clone()), Ok((&b"hi"[..], None)));
         assert_eq!(a.open(B, &mut sealed), Err(Refusal::Replayed));
         let mut plain = *b"hi";
         assert_eq!(a.open(B, &mut plain), Err(Refusal::Unauthenticated));

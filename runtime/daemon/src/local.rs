@@ -391,6 +391,13 @@ fn handle(
                 ),
             }
         }
+        Request::TagKey { name } => {
+            let id = st.table.entry(&name).map(|e| e.id);
+            match id.filter(|&t| st.table.is_sender(t, client.id)) {
+                Some(_) => (shared.guard.tag_key(&name), None),
+                None => error(ErrorCode::NoSendAccess, "a tag key needs send access"),
+            }
+        }
         Request::SetHistory {
             name,
             depth,

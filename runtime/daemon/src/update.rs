@@ -66,6 +66,8 @@ pub(crate) fn effects(shared: &Shared, st: &mut State, updates: &[Update]) {
     for u in updates {
         match &u.event {
             TableEvent::TagCreated { tag, name, .. } => {
+                // Peers' publishing clients may seal its datagrams now.
+                shared.guard.know_tag(name);
                 if st.rings.contains_key(tag) {
                     continue;
                 }

@@ -18,8 +18,9 @@
 //! 256  state (AtomicU64): kind << 62 | record index
 //!        kind 0 closed, 1 open, 2 claimed, 3 sent
 //! 264  max_len << 8 | destination count (AtomicU64)
-//! 272  destinations, TICKET_DESTS × 5 words:
-//!        address (16 bytes, IPv4 as IPv4-mapped IPv6), port, stream, seq
+//! 272  destinations, TICKET_DESTS × 6 words:
+//!        address (16 bytes, IPv4 as IPv4-mapped IPv6), port, stream, seq,
+//!        counter (the datagram's sealing counter, with a domain key)
 //! ```
 //!
 //! **Trust.** A client can write anything here. The forwarder never reads the
@@ -40,7 +41,7 @@ pub const TICKET_DESTS: usize = 6;
 pub(crate) const TICKET_OFF: usize = 256;
 const COUNT_OFF: usize = TICKET_OFF + 8;
 const DESTS_OFF: usize = TICKET_OFF + 16;
-const DEST_WORDS: usize = 5;
+const DEST_WORDS: usize = 6;
 /// End of the ticket area.
 pub(crate) const TICKET_END: usize = DESTS_OFF + TICKET_DESTS * DEST_WORDS * 8;
 
@@ -64,6 +65,9 @@ pub struct TicketDest {
     pub stream: u64,
     /// The datagram's sequence number on that stream.
     pub seq: u64,
+    /// With a domain key, the counter the publisher seals this datagram
+    /// with (reserved by the daemon for it; 0 without a key).
+    pub counter: u64,
 }
 
 /// How a closed ticket ended.
@@ -125,7 +129,7 @@ impl<'a> Ticket<'a> {
             let b = ip.octets();
             let hi = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
             let lo = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
-            for (w, v) in [hi, lo, u64::from(d.addr.port()), d.stream, d.seq]
+            for (w, v) in [hi, lo, u64::from(d.addr.port()), d.stream, d.seq, d.counter]
                 .into_iter()
                 .enumerate()
             {
@@ -222,6 +226,7 @@ impl<'a> Ticket<'a> {
             addr: SocketAddr::new(ip, w(2) as u16),
             stream: w(3),
             seq: w(4),
+            counter: w(5),
         }
     }
 }
@@ -298,11 +303,13 @@ mod tests {
                 addr: "10.0.0.2:7400".parse().unwrap(),
                 stream: 0xdead_beef_0123,
                 seq: 41,
+                counter: 7,
             },
             TicketDest {
                 addr: "[fe80::1]:7401".parse().unwrap(),
                 stream: u64::MAX,
                 seq: 1,
+                counter: u64::MAX,
             },
         ]
     }

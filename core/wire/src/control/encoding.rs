@@ -25,6 +25,7 @@ pub(super) fn request_kind(r: &Request) -> u8 {
         Request::SendSocket => 16,
         Request::Stats => 17,
         Request::Report { .. } => 18,
+        Request::TagKey { .. } => 19,
     }
 }
 
@@ -45,7 +46,8 @@ pub(super) fn encode_request(r: &Request, w: &mut Writer) {
         }
         Request::DestroyTag { name }
         | Request::GetSendAccess { name }
-        | Request::ListMembers { name } => {
+        | Request::ListMembers { name }
+        | Request::TagKey { name } => {
             w.str(name.as_str());
         }
         Request::ReleaseSendAccess { tag } | Request::Unsubscribe { tag } => {
@@ -153,6 +155,9 @@ pub(super) fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, De
             query: r.u32()?,
             rows: stats::decode_rows(r)?,
         },
+        19 => Request::TagKey {
+            name: TagName::decode(r)?,
+        },
         k => {
             return Err(DecodeError::Unknown {
                 what: "request kind",
@@ -177,6 +182,7 @@ pub(super) fn response_kind(r: &Response) -> u8 {
         Response::Nodes { .. } => 74,
         Response::Pulled { .. } => 75,
         Response::Stats { .. } => 76,
+        Response::TagKey { .. } => 77,
     }
 }
 
@@ -235,6 +241,13 @@ pub(super) fn encode_response(r: &Response, w: &mut Writer) {
             w.u16(code.to_u16()).str(message);
         }
         Response::Stats { rows } => stats::encode_rows(rows, w),
+        Response::TagKey {
+            epoch,
+            key,
+            encrypt,
+        } => {
+            w.u64(*epoch).bytes(key).u8(u8::from(*encrypt));
+        }
         Response::Nodes { nodes } => {
             w.count(nodes.len());
             for n in nodes {
@@ -308,6 +321,11 @@ pub(super) fn decode_response(kind: u8, r: &mut Reader<'_>) -> Result<Response, 
         },
         76 => Response::Stats {
             rows: stats::decode_rows(r)?,
+        },
+        77 => Response::TagKey {
+            epoch: r.u64()?,
+            key: r.array()?,
+            encrypt: decode_bool(r)?,
         },
         72 => Response::Pong,
         73 => Response::Error {
