@@ -21,6 +21,7 @@ use std::time::Duration;
 use tagwire::{Client, Domain, StatsKind, SubscribeOptions};
 use tagwire_daemon::peers::{DEFAULT_CONTROL_PORT, DEFAULT_DELIVERY_PORT};
 use tagwire_daemon::{Daemon, DomainKey};
+use tagwire_wire::control::{ErrorCode, Message, Request, Response};
 use tagwire_wire::datagram::{push_batch_entry, BatchRef, FLAG_RELIABLE};
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::peer::{PeerMessage, TableOp, Version};
@@ -535,6 +536,164 @@ fn keyed_daemons_find_each_other_by_sealed_beacons() {
         );
         assert_eq!(counter(c, StatsKind::Node, "", "replayed_datagrams"), 0);
     }
+}
+
+/// Sends `body` on a raw control connection and returns the answer.
+fn ask(raw: &tagwire_unix::SeqPacket, id: u32, body: Request) -> Response {
+    raw.send(&Message::Request { id, body }.encode(), None)
+        .unwrap();
+    loop {
+        let p = raw.recv(1 << 20).unwrap().expect("daemon answers");
+        if let Ok(Message::Response { id: got, body }) = Message::decode(&p.data) {
+            assert_eq!(got, id);
+            return body;
+        }
+    }
+}
+
+#[test]
+fn a_tag_key_is_given_only_to_a_client_with_send_access() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = key_file(dir.path(), "k", 0x55);
+    let mut net = tagwire_daemon::NetConfig::new("127.0.0.1".parse().unwrap());
+    // Ports of our own on loopback (no other test uses these).
+    let base = 20_000 + (std::process::id() % 20_000) as u16;
+    (net.control_port, net.delivery_port, net.multicast_port) = (base, base + 1, base + 2);
+    net.discovery = None;
+    net.key = Some(tagwire_daemon::read_key_file(&key).unwrap());
+    let socket = dir.path().join("d.sock");
+    let _d = Daemon::start(tagwire_daemon::Config {
+        socket: socket.clone(),
+        net: Some(net),
+        ..tagwire_daemon::Config::default()
+    })
+    .unwrap();
+    let c = connect(&socket);
+    c.create_tag("/mine", Domain::Global).unwrap();
+    c.create_tag("/other", Domain::Global).unwrap();
+    let raw = tagwire_unix::SeqPacket::connect(&socket).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let name = |n: &str| TagName::new(n).unwrap();
+    // No send access yet: refused.
+    assert!(matches!(
+        ask(
+            &raw,
+            1,
+            Request::TagKey {
+                name: name("/mine")
+            }
+        ),
+        Response::Error {
+            code: ErrorCode::NoSendAccess,
+            ..
+        }
+    ));
+    ask(
+        &raw,
+        2,
+        Request::GetSendAccess {
+            name: name("/mine"),
+        },
+    );
+    let Response::TagKey { key: k1, .. } = ask(
+        &raw,
+        3,
+        Request::TagKey {
+            name: name("/mine"),
+        },
+    ) else {
+        panic!("no tag key with send access");
+    };
+    // Still none for a tag it may not publish on.
+    assert!(matches!(
+        ask(
+            &raw,
+            4,
+            Request::TagKey {
+                name: name("/other")
+            }
+        ),
+        Response::Error { .. }
+    ));
+    // Another tag's key would differ.
+    ask(
+        &raw,
+        5,
+        Request::GetSendAccess {
+            name: name("/other"),
+        },
+    );
+    let Response::TagKey { key: k2, .. } = ask(
+        &raw,
+        6,
+        Request::TagKey {
+            name: name("/other"),
+        },
+    ) else {
+        panic!("no tag key with send access");
+    };
+    assert_ne!(k1, k2);
+}
+
+#[test]
+fn a_publishers_tag_key_seals_its_own_tag_only() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let key = key_file(site.dir.path(), "domain.key", 0x66);
+    let nodes = node_list(&site, &[0, 1]);
+    let _d0 = start_keyed(&site, 0, &key, &nodes);
+    let _d1 = start_keyed(&site, 1, &key, &nodes);
+    let (c0, c1) = (site.client(0), site.client(1));
+    wait_until("peers", || up_peers(&c0) == 1 && up_peers(&c1) == 1);
+    c0.create_tag("/a", Domain::Global).unwrap();
+    c0.create_tag("/b", Domain::Global).unwrap();
+    let opts = SubscribeOptions::default().best_effort();
+    let mut sub_a = c1.subscribe("/a", opts).unwrap();
+    let mut sub_b = c1.subscribe("/b", opts).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // A client on host 0 with send access to /a gets /a's key.
+    let raw = tagwire_unix::SeqPacket::connect(&site.socket(0)).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let a = TagName::new("/a").unwrap();
+    ask(&raw, 1, Request::GetSendAccess { name: a.clone() });
+    let Response::TagKey { epoch, key: ka, .. } = ask(&raw, 2, Request::TagKey { name: a }) else {
+        panic!("no tag key");
+    };
+    let ka = tagwire_auth::DatagramKey::from_tag_key(&ka, epoch);
+    let (a0, a1) = (site.lan.host(0).addr(), site.lan.host(1).addr());
+    let seal = |tag: &str, id_of: &str, counter: u64| {
+        let mut out = Vec::new();
+        let body = forged_batch(tag, a0, format!("sealed for {tag}").as_bytes(), false);
+        ka.seal_tagged_into(counter, false, tagwire_auth::tag_id(id_of), &body, &mut out);
+        out
+    };
+    let before = counter(&c1, StatsKind::Node, "", "unauthenticated_datagrams");
+    let datagrams = vec![
+        // /b's data under /a's key and id: opens, but names another tag.
+        seal("/b", "/a", 1 << 40),
+        // /b's data under /a's key claiming /b's id: does not open.
+        seal("/b", "/b", (1 << 40) + 1),
+        // /a's own data: what a publisher of /a may send anyway.
+        seal("/a", "/a", (1 << 40) + 2),
+    ];
+    site.lan
+        .host(0)
+        .spawn(move || send_from(a0, a1, &datagrams))
+        .unwrap()
+        .join()
+        .unwrap();
+    let m = sub_a.receive(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(&m.payload[..], b"sealed for /a");
+    assert!(matches!(
+        sub_b.receive(Some(Duration::from_millis(500))),
+        Err(tagwire::Error::Timeout)
+    ));
+    assert_eq!(
+        counter(&c1, StatsKind::Node, "", "unauthenticated_datagrams") - before,
+        2
+    );
 }
 
 #[test]
