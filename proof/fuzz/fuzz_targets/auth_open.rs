@@ -34,6 +34,23 @@ fuzz_target!(|data: &[u8]| {
             let mut b = rest.to_vec();
             assert!(rx.open(&mut b).is_err(), "forged datagram opened");
         }
+        // Sealed with a tag key: opens once, only as that tag.
+        1 if mode & 0x20 != 0 => {
+            let sealer = Sealer::new(&key, NODE, 7, false);
+            let mut rx = Opener::new(&key, &sealer.hello());
+            let tag = key.tag_key(NODE, 7, "/t");
+            let id = tagwire_auth::tag_id("/t");
+            let mut sealed = Vec::new();
+            tag.seal_tagged_into(sealer.reserve(1), mode & 0x10 != 0, id, rest, &mut sealed);
+            let name = |i: u64| (i == id).then(|| "/t".to_owned());
+            let mut copy = sealed.clone();
+            assert_eq!(rx.open_any(&mut copy, name).ok(), Some((rest, Some(id))));
+            assert!(rx.open_any(&mut sealed.clone(), name).is_err(), "replay opened");
+            let at = usize::from(mode) % sealed.len();
+            sealed[at] ^= 0x5a;
+            let mut fresh = Opener::new(&key, &sealer.hello());
+            assert!(fresh.open_any(&mut sealed, name).is_err(), "changed datagram opened");
+        }
         // Sealed bytes open to themselves once; a flipped byte never opens.
         1 => {
             let sealer = Sealer::new(&key, NODE, 7, mode & 0x10 != 0);
