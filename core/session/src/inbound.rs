@@ -32,20 +32,22 @@ use crate::{Carrier, Class, Delivery, Event, Session, Transmit};
 /// One stream from another node.
 #[derive(Debug)]
 pub(crate) struct InStream {
-    reader: Reader,
-    best: BestEffort,
-    reasm: Reassembler,
+    pub(crate) reader: Reader,
+    pub(crate) best: BestEffort,
+    pub(crate) reasm: Reassembler,
     /// Its tag, once a data datagram named it.
-    tag: Option<TagName>,
+    pub(crate) tag: Option<TagName>,
+    /// Reliable (or best effort), once a datagram said.
+    pub(crate) reliable: Option<bool>,
     last: Instant,
     /// Where acknowledgements go (see the module documentation).
-    reply: Option<SocketAddr>,
+    pub(crate) reply: Option<SocketAddr>,
     /// The credit our last acknowledgement carried.
     advertised: Option<u32>,
 }
 
 impl InStream {
-    fn new(reader: ReaderConfig, reasm: ReassemblerConfig, now: Instant) -> Self {
+    pub(crate) fn new(reader: ReaderConfig, reasm: ReassemblerConfig, now: Instant) -> Self {
         Self {
             // A stream is created for a receiver that already exists, so it
             // is wanted from its first datagram: when that one was lost, the
@@ -57,6 +59,7 @@ impl InStream {
             best: BestEffort::with_start(1),
             reasm: Reassembler::new(reasm),
             tag: None,
+            reliable: None,
             last: now,
             reply: None,
             advertised: None,
@@ -92,6 +95,15 @@ impl Session {
                 ..
             }) => {
                 let tag = tag.as_ref().clone();
+                if self.away.contains(&tag) {
+                    // Its streams moved to another session of this node:
+                    // unacknowledged, it goes again, there.
+                    if self.away_streams.len() < crate::handover::MAX_HANDOVER_STREAMS {
+                        self.away_streams.insert(key, tag.clone());
+                    }
+                    self.events.push_back(Event::Away { tag, from });
+                    return;
+                }
                 let (reader, reasm) = (self.config.reader, self.config.reassembler);
                 let s = self
                     .streams
@@ -102,6 +114,7 @@ impl Session {
                     s.reply = Some(from);
                 }
                 s.tag.get_or_insert_with(|| tag.clone());
+                s.reliable.get_or_insert(flags & FLAG_RELIABLE != 0);
                 if self.credit.get(&tag) == Some(&0) {
                     // A best-effort datagram is just lost (the next one's
                     // gap counts it); a reliable one comes again once there
@@ -147,6 +160,9 @@ impl Session {
                 self.ack(now, key);
             }
             Body::Heartbeat(Heartbeat { first, last }) => {
+                if self.away_streams.contains_key(&key) {
+                    return; // (see `Event::Away`)
+                }
                 // A heartbeat may be the first we hear of a stream whose
                 // first datagrams were all lost: its answer asks for them.
                 let (reader, reasm) = (self.config.reader, self.config.reassembler);
@@ -257,7 +273,7 @@ impl Session {
 
     /// Queues what the stream's reader has to say, with the tag's credit,
     /// once it knows where to: until then it stays due.
-    fn ack(&mut self, now: Instant, key: (std::net::IpAddr, u64)) {
+    pub(crate) fn ack(&mut self, now: Instant, key: (std::net::IpAddr, u64)) {
         let Some(s) = self.streams.get_mut(&key) else {
             return;
         };

@@ -6,7 +6,7 @@
 //! node and carrier:
 //!
 //! ```text
-//!                 set_routes(tag, [Dest])      set_credit(tag, room)
+//!             set_routes(now, tag, [Dest])     set_credit(tag, room)
 //!                          │                            │
 //!  ring records ──▶ handle_record(now, tag, hdr, msg)   │
 //!  (this node's    offer / handle_direct_record         │
@@ -77,13 +77,14 @@
 //! * Every input may come from an attacker: malformed datagrams are
 //!   [`Event::Malformed`], never a panic.
 
+mod handover;
 mod inbound;
 mod outbound;
 pub mod plan;
 mod route;
 mod ticket;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -93,6 +94,7 @@ use tagwire_reliable::{ReaderConfig, ReassemblerConfig, WriterConfig, WriterStat
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::{NodeAddr, TagName};
 
+pub use handover::{Handover, MAX_HANDOVER_STREAMS};
 pub use plan::Mode;
 pub use route::Dest;
 
@@ -241,6 +243,14 @@ pub enum Event {
         /// The sender.
         from: SocketAddr,
     },
+    /// A data datagram of a tag whose streams moved to another session
+    /// of this node ([`Session::export_inbound`]): dropped unacknowledged.
+    Away {
+        /// Its tag.
+        tag: TagName,
+        /// The sender.
+        from: SocketAddr,
+    },
     /// A datagram that does not decode (or a TCP frame that is no data).
     Malformed {
         /// The sender.
@@ -352,6 +362,10 @@ pub struct Session {
     streams: HashMap<(IpAddr, u64), inbound::InStream>,
     /// Room per tag for a lossless subscriber (absent: unlimited).
     credit: HashMap<TagName, u32>,
+    /// Tags whose inbound streams moved to another session of this node,
+    /// and those streams (their heartbeats are not answered here).
+    away: HashSet<TagName>,
+    away_streams: HashMap<(IpAddr, u64), TagName>,
     transmits: VecDeque<Transmit>,
     deliveries: VecDeque<Delivery>,
     events: VecDeque<Event>,
@@ -367,6 +381,8 @@ impl Session {
             owned: HashMap::new(),
             streams: HashMap::new(),
             credit: HashMap::new(),
+            away: HashSet::new(),
+            away_streams: HashMap::new(),
             transmits: VecDeque::new(),
             deliveries: VecDeque::new(),
             events: VecDeque::new(),

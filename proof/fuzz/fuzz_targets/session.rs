@@ -30,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
         relay: false,
     };
     s.set_routes(
+        Instant::now(),
         &tag,
         vec![
             dest(2, Mode::Reliable, 1),

@@ -434,6 +434,8 @@ fn account(shared: &Shared, e: Event) {
         Event::DirectReceived { .. } => {
             shared.stats.direct_received.fetch_add(1, Ordering::Relaxed);
         }
+        // The daemon does not hand streams over yet.
+        Event::Away { .. } => {}
         // Outbound events: this session sends acknowledgements only.
         Event::StreamOpened { .. }
         | Event::StreamClosed { .. }

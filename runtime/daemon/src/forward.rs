@@ -231,6 +231,7 @@ impl Outbound {
                 Event::BestEffortLost { .. }
                 | Event::Refused { .. }
                 | Event::Malformed { .. }
+                | Event::Away { .. }
                 | Event::DirectReceived { .. } => {}
             }
         }
@@ -318,7 +319,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
     while !route.stop.load(Ordering::Acquire) && !shared.is_stopping() {
         let dests = lock(&route.dests).clone();
         if !Arc::ptr_eq(&dests, &f.dests) {
-            lock(&route.session).set_routes(tag, dests.to_vec());
+            lock(&route.session).set_routes(Instant::now(), tag, dests.to_vec());
             f.tcp.retain(|a, _| dests.iter().any(|t| t.addr == *a));
             f.dests = dests;
         }
@@ -458,7 +459,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
     drop(gate);
     let events = {
         let mut s = lock(&route.session);
-        s.set_routes(tag, Vec::new());
+        s.set_routes(Instant::now(), tag, Vec::new());
         drain(&mut s, Instant::now()).1
     };
     out.account(shared, route, events);
