@@ -12,11 +12,11 @@
 //! idle it offers the next record's first network transmission to whoever
 //! writes that record (`tagwire_shm::Ticket`). `send` takes the offer between
 //! writing the record and ringing the doorbell, and sends the datagrams
-//! itself, from the daemon's send socket (`Request::SendSocket`): the
+//! itself (the datagram built by the session core, `tagwire_session::DirectCopy`),
+//! from the daemon's send socket (`Request::SendSocket`): the
 //! message's trip to another node then waits for no daemon thread to wake.
 //! The forwarder keeps the message for resends as if it had sent it.
 
-use std::borrow::Cow;
 use std::io::Write;
 use std::net::UdpSocket;
 use std::os::fd::OwnedFd;
@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{MemfdFlags, SealFlags};
 
+use tagwire_session::{DirectCopy, OfferDest};
 use tagwire_shm::{Ring, RingError};
 use tagwire_wire::control::{ErrorCode, Request, Response};
-use tagwire_wire::datagram::{batch_len, push_batch_entry, BatchRef, FLAG_DIRECT, FLAG_RELIABLE};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::Domain;
 use tagwire_wire::{SenderInfo, SeqNum};
@@ -68,13 +68,14 @@ pub struct Publisher {
 #[derive(Debug)]
 struct Direct {
     sock: Arc<UdpSocket>,
-    entries: Vec<u8>,
+    copy: DirectCopy,
     buf: Vec<u8>,
 }
 
 impl Direct {
     /// Sends record `index` (`header`, `payload`) if the forwarder offers it
-    /// to us: a batch of one, to each offered node, numbered as offered.
+    /// to us: the datagram the session core builds for it, to each offered
+    /// node, numbered as offered.
     fn send(
         &mut self,
         ring: &Ring,
@@ -86,23 +87,14 @@ impl Direct {
         let Some(claim) = ring.ticket().claim(index) else {
             return;
         };
-        self.entries.clear();
-        push_batch_entry(&mut self.entries, header, payload);
-        let mut batch = BatchRef {
-            seq: 0,
-            flags: FLAG_RELIABLE | FLAG_DIRECT,
-            count: 1,
-            tag: Cow::Borrowed(tag),
-            entries: &self.entries,
-        };
-        if batch_len(tag, self.entries.len()) > claim.max_len() {
+        if self.copy.prepare(tag, header, payload) > claim.max_len() {
             claim.decline();
             return;
         }
-        for d in claim.dests() {
-            batch.seq = d.seq;
-            self.buf.clear();
-            batch.encode(d.stream, &mut self.buf);
+        // (Words another process wrote: one that names no address is
+        // skipped, and the forwarder's window repairs the gap.)
+        for d in claim.dests().filter_map(OfferDest::from_words) {
+            self.copy.encode(tag, &d, &mut self.buf);
             let _ = self.sock.send_to(&self.buf, d.addr);
         }
     }
@@ -121,7 +113,7 @@ impl Publisher {
             .flatten()
             .map(|sock| Direct {
                 sock,
-                entries: Vec::new(),
+                copy: DirectCopy::default(),
                 buf: Vec::new(),
             });
         Self {

@@ -425,15 +425,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
             t.saturating_duration_since(Instant::now()).min(IDLE_WAKE)
         });
         let offered = offer.and_then(|o| {
-            let ds: Vec<TicketDest> = o
-                .dests
-                .iter()
-                .map(|d| TicketDest {
-                    addr: d.addr,
-                    stream: d.stream,
-                    seq: d.seq,
-                })
-                .collect();
+            let ds: Vec<TicketDest> = o.dests.iter().map(|d| d.to_words()).collect();
             let index = cur.position();
             ring.ticket().open(index, o.max_len, &ds).then_some(index)
         });

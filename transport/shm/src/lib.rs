@@ -40,4 +40,4 @@ mod ticket;
 
 pub use ring::{Cursor, Gate, Peek, ReadOutcome, Ring, RingError, RingShape, GATES};
 pub use segment::{Segment, ShmError};
-pub use ticket::{Claim, Closed, Ticket, TicketDest, TICKET_DESTS};
+pub use ticket::{Claim, Closed, Ticket, TicketDest, TICKET_DESTS, TICKET_DEST_WORDS};
