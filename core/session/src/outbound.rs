@@ -188,6 +188,10 @@ impl Session {
         for (node, id) in closed {
             self.close_stream(tag, node, id);
         }
+        // What waited for a node that left goes to the new ones now: no
+        // timer of a closed stream would move it (found by the simulator:
+        // a proxy's death left its publisher held for good).
+        self.pump(now, tag);
     }
 
     /// Whether [`Session::handle_record`] takes a record of `tag` now.

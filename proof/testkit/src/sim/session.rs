@@ -95,6 +95,9 @@ pub struct SessionNode {
     lossless: Option<(TagName, Lossless)>,
     next_read: Option<Instant>,
     counters: SessionCounters,
+    /// What arrives goes into the ring too (a proxy node's daemon: its
+    /// forwarder reads others' samples from its ring and relays them).
+    reflect: bool,
 }
 
 impl SessionNode {
@@ -116,6 +119,7 @@ impl SessionNode {
             lossless: None,
             next_read: None,
             counters: SessionCounters::default(),
+            reflect: false,
         }
     }
 
@@ -190,6 +194,12 @@ impl SessionNode {
         self.update_credit(now);
     }
 
+    /// Hands what arrives back in as records (a proxy node: see
+    /// `Dest::relay`).
+    pub fn set_reflect(&mut self, on: bool) {
+        self.reflect = on;
+    }
+
     /// Makes the subscriber of `tag` here lossless (see [`Lossless`]).
     pub fn set_lossless(&mut self, now: Instant, tag: &TagName, l: Lossless) {
         self.lossless = Some((tag.clone(), l));
@@ -237,6 +247,10 @@ impl SessionNode {
         while let Some(d) = self.session.poll_deliver() {
             any = true;
             burst += 1;
+            if self.reflect {
+                self.ring
+                    .push_back((d.tag.clone(), d.header, d.payload.clone()));
+            }
             self.delivered.push(Got {
                 checksum: checksum(&d.payload),
                 len: d.payload.len(),
@@ -296,6 +310,7 @@ impl SessionNode {
 impl SimNode for SessionNode {
     fn handle_datagram(&mut self, now: Instant, from: Addr, bytes: &[u8]) {
         self.session.handle_datagram(now, from, bytes);
+        self.collect(now);
         self.pump(now);
     }
 
