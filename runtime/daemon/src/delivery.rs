@@ -35,7 +35,9 @@
 //! **End to end**, a lossless subscriber (`SubscribeOptions::lossless`) holds
 //! a lossless gate on its ring. The inbound path never waits: what such a
 //! subscriber has no room for waits in the tag's `Held` queue, drained as it
-//! reads. While anything waits there, the room left in it (a ring's worth,
+//! reads: a `tagwired-held` thread per holding tag sleeps on the ring's gate
+//! bell (`Ring::wait_lossless_room`), writes what now fits and wakes the
+//! inbound thread with an empty datagram to its own socket (nothing polls). While anything waits there, the room left in it (a ring's worth,
 //! or `HELD_BYTES`) is the tag's **credit**, which every acknowledgement
 //! carries to the sending node's session: that node sends no more
 //! unacknowledged messages than the credit, so its window, then its ring,
@@ -81,6 +83,9 @@ pub(crate) struct Delivery {
     /// group (joined while one does).
     mtags: Mutex<HashSet<TagName>>,
     mgroups: Mutex<HashMap<Ipv4Addr, usize>>,
+    /// Bumped when held-back messages went into a ring (TCP connections
+    /// that stopped reading wait on it).
+    room: (Mutex<u64>, std::sync::Condvar),
 }
 
 impl Delivery {
@@ -113,6 +118,7 @@ impl Delivery {
             msock,
             mtags: Mutex::new(HashSet::new()),
             mgroups: Mutex::new(HashMap::new()),
+            room: (Mutex::new(0), std::sync::Condvar::new()),
         });
         let (s, d2) = (shared.clone(), d.clone());
         std::thread::Builder::new()
@@ -287,13 +293,10 @@ fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast:
             credits.update(&mut session, Instant::now(), &rooms, true);
         }
         let now = Instant::now();
-        let mut want = session
+        let want = session
             .poll_timeout()
             .map_or(MAX_SLEEP, |t| t.saturating_duration_since(now))
             .min(MAX_SLEEP);
-        if holding {
-            want = want.min(HELD_POLL);
-        }
         // (A zero timeout is refused: it would mean "block forever".)
         let want = want.max(MIN_SLEEP);
         if want < timeout || want > timeout * 2 {
@@ -304,6 +307,9 @@ fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast:
             let now = Instant::now();
             let raw = &buf[..n];
             match Datagram::decode(raw) {
+                // An empty datagram only wakes us (`Delivery::room_made`):
+                // the next pass looks at the held-back queues.
+                _ if n == 0 => {}
                 Ok(dg) if multicast && !d.joined(&dg.body) => {}
                 Ok(Datagram {
                     stream,
@@ -531,7 +537,9 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
                 };
                 while tag.is_some_and(|t| held_full(shared, t)) && !shared.is_stopping() {
                     drain_held(shared);
-                    std::thread::sleep(HELD_POLL);
+                    if let Some(d) = shared.delivery.get() {
+                        d.wait_for_room(MAX_SLEEP);
+                    }
                 }
                 take(shared, &mut reasm, &g.body);
             }
@@ -545,6 +553,28 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
 }
 
 impl Delivery {
+    /// Held-back messages went into a ring: the delivery port's inbound
+    /// thread wakes (an empty datagram to its socket) and announces the
+    /// room; TCP connections that stopped reading look again.
+    fn room_made(&self) {
+        if let Ok(me) = self.sock.local_addr() {
+            let me = match me.ip() {
+                ip if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), me.port()),
+                _ => me,
+            };
+            let _ = self.sock.send_to(&[], me);
+        }
+        *lock(&self.room.0) += 1;
+        self.room.1.notify_all();
+    }
+
+    /// Waits up to `wait` for [`Delivery::room_made`].
+    fn wait_for_room(&self, wait: Duration) {
+        let g = lock(&self.room.0);
+        let seen = *g;
+        let _ = self.room.1.wait_timeout_while(g, wait, |n| *n == seen);
+    }
+
     /// Whether a multicast datagram is best-effort data of a tag joined for
     /// (groups are shared by tags; anything else is not for us).
     fn joined(&self, body: &Body<'_>) -> bool {
@@ -579,6 +609,8 @@ fn take(shared: &Shared, reasm: &mut Reassembler, body: &Body<'_>) {
 pub(crate) struct Held {
     records: std::collections::VecDeque<Vec<u8>>,
     bytes: usize,
+    /// A `held_drainer` thread is on it.
+    drainer: bool,
 }
 
 impl Held {
@@ -612,9 +644,6 @@ const MAX_SLEEP: Duration = Duration::from_millis(250);
 
 /// Shortest (a due timer).
 const MIN_SLEEP: Duration = Duration::from_micros(50);
-
-/// How often the inbound threads look for room while messages are held.
-const HELD_POLL: Duration = Duration::from_micros(200);
 
 /// Whether data for `tag` must wait (a datagram is refused: left unread and
 /// unacknowledged, for its sender to resend later): a lossless subscriber
@@ -721,8 +750,48 @@ fn deliver_one(
     let held = st.held.entry(id).or_default();
     held.records.push_back([&h[..], body].concat());
     held.bytes += HEADER_LEN + body.len();
+    if !held.drainer {
+        if let Some(me) = shared.this.get().and_then(std::sync::Weak::upgrade) {
+            held.drainer = std::thread::Builder::new()
+                .name("tagwired-held".into())
+                .spawn(move || held_drainer(&me, id))
+                .is_ok();
+        }
+    }
     shared.stats.held_now.fetch_add(1, Ordering::Relaxed);
     shared.stats.held.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Moves a tag's held-back messages into its ring as its lossless
+/// subscribers make room: sleeps on the ring's gate bell (a subscriber rings
+/// it once it has read a refill step past what is held back), then wakes the
+/// inbound threads, which announce the room to the senders at once. Ends
+/// when nothing is held for the tag.
+fn held_drainer(shared: &Arc<Shared>, id: TagId) {
+    loop {
+        let ring = {
+            let mut st = shared.lock();
+            let holding = st.held.get(&id).is_some_and(|h| !h.records.is_empty());
+            match st.rings.get(&id) {
+                Some(r) if holding && !shared.is_stopping() => r.clone(),
+                _ => {
+                    if let Some(h) = st.held.get_mut(&id) {
+                        h.drainer = false;
+                    }
+                    return;
+                }
+            }
+        };
+        // (The bound only lets the loop see a stopping daemon or a tag
+        // that went away.)
+        if !ring.wait_lossless_room(MAX_SLEEP) {
+            continue;
+        }
+        drain_held(shared);
+        if let Some(d) = shared.delivery.get() {
+            d.room_made();
+        }
+    }
 }
 
 /// Writes what lossless subscribers now have room for of the messages held
