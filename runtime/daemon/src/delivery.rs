@@ -86,6 +86,8 @@ pub(crate) struct Delivery {
     /// Bumped when held-back messages went into a ring (TCP connections
     /// that stopped reading wait on it).
     room: (Mutex<u64>, std::sync::Condvar),
+    /// The TCP carrier's listener (shut down to stop its accept loop).
+    tcp_listener: std::sync::OnceLock<std::net::TcpListener>,
 }
 
 impl Delivery {
@@ -119,6 +121,7 @@ impl Delivery {
             mtags: Mutex::new(HashSet::new()),
             mgroups: Mutex::new(HashMap::new()),
             room: (Mutex::new(0), std::sync::Condvar::new()),
+            tcp_listener: std::sync::OnceLock::new(),
         });
         let (s, d2) = (shared.clone(), d.clone());
         std::thread::Builder::new()
@@ -134,9 +137,11 @@ impl Delivery {
                     }
                 })?;
         }
-        // The TCP carrier: same port number, TCP.
+        // The TCP carrier: same port number, TCP. Blocking: `stop` shuts
+        // the listener down, which ends the `accept`.
         let listener = tagwire_net::tcp_listener(addr)?;
-        listener.set_nonblocking(true)?;
+        listener.set_nonblocking(false)?;
+        let _ = d.tcp_listener.set(listener.try_clone()?);
         let s = shared.clone();
         std::thread::Builder::new()
             .name("tagwired-delivery-tcp".into())
@@ -463,10 +468,11 @@ fn tcp_accept_loop(shared: &Arc<Shared>, listener: &std::net::TcpListener) {
                     tracing::warn!(error = %e, "cannot serve a TCP data connection");
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20));
+            Err(e) if shared.is_stopping() => {
+                tracing::debug!(error = %e, "TCP carrier stopped");
             }
             Err(e) => {
+                // (Out of descriptors, say: the peer retries its connect.)
                 tracing::debug!(error = %e, "accept failed");
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -566,6 +572,13 @@ impl Delivery {
         }
         *lock(&self.room.0) += 1;
         self.room.1.notify_all();
+    }
+
+    /// Ends the TCP carrier's accept loop (the daemon stops).
+    pub(crate) fn stop(&self) {
+        if let Some(l) = self.tcp_listener.get() {
+            let _ = rustix::net::shutdown(l, rustix::net::Shutdown::Read);
+        }
     }
 
     /// Waits up to `wait` for [`Delivery::room_made`].

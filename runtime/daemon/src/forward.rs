@@ -59,8 +59,9 @@ const WINDOW: usize = 1024;
 /// between two `sendto`s); past that it is presumed stalled or dead.
 const TICKET_PATIENCE: Duration = Duration::from_millis(20);
 
-/// Longest sleep without a timer, to notice a stop or a route change.
-const IDLE_WAKE: Duration = Duration::from_millis(50);
+/// Longest sleep without a timer (route changes and stops wake the
+/// forwarder; this only bounds a sleep that missed its wake-up).
+const IDLE_WAKE: Duration = Duration::from_millis(250);
 
 /// The outbound side's sockets and the routes of acknowledgements.
 #[derive(Debug)]
@@ -87,6 +88,8 @@ pub(crate) struct Route {
     /// The forwarder thread, and whether it is parked waiting for room.
     thread: std::sync::OnceLock<std::thread::Thread>,
     parked: AtomicBool,
+    /// The ring it reads (and may sleep on).
+    ring: Ring,
 }
 
 impl Outbound {
@@ -154,6 +157,7 @@ impl Outbound {
                 session: Mutex::new(Session::new(config)),
                 thread: std::sync::OnceLock::new(),
                 parked: AtomicBool::new(false),
+                ring: ring.clone(),
             });
             let (s, o, r) = (shared.clone(), self.clone(), route.clone());
             let spawned = std::thread::Builder::new()
@@ -261,10 +265,14 @@ impl Outbound {
 }
 
 impl Route {
+    /// Wakes the forwarder wherever it sleeps: parked (held back), or on
+    /// its ring's doorbell (which wakes that ring's sleeping subscribers
+    /// too, once per route change or stop: they look and sleep again).
     fn wake(&self) {
         if let Some(t) = self.thread.get() {
             t.unpark();
         }
+        self.ring.wake_readers();
     }
 }
 

@@ -498,6 +498,9 @@ impl Daemon {
         if self.shared.config.net.is_some() {
             peers::stop(&self.shared);
         }
+        if let Some(d) = self.shared.delivery.get() {
+            d.stop();
+        }
         if let Some(t) = self.accept.take() {
             let _ = t.join();
         }
