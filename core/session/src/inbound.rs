@@ -105,10 +105,14 @@ impl Session {
                     return;
                 }
                 let (reader, reasm) = (self.config.reader, self.config.reassembler);
-                let s = self
-                    .streams
-                    .entry(key)
-                    .or_insert_with(|| InStream::new(reader, reasm, now));
+                let at_first = self.config.start_at_first;
+                let s = self.streams.entry(key).or_insert_with(|| {
+                    let mut s = InStream::new(reader, reasm, now);
+                    if at_first {
+                        s.best = BestEffort::new();
+                    }
+                    s
+                });
                 s.last = now;
                 if flags & FLAG_DIRECT == 0 {
                     s.reply = Some(from);

@@ -133,6 +133,11 @@ pub struct Config {
     pub multicast_port: Option<u16>,
     /// An inbound stream silent this long is forgotten.
     pub idle_stream: Duration,
+    /// Inbound best-effort streams start at the first datagram that comes
+    /// (a TCP connection's session: a new connection carries on its
+    /// sender's numbering, and TCP itself loses nothing). Otherwise they
+    /// are wanted from seq 1 and every number missed is counted lost.
+    pub start_at_first: bool,
 }
 
 impl Default for Config {
@@ -154,6 +159,7 @@ impl Default for Config {
             max_unacked_bytes: 4 << 20,
             multicast_port: None,
             idle_stream: Duration::from_secs(60),
+            start_at_first: false,
         }
     }
 }

@@ -516,3 +516,47 @@ proptest! {
         net.step();
     }
 }
+
+#[test]
+fn a_stream_started_at_its_first_datagram_counts_nothing_before_it_lost() {
+    // A TCP connection's session (`start_at_first`) meets a sender's
+    // numbering mid-way, as after a reconnection: nothing before counts
+    // lost; a datagram session counts every number it never saw.
+    let now = std::time::Instant::now();
+    let mut tx = tagwire_session::Session::new(Config {
+        me: node(0),
+        ..Config::default()
+    });
+    tx.set_routes(now, &tag(), vec![dest(1, Mode::BestEffort)]);
+    let mut datagrams = Vec::new();
+    for seq in 1..=60 {
+        tx.handle_record(now, &tag(), &header(0, seq), &payload(seq, 10))
+            .unwrap();
+        tx.flush(now, &tag());
+        while let Some(t) = tx.poll_transmit(now) {
+            datagrams.push(t.bytes);
+        }
+    }
+    assert_eq!(datagrams.len(), 60);
+    for (at_first, lost) in [(true, 0), (false, 49)] {
+        let mut rx = tagwire_session::Session::new(Config {
+            me: node(1),
+            start_at_first: at_first,
+            ..Config::default()
+        });
+        for d in &datagrams[49..] {
+            rx.handle_datagram(now, addr(0), d);
+        }
+        let mut counted = 0;
+        while let Some(e) = rx.poll_event() {
+            if let Event::BestEffortLost { count, .. } = e {
+                counted += count;
+            }
+        }
+        let mut got = 0;
+        while rx.poll_deliver().is_some() {
+            got += 1;
+        }
+        assert_eq!((got, counted), (11, lost), "start_at_first {at_first}");
+    }
+}

@@ -57,7 +57,6 @@ use std::time::{Duration, Instant};
 use rustix::fs::{MemfdFlags, SealFlags};
 
 use tagwire_proto::Role;
-use tagwire_reliable::{Reassembler, ReassemblerConfig};
 use tagwire_shm::{Ring, Segment};
 use tagwire_wire::datagram::{tag_group, Body, Datagram, FLAG_RELIABLE};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
@@ -286,6 +285,7 @@ fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast:
     let mut session = Session::new(SessionConfig {
         me: shared.node(),
         seed: crate::forward::random_id(),
+        start_at_first: true,
         ..SessionConfig::default()
     });
     let mut credits = Credits::default();
@@ -491,7 +491,15 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
     let _ = conn.set_nonblocking(false);
     let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
     let mut conn = std::io::BufReader::with_capacity(256 * 1024, conn);
-    let mut reasm = Reassembler::new(ReassemblerConfig::default());
+    // The connection's own inbound session: numbering, reassembly and
+    // delivery as for datagrams (TCP makes it ordered and whole).
+    let mut session = Session::new(SessionConfig {
+        me: shared.node(),
+        seed: crate::forward::random_id(),
+        start_at_first: true,
+        ..SessionConfig::default()
+    });
+    let mut credits = Credits::default();
     let mut buf = vec![0u8; MAX_TCP_FRAME];
     // Reads exactly `out.len()` bytes; None on EOF, error or shutdown.
     let read_exact = |conn: &mut std::io::BufReader<std::net::TcpStream>, out: &mut [u8]| {
@@ -547,7 +555,14 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
                         d.wait_for_room(MAX_SLEEP);
                     }
                 }
-                take(shared, &mut reasm, &g.body);
+                let now = Instant::now();
+                session.handle_datagram(now, from, &buf[..n]);
+                deliver_all(shared, &mut session, &mut credits, now);
+                // (Best-effort numbering: nothing to acknowledge.)
+                while session.poll_transmit(now).is_some() {}
+                while let Some(e) = session.poll_event() {
+                    account(shared, e);
+                }
             }
             _ => {
                 shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
@@ -597,22 +612,6 @@ impl Delivery {
             Body::Heartbeat(_) | Body::AckNack(_) => return false,
         };
         flags & FLAG_RELIABLE == 0 && lock(&self.mtags).contains(tag)
-    }
-}
-
-/// Hands the messages a data datagram completes (a batch's, or a fragmented
-/// message's once whole) to the local receivers.
-fn take(shared: &Shared, reasm: &mut Reassembler, body: &Body<'_>) {
-    match body {
-        Body::Data(data) => {
-            if let Some(m) = reasm.handle_fragment(data) {
-                deliver(shared, &m.tag, std::iter::once((m.header, &m.payload[..])));
-            }
-        }
-        Body::Batch(b) => {
-            deliver(shared, &b.tag, b.messages());
-        }
-        Body::Heartbeat(_) | Body::AckNack(_) => {}
     }
 }
 
