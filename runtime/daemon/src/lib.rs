@@ -176,6 +176,9 @@ pub(crate) struct Shared {
     /// Pulls of histories on other nodes awaiting answers.
     pub(crate) pulls: peers::RemotePulls,
     pub(crate) stats: Stats,
+    /// Bumped whenever a ring comes or goes (`State::sinks`): the inbound
+    /// threads' caches of sinks look again.
+    pub(crate) sinks_gen: AtomicU64,
     /// Counts per tag and per peer address, and clients' reports awaited
     /// (`tagwire stats`).
     pub(crate) tallies: stats::Tallies,
@@ -235,9 +238,11 @@ pub(crate) struct State {
     pub(crate) clients: HashMap<ClientId, Outbox>,
     /// The membership core: peers, links, leases, replication acks.
     pub(crate) peers: Membership,
-    /// Messages from other nodes that a lossless subscriber has no room for
-    /// yet, per tag, oldest first (see `delivery::deliver`).
-    pub(crate) held: HashMap<TagId, delivery::Held>,
+    /// Each ring as the inbound path writes it, with the messages from
+    /// other nodes a lossless subscriber has no room for yet (see
+    /// `delivery::Sink`); kept with `rings` by `delivery::ring_added` and
+    /// `ring_removed`.
+    pub(crate) sinks: HashMap<TagId, Arc<delivery::Sink>>,
     /// Lossless gates held for clients' new subscriptions (tag, gate index,
     /// pid written), freed on Unsubscribe or disconnect if never taken over.
     pub(crate) held_gates: HashMap<ClientId, Vec<(TagId, usize, u32)>>,
@@ -327,7 +332,7 @@ impl Daemon {
             state: Mutex::new(State {
                 table,
                 rings: HashMap::new(),
-                held: HashMap::new(),
+                sinks: HashMap::new(),
                 blobs: HashMap::new(),
                 clients: HashMap::new(),
                 held_gates: HashMap::new(),
@@ -344,6 +349,7 @@ impl Daemon {
             net: peers::Net::default(),
             pulls: peers::RemotePulls::default(),
             stats: Stats::default(),
+            sinks_gen: AtomicU64::new(0),
             keepers: pull::Keepers::default(),
             delivery: std::sync::OnceLock::new(),
             tallies: stats::Tallies::default(),

@@ -78,12 +78,14 @@ pub(crate) fn effects(shared: &Shared, st: &mut State, updates: &[Update]) {
                 match made {
                     Ok(r) => {
                         st.rings.insert(*tag, r);
+                        crate::delivery::ring_added(shared, st, *tag);
                         tracing::info!(tag = %name, "tag created by a peer");
                     }
                     Err(_) => tracing::warn!(tag = %name, "cannot create the ring of a peer's tag"),
                 }
             }
             TableEvent::TagDestroyed { tag, .. } => {
+                crate::delivery::ring_removed(shared, st, *tag);
                 st.rings.remove(tag);
                 st.blobs.remove(tag);
                 st.owners.remove(tag);

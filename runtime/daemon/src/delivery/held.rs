@@ -1,6 +1,8 @@
 //! Writing what arrived from other nodes into the local rings, and the
 //! messages held back for lossless subscribers a ring behind.
 
+use std::sync::atomic::AtomicBool;
+
 use super::*;
 
 /// Messages of one tag held back for a lossless subscriber, oldest first:
@@ -38,66 +40,139 @@ impl Held {
 /// Bytes held back for one tag before its data is refused.
 const HELD_BYTES: usize = 16 << 20;
 
+/// A tag's ring as the inbound path writes it, with its held-back queue:
+/// reached without the daemon's lock (each inbound thread keeps the sinks
+/// it wrote to, [`SinkCache`], and looks again only after a ring came or
+/// went). Lock order: the daemon's lock before a sink's, never after.
+#[derive(Debug)]
+pub(crate) struct Sink {
+    ring: Ring,
+    held: Mutex<Held>,
+    /// The tag's ring is gone (its held-back messages are dropped).
+    gone: AtomicBool,
+}
+
+impl Sink {
+    /// Messages held back now.
+    pub(crate) fn held_len(&self) -> usize {
+        lock(&self.held).len()
+    }
+}
+
+/// A ring was added to `st.rings` for tag `id`: the inbound path may write it.
+pub(crate) fn ring_added(shared: &Shared, st: &mut State, id: TagId) {
+    let Some(ring) = st.rings.get(&id) else {
+        return;
+    };
+    let sink = Arc::new(Sink {
+        ring: ring.clone(),
+        held: Mutex::new(Held::default()),
+        gone: AtomicBool::new(false),
+    });
+    if let Some(old) = st.sinks.insert(id, sink) {
+        forget(shared, &old);
+    }
+    shared.sinks_gen.fetch_add(1, Ordering::Release);
+}
+
+/// Tag `id`'s ring is going: what was held back for it is dropped.
+pub(crate) fn ring_removed(shared: &Shared, st: &mut State, id: TagId) {
+    if let Some(old) = st.sinks.remove(&id) {
+        forget(shared, &old);
+    }
+    shared.sinks_gen.fetch_add(1, Ordering::Release);
+}
+
+fn forget(shared: &Shared, sink: &Sink) {
+    sink.gone.store(true, Ordering::Release);
+    let mut h = lock(&sink.held);
+    let n = h.records.len() as u64;
+    h.records.clear();
+    h.bytes = 0;
+    shared.stats.held_now.fetch_sub(n, Ordering::Relaxed);
+}
+
+/// An inbound thread's sinks by tag name.
+#[derive(Debug, Default)]
+pub(super) struct SinkCache {
+    gen: u64,
+    by_name: HashMap<TagName, (TagId, Arc<Sink>)>,
+}
+
+impl SinkCache {
+    /// The sink of `tag`, taking the daemon's lock only when a ring came or
+    /// went since the last look, or the tag is new to this thread.
+    fn get(&mut self, shared: &Shared, tag: &TagName) -> Option<(TagId, Arc<Sink>)> {
+        let gen = shared.sinks_gen.load(Ordering::Acquire);
+        if gen != self.gen {
+            self.by_name.clear();
+            self.gen = gen;
+        }
+        if let Some(s) = self.by_name.get(tag) {
+            return Some(s.clone());
+        }
+        let st = shared.lock();
+        let found = st
+            .table
+            .entry(tag)
+            .and_then(|e| Some((e.id, st.sinks.get(&e.id)?.clone())));
+        drop(st);
+        let found = found?;
+        // (Bounded: names of tags in the table.)
+        self.by_name.insert(tag.clone(), found.clone());
+        Some(found)
+    }
+}
+
 /// Whether data for `tag` must wait (a datagram is refused: left unread and
 /// unacknowledged, for its sender to resend later): a lossless subscriber
 /// here is a ring behind and a ring's worth more is held back already.
-pub(super) fn held_full(shared: &Shared, tag: &TagName) -> bool {
+pub(super) fn held_full(shared: &Shared, cache: &mut SinkCache, tag: &TagName) -> bool {
     if shared.stats.held_now.load(Ordering::Relaxed) == 0 {
         return false;
     }
-    let st = shared.lock();
-    st.table.entry(tag).is_some_and(|e| {
-        let (Some(ring), Some(h)) = (st.rings.get(&e.id), st.held.get(&e.id)) else {
-            return false;
-        };
-        h.full(ring.shape().slots)
-    })
+    cache
+        .get(shared, tag)
+        .is_some_and(|(_, s)| lock(&s.held).full(s.ring.shape().slots))
 }
 
-/// Writes messages from another node into the tag's local ring (one lock
-/// for all of them). What a lossless subscriber has no room for yet waits
-/// in the tag's `Held` queue (`drain_held` writes it later), behind which
-/// everything newer waits too, so the order stays the publishers'.
+/// Writes messages from another node into the tag's local ring, without
+/// the daemon's lock (but for the store of a message larger than a slot).
+/// What a lossless subscriber has no room for yet waits in the tag's `Held`
+/// queue (its drainer writes it later), behind which everything newer waits
+/// too, so the order stays the publishers'. Returns the tag and its room
+/// while anything is held.
 pub(super) fn deliver<'m>(
     shared: &Shared,
+    cache: &mut SinkCache,
     tag: &TagName,
     msgs: impl Iterator<Item = (FrameHeader, &'m [u8])>,
 ) -> Option<(TagId, Option<u32>)> {
-    let mut st = shared.lock();
-    let Some(id) = st.table.entry(tag).map(|e| e.id) else {
+    let Some((id, sink)) = cache.get(shared, tag) else {
         shared.stats.unknown_tag.fetch_add(1, Ordering::Relaxed);
         return None;
     };
-    // Behind messages already held, everything waits: the order stays.
-    let mut holding = st.held.get(&id).is_some_and(|h| !h.records.is_empty());
     let mut n = 0;
     for (header, payload) in msgs {
-        deliver_one(shared, &mut st, id, header, payload, &mut holding);
+        deliver_one(shared, id, &sink, header, payload);
         n += 1;
     }
     shared.tallies.tags.add(tag, |c| c.delivered += n);
     // One wake-up for the lot.
-    let ring = st.rings.get(&id)?;
-    ring.wake_readers();
-    let room = st
-        .held
-        .get(&id)
-        .filter(|h| !h.records.is_empty())
-        .map(|h| h.room(ring.shape().slots));
+    sink.ring.wake_readers();
+    let h = lock(&sink.held);
+    let room = (!h.records.is_empty()).then(|| h.room(sink.ring.shape().slots));
     Some((id, room))
 }
 
 fn deliver_one(
     shared: &Shared,
-    st: &mut State,
     id: TagId,
+    sink: &Arc<Sink>,
     mut header: FrameHeader,
     payload: &[u8],
-    holding: &mut bool,
 ) {
-    let Some(ring) = st.rings.get(&id) else {
-        return;
-    };
+    let ring = &sink.ring;
     let mut h = [0u8; HEADER_LEN];
     let blob;
     let mut blob_written = None;
@@ -111,9 +186,11 @@ fn deliver_one(
         };
         let limits = Limits::of(&shared.config, ring.shape().slots);
         let at = RingState::of(ring);
+        let mut st = shared.lock();
         let store = st.blobs.entry(id).or_default();
         store.scan(at, |i| blob::look(ring, i));
         let blob_id = store.put_anyway(fd, payload.len() as u64, Owner::Inbound, limits, at);
+        drop(st);
         blob_written = Some(blob_id);
         blob = BlobRef {
             blob_id,
@@ -124,30 +201,38 @@ fn deliver_one(
         &blob
     };
     let _ = header.emit(&mut h);
-    if !*holding {
+    let mut held = lock(&sink.held);
+    if sink.gone.load(Ordering::Acquire) {
+        return;
+    }
+    // Behind messages already held, everything waits: the order stays.
+    if held.records.is_empty() {
         match ring.publish_lossless_quietly(&[&h, body]) {
-            Ok(None) => *holding = true,
+            Ok(None) => {}
             written => {
+                drop(held);
                 // In the ring (or refused as malformed): the store keeps
                 // it for as long as its record is there.
                 if written.is_err() {
                     shared.stats.inbound_failed.fetch_add(1, Ordering::Relaxed);
                 }
-                if let (Some(b), Some(store)) = (blob_written, st.blobs.get_mut(&id)) {
-                    store.done(Owner::Inbound, b);
+                if let Some(b) = blob_written {
+                    if let Some(store) = shared.lock().blobs.get_mut(&id) {
+                        store.done(Owner::Inbound, b);
+                    }
                 }
                 return;
             }
         }
     }
-    let held = st.held.entry(id).or_default();
     held.records.push_back([&h[..], body].concat());
     held.bytes += HEADER_LEN + body.len();
     if !held.drainer {
         if let Some(me) = shared.this.get().and_then(std::sync::Weak::upgrade) {
+            let sink = sink.clone();
             held.drainer = std::thread::Builder::new()
                 .name("tagwired-held".into())
-                .spawn(move || held_drainer(&me, id))
+                .spawn(move || held_drainer(&me, &sink))
                 .is_ok();
         }
     }
@@ -160,24 +245,18 @@ fn deliver_one(
 /// it once it has read a refill step past what is held back), then wakes the
 /// inbound threads, which announce the room to the senders at once. Ends
 /// when nothing is held for the tag.
-fn held_drainer(shared: &Arc<Shared>, id: TagId) {
+fn held_drainer(shared: &Arc<Shared>, sink: &Sink) {
     loop {
-        let ring = {
-            let mut st = shared.lock();
-            let holding = st.held.get(&id).is_some_and(|h| !h.records.is_empty());
-            match st.rings.get(&id) {
-                Some(r) if holding && !shared.is_stopping() => r.clone(),
-                _ => {
-                    if let Some(h) = st.held.get_mut(&id) {
-                        h.drainer = false;
-                    }
-                    return;
-                }
+        {
+            let mut h = lock(&sink.held);
+            if h.records.is_empty() || sink.gone.load(Ordering::Acquire) || shared.is_stopping() {
+                h.drainer = false;
+                return;
             }
-        };
+        }
         // (The bound only lets the loop see a stopping daemon or a tag
         // that went away.)
-        if !ring.wait_lossless_room(MAX_SLEEP) {
+        if !sink.ring.wait_lossless_room(MAX_SLEEP) {
             continue;
         }
         drain_held(shared);
@@ -188,49 +267,55 @@ fn held_drainer(shared: &Arc<Shared>, id: TagId) {
 }
 
 /// Writes what lossless subscribers now have room for of the messages held
-/// back for them (and forgets those of tags that are gone). Free while
-/// nothing is held.
+/// back for them. Free while nothing is held.
 /// Returns each tag it looked at with its room now (`None`: nothing held).
 pub(crate) fn drain_held(shared: &Shared) -> Vec<(TagId, Option<u32>)> {
     let mut rooms = Vec::new();
     if shared.stats.held_now.load(Ordering::Relaxed) == 0 {
         return rooms;
     }
-    let mut st = shared.lock();
-    let State {
-        rings, held, blobs, ..
-    } = &mut *st;
-    let mut written = 0u64;
-    let mut dropped = 0u64;
-    held.retain(|id, h| {
-        let Some(ring) = rings.get(id) else {
-            dropped += h.records.len() as u64;
-            return false;
-        };
+    let holding: Vec<(TagId, Arc<Sink>)> = {
+        let st = shared.lock();
+        st.sinks
+            .iter()
+            .filter(|(_, s)| !lock(&s.held).records.is_empty())
+            .map(|(id, s)| (*id, s.clone()))
+            .collect()
+    };
+    let mut done_blobs = Vec::new();
+    for (id, sink) in holding {
+        let mut h = lock(&sink.held);
+        if sink.gone.load(Ordering::Acquire) {
+            continue;
+        }
         let mut n = 0u64;
         while let Some(r) = h.records.front() {
-            if let Ok(None) = ring.publish_lossless_quietly(&[r]) {
+            if let Ok(None) = sink.ring.publish_lossless_quietly(&[r]) {
                 break;
             }
-            if let (Some(b), Some(store)) = (blob::blob_of(r), blobs.get_mut(id)) {
-                store.done(Owner::Inbound, b);
+            if let Some(b) = blob::blob_of(r) {
+                done_blobs.push((id, b));
             }
-            h.bytes -= r.len();
+            let len = r.len();
+            h.bytes -= len;
             h.records.pop_front();
             n += 1;
         }
         if n > 0 {
-            ring.wake_readers();
+            sink.ring.wake_readers();
         }
-        written += n;
+        shared.stats.held_now.fetch_sub(n, Ordering::Relaxed);
         let empty = h.records.is_empty();
-        rooms.push((*id, (!empty).then(|| h.room(ring.shape().slots))));
-        !empty
-    });
-    shared
-        .stats
-        .held_now
-        .fetch_sub(written + dropped, Ordering::Relaxed);
+        rooms.push((id, (!empty).then(|| h.room(sink.ring.shape().slots))));
+    }
+    if !done_blobs.is_empty() {
+        let mut st = shared.lock();
+        for (id, b) in done_blobs {
+            if let Some(store) = st.blobs.get_mut(&id) {
+                store.done(Owner::Inbound, b);
+            }
+        }
+    }
     rooms
 }
 

@@ -2,7 +2,7 @@
 //! multicast carrier's, each around its own inbound session, and one per
 //! TCP data connection. What they complete goes to `held::deliver`.
 
-use super::held::{deliver, held_full};
+use super::held::{deliver, held_full, SinkCache};
 use super::*;
 
 /// Receives on `sock` (the delivery port, or with `multicast` the multicast
@@ -20,6 +20,7 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
         ..SessionConfig::default()
     });
     let mut credits = Credits::default();
+    let mut sinks = SinkCache::default();
     let mut timeout = Duration::ZERO;
     while !shared.is_stopping() {
         let holding = shared.stats.held_now.load(Ordering::Relaxed) > 0;
@@ -66,7 +67,7 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
         if session.poll_timeout().is_some_and(|t| t <= now) {
             session.handle_timeout(now);
         }
-        deliver_all(shared, &mut session, &mut credits, now);
+        deliver_all(shared, &mut session, &mut credits, &mut sinks, now);
         while let Some(t) = session.poll_transmit(now) {
             let _ = d.sock.send_to(&t.bytes, t.dest);
         }
@@ -77,9 +78,15 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
 }
 
 /// Writes what the session completed into the local rings, a run of one
-/// tag at a time (one lock and one wake-up per run), and gives the session
+/// tag at a time (one wake-up per run, no daemon-wide lock), and gives the session
 /// each tag's room for its lossless subscribers.
-fn deliver_all(shared: &Shared, session: &mut Session, credits: &mut Credits, now: Instant) {
+fn deliver_all(
+    shared: &Shared,
+    session: &mut Session,
+    credits: &mut Credits,
+    sinks: &mut SinkCache,
+    now: Instant,
+) {
     let mut run: Vec<tagwire_session::Delivery> = Vec::new();
     loop {
         let next = session.poll_deliver();
@@ -90,7 +97,12 @@ fn deliver_all(shared: &Shared, session: &mut Session, credits: &mut Credits, no
         };
         if ends {
             let tag = run[0].tag.clone();
-            let room = deliver(shared, &tag, run.iter().map(|m| (m.header, &m.payload[..])));
+            let room = deliver(
+                shared,
+                sinks,
+                &tag,
+                run.iter().map(|m| (m.header, &m.payload[..])),
+            );
             if let Some((id, room)) = room {
                 credits.names.entry(id).or_insert(tag);
                 credits.update(session, now, &[(id, room)], false);
@@ -231,6 +243,7 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
         ..SessionConfig::default()
     });
     let mut credits = Credits::default();
+    let mut sinks = SinkCache::default();
     let mut buf = vec![0u8; MAX_TCP_FRAME];
     // Reads exactly `out.len()` bytes; None on EOF, error or shutdown.
     let read_exact = |conn: &mut std::io::BufReader<std::net::TcpStream>, out: &mut [u8]| {
@@ -280,7 +293,8 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
                     Body::Batch(b) => Some(&b.tag),
                     _ => None,
                 };
-                while tag.is_some_and(|t| held_full(shared, t)) && !shared.is_stopping() {
+                while tag.is_some_and(|t| held_full(shared, &mut sinks, t)) && !shared.is_stopping()
+                {
                     drain_held(shared);
                     if let Some(d) = shared.delivery.get() {
                         d.wait_for_room(MAX_SLEEP);
@@ -288,7 +302,7 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
                 }
                 let now = Instant::now();
                 session.handle_datagram(now, from, &buf[..n]);
-                deliver_all(shared, &mut session, &mut credits, now);
+                deliver_all(shared, &mut session, &mut credits, &mut sinks, now);
                 // (Best-effort numbering: nothing to acknowledge.)
                 while session.poll_transmit(now).is_some() {}
                 while let Some(e) = session.poll_event() {

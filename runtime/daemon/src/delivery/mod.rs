@@ -73,7 +73,7 @@ use tagwire_wire::control::{StatsKind, StatsRow};
 mod held;
 mod inbound;
 
-pub(crate) use held::{drain_held, Held};
+pub(crate) use held::{drain_held, ring_added, ring_removed, Sink};
 use inbound::{inbound_loop, tcp_accept_loop};
 
 /// The delivery manager's shared state.
