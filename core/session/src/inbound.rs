@@ -29,6 +29,10 @@ use tagwire_wire::TagName;
 
 use crate::{Carrier, Class, Delivery, Event, Session, Transmit};
 
+/// Most streams of tags that moved away remembered (their heartbeats go
+/// unanswered); more are treated as new.
+const MAX_AWAY_STREAMS: usize = 1024;
+
 /// One stream from another node.
 #[derive(Debug)]
 pub(crate) struct InStream {
@@ -98,7 +102,7 @@ impl Session {
                 if self.away.contains(&tag) {
                     // Its streams moved to another session of this node:
                     // unacknowledged, it goes again, there.
-                    if self.away_streams.len() < crate::handover::MAX_HANDOVER_STREAMS {
+                    if self.away_streams.len() < MAX_AWAY_STREAMS {
                         self.away_streams.insert(key, tag.clone());
                     }
                     self.events.push_back(Event::Away { tag, from });

@@ -33,7 +33,7 @@ use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::Domain;
 use tagwire_wire::{SenderInfo, SeqNum};
 
-use crate::client::{borrow, daemon_error, is_code, Client, Endpoint};
+use crate::client::{borrow, daemon_error, is_code, Client, Endpoint, EndpointKind};
 use crate::clock::SendClock;
 use crate::{Error, Result, MAX_MESSAGE};
 
@@ -97,6 +97,14 @@ impl Direct {
             self.copy.encode(tag, &d, &mut self.buf);
             let _ = self.sock.send_to(&self.buf, d.addr);
         }
+    }
+}
+
+impl Client {
+    /// Gets send access to a tag.
+    pub fn publisher(&self, name: &str) -> Result<Publisher> {
+        let ep = self.open(name, EndpointKind::Publisher)?;
+        Ok(Publisher::new(self.clone(), ep))
     }
 }
 

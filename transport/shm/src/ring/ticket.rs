@@ -30,7 +30,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::ring::Ring;
+use super::Ring;
 use crate::sync::{fence, AtomicU64, Ordering};
 
 /// Destinations a ticket holds.
