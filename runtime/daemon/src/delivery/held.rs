@@ -57,6 +57,13 @@ impl Sink {
     pub(crate) fn held_len(&self) -> usize {
         lock(&self.held).len()
     }
+
+    /// The tag's credit: the room left in its held-back queue while
+    /// anything is held there, `None` otherwise.
+    fn room(&self) -> Option<u32> {
+        let h = lock(&self.held);
+        (!h.records.is_empty()).then(|| h.room(self.ring.shape().slots))
+    }
 }
 
 /// A ring was added to `st.rings` for tag `id`: the inbound path may write it.
@@ -100,6 +107,12 @@ pub(super) struct SinkCache {
 }
 
 impl SinkCache {
+    /// The credit of `tag` now (see `Sink::room`; `None` for a tag that is
+    /// gone), without the daemon's lock but after a ring came or went.
+    pub(super) fn room(&mut self, shared: &Shared, tag: &TagName) -> Option<u32> {
+        self.get(shared, tag).and_then(|(_, s)| s.room())
+    }
+
     /// The sink of `tag`, taking the daemon's lock only when a ring came or
     /// went since the last look, or the tag is new to this thread.
     fn get(&mut self, shared: &Shared, tag: &TagName) -> Option<(TagId, Arc<Sink>)> {
@@ -160,9 +173,7 @@ pub(super) fn deliver<'m>(
     shared.tallies.tags.add(tag, |c| c.delivered += n);
     // One wake-up for the lot.
     sink.ring.wake_readers();
-    let h = lock(&sink.held);
-    let room = (!h.records.is_empty()).then(|| h.room(sink.ring.shape().slots));
-    Some((id, room))
+    Some((id, sink.room()))
 }
 
 fn deliver_one(

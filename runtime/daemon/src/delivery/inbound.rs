@@ -23,11 +23,15 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
     let mut sinks = SinkCache::default();
     let mut timeout = Duration::ZERO;
     while !shared.is_stopping() {
-        let holding = shared.stats.held_now.load(Ordering::Relaxed) > 0;
-        if holding || !credits.limited.is_empty() {
-            // (Another inbound thread may have drained a tag of ours.)
-            let rooms = drain_held(shared);
-            credits.update(&mut session, Instant::now(), &rooms, true);
+        if !credits.limited.is_empty() {
+            // The tags' drainers move what is held (and wake us with an
+            // empty datagram): announce the room it left.
+            let rooms: Vec<(TagId, Option<u32>)> = credits
+                .limited
+                .iter()
+                .filter_map(|id| Some((*id, sinks.room(shared, credits.names.get(id)?))))
+                .collect();
+            credits.update(&mut session, Instant::now(), &rooms);
         }
         let now = Instant::now();
         let want = session
@@ -105,7 +109,7 @@ fn deliver_all(
             );
             if let Some((id, room)) = room {
                 credits.names.entry(id).or_insert(tag);
-                credits.update(session, now, &[(id, room)], false);
+                credits.update(session, now, &[(id, room)]);
             }
             run.clear();
         }
@@ -121,22 +125,15 @@ fn deliver_all(
 /// otherwise.
 #[derive(Debug, Default)]
 struct Credits {
-    /// Tag names by id, for what `drain_held` reports.
+    /// Tag names by id (the sinks are looked up by name).
     names: HashMap<TagId, TagName>,
     /// Tags whose credit is limited in the session.
     limited: HashSet<TagId>,
 }
 
 impl Credits {
-    /// Takes the rooms of the tags in `rooms`; with `all` (a report of every
-    /// tag holding anything), a limited tag absent from it gets no limit.
-    fn update(
-        &mut self,
-        session: &mut Session,
-        now: Instant,
-        rooms: &[(TagId, Option<u32>)],
-        all: bool,
-    ) {
+    /// Takes the rooms of the tags in `rooms` (`None`: no limit).
+    fn update(&mut self, session: &mut Session, now: Instant, rooms: &[(TagId, Option<u32>)]) {
         for (id, room) in rooms {
             let Some(t) = self.names.get(id) else {
                 continue;
@@ -148,21 +145,6 @@ impl Credits {
                 self.limited.remove(id);
             }
         }
-        if !all {
-            return;
-        }
-        let names = &self.names;
-        self.limited.retain(|id| {
-            let held = rooms.iter().any(|(i, r)| i == id && r.is_some());
-            if !held && !rooms.iter().any(|(i, _)| i == id) {
-                // Not reported: drained (by another thread) or gone.
-                if let Some(t) = names.get(id) {
-                    session.set_credit(now, t, None);
-                }
-                return false;
-            }
-            held
-        });
     }
 }
 
