@@ -108,6 +108,11 @@ impl Client {
     }
 }
 
+/// Longest wait between two offers of a large message to a full store
+/// (the wake-up is the slowest reader moving on; this bounds it when what
+/// holds the store is not a reader, e.g. a stalled publisher's message).
+const BLOB_RETRY: Duration = Duration::from_millis(5);
+
 /// How long `send` waits, by default, for a full network window to open.
 pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -238,8 +243,9 @@ impl Publisher {
 
     /// Hands `payload` to the daemon in a sealed memfd. While the daemon's
     /// store for the tag is full of large messages a lossless reader still
-    /// needs, tries again (from 100 µs to 5 ms apart) until the send
-    /// timeout, counted from `start`, then fails with `WindowFull`.
+    /// needs, tries again each time the slowest reader of the ring moves on
+    /// (at least every 5 ms) until the send timeout, counted from `start`,
+    /// then fails with `WindowFull`.
     fn store_blob(&mut self, payload: &[u8], start: Instant) -> Result<BlobRef> {
         let io = |e: std::io::Error| Error::Io(format!("large message memfd: {e}"));
         let fd: OwnedFd = rustix::fs::memfd_create(
@@ -256,7 +262,6 @@ impl Publisher {
         )
         .map_err(|e| io(e.into()))?;
         let fd = OwnedFd::from(f);
-        let mut pause = Duration::from_micros(100);
         loop {
             let req = Request::PutBlob {
                 tag: self.ep.tag(),
@@ -280,8 +285,8 @@ impl Publisher {
                             waited,
                         });
                     }
-                    std::thread::sleep(pause.min(self.send_timeout - waited));
-                    pause = (pause * 2).min(Duration::from_millis(5));
+                    self.ring
+                        .wait_lowest_gate_moves(BLOB_RETRY.min(self.send_timeout - waited));
                 }
                 other => return Err(daemon_error(other, &self.ep.name)),
             }

@@ -185,6 +185,42 @@ impl Ring {
         }
     }
 
+    /// Waits up to `wait` for the lowest gate to move on from where it is
+    /// now (or for no gate to be left), sleeping on the gate bell: what a
+    /// writer waits for when the daemon holds its large messages for the
+    /// slowest reader. Returns whether it moved.
+    pub fn wait_lowest_gate_moves(&self, wait: Duration) -> bool {
+        let Some(low) = self.min_gate(false) else {
+            return true;
+        };
+        let start = Instant::now();
+        loop {
+            let seen = self.gate_bell().load(Ordering::SeqCst);
+            let reap = start.elapsed() >= DEAD_WRITER;
+            if self.min_gate(reap).is_none_or(|g| g > low) {
+                return true;
+            }
+            let waited = start.elapsed();
+            if waited >= wait {
+                return false;
+            }
+            // The holder rings the bell once it is past `low`.
+            self.gate_want().fetch_min(low + 1, Ordering::SeqCst);
+            let nap = (wait - waited).min(Duration::from_millis(20));
+            let waiters = self.gate_waiters();
+            waiters.fetch_add(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if self.min_gate(false).is_some_and(|g| g <= low) {
+                let ts = rustix::time::Timespec {
+                    tv_sec: nap.as_secs() as i64,
+                    tv_nsec: i64::from(nap.subsec_nanos()),
+                };
+                let _ = futex::wait(self.gate_bell(), futex::Flags::empty(), seen, Some(&ts));
+            }
+            waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
     /// Holds a lossless gate at `position` on behalf of process `pid` (the
     /// daemon does this for a lossless subscriber before its subscription
     /// becomes visible, so no writer can lap it in between). The gate holds
@@ -540,5 +576,28 @@ mod tests {
             assert!(took < Duration::from_secs(5), "{took:?}");
         });
         assert!(r.publish_lossless_quietly(&[b"x"]).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_writer_waiting_for_the_slowest_reader_wakes_when_it_moves() {
+        let r = Ring::create("lowest-moves", shape(8, 64)).unwrap();
+        assert!(
+            r.wait_lowest_gate_moves(Duration::ZERO),
+            "no gate: nothing to wait for"
+        );
+        let slow = r.attach_lossless_gate(3).unwrap();
+        let _fast = r.attach_gate(6).unwrap();
+        assert!(!r.wait_lowest_gate_moves(Duration::from_millis(5)));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(30));
+                slow.advance(4);
+            });
+            let start = Instant::now();
+            assert!(r.wait_lowest_gate_moves(Duration::from_secs(10)));
+            let took = start.elapsed();
+            assert!(took >= Duration::from_millis(25), "{took:?}");
+            assert!(took < Duration::from_secs(5), "{took:?}");
+        });
     }
 }
