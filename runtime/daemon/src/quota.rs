@@ -13,7 +13,7 @@
 //! | rights per client | 4096 | table entries and, when lossless, gates |
 //!
 //! At start the daemon raises its descriptor limit to the hard limit, and a
-//! new tag must leave [`DESCRIPTOR_RESERVE`] descriptors free (counted
+//! new tag must leave 64 descriptors free (`DESCRIPTOR_RESERVE`, counted
 //! before its ring is made): a daemon under a low limit refuses tags with a
 //! quota error and keeps serving its clients.
 
