@@ -107,7 +107,6 @@ pub mod exhaustive;
 mod explain;
 pub mod generate;
 pub mod milp;
-mod routes;
 mod topology;
 
 pub use cost::{seconds, Assignment, CostModel, Limit, Load, Objective, Options, Placement};

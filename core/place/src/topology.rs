@@ -9,7 +9,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::routes::Routes;
+mod routes;
+
+pub(crate) use routes::Routes;
 
 /// Default CPU capacity a node offers to proxies: half a CPU.
 pub const DEFAULT_CPU_CAPACITY: f64 = 0.5;

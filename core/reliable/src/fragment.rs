@@ -187,6 +187,78 @@ impl Reassembler {
         Some(self.complete(first, p.header, p.tag, payload))
     }
 
+    /// Takes every partial message out, oldest first: what a stream's new
+    /// holder needs to finish them (see [`Reassembler::put_partial`]).
+    pub fn take_partials(&mut self) -> Vec<PartialMessage> {
+        self.bytes = 0;
+        std::mem::take(&mut self.partials)
+            .into_iter()
+            .map(|(first_seq, p)| PartialMessage {
+                first_seq,
+                frags: p.frags,
+                msg_len: p.msg_len,
+                header: p.header,
+                tag: p.tag,
+                pieces: p.pieces,
+            })
+            .collect()
+    }
+
+    /// Takes a partial message another reassembler of the same stream held
+    /// ([`Reassembler::take_partials`]). It may come from another process:
+    /// pieces that do not fit the message are dropped (counted
+    /// inconsistent), and the bounds hold as for fragments.
+    pub fn put_partial(&mut self, m: PartialMessage) {
+        let PartialMessage {
+            first_seq,
+            frags,
+            msg_len,
+            header,
+            tag,
+            pieces,
+        } = m;
+        if frags < 2 || msg_len as usize > self.config.max_bytes {
+            self.stats.inconsistent += 1;
+            return;
+        }
+        if self.partials.contains_key(&first_seq) || self.completed.contains(&first_seq) {
+            self.stats.duplicates += 1;
+            return;
+        }
+        let mut held = 0usize;
+        let mut kept = BTreeMap::new();
+        for (frag, piece) in pieces {
+            if frag >= frags || held + piece.len() > msg_len as usize {
+                self.stats.inconsistent += 1;
+                continue;
+            }
+            held += piece.len();
+            kept.insert(frag, piece);
+        }
+        if kept.len() >= usize::from(frags) {
+            // Whole messages are delivered, never handed over.
+            self.stats.inconsistent += 1;
+            return;
+        }
+        self.partials.insert(
+            first_seq,
+            Partial {
+                frags,
+                msg_len,
+                header,
+                tag,
+                pieces: BTreeMap::new(),
+                held: 0,
+            },
+        );
+        self.make_room(first_seq, held);
+        if let Some(p) = self.partials.get_mut(&first_seq) {
+            p.pieces = kept;
+            p.held = held;
+            self.bytes += held;
+        }
+    }
+
     /// Partial messages held.
     pub fn partials(&self) -> usize {
         self.partials.len()
@@ -260,6 +332,24 @@ impl Default for Reassembler {
     fn default() -> Self {
         Self::new(ReassemblerConfig::default())
     }
+}
+
+/// A message some of whose fragments arrived, as it moves from one
+/// reassembler to another ([`Reassembler::take_partials`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartialMessage {
+    /// Stream seq of its first fragment.
+    pub first_seq: u64,
+    /// Its fragment count.
+    pub frags: u16,
+    /// Its whole length.
+    pub msg_len: u32,
+    /// The publisher's frame header.
+    pub header: FrameHeader,
+    /// Its tag.
+    pub tag: TagName,
+    /// The pieces that arrived, by fragment index.
+    pub pieces: BTreeMap<u16, Vec<u8>>,
 }
 
 #[derive(Debug)]
@@ -481,5 +571,54 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_partial_message_moves_to_another_reassembler_and_completes_there() {
+        let tag = TagName::new("/t").unwrap();
+        let msg: Vec<u8> = (0..100u8).collect();
+        let parts = cut(10, &msg, 30);
+        assert_eq!(parts.len(), 4);
+        let mut a = Reassembler::default();
+        assert_eq!(feed(&mut a, &tag, 7, &msg, &parts[0]), None);
+        assert_eq!(feed(&mut a, &tag, 7, &msg, &parts[1]), None);
+        let moved = a.take_partials();
+        assert_eq!((a.partials(), a.bytes_held()), (0, 0));
+        assert_eq!(moved.len(), 1);
+        assert_eq!(moved[0].first_seq, 10);
+        let mut b = Reassembler::default();
+        b.put_partial(moved[0].clone());
+        assert_eq!(b.bytes_held(), 60);
+        assert_eq!(feed(&mut b, &tag, 7, &msg, &parts[2]), None);
+        let done = feed(&mut b, &tag, 7, &msg, &parts[3]).unwrap();
+        assert_eq!(done.payload, msg);
+        assert_eq!(done.header, header(7));
+        // A second copy of the handed-over message is not taken again.
+        b.put_partial(moved[0].clone());
+        assert_eq!(b.partials(), 0);
+    }
+
+    #[test]
+    fn a_handed_over_partial_that_does_not_fit_its_message_is_refused() {
+        let tag = TagName::new("/t").unwrap();
+        let mut r = Reassembler::default();
+        let bad = |frags: u16, msg_len: u32, pieces: Vec<(u16, usize)>| PartialMessage {
+            first_seq: 1,
+            frags,
+            msg_len,
+            header: header(1),
+            tag: tag.clone(),
+            pieces: pieces.into_iter().map(|(f, n)| (f, vec![0; n])).collect(),
+        };
+        // One fragment: never partial. Too large for the bound.
+        r.put_partial(bad(1, 10, vec![(0, 5)]));
+        r.put_partial(bad(4, u32::MAX, vec![(0, 5)]));
+        // Pieces beyond the count or the length are dropped; a complete set
+        // is refused whole.
+        r.put_partial(bad(2, 10, vec![(0, 5), (1, 5)]));
+        assert_eq!(r.partials(), 0);
+        r.put_partial(bad(3, 10, vec![(0, 5), (7, 1), (1, 9)]));
+        assert_eq!((r.partials(), r.bytes_held()), (1, 5));
+        assert_eq!(r.stats().inconsistent, 5);
     }
 }

@@ -60,7 +60,8 @@ pub mod reader;
 pub mod writer;
 
 pub use fragment::{
-    fragment_count, fragments, Reassembled, Reassembler, ReassemblerConfig, ReassemblerStats,
+    fragment_count, fragments, PartialMessage, Reassembled, Reassembler, ReassemblerConfig,
+    ReassemblerStats,
 };
 pub use reader::{Arrival, BestEffort, BestEffortStats, Reader, ReaderConfig, ReaderStats};
 pub use writer::{Transmit, WindowFull, Writer, WriterConfig, WriterStats};

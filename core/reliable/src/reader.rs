@@ -270,6 +270,15 @@ impl Reader {
         self.received_through
     }
 
+    /// The seq delivered next: every one before it was delivered or given
+    /// up on. A reader made [`Reader::with_start`] this seq takes the
+    /// stream over from this one (its out-of-order datagrams are not
+    /// handed over: they were not acknowledged cumulatively, so the
+    /// writer still holds them and resends what the new reader names).
+    pub fn next_to_deliver(&self) -> u64 {
+        self.deliver_next
+    }
+
     /// Datagrams held out of order.
     pub fn buffered(&self) -> usize {
         self.buffer.len()
@@ -386,6 +395,12 @@ impl BestEffort {
                 true
             }
         }
+    }
+
+    /// The first seq still accepted (0: any): a tracker made
+    /// [`BestEffort::with_start`] this seq continues this one.
+    pub fn next(&self) -> u64 {
+        self.last.map_or(0, |l| l.saturating_add(1))
     }
 
     /// The counters.

@@ -29,23 +29,29 @@ use tagwire_wire::TagName;
 
 use crate::{Carrier, Class, Delivery, Event, Session, Transmit};
 
+/// Most streams of tags that moved away remembered (their heartbeats go
+/// unanswered); more are treated as new.
+const MAX_AWAY_STREAMS: usize = 1024;
+
 /// One stream from another node.
 #[derive(Debug)]
 pub(crate) struct InStream {
-    reader: Reader,
-    best: BestEffort,
-    reasm: Reassembler,
+    pub(crate) reader: Reader,
+    pub(crate) best: BestEffort,
+    pub(crate) reasm: Reassembler,
     /// Its tag, once a data datagram named it.
-    tag: Option<TagName>,
+    pub(crate) tag: Option<TagName>,
+    /// Reliable (or best effort), once a datagram said.
+    pub(crate) reliable: Option<bool>,
     last: Instant,
     /// Where acknowledgements go (see the module documentation).
-    reply: Option<SocketAddr>,
+    pub(crate) reply: Option<SocketAddr>,
     /// The credit our last acknowledgement carried.
     advertised: Option<u32>,
 }
 
 impl InStream {
-    fn new(reader: ReaderConfig, reasm: ReassemblerConfig, now: Instant) -> Self {
+    pub(crate) fn new(reader: ReaderConfig, reasm: ReassemblerConfig, now: Instant) -> Self {
         Self {
             // A stream is created for a receiver that already exists, so it
             // is wanted from its first datagram: when that one was lost, the
@@ -57,6 +63,7 @@ impl InStream {
             best: BestEffort::with_start(1),
             reasm: Reassembler::new(reasm),
             tag: None,
+            reliable: None,
             last: now,
             reply: None,
             advertised: None,
@@ -92,16 +99,30 @@ impl Session {
                 ..
             }) => {
                 let tag = tag.as_ref().clone();
+                if self.away.contains(&tag) {
+                    // Its streams moved to another session of this node:
+                    // unacknowledged, it goes again, there.
+                    if self.away_streams.len() < MAX_AWAY_STREAMS {
+                        self.away_streams.insert(key, tag.clone());
+                    }
+                    self.events.push_back(Event::Away { tag, from });
+                    return;
+                }
                 let (reader, reasm) = (self.config.reader, self.config.reassembler);
-                let s = self
-                    .streams
-                    .entry(key)
-                    .or_insert_with(|| InStream::new(reader, reasm, now));
+                let at_first = self.config.start_at_first;
+                let s = self.streams.entry(key).or_insert_with(|| {
+                    let mut s = InStream::new(reader, reasm, now);
+                    if at_first {
+                        s.best = BestEffort::new();
+                    }
+                    s
+                });
                 s.last = now;
                 if flags & FLAG_DIRECT == 0 {
                     s.reply = Some(from);
                 }
                 s.tag.get_or_insert_with(|| tag.clone());
+                s.reliable.get_or_insert(flags & FLAG_RELIABLE != 0);
                 if self.credit.get(&tag) == Some(&0) {
                     // A best-effort datagram is just lost (the next one's
                     // gap counts it); a reliable one comes again once there
@@ -147,6 +168,9 @@ impl Session {
                 self.ack(now, key);
             }
             Body::Heartbeat(Heartbeat { first, last }) => {
+                if self.away_streams.contains_key(&key) {
+                    return; // (see `Event::Away`)
+                }
                 // A heartbeat may be the first we hear of a stream whose
                 // first datagrams were all lost: its answer asks for them.
                 let (reader, reasm) = (self.config.reader, self.config.reassembler);
@@ -257,7 +281,7 @@ impl Session {
 
     /// Queues what the stream's reader has to say, with the tag's credit,
     /// once it knows where to: until then it stays due.
-    fn ack(&mut self, now: Instant, key: (std::net::IpAddr, u64)) {
+    pub(crate) fn ack(&mut self, now: Instant, key: (std::net::IpAddr, u64)) {
         let Some(s) = self.streams.get_mut(&key) else {
             return;
         };

@@ -6,7 +6,7 @@
 //! node and carrier:
 //!
 //! ```text
-//!                 set_routes(tag, [Dest])      set_credit(tag, room)
+//!             set_routes(now, tag, [Dest])     set_credit(tag, room)
 //!                          │                            │
 //!  ring records ──▶ handle_record(now, tag, hdr, msg)   │
 //!  (this node's    offer / handle_direct_record         │
@@ -77,13 +77,14 @@
 //! * Every input may come from an attacker: malformed datagrams are
 //!   [`Event::Malformed`], never a panic.
 
+mod handover;
 mod inbound;
 mod outbound;
 pub mod plan;
 mod route;
 mod ticket;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -93,8 +94,10 @@ use tagwire_reliable::{ReaderConfig, ReassemblerConfig, WriterConfig, WriterStat
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::{NodeAddr, TagName};
 
+pub use handover::{Handover, MAX_HANDOVER_STREAMS};
 pub use plan::Mode;
 pub use route::Dest;
+pub use ticket::DirectCopy;
 
 /// Settings of a [`Session`].
 #[derive(Debug, Clone)]
@@ -130,6 +133,11 @@ pub struct Config {
     pub multicast_port: Option<u16>,
     /// An inbound stream silent this long is forgotten.
     pub idle_stream: Duration,
+    /// Inbound best-effort streams start at the first datagram that comes
+    /// (a TCP connection's session: a new connection carries on its
+    /// sender's numbering, and TCP itself loses nothing). Otherwise they
+    /// are wanted from seq 1 and every number missed is counted lost.
+    pub start_at_first: bool,
 }
 
 impl Default for Config {
@@ -151,6 +159,7 @@ impl Default for Config {
             max_unacked_bytes: 4 << 20,
             multicast_port: None,
             idle_stream: Duration::from_secs(60),
+            start_at_first: false,
         }
     }
 }
@@ -236,6 +245,14 @@ pub enum Event {
     },
     /// A reliable data datagram refused: the tag has no credit here.
     Refused {
+        /// Its tag.
+        tag: TagName,
+        /// The sender.
+        from: SocketAddr,
+    },
+    /// A data datagram of a tag whose streams moved to another session
+    /// of this node ([`Session::export_inbound`]): dropped unacknowledged.
+    Away {
         /// Its tag.
         tag: TagName,
         /// The sender.
@@ -352,6 +369,10 @@ pub struct Session {
     streams: HashMap<(IpAddr, u64), inbound::InStream>,
     /// Room per tag for a lossless subscriber (absent: unlimited).
     credit: HashMap<TagName, u32>,
+    /// Tags whose inbound streams moved to another session of this node,
+    /// and those streams (their heartbeats are not answered here).
+    away: HashSet<TagName>,
+    away_streams: HashMap<(IpAddr, u64), TagName>,
     transmits: VecDeque<Transmit>,
     deliveries: VecDeque<Delivery>,
     events: VecDeque<Event>,
@@ -367,6 +388,8 @@ impl Session {
             owned: HashMap::new(),
             streams: HashMap::new(),
             credit: HashMap::new(),
+            away: HashSet::new(),
+            away_streams: HashMap::new(),
             transmits: VecDeque::new(),
             deliveries: VecDeque::new(),
             events: VecDeque::new(),

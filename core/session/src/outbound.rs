@@ -128,9 +128,14 @@ impl Outbound {
 
 impl Session {
     /// Sets where `tag`'s samples go from this node (an empty list ends
-    /// them). Streams to nodes that left, or whose address or mode changed,
-    /// end; items waiting only for them are done.
-    pub fn set_routes(&mut self, tag: &TagName, dests: Vec<Dest>) {
+    /// them). Streams to nodes that left, or whose mode changed, end; items
+    /// waiting only for them are done. A node whose address alone changed
+    /// (its stream moved between its delivery manager and a sole
+    /// receiving process, DESIGN.md §6) keeps its streams and numbers:
+    /// what its reliable stream holds unacknowledged goes again to the new
+    /// address, whose session took the stream over
+    /// ([`Session::import_inbound`]).
+    pub fn set_routes(&mut self, now: Instant, tag: &TagName, dests: Vec<Dest>) {
         if dests.is_empty() {
             if let Some(o) = self.out.remove(tag) {
                 for (node, s) in o.reliable {
@@ -144,21 +149,38 @@ impl Session {
             .out
             .entry(tag.clone())
             .or_insert_with(|| Outbound::new(batch_min));
-        let wants = |mode: Mode, node: &NodeAddr, addr: SocketAddr| {
+        let addr_of = |mode: Mode, node: &NodeAddr| {
             dests
                 .iter()
-                .any(|t| t.mode == mode && t.node == *node && t.addr == addr)
+                .find(|t| t.mode == mode && t.node == *node)
+                .map(|t| t.addr)
         };
         let mut closed = Vec::new();
-        o.reliable.retain(|n, s| {
-            let keep = wants(Mode::Reliable, n, s.addr);
-            if !keep {
-                closed.push((*n, s.id));
+        o.reliable.retain(|n, s| match addr_of(Mode::Reliable, n) {
+            Some(addr) => {
+                if addr != s.addr {
+                    s.addr = addr;
+                    s.writer.retarget(now);
+                    s.credit = None;
+                    s.probe_at = None;
+                }
+                true
             }
-            keep
+            None => {
+                closed.push((*n, s.id));
+                false
+            }
         });
-        o.best.retain(|n, s| wants(Mode::BestEffort, n, s.addr));
-        o.tcp.retain(|n, s| wants(Mode::Tcp, n, s.addr));
+        o.best.retain(|n, s| match addr_of(Mode::BestEffort, n) {
+            Some(addr) => {
+                s.addr = addr;
+                true
+            }
+            None => false,
+        });
+        // A TCP connection is to one address.
+        o.tcp
+            .retain(|n, s| addr_of(Mode::Tcp, n).is_some_and(|a| a == s.addr));
         if !dests.iter().any(|t| t.mode == Mode::Multicast) {
             o.mcast = None;
         }
@@ -166,6 +188,10 @@ impl Session {
         for (node, id) in closed {
             self.close_stream(tag, node, id);
         }
+        // What waited for a node that left goes to the new ones now: no
+        // timer of a closed stream would move it (found by the simulator:
+        // a proxy's death left its publisher held for good).
+        self.pump(now, tag);
     }
 
     /// Whether [`Session::handle_record`] takes a record of `tag` now.

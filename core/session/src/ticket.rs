@@ -12,11 +12,15 @@
 //!  abandon_offer        ◀── record `index` lost or unreadable
 //! ```
 
+use std::borrow::Cow;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::Instant;
 
-use tagwire_wire::datagram::{batch_len, push_batch_entry, BATCH_ENTRY_OVERHEAD};
+use tagwire_wire::datagram::{
+    batch_len, push_batch_entry, BatchRef, BATCH_ENTRY_OVERHEAD, FLAG_DIRECT, FLAG_RELIABLE,
+};
 use tagwire_wire::frame::{FrameHeader, FLAG_BLOB};
-use tagwire_wire::TagName;
+use tagwire_wire::{NodeAddr, TagName};
 
 use crate::outbound::{batch_ref, clean, left_out, Outgoing};
 use crate::{
@@ -156,5 +160,137 @@ impl Session {
             self.close_stream(tag, node, id);
         }
         self.pump(now, tag);
+    }
+}
+
+impl OfferDest {
+    /// The five words a shared-memory ticket carries per destination
+    /// (`tagwire_shm::TicketDest`): address (16 bytes, IPv4 as
+    /// IPv4-mapped IPv6), port, stream id, seq.
+    pub fn to_words(&self) -> [u64; 5] {
+        let ip = match self.addr.ip() {
+            IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+            IpAddr::V6(v6) => v6,
+        };
+        let b = ip.octets();
+        let mut hi = [0u8; 8];
+        let mut lo = [0u8; 8];
+        hi.copy_from_slice(&b[..8]);
+        lo.copy_from_slice(&b[8..]);
+        [
+            u64::from_le_bytes(hi),
+            u64::from_le_bytes(lo),
+            u64::from(self.addr.port()),
+            self.stream,
+            self.seq,
+        ]
+    }
+
+    /// Reads [`OfferDest::to_words`] back (the node is the address's).
+    /// The words may come from another process: a port out of range is
+    /// `None`.
+    pub fn from_words(w: [u64; 5]) -> Option<Self> {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&w[0].to_le_bytes());
+        b[8..].copy_from_slice(&w[1].to_le_bytes());
+        let v6 = Ipv6Addr::from(b);
+        let ip = v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4);
+        let addr = SocketAddr::new(ip, u16::try_from(w[2]).ok()?);
+        Some(Self {
+            node: NodeAddr(ip),
+            addr,
+            stream: w[3],
+            seq: w[4],
+        })
+    }
+}
+
+/// A publisher's own first copy of an offered record (send ticket): the
+/// batch of one the session keeps for resends, flagged as sent by the
+/// publisher. The publisher's library builds it here, so datagrams between
+/// nodes are only ever encoded by the session core.
+#[derive(Debug, Default)]
+pub struct DirectCopy {
+    entries: Vec<u8>,
+}
+
+impl DirectCopy {
+    /// Takes the record (its header as written in the ring, its payload);
+    /// returns the datagram's length, to compare with [`Offer::max_len`].
+    pub fn prepare(&mut self, tag: &TagName, header: &FrameHeader, payload: &[u8]) -> usize {
+        self.entries.clear();
+        push_batch_entry(&mut self.entries, &clean(header), payload);
+        batch_len(tag, self.entries.len())
+    }
+
+    /// Encodes the prepared record's datagram for `dest` into `out`.
+    pub fn encode(&self, tag: &TagName, dest: &OfferDest, out: &mut Vec<u8>) {
+        out.clear();
+        BatchRef {
+            seq: dest.seq,
+            flags: FLAG_RELIABLE | FLAG_DIRECT,
+            count: 1,
+            tag: Cow::Borrowed(tag),
+            entries: &self.entries,
+        }
+        .encode(dest.stream, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tagwire_wire::datagram::{Body, Datagram};
+    use tagwire_wire::{Pid, SenderInfo, SeqNum};
+
+    #[test]
+    fn offered_destinations_survive_the_ticket_words_and_hostile_ports_are_refused() {
+        for addr in ["10.0.0.2:7402", "[fe80::1]:7401"] {
+            let d = OfferDest {
+                node: NodeAddr(addr.parse::<SocketAddr>().unwrap().ip()),
+                addr: addr.parse().unwrap(),
+                stream: u64::MAX,
+                seq: 41,
+            };
+            assert_eq!(OfferDest::from_words(d.to_words()), Some(d));
+        }
+        assert_eq!(OfferDest::from_words([0, 0, 70_000, 1, 1]), None);
+    }
+
+    #[test]
+    fn a_direct_copy_is_a_reliable_batch_of_one_flagged_direct() {
+        let tag = TagName::new("/t").unwrap();
+        let header = FrameHeader {
+            flags: FLAG_BLOB,
+            sender: SenderInfo {
+                pid: Pid(7),
+                node: NodeAddr::LOCALHOST,
+            },
+            stream: 2,
+            seq: SeqNum(9),
+            timestamp_ns: 5,
+        };
+        let mut c = DirectCopy::default();
+        let len = c.prepare(&tag, &header, b"hello");
+        let dest = OfferDest {
+            node: NodeAddr::LOCALHOST,
+            addr: "127.0.0.1:7402".parse().unwrap(),
+            stream: 77,
+            seq: 3,
+        };
+        let mut out = Vec::new();
+        c.encode(&tag, &dest, &mut out);
+        assert_eq!(out.len(), len);
+        let dg = Datagram::decode(&out).unwrap();
+        assert_eq!(dg.stream, 77);
+        let Body::Batch(b) = dg.body else {
+            panic!("not a batch")
+        };
+        assert_eq!((b.seq, b.count), (3, 1));
+        assert_eq!(b.flags, FLAG_RELIABLE | FLAG_DIRECT);
+        let (h, p) = b.messages().next().unwrap();
+        assert_eq!(p, b"hello");
+        assert_eq!(h.flags & FLAG_BLOB, 0, "the ring's blob flag stays home");
+        assert_eq!(h.seq, SeqNum(9));
     }
 }

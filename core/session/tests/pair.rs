@@ -17,7 +17,10 @@ fn secs(n: u64) -> Duration {
 
 fn two(mode: Mode, link: Link, seed: u64) -> Net {
     let mut n = Net::new(2, link, seed, |_| Config::default());
-    n.nodes[0].session.set_routes(&tag(), vec![dest(1, mode)]);
+    let now = n.now;
+    n.nodes[0]
+        .session
+        .set_routes(now, &tag(), vec![dest(1, mode)]);
     n
 }
 
@@ -134,6 +137,7 @@ fn best_effort_delivers_newer_only_and_counts_every_gap() {
 fn a_scaled_route_gets_every_nth_sample_and_counts_the_rest() {
     let mut net = Net::new(2, Link::default(), 5, |_| Config::default());
     net.nodes[0].session.set_routes(
+        net.now,
         &tag(),
         vec![Dest {
             every: 3,
@@ -166,11 +170,12 @@ fn a_proxy_node_relays_every_nth_sample_of_others_but_not_their_own() {
     let mut net = Net::new(3, Link::default(), 6, |_| Config::default());
     net.nodes[0]
         .session
-        .set_routes(&tag(), vec![dest(1, Mode::Reliable)]);
+        .set_routes(net.now, &tag(), vec![dest(1, Mode::Reliable)]);
     net.nodes[2]
         .session
-        .set_routes(&tag(), vec![dest(1, Mode::Reliable)]);
+        .set_routes(net.now, &tag(), vec![dest(1, Mode::Reliable)]);
     net.nodes[1].session.set_routes(
+        net.now,
         &tag(),
         vec![Dest {
             every: 2,
@@ -197,6 +202,7 @@ fn a_proxy_node_relays_every_nth_sample_of_others_but_not_their_own() {
 fn multicast_goes_to_the_tags_group_once_for_all_nodes() {
     let mut net = Net::new(3, Link::default(), 7, |_| Config::default());
     net.nodes[0].session.set_routes(
+        net.now,
         &tag(),
         vec![dest(1, Mode::Multicast), dest(2, Mode::Multicast)],
     );
@@ -225,7 +231,7 @@ fn a_receiver_without_credit_holds_the_sender_which_resends_nothing_and_resumes(
     let t = tag();
     net.nodes[0]
         .session
-        .set_routes(&t, vec![dest(1, Mode::Reliable)]);
+        .set_routes(net.now, &t, vec![dest(1, Mode::Reliable)]);
     // The receiver can take 40 messages, then its subscriber stops reading.
     net.nodes[1].lossless = Some((0, 40));
     net.publish(0, 1..=500, |_| 100);
@@ -277,7 +283,7 @@ fn senders_on_two_nodes_share_the_credit_and_refused_data_comes_back_once() {
     for i in [0, 2] {
         net.nodes[i]
             .session
-            .set_routes(&t, vec![dest(1, Mode::Reliable)]);
+            .set_routes(net.now, &t, vec![dest(1, Mode::Reliable)]);
     }
     const ROOM: u64 = 40;
     net.nodes[1].lossless = Some((0, ROOM));
@@ -453,7 +459,7 @@ fn a_route_change_ends_the_stream_and_what_waits_only_for_it() {
     net.publish(0, 1..=5000, |_| 1000);
     net.run_until(Duration::from_millis(50), |_| false);
     assert!(!net.nodes[0].ring.is_empty(), "held by a dead receiver");
-    net.nodes[0].session.set_routes(&t, vec![]);
+    net.nodes[0].session.set_routes(net.now, &t, vec![]);
     assert!(net.nodes[0].session.can_accept(&t));
     assert!(net.nodes[0].session.stream_stats().is_empty());
     assert_eq!(net.nodes[0].session.poll_timeout(), None, "no timers left");
@@ -508,5 +514,49 @@ proptest! {
         net.nodes[1].session.handle_datagram(now, from, &bytes);
         net.nodes[0].session.handle_datagram(now, from, &bytes);
         net.step();
+    }
+}
+
+#[test]
+fn a_stream_started_at_its_first_datagram_counts_nothing_before_it_lost() {
+    // A TCP connection's session (`start_at_first`) meets a sender's
+    // numbering mid-way, as after a reconnection: nothing before counts
+    // lost; a datagram session counts every number it never saw.
+    let now = std::time::Instant::now();
+    let mut tx = tagwire_session::Session::new(Config {
+        me: node(0),
+        ..Config::default()
+    });
+    tx.set_routes(now, &tag(), vec![dest(1, Mode::BestEffort)]);
+    let mut datagrams = Vec::new();
+    for seq in 1..=60 {
+        tx.handle_record(now, &tag(), &header(0, seq), &payload(seq, 10))
+            .unwrap();
+        tx.flush(now, &tag());
+        while let Some(t) = tx.poll_transmit(now) {
+            datagrams.push(t.bytes);
+        }
+    }
+    assert_eq!(datagrams.len(), 60);
+    for (at_first, lost) in [(true, 0), (false, 49)] {
+        let mut rx = tagwire_session::Session::new(Config {
+            me: node(1),
+            start_at_first: at_first,
+            ..Config::default()
+        });
+        for d in &datagrams[49..] {
+            rx.handle_datagram(now, addr(0), d);
+        }
+        let mut counted = 0;
+        while let Some(e) = rx.poll_event() {
+            if let Event::BestEffortLost { count, .. } = e {
+                counted += count;
+            }
+        }
+        let mut got = 0;
+        while rx.poll_deliver().is_some() {
+            got += 1;
+        }
+        assert_eq!((got, counted), (11, lost), "start_at_first {at_first}");
     }
 }

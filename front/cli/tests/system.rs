@@ -792,3 +792,60 @@ fn tagwire_stats_prints_every_subscribers_counters_as_tables_and_json() {
     let tag_row = rows.iter().find(|r| r["kind"] == "tag").expect("a tag row");
     assert_eq!(tag_row["counters"]["records"], 5);
 }
+
+#[test]
+fn a_daemon_short_of_descriptors_refuses_new_tags_and_keeps_serving() {
+    // A daemon under a low descriptor limit (set with util-linux's prlimit,
+    // which `.ci/run`'s Debian has): tags past its budget are refused with a
+    // quota error, before their ring is made, and the tags it has keep
+    // working for old and new clients.
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        println!("skipped: prlimit (util-linux) not found");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("tagwired.sock");
+    let _daemon = Proc(
+        Command::new("prlimit")
+            .arg("--nofile=160:160")
+            .arg(BIN)
+            .args(["daemon", "--socket"])
+            .arg(&socket)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let opts = ClientOptions {
+        socket: socket.clone(),
+        autostart: false,
+        ..ClientOptions::default()
+    };
+    wait_until("daemon up", || Client::with_options(opts.clone()).is_ok());
+    let c = Client::with_options(opts.clone()).unwrap();
+    c.create_tag("/keep", Domain::Local).unwrap();
+    let mut sub = c.subscribe("/keep", SubscribeOptions::default()).unwrap();
+    let mut publ = c.publisher("/keep").unwrap();
+    let mut made = 0;
+    let err = loop {
+        match c.create_tag(&format!("/many/{made}"), Domain::Local) {
+            Ok(_) => made += 1,
+            Err(e) => break e,
+        }
+        assert!(made < 1000, "never refused");
+    };
+    assert!(
+        matches!(&err, Error::Quota { what, limit } if what.contains("descriptors") && *limit == 160),
+        "{err:?}"
+    );
+    assert!(made > 10, "only {made} tags before the refusal");
+    // What exists still works, for this client and a new one.
+    publ.send(b"still here").unwrap();
+    assert_eq!(sub.receive(T).unwrap().payload, b"still here");
+    let other = Client::with_options(opts).unwrap();
+    let mut sub2 = other
+        .subscribe("/keep", SubscribeOptions::default())
+        .unwrap();
+    publ.send(b"and here").unwrap();
+    assert_eq!(sub2.receive(T).unwrap().payload, b"and here");
+    println!("{made} tags, then: {err}");
+}

@@ -29,7 +29,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::lang::{self, Runner};
-use crate::report::{fmt_size, Record};
+use crate::report::Record;
 use crate::suite::{note, SuiteOpts};
 use crate::workload::Env;
 
@@ -325,72 +325,6 @@ fn run_on(env: &Env, publ: &Runner, sub: &Runner, tag: &str, spec: &Spec) -> any
     })
 }
 
-/// The Table 2 text (records with `bench == "table2"`); empty if there are none.
-pub fn table(records: &[Record]) -> String {
-    let recs: Vec<&Record> = records.iter().filter(|r| r.bench == "table2").collect();
-    if recs.is_empty() {
-        return String::new();
-    }
-    let what = recs
-        .iter()
-        .find(|r| r.p50_us.is_some())
-        .and_then(|r| r.note.clone())
-        .unwrap_or_default();
-    let size = recs.first().map_or(4, |r| r.size);
-    // The first cell is the baseline (C->C in ORTE's table).
-    let baseline = recs.first().map_or("C->C", |r| r.system.as_str());
-    let title = if size == 4 {
-        "ORTE Table 2"
-    } else {
-        "Lossless throughput by language"
-    };
-    let mut out = format!(
-        "{title}: {} messages from a flat-out publisher to a lossless subscriber ({what}), first send to \
-         last receive, ms, median [min-max over repetitions]; /{baseline} paired (same repetition, median over \
-         repetitions)\n",
-        fmt_size(size)
-    );
-    let mut rows = vec![vec![
-        "publisher->subscriber".to_string(),
-        "time ms".to_string(),
-        "msg/s".to_string(),
-        format!("/{baseline}"),
-    ]];
-    for r in &recs {
-        let ms = |v: f64| format!("{:.2}", v / 1e3);
-        let time = match (r.p50_us, r.p50_min_us, r.p50_max_us) {
-            (Some(p), Some(lo), Some(hi)) if r.reps > 1 => {
-                format!("{} [{}-{}]", ms(p), ms(lo), ms(hi))
-            }
-            (Some(p), _, _) => ms(p),
-            _ => "-".into(),
-        };
-        rows.push(vec![
-            r.system.clone(),
-            time,
-            r.msgs_per_s
-                .map_or_else(|| "-".into(), |m| format!("{:.0}k", m / 1e3)),
-            r.paired
-                .get(baseline)
-                .map_or_else(|| "-".into(), |p| format!("{p:.2}x")),
-        ]);
-    }
-    out.push_str(&crate::report::render_grid(&rows));
-    let skipped: Vec<String> = recs
-        .iter()
-        .filter(|r| r.p50_us.is_none())
-        .filter_map(|r| r.note.as_ref().map(|n| format!("  {}: {n}", r.system)))
-        .collect();
-    if !skipped.is_empty() {
-        out.push_str("skipped:\n");
-        for s in skipped {
-            out.push_str(&s);
-            out.push('\n');
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,7 +365,7 @@ mod tests {
         assert_eq!(rust.p50_us, None);
         assert_eq!(rust.note.as_deref(), Some("Rust->Rust has no runner"));
 
-        let t = table(&recs);
+        let t = crate::report::table2_table(&recs);
         assert!(
             t.starts_with("ORTE Table 2: 4 B messages from a flat-out publisher to a lossless subscriber (10000 messages after 500 untimed)"),
             "{t}"
@@ -440,7 +374,7 @@ mod tests {
         assert!(t.contains("12.00 [12.00-24.00]"), "{t}");
         assert!(t.contains("1.20x"), "{t}");
         assert!(t.contains("Rust->Rust: Rust->Rust has no runner"), "{t}");
-        assert_eq!(table(&[]), "");
+        assert_eq!(crate::report::table2_table(&[]), "");
     }
 
     #[test]

@@ -33,8 +33,6 @@ use tagwire_wire::{
     ChannelQos, Domain, Member, NodeAddr, Pid, Reliability, SenderInfo, TagId, TagName,
 };
 
-use crate::publisher::Publisher;
-use crate::subscriber::{SubscribeOptions, Subscriber};
 use crate::{autostart, Error, Result};
 
 mod update;
@@ -427,25 +425,6 @@ impl Client {
         }
     }
 
-    /// Gets send access to a tag.
-    pub fn publisher(&self, name: &str) -> Result<Publisher> {
-        let ep = self.open(name, EndpointKind::Publisher)?;
-        Ok(Publisher::new(self.clone(), ep))
-    }
-
-    /// Subscribes to a tag; only messages sent after this call are received.
-    pub fn subscribe(&self, name: &str, opts: SubscribeOptions) -> Result<Subscriber> {
-        let ep = self.open(
-            name,
-            EndpointKind::Subscriber {
-                depth: opts.depth,
-                qos: opts.qos,
-                lossless: opts.lossless,
-            },
-        )?;
-        Subscriber::new(self.clone(), ep, opts)
-    }
-
     /// The processes holding send access to a tag (asks the daemon).
     pub fn senders(&self, name: &str) -> Result<Vec<Member>> {
         Ok(self.members(name)?.0)
@@ -496,24 +475,6 @@ impl Client {
             (Response::Pulled { count, len }, Some(fd)) => crate::pull::decode(fd, count, len),
             other => Err(unexpected(other, &name)),
         }
-    }
-
-    /// Subscribes, then pulls `query` from the tag's history: the
-    /// subscriber receives those messages first and then live ones, with no
-    /// gap and no duplicate between the two (a late joiner catching up, like
-    /// DDS's TRANSIENT_LOCAL durability).
-    pub fn subscribe_with_history(
-        &self,
-        name: &str,
-        opts: SubscribeOptions,
-        query: crate::HistoryQuery,
-    ) -> Result<Subscriber> {
-        // Subscribe first: the pull then covers everything up to (and past)
-        // where the subscription starts, and the overlap is dropped.
-        let mut sub = self.subscribe(name, opts)?;
-        let past = self.pull(name, query)?;
-        sub.prepend(past);
-        Ok(sub)
     }
 
     /// The nodes the daemon knows: this one first, then its peers with their
@@ -568,7 +529,7 @@ impl Client {
         }
     }
 
-    fn open(&self, name: &str, kind: EndpointKind) -> Result<Arc<Endpoint>> {
+    pub(crate) fn open(&self, name: &str, kind: EndpointKind) -> Result<Arc<Endpoint>> {
         let name = TagName::new(name)?;
         let epoch = self.core.epoch.load(Ordering::Acquire);
         let (opened, ring) = self.core.open_ring(&name, kind, true)?;

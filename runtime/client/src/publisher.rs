@@ -12,7 +12,8 @@
 //! idle it offers the next record's first network transmission to whoever
 //! writes that record (`tagwire_shm::Ticket`). `send` takes the offer between
 //! writing the record and ringing the doorbell, and sends the datagrams
-//! itself, from the daemon's send socket (`Request::SendSocket`): the
+//! itself (the datagram built by the session core, `tagwire_session::DirectCopy`),
+//! from the daemon's send socket (`Request::SendSocket`): the
 //! message's trip to another node then waits for no daemon thread to wake.
 //! The forwarder keeps the message for resends as if it had sent it.
 //! With a domain key (`tagwire daemon --key`) the publisher seals those
@@ -20,7 +21,6 @@
 //! client with send access: it can forge nothing it could not publish) and
 //! the counters the forwarder reserved for it in the ticket.
 
-use std::borrow::Cow;
 use std::io::Write;
 use std::net::UdpSocket;
 use std::os::fd::OwnedFd;
@@ -30,14 +30,14 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::{MemfdFlags, SealFlags};
 
+use tagwire_session::{DirectCopy, OfferDest};
 use tagwire_shm::{Ring, RingError};
 use tagwire_wire::control::{ErrorCode, Request, Response};
-use tagwire_wire::datagram::{batch_len, push_batch_entry, BatchRef, FLAG_DIRECT, FLAG_RELIABLE};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::Domain;
 use tagwire_wire::{SenderInfo, SeqNum};
 
-use crate::client::{borrow, daemon_error, is_code, Client, Endpoint};
+use crate::client::{borrow, daemon_error, is_code, Client, Endpoint, EndpointKind};
 use crate::clock::SendClock;
 use crate::{Error, Result, MAX_MESSAGE};
 
@@ -72,7 +72,7 @@ pub struct Publisher {
 #[derive(Debug)]
 struct Direct {
     sock: Arc<UdpSocket>,
-    entries: Vec<u8>,
+    copy: DirectCopy,
     buf: Vec<u8>,
     /// With a domain key: the tag's key, its id and whether to encrypt.
     seal: Option<TagSeal>,
@@ -107,7 +107,8 @@ fn tag_seal(client: &Client, tag: &tagwire_wire::TagName) -> Option<Option<TagSe
 
 impl Direct {
     /// Sends record `index` (`header`, `payload`) if the forwarder offers it
-    /// to us: a batch of one, to each offered node, numbered as offered.
+    /// to us: the datagram the session core builds for it, to each offered
+    /// node, numbered as offered.
     fn send(
         &mut self,
         ring: &Ring,
@@ -119,27 +120,23 @@ impl Direct {
         let Some(claim) = ring.ticket().claim(index) else {
             return;
         };
-        self.entries.clear();
-        push_batch_entry(&mut self.entries, header, payload);
-        let mut batch = BatchRef {
-            seq: 0,
-            flags: FLAG_RELIABLE | FLAG_DIRECT,
-            count: 1,
-            tag: Cow::Borrowed(tag),
-            entries: &self.entries,
-        };
-        if batch_len(tag, self.entries.len()) > claim.max_len() {
+        if self.copy.prepare(tag, header, payload) > claim.max_len() {
             claim.decline();
             return;
         }
-        for d in claim.dests() {
-            batch.seq = d.seq;
-            self.buf.clear();
-            batch.encode(d.stream, &mut self.buf);
+        // (Words another process wrote: one that names no address is
+        // skipped, and the forwarder's window repairs the gap.) The last
+        // word is the sealing counter the forwarder reserved (domain key).
+        for w in claim.dests() {
+            let [a, b, c, e, f, counter] = w;
+            let Some(d) = OfferDest::from_words([a, b, c, e, f]) else {
+                continue;
+            };
+            self.copy.encode(tag, &d, &mut self.buf);
             let wire = match &self.seal {
                 Some(s) => {
                     s.key
-                        .seal_tagged_into(d.counter, s.encrypt, s.id, &self.buf, &mut self.sealed);
+                        .seal_tagged_into(counter, s.encrypt, s.id, &self.buf, &mut self.sealed);
                     &self.sealed
                 }
                 None => &self.buf,
@@ -148,6 +145,19 @@ impl Direct {
         }
     }
 }
+
+impl Client {
+    /// Gets send access to a tag.
+    pub fn publisher(&self, name: &str) -> Result<Publisher> {
+        let ep = self.open(name, EndpointKind::Publisher)?;
+        Ok(Publisher::new(self.clone(), ep))
+    }
+}
+
+/// Longest wait between two offers of a large message to a full store
+/// (the wake-up is the slowest reader moving on; this bounds it when what
+/// holds the store is not a reader, e.g. a stalled publisher's message).
+const BLOB_RETRY: Duration = Duration::from_millis(5);
 
 /// How long `send` waits, by default, for a full network window to open.
 pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(1);
@@ -163,7 +173,7 @@ impl Publisher {
             .and_then(|sock| {
                 Some(Direct {
                     sock,
-                    entries: Vec::new(),
+                    copy: DirectCopy::default(),
                     buf: Vec::new(),
                     seal: tag_seal(&client, &ep.name)?,
                     sealed: Vec::new(),
@@ -290,8 +300,9 @@ impl Publisher {
 
     /// Hands `payload` to the daemon in a sealed memfd. While the daemon's
     /// store for the tag is full of large messages a lossless reader still
-    /// needs, tries again (from 100 µs to 5 ms apart) until the send
-    /// timeout, counted from `start`, then fails with `WindowFull`.
+    /// needs, tries again each time the slowest reader of the ring moves on
+    /// (at least every 5 ms) until the send timeout, counted from `start`,
+    /// then fails with `WindowFull`.
     fn store_blob(&mut self, payload: &[u8], start: Instant) -> Result<BlobRef> {
         let io = |e: std::io::Error| Error::Io(format!("large message memfd: {e}"));
         let fd: OwnedFd = rustix::fs::memfd_create(
@@ -308,7 +319,6 @@ impl Publisher {
         )
         .map_err(|e| io(e.into()))?;
         let fd = OwnedFd::from(f);
-        let mut pause = Duration::from_micros(100);
         loop {
             let req = Request::PutBlob {
                 tag: self.ep.tag(),
@@ -332,8 +342,8 @@ impl Publisher {
                             waited,
                         });
                     }
-                    std::thread::sleep(pause.min(self.send_timeout - waited));
-                    pause = (pause * 2).min(Duration::from_millis(5));
+                    self.ring
+                        .wait_lowest_gate_moves(BLOB_RETRY.min(self.send_timeout - waited));
                 }
                 other => return Err(daemon_error(other, &self.ep.name)),
             }

@@ -21,7 +21,7 @@ use tagwire_wire::control::{ErrorCode, HeldGate, Request, Response};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::{Carrier, ChannelQos, Proxy, Reliability};
 
-use crate::client::{daemon_error, is_code, Client, Endpoint};
+use crate::client::{daemon_error, is_code, Client, Endpoint, EndpointKind};
 use crate::gaps::Gaps;
 use crate::{Error, Message, Result};
 
@@ -574,6 +574,39 @@ fn parse_header(raw: &[u8; HEADER_LEN], len: usize) -> Result<FrameHeader> {
 impl Drop for Subscriber {
     fn drop(&mut self) {
         self.ep.close(&self.client.core);
+    }
+}
+
+impl Client {
+    /// Subscribes to a tag; only messages sent after this call are received.
+    pub fn subscribe(&self, name: &str, opts: SubscribeOptions) -> Result<Subscriber> {
+        let ep = self.open(
+            name,
+            EndpointKind::Subscriber {
+                depth: opts.depth,
+                qos: opts.qos,
+                lossless: opts.lossless,
+            },
+        )?;
+        Subscriber::new(self.clone(), ep, opts)
+    }
+
+    /// Subscribes, then pulls `query` from the tag's history: the
+    /// subscriber receives those messages first and then live ones, with no
+    /// gap and no duplicate between the two (a late joiner catching up, like
+    /// DDS's TRANSIENT_LOCAL durability).
+    pub fn subscribe_with_history(
+        &self,
+        name: &str,
+        opts: SubscribeOptions,
+        query: crate::HistoryQuery,
+    ) -> Result<Subscriber> {
+        // Subscribe first: the pull then covers everything up to (and past)
+        // where the subscription starts, and the overlap is dropped.
+        let mut sub = self.subscribe(name, opts)?;
+        let past = self.pull(name, query)?;
+        sub.prepend(past);
+        Ok(sub)
     }
 }
 

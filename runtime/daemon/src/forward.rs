@@ -61,8 +61,9 @@ const WINDOW: usize = 1024;
 /// between two `sendto`s); past that it is presumed stalled or dead.
 const TICKET_PATIENCE: Duration = Duration::from_millis(20);
 
-/// Longest sleep without a timer, to notice a stop or a route change.
-const IDLE_WAKE: Duration = Duration::from_millis(50);
+/// Longest sleep without a timer (route changes and stops wake the
+/// forwarder; this only bounds a sleep that missed its wake-up).
+const IDLE_WAKE: Duration = Duration::from_millis(250);
 
 /// The outbound side's sockets and the routes of acknowledgements.
 #[derive(Debug)]
@@ -89,6 +90,8 @@ pub(crate) struct Route {
     /// The forwarder thread, and whether it is parked waiting for room.
     thread: std::sync::OnceLock<std::thread::Thread>,
     parked: AtomicBool,
+    /// The ring it reads (and may sleep on).
+    ring: Ring,
 }
 
 impl Outbound {
@@ -156,6 +159,7 @@ impl Outbound {
                 session: Mutex::new(Session::new(config)),
                 thread: std::sync::OnceLock::new(),
                 parked: AtomicBool::new(false),
+                ring: ring.clone(),
             });
             let (s, o, r) = (shared.clone(), self.clone(), route.clone());
             let spawned = std::thread::Builder::new()
@@ -233,6 +237,7 @@ impl Outbound {
                 Event::BestEffortLost { .. }
                 | Event::Refused { .. }
                 | Event::Malformed { .. }
+                | Event::Away { .. }
                 | Event::DirectReceived { .. } => {}
             }
         }
@@ -271,10 +276,14 @@ thread_local! {
 }
 
 impl Route {
+    /// Wakes the forwarder wherever it sleeps: parked (held back), or on
+    /// its ring's doorbell (which wakes that ring's sleeping subscribers
+    /// too, once per route change or stop: they look and sleep again).
     fn wake(&self) {
         if let Some(t) = self.thread.get() {
             t.unpark();
         }
+        self.ring.wake_readers();
     }
 }
 
@@ -329,7 +338,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
     while !route.stop.load(Ordering::Acquire) && !shared.is_stopping() {
         let dests = lock(&route.dests).clone();
         if !Arc::ptr_eq(&dests, &f.dests) {
-            lock(&route.session).set_routes(tag, dests.to_vec());
+            lock(&route.session).set_routes(Instant::now(), tag, dests.to_vec());
             f.tcp.retain(|a, _| dests.iter().any(|t| t.addr == *a));
             f.dests = dests;
         }
@@ -436,17 +445,17 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
         });
         let offered = offer.and_then(|o| {
             // With a domain key the publisher seals each datagram with its
-            // tag's key and a counter reserved here (never used twice).
+            // tag's key and a counter reserved here (never used twice): the
+            // session's five words, then the counter.
             let base = shared.guard.reserve(o.dests.len() as u64);
+            let keyed = shared.guard.is_keyed();
             let ds: Vec<TicketDest> = o
                 .dests
                 .iter()
                 .zip(base..)
-                .map(|(d, counter)| TicketDest {
-                    addr: d.addr,
-                    stream: d.stream,
-                    seq: d.seq,
-                    counter: if shared.guard.is_keyed() { counter } else { 0 },
+                .map(|(d, counter)| {
+                    let [a, b, c, e, f] = d.to_words();
+                    [a, b, c, e, f, if keyed { counter } else { 0 }]
                 })
                 .collect();
             let index = cur.position();
@@ -474,7 +483,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
     drop(gate);
     let events = {
         let mut s = lock(&route.session);
-        s.set_routes(tag, Vec::new());
+        s.set_routes(Instant::now(), tag, Vec::new());
         drain(&mut s, Instant::now()).1
     };
     out.account(shared, route, events);

@@ -189,6 +189,9 @@ pub(crate) struct Shared {
     /// Seals what this daemon sends to other hosts and opens what they send
     /// (`guard`; with a domain key, authenticated).
     pub(crate) guard: guard::Guard,
+    /// Bumped whenever a ring comes or goes (`State::sinks`): the inbound
+    /// threads' caches of sinks look again.
+    pub(crate) sinks_gen: AtomicU64,
     /// Counts per tag and per peer address, and clients' reports awaited
     /// (`tagwire stats`).
     pub(crate) tallies: stats::Tallies,
@@ -257,9 +260,11 @@ pub(crate) struct State {
     pub(crate) clients: HashMap<ClientId, Outbox>,
     /// The membership core: peers, links, leases, replication acks.
     pub(crate) peers: Membership,
-    /// Messages from other nodes that a lossless subscriber has no room for
-    /// yet, per tag, oldest first (see `delivery::deliver`).
-    pub(crate) held: HashMap<TagId, delivery::Held>,
+    /// Each ring as the inbound path writes it, with the messages from
+    /// other nodes a lossless subscriber has no room for yet (see
+    /// `delivery::Sink`); kept with `rings` by `delivery::ring_added` and
+    /// `ring_removed`.
+    pub(crate) sinks: HashMap<TagId, Arc<delivery::Sink>>,
     /// Lossless gates held for clients' new subscriptions (tag, gate index,
     /// pid written), freed on Unsubscribe or disconnect if never taken over.
     pub(crate) held_gates: HashMap<ClientId, Vec<(TagId, usize, u32)>>,
@@ -369,7 +374,7 @@ impl Daemon {
             state: Mutex::new(State {
                 table,
                 rings: HashMap::new(),
-                held: HashMap::new(),
+                sinks: HashMap::new(),
                 blobs: HashMap::new(),
                 clients: HashMap::new(),
                 held_gates: HashMap::new(),
@@ -392,6 +397,7 @@ impl Daemon {
                 shared_node,
                 incarnation,
             ),
+            sinks_gen: AtomicU64::new(0),
             keepers: pull::Keepers::default(),
             delivery: std::sync::OnceLock::new(),
             tallies: stats::Tallies::default(),
@@ -545,6 +551,9 @@ impl Daemon {
         let _ = self.shared.listener.shutdown();
         if self.shared.config.net.is_some() {
             peers::stop(&self.shared);
+        }
+        if let Some(d) = self.shared.delivery.get() {
+            d.stop();
         }
         if let Some(t) = self.accept.take() {
             let _ = t.join();

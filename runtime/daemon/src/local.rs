@@ -487,6 +487,7 @@ fn handle(
             };
             let (tag, change) = st.table.create(name.clone(), domain, ring);
             st.rings.insert(tag, segment);
+            crate::delivery::ring_added(shared, &mut st, tag);
             st.owners.insert(tag, client.cred.uid);
             tracing::info!(tag = %name, %domain, "tag created");
             update::effects(shared, &mut st, &change.updates);

@@ -4,7 +4,7 @@
 //! incarnations, heartbeats, leases and replication acknowledgements.
 //!
 //! This module only moves bytes and reports what happened, as an `Input`
-//! on one channel that the update manager ([`crate::update`]) drains into
+//! on one channel that the update manager (`update.rs`) drains into
 //! the core:
 //!
 //! ```text

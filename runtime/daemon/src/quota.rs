@@ -12,8 +12,10 @@
 //! | large-message bytes in all | 4 GiB | memory held in memfds |
 //! | rights per client | 4096 | table entries and, when lossless, gates |
 //!
-//! At start the daemon raises its descriptor limit to the hard limit, so the
-//! tag bound, not the descriptor table, is what a flood runs into.
+//! At start the daemon raises its descriptor limit to the hard limit, and a
+//! new tag must leave 64 descriptors free (`DESCRIPTOR_RESERVE`, counted
+//! before its ring is made): a daemon under a low limit refuses tags with a
+//! quota error and keeps serving its clients.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -119,6 +121,30 @@ impl Connections {
             }
         }
     }
+}
+
+/// Descriptors a new tag must leave free: for clients that connect (each
+/// holds one, and a request may carry one), sockets, large messages in
+/// flight and the files the daemon opens.
+pub(crate) const DESCRIPTOR_RESERVE: u64 = 64;
+
+/// Whether the daemon can afford the descriptors of one more tag (its
+/// ring's memfd, and a history's) and still keep [`DESCRIPTOR_RESERVE`]
+/// free: counted before the ring is made, so a flood of tags is refused
+/// with a clear error instead of failing in `memfd_create` (or in the next
+/// client's `accept`).
+pub(crate) fn descriptors_for_tag() -> Result<(), Exceeded> {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    // (Unknown if /proc is not mounted: then not counted.)
+    let Ok(open) = std::fs::read_dir("/proc/self/fd").map(|d| d.count() as u64) else {
+        return Ok(());
+    };
+    if open.saturating_add(2 + DESCRIPTOR_RESERVE) > limit {
+        return Err(Exceeded::new("descriptors left to the daemon", limit));
+    }
+    Ok(())
 }
 
 /// Raises the soft descriptor limit to the hard one (best effort).

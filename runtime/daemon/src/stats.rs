@@ -263,7 +263,10 @@ fn daemon_rows(shared: &Shared, st: &crate::State) -> Vec<StatsRow> {
                     "large_kept",
                     st.blobs.get(&e.id).map_or(0, |b| b.len() as u64),
                 )
-                .with("held_now", st.held.get(&e.id).map_or(0, |h| h.len() as u64))
+                .with(
+                    "held_now",
+                    st.sinks.get(&e.id).map_or(0, |s| s.held_len() as u64),
+                )
                 .with("from_network", c.delivered)
                 .with("refused_datagrams", c.refused)
                 .with("best_effort_lost", c.lost),

@@ -71,6 +71,13 @@ pub(crate) fn effects(shared: &Shared, st: &mut State, updates: &[Update]) {
                 if st.rings.contains_key(tag) {
                     continue;
                 }
+                if let Err(q) = crate::quota::descriptors_for_tag() {
+                    // (The tag stays in the table; its data does not reach
+                    // this node until descriptors are free and it is made
+                    // again.)
+                    tracing::warn!(tag = %name, "no ring for a peer's tag: {}", q.message());
+                    continue;
+                }
                 let default = shared.config.default_ring;
                 let ring = st.table.entry_by_id(*tag).map_or(default, |e| e.ring);
                 // The creator's shape, unless it exceeds this daemon's limits.
@@ -82,12 +89,14 @@ pub(crate) fn effects(shared: &Shared, st: &mut State, updates: &[Update]) {
                 match made {
                     Ok(r) => {
                         st.rings.insert(*tag, r);
+                        crate::delivery::ring_added(shared, st, *tag);
                         tracing::info!(tag = %name, "tag created by a peer");
                     }
                     Err(_) => tracing::warn!(tag = %name, "cannot create the ring of a peer's tag"),
                 }
             }
             TableEvent::TagDestroyed { tag, .. } => {
+                crate::delivery::ring_removed(shared, st, *tag);
                 st.rings.remove(tag);
                 st.blobs.remove(tag);
                 st.owners.remove(tag);

@@ -36,8 +36,9 @@
 mod ring;
 mod segment;
 pub mod sync;
-mod ticket;
 
-pub use ring::{Cursor, Gate, Peek, ReadOutcome, Ring, RingError, RingShape, GATES};
+pub use ring::{
+    Claim, Closed, Cursor, Gate, Peek, ReadOutcome, Ring, RingError, RingShape, Ticket, TicketDest,
+    GATES, TICKET_DESTS, TICKET_DEST_WORDS,
+};
 pub use segment::{Segment, ShmError};
-pub use ticket::{Claim, Closed, Ticket, TicketDest, TICKET_DESTS};

@@ -9,7 +9,7 @@
 //! 192  gate bell (AtomicU32 futex word) | gate waiters (AtomicU32)
 //! 240  gate want (AtomicU64): the lowest gate position a waiting gated
 //!        writer needs, u64::MAX = none
-//! 256  send ticket (see `ticket.rs`), to 512
+//! 256  send ticket (see `ring/ticket.rs`), to 512
 //! 512  gate positions, 8 × AtomicU64: record index + 1, 0 = free
 //! 576  gate owners, 8 × AtomicU32: pid of the process holding the gate,
 //!        0 = free (taken before the position is written, freed after)
@@ -70,7 +70,9 @@ use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 
 mod gates;
 mod peek;
+mod ticket;
 pub use peek::Peek;
+pub use ticket::{Claim, Closed, Ticket, TicketDest, TICKET_DESTS, TICKET_DEST_WORDS};
 
 use gates::process_alive;
 pub use gates::Gate;
@@ -86,8 +88,8 @@ const GATE_WAITERS_OFF: usize = 196;
 const GATE_WANT_OFF: usize = 240;
 /// Gates a ring has room for.
 pub const GATES: usize = 8;
-/// Gate positions and owners follow the send ticket (`ticket.rs`).
-const GATE_POS_OFF: usize = crate::ticket::TICKET_END.div_ceil(64) * 64;
+/// Gate positions and owners follow the send ticket (`ring/ticket.rs`).
+const GATE_POS_OFF: usize = ticket::TICKET_END.div_ceil(64) * 64;
 const GATE_PID_OFF: usize = GATE_POS_OFF + 8 * GATES;
 const GATE_LOSSLESS_OFF: usize = GATE_PID_OFF + 4 * GATES;
 /// Per-slot owner words (one u64 each) start here; slots follow them.

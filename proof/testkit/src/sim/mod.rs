@@ -72,8 +72,10 @@
 //! best-effort tracker, with `tagwire_wire::datagram` bytes, as a
 //! [`SimNode`]. [`member`] runs a daemon's update manager (the membership
 //! core and a tag table) over [`conn`], a small TCP-like transport on the
-//! simulated datagrams. The delivery session core (DESIGN.md §6) will plug
-//! in the same way.
+//! simulated datagrams. [`session`] runs the delivery session core
+//! (`tagwire-session`, DESIGN.md §6) of one node's receiving socket: a
+//! daemon's delivery port, or a client process's own socket under direct
+//! delivery.
 
 pub mod conn;
 mod engine;
@@ -81,6 +83,7 @@ mod link;
 pub mod member;
 mod node;
 mod rng;
+pub mod session;
 pub mod stream;
 mod topology;
 mod trace;

@@ -51,7 +51,7 @@ pub(super) fn room_for_tag(
     if used.saturating_add(bytes(ring)) > q.ring_bytes {
         return Err(Exceeded::new("ring bytes on this daemon", q.ring_bytes));
     }
-    Ok(())
+    crate::quota::descriptors_for_tag()
 }
 
 /// Whether `len` more bytes of large messages fit the daemon's bound; past

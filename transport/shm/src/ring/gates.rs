@@ -147,6 +147,80 @@ impl Ring {
         }
     }
 
+    /// Waits up to `wait` for room for a record that must not lap a
+    /// lossless gate (the daemon's held-back messages): sleeps on the gate
+    /// bell, which a lossless subscriber rings once it has read a refill
+    /// step past what it held back. Returns whether there is room. Gates of
+    /// processes that are gone are freed after a while.
+    pub fn wait_lossless_room(&self, wait: Duration) -> bool {
+        let slots = u64::from(self.shape.slots);
+        let start = Instant::now();
+        let mut reap = false;
+        loop {
+            let seen = self.gate_bell().load(Ordering::SeqCst);
+            let head = self.head_index_clamped();
+            if self.lossless_limit(reap) > head {
+                return true;
+            }
+            let waited = start.elapsed();
+            if waited >= wait {
+                return false;
+            }
+            // Wake us when the lowest gate gives a refill step of room.
+            let target = (head + self.refill_step()).saturating_sub(slots);
+            self.gate_want().fetch_min(target, Ordering::SeqCst);
+            let nap = (wait - waited).min(Duration::from_millis(20));
+            let waiters = self.gate_waiters();
+            waiters.fetch_add(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if self.lossless_limit(false) <= head {
+                let ts = rustix::time::Timespec {
+                    tv_sec: nap.as_secs() as i64,
+                    tv_nsec: i64::from(nap.subsec_nanos()),
+                };
+                let _ = futex::wait(self.gate_bell(), futex::Flags::empty(), seen, Some(&ts));
+            }
+            waiters.fetch_sub(1, Ordering::SeqCst);
+            reap = start.elapsed() >= DEAD_WRITER;
+        }
+    }
+
+    /// Waits up to `wait` for the lowest gate to move on from where it is
+    /// now (or for no gate to be left), sleeping on the gate bell: what a
+    /// writer waits for when the daemon holds its large messages for the
+    /// slowest reader. Returns whether it moved.
+    pub fn wait_lowest_gate_moves(&self, wait: Duration) -> bool {
+        let Some(low) = self.min_gate(false) else {
+            return true;
+        };
+        let start = Instant::now();
+        loop {
+            let seen = self.gate_bell().load(Ordering::SeqCst);
+            let reap = start.elapsed() >= DEAD_WRITER;
+            if self.min_gate(reap).is_none_or(|g| g > low) {
+                return true;
+            }
+            let waited = start.elapsed();
+            if waited >= wait {
+                return false;
+            }
+            // The holder rings the bell once it is past `low`.
+            self.gate_want().fetch_min(low + 1, Ordering::SeqCst);
+            let nap = (wait - waited).min(Duration::from_millis(20));
+            let waiters = self.gate_waiters();
+            waiters.fetch_add(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if self.min_gate(false).is_some_and(|g| g <= low) {
+                let ts = rustix::time::Timespec {
+                    tv_sec: nap.as_secs() as i64,
+                    tv_nsec: i64::from(nap.subsec_nanos()),
+                };
+                let _ = futex::wait(self.gate_bell(), futex::Flags::empty(), seen, Some(&ts));
+            }
+            waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
     /// Holds a lossless gate at `position` on behalf of process `pid` (the
     /// daemon does this for a lossless subscriber before its subscription
     /// becomes visible, so no writer can lap it in between). The gate holds
@@ -478,5 +552,52 @@ mod tests {
             r.publish_gated(&[b"x"], Duration::from_millis(200))
                 .unwrap();
         }
+    }
+
+    #[test]
+    fn the_holder_of_held_back_records_sleeps_until_a_lossless_reader_makes_room() {
+        let r = Ring::create("held-room", shape(8, 64)).unwrap();
+        let gate = r.attach_lossless_gate(0).unwrap();
+        for _ in 0..8 {
+            assert!(r.publish_lossless_quietly(&[b"x"]).unwrap().is_some());
+        }
+        assert_eq!(r.publish_lossless_quietly(&[b"x"]).unwrap(), None);
+        assert!(!r.wait_lossless_room(Duration::from_millis(5)));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(30));
+                gate.advance(4);
+            });
+            let start = Instant::now();
+            assert!(r.wait_lossless_room(Duration::from_secs(10)));
+            let took = start.elapsed();
+            // Woken by the reader's bell, not before it read.
+            assert!(took >= Duration::from_millis(25), "{took:?}");
+            assert!(took < Duration::from_secs(5), "{took:?}");
+        });
+        assert!(r.publish_lossless_quietly(&[b"x"]).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_writer_waiting_for_the_slowest_reader_wakes_when_it_moves() {
+        let r = Ring::create("lowest-moves", shape(8, 64)).unwrap();
+        assert!(
+            r.wait_lowest_gate_moves(Duration::ZERO),
+            "no gate: nothing to wait for"
+        );
+        let slow = r.attach_lossless_gate(3).unwrap();
+        let _fast = r.attach_gate(6).unwrap();
+        assert!(!r.wait_lowest_gate_moves(Duration::from_millis(5)));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(30));
+                slow.advance(4);
+            });
+            let start = Instant::now();
+            assert!(r.wait_lowest_gate_moves(Duration::from_secs(10)));
+            let took = start.elapsed();
+            assert!(took >= Duration::from_millis(25), "{took:?}");
+            assert!(took < Duration::from_secs(5), "{took:?}");
+        });
     }
 }

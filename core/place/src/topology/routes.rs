@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 
-use crate::topology::{Link, LinkId, NodeId};
+use super::{Link, LinkId, NodeId};
 
 const UNREACHED: u32 = u32::MAX;
 

@@ -5,8 +5,9 @@
 //! takes it off: while the forwarder is idle (it has read everything and has
 //! room in every window), it **opens** the ticket for the next record index `p`
 //! and writes in it where that record should go (up to [`TICKET_DESTS`]
-//! destinations, each an address, a stream id and the sequence number the
-//! record will have on that stream). The writer of record `p`, and only that
+//! destinations of [`TICKET_DEST_WORDS`] words each, whose meaning is the
+//! caller's: the delivery session core's offer, `tagwire_session::OfferDest`;
+//! this crate knows nothing of addresses or streams). The writer of record `p`, and only that
 //! writer, may **claim** the ticket before it rings the doorbell, send the
 //! datagrams itself and **finish**. When the forwarder wakes it **closes** the
 //! ticket. Then it knows whether record `p` has already gone out, and with which
@@ -18,9 +19,9 @@
 //! 256  state (AtomicU64): kind << 62 | record index
 //!        kind 0 closed, 1 open, 2 claimed, 3 sent
 //! 264  max_len << 8 | destination count (AtomicU64)
-//! 272  destinations, TICKET_DESTS × 6 words:
-//!        address (16 bytes, IPv4 as IPv4-mapped IPv6), port, stream, seq,
-//!        counter (the datagram's sealing counter, with a domain key)
+//! 272  destinations, TICKET_DESTS × TICKET_DEST_WORDS words (opaque; the
+//!        daemon writes the session core's five, then the sealing counter
+//!        it reserved for the publisher when it has a domain key)
 //! ```
 //!
 //! **Trust.** A client can write anything here. The forwarder never reads the
@@ -29,10 +30,9 @@
 //! claim to have sent a record it did not send. The receiver then sees a gap,
 //! and the sender's window repairs it as it repairs a lost datagram.
 
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use crate::ring::Ring;
+use super::Ring;
 use crate::sync::{fence, AtomicU64, Ordering};
 
 /// Destinations a ticket holds.
@@ -41,7 +41,9 @@ pub const TICKET_DESTS: usize = 6;
 pub(crate) const TICKET_OFF: usize = 256;
 const COUNT_OFF: usize = TICKET_OFF + 8;
 const DESTS_OFF: usize = TICKET_OFF + 16;
-const DEST_WORDS: usize = 6;
+/// Words per destination.
+pub const TICKET_DEST_WORDS: usize = 6;
+const DEST_WORDS: usize = TICKET_DEST_WORDS;
 /// End of the ticket area.
 pub(crate) const TICKET_END: usize = DESTS_OFF + TICKET_DESTS * DEST_WORDS * 8;
 
@@ -55,20 +57,8 @@ fn word(kind: u64, index: u64) -> u64 {
     kind << 62 | (index & INDEX_MASK)
 }
 
-/// Where one record goes: a datagram to `addr`, on stream `stream`, numbered
-/// `seq`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TicketDest {
-    /// The receiving node's delivery address.
-    pub addr: SocketAddr,
-    /// The stream the datagram belongs to.
-    pub stream: u64,
-    /// The datagram's sequence number on that stream.
-    pub seq: u64,
-    /// With a domain key, the counter the publisher seals this datagram
-    /// with (reserved by the daemon for it; 0 without a key).
-    pub counter: u64,
-}
+/// Where one record goes, in words only the caller interprets.
+pub type TicketDest = [u64; TICKET_DEST_WORDS];
 
 /// How a closed ticket ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,18 +112,8 @@ impl<'a> Ticket<'a> {
         // may still copy these words, and checks the state after its copy.
         fence(Ordering::Release);
         for (i, d) in dests.iter().enumerate() {
-            let ip = match d.addr.ip() {
-                IpAddr::V4(v4) => v4.to_ipv6_mapped(),
-                IpAddr::V6(v6) => v6,
-            };
-            let b = ip.octets();
-            let hi = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
-            let lo = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
-            for (w, v) in [hi, lo, u64::from(d.addr.port()), d.stream, d.seq, d.counter]
-                .into_iter()
-                .enumerate()
-            {
-                self.dest_word(i, w).store(v, Ordering::Relaxed);
+            for (w, v) in d.iter().enumerate() {
+                self.dest_word(i, w).store(*v, Ordering::Relaxed);
             }
         }
         let max_len = (max_len as u64).min(u64::MAX >> 8);
@@ -216,18 +196,7 @@ impl<'a> Ticket<'a> {
     }
 
     fn dest(&self, i: usize) -> TicketDest {
-        let w = |k| self.dest_word(i, k).load(Ordering::Relaxed);
-        let mut b = [0u8; 16];
-        b[..8].copy_from_slice(&w(0).to_le_bytes());
-        b[8..].copy_from_slice(&w(1).to_le_bytes());
-        let v6 = Ipv6Addr::from(b);
-        let ip = v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4);
-        TicketDest {
-            addr: SocketAddr::new(ip, w(2) as u16),
-            stream: w(3),
-            seq: w(4),
-            counter: w(5),
-        }
+        std::array::from_fn(|k| self.dest_word(i, k).load(Ordering::Relaxed))
     }
 }
 
@@ -299,18 +268,8 @@ mod tests {
 
     fn dests() -> Vec<TicketDest> {
         vec![
-            TicketDest {
-                addr: "10.0.0.2:7400".parse().unwrap(),
-                stream: 0xdead_beef_0123,
-                seq: 41,
-                counter: 7,
-            },
-            TicketDest {
-                addr: "[fe80::1]:7401".parse().unwrap(),
-                stream: u64::MAX,
-                seq: 1,
-                counter: u64::MAX,
-            },
+            [1, 2, 7400, 0xdead_beef_0123, 41, 7],
+            [u64::MAX, 0, 7401, u64::MAX, 1, u64::MAX],
         ]
     }
 
@@ -350,7 +309,7 @@ mod tests {
         assert!(start.elapsed() >= Duration::from_millis(20));
         // The forwarder offers the next record before the stalled writer ends.
         let mut next = dests();
-        next[0].seq += 1;
+        next[0][4] += 1;
         assert!(t.open(10, 1472, &next));
         assert_eq!(
             c.dests().collect::<Vec<_>>(),

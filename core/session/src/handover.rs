@@ -1,0 +1,143 @@
+//! Moving a tag's inbound streams from one receiving session to another on
+//! the same node (direct delivery, DESIGN.md §6): from the node's delivery
+//! manager to its sole receiving process when the second one leaves, and
+//! back when a second one subscribes.
+//!
+//! ```text
+//!  old holder                        new holder                  sender
+//!  export_inbound(tag) ──Handover──▶ import_inbound(now, tag, …)
+//!   (tag away: its data is            reader from `next`, the
+//!    dropped unacknowledged)          partial messages, credit;
+//!                                     announces itself (AckNack)
+//!                        the node's new address reaches the sender ──▶ set_routes
+//!                                                                     (same node, new
+//!                                                                      address): the
+//!                                                                      stream keeps its
+//!                                                                      numbers and sends
+//!                                                                      what is unacked
+//!                                                                      again, there
+//! ```
+//!
+//! Nothing is lost, repeated or reordered: the old holder delivered every
+//! seq before `next` and acknowledged no more (its out-of-order datagrams
+//! were only selectively acknowledged, so the writer still holds them);
+//! the new holder starts at `next`, with the messages whose first
+//! fragments the old one had. Whatever reaches the old holder after the
+//! export is dropped without an acknowledgement, so the writer sends it
+//! again, to the new address once it has it.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
+
+use tagwire_reliable::{BestEffort, PartialMessage, Reader};
+use tagwire_wire::TagName;
+
+use crate::inbound::InStream;
+use crate::Session;
+
+/// Most streams one [`Session::import_inbound`] takes (a handover may come
+/// from another process); the rest are ignored and start afresh.
+pub const MAX_HANDOVER_STREAMS: usize = 1024;
+
+/// One inbound stream of a tag as it moves between two receiving sessions
+/// of one node (plain data; the runtime carries it between processes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handover {
+    /// The sending node's address (streams are told apart by it and `id`).
+    pub sender: IpAddr,
+    /// The stream id.
+    pub id: u64,
+    /// Where its acknowledgements go, if known yet.
+    pub reply: Option<SocketAddr>,
+    /// A reliable stream (else best effort).
+    pub reliable: bool,
+    /// The first seq the new holder delivers: every one before it was
+    /// delivered by the old holder (or, for best effort, skipped and
+    /// counted there). 0: any (a best-effort stream not yet seen).
+    pub next: u64,
+    /// Messages the old holder had the first fragments of.
+    pub partials: Vec<PartialMessage>,
+}
+
+impl Session {
+    /// Gives up `tag`'s inbound streams to another session of this node:
+    /// returns their state and from now on drops the tag's data here
+    /// unacknowledged (the sender sends it again to the new holder). Take
+    /// what [`Session::poll_deliver`] holds first: it stays here.
+    pub fn export_inbound(&mut self, tag: &TagName) -> Vec<Handover> {
+        self.away.insert(tag.clone());
+        let keys: Vec<_> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.tag.as_ref() == Some(tag))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let Some(mut s) = self.streams.remove(&key) else {
+                continue;
+            };
+            let reliable = s.reliable.unwrap_or(true);
+            out.push(Handover {
+                sender: key.0,
+                id: key.1,
+                reply: s.reply,
+                reliable,
+                next: if reliable {
+                    s.reader.next_to_deliver()
+                } else {
+                    s.best.next()
+                },
+                partials: s.reasm.take_partials(),
+            });
+            self.away_streams.insert(key, tag.clone());
+        }
+        out
+    }
+
+    /// Takes `tag`'s inbound streams over from another session of this
+    /// node ([`Session::export_inbound`]); the tag is received here again.
+    /// Each reliable stream announces its state to its sender at once.
+    pub fn import_inbound(&mut self, now: Instant, tag: &TagName, streams: Vec<Handover>) {
+        self.away.remove(tag);
+        self.away_streams.retain(|_, t| t != tag);
+        let (reader, reasm) = (self.config.reader, self.config.reassembler);
+        for h in streams.into_iter().take(MAX_HANDOVER_STREAMS) {
+            let key = (h.sender, h.id);
+            let mut s = InStream::new(reader, reasm, now);
+            s.tag = Some(tag.clone());
+            s.reply = h.reply.filter(|r| r.ip() == h.sender);
+            s.reliable = Some(h.reliable);
+            if h.reliable {
+                s.reader = Reader::with_start(reader, h.next.max(1));
+            } else {
+                s.best = BestEffort::with_start(h.next);
+            }
+            for p in h.partials {
+                if p.tag == *tag {
+                    s.reasm.put_partial(p);
+                }
+            }
+            if h.reliable {
+                s.reader.request_ack();
+            }
+            self.streams.insert(key, s);
+            if h.reliable {
+                self.ack(now, key);
+            }
+        }
+    }
+
+    /// Receives `tag` here again without taking streams over (a handover
+    /// that did not happen): its next datagrams start new streams.
+    pub fn accept_inbound(&mut self, tag: &TagName) {
+        self.away.remove(tag);
+        self.away_streams.retain(|_, t| t != tag);
+    }
+
+    /// Whether `tag`'s inbound streams were given up
+    /// ([`Session::export_inbound`]).
+    pub fn is_away(&self, tag: &TagName) -> bool {
+        self.away.contains(tag)
+    }
+}

@@ -1,0 +1,367 @@
+//! The delivery manager's inbound threads: the delivery port's and the
+//! multicast carrier's, each around its own inbound session, and one per
+//! TCP data connection. What they complete goes to `held::deliver`.
+
+use super::held::{deliver, held_full, SinkCache};
+use super::*;
+
+/// Receives on `sock` (the delivery port, or with `multicast` the multicast
+/// carrier's, where only data of tags joined for is taken): the glue around
+/// this thread's own inbound [`Session`], which owns the streams from other
+/// nodes (order, acknowledgements with credit, gaps, reassembly). It sleeps
+/// in `recv` until the session's next timer (or, while messages are held
+/// back for lossless subscribers, until it looks for room again).
+pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast: bool) {
+    let mut buf = vec![0u8; 65536];
+    let mut session = Session::new(SessionConfig {
+        me: shared.node(),
+        seed: crate::forward::random_id(),
+        start_at_first: true,
+        ..SessionConfig::default()
+    });
+    let mut credits = Credits::default();
+    let mut sinks = SinkCache::default();
+    let mut timeout = Duration::ZERO;
+    let mut sealed = Vec::new();
+    while !shared.is_stopping() {
+        if !credits.limited.is_empty() {
+            // The tags' drainers move what is held (and wake us with an
+            // empty datagram): announce the room it left.
+            let rooms: Vec<(TagId, Option<u32>)> = credits
+                .limited
+                .iter()
+                .filter_map(|id| Some((*id, sinks.room(shared, credits.names.get(id)?))))
+                .collect();
+            credits.update(&mut session, Instant::now(), &rooms);
+        }
+        let now = Instant::now();
+        let want = session
+            .poll_timeout()
+            .map_or(MAX_SLEEP, |t| t.saturating_duration_since(now))
+            .min(MAX_SLEEP);
+        // (A zero timeout is refused: it would mean "block forever".)
+        let want = want.max(MIN_SLEEP);
+        if want < timeout || want > timeout * 2 {
+            let _ = sock.set_read_timeout(Some(want));
+            timeout = want;
+        }
+        // An empty datagram only wakes us (`Delivery::room_made`): the next
+        // pass looks at the held-back queues. Anything else is opened
+        // (authenticated, new, from an up peer: `guard`) before it is parsed.
+        let opened = match sock.recv_from(&mut buf) {
+            Ok((0, _)) | Err(_) => None,
+            Ok((n, from)) => match shared.guard.open(from.ip(), &mut buf[..n]) {
+                Ok((raw, tag_key)) => Some((from, raw, tag_key)),
+                Err(why) => {
+                    crate::stats::refused(shared, from.ip(), why);
+                    None
+                }
+            },
+        };
+        if let Some((from, raw, tag_key)) = opened {
+            let now = Instant::now();
+            match Datagram::decode(raw) {
+                // Sealed by a peer's client with a tag's key: only that
+                // tag's data.
+                Ok(dg) if tag_key.is_some_and(|id| !names_tag(&dg.body, id)) => {
+                    crate::stats::refused(
+                        shared,
+                        from.ip(),
+                        crate::guard::Refusal::Unauthenticated,
+                    );
+                }
+                Ok(dg) if multicast && !d.joined(&dg.body) => {}
+                Ok(Datagram {
+                    stream,
+                    body: Body::AckNack(_),
+                }) => {
+                    // Our own stream's acknowledgement: its forwarder's session.
+                    d.outbound.handle_ack(shared, now, stream, from, raw);
+                }
+                Ok(_) => session.handle_datagram(now, from, raw),
+                Err(e) => {
+                    shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+                    shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
+                    tracing::debug!(%from, error = %e, "malformed datagram dropped");
+                }
+            }
+        }
+        let now = Instant::now();
+        if session.poll_timeout().is_some_and(|t| t <= now) {
+            session.handle_timeout(now);
+        }
+        deliver_all(shared, &mut session, &mut credits, &mut sinks, now);
+        while let Some(t) = session.poll_transmit(now) {
+            let _ = d
+                .sock
+                .send_to(shared.guard.seal(&t.bytes, &mut sealed), t.dest);
+        }
+        while let Some(e) = session.poll_event() {
+            account(shared, e);
+        }
+    }
+}
+
+/// Whether `body` is data of the tag whose id is `id`.
+fn names_tag(body: &Body<'_>, id: u64) -> bool {
+    let tag = match body {
+        Body::Data(d) => d.tag.as_ref(),
+        Body::Batch(b) => b.tag.as_ref(),
+        Body::Heartbeat(_) | Body::AckNack(_) => return false,
+    };
+    tagwire_auth::tag_id(tag.as_str()) == id
+}
+
+/// Writes what the session completed into the local rings, a run of one
+/// tag at a time (one wake-up per run, no daemon-wide lock), and gives the session
+/// each tag's room for its lossless subscribers.
+fn deliver_all(
+    shared: &Shared,
+    session: &mut Session,
+    credits: &mut Credits,
+    sinks: &mut SinkCache,
+    now: Instant,
+) {
+    let mut run: Vec<tagwire_session::Delivery> = Vec::new();
+    loop {
+        let next = session.poll_deliver();
+        let ends = match (&next, run.first()) {
+            (Some(n), Some(f)) => n.tag != f.tag,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        if ends {
+            let tag = run[0].tag.clone();
+            let room = deliver(
+                shared,
+                sinks,
+                &tag,
+                run.iter().map(|m| (m.header, &m.payload[..])),
+            );
+            if let Some((id, room)) = room {
+                credits.names.entry(id).or_insert(tag);
+                credits.update(session, now, &[(id, room)]);
+            }
+            run.clear();
+        }
+        match next {
+            Some(m) => run.push(m),
+            None => return,
+        }
+    }
+}
+
+/// The credit an inbound session announces per tag: the room of the tag's
+/// held-back queue while anything is held (see `Held::room`), none
+/// otherwise.
+#[derive(Debug, Default)]
+struct Credits {
+    /// Tag names by id (the sinks are looked up by name).
+    names: HashMap<TagId, TagName>,
+    /// Tags whose credit is limited in the session.
+    limited: HashSet<TagId>,
+}
+
+impl Credits {
+    /// Takes the rooms of the tags in `rooms` (`None`: no limit).
+    fn update(&mut self, session: &mut Session, now: Instant, rooms: &[(TagId, Option<u32>)]) {
+        for (id, room) in rooms {
+            let Some(t) = self.names.get(id) else {
+                continue;
+            };
+            session.set_credit(now, t, *room);
+            if room.is_some() {
+                self.limited.insert(*id);
+            } else {
+                self.limited.remove(id);
+            }
+        }
+    }
+}
+
+/// Counts what an inbound session reports.
+fn account(shared: &Shared, e: Event) {
+    match e {
+        Event::BestEffortLost { tag, count, .. } => {
+            shared
+                .stats
+                .best_effort_lost
+                .fetch_add(count, Ordering::Relaxed);
+            shared.tallies.tags.add(&tag, |c| c.lost += count);
+        }
+        Event::Refused { tag, from } => {
+            shared.stats.held_back.fetch_add(1, Ordering::Relaxed);
+            shared.tallies.peers.add(&from.ip(), |c| c.refused += 1);
+            shared.tallies.tags.add(&tag, |c| c.refused += 1);
+        }
+        Event::Malformed { from } => {
+            shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+            shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
+        }
+        Event::DirectReceived { .. } => {
+            shared.stats.direct_received.fetch_add(1, Ordering::Relaxed);
+        }
+        // The daemon does not hand streams over yet.
+        Event::Away { .. } => {}
+        // Outbound events: this session sends acknowledgements only.
+        Event::StreamOpened { .. }
+        | Event::StreamClosed { .. }
+        | Event::ScaledOut { .. }
+        | Event::Dropped { .. }
+        | Event::DirectKept { .. } => {}
+    }
+}
+
+/// TCP data connections one peer may hold open here (a thread each).
+const TCP_PER_PEER: usize = 8;
+
+pub(super) fn tcp_accept_loop(shared: &Arc<Shared>, listener: &std::net::TcpListener) {
+    let open: Arc<Mutex<HashMap<std::net::IpAddr, usize>>> = Arc::default();
+    while !shared.is_stopping() {
+        match listener.accept() {
+            Ok((conn, from)) => {
+                // Only up peers, and a bounded number each.
+                let ip = from.ip();
+                let admitted = shared.guard.is_up(ip) && {
+                    let mut o = lock(&open);
+                    let n = o.entry(ip).or_insert(0);
+                    (*n < TCP_PER_PEER).then(|| *n += 1).is_some()
+                };
+                if !admitted {
+                    crate::stats::refused(shared, ip, crate::guard::Refusal::Unauthenticated);
+                    tracing::debug!(%from, "TCP data connection refused (not a peer, or too many)");
+                    continue;
+                }
+                let (s, o) = (shared.clone(), open.clone());
+                let spawned = std::thread::Builder::new()
+                    .name("tagwired-tcp-in".into())
+                    .spawn(move || {
+                        tcp_inbound(&s, conn, from);
+                        if let Some(n) = lock(&o).get_mut(&ip) {
+                            *n -= 1;
+                        }
+                    });
+                if let Err(e) = spawned {
+                    tracing::warn!(error = %e, "cannot serve a TCP data connection");
+                }
+            }
+            Err(e) if shared.is_stopping() => {
+                tracing::debug!(error = %e, "TCP carrier stopped");
+            }
+            Err(e) => {
+                // (Out of descriptors, say: the peer retries its connect.)
+                tracing::debug!(error = %e, "accept failed");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// Largest frame on a TCP data connection: one datagram.
+const MAX_TCP_FRAME: usize = tagwire_wire::datagram::MAX_DATAGRAM;
+
+/// One TCP data connection: frames of a u32 LE length and a data or batch
+/// datagram, delivered in order. A malformed frame is counted and ends the
+/// connection (the sender reconnects).
+fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr) {
+    use std::io::Read;
+    let _ = conn.set_nonblocking(false);
+    // With a key, the connection authenticates first (as a control link
+    // does); its frames are then Noise transport messages.
+    let secured = match crate::secure::handshake(&conn, &shared.guard, false) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::stats::refused(shared, from.ip(), crate::guard::Refusal::Unauthenticated);
+            tracing::debug!(%from, error = %e, "TCP data connection not authenticated");
+            return;
+        }
+    };
+    let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
+    let conn = crate::secure::SecureRead::new(conn, secured.map(|s| s.receiver));
+    let mut conn = std::io::BufReader::with_capacity(256 * 1024, conn);
+    // The connection's own inbound session: numbering, reassembly and
+    // delivery as for datagrams (TCP makes it ordered and whole).
+    let mut session = Session::new(SessionConfig {
+        me: shared.node(),
+        seed: crate::forward::random_id(),
+        start_at_first: true,
+        ..SessionConfig::default()
+    });
+    let mut credits = Credits::default();
+    let mut sinks = SinkCache::default();
+    let mut buf = vec![0u8; MAX_TCP_FRAME];
+    // Reads exactly `out.len()` bytes; None on EOF, error or shutdown.
+    type Conn = std::io::BufReader<crate::secure::SecureRead<std::net::TcpStream>>;
+    let read_exact = |conn: &mut Conn, out: &mut [u8]| {
+        let mut done = 0;
+        while done < out.len() {
+            match conn.read(&mut out[done..]) {
+                Ok(0) => return None,
+                Ok(n) => done += n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    // Stop, or the peer is gone (a TCP backing off through
+                    // a lossy link may stay silent for long: no idle limit).
+                    if shared.is_stopping() || !shared.guard.is_up(from.ip()) {
+                        return None;
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+        Some(())
+    };
+    loop {
+        let mut len = [0u8; 4];
+        if read_exact(&mut conn, &mut len).is_none() {
+            break;
+        }
+        let n = u32::from_le_bytes(len) as usize;
+        if n > MAX_TCP_FRAME {
+            shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%from, len = n, "oversized TCP data frame; closing");
+            break;
+        }
+        if read_exact(&mut conn, &mut buf[..n]).is_none() {
+            break;
+        }
+        match Datagram::decode(&buf[..n]) {
+            Ok(g) if matches!(g.body, Body::Data(_) | Body::Batch(_)) => {
+                shared.stats.tcp_frames.fetch_add(1, Ordering::Relaxed);
+                // A lossless subscriber a ring behind: stop reading, and TCP
+                // holds the sender back.
+                let tag = match &g.body {
+                    Body::Data(d) => Some(&d.tag),
+                    Body::Batch(b) => Some(&b.tag),
+                    _ => None,
+                };
+                while tag.is_some_and(|t| held_full(shared, &mut sinks, t)) && !shared.is_stopping()
+                {
+                    drain_held(shared);
+                    if let Some(d) = shared.delivery.get() {
+                        d.wait_for_room(MAX_SLEEP);
+                    }
+                }
+                let now = Instant::now();
+                session.handle_datagram(now, from, &buf[..n]);
+                deliver_all(shared, &mut session, &mut credits, &mut sinks, now);
+                // (Best-effort numbering: nothing to acknowledge.)
+                while session.poll_transmit(now).is_some() {}
+                while let Some(e) = session.poll_event() {
+                    account(shared, e);
+                }
+            }
+            _ => {
+                shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%from, "malformed TCP data frame; closing");
+                break;
+            }
+        }
+    }
+}
