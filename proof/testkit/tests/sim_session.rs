@@ -54,6 +54,18 @@ fn network(seed: u64, link: LinkConfig, nodes: &[Addr]) -> Sim<SessionNode> {
     sim
 }
 
+/// Two daemons, 10.0.0.1 publishing to 10.0.0.2 in `mode`.
+fn pair(seed: u64, link: LinkConfig, mode: Mode) -> (Sim<SessionNode>, Addr, Addr) {
+    let (a, b) = (daemon(1), daemon(2));
+    let mut sim = network(seed, link, &[a, b]);
+    let now = sim.now();
+    sim.with_node(a, |n, _| {
+        n.session_mut()
+            .set_routes(now, &tag(), vec![route(b, mode)])
+    });
+    (sim, a, b)
+}
+
 /// The payload `origin` publishes as its `seq`-th message.
 fn body(origin: Addr, seq: u64, len: usize) -> Vec<u8> {
     payload(
@@ -207,13 +219,7 @@ fn best_effort_losses_are_counted_exactly() {
         loss: 0.10,
         ..LinkConfig::default()
     };
-    let (a, b) = (daemon(1), daemon(2));
-    let mut sim = network(5, link, &[a, b]);
-    let now = sim.now();
-    sim.with_node(a, |n, _| {
-        n.session_mut()
-            .set_routes(now, &tag(), vec![route(b, Mode::BestEffort)])
-    });
+    let (mut sim, a, b) = pair(5, link, Mode::BestEffort);
     publish(&mut sim, a, vec![100; 500], ms(1));
     sim.run_until(ms(600)).unwrap();
     // The last datagram arrives (a clean link): every loss before it shows.
@@ -238,13 +244,7 @@ fn a_lossless_subscriber_holds_the_publisher_back_without_resend_storms() {
         loss: 0.02,
         ..LinkConfig::default()
     };
-    let (a, b) = (daemon(1), daemon(2));
-    let mut sim = network(9, link, &[a, b]);
-    let now = sim.now();
-    sim.with_node(a, |n, _| {
-        n.session_mut()
-            .set_routes(now, &tag(), vec![route(b, Mode::Reliable)])
-    });
+    let (mut sim, a, b) = pair(9, link, Mode::Reliable);
     let room = 16;
     sim.with_node(b, |n, now| {
         n.set_lossless(
@@ -283,13 +283,7 @@ fn after_a_receiver_restarts_its_stream_goes_on_without_repeats() {
         loss: 0.05,
         ..LinkConfig::default()
     };
-    let (a, b) = (daemon(1), daemon(2));
-    let mut sim = network(3, link, &[a, b]);
-    let now = sim.now();
-    sim.with_node(a, |n, _| {
-        n.session_mut()
-            .set_routes(now, &tag(), vec![route(b, Mode::Reliable)])
-    });
+    let (mut sim, a, b) = pair(3, link, Mode::Reliable);
     let sz = vec![300; 400];
     publish(&mut sim, a, sz.clone(), ms(1));
     sim.run_until(ms(150)).unwrap();
