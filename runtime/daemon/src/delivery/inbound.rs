@@ -13,12 +13,9 @@ use super::*;
 /// back for lossless subscribers, until it looks for room again).
 pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast: bool) {
     let mut buf = vec![0u8; 65536];
-    let mut session = Session::new(SessionConfig {
-        me: shared.node(),
-        seed: crate::forward::random_id(),
-        start_at_first: true,
-        ..SessionConfig::default()
-    });
+    // Datagram streams are wanted from their first number: a loss before
+    // the first datagram that arrives is counted too.
+    let mut session = inbound_session(shared, false);
     let mut credits = Credits::default();
     let mut sinks = SinkCache::default();
     let mut timeout = Duration::ZERO;
@@ -110,6 +107,16 @@ fn names_tag(body: &Body<'_>, id: u64) -> bool {
         Body::Heartbeat(_) | Body::AckNack(_) => return false,
     };
     tagwire_auth::tag_id(tag.as_str()) == id
+}
+
+/// An inbound thread's own session (see `SessionConfig::start_at_first`).
+fn inbound_session(shared: &Shared, start_at_first: bool) -> Session {
+    Session::new(SessionConfig {
+        me: shared.node(),
+        seed: crate::forward::random_id(),
+        start_at_first,
+        ..SessionConfig::default()
+    })
 }
 
 /// Writes what the session completed into the local rings, a run of one
@@ -280,13 +287,10 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
     let conn = crate::secure::SecureRead::new(conn, secured.map(|s| s.receiver));
     let mut conn = std::io::BufReader::with_capacity(256 * 1024, conn);
     // The connection's own inbound session: numbering, reassembly and
-    // delivery as for datagrams (TCP makes it ordered and whole).
-    let mut session = Session::new(SessionConfig {
-        me: shared.node(),
-        seed: crate::forward::random_id(),
-        start_at_first: true,
-        ..SessionConfig::default()
-    });
+    // delivery as for datagrams (TCP makes it ordered and whole). A new
+    // connection carries on its sender's numbering: it starts at the first
+    // frame.
+    let mut session = inbound_session(shared, true);
     let mut credits = Credits::default();
     let mut sinks = SinkCache::default();
     let mut buf = vec![0u8; MAX_TCP_FRAME];
