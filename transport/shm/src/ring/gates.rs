@@ -170,17 +170,7 @@ impl Ring {
             let target = (head + self.refill_step()).saturating_sub(slots);
             self.gate_want().fetch_min(target, Ordering::SeqCst);
             let nap = (wait - waited).min(Duration::from_millis(20));
-            let waiters = self.gate_waiters();
-            waiters.fetch_add(1, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            if self.lossless_limit(false) <= head {
-                let ts = rustix::time::Timespec {
-                    tv_sec: nap.as_secs() as i64,
-                    tv_nsec: i64::from(nap.subsec_nanos()),
-                };
-                let _ = futex::wait(self.gate_bell(), futex::Flags::empty(), seen, Some(&ts));
-            }
-            waiters.fetch_sub(1, Ordering::SeqCst);
+            self.sleep_on_gate_bell(seen, nap, || self.lossless_limit(false) <= head);
             reap = start.elapsed() >= DEAD_WRITER;
         }
     }
@@ -207,17 +197,7 @@ impl Ring {
             // The holder rings the bell once it is past `low`.
             self.gate_want().fetch_min(low + 1, Ordering::SeqCst);
             let nap = (wait - waited).min(Duration::from_millis(20));
-            let waiters = self.gate_waiters();
-            waiters.fetch_add(1, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            if self.min_gate(false).is_some_and(|g| g <= low) {
-                let ts = rustix::time::Timespec {
-                    tv_sec: nap.as_secs() as i64,
-                    tv_nsec: i64::from(nap.subsec_nanos()),
-                };
-                let _ = futex::wait(self.gate_bell(), futex::Flags::empty(), seen, Some(&ts));
-            }
-            waiters.fetch_sub(1, Ordering::SeqCst);
+            self.sleep_on_gate_bell(seen, nap, || self.min_gate(false).is_some_and(|g| g <= low));
         }
     }
 
@@ -424,21 +404,11 @@ impl Ring {
             // Sleep on the gate bell (a holder that advances rings it), but
             // wake now and then to free the gates of dead holders.
             let nap = (wait - waited).min(Duration::from_millis(20));
-            let waiters = self.gate_waiters();
-            waiters.fetch_add(1, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            let moved = self
-                .min_gate(false)
-                .map_or(MAX_INDEX, |g| g.saturating_add(slots))
-                > head + margin;
-            if !moved {
-                let ts = rustix::time::Timespec {
-                    tv_sec: nap.as_secs() as i64,
-                    tv_nsec: i64::from(nap.subsec_nanos()),
-                };
-                let _ = futex::wait(self.gate_bell(), futex::Flags::empty(), seen, Some(&ts));
-            }
-            waiters.fetch_sub(1, Ordering::SeqCst);
+            self.sleep_on_gate_bell(seen, nap, || {
+                self.min_gate(false)
+                    .map_or(MAX_INDEX, |g| g.saturating_add(slots))
+                    <= head + margin
+            });
             reap = start.elapsed() >= DEAD_WRITER;
             head = self.head().load(Ordering::Relaxed);
         }
@@ -448,6 +418,23 @@ impl Ring {
     /// much room a writer that had to wait waits for (at least one slot).
     pub(super) fn refill_step(&self) -> u64 {
         (u64::from(self.shape.slots) / 4).max(1)
+    }
+
+    /// Sleeps on the gate bell for up to `nap`, unless it moved from `seen`
+    /// or `still_waiting` (checked after registering as a waiter, so a
+    /// holder that moves meanwhile either sees us or is seen) is false.
+    fn sleep_on_gate_bell(&self, seen: u32, nap: Duration, still_waiting: impl FnOnce() -> bool) {
+        let waiters = self.gate_waiters();
+        waiters.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if still_waiting() {
+            let ts = rustix::time::Timespec {
+                tv_sec: nap.as_secs() as i64,
+                tv_nsec: i64::from(nap.subsec_nanos()),
+            };
+            let _ = futex::wait(self.gate_bell(), futex::Flags::empty(), seen, Some(&ts));
+        }
+        waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
     pub(super) fn ring_gate_bell(&self) {
