@@ -14,14 +14,13 @@
 use std::borrow::Cow;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tagwire::{Client, Domain, StatsKind, SubscribeOptions};
 use tagwire_daemon::peers::{DEFAULT_CONTROL_PORT, DEFAULT_DELIVERY_PORT};
-use tagwire_daemon::{Daemon, DomainKey};
-use tagwire_wire::control::{Message, Request, Response};
+use tagwire_daemon::Daemon;
+use tagwire_wire::control::{Request, Response};
 use tagwire_wire::datagram::{push_batch_entry, BatchRef, FLAG_RELIABLE};
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::peer::{PeerMessage, TableOp, Version};
@@ -29,14 +28,6 @@ use tagwire_wire::{NodeAddr, Pid, SenderInfo, SeqNum, TagName};
 
 mod common;
 use common::*;
-
-/// Writes a key file (mode 0600) with `byte` repeated.
-fn key_file(dir: &Path, name: &str, byte: u8) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, DomainKey::from_bytes([byte; 32]).to_text()).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    path
-}
 
 /// Starts host `i`'s daemon with `key` and the node list `nodes`.
 fn start_keyed(site: &Site, i: usize, key: &Path, nodes: &Path) -> Daemon {
@@ -538,19 +529,6 @@ fn keyed_daemons_find_each_other_by_sealed_beacons() {
     }
 }
 
-/// Sends `body` on a raw control connection and returns the answer.
-fn ask(raw: &tagwire_unix::SeqPacket, id: u32, body: Request) -> Response {
-    raw.send(&Message::Request { id, body }.encode(), None)
-        .unwrap();
-    loop {
-        let p = raw.recv(1 << 20).unwrap().expect("daemon answers");
-        if let Ok(Message::Response { id: got, body }) = Message::decode(&p.data) {
-            assert_eq!(got, id);
-            return body;
-        }
-    }
-}
-
 #[test]
 fn a_publishers_tag_key_seals_its_own_tag_only() {
     if skip() {
@@ -610,65 +588,4 @@ fn a_publishers_tag_key_seals_its_own_tag_only() {
         counter(&c1, StatsKind::Node, "", "unauthenticated_datagrams") - before,
         2
     );
-}
-
-/// The UDP payloads host `h` receives matching `filter` while `f` runs,
-/// captured by tshark in `h`'s namespace; `None` (with a printed reason)
-/// without tshark, after running `f` all the same.
-fn captured(h: &tagwire_testkit::Host, filter: &str, f: impl FnOnce()) -> Option<Vec<Vec<u8>>> {
-    if std::process::Command::new("tshark")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        println!("skipped (the replay part): tshark not found (Debian package tshark)");
-        f();
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("cap.pcapng");
-    let mut cap = h
-        .command("tshark")
-        .args(["-i", "eth0", "-f", filter, "-w"])
-        .arg(&file)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(cap.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("Capturing on") {
-        line.clear();
-        let n = std::io::BufRead::read_line(&mut err, &mut line).unwrap();
-        assert!(n > 0, "tshark stopped before capturing");
-    }
-    std::thread::sleep(Duration::from_secs(1));
-    f();
-    std::thread::sleep(Duration::from_millis(300));
-    let pid = rustix::process::Pid::from_child(&cap);
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
-    cap.wait().unwrap();
-    let out = std::process::Command::new("tshark")
-        .arg("-r")
-        .arg(&file)
-        .args(["-T", "fields", "-e", "data.data"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let hex = |s: &str| -> Vec<u8> {
-        (0..s.len() / 2)
-            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-            .collect()
-    };
-    Some(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| hex(l.trim()))
-            .filter(|p| !p.is_empty())
-            .collect(),
-    )
 }

@@ -5,37 +5,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tagwire::Domain;
-use tagwire_daemon::{Daemon, DomainKey};
-use tagwire_wire::control::{ErrorCode, Message, Request, Response};
+use tagwire_daemon::Daemon;
+use tagwire_wire::control::{ErrorCode, Request, Response};
 use tagwire_wire::TagName;
 
 mod common;
 use common::*;
-
-/// Writes a key file (mode 0600) with `byte` repeated.
-fn key_file(dir: &Path, name: &str, byte: u8) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, DomainKey::from_bytes([byte; 32]).to_text()).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    path
-}
-
-/// Sends `body` on a raw control connection and returns the answer.
-fn ask(raw: &tagwire_unix::SeqPacket, id: u32, body: Request) -> Response {
-    raw.send(&Message::Request { id, body }.encode(), None)
-        .unwrap();
-    loop {
-        let p = raw.recv(1 << 20).unwrap().expect("daemon answers");
-        if let Ok(Message::Response { id: got, body }) = Message::decode(&p.data) {
-            assert_eq!(got, id);
-            return body;
-        }
-    }
-}
 
 #[test]
 fn a_tag_key_is_given_only_to_a_client_with_send_access() {

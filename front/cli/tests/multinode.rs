@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use tagwire::{Domain, NodeState, StatsKind, SubscribeOptions};
-use tagwire_testkit::Host;
 
 mod common;
 use common::*;
@@ -802,68 +801,6 @@ fn a_best_effort_receiver_never_holds_the_publisher_back() {
         publisher.send(&i.to_le_bytes()).unwrap();
     }
     site.lan.host(1).link_up().unwrap();
-}
-
-/// The UDP payloads host `h` receives on the delivery port while `f` runs,
-/// captured by tshark in `h`'s namespace; `None` (with a printed reason)
-/// without tshark.
-fn captured(h: &Host, filter: &str, f: impl FnOnce()) -> Option<Vec<Vec<u8>>> {
-    if std::process::Command::new("tshark")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        println!("skipped: tshark not found (Debian package tshark)");
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("cap.pcapng");
-    let mut cap = h
-        .command("tshark")
-        .args(["-i", "eth0", "-f", filter, "-w"])
-        .arg(&file)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // tshark says "Capturing on 'eth0'" once the capture runs.
-    let mut err = std::io::BufReader::new(cap.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("Capturing on") {
-        line.clear();
-        let n = std::io::BufRead::read_line(&mut err, &mut line).unwrap();
-        assert!(n > 0, "tshark stopped before capturing");
-    }
-    // The line can come a little before packets are captured.
-    std::thread::sleep(Duration::from_secs(1));
-    f();
-    std::thread::sleep(Duration::from_millis(300));
-    let pid = rustix::process::Pid::from_child(&cap);
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
-    cap.wait().unwrap();
-    let out = std::process::Command::new("tshark")
-        .arg("-r")
-        .arg(&file)
-        .args(["-T", "fields", "-e", "data.data"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let hex = |s: &str| -> Vec<u8> {
-        (0..s.len() / 2)
-            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-            .collect()
-    };
-    Some(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| hex(l.trim()))
-            .filter(|p| !p.is_empty())
-            .collect(),
-    )
 }
 
 #[test]

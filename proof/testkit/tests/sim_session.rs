@@ -54,6 +54,15 @@ fn network(seed: u64, link: LinkConfig, nodes: &[Addr]) -> Sim<SessionNode> {
     sim
 }
 
+/// 1 ms links that lose this share of datagrams.
+fn lossy(loss: f64) -> LinkConfig {
+    LinkConfig {
+        latency: ms(1),
+        loss,
+        ..LinkConfig::default()
+    }
+}
+
 /// Two daemons, 10.0.0.1 publishing to 10.0.0.2 in `mode`.
 fn pair(seed: u64, link: LinkConfig, mode: Mode) -> (Sim<SessionNode>, Addr, Addr) {
     let (a, b) = (daemon(1), daemon(2));
@@ -214,11 +223,7 @@ fn reliable_streams_arrive_whole_in_order_and_once_through_loss() {
 
 #[test]
 fn best_effort_losses_are_counted_exactly() {
-    let link = LinkConfig {
-        latency: ms(1),
-        loss: 0.10,
-        ..LinkConfig::default()
-    };
+    let link = lossy(0.10);
     let (mut sim, a, b) = pair(5, link, Mode::BestEffort);
     publish(&mut sim, a, vec![100; 500], ms(1));
     sim.run_until(ms(600)).unwrap();
@@ -239,11 +244,7 @@ fn best_effort_losses_are_counted_exactly() {
 
 #[test]
 fn a_lossless_subscriber_holds_the_publisher_back_without_resend_storms() {
-    let link = LinkConfig {
-        latency: ms(1),
-        loss: 0.02,
-        ..LinkConfig::default()
-    };
+    let link = lossy(0.02);
     let (mut sim, a, b) = pair(9, link, Mode::Reliable);
     let room = 16;
     sim.with_node(b, |n, now| {
@@ -278,11 +279,7 @@ fn a_lossless_subscriber_holds_the_publisher_back_without_resend_storms() {
 
 #[test]
 fn after_a_receiver_restarts_its_stream_goes_on_without_repeats() {
-    let link = LinkConfig {
-        latency: ms(1),
-        loss: 0.05,
-        ..LinkConfig::default()
-    };
+    let link = lossy(0.05);
     let (mut sim, a, b) = pair(3, link, Mode::Reliable);
     let sz = vec![300; 400];
     publish(&mut sim, a, sz.clone(), ms(1));
@@ -328,11 +325,7 @@ fn after_a_receiver_restarts_its_stream_goes_on_without_repeats() {
 fn when_a_proxy_node_dies_its_subscribers_get_the_stream_straight_from_the_publisher() {
     // A publishes; R is B's proxy (it relays what A sends it); R dies and
     // A's routes go straight to B, as the plan does once R's lease ends.
-    let link = LinkConfig {
-        latency: ms(1),
-        loss: 0.03,
-        ..LinkConfig::default()
-    };
+    let link = lossy(0.03);
     let (a, r, b) = (daemon(1), daemon(2), daemon(3));
     let mut sim = network(4, link, &[a, r, b]);
     let now = sim.now();

@@ -195,3 +195,100 @@ pub(crate) fn drain(sub: &mut tagwire::Subscriber, n: usize) -> Vec<(u64, String
     }
     out
 }
+
+/// The UDP payloads host `h` receives matching `filter` while `f` runs,
+/// captured by tshark in `h`'s namespace; `None` (with a printed reason)
+/// without tshark, after running `f` all the same.
+pub(crate) fn captured(h: &Host, filter: &str, f: impl FnOnce()) -> Option<Vec<Vec<u8>>> {
+    if std::process::Command::new("tshark")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("skipped (the capture): tshark not found (Debian package tshark)");
+        f();
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cap.pcapng");
+    let mut cap = h
+        .command("tshark")
+        .args(["-i", "eth0", "-f", filter, "-w"])
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // tshark says "Capturing on 'eth0'" once the capture runs.
+    let mut err = std::io::BufReader::new(cap.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("Capturing on") {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+        assert!(n > 0, "tshark stopped before capturing");
+    }
+    // The line can come a little before packets are captured.
+    std::thread::sleep(Duration::from_secs(1));
+    f();
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = rustix::process::Pid::from_child(&cap);
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    cap.wait().unwrap();
+    let out = std::process::Command::new("tshark")
+        .arg("-r")
+        .arg(&file)
+        .args(["-T", "fields", "-e", "data.data"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hex = |s: &str| -> Vec<u8> {
+        (0..s.len() / 2)
+            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
+            .collect()
+    };
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| hex(l.trim()))
+            .filter(|p| !p.is_empty())
+            .collect(),
+    )
+}
+
+/// Writes a key file (mode 0600) with `byte` repeated.
+pub(crate) fn key_file(dir: &Path, name: &str, byte: u8) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        tagwire_daemon::DomainKey::from_bytes([byte; 32]).to_text(),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    path
+}
+
+/// Sends `body` on a raw control connection and returns the answer.
+pub(crate) fn ask(
+    raw: &tagwire_unix::SeqPacket,
+    id: u32,
+    body: tagwire_wire::control::Request,
+) -> tagwire_wire::control::Response {
+    raw.send(
+        &tagwire_wire::control::Message::Request { id, body }.encode(),
+        None,
+    )
+    .unwrap();
+    loop {
+        let p = raw.recv(1 << 20).unwrap().expect("daemon answers");
+        if let Ok(tagwire_wire::control::Message::Response { id: got, body }) =
+            tagwire_wire::control::Message::decode(&p.data)
+        {
+            assert_eq!(got, id);
+            return body;
+        }
+    }
+}
