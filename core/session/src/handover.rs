@@ -30,6 +30,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use tagwire_reliable::{BestEffort, PartialMessage, Reader};
+use tagwire_wire::handover::{PartialState, StreamState};
 use tagwire_wire::TagName;
 
 use crate::inbound::InStream;
@@ -139,5 +140,99 @@ impl Session {
     /// ([`Session::export_inbound`]).
     pub fn is_away(&self, tag: &TagName) -> bool {
         self.away.contains(tag)
+    }
+}
+
+impl Handover {
+    /// The plain wire form (`tagwire_wire::handover`), for a handover
+    /// between processes.
+    pub fn to_wire(&self) -> StreamState {
+        StreamState {
+            sender: self.sender,
+            id: self.id,
+            reply: self.reply,
+            reliable: self.reliable,
+            next: self.next,
+            partials: self
+                .partials
+                .iter()
+                .map(|p| PartialState {
+                    first_seq: p.first_seq,
+                    frags: p.frags,
+                    msg_len: p.msg_len,
+                    header: p.header,
+                    tag: p.tag.clone(),
+                    pieces: p.pieces.iter().map(|(i, b)| (*i, b.clone())).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Back from the wire form (decoded from another process: the
+    /// reassembler checks each partial again when it takes it).
+    pub fn from_wire(s: StreamState) -> Self {
+        Self {
+            sender: s.sender,
+            id: s.id,
+            reply: s.reply,
+            reliable: s.reliable,
+            next: s.next,
+            partials: s
+                .partials
+                .into_iter()
+                .map(|p| PartialMessage {
+                    first_seq: p.first_seq,
+                    frags: p.frags,
+                    msg_len: p.msg_len,
+                    header: p.header,
+                    tag: p.tag,
+                    pieces: p.pieces.into_iter().collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use tagwire_wire::frame::FrameHeader;
+    use tagwire_wire::{NodeAddr, Pid, SenderInfo, SeqNum};
+
+    #[test]
+    fn a_handover_crosses_processes_unchanged() {
+        let tag = TagName::new("/robot/scan").unwrap();
+        let h = Handover {
+            sender: IpAddr::from([10, 1, 0, 2]),
+            id: 77,
+            reply: Some(SocketAddr::from(([10, 1, 0, 2], 7402))),
+            reliable: true,
+            next: 41,
+            partials: vec![PartialMessage {
+                first_seq: 41,
+                frags: 3,
+                msg_len: 150_000,
+                header: FrameHeader {
+                    flags: 0,
+                    sender: SenderInfo {
+                        pid: Pid(12),
+                        node: NodeAddr(IpAddr::from([10, 1, 0, 2])),
+                    },
+                    stream: 1,
+                    seq: SeqNum(9),
+                    timestamp_ns: 5,
+                },
+                tag: tag.clone(),
+                pieces: BTreeMap::from([(0, vec![7; 60_000]), (2, vec![8; 30_000])]),
+            }],
+        };
+        let bytes = tagwire_wire::handover::encode(&[h.to_wire()]);
+        let back: Vec<Handover> = tagwire_wire::handover::decode(&bytes)
+            .unwrap()
+            .into_iter()
+            .map(Handover::from_wire)
+            .collect();
+        assert_eq!(back, vec![h]);
     }
 }

@@ -207,6 +207,11 @@ impl Plan {
         legs
     }
 
+    /// Whether `node` is a proxy that other nodes' copies go through.
+    pub fn feeds_others(&self, node: NodeAddr) -> bool {
+        self.fed.contains_key(&node)
+    }
+
     /// How node `me` receives the tag from other nodes (`None`: it has no
     /// receivers and proxies for nobody): whether to join the multicast
     /// group.
@@ -216,6 +221,40 @@ impl Plan {
             None => self.direct(me).map(|(mode, _)| mode),
         }
     }
+}
+
+/// Direct delivery (DESIGN.md §6): whether the tag's stream to `node`
+/// goes straight to the socket of its sole receiving process, and which
+/// one (`key`) at which port. Every node decides it alike from the same
+/// table: yes when `node` has exactly one receiver, it asked for the
+/// default carrier (unicast UDP, every sample, no proxy node) with its own
+/// socket (`ChannelQos::direct`), `node` has no publisher of the tag (its
+/// messages reach that receiver through the ring, which the node's
+/// delivery manager then also feeds) and proxies for no other node
+/// (`proxy`: [`Plan::feeds_others`]).
+pub fn direct_port<K>(
+    node: NodeAddr,
+    receivers: impl IntoIterator<Item = (NodeAddr, ChannelQos, K)>,
+    mut senders: impl Iterator<Item = NodeAddr>,
+    proxy: bool,
+) -> Option<(K, u16)> {
+    if proxy || senders.any(|s| s == node) {
+        return None;
+    }
+    let mut sole = None;
+    for (n, q, key) in receivers {
+        if n != node {
+            continue;
+        }
+        if sole.is_some() {
+            return None;
+        }
+        sole = Some((q, key));
+    }
+    let (q, key) = sole?;
+    let via_proxy = matches!(q.proxy, Proxy::Node(p) if p != node);
+    let plain = q.carrier == Carrier::Udp && q.every <= 1 && !via_proxy;
+    (plain && q.direct != 0).then_some((key, q.direct))
 }
 
 #[cfg(test)]
@@ -375,5 +414,84 @@ mod tests {
         let p = Plan::new([(node(2), mcast), (node(3), best)], |_| true);
         assert_eq!(p.legs(node(1)), vec![leg(2, Mode::BestEffort, 1, false)]);
         assert_eq!(p.mode_of(node(2)), Some(Mode::BestEffort));
+    }
+
+    #[test]
+    fn a_sole_plain_receiver_with_its_own_socket_gets_the_stream_directly() {
+        let direct = |port| ChannelQos {
+            direct: port,
+            ..ChannelQos::default()
+        };
+        let (a, b) = (node(1), node(2));
+        let none = std::iter::empty;
+        // One receiver on b, with a socket: direct, whoever publishes.
+        assert_eq!(
+            direct_port(b, [(b, direct(7000), 'x')], [a].into_iter(), false),
+            Some(('x', 7000))
+        );
+        // Receivers elsewhere do not count.
+        assert_eq!(
+            direct_port(
+                b,
+                [(a, direct(1), 'y'), (b, direct(7000), 'x')],
+                none(),
+                false
+            ),
+            Some(('x', 7000))
+        );
+        // No socket, two receivers, a publisher on b, b a proxy: no.
+        assert_eq!(direct_port(b, [(b, direct(0), 'x')], none(), false), None);
+        assert_eq!(
+            direct_port(
+                b,
+                [(b, direct(7000), 'x'), (b, direct(7001), 'z')],
+                none(),
+                false
+            ),
+            None
+        );
+        assert_eq!(
+            direct_port(b, [(b, direct(7000), 'x')], [b].into_iter(), false),
+            None
+        );
+        assert_eq!(direct_port(b, [(b, direct(7000), 'x')], none(), true), None);
+        // Not the default carrier: TCP, multicast, scaled, through a proxy node.
+        for q in [
+            ChannelQos {
+                carrier: Carrier::Tcp,
+                ..direct(7000)
+            },
+            ChannelQos {
+                carrier: Carrier::Multicast,
+                ..direct(7000)
+            },
+            ChannelQos {
+                every: 2,
+                ..direct(7000)
+            },
+            ChannelQos {
+                proxy: Proxy::Node(node(3)),
+                ..direct(7000)
+            },
+        ] {
+            assert_eq!(direct_port(b, [(b, q, 'x')], none(), false), None, "{q:?}");
+        }
+        // Best effort and its own node as proxy are fine.
+        let best = ChannelQos {
+            reliability: Reliability::BestEffort,
+            ..direct(7000)
+        };
+        assert_eq!(
+            direct_port(b, [(b, best, 'x')], none(), false),
+            Some(('x', 7000))
+        );
+        let own = ChannelQos {
+            proxy: Proxy::Node(b),
+            ..direct(7000)
+        };
+        assert_eq!(
+            direct_port(b, [(b, own, 'x')], none(), false),
+            Some(('x', 7000))
+        );
     }
 }

@@ -11,7 +11,7 @@
 //!  0                   1                   2                   3
 //!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |        magic "TW" (0x5754)    |  version = 1  |     kind      |
+//! |        magic "TW" (0x5754)    |  version = 2  |     kind      |
 //! +-------------------------------+---------------+---------------+
 //! |   request id (u32; echoed in the response, 0 for an update)   |
 //! +---------------------------------------------------------------+
@@ -32,7 +32,7 @@ pub use stats::{StatsKind, StatsRow, MAX_COUNTERS};
 /// First two bytes of every control message ("TW" little-endian).
 pub const MAGIC: u16 = 0x5754;
 /// Control protocol version.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Largest control message either side accepts (a tag listing grows with the
 /// table). Receivers size their buffer to each packet, so this costs nothing.
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -182,6 +182,25 @@ pub enum Request {
         query: u32,
         /// The client's rows.
         rows: Vec<StatsRow>,
+    },
+    /// From the daemon to a client: give up your direct delivery of `tag`
+    /// (DESIGN.md §6). The client stops receiving the tag on its own
+    /// socket and answers with [`Request::Streams`] numbered `query` = this
+    /// request's id (not a response).
+    GiveStreams {
+        /// The tag.
+        tag: TagId,
+    },
+    /// A tag's inbound streams, encoded by [`crate::handover::encode`] in a
+    /// memfd beside the message. From a client, answering the daemon's
+    /// `GiveStreams` numbered `query` (answered with [`Response::Ok`]).
+    /// From the daemon to a client (`query` 0): take over the tag's
+    /// delivery on your own socket, from these streams on.
+    Streams {
+        /// The tag.
+        tag: TagId,
+        /// The `GiveStreams` answered (0: none).
+        query: u32,
     },
 }
 
@@ -663,6 +682,11 @@ mod tests {
             Just(Request::ListNodes),
             Just(Request::SendSocket),
             name().prop_map(|name| Request::TagKey { name }),
+            any::<u32>().prop_map(|t| Request::GiveStreams { tag: TagId(t) }),
+            (any::<u32>(), any::<u32>()).prop_map(|(t, query)| Request::Streams {
+                tag: TagId(t),
+                query
+            }),
             Just(Request::Stats),
             (any::<u32>(), rows()).prop_map(|(query, rows)| Request::Report { query, rows }),
             (name(), any::<u32>(), any::<u64>()).prop_map(|(name, depth, max_bytes)| {
@@ -881,7 +905,7 @@ mod tests {
             Err(DecodeError::BadVersion(9))
         );
         assert!(matches!(
-            Message::decode(&[0x54, 0x57, 1, 200, 0, 0, 0, 0]),
+            Message::decode(&[0x54, 0x57, VERSION, 200, 0, 0, 0, 0]),
             Err(DecodeError::Unknown { .. })
         ));
         let mut ok = Message::Response {

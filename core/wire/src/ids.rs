@@ -333,6 +333,12 @@ pub struct ChannelQos {
     pub every: u32,
     /// Where that filter runs.
     pub proxy: Proxy,
+    /// The UDP port of the subscribing process's own socket, on its node's
+    /// address (0: none). While it is its node's only receiving process of
+    /// the tag (and the tag has no publisher there), other nodes send the
+    /// tag's stream straight to it (direct delivery, DESIGN.md §6; see
+    /// `tagwire_session::plan::direct_port`).
+    pub direct: u16,
 }
 
 impl Default for ChannelQos {
@@ -342,6 +348,7 @@ impl Default for ChannelQos {
             carrier: Carrier::Udp,
             every: 1,
             proxy: Proxy::Subscriber,
+            direct: 0,
         }
     }
 }
@@ -357,6 +364,7 @@ impl ChannelQos {
             .u8(self.carrier.to_u8())
             .u32(self.every);
         self.proxy.encode(w);
+        w.u16(self.direct);
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -374,6 +382,7 @@ impl ChannelQos {
             carrier,
             every,
             proxy: Proxy::decode(r)?,
+            direct: r.u16()?,
         })
     }
 }
@@ -388,8 +397,9 @@ pub(crate) fn arb_qos() -> impl proptest::strategy::Strategy<Value = ChannelQos>
         1u32..=u32::MAX,
         0u8..4,
         any::<[u8; 16]>(),
+        any::<u16>(),
     )
-        .prop_map(|(be, c, every, at, node)| ChannelQos {
+        .prop_map(|(be, c, every, at, node, direct)| ChannelQos {
             reliability: if be {
                 Reliability::BestEffort
             } else {
@@ -405,6 +415,7 @@ pub(crate) fn arb_qos() -> impl proptest::strategy::Strategy<Value = ChannelQos>
                     delay_bound_us: u32::from_le_bytes([node[0], node[1], node[2], node[3]]),
                 },
             },
+            direct,
         })
 }
 

@@ -19,6 +19,7 @@ pub mod codec;
 pub mod control;
 pub mod datagram;
 pub mod frame;
+pub mod handover;
 mod ids;
 pub mod peer;
 

@@ -11,7 +11,7 @@
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! |                 length of what follows (u32)                  |
 //! +-------------------------------+---------------+---------------+
-//! |       magic "TP" (0x5054)     |  version = 1  |     kind      |
+//! |       magic "TP" (0x5054)     |  version = 2  |     kind      |
 //! +-------------------------------+---------------+---------------+
 //! ~ body by kind: 1 Hello, 2 Sync, 3 Op, 4 Applied, 5 Heartbeat   ~
 //! +---------------------------------------------------------------+
@@ -33,7 +33,7 @@ pub const PEER_MAGIC: u16 = 0x5054;
 /// Magic of a discovery beacon ("TB" little-endian).
 pub const BEACON_MAGIC: u16 = 0x4254;
 /// Peer protocol version.
-pub const PEER_VERSION: u8 = 1;
+pub const PEER_VERSION: u8 = 2;
 /// Largest peer message either side accepts (a full table sync grows with the
 /// table).
 pub const MAX_PEER_MESSAGE: usize = 16 << 20;

@@ -216,7 +216,8 @@ fn an_idle_forwarder_lets_the_publisher_send_its_own_first_copies_and_nothing_is
     // Deeper than the burst below: a reader that falls behind cannot lose
     // anything (this test is about the streams, not about overflow).
     deep_tag(&clients[0], "/ticket", 4096, 64);
-    let opts = || SubscribeOptions::default().depth(4096);
+    // Through the daemons: their counters are what this test reads.
+    let opts = || SubscribeOptions::default().depth(4096).through_daemon();
     let mut subs = [
         clients[1].subscribe("/ticket", opts()).unwrap(),
         clients[2].subscribe("/ticket", opts()).unwrap(),
@@ -508,8 +509,13 @@ fn a_slow_lossless_subscriber_on_another_node_holds_its_publishers_back_and_lose
     // A small ring: the subscriber is a ring behind within milliseconds, and
     // three publishing nodes' windows (a ring each) hold more than it.
     deep_tag(&clients[0], "/slow", 64, 64);
+    // Through host 1's daemon: its holding back is what this test reads
+    // (direct.rs has the same with direct delivery).
     let mut sub = clients[1]
-        .subscribe("/slow", SubscribeOptions::default().lossless())
+        .subscribe(
+            "/slow",
+            SubscribeOptions::default().lossless().through_daemon(),
+        )
         .unwrap();
     const N: u64 = 1_000;
     let start = Instant::now();
@@ -698,7 +704,8 @@ fn best_effort_and_reliable_subscribers_share_a_lossy_bottleneck() {
     let site = Site::new(3);
     let (daemons, clients) = site.mesh(&Find::List);
     deep_tag(&clients[0], "/mixed", 8192, 256);
-    let opts = SubscribeOptions::default().depth(8192);
+    // Through the daemons: their loss counters are what this test reads.
+    let opts = SubscribeOptions::default().depth(8192).through_daemon();
     let mut newest = clients[1].subscribe("/mixed", opts.best_effort()).unwrap();
     let mut every = clients[2].subscribe("/mixed", opts).unwrap();
     let mut publisher = clients[0].publisher("/mixed").unwrap();

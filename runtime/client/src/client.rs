@@ -105,6 +105,9 @@ pub(crate) struct Core {
     /// first publisher of a global tag; `Some(None)` when the daemon has
     /// none (a failed request is not remembered: the next publisher asks).
     send_socket: Mutex<Option<Option<Arc<std::net::UdpSocket>>>>,
+    /// Streams the daemon handed over for a subscription not yet answered
+    /// (direct delivery), by tag.
+    pub(crate) stash: Mutex<HashMap<TagId, Vec<tagwire_wire::handover::StreamState>>>,
 }
 
 /// What to undo if an abandoned request turns out to have succeeded.
@@ -148,6 +151,8 @@ pub(crate) struct Endpoint {
     /// A subscriber's counters, for the daemon's `tagwire stats` (the
     /// subscriber writes them, the update thread reads them).
     pub(crate) counters: ReceiveCounters,
+    /// A subscriber's own socket for direct delivery (`crate::direct`).
+    pub(crate) direct: Option<Arc<crate::direct::Direct>>,
 }
 
 /// Refuses a daemon that runs as neither root nor this process's user: it
@@ -305,6 +310,7 @@ impl Client {
             stop: AtomicBool::new(false),
             abandoned: Mutex::new(HashMap::new()),
             send_socket: Mutex::new(None),
+            stash: Mutex::new(HashMap::new()),
             epoch: AtomicU64::new(0),
         });
         core.handshake(&sock)?;
@@ -529,7 +535,12 @@ impl Client {
         }
     }
 
-    pub(crate) fn open(&self, name: &str, kind: EndpointKind) -> Result<Arc<Endpoint>> {
+    pub(crate) fn open(
+        &self,
+        name: &str,
+        kind: EndpointKind,
+        direct: Option<Arc<crate::direct::Direct>>,
+    ) -> Result<Arc<Endpoint>> {
         let name = TagName::new(name)?;
         let epoch = self.core.epoch.load(Ordering::Acquire);
         let (opened, ring) = self.core.open_ring(&name, kind, true)?;
@@ -547,11 +558,19 @@ impl Client {
             ring_params: opened.ring,
             held_gate: Mutex::new(opened.gate),
             counters: ReceiveCounters::default(),
+            direct,
         });
         let stale = {
             let mut eps = lock(&self.core.endpoints);
             eps.retain(|w| w.strong_count() > 0);
             eps.push(Arc::downgrade(&ep));
+            if let Some(d) = &ep.direct {
+                // The daemon may have handed the streams over before it
+                // answered (the update thread stashes them under this lock).
+                if let Some(streams) = lock(&self.core.stash).remove(&opened.tag) {
+                    d.take(streams);
+                }
+            }
             // The daemon that granted this died and a reconnection finished while
             // we were being answered: register again with the new one.
             self.core.epoch.load(Ordering::Acquire) != epoch
@@ -623,6 +642,16 @@ impl Core {
         let bytes = Ctl::Request { id, body: req }.encode();
         let _g = lock(&self.send_lock);
         let _ = conn.send(&bytes, None);
+    }
+
+    /// A request with a descriptor, not answered (or its answer ignored).
+    pub(crate) fn send_with_fd(&self, req: Request, fd: BorrowedFd<'_>) {
+        let Some(conn) = self.conn() else { return };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
+        lock(&self.abandoned).insert(id, Abandoned::Nothing);
+        let bytes = Ctl::Request { id, body: req }.encode();
+        let _g = lock(&self.send_lock);
+        let _ = conn.send(&bytes, Some(fd));
     }
 
     /// Gets a right on a tag and maps its ring.

@@ -34,6 +34,7 @@
 mod autostart;
 mod client;
 mod clock;
+mod direct;
 mod error;
 mod gaps;
 mod publisher;

@@ -21,14 +21,11 @@
 //! client with send access: it can forge nothing it could not publish) and
 //! the counters the forwarder reserved for it in the ticket.
 
-use std::io::Write;
 use std::net::UdpSocket;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use rustix::fs::{MemfdFlags, SealFlags};
 
 use tagwire_session::{DirectCopy, OfferDest};
 use tagwire_shm::{Ring, RingError};
@@ -149,7 +146,7 @@ impl Direct {
 impl Client {
     /// Gets send access to a tag.
     pub fn publisher(&self, name: &str) -> Result<Publisher> {
-        let ep = self.open(name, EndpointKind::Publisher)?;
+        let ep = self.open(name, EndpointKind::Publisher, None)?;
         Ok(Publisher::new(self.clone(), ep))
     }
 }
@@ -305,20 +302,8 @@ impl Publisher {
     /// then fails with `WindowFull`.
     fn store_blob(&mut self, payload: &[u8], start: Instant) -> Result<BlobRef> {
         let io = |e: std::io::Error| Error::Io(format!("large message memfd: {e}"));
-        let fd: OwnedFd = rustix::fs::memfd_create(
-            "tagwire-blob",
-            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
-        )
-        .map_err(|e| io(e.into()))?;
-        let mut f = std::fs::File::from(fd);
-        f.write_all(payload).map_err(io)?;
         // Sealed: readers can trust the length and contents will not change.
-        rustix::fs::fcntl_add_seals(
-            &f,
-            SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL,
-        )
-        .map_err(|e| io(e.into()))?;
-        let fd = OwnedFd::from(f);
+        let fd: OwnedFd = tagwire_unix::sealed_memfd("tagwire-blob", payload).map_err(io)?;
         loop {
             let req = Request::PutBlob {
                 tag: self.ep.tag(),

@@ -6,6 +6,8 @@
 //! A lossless subscriber instead holds a gate on the ring at its position
 //! (`SubscribeOptions::lossless`): writers wait for it rather than overwrite.
 //! Waiting blocks on the ring's futex doorbell; with `busy_poll` it spins first.
+//! A subscription that direct delivery feeds (`crate::direct`) also takes
+//! messages from its own socket, and waits there while it holds the stream.
 
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
@@ -22,6 +24,7 @@ use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::{Carrier, ChannelQos, Proxy, Reliability};
 
 use crate::client::{daemon_error, is_code, Client, Endpoint, EndpointKind};
+use crate::direct::Direct;
 use crate::gaps::Gaps;
 use crate::{Error, Message, Result};
 
@@ -40,6 +43,8 @@ pub struct SubscribeOptions {
     /// Lose nothing: hold the writers back instead (see
     /// [`SubscribeOptions::lossless`]).
     pub lossless: bool,
+    /// Direct delivery (default on; see [`SubscribeOptions::through_daemon`]).
+    pub direct: bool,
 }
 
 /// The depth of [`SubscribeOptions::default`]: 64 unread messages, or the
@@ -53,6 +58,7 @@ impl Default for SubscribeOptions {
             busy_poll: None,
             qos: ChannelQos::default(),
             lossless: false,
+            direct: true,
         }
     }
 }
@@ -142,6 +148,19 @@ impl SubscribeOptions {
         self
     }
 
+    /// Messages from other nodes always come through this node's daemon.
+    /// By default, while this subscriber is its node's only one of the tag
+    /// (with the default carrier, and no publisher of the tag on the node),
+    /// other nodes send the tag straight to its own socket, and its
+    /// `receive` takes them from there (one wake-up less per message); the
+    /// daemon moves the stream to itself and back as subscribers come and
+    /// go, losing, repeating and reordering nothing. Not on a daemon with a
+    /// domain key.
+    pub fn through_daemon(mut self) -> Self {
+        self.direct = false;
+        self
+    }
+
     /// Enables busy-polling for `spin` before blocking.
     pub fn busy_poll(mut self, spin: Duration) -> Self {
         self.busy_poll = Some(spin);
@@ -185,6 +204,8 @@ pub struct Subscriber {
     caught_up: std::collections::HashMap<tagwire_wire::SenderInfo, u64>,
     /// Each publisher's last number: a jump is a loss to report.
     gaps: Gaps,
+    /// Its own socket for direct delivery (see `crate::direct`).
+    direct: Option<Arc<Direct>>,
 }
 
 impl Subscriber {
@@ -212,6 +233,10 @@ impl Subscriber {
             }
         };
         let generation = ep.generation.load(Ordering::Acquire);
+        let direct = ep.direct.clone();
+        if let Some(d) = &direct {
+            d.set_depth(opts.ring_depth().min(slots));
+        }
         Ok(Self {
             client,
             ep,
@@ -227,6 +252,7 @@ impl Subscriber {
             backlog: Default::default(),
             caught_up: Default::default(),
             gaps: Gaps::default(),
+            direct,
         })
     }
 
@@ -273,6 +299,13 @@ impl Subscriber {
         self.lost
     }
 
+    /// Whether messages from other nodes come straight to this subscriber's
+    /// own socket now (direct delivery; see
+    /// [`SubscribeOptions::through_daemon`]), rather than through the daemon.
+    pub fn is_direct(&self) -> bool {
+        self.direct.as_ref().is_some_and(|d| d.lock().holder)
+    }
+
     /// Messages received so far.
     pub fn received(&self) -> u64 {
         self.received
@@ -313,8 +346,28 @@ impl Subscriber {
         // A timeout too large to represent is "for ever".
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut raw = [0u8; HEADER_LEN];
+        let direct = self.direct.clone();
+        let _present = direct.as_ref().map(|d| d.enter());
         loop {
             self.follow_ring()?;
+            // Direct delivery, not holding: what came on the socket before
+            // the daemon took the stream back comes before the ring.
+            if let Some(d) = &direct {
+                let mut st = d.lock();
+                if st.overflowed > 0 {
+                    let lost = std::mem::take(&mut st.overflowed);
+                    self.lost += lost;
+                    self.count();
+                    return Err(Error::Overflowed { lost });
+                }
+                if let Some(m) = (!st.holder).then(|| d.pop(&mut st)).flatten() {
+                    drop(st);
+                    match self.direct_message(m, payload) {
+                        Some(r) => return r,
+                        None => continue,
+                    }
+                }
+            }
             // The frame header goes aside, the payload to the caller's buffer.
             let read = self.ring.read_split(&mut self.cursor, &mut raw, payload);
             match read {
@@ -380,6 +433,21 @@ impl Subscriber {
                 }
                 (ReadOutcome::Empty | ReadOutcome::Pending, _) => {}
             }
+            // Holding: the ring (what the daemon wrote before handing the
+            // stream over) came first; now the socket.
+            if let Some(d) = &direct {
+                let mut st = d.lock();
+                if st.holder {
+                    d.pump(&mut st, Instant::now());
+                    if let Some(m) = d.pop(&mut st) {
+                        drop(st);
+                        match self.direct_message(m, payload) {
+                            Some(r) => return r,
+                            None => continue,
+                        }
+                    }
+                }
+            }
             if self.ep.destroyed.load(Ordering::Acquire) {
                 return Err(Error::TagDestroyed(self.ep.name.to_string()));
             }
@@ -397,6 +465,13 @@ impl Subscriber {
             let slice = remaining.map_or(Duration::from_millis(200), |r| {
                 r.min(Duration::from_millis(200))
             });
+            if let Some(d) = &direct {
+                let st = d.lock();
+                if st.holder {
+                    d.wait(st, slice);
+                    continue;
+                }
+            }
             self.ring.wait(
                 &self.cursor,
                 Some(slice),
@@ -405,9 +480,47 @@ impl Subscriber {
         }
     }
 
+    /// A message that came by direct delivery, as `receive` hands it out:
+    /// `None` if this subscription skips it (scaling, pulled already).
+    fn direct_message(
+        &mut self,
+        m: tagwire_session::Delivery,
+        payload: &mut Vec<u8>,
+    ) -> Option<Result<MessageInfo>> {
+        let h = m.header;
+        if !self.wanted(Some(&h)) {
+            return None;
+        }
+        let missing = self
+            .gaps
+            .note(h.sender, h.stream, h.seq.0, self.opts.qos.every);
+        let info = MessageInfo {
+            seq: h.seq,
+            sender: h.sender,
+            timestamp: UNIX_EPOCH + Duration::from_nanos(h.timestamp_ns),
+        };
+        if missing == 0 {
+            *payload = m.payload;
+            self.received += 1;
+            self.count();
+            return Some(Ok(info));
+        }
+        // Report the gap first; the message comes next.
+        self.backlog.push_front(Message {
+            payload: m.payload,
+            seq: info.seq,
+            sender: info.sender,
+            timestamp: info.timestamp,
+        });
+        self.lost += missing;
+        self.missing += missing;
+        self.count();
+        Some(Err(Error::Overflowed { lost: missing }))
+    }
+
     /// True when `receive` would return at once with a message (or a loss report).
     pub fn available(&self) -> bool {
-        if !self.backlog.is_empty() {
+        if !self.backlog.is_empty() || self.direct.as_ref().is_some_and(|d| d.has_queued()) {
             return true;
         }
         if self.opts.qos.every <= 1 && self.caught_up.is_empty() {
@@ -573,6 +686,9 @@ fn parse_header(raw: &[u8; HEADER_LEN], len: usize) -> Result<FrameHeader> {
 
 impl Drop for Subscriber {
     fn drop(&mut self) {
+        if let Some(d) = &self.direct {
+            d.close();
+        }
         self.ep.close(&self.client.core);
     }
 }
@@ -580,15 +696,47 @@ impl Drop for Subscriber {
 impl Client {
     /// Subscribes to a tag; only messages sent after this call are received.
     pub fn subscribe(&self, name: &str, opts: SubscribeOptions) -> Result<Subscriber> {
+        let mut qos = opts.qos;
+        let direct = self.direct_socket(name, &opts);
+        if let Some(d) = &direct {
+            qos.direct = d.port;
+        }
         let ep = self.open(
             name,
             EndpointKind::Subscriber {
                 depth: opts.depth,
-                qos: opts.qos,
+                qos,
                 lossless: opts.lossless,
             },
+            direct,
         )?;
         Subscriber::new(self.clone(), ep, opts)
+    }
+
+    /// A socket for direct delivery, if the subscription may have one: the
+    /// default carrier (unicast UDP, every sample, no proxy node), on a
+    /// daemon with a network. The daemon makes it (`Request::SendSocket`: a
+    /// UDP socket bound to its node address, in its network namespace).
+    /// Failing to get one only means the messages come through the daemon.
+    fn direct_socket(&self, name: &str, opts: &SubscribeOptions) -> Option<Arc<Direct>> {
+        let q = &opts.qos;
+        let plain = q.carrier == Carrier::Udp && q.every <= 1 && !matches!(q.proxy, Proxy::Node(_));
+        if !opts.direct || !plain {
+            return None;
+        }
+        let tag = tagwire_wire::TagName::new(name).ok()?;
+        let (Response::Ok, Some(fd)) = self.core.call(Request::SendSocket, None).ok()? else {
+            return None;
+        };
+        Direct::open(
+            std::net::UdpSocket::from(fd),
+            self.me().node,
+            tag,
+            opts.depth,
+            opts.lossless,
+        )
+        .map_err(|e| tracing::debug!(error = %e, "no socket for direct delivery"))
+        .ok()
     }
 
     /// Subscribes, then pulls `query` from the tag's history: the

@@ -171,6 +171,9 @@ fn serve(shared: &Arc<Shared>, id: ClientId, conn: SeqPacket) {
                 shared.reports.deposit(query, client.id, rows);
                 (Response::Ok, None)
             }
+            Request::Streams { tag, query } => {
+                (streams_back(shared, client.id, tag, query, packet.fd), None)
+            }
             request => handle(shared, &client, request, packet.fd, &mut ops),
         };
         if let Err(message) = update::replicate(shared, ops) {
@@ -341,6 +344,49 @@ fn keep_history(
     Ok(())
 }
 
+/// A client's inbound streams of `tag` (in the memfd `fd`), answering the
+/// daemon's `GiveStreams`: they go to the delivery port's session.
+fn streams_back(
+    shared: &Shared,
+    client: ClientId,
+    tag: tagwire_wire::TagId,
+    query: u32,
+    fd: Option<OwnedFd>,
+) -> Response {
+    let bad = |message: String| Response::Error {
+        code: ErrorCode::BadRequest,
+        message,
+    };
+    let (Some(d), Some(fd)) = (shared.delivery.get(), fd) else {
+        return bad("Streams without a network or without its memfd".to_owned());
+    };
+    if query == 0 {
+        return bad("Streams from a client answer a GiveStreams".to_owned());
+    }
+    let streams = match tagwire_unix::read_memfd(fd, crate::delivery::MAX_HANDOVER_BYTES)
+        .map_err(|e| e.to_string())
+        .and_then(|b| tagwire_wire::handover::decode(&b).map_err(|e| e.to_string()))
+    {
+        Ok(s) => s,
+        // Not waited for any more: the port's session starts new streams
+        // after its timeout.
+        Err(e) => return bad(format!("malformed handover: {e}")),
+    };
+    let Some(name) = shared.lock().table.entry_by_id(tag).map(|e| e.name.clone()) else {
+        return bad(format!("unknown tag {}", tag.0));
+    };
+    let streams = streams
+        .into_iter()
+        .map(tagwire_session::Handover::from_wire)
+        .collect();
+    if d.direct.answered(client, tag, name, streams) {
+        d.wake_inbound();
+        Response::Ok
+    } else {
+        bad("streams handed back unasked".to_owned())
+    }
+}
+
 /// Serves one request under the state lock; the operations to replicate to
 /// peer daemons are left in `ops` (sent once the lock is released).
 fn handle(
@@ -370,9 +416,13 @@ fn handle(
         }
         Request::Ping => (Response::Pong, None),
         // Answered before the lock (they wait for other clients).
-        Request::Stats | Request::Report { .. } => error(
+        Request::Stats | Request::Report { .. } | Request::Streams { .. } => error(
             ErrorCode::Internal,
-            "stats requests are answered by the request loop",
+            "stats requests and handovers are answered by the request loop",
+        ),
+        Request::GiveStreams { .. } => error(
+            ErrorCode::BadRequest,
+            "GiveStreams goes from the daemon to a client, not back",
         ),
         Request::SendSocket => {
             let Some(d) = shared.delivery.get() else {
@@ -533,10 +583,15 @@ fn handle(
         }
         Request::Subscribe {
             name,
-            qos,
+            mut qos,
             lossless,
             ..
         } => {
+            // Direct delivery needs the network, and is off under a domain
+            // key (the client would need keys it must not hold).
+            if shared.delivery.get().is_none() || shared.guard.is_keyed() {
+                qos.direct = 0;
+            }
             if let Err(e) = permit(shared, &st, client, &name, Right::Subscribe) {
                 return e;
             }

@@ -18,13 +18,11 @@
 //! (`peers::pull_remote`, the same records in a `PeerMessage::Pulled`).
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rustix::fs::{MemfdFlags, SealFlags};
 use tagwire_proto::History;
 use tagwire_shm::{Cursor, Gate, ReadOutcome, Ring};
 use tagwire_wire::control::HistoryQuery;
@@ -214,15 +212,5 @@ fn keep(shared: &Shared, k: &Keeper, tag: &TagName) {
 }
 
 pub(crate) fn sealed(bytes: &[u8]) -> std::io::Result<OwnedFd> {
-    let fd = rustix::fs::memfd_create(
-        "tagwire-pull",
-        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
-    )?;
-    let mut f = std::fs::File::from(fd);
-    f.write_all(bytes)?;
-    rustix::fs::fcntl_add_seals(
-        &f,
-        SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL,
-    )?;
-    Ok(OwnedFd::from(f))
+    tagwire_unix::sealed_memfd("tagwire-pull", bytes)
 }

@@ -20,6 +20,41 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
 };
 
+/// A sealed memfd holding `bytes`: what travels beside a control message
+/// when it is too large for a packet (large messages, pulled history,
+/// handed-over streams). Sealed, so the receiver can trust its length and
+/// contents not to change under it.
+pub fn sealed_memfd(name: &str, bytes: &[u8]) -> io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    use std::io::Write;
+    let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
+    let mut f = std::fs::File::from(fd);
+    f.write_all(bytes)?;
+    rustix::fs::fcntl_add_seals(
+        &f,
+        SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL,
+    )?;
+    Ok(OwnedFd::from(f))
+}
+
+/// The whole contents of a memfd (or file) another process sent, refused
+/// if longer than `max` bytes. Read with `pread`, not mapped: a file that
+/// shrinks while read is an error, not a `SIGBUS`.
+pub fn read_memfd(fd: OwnedFd, max: u64) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::from(fd);
+    let len = f.metadata()?.len();
+    if len > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{len} bytes, more than the {max} accepted"),
+        ));
+    }
+    let mut bytes = vec![0u8; len as usize];
+    f.read_exact_at(&mut bytes, 0)?;
+    Ok(bytes)
+}
+
 /// Environment variable naming the daemon's socket.
 pub const SOCKET_ENV: &str = "TAGWIRE_SOCKET";
 

@@ -26,6 +26,8 @@ pub(super) fn request_kind(r: &Request) -> u8 {
         Request::Stats => 17,
         Request::Report { .. } => 18,
         Request::TagKey { .. } => 19,
+        Request::GiveStreams { .. } => 20,
+        Request::Streams { .. } => 21,
     }
 }
 
@@ -50,8 +52,13 @@ pub(super) fn encode_request(r: &Request, w: &mut Writer) {
         | Request::TagKey { name } => {
             w.str(name.as_str());
         }
-        Request::ReleaseSendAccess { tag } | Request::Unsubscribe { tag } => {
+        Request::ReleaseSendAccess { tag }
+        | Request::Unsubscribe { tag }
+        | Request::GiveStreams { tag } => {
             w.u32(tag.0);
+        }
+        Request::Streams { tag, query } => {
+            w.u32(tag.0).u32(*query);
         }
         Request::Subscribe {
             name,
@@ -157,6 +164,13 @@ pub(super) fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, De
         },
         19 => Request::TagKey {
             name: TagName::decode(r)?,
+        },
+        20 => Request::GiveStreams {
+            tag: TagId(r.u32()?),
+        },
+        21 => Request::Streams {
+            tag: TagId(r.u32()?),
+            query: r.u32()?,
         },
         k => {
             return Err(DecodeError::Unknown {

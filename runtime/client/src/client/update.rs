@@ -159,8 +159,65 @@ impl Core {
                     query: id,
                     rows: self.subscriber_rows(),
                 }),
+                Ok(Ctl::Request {
+                    id,
+                    body: Request::GiveStreams { tag },
+                }) => self.give_streams(id, tag),
+                Ok(Ctl::Request {
+                    body: Request::Streams { tag, query: 0 },
+                    ..
+                }) => self.take_streams(tag, p.fd),
                 Ok(Ctl::Request { .. }) => tracing::debug!("daemon sent a request; ignored"),
                 Err(e) => tracing::debug!(error = %e, "malformed packet from the daemon; ignored"),
+            }
+        }
+    }
+
+    /// The daemon wants a tag's streams back (direct delivery): the
+    /// subscriber's session gives them up, and they go back in a memfd.
+    fn give_streams(&self, query: u32, tag: TagId) {
+        let direct = lock(&self.endpoints)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|ep| ep.tag() == tag && ep.direct.is_some())
+            .and_then(|ep| ep.direct.clone());
+        let streams = direct.map(|d| d.give()).unwrap_or_default();
+        let bytes = tagwire_wire::handover::encode(&streams);
+        match tagwire_unix::sealed_memfd("tagwire-streams", &bytes) {
+            Ok(fd) => self.send_with_fd(Request::Streams { tag, query }, fd.as_fd()),
+            Err(e) => tracing::warn!(error = %e, "cannot hand streams back to the daemon"),
+        }
+    }
+
+    /// The daemon hands a tag's streams over (direct delivery): the
+    /// subscriber receives them on its own socket from now on.
+    fn take_streams(&self, tag: TagId, fd: Option<OwnedFd>) {
+        let Some(fd) = fd else { return };
+        let streams = match tagwire_unix::read_memfd(fd, crate::direct::MAX_HANDOVER_BYTES)
+            .map_err(|e| e.to_string())
+            .and_then(|b| tagwire_wire::handover::decode(&b).map_err(|e| e.to_string()))
+        {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "malformed streams from the daemon; ignored");
+                return;
+            }
+        };
+        let eps = lock(&self.endpoints);
+        let ep = eps.iter().filter_map(Weak::upgrade).find(|ep| {
+            ep.tag() == tag && ep.direct.is_some() && !ep.closed.load(Ordering::Acquire)
+        });
+        match ep {
+            Some(ep) => {
+                if let Some(d) = &ep.direct {
+                    d.take(streams);
+                }
+                // A subscriber asleep on the ring wakes to wait on its socket.
+                ep.current_ring().wake_readers();
+            }
+            // Not answered yet: `Client::open` takes them.
+            None => {
+                lock(&self.stash).insert(tag, streams);
             }
         }
     }
@@ -195,7 +252,11 @@ impl Core {
                         )
                         .with("received", c.received.load(Ordering::Relaxed))
                         .with("overflowed", c.overflowed.load(Ordering::Relaxed))
-                        .with("missing", c.missing.load(Ordering::Relaxed)),
+                        .with("missing", c.missing.load(Ordering::Relaxed))
+                        .with(
+                            "direct",
+                            u64::from(ep.direct.as_ref().is_some_and(|d| d.lock().holder)),
+                        ),
                     )
                 }
                 _ => None,

@@ -331,17 +331,5 @@ pub(crate) fn drain_held(shared: &Shared) -> Vec<(TagId, Option<u32>)> {
 }
 
 fn blob_fd(payload: &[u8]) -> Option<OwnedFd> {
-    let fd = rustix::fs::memfd_create(
-        "tagwire-blob",
-        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
-    )
-    .ok()?;
-    let mut f = std::fs::File::from(fd);
-    f.write_all(payload).ok()?;
-    rustix::fs::fcntl_add_seals(
-        &f,
-        SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL,
-    )
-    .ok()?;
-    Some(OwnedFd::from(f))
+    tagwire_unix::sealed_memfd("tagwire-blob", payload).ok()
 }

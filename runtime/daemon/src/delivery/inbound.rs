@@ -20,6 +20,8 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
     let mut sinks = SinkCache::default();
     let mut timeout = Duration::ZERO;
     let mut sealed = Vec::new();
+    // Direct delivery: tags whose streams a client is to hand back.
+    let mut expecting = HashMap::new();
     while !shared.is_stopping() {
         if !credits.limited.is_empty() {
             // The tags' drainers move what is held (and wake us with an
@@ -55,6 +57,10 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
                 }
             },
         };
+        if !multicast {
+            // Before the datagram: a switch queued before it came.
+            d.direct.apply(&mut session, Instant::now(), &mut expecting);
+        }
         if let Some((from, raw, tag_key)) = opened {
             let now = Instant::now();
             match Datagram::decode(raw) {
@@ -208,7 +214,8 @@ fn account(shared: &Shared, e: Event) {
         Event::DirectReceived { .. } => {
             shared.stats.direct_received.fetch_add(1, Ordering::Relaxed);
         }
-        // The daemon does not hand streams over yet.
+        // Data of a tag a direct receiver holds, from a sender that had
+        // not heard yet: it sends again there.
         Event::Away { .. } => {}
         // Outbound events: this session sends acknowledgements only.
         Event::StreamOpened { .. }

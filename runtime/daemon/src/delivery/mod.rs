@@ -47,14 +47,11 @@
 //! back is announced at once. A TCP connection just stops being read.
 
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use rustix::fs::{MemfdFlags, SealFlags};
 
 use tagwire_proto::Role;
 use tagwire_shm::{Ring, Segment};
@@ -70,8 +67,11 @@ use tagwire_session::plan::{Mode, Plan};
 use tagwire_session::{Config as SessionConfig, Dest, Event, Session};
 use tagwire_wire::control::{StatsKind, StatsRow};
 
+mod direct;
 mod held;
 mod inbound;
+
+pub(crate) use direct::MAX_HANDOVER_BYTES;
 
 pub(crate) use held::{drain_held, ring_added, ring_removed, Sink};
 use inbound::{inbound_loop, tcp_accept_loop};
@@ -93,6 +93,8 @@ pub(crate) struct Delivery {
     room: (Mutex<u64>, std::sync::Condvar),
     /// The TCP carrier's listener (shut down to stop its accept loop).
     tcp_listener: std::sync::OnceLock<std::net::TcpListener>,
+    /// This node's direct receivers (see `direct`).
+    pub(crate) direct: direct::Direct,
 }
 
 impl Delivery {
@@ -127,6 +129,7 @@ impl Delivery {
             mgroups: Mutex::new(HashMap::new()),
             room: (Mutex::new(0), std::sync::Condvar::new()),
             tcp_listener: std::sync::OnceLock::new(),
+            direct: direct::Direct::default(),
         });
         let (s, d2) = (shared.clone(), d.clone());
         std::thread::Builder::new()
@@ -163,18 +166,23 @@ impl Delivery {
         // group is joined only where that copy is multicast, or a message
         // would come twice.
         let mut groups: HashSet<TagName> = HashSet::new();
+        let mut holders = HashMap::new();
         for e in st.table.entries() {
             let plan = plan_of(st, me, shared.placer.as_ref(), e);
             if plan.mode_of(me) == Some(Mode::Multicast) {
                 groups.insert(e.name.clone());
             }
+            if let Some(c) = direct::holder(me, e, &plan) {
+                holders.insert(e.id, (c, e.name.clone()));
+            }
             let mut nodes: Vec<Dest> = plan
                 .legs(me)
                 .into_iter()
                 .filter_map(|l| {
+                    let delivery = st.peers.delivery_addr(l.node)?;
                     Some(Dest {
                         node: l.node,
-                        addr: st.peers.delivery_addr(l.node)?,
+                        addr: direct_addr(e, &plan, l.node, l.mode).unwrap_or(delivery),
                         mode: l.mode,
                         every: l.every,
                         relay: l.relay,
@@ -187,6 +195,9 @@ impl Delivery {
             }
         }
         self.join_groups(me, groups);
+        if self.direct.switch(st, holders) {
+            self.wake_inbound();
+        }
         self.outbound.reroute(shared, wanted, |name| {
             let shared_ring = st.table.entry(name).and_then(|e| st.rings.get(&e.id))?;
             // Forward from the grant on: a publisher that saw this receiver
@@ -273,6 +284,27 @@ fn plan_of(st: &State, me: NodeAddr, placer: Option<&Placer>, e: &tagwire_proto:
     Plan::new(receivers, up)
 }
 
+/// Where `node`'s copy of `e` goes when it goes straight to its sole
+/// receiving process's socket (see `direct`).
+fn direct_addr(
+    e: &tagwire_proto::Entry,
+    plan: &Plan,
+    node: NodeAddr,
+    mode: Mode,
+) -> Option<SocketAddr> {
+    if !matches!(mode, Mode::Reliable | Mode::BestEffort) {
+        return None;
+    }
+    let receivers = e
+        .rights(Role::Receiver)
+        .iter()
+        .map(|r| (r.key.node, r.qos, ()));
+    let senders = e.rights(Role::Sender).iter().map(|r| r.key.node);
+    let ((), port) =
+        tagwire_session::plan::direct_port(node, receivers, senders, plan.feeds_others(node))?;
+    Some(SocketAddr::new(node.0, port))
+}
+
 /// Our own mapping of a tag's ring (the forwarder reads it without the lock).
 pub(crate) fn private_ring(r: &Ring) -> std::io::Result<Ring> {
     let fd: OwnedFd = r.segment().as_fd().try_clone_to_owned()?;
@@ -285,6 +317,14 @@ impl Delivery {
     /// thread wakes (an empty datagram to its socket) and announces the
     /// room; TCP connections that stopped reading look again.
     fn room_made(&self) {
+        self.wake_inbound();
+        *lock(&self.room.0) += 1;
+        self.room.1.notify_all();
+    }
+
+    /// Wakes the delivery port's inbound thread (an empty datagram to its
+    /// socket): it looks at held-back queues and direct-delivery commands.
+    pub(crate) fn wake_inbound(&self) {
         if let Ok(me) = self.sock.local_addr() {
             let me = match me.ip() {
                 ip if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), me.port()),
@@ -292,8 +332,6 @@ impl Delivery {
             };
             let _ = self.sock.send_to(&[], me);
         }
-        *lock(&self.room.0) += 1;
-        self.room.1.notify_all();
     }
 
     /// Ends the TCP carrier's accept loop (the daemon stops).

@@ -1,0 +1,221 @@
+//! Direct delivery at the receiving node (DESIGN.md §6).
+//!
+//! While a tag has exactly one receiving process on this node, with the
+//! default carrier and its own socket, and no publisher here
+//! (`tagwire_session::plan::direct_port`, which every node evaluates alike
+//! from the table), other nodes send the tag's stream straight to that
+//! process's socket: one wake-up per message instead of two. Its library
+//! runs the same session core there. This module moves the tag's inbound
+//! streams between the delivery port's session and that process, so
+//! nothing is lost, repeated or reordered across the switch
+//! (`tagwire_session::Handover`):
+//!
+//! ```text
+//!  table change (under the state lock, before it is replicated)
+//!   ├─ none → client C:  Give: the port's session exports the tag (its data
+//!   │                    is dropped unacknowledged from now on) and sends C
+//!   │                    `Streams` with them; C imports and receives.
+//!   └─ client C → none:  Expect: the port's session drops the tag's data
+//!                        unacknowledged; C gets `GiveStreams`, exports, and
+//!                        answers `Streams`; Import takes them over. A C that
+//!                        left, or does not answer in EXPECT_FOR, is not
+//!                        waited for (Accept: new streams start).
+//! ```
+//!
+//! The commands reach the port's inbound thread, which owns the session,
+//! through a queue and an empty datagram that wakes it; it takes them
+//! before the next datagram it handles. Since the table change reaches
+//! other nodes only after this, their data for the new holder comes after
+//! the holder has its streams.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::mpsc::SyncSender;
+use std::time::{Duration, Instant};
+
+use tagwire_proto::{ClientId, Holder, Role};
+use tagwire_session::plan::{direct_port, Plan};
+use tagwire_session::{Handover, Session};
+use tagwire_wire::control::{Message, Request};
+use tagwire_wire::{NodeAddr, TagId, TagName};
+
+use crate::{lock, Outgoing, State};
+
+/// How long the port's session waits for a client's streams before it
+/// starts new ones (the client died or hangs; its unacknowledged data
+/// comes again from the senders, a best-effort gap is counted).
+pub(crate) const EXPECT_FOR: Duration = Duration::from_secs(1);
+
+/// Largest handover a client may send (its partial messages included).
+pub(crate) const MAX_HANDOVER_BYTES: u64 = 256 << 20;
+
+/// What the delivery port's inbound thread does for direct delivery.
+#[derive(Debug)]
+pub(crate) enum Cmd {
+    /// Give the tag's streams to the client behind `to`.
+    Give {
+        tag: TagName,
+        id: TagId,
+        to: SyncSender<Outgoing>,
+    },
+    /// Its direct receiver was asked for the streams back: drop the tag's
+    /// data unacknowledged until they come.
+    Expect { tag: TagName },
+    /// They came.
+    Import {
+        tag: TagName,
+        streams: Vec<Handover>,
+    },
+    /// Receive the tag here again, afresh.
+    Accept { tag: TagName },
+}
+
+/// The direct receivers of this node and the commands on their way.
+#[derive(Debug, Default)]
+pub(crate) struct Direct {
+    cmds: std::sync::Mutex<VecDeque<Cmd>>,
+    /// This node's direct receiver per tag.
+    holders: std::sync::Mutex<HashMap<TagId, (ClientId, TagName)>>,
+    /// `GiveStreams` sent and not answered: tag → client.
+    asked: std::sync::Mutex<HashMap<TagId, ClientId>>,
+}
+
+/// This node's direct receiver of `e`, if it has one (see the module docs).
+pub(crate) fn holder(me: NodeAddr, e: &tagwire_proto::Entry, plan: &Plan) -> Option<ClientId> {
+    let receivers = e
+        .rights(Role::Receiver)
+        .iter()
+        .map(|r| (r.key.node, r.qos, r.holder));
+    let senders = e.rights(Role::Sender).iter().map(|r| r.key.node);
+    match direct_port(me, receivers, senders, plan.feeds_others(me)) {
+        Some((Holder::Local(c), _)) => Some(c),
+        _ => None,
+    }
+}
+
+impl Direct {
+    /// After a table change (under the state lock): switches the tags
+    /// whose direct receiver changed. Returns whether commands were queued
+    /// (the inbound thread is to be woken).
+    pub(crate) fn switch(&self, st: &State, now: HashMap<TagId, (ClientId, TagName)>) -> bool {
+        let mut holders = lock(&self.holders);
+        let mut cmds = lock(&self.cmds);
+        let before = cmds.len();
+        for (id, (old, tag)) in holders.iter() {
+            if now.get(id).is_some_and(|(c, _)| c == old) {
+                continue;
+            }
+            let still = st.table.entry_by_id(*id).is_some_and(|e| {
+                e.rights(Role::Receiver)
+                    .iter()
+                    .any(|r| r.holder == Holder::Local(*old))
+            });
+            match st.clients.get(old) {
+                Some(out) if still => {
+                    let ask = Message::Request {
+                        id: id.0.max(1),
+                        body: Request::GiveStreams { tag: *id },
+                    };
+                    if out.tx.try_send((ask.encode(), None)).is_ok() {
+                        lock(&self.asked).insert(*id, *old);
+                        cmds.push_back(Cmd::Expect { tag: tag.clone() });
+                        continue;
+                    }
+                    cmds.push_back(Cmd::Accept { tag: tag.clone() });
+                }
+                _ => cmds.push_back(Cmd::Accept { tag: tag.clone() }),
+            }
+        }
+        for (id, (new, tag)) in &now {
+            if holders.get(id).is_some_and(|(c, _)| c == new) {
+                continue;
+            }
+            if let Some(out) = st.clients.get(new) {
+                lock(&self.asked).remove(id);
+                cmds.push_back(Cmd::Give {
+                    tag: tag.clone(),
+                    id: *id,
+                    to: out.tx.clone(),
+                });
+            }
+        }
+        *holders = now;
+        cmds.len() > before
+    }
+
+    /// A client's `Streams` answering `GiveStreams`: taken only from the
+    /// client that was asked, once. Returns whether it was.
+    pub(crate) fn answered(
+        &self,
+        client: ClientId,
+        id: TagId,
+        tag: TagName,
+        streams: Vec<Handover>,
+    ) -> bool {
+        let mut asked = lock(&self.asked);
+        if asked.get(&id) != Some(&client) {
+            return false;
+        }
+        asked.remove(&id);
+        lock(&self.cmds).push_back(Cmd::Import { tag, streams });
+        true
+    }
+
+    /// Runs the queued commands on the delivery port's session (its inbound
+    /// thread); starts new streams for tags waited for too long.
+    pub(crate) fn apply(
+        &self,
+        session: &mut Session,
+        now: Instant,
+        expecting: &mut HashMap<TagName, Instant>,
+    ) {
+        let cmds: Vec<Cmd> = lock(&self.cmds).drain(..).collect();
+        for cmd in cmds {
+            match cmd {
+                Cmd::Give { tag, id, to } => {
+                    expecting.remove(&tag);
+                    let streams: Vec<_> = session
+                        .export_inbound(&tag)
+                        .iter()
+                        .map(Handover::to_wire)
+                        .collect();
+                    let bytes = tagwire_wire::handover::encode(&streams);
+                    match tagwire_unix::sealed_memfd("tagwire-streams", &bytes) {
+                        Ok(fd) => {
+                            let take = Message::Request {
+                                id: 0,
+                                body: Request::Streams { tag: id, query: 0 },
+                            };
+                            if to.try_send((take.encode(), Some(fd))).is_err() {
+                                tracing::warn!(%tag, "direct receiver gone before its streams");
+                            }
+                        }
+                        Err(e) => tracing::warn!(%tag, error = %e, "cannot hand streams over"),
+                    }
+                }
+                Cmd::Expect { tag } => {
+                    // Already away since its Give; a stream begun here since
+                    // (a sender that had not heard) is dropped with it.
+                    let _ = session.export_inbound(&tag);
+                    expecting.insert(tag, now + EXPECT_FOR);
+                }
+                Cmd::Import { tag, streams } => {
+                    if expecting.remove(&tag).is_some() {
+                        session.import_inbound(now, &tag, streams);
+                    }
+                }
+                Cmd::Accept { tag } => {
+                    expecting.remove(&tag);
+                    session.accept_inbound(&tag);
+                }
+            }
+        }
+        expecting.retain(|tag, until| {
+            if *until > now {
+                return true;
+            }
+            tracing::warn!(%tag, "direct receiver did not hand its streams back; starting new ones");
+            session.accept_inbound(tag);
+            false
+        });
+    }
+}
