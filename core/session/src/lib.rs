@@ -326,7 +326,9 @@ pub struct OfferDest {
 /// What a publisher may send itself (see [`Session::offer`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Offer {
-    /// The largest batch datagram the session would send the record in.
+    /// The largest datagram the publisher may send the record in (a
+    /// lone message goes whole up to the session's `datagram` size,
+    /// whatever the batch limit).
     pub max_len: usize,
     /// One batch of one message per reliable node.
     pub dests: Vec<OfferDest>,

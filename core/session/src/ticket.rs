@@ -65,8 +65,11 @@ impl Session {
         if dests.is_empty() {
             return None;
         }
+        // A lone message larger than the batch limit goes out whole anyway
+        // (one datagram up to `datagram` bytes): the publisher may send it
+        // as well, instead of waking the forwarder for it.
         let offer = Offer {
-            max_len: o.batch_limit,
+            max_len: o.batch_limit.max(self.config.datagram),
             dests,
         };
         o.offer = Some(offer.clone());

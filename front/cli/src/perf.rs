@@ -211,6 +211,8 @@ pub(crate) struct WorkerArgs {
     ack_every: u32,
     #[arg(long)]
     lossless: bool,
+    #[arg(long)]
+    through_daemon: bool,
 }
 
 /// Arguments of the hidden language-runner subcommand (see `tagwire_perf::lang`).
@@ -260,6 +262,7 @@ pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
         proxy: a.proxy,
         ack_every: a.ack_every,
         lossless: a.lossless,
+        through_daemon: a.through_daemon,
     })
 }
 

@@ -44,6 +44,12 @@ pub(crate) struct Args {
     /// oldest message (DDS reliable KEEP_ALL; `SubscribeOptions::lossless`).
     #[arg(long)]
     lossless: bool,
+    /// Messages from other nodes always through this node's daemon, never
+    /// straight to this process's own socket (direct delivery, used while
+    /// it is the node's only subscriber of the tag;
+    /// `SubscribeOptions::through_daemon`).
+    #[arg(long)]
+    through_daemon: bool,
     #[command(flatten)]
     connect: ConnectArgs,
 }
@@ -60,6 +66,9 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     }
     if a.lossless {
         opts = opts.lossless();
+    }
+    if a.through_daemon {
+        opts = opts.through_daemon();
     }
     let mut sub = client.subscribe(&a.tag, opts)?;
     let idle = a.idle_timeout.map(Duration::from_secs_f64);

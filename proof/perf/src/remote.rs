@@ -238,6 +238,10 @@ pub fn remote_rtt(
             let s = size as u64;
             let d = workload::rtt(&env, Rounds::new(size, o.iters, o.warmup))?;
             push(&mut acc, "tagwire", "block", s, 1, "all", &d);
+            // The same through the daemons (the path before direct delivery).
+            let r = Rounds::new(size, o.iters, o.warmup).through_daemon();
+            let d = workload::rtt(&env, r)?;
+            push(&mut acc, "tagwire-via-daemon", "block", s, 1, "all", &d);
             if let Some(env) = &keyed_env {
                 let d = workload::rtt(env, Rounds::new(size, o.iters, o.warmup))?;
                 push(&mut acc, "tagwire+auth", "block", s, 1, "all", &d);
@@ -282,8 +286,12 @@ pub fn remote_rtt(
     }
     let pairs = |e: &Series| -> Vec<(String, Series)> {
         let against: &[&str] = match e.0.as_str() {
-            "tagwire" => &["raw-udp", "raw-relay", "cyclonedds"],
-            "tagwire+auth" => &["tagwire", "raw-udp"],
+            "tagwire" => &["raw-udp", "raw-relay", "cyclonedds", "tagwire-via-daemon"],
+            "tagwire-via-daemon" => &["raw-udp", "cyclonedds"],
+            // A keyed daemon has no direct delivery: the key's own cost is
+            // against the same path unkeyed, what a user sees against the
+            // default.
+            "tagwire+auth" => &["tagwire-via-daemon", "tagwire", "raw-udp"],
             // The two-sided floor, as a ratio of the one-hop one.
             "raw-relay" => &["raw-udp"],
             _ => &[],

@@ -109,6 +109,9 @@ pub struct WorkerArgs {
     pub ack_every: u32,
     /// Sink role: a lossless subscription (publishers held back, nothing lost).
     pub lossless: bool,
+    /// Messages from other nodes through the daemon, never by direct
+    /// delivery (`SubscribeOptions::through_daemon`).
+    pub through_daemon: bool,
 }
 
 const STOP: &[u8] = b"\xffSTOP";
@@ -170,6 +173,9 @@ fn spawn_worker(env: &Env, i: usize, a: &WorkerArgs, stdout: Stdio) -> anyhow::R
     if a.lossless {
         cmd.arg("--lossless");
     }
+    if a.through_daemon {
+        cmd.arg("--through-daemon");
+    }
     cmd.spawn()
         .with_context(|| format!("starting worker {}", env.exe.display()))
 }
@@ -222,6 +228,9 @@ pub struct Rounds {
     /// take every ping and acknowledge only the n-th (the application
     /// filters).
     pub proxy: Option<Proxy>,
+    /// Pings and acks from other nodes through the daemons, never by
+    /// direct delivery (the path before it, for comparison).
+    pub through_daemon: bool,
 }
 
 impl Rounds {
@@ -237,6 +246,15 @@ impl Rounds {
             spin: false,
             every: 1,
             proxy: Some(Proxy::Subscriber),
+            through_daemon: false,
+        }
+    }
+
+    /// Through the daemons (no direct delivery).
+    pub fn through_daemon(self) -> Self {
+        Self {
+            through_daemon: true,
+            ..self
         }
     }
 
@@ -276,6 +294,7 @@ pub fn rtt(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
         spin,
         every,
         proxy,
+        through_daemon,
     } = r;
     anyhow::ensure!(receivers >= 1, "at least one receiver");
     anyhow::ensure!(every >= 1, "a scale of at least 1");
@@ -285,7 +304,11 @@ pub fn rtt(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
     let ack = unique("ack");
     c.create_tag(&ping, env.domain())?;
     c.create_tag(&ack, env.domain())?;
-    let mut acks_sub = c.subscribe(&ack, spin_opts(spin, 256))?;
+    let mut ack_opts = spin_opts(spin, 256);
+    if through_daemon {
+        ack_opts = ack_opts.through_daemon();
+    }
+    let mut acks_sub = c.subscribe(&ack, ack_opts)?;
     let mut publ = c.publisher(&ping)?;
     let mut workers = Workers(Vec::new());
     for i in 0..receivers {
@@ -302,6 +325,7 @@ pub fn rtt(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
             proxy: proxy.unwrap_or_default(),
             ack_every: if proxy.is_some() { 1 } else { every },
             lossless: false,
+            through_daemon,
         };
         workers.0.push(spawn_worker(env, i, &a, Stdio::null())?);
         // Start them one by one so the last one really is the last to subscribe.
@@ -408,6 +432,7 @@ pub fn throughput(
         proxy: Proxy::Subscriber,
         ack_every: 1,
         lossless,
+        through_daemon: false,
     };
     let mut workers = Workers(vec![spawn_worker(env, 0, &a, Stdio::piped())?]);
     wait_for(
@@ -537,6 +562,9 @@ pub fn worker_main(a: &WorkerArgs) -> anyhow::Result<()> {
     let mut opts = spin_opts(a.spin, a.depth).every(a.every).proxy(a.proxy);
     if a.lossless {
         opts = opts.lossless();
+    }
+    if a.through_daemon {
+        opts = opts.through_daemon();
     }
     let mut sub = c.subscribe(&a.ping, opts)?;
     match a.role.as_str() {

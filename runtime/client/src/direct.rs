@@ -268,6 +268,18 @@ impl Direct {
         Some(d)
     }
 
+    /// Drops what is queued; returns how many.
+    pub(crate) fn purge(&self) -> u64 {
+        let mut st = self.lock();
+        let n = st.queue.len() as u64;
+        st.queue.clear();
+        if st.holder {
+            let now = Instant::now();
+            self.credit(&mut st, now);
+        }
+        n
+    }
+
     /// Whether anything is queued.
     pub(crate) fn has_queued(&self) -> bool {
         !self.lock().queue.is_empty()

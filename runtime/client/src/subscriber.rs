@@ -542,7 +542,8 @@ impl Subscriber {
     /// Drops every queued message; returns how many.
     pub fn purge(&mut self) -> u64 {
         let pulled = std::mem::take(&mut self.backlog).len() as u64;
-        let n = self.ring.purge(&mut self.cursor);
+        let queued = self.direct.as_ref().map_or(0, |d| d.purge());
+        let n = self.ring.purge(&mut self.cursor) + queued;
         self.advance();
         self.gaps.forget();
         pulled + n
