@@ -100,12 +100,12 @@ fn a_sole_remote_subscriber_gets_the_stream_on_its_own_socket_not_the_daemons() 
     for i in 0..N {
         let (d, v) = (format!("direct-{i:04}"), format!("daemon-{i:04}"));
         assert_eq!(copies(&to_port, &d), 0, "{d} went to the daemon");
-        assert_eq!(
-            copies(&to_other, &d),
-            1,
-            "{d} did not reach the subscriber's socket once"
+        // (A reliable stream may send a datagram again on a busy machine.)
+        assert!(
+            copies(&to_other, &d) >= 1,
+            "{d} did not reach the subscriber's socket"
         );
-        assert_eq!(copies(&to_port, &v), 1, "{v} did not reach the daemon once");
+        assert!(copies(&to_port, &v) >= 1, "{v} did not reach the daemon");
         assert_eq!(copies(&to_other, &v), 0, "{v} went elsewhere");
     }
     assert_eq!(sub.lost(), 0);
@@ -283,4 +283,51 @@ fn a_slow_direct_lossless_subscriber_holds_its_remote_publisher_back_and_loses_n
     );
     assert_eq!(sub.lost(), 0);
     assert!(sub.is_direct());
+}
+
+#[test]
+fn a_direct_subscriber_that_stays_away_holds_nobody_back_and_reports_every_message_it_dropped() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, clients) = site.mesh(&Find::List);
+    clients[0].create_tag("/away", Domain::Global).unwrap();
+    let mut sub = clients[1]
+        .subscribe("/away", SubscribeOptions::default().depth(64))
+        .unwrap();
+    wait_direct(&sub, true);
+    let mut publisher = clients[0].publisher("/away").unwrap();
+    publisher.set_send_timeout(Duration::from_secs(5));
+    const N: u64 = 3000;
+    let start = Instant::now();
+    for i in 1..=N {
+        publisher.send(&i.to_le_bytes()).unwrap();
+    }
+    let sent_in = start.elapsed();
+    // Away from `receive` all along: the library's keeper acknowledged for
+    // it, keeping the newest 64.
+    std::thread::sleep(Duration::from_millis(300));
+    let (mut received, mut reported, mut last) = (0u64, 0u64, 0u64);
+    loop {
+        match sub.receive(Some(Duration::from_millis(500))) {
+            Ok(m) => {
+                assert!(m.seq.0 > last, "{} after {last}", m.seq.0);
+                last = m.seq.0;
+                received += 1;
+            }
+            Err(tagwire::Error::Overflowed { lost }) => reported += lost,
+            Err(tagwire::Error::Timeout) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    println!("sent {N} in {sent_in:?}; received {received}, reported lost {reported}");
+    assert_eq!(last, N, "the newest message did not arrive");
+    assert_eq!(
+        received + reported,
+        N,
+        "a loss not reported, or reported twice"
+    );
+    assert_eq!(sub.lost(), reported);
+    assert!(received >= 64, "{received}: less than the depth kept");
 }

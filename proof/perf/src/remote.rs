@@ -488,7 +488,8 @@ pub fn remote_fanout(
         .collect())
 }
 
-/// Messages per second from host 0 to a subscriber on host 1, reliable,
+/// Messages per second from host 0 to a subscriber on host 1, reliable and
+/// lossless, by direct delivery and (reliable) through the daemons,
 /// publisher flat out (held back by the window), beside raw UDP and Cyclone
 /// DDS (reliable) across the same link.
 ///
@@ -516,16 +517,24 @@ pub fn remote_throughput(
                 format!("remote throughput rep {}/{} size {size}", rep + 1, o.reps),
             );
             let s = size as u64;
-            let t = workload::throughput(&env, size, dur, None, false)?;
-            add(
-                rep,
-                "tagwire",
-                s,
-                t.msgs_per_s,
-                format!("sent {} received {} lost {}", t.sent, t.received, t.lost),
-            );
+            // Reliable and lossless by direct delivery (the default), and
+            // reliable through the daemons (the path before it).
+            for (system, lossless, via) in [
+                ("tagwire", false, false),
+                ("tagwire-lossless", true, false),
+                ("tagwire-via-daemon", false, true),
+            ] {
+                let t = workload::throughput(&env, size, dur, None, lossless, via)?;
+                add(
+                    rep,
+                    system,
+                    s,
+                    t.msgs_per_s,
+                    format!("sent {} received {} lost {}", t.sent, t.received, t.lost),
+                );
+            }
             if let Some(env) = &keyed_env {
-                let t = workload::throughput(env, size, dur, None, false)?;
+                let t = workload::throughput(env, size, dur, None, false, false)?;
                 add(
                     rep,
                     "tagwire+auth",

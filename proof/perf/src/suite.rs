@@ -113,10 +113,16 @@ impl Rates {
                         rec.paired.insert("cyclonedds".into(), p);
                     }
                 }
-                // The cost of authentication, in the same repetition.
-                if system == "tagwire+auth" {
-                    if let Some(p) = self.paired("tagwire", *size, r) {
-                        rec.paired.insert("tagwire".into(), p);
+                // The cost of authentication, and what direct delivery
+                // gains, in the same repetition.
+                let peers: &[&str] = match system.as_str() {
+                    "tagwire+auth" => &["tagwire", "tagwire-via-daemon"],
+                    "tagwire" | "tagwire-lossless" => &["tagwire-via-daemon"],
+                    _ => &[],
+                };
+                for peer in peers {
+                    if let Some(p) = self.paired(peer, *size, r) {
+                        rec.paired.insert((*peer).into(), p);
                     }
                 }
                 Some(if notes.is_empty() {
@@ -431,7 +437,7 @@ pub fn throughput(
                 format!("throughput rep {}/{} size {size}", rep + 1, o.reps),
             );
             let s = size as u64;
-            let t = workload::throughput(&o.env, size, dur, None, false)?;
+            let t = workload::throughput(&o.env, size, dur, None, false, false)?;
             add(
                 rep_now,
                 "tagwire",
@@ -441,7 +447,7 @@ pub fn throughput(
             );
             // The like-for-like with Cyclone's reliable KEEP_ALL reader: a
             // lossless subscriber that holds the publisher back.
-            let t = workload::throughput(&o.env, size, dur, None, true)?;
+            let t = workload::throughput(&o.env, size, dur, None, true, false)?;
             add(
                 rep_now,
                 "tagwire-lossless",
@@ -468,7 +474,14 @@ pub fn throughput(
                         );
                         if paced_factor > 0.0 && r.msgs_per_s > 0.0 {
                             let target = r.msgs_per_s * paced_factor;
-                            let t = workload::throughput(&o.env, size, dur, Some(target), false)?;
+                            let t = workload::throughput(
+                                &o.env,
+                                size,
+                                dur,
+                                Some(target),
+                                false,
+                                false,
+                            )?;
                             add(
                                 rep_now,
                                 "tagwire-paced",

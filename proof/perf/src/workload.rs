@@ -393,6 +393,7 @@ pub fn throughput(
     duration: Duration,
     rate: Option<f64>,
     lossless: bool,
+    through_daemon: bool,
 ) -> anyhow::Result<Throughput> {
     let c = client(env)?;
     let tag = unique("tput");
@@ -432,7 +433,7 @@ pub fn throughput(
         proxy: Proxy::Subscriber,
         ack_every: 1,
         lossless,
-        through_daemon: false,
+        through_daemon,
     };
     let mut workers = Workers(vec![spawn_worker(env, 0, &a, Stdio::piped())?]);
     wait_for(

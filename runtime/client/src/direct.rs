@@ -141,10 +141,10 @@ impl Direct {
         let now = Instant::now();
         let mut st = self.lock();
         let tag = st.tag.clone();
-        let streams = streams.into_iter().map(Handover::from_wire).collect();
+        let streams: Vec<Handover> = streams.into_iter().map(Handover::from_wire).collect();
         st.session.import_inbound(now, &tag, streams);
         st.holder = true;
-        self.pump(&mut st, now);
+        self.pump(&mut st, now, false);
         drop(st);
         if !self.keeper.swap(true, Ordering::AcqRel) {
             let me = self.clone();
@@ -163,7 +163,7 @@ impl Direct {
     pub(crate) fn give(&self) -> Vec<StreamState> {
         let mut st = self.lock();
         // First what already came.
-        self.pump(&mut st, Instant::now());
+        self.pump(&mut st, Instant::now(), true);
         let tag = st.tag.clone();
         let out = st
             .session
@@ -208,42 +208,52 @@ impl Direct {
     }
 
     /// Reads what the socket has, runs the timers, sends what the session
-    /// says, and queues what it completed (holding only).
-    pub(crate) fn pump(&self, st: &mut State, now: Instant) {
-        let State {
-            session,
-            buf,
-            holder,
-            ..
-        } = st;
-        if *holder {
-            loop {
-                match self.sock.recv_from(buf) {
+    /// says, and queues what it completed (holding only). The subscriber's
+    /// own thread stops reading at a full queue (what waits in the socket
+    /// then holds its senders back: a window, then their publishers); the
+    /// keeper (`keeper`) reads on and, for a subscription that is not
+    /// lossless, drops and counts the oldest, so that a subscriber that
+    /// stays away holds nobody back.
+    pub(crate) fn pump(&self, st: &mut State, now: Instant, keeper: bool) {
+        if st.holder {
+            while keeper || st.queue.len() < st.depth {
+                match self.sock.recv_from(&mut st.buf) {
                     Ok((0, _)) => {}
-                    Ok((n, from)) => session.handle_datagram(now, from, &buf[..n]),
+                    Ok((n, from)) => {
+                        let State { session, buf, .. } = &mut *st;
+                        session.handle_datagram(now, from, &buf[..n]);
+                        self.collect(st);
+                    }
                     Err(_) => break,
                 }
             }
         } else {
             // Not ours now: what came is dropped (its senders send it again
             // to the holder); only the wake-ups matter.
-            while self.sock.recv_from(buf).is_ok() {}
+            while self.sock.recv_from(&mut st.buf).is_ok() {}
         }
-        if session.poll_timeout().is_some_and(|t| t <= now) {
-            session.handle_timeout(now);
+        if st.session.poll_timeout().is_some_and(|t| t <= now) {
+            st.session.handle_timeout(now);
         }
-        while let Some(d) = st.session.poll_deliver() {
-            if st.queue.len() >= st.depth && !st.lossless {
+        self.collect(st);
+        if keeper && !st.lossless {
+            while st.queue.len() > st.depth {
                 st.queue.pop_front();
                 st.overflowed += 1;
             }
-            st.queue.push_back(d);
         }
         self.credit(st, now);
         while let Some(t) = st.session.poll_transmit(now) {
             let _ = self.sock.send_to(&t.bytes, t.dest);
         }
         while st.session.poll_event().is_some() {}
+    }
+
+    /// Queues what the session completed.
+    fn collect(&self, st: &mut State) {
+        while let Some(d) = st.session.poll_deliver() {
+            st.queue.push_back(d);
+        }
     }
 
     /// A lossless subscriber's room is its session's credit.
@@ -330,7 +340,7 @@ impl Direct {
             self.wait(st, KEEPER_AFTER);
             let mut st = self.lock();
             if !self.present.load(Ordering::Acquire) {
-                self.pump(&mut st, Instant::now());
+                self.pump(&mut st, Instant::now(), true);
             }
         }
     }

@@ -356,6 +356,8 @@ impl Subscriber {
                 let mut st = d.lock();
                 if st.overflowed > 0 {
                     let lost = std::mem::take(&mut st.overflowed);
+                    // Counted here: the gaps this leaves are not counted again.
+                    self.gaps.forget();
                     self.lost += lost;
                     self.count();
                     return Err(Error::Overflowed { lost });
@@ -438,7 +440,7 @@ impl Subscriber {
             if let Some(d) = &direct {
                 let mut st = d.lock();
                 if st.holder {
-                    d.pump(&mut st, Instant::now());
+                    d.pump(&mut st, Instant::now(), false);
                     if let Some(m) = d.pop(&mut st) {
                         drop(st);
                         match self.direct_message(m, payload) {

@@ -13,8 +13,10 @@
 //! ```text
 //!  table change (under the state lock, before it is replicated)
 //!   ├─ none → client C:  Give: the port's session exports the tag (its data
-//!   │                    is dropped unacknowledged from now on) and sends C
-//!   │                    `Streams` with them; C imports and receives.
+//!   │                    is dropped unacknowledged from now on) and, once
+//!   │                    the messages it held back for a lossless subscriber
+//!   │                    are all in the ring (C reads the ring first), sends
+//!   │                    C `Streams` with them; C imports and receives.
 //!   └─ client C → none:  Expect: the port's session drops the tag's data
 //!                        unacknowledged; C gets `GiveStreams`, exports, and
 //!                        answers `Streams`; Import takes them over. A C that
@@ -36,6 +38,7 @@ use tagwire_proto::{ClientId, Holder, Role};
 use tagwire_session::plan::{direct_port, Plan};
 use tagwire_session::{Handover, Session};
 use tagwire_wire::control::{Message, Request};
+use tagwire_wire::handover::StreamState;
 use tagwire_wire::{NodeAddr, TagId, TagName};
 
 use crate::{lock, Outgoing, State};
@@ -67,6 +70,15 @@ pub(crate) enum Cmd {
     },
     /// Receive the tag here again, afresh.
     Accept { tag: TagName },
+}
+
+/// What the delivery port's inbound thread waits for: streams a client is
+/// to hand back (until when), and streams given away that wait until the
+/// tag's held-back messages are in its ring.
+#[derive(Debug, Default)]
+pub(crate) struct Waiting {
+    expecting: HashMap<TagName, Instant>,
+    giving: Vec<(TagName, TagId, SyncSender<Outgoing>, Vec<StreamState>)>,
 }
 
 /// The direct receivers of this node and the commands on their way.
@@ -161,55 +173,70 @@ impl Direct {
     }
 
     /// Runs the queued commands on the delivery port's session (its inbound
-    /// thread); starts new streams for tags waited for too long.
+    /// thread); starts new streams for tags waited for too long; sends the
+    /// streams given away once the tag holds nothing back (`drained`).
     pub(crate) fn apply(
         &self,
         session: &mut Session,
         now: Instant,
-        expecting: &mut HashMap<TagName, Instant>,
+        w: &mut Waiting,
+        mut drained: impl FnMut(&TagName) -> bool,
     ) {
         let cmds: Vec<Cmd> = lock(&self.cmds).drain(..).collect();
         for cmd in cmds {
             match cmd {
                 Cmd::Give { tag, id, to } => {
-                    expecting.remove(&tag);
+                    w.expecting.remove(&tag);
                     let streams: Vec<_> = session
                         .export_inbound(&tag)
                         .iter()
                         .map(Handover::to_wire)
                         .collect();
-                    let bytes = tagwire_wire::handover::encode(&streams);
-                    match tagwire_unix::sealed_memfd("tagwire-streams", &bytes) {
-                        Ok(fd) => {
-                            let take = Message::Request {
-                                id: 0,
-                                body: Request::Streams { tag: id, query: 0 },
-                            };
-                            if to.try_send((take.encode(), Some(fd))).is_err() {
-                                tracing::warn!(%tag, "direct receiver gone before its streams");
-                            }
-                        }
-                        Err(e) => tracing::warn!(%tag, error = %e, "cannot hand streams over"),
-                    }
+                    w.giving.retain(|g| g.0 != tag);
+                    w.giving.push((tag, id, to, streams));
                 }
                 Cmd::Expect { tag } => {
                     // Already away since its Give; a stream begun here since
                     // (a sender that had not heard) is dropped with it.
                     let _ = session.export_inbound(&tag);
-                    expecting.insert(tag, now + EXPECT_FOR);
+                    w.giving.retain(|g| g.0 != tag);
+                    w.expecting.insert(tag, now + EXPECT_FOR);
                 }
                 Cmd::Import { tag, streams } => {
-                    if expecting.remove(&tag).is_some() {
+                    if w.expecting.remove(&tag).is_some() {
                         session.import_inbound(now, &tag, streams);
                     }
                 }
                 Cmd::Accept { tag } => {
-                    expecting.remove(&tag);
+                    w.expecting.remove(&tag);
+                    w.giving.retain(|g| g.0 != tag);
                     session.accept_inbound(&tag);
                 }
             }
         }
-        expecting.retain(|tag, until| {
+        // The receiver reads the ring before its socket: what this session
+        // delivered must all be in the ring before the receiver holds the
+        // streams, or a held-back message would come after newer ones.
+        w.giving.retain(|(tag, id, to, streams)| {
+            if !drained(tag) {
+                return true;
+            }
+            let bytes = tagwire_wire::handover::encode(streams);
+            match tagwire_unix::sealed_memfd("tagwire-streams", &bytes) {
+                Ok(fd) => {
+                    let take = Message::Request {
+                        id: 0,
+                        body: Request::Streams { tag: *id, query: 0 },
+                    };
+                    if to.try_send((take.encode(), Some(fd))).is_err() {
+                        tracing::warn!(%tag, "direct receiver gone before its streams");
+                    }
+                }
+                Err(e) => tracing::warn!(%tag, error = %e, "cannot hand streams over"),
+            }
+            false
+        });
+        w.expecting.retain(|tag, until| {
             if *until > now {
                 return true;
             }

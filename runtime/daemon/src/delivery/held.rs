@@ -137,6 +137,14 @@ impl SinkCache {
     }
 }
 
+/// Whether `tag` holds nothing back: everything its inbound streams
+/// delivered is in its ring (a tag that is gone holds nothing).
+pub(super) fn held_empty(shared: &Shared, cache: &mut SinkCache, tag: &TagName) -> bool {
+    cache
+        .get(shared, tag)
+        .is_none_or(|(_, s)| s.held_len() == 0)
+}
+
 /// Whether data for `tag` must wait (a datagram is refused: left unread and
 /// unacknowledged, for its sender to resend later): a lossless subscriber
 /// here is a ring behind and a ring's worth more is held back already.

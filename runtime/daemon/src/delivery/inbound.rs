@@ -20,8 +20,8 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
     let mut sinks = SinkCache::default();
     let mut timeout = Duration::ZERO;
     let mut sealed = Vec::new();
-    // Direct delivery: tags whose streams a client is to hand back.
-    let mut expecting = HashMap::new();
+    // Direct delivery: streams to take back or to give away.
+    let mut waiting = direct::Waiting::default();
     while !shared.is_stopping() {
         if !credits.limited.is_empty() {
             // The tags' drainers move what is held (and wake us with an
@@ -59,7 +59,10 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
         };
         if !multicast {
             // Before the datagram: a switch queued before it came.
-            d.direct.apply(&mut session, Instant::now(), &mut expecting);
+            d.direct
+                .apply(&mut session, Instant::now(), &mut waiting, |tag| {
+                    held::held_empty(shared, &mut sinks, tag)
+                });
         }
         if let Some((from, raw, tag_key)) = opened {
             let now = Instant::now();
