@@ -206,10 +206,15 @@ impl Session {
         if before == room {
             return;
         }
-        match room {
-            Some(r) => self.credit.insert(tag.clone(), r),
-            None => self.credit.remove(tag),
-        };
+        match (room, self.credit.get_mut(tag)) {
+            (Some(r), Some(c)) => *c = r,
+            (Some(r), None) => {
+                self.credit.insert(tag.clone(), r);
+            }
+            (None, _) => {
+                self.credit.remove(tag);
+            }
+        }
         let share = self.share(tag);
         let keys: Vec<_> = self
             .streams

@@ -43,6 +43,9 @@ use tagwire_wire::{NodeAddr, TagName};
 /// thread reads its socket.
 pub(crate) const KEEPER_AFTER: Duration = Duration::from_millis(20);
 
+/// See [`Direct::pump_if_due`].
+const PUMP_EVERY: u32 = 16;
+
 /// The socket's receive buffer.
 const RECV_BUFFER: usize = 4 << 20;
 
@@ -76,6 +79,8 @@ pub(crate) struct State {
     lossless: bool,
     /// Dropped from a full queue (not lossless), not yet reported.
     pub(crate) overflowed: u64,
+    /// Messages handed out since the subscriber last read its socket.
+    since_pump: u32,
     buf: Vec<u8>,
 }
 
@@ -117,6 +122,7 @@ impl Direct {
                 depth: depth.max(1) as usize,
                 lossless,
                 overflowed: 0,
+                since_pump: 0,
                 buf: vec![0u8; 65536],
             }),
             present: AtomicBool::new(false),
@@ -249,6 +255,19 @@ impl Direct {
         while st.session.poll_event().is_some() {}
     }
 
+    /// The subscriber's pump while it has messages queued: reading the
+    /// socket (one system call) before each would cost as much as the rest
+    /// of a small message's path, so it reads when the queue is empty and
+    /// every [`PUMP_EVERY`] messages (acknowledgements and timers keep
+    /// going while it works through a long queue).
+    pub(crate) fn pump_if_due(&self, st: &mut State) {
+        st.since_pump += 1;
+        if st.queue.is_empty() || st.since_pump >= PUMP_EVERY {
+            st.since_pump = 0;
+            self.pump(st, Instant::now(), false);
+        }
+    }
+
     /// Queues what the session completed.
     fn collect(&self, st: &mut State) {
         while let Some(d) = st.session.poll_deliver() {
@@ -260,15 +279,18 @@ impl Direct {
     fn credit(&self, st: &mut State, now: Instant) {
         if st.lossless {
             let room = st.depth.saturating_sub(st.queue.len()) as u32;
-            let tag = st.tag.clone();
-            st.session.set_credit(now, &tag, Some(room));
+            st.session.set_credit(now, &st.tag, Some(room));
         }
     }
 
     /// The next message received here, if any.
     pub(crate) fn pop(&self, st: &mut State) -> Option<Delivery> {
         let d = st.queue.pop_front()?;
-        if st.lossless && st.holder {
+        // A lossless subscriber's reading makes room: said to the senders
+        // every eighth of the queue (the session announces it when it has
+        // doubled), not at every message.
+        let step = (st.depth / 8).max(1);
+        if st.lossless && st.holder && st.queue.len() % step == 0 {
             let now = Instant::now();
             self.credit(st, now);
             while let Some(t) = st.session.poll_transmit(now) {
@@ -355,5 +377,179 @@ impl Drop for Presence<'_> {
         d.left_at
             .store(d.epoch.elapsed().as_micros() as u64, Ordering::Release);
         d.present.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tagwire_session::{Dest, Mode};
+    use tagwire_wire::frame::FrameHeader;
+    use tagwire_wire::{Pid, SenderInfo, SeqNum};
+
+    /// A sending session on its own loopback socket with a reliable route
+    /// to `to`.
+    fn sender(tag: &TagName, to: SocketAddr) -> (Session, UdpSocket) {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_nonblocking(true).unwrap();
+        let me = NodeAddr("127.0.0.2".parse().unwrap());
+        let mut s = Session::new(Config {
+            me,
+            seed: 7,
+            ..Config::default()
+        });
+        let dest = Dest {
+            node: NodeAddr::LOCALHOST,
+            addr: to,
+            mode: Mode::Reliable,
+            every: 1,
+            relay: false,
+        };
+        s.set_routes(Instant::now(), tag, vec![dest]);
+        (s, sock)
+    }
+
+    /// Hands messages `seqs` to the sender and runs its side (sends, and
+    /// takes the acknowledgements that came).
+    fn send(s: &mut Session, sock: &UdpSocket, tag: &TagName, seqs: std::ops::RangeInclusive<u64>) {
+        let now = Instant::now();
+        for seq in seqs {
+            let h = FrameHeader {
+                flags: 0,
+                sender: SenderInfo {
+                    pid: Pid(1),
+                    node: NodeAddr("127.0.0.2".parse().unwrap()),
+                },
+                stream: 0,
+                seq: SeqNum(seq),
+                timestamp_ns: 0,
+            };
+            s.handle_record(now, tag, &h, &seq.to_le_bytes()).unwrap();
+        }
+        s.flush(now, tag);
+        service(s, sock);
+    }
+
+    fn service(s: &mut Session, sock: &UdpSocket) {
+        let now = Instant::now();
+        let mut buf = [0u8; 65536];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            s.handle_datagram(now, from, &buf[..n]);
+        }
+        if s.poll_timeout().is_some_and(|t| t <= now) {
+            s.handle_timeout(now);
+        }
+        while let Some(t) = s.poll_transmit(now) {
+            let _ = sock.send_to(&t.bytes, t.dest);
+        }
+    }
+
+    fn open(depth: u32, lossless: bool) -> (Arc<Direct>, TagName, SocketAddr) {
+        let tag = TagName::new("/direct/test").unwrap();
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = sock.local_addr().unwrap();
+        let d = Direct::open(sock, NodeAddr::LOCALHOST, tag.clone(), depth, lossless).unwrap();
+        (d, tag, addr)
+    }
+
+    /// Pumps (as the subscriber, or as the keeper) until `n` messages are
+    /// queued or a second passes; the sender keeps running.
+    fn pump_until(d: &Direct, s: &mut Session, sock: &UdpSocket, keeper: bool, n: usize) {
+        let until = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < until {
+            let mut st = d.lock();
+            d.pump(&mut st, Instant::now(), keeper);
+            if st.queue.len() >= n {
+                return;
+            }
+            drop(st);
+            service(s, sock);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn seq_of(m: &Delivery) -> u64 {
+        m.header.seq.0
+    }
+
+    #[test]
+    fn before_the_daemon_hands_the_streams_over_nothing_is_taken_or_acknowledged() {
+        let (d, tag, addr) = open(8, false);
+        let (mut s, sock) = sender(&tag, addr);
+        send(&mut s, &sock, &tag, 1..=3);
+        pump_until(&d, &mut s, &sock, false, 1);
+        assert!(d.lock().queue.is_empty(), "taken while not holding");
+        // Handed over (with no streams): the sender's repairs bring it all.
+        d.take(Vec::new());
+        pump_until(&d, &mut s, &sock, false, 3);
+        let mut st = d.lock();
+        let got: Vec<u64> = std::iter::from_fn(|| d.pop(&mut st))
+            .map(|m| seq_of(&m))
+            .collect();
+        assert_eq!(got, [1, 2, 3]);
+    }
+
+    /// One datagram per message (each flushed alone).
+    fn send_apart(
+        s: &mut Session,
+        sock: &UdpSocket,
+        tag: &TagName,
+        seqs: std::ops::RangeInclusive<u64>,
+    ) {
+        for seq in seqs {
+            send(s, sock, tag, seq..=seq);
+        }
+    }
+
+    #[test]
+    fn the_subscriber_stops_reading_at_its_depth_and_only_the_keeper_drops_the_oldest() {
+        let (d, tag, addr) = open(8, false);
+        d.take(Vec::new());
+        let (mut s, sock) = sender(&tag, addr);
+        send_apart(&mut s, &sock, &tag, 1..=20);
+        let mut got = Vec::new();
+        let until = Instant::now() + Duration::from_secs(5);
+        while got.len() < 20 && Instant::now() < until {
+            // The subscriber's own reads: a full queue stops them.
+            pump_until(&d, &mut s, &sock, false, 8);
+            let mut st = d.lock();
+            assert!(
+                st.queue.len() <= 8,
+                "read past its depth: {}",
+                st.queue.len()
+            );
+            assert_eq!(st.overflowed, 0);
+            got.extend(std::iter::from_fn(|| d.pop(&mut st)).map(|m| seq_of(&m)));
+        }
+        assert_eq!(got, (1..=20).collect::<Vec<_>>());
+        // The keeper, for a subscriber away: it reads on and keeps the newest.
+        send_apart(&mut s, &sock, &tag, 21..=60);
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            pump_until(&d, &mut s, &sock, true, 9);
+            let st = d.lock();
+            if st.queue.back().is_some_and(|m| seq_of(m) == 60) {
+                break;
+            }
+        }
+        let st = d.lock();
+        assert_eq!(st.queue.len(), 8);
+        assert_eq!(st.overflowed, 32);
+        assert_eq!(seq_of(&st.queue[0]), 53);
+    }
+
+    #[test]
+    fn given_back_the_streams_carry_on_where_the_subscriber_stopped() {
+        let (d, tag, addr) = open(64, true);
+        d.take(Vec::new());
+        let (mut s, sock) = sender(&tag, addr);
+        send(&mut s, &sock, &tag, 1..=5);
+        pump_until(&d, &mut s, &sock, false, 5);
+        let streams = d.give();
+        assert!(!d.lock().holder);
+        assert_eq!(streams.len(), 1);
+        assert_eq!(streams[0].next, 2, "one batch datagram delivered");
+        // What came before stays queued for the subscriber.
+        assert_eq!(d.lock().queue.len(), 5);
     }
 }

@@ -440,7 +440,7 @@ impl Subscriber {
             if let Some(d) = &direct {
                 let mut st = d.lock();
                 if st.holder {
-                    d.pump(&mut st, Instant::now(), false);
+                    d.pump_if_due(&mut st);
                     if let Some(m) = d.pop(&mut st) {
                         drop(st);
                         match self.direct_message(m, payload) {
