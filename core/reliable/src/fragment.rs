@@ -187,6 +187,19 @@ impl Reassembler {
         Some(self.complete(first, p.header, p.tag, payload))
     }
 
+    /// Bytes the partial messages held will take once whole (their
+    /// declared lengths): what a sender has reserved here.
+    pub fn reserved_bytes(&self) -> usize {
+        self.partials.values().map(|p| p.msg_len as usize).sum()
+    }
+
+    /// Whether fragment `d` would begin a message not held yet.
+    pub fn would_begin(&self, d: &DataRef<'_>) -> bool {
+        d.frags > 1
+            && !self.partials.contains_key(&d.first_seq())
+            && !self.completed.contains(&d.first_seq())
+    }
+
     /// Takes every partial message out, oldest first: what a stream's new
     /// holder needs to finish them (see [`Reassembler::put_partial`]).
     pub fn take_partials(&mut self) -> Vec<PartialMessage> {

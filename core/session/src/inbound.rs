@@ -108,6 +108,10 @@ impl Session {
                     self.events.push_back(Event::Away { tag, from });
                     return;
                 }
+                if let Some(what) = self.over_peer_bound(key, &dg.body) {
+                    self.events.push_back(Event::PeerBound { from, what });
+                    return;
+                }
                 let (reader, reasm) = (self.config.reader, self.config.reassembler);
                 let at_first = self.config.start_at_first;
                 let s = self.streams.entry(key).or_insert_with(|| {
@@ -279,6 +283,28 @@ impl Session {
     }
 
     /// Forgets streams silent for `idle_stream`.
+    /// Which of its bounds here a data datagram from `key`'s sending node
+    /// would pass: another stream, or another partial message beyond the
+    /// bytes its partial messages have reserved.
+    fn over_peer_bound(
+        &self,
+        key: (std::net::IpAddr, u64),
+        body: &Body<'_>,
+    ) -> Option<&'static str> {
+        let stream = self.streams.get(&key);
+        let peer = || self.streams.iter().filter(move |((ip, _), _)| *ip == key.0);
+        if stream.is_none() && peer().count() >= self.config.max_peer_streams {
+            return Some("streams per sending node");
+        }
+        let Body::Data(d) = body else { return None };
+        if stream.is_some_and(|s| !s.reasm.would_begin(d)) || d.frags <= 1 {
+            return None;
+        }
+        let reserved: usize = peer().map(|(_, s)| s.reasm.reserved_bytes()).sum();
+        (reserved + d.msg_len as usize > self.config.max_peer_reassembly)
+            .then_some("bytes of partial messages per sending node")
+    }
+
     pub(crate) fn expire_inbound(&mut self, now: Instant) {
         let idle = self.config.idle_stream;
         self.streams.retain(|_, s| now < s.last + idle);

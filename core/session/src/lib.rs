@@ -133,6 +133,16 @@ pub struct Config {
     pub multicast_port: Option<u16>,
     /// An inbound stream silent this long is forgotten.
     pub idle_stream: Duration,
+    /// Most inbound streams one sending node may have here at once: data
+    /// that would begin another is dropped (reliable data unacknowledged,
+    /// so a well-behaved sender sends it again once a stream has gone).
+    pub max_peer_streams: usize,
+    /// Most bytes of partial messages one sending node may have reserved
+    /// here at once, all its streams together (each stream is bounded by
+    /// `reassembler` too): a fragment that would begin another message
+    /// beyond it waits (reliable: unacknowledged, sent again; best effort:
+    /// dropped and counted). Messages begun always finish.
+    pub max_peer_reassembly: usize,
     /// Inbound best-effort streams start at the first datagram that comes
     /// (a TCP connection's session: a new connection carries on its
     /// sender's numbering, and TCP itself loses nothing). Otherwise they
@@ -159,6 +169,8 @@ impl Default for Config {
             max_unacked_bytes: 4 << 20,
             multicast_port: None,
             idle_stream: Duration::from_secs(60),
+            max_peer_streams: 1024,
+            max_peer_reassembly: 2 * ReassemblerConfig::default().max_bytes,
             start_at_first: false,
         }
     }
@@ -262,6 +274,15 @@ pub enum Event {
     Malformed {
         /// The sender.
         from: SocketAddr,
+    },
+    /// A data datagram dropped because its sending node is at one of its
+    /// bounds here ([`Config::max_peer_streams`],
+    /// [`Config::max_peer_reassembly`]); reliable data comes again.
+    PeerBound {
+        /// The sender.
+        from: SocketAddr,
+        /// Which bound.
+        what: &'static str,
     },
     /// Copies of a sample not sent because of temporal scaling.
     ScaledOut {

@@ -238,6 +238,7 @@ impl Outbound {
                 | Event::Refused { .. }
                 | Event::Malformed { .. }
                 | Event::Away { .. }
+                | Event::PeerBound { .. }
                 | Event::DirectReceived { .. } => {}
             }
         }

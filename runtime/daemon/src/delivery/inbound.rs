@@ -210,6 +210,10 @@ fn account(shared: &Shared, e: Event) {
             shared.tallies.peers.add(&from.ip(), |c| c.refused += 1);
             shared.tallies.tags.add(&tag, |c| c.refused += 1);
         }
+        Event::PeerBound { from, what } => {
+            shared.tallies.peers.add(&from.ip(), |c| c.refused += 1);
+            tracing::debug!(%from, what, "datagram beyond a per-peer bound dropped");
+        }
         Event::Malformed { from } => {
             shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
             shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
