@@ -637,21 +637,28 @@ impl Core {
     /// not block). Errors are ignored: a dead connection releases everything anyway.
     pub(crate) fn send_only(&self, req: Request) {
         let Some(conn) = self.conn() else { return };
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
-        lock(&self.abandoned).insert(id, Abandoned::Nothing);
-        let bytes = Ctl::Request { id, body: req }.encode();
-        let _g = lock(&self.send_lock);
-        let _ = conn.send(&bytes, None);
+        self.send_on(&conn, req, None);
     }
 
-    /// A request with a descriptor, not answered (or its answer ignored).
-    pub(crate) fn send_with_fd(&self, req: Request, fd: BorrowedFd<'_>) {
-        let Some(conn) = self.conn() else { return };
+    /// A request not answered (or its answer ignored) on `conn` (the live
+    /// connection, or one being re-registered on), with a descriptor.
+    pub(crate) fn send_on(&self, conn: &SeqPacket, req: Request, fd: Option<BorrowedFd<'_>>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
         lock(&self.abandoned).insert(id, Abandoned::Nothing);
         let bytes = Ctl::Request { id, body: req }.encode();
         let _g = lock(&self.send_lock);
-        let _ = conn.send(&bytes, Some(fd));
+        let _ = conn.send(&bytes, fd);
+    }
+
+    /// Streams the daemon handed over for `ep` before it was answered
+    /// (see `Core::stash`): taken now. Call after `ep` got its tag id.
+    pub(crate) fn unstash(&self, ep: &Endpoint) {
+        let _eps = lock(&self.endpoints);
+        if let Some(d) = &ep.direct {
+            if let Some(streams) = lock(&self.stash).remove(&ep.tag()) {
+                d.take(streams);
+            }
+        }
     }
 
     /// Gets a right on a tag and maps its ring.
@@ -689,6 +696,7 @@ impl Core {
         let epoch = self.epoch.load(Ordering::Acquire);
         let (o, ring) = self.open_ring(&ep.name, ep.kind, false)?;
         ep.install(&o, ring, epoch);
+        self.unstash(ep);
         Ok(())
     }
 }

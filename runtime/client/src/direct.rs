@@ -81,6 +81,9 @@ pub(crate) struct State {
     pub(crate) overflowed: u64,
     /// Messages handed out since the subscriber last read its socket.
     since_pump: u32,
+    /// Streams given up when the daemon went away, taken again if the
+    /// restarted daemon hands this subscriber the tag with none of its own.
+    parked: Vec<StreamState>,
     buf: Vec<u8>,
 }
 
@@ -123,6 +126,7 @@ impl Direct {
                 lossless,
                 overflowed: 0,
                 since_pump: 0,
+                parked: Vec::new(),
                 buf: vec![0u8; 65536],
             }),
             present: AtomicBool::new(false),
@@ -147,6 +151,8 @@ impl Direct {
         let now = Instant::now();
         let mut st = self.lock();
         let tag = st.tag.clone();
+        let parked = std::mem::take(&mut st.parked);
+        let streams = if streams.is_empty() { parked } else { streams };
         let streams: Vec<Handover> = streams.into_iter().map(Handover::from_wire).collect();
         st.session.import_inbound(now, &tag, streams);
         st.holder = true;
@@ -182,6 +188,15 @@ impl Direct {
         // A subscriber asleep on the socket wakes and waits on the ring.
         self.wake();
         out
+    }
+
+    /// The daemon went away: the streams are given up until the restarted
+    /// daemon says who holds the tag (kept, in case it is this subscriber
+    /// again). Without a daemon no other subscriber on the node gets the
+    /// tag either way; until then the senders send again.
+    pub(crate) fn park(&self) {
+        let streams = self.give();
+        self.lock().parked = streams;
     }
 
     /// Wakes a `poll` on the socket (an empty datagram to itself).

@@ -101,6 +101,15 @@ impl Core {
                     Some(h) => h.push(u),
                     None => self.apply(&u),
                 },
+                // Direct delivery's handovers, while re-registering.
+                Ok(Ctl::Request {
+                    id,
+                    body: Request::GiveStreams { tag },
+                }) => self.give_streams(sock, id, tag),
+                Ok(Ctl::Request {
+                    body: Request::Streams { tag, query: 0 },
+                    ..
+                }) => self.take_streams(tag, p.fd),
                 Ok(_) => {}
                 Err(e) => return Err(Error::Protocol(e.to_string())),
             }
@@ -116,6 +125,17 @@ impl Core {
             }
             tracing::warn!(socket = %self.opts.socket.display(), "lost the tagwire daemon; reconnecting");
             *lock(&self.conn) = None;
+            // The restarted daemon decides again who holds each tag's
+            // streams (direct delivery); old hand-overs are void.
+            lock(&self.stash).clear();
+            let directs: Vec<_> = lock(&self.endpoints)
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter_map(|ep| ep.direct.clone())
+                .collect();
+            for d in directs {
+                d.park();
+            }
             for (_, tx) in lock(&self.pending).drain() {
                 let _ = tx.send(Err(self.unreachable("daemon connection lost")));
             }
@@ -162,7 +182,7 @@ impl Core {
                 Ok(Ctl::Request {
                     id,
                     body: Request::GiveStreams { tag },
-                }) => self.give_streams(id, tag),
+                }) => self.give_streams(conn, id, tag),
                 Ok(Ctl::Request {
                     body: Request::Streams { tag, query: 0 },
                     ..
@@ -175,7 +195,7 @@ impl Core {
 
     /// The daemon wants a tag's streams back (direct delivery): the
     /// subscriber's session gives them up, and they go back in a memfd.
-    fn give_streams(&self, query: u32, tag: TagId) {
+    fn give_streams(&self, conn: &SeqPacket, query: u32, tag: TagId) {
         let direct = lock(&self.endpoints)
             .iter()
             .filter_map(Weak::upgrade)
@@ -184,7 +204,7 @@ impl Core {
         let streams = direct.map(|d| d.give()).unwrap_or_default();
         let bytes = tagwire_wire::handover::encode(&streams);
         match tagwire_unix::sealed_memfd("tagwire-streams", &bytes) {
-            Ok(fd) => self.send_with_fd(Request::Streams { tag, query }, fd.as_fd()),
+            Ok(fd) => self.send_on(conn, Request::Streams { tag, query }, Some(fd.as_fd())),
             Err(e) => tracing::warn!(error = %e, "cannot hand streams back to the daemon"),
         }
     }
@@ -363,6 +383,7 @@ impl Core {
                 (Response::TagOpened(o), Some(fd)) => {
                     let ring = map_ring(fd)?;
                     ep.install(&o, ring, epoch);
+                    self.unstash(ep);
                     if ep.closed.load(Ordering::Acquire) {
                         // Dropped while we re-registered it: give the right back.
                         self.direct_call(sock, ep.release_request(o.tag))?;
