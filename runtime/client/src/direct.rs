@@ -174,8 +174,10 @@ impl Direct {
     /// (it is handed out before the ring).
     pub(crate) fn give(&self) -> Vec<StreamState> {
         let mut st = self.lock();
-        // First what already came.
-        self.pump(&mut st, Instant::now(), true);
+        // First what already came, up to the queue's depth: what stays in
+        // the socket is dropped unacknowledged below and comes again to the
+        // new holder (nothing is dropped to make room).
+        self.pump(&mut st, Instant::now(), false);
         let tag = st.tag.clone();
         let out = st
             .session
