@@ -329,9 +329,14 @@ impl Direct {
         n
     }
 
-    /// Whether anything is queued.
+    /// Whether anything is queued (or waits in the socket, while holding).
     pub(crate) fn has_queued(&self) -> bool {
-        !self.lock().queue.is_empty()
+        let mut st = self.lock();
+        if st.queue.is_empty() && st.holder {
+            // What waits in the socket counts too.
+            self.pump(&mut st, Instant::now(), false);
+        }
+        !st.queue.is_empty()
     }
 
     /// Sleeps until the socket has something, the session's next timer or
