@@ -509,6 +509,13 @@ mod tests {
             .map(|m| seq_of(&m))
             .collect();
         assert_eq!(got, [1, 2, 3]);
+        drop(st);
+        // What waits in the socket is available (as `Subscriber::available`
+        // says) before any pump.
+        assert!(!d.has_queued());
+        send(&mut s, &sock, &tag, 4..=4);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(d.has_queued());
     }
 
     /// One datagram per message (each flushed alone).
