@@ -3,6 +3,8 @@
 //! partial messages across all of them. Other nodes are not affected, and
 //! messages already begun always finish.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::time::Instant;
