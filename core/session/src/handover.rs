@@ -26,7 +26,6 @@
 //! export is dropped without an acknowledgement, so the writer sends it
 //! again, to the new address once it has it.
 
-use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use tagwire_reliable::{BestEffort, PartialMessage, Reader};
@@ -38,27 +37,16 @@ use crate::Session;
 
 /// Most streams one [`Session::import_inbound`] takes (a handover may come
 /// from another process); the rest are ignored and start afresh.
-pub const MAX_HANDOVER_STREAMS: usize = 1024;
+pub use tagwire_wire::handover::MAX_STREAMS as MAX_HANDOVER_STREAMS;
 
 /// One inbound stream of a tag as it moves between two receiving sessions
-/// of one node (plain data; the runtime carries it between processes).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Handover {
-    /// The sending node's address (streams are told apart by it and `id`).
-    pub sender: IpAddr,
-    /// The stream id.
-    pub id: u64,
-    /// Where its acknowledgements go, if known yet.
-    pub reply: Option<SocketAddr>,
-    /// A reliable stream (else best effort).
-    pub reliable: bool,
-    /// The first seq the new holder delivers: every one before it was
-    /// delivered by the old holder (or, for best effort, skipped and
-    /// counted there). 0: any (a best-effort stream not yet seen).
-    pub next: u64,
-    /// Messages the old holder had the first fragments of.
-    pub partials: Vec<PartialMessage>,
-}
+/// of one node: plain data, the same between sessions of one process and
+/// (encoded by `tagwire_wire::handover`) between processes. `next` is the
+/// first seq the new holder delivers: every one before it was delivered by
+/// the old holder (or, for best effort, skipped and counted there); 0: any
+/// (a best-effort stream not yet seen). `partials` are the messages the old
+/// holder had some fragments of.
+pub type Handover = StreamState;
 
 impl Session {
     /// Gives up `tag`'s inbound streams to another session of this node:
@@ -89,7 +77,12 @@ impl Session {
                 } else {
                     s.best.next()
                 },
-                partials: s.reasm.take_partials(),
+                partials: s
+                    .reasm
+                    .take_partials()
+                    .into_iter()
+                    .map(partial_state)
+                    .collect(),
             });
             self.away_streams.insert(key, tag.clone());
         }
@@ -116,7 +109,7 @@ impl Session {
             }
             for p in h.partials {
                 if p.tag == *tag {
-                    s.reasm.put_partial(p);
+                    s.reasm.put_partial(partial_message(p));
                 }
             }
             if h.reliable {
@@ -143,53 +136,29 @@ impl Session {
     }
 }
 
-impl Handover {
-    /// The plain wire form (`tagwire_wire::handover`), for a handover
-    /// between processes.
-    pub fn to_wire(&self) -> StreamState {
-        StreamState {
-            sender: self.sender,
-            id: self.id,
-            reply: self.reply,
-            reliable: self.reliable,
-            next: self.next,
-            partials: self
-                .partials
-                .iter()
-                .map(|p| PartialState {
-                    first_seq: p.first_seq,
-                    frags: p.frags,
-                    msg_len: p.msg_len,
-                    header: p.header,
-                    tag: p.tag.clone(),
-                    pieces: p.pieces.iter().map(|(i, b)| (*i, b.clone())).collect(),
-                })
-                .collect(),
-        }
+/// A partial message as a handover carries it (from the reassembler's
+/// form: pieces by index).
+fn partial_state(p: PartialMessage) -> PartialState {
+    PartialState {
+        first_seq: p.first_seq,
+        frags: p.frags,
+        msg_len: p.msg_len,
+        header: p.header,
+        tag: p.tag,
+        pieces: p.pieces.into_iter().collect(),
     }
+}
 
-    /// Back from the wire form (decoded from another process: the
-    /// reassembler checks each partial again when it takes it).
-    pub fn from_wire(s: StreamState) -> Self {
-        Self {
-            sender: s.sender,
-            id: s.id,
-            reply: s.reply,
-            reliable: s.reliable,
-            next: s.next,
-            partials: s
-                .partials
-                .into_iter()
-                .map(|p| PartialMessage {
-                    first_seq: p.first_seq,
-                    frags: p.frags,
-                    msg_len: p.msg_len,
-                    header: p.header,
-                    tag: p.tag,
-                    pieces: p.pieces.into_iter().collect(),
-                })
-                .collect(),
-        }
+/// Back to the reassembler's form (from another process: the reassembler
+/// checks it again when it takes it).
+fn partial_message(p: PartialState) -> PartialMessage {
+    PartialMessage {
+        first_seq: p.first_seq,
+        frags: p.frags,
+        msg_len: p.msg_len,
+        header: p.header,
+        tag: p.tag,
+        pieces: p.pieces.into_iter().collect(),
     }
 }
 
@@ -197,42 +166,43 @@ impl Handover {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+    use std::net::{IpAddr, SocketAddr};
     use tagwire_wire::frame::FrameHeader;
     use tagwire_wire::{NodeAddr, Pid, SenderInfo, SeqNum};
 
     #[test]
     fn a_handover_crosses_processes_unchanged() {
         let tag = TagName::new("/robot/scan").unwrap();
+        let partial = PartialMessage {
+            first_seq: 41,
+            frags: 3,
+            msg_len: 150_000,
+            header: FrameHeader {
+                flags: 0,
+                sender: SenderInfo {
+                    pid: Pid(12),
+                    node: NodeAddr(IpAddr::from([10, 1, 0, 2])),
+                },
+                stream: 1,
+                seq: SeqNum(9),
+                timestamp_ns: 5,
+            },
+            tag: tag.clone(),
+            pieces: BTreeMap::from([(0, vec![7; 60_000]), (2, vec![8; 30_000])]),
+        };
         let h = Handover {
             sender: IpAddr::from([10, 1, 0, 2]),
             id: 77,
             reply: Some(SocketAddr::from(([10, 1, 0, 2], 7402))),
             reliable: true,
             next: 41,
-            partials: vec![PartialMessage {
-                first_seq: 41,
-                frags: 3,
-                msg_len: 150_000,
-                header: FrameHeader {
-                    flags: 0,
-                    sender: SenderInfo {
-                        pid: Pid(12),
-                        node: NodeAddr(IpAddr::from([10, 1, 0, 2])),
-                    },
-                    stream: 1,
-                    seq: SeqNum(9),
-                    timestamp_ns: 5,
-                },
-                tag: tag.clone(),
-                pieces: BTreeMap::from([(0, vec![7; 60_000]), (2, vec![8; 30_000])]),
-            }],
+            partials: vec![partial_state(partial.clone())],
         };
-        let bytes = tagwire_wire::handover::encode(&[h.to_wire()]);
-        let back: Vec<Handover> = tagwire_wire::handover::decode(&bytes)
-            .unwrap()
-            .into_iter()
-            .map(Handover::from_wire)
-            .collect();
+        let bytes = tagwire_wire::handover::encode(std::slice::from_ref(&h));
+        let back = tagwire_wire::handover::decode(&bytes).unwrap();
         assert_eq!(back, vec![h]);
+        // And back to the reassembler's form, piece for piece.
+        let p = back.into_iter().next().unwrap().partials.remove(0);
+        assert_eq!(partial_message(p), partial);
     }
 }

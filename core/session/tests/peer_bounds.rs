@@ -64,6 +64,14 @@ fn fragment(
     out
 }
 
+/// Two sending nodes' delivery ports.
+fn nodes() -> (SocketAddr, SocketAddr) {
+    (
+        "10.0.0.1:7402".parse().unwrap(),
+        "10.0.0.2:7402".parse().unwrap(),
+    )
+}
+
 fn bounded(events: &mut Session) -> usize {
     std::iter::from_fn(|| events.poll_event())
         .filter(|e| matches!(e, Event::PeerBound { .. }))
@@ -83,10 +91,7 @@ fn a_node_with_too_many_streams_gets_no_more_and_another_node_still_does() {
         ..Config::default()
     });
     let now = Instant::now();
-    let (a, b): (SocketAddr, SocketAddr) = (
-        "10.0.0.1:7402".parse().unwrap(),
-        "10.0.0.2:7402".parse().unwrap(),
-    );
+    let (a, b) = nodes();
     for stream in 1..=6u64 {
         s.handle_datagram(now, a, &fragment(stream * 2 + 1, 1, 0, 1, 10, false));
     }
@@ -106,10 +111,7 @@ fn partial_messages_of_one_node_stay_within_its_bytes_and_those_begun_finish() {
         ..Config::default()
     });
     let now = Instant::now();
-    let (a, b): (SocketAddr, SocketAddr) = (
-        "10.0.0.1:7402".parse().unwrap(),
-        "10.0.0.2:7402".parse().unwrap(),
-    );
+    let (a, b) = nodes();
     // Two 400-byte messages begun on two streams: 800 reserved.
     s.handle_datagram(now, a, &fragment(1, 1, 0, 2, 400, false));
     s.handle_datagram(now, a, &fragment(3, 1, 0, 2, 400, false));

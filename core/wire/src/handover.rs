@@ -30,6 +30,10 @@ const VERSION: u8 = 1;
 /// encoder and refused by the decoder).
 pub const MAX_STREAMS: usize = 1024;
 
+/// Largest encoded handover a receiver reads (partial messages included:
+/// two of the largest messages).
+pub const MAX_BYTES: u64 = 256 << 20;
+
 /// One inbound stream of a tag (plain data; see
 /// `tagwire_session::Handover`, which converts to and from it).
 #[derive(Debug, Clone, PartialEq, Eq)]

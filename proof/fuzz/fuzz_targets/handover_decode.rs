@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use libfuzzer_sys::fuzz_target;
-use tagwire_session::{Config, Handover, Session};
+use tagwire_session::{Config, Session};
 use tagwire_wire::handover::{decode, encode};
 use tagwire_wire::TagName;
 
@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
     let tag = TagName::new("/fuzz").expect("a valid name");
     let mut s = Session::new(Config::default());
     let now = Instant::now();
-    s.import_inbound(now, &tag, streams.into_iter().map(Handover::from_wire).collect());
+    s.import_inbound(now, &tag, streams);
     while s.poll_transmit(now).is_some() {}
     let _ = s.export_inbound(&tag);
 });

@@ -12,7 +12,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use tagwire_reliable::PartialMessage;
+use tagwire_wire::handover::PartialState;
 use tagwire_session::{Config, Dest, Handover, Mode, Session};
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::{NodeAddr, SenderInfo, SeqNum, TagName};
@@ -63,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
                 let mut h = s.export_inbound(&tag);
                 if let (Some(first), Some(&b)) = (h.first_mut(), bytes.first()) {
                     first.next = u64::from_le_bytes(pad(bytes));
-                    first.partials.push(PartialMessage {
+                    first.partials.push(PartialState {
                         first_seq: u64::from(b),
                         frags: u16::from(b),
                         msg_len: u32::from(b) * 1000,

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tagwire_session::{Config, Delivery, Handover, Session};
+use tagwire_session::{Config, Delivery, Session};
 use tagwire_wire::handover::StreamState;
 use tagwire_wire::{NodeAddr, TagName};
 
@@ -48,9 +48,6 @@ const PUMP_EVERY: u32 = 16;
 
 /// The socket's receive buffer.
 const RECV_BUFFER: usize = 4 << 20;
-
-/// Longest a handover from the daemon may be.
-pub(crate) const MAX_HANDOVER_BYTES: u64 = 256 << 20;
 
 /// One subscription's own socket and session.
 #[derive(Debug)]
@@ -153,7 +150,6 @@ impl Direct {
         let tag = st.tag.clone();
         let parked = std::mem::take(&mut st.parked);
         let streams = if streams.is_empty() { parked } else { streams };
-        let streams: Vec<Handover> = streams.into_iter().map(Handover::from_wire).collect();
         st.session.import_inbound(now, &tag, streams);
         st.holder = true;
         self.pump(&mut st, now, false);
@@ -179,12 +175,7 @@ impl Direct {
         // new holder (nothing is dropped to make room).
         self.pump(&mut st, Instant::now(), false);
         let tag = st.tag.clone();
-        let out = st
-            .session
-            .export_inbound(&tag)
-            .iter()
-            .map(Handover::to_wire)
-            .collect();
+        let out = st.session.export_inbound(&tag);
         st.holder = false;
         drop(st);
         // A subscriber asleep on the socket wakes and waits on the ring.

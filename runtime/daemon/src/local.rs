@@ -363,7 +363,7 @@ fn streams_back(
     if query == 0 {
         return bad("Streams from a client answer a GiveStreams".to_owned());
     }
-    let streams = match tagwire_unix::read_memfd(fd, crate::delivery::MAX_HANDOVER_BYTES)
+    let streams = match tagwire_unix::read_memfd(fd, tagwire_wire::handover::MAX_BYTES)
         .map_err(|e| e.to_string())
         .and_then(|b| tagwire_wire::handover::decode(&b).map_err(|e| e.to_string()))
     {
@@ -375,10 +375,7 @@ fn streams_back(
     let Some(name) = shared.lock().table.entry_by_id(tag).map(|e| e.name.clone()) else {
         return bad(format!("unknown tag {}", tag.0));
     };
-    let streams = streams
-        .into_iter()
-        .map(tagwire_session::Handover::from_wire)
-        .collect();
+    let streams = streams.into_iter().collect();
     if d.direct.answered(client, tag, name, streams) {
         d.wake_inbound();
         Response::Ok

@@ -213,7 +213,7 @@ impl Core {
     /// subscriber receives them on its own socket from now on.
     fn take_streams(&self, tag: TagId, fd: Option<OwnedFd>) {
         let Some(fd) = fd else { return };
-        let streams = match tagwire_unix::read_memfd(fd, crate::direct::MAX_HANDOVER_BYTES)
+        let streams = match tagwire_unix::read_memfd(fd, tagwire_wire::handover::MAX_BYTES)
             .map_err(|e| e.to_string())
             .and_then(|b| tagwire_wire::handover::decode(&b).map_err(|e| e.to_string()))
         {

@@ -31,6 +31,7 @@
 //! the holder has its streams.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::SyncSender;
 use std::time::{Duration, Instant};
 
@@ -47,9 +48,6 @@ use crate::{lock, Outgoing, State};
 /// starts new ones (the client died or hangs; its unacknowledged data
 /// comes again from the senders, a best-effort gap is counted).
 pub(crate) const EXPECT_FOR: Duration = Duration::from_secs(1);
-
-/// Largest handover a client may send (its partial messages included).
-pub(crate) const MAX_HANDOVER_BYTES: u64 = 256 << 20;
 
 /// What the delivery port's inbound thread does for direct delivery.
 #[derive(Debug)]
@@ -85,6 +83,9 @@ pub(crate) struct Waiting {
 #[derive(Debug, Default)]
 pub(crate) struct Direct {
     cmds: std::sync::Mutex<VecDeque<Cmd>>,
+    /// Commands were queued since the inbound thread last looked (it
+    /// takes no lock for direct delivery on a datagram otherwise).
+    queued: std::sync::atomic::AtomicBool,
     /// This node's direct receiver per tag.
     holders: std::sync::Mutex<HashMap<TagId, (ClientId, TagName)>>,
     /// `GiveStreams` sent and not answered: tag → client.
@@ -151,7 +152,11 @@ impl Direct {
             }
         }
         *holders = now;
-        cmds.len() > before
+        let more = cmds.len() > before;
+        if more {
+            self.queued.store(true, Ordering::Release);
+        }
+        more
     }
 
     /// A client's `Streams` answering `GiveStreams`: taken only from the
@@ -169,6 +174,7 @@ impl Direct {
         }
         asked.remove(&id);
         lock(&self.cmds).push_back(Cmd::Import { tag, streams });
+        self.queued.store(true, Ordering::Release);
         true
     }
 
@@ -182,16 +188,18 @@ impl Direct {
         w: &mut Waiting,
         mut drained: impl FnMut(&TagName) -> bool,
     ) {
+        if !self.queued.swap(false, Ordering::AcqRel)
+            && w.expecting.is_empty()
+            && w.giving.is_empty()
+        {
+            return;
+        }
         let cmds: Vec<Cmd> = lock(&self.cmds).drain(..).collect();
         for cmd in cmds {
             match cmd {
                 Cmd::Give { tag, id, to } => {
                     w.expecting.remove(&tag);
-                    let streams: Vec<_> = session
-                        .export_inbound(&tag)
-                        .iter()
-                        .map(Handover::to_wire)
-                        .collect();
+                    let streams = session.export_inbound(&tag);
                     w.giving.retain(|g| g.0 != tag);
                     w.giving.push((tag, id, to, streams));
                 }

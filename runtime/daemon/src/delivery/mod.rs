@@ -71,8 +71,6 @@ mod direct;
 mod held;
 mod inbound;
 
-pub(crate) use direct::MAX_HANDOVER_BYTES;
-
 pub(crate) use held::{drain_held, ring_added, ring_removed, Sink};
 use inbound::{inbound_loop, tcp_accept_loop};
 
