@@ -150,6 +150,7 @@ impl Direct {
         let tag = st.tag.clone();
         let parked = std::mem::take(&mut st.parked);
         let streams = if streams.is_empty() { parked } else { streams };
+        tracing::debug!(tag = %st.tag, streams = streams.len(), "direct: took the streams");
         st.session.import_inbound(now, &tag, streams);
         st.holder = true;
         self.pump(&mut st, now, false);
@@ -177,6 +178,7 @@ impl Direct {
         let tag = st.tag.clone();
         let out = st.session.export_inbound(&tag);
         st.holder = false;
+        tracing::debug!(%tag, streams = out.len(), queued = st.queue.len(), "direct: gave the streams");
         drop(st);
         // A subscriber asleep on the socket wakes and waits on the ring.
         self.wake();

@@ -560,6 +560,7 @@ impl Subscriber {
         // the new ring at once (until then a publisher there could lap it),
         // and tries again on the next call if that fails.
         let from = self.ep.registered_at.load(Ordering::Acquire);
+        tracing::debug!(tag = %self.ep.name, generation = g, from, "subscriber follows a new ring");
         if self.opts.lossless && self.next_gate.as_ref().is_none_or(|(n, _)| *n != g) {
             let ring = self.ep.current_ring();
             let gate = self.opts.gate(&ring, from, self.ep.name.as_str(), None)?;

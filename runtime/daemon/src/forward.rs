@@ -92,6 +92,13 @@ pub(crate) struct Route {
     parked: AtomicBool,
     /// The ring it reads (and may sleep on).
     ring: Ring,
+    /// A gate attached for the forwarder by `reroute` (see `hold_back`),
+    /// which it takes on its next round.
+    offered_gate: Mutex<Option<Gate>>,
+    /// The forwarder holds a gate of its own.
+    gated: AtomicBool,
+    /// The ring index the forwarder reads next.
+    read_at: AtomicU64,
 }
 
 impl Outbound {
@@ -130,6 +137,7 @@ impl Outbound {
         });
         for (name, dests) in wanted {
             if let Some(r) = routes.get(&name) {
+                r.hold_back(&dests);
                 *lock(&r.dests) = Arc::new(dests);
                 r.wake();
                 continue;
@@ -160,7 +168,11 @@ impl Outbound {
                 thread: std::sync::OnceLock::new(),
                 parked: AtomicBool::new(false),
                 ring: ring.clone(),
+                offered_gate: Mutex::new(None),
+                gated: AtomicBool::new(false),
+                read_at: AtomicU64::new(from),
             });
+            route.hold_back(&lock(&route.dests));
             let (s, o, r) = (shared.clone(), self.clone(), route.clone());
             let spawned = std::thread::Builder::new()
                 .name("tagwired-forward".into())
@@ -277,6 +289,33 @@ thread_local! {
 }
 
 impl Route {
+    /// While `dests` has a reliable or TCP destination, the publisher must
+    /// not overwrite what the forwarder has not read: a forwarder without
+    /// a gate gets one now, at its read position, for it to take. Called
+    /// under the state lock before the grant that made the destination is
+    /// answered, so a publisher that starts flat out at once cannot lap a
+    /// forwarder the scheduler has not run yet (the forwarder runs nicer
+    /// than the daemon; found in CI, where a remote subscriber's first
+    /// message was its publisher's 1437th).
+    fn hold_back(&self, dests: &[Dest]) {
+        if !dests
+            .iter()
+            .any(|t| t.mode >= tagwire_session::Mode::Reliable)
+            || self.gated.load(Ordering::Acquire)
+        {
+            return;
+        }
+        let mut offered = lock(&self.offered_gate);
+        if offered.is_none() {
+            match self.ring.attach_gate(self.read_at.load(Ordering::Acquire)) {
+                Ok(g) => *offered = Some(g),
+                Err(e) => {
+                    tracing::warn!(tag = %self.tag, error = %e, "forwarder runs without back-pressure");
+                }
+            }
+        }
+    }
+
     /// Wakes the forwarder wherever it sleeps: parked (held back), or on
     /// its ring's doorbell (which wakes that ring's sleeping subscribers
     /// too, once per route change or stop: they look and sleep again).
@@ -343,6 +382,11 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
             f.tcp.retain(|a, _| dests.iter().any(|t| t.addr == *a));
             f.dests = dests;
         }
+        if let Some(g) = lock(&route.offered_gate).take() {
+            // (One of its own, if it has one, is further on.)
+            gate.get_or_insert(g);
+            pass(&gate, cur.position());
+        }
         let holds_back = lock(&route.session).holds_back(tag);
         if !holds_back {
             gate = None;
@@ -358,6 +402,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
                 }
             };
         }
+        route.gated.store(gate.is_some(), Ordering::Release);
         let mut progressed = false;
         while lock(&route.session).can_accept(tag) {
             let at = cur.position();
@@ -425,6 +470,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
             };
             f.send(tx, events);
         }
+        route.read_at.store(cur.position(), Ordering::Release);
         // Nothing more is ready: send what was batched.
         let now = Instant::now();
         let (tx, events, offer, timeout, room) = {

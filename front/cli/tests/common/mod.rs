@@ -12,6 +12,14 @@ use tagwire_daemon::{Config, Daemon, NetConfig};
 use tagwire_testkit::{Host, Lan};
 
 pub(crate) fn skip() -> bool {
+    // `TAGWIRE_TEST_LOG=tagwire_daemon=debug` shows what the in-process
+    // daemons and libraries log (to the test's captured output).
+    if let Ok(filter) = std::env::var("TAGWIRE_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    }
     match tagwire_testkit::skip_reason() {
         Some(r) => {
             println!("skipped: {r}");

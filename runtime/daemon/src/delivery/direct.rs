@@ -196,6 +196,7 @@ impl Direct {
         }
         let cmds: Vec<Cmd> = lock(&self.cmds).drain(..).collect();
         for cmd in cmds {
+            tracing::debug!(?cmd, "direct: command");
             match cmd {
                 Cmd::Give { tag, id, to } => {
                     w.expecting.remove(&tag);
