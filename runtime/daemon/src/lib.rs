@@ -173,6 +173,8 @@ pub(crate) struct Shared {
     pub(crate) policy: policy::Policy,
     /// Live connections per uid (bounded by `config.quotas`).
     pub(crate) connections: quota::Connections,
+    /// The local manager's event loop and workers.
+    pub(crate) conns: local::conns::Conns,
     pub(crate) state: Mutex<State>,
     pub(crate) stopping: AtomicBool,
     pub(crate) next_client: AtomicU64,
@@ -276,12 +278,13 @@ pub(crate) struct State {
 pub(crate) type Outgoing = (Vec<u8>, Option<std::os::fd::OwnedFd>);
 
 /// A client's connection as the rest of the daemon sees it: a bounded queue
-/// that its writer thread drains, so that a client which stops reading delays
-/// only itself, never a broadcast made under the state lock.
+/// that the local manager's event loop drains (`local::conns`), so that a
+/// client which stops reading delays only itself, never a broadcast made
+/// under the state lock.
 #[derive(Debug)]
 pub(crate) struct Outbox {
     pub(crate) conn: Arc<SeqPacket>,
-    pub(crate) tx: std::sync::mpsc::SyncSender<Outgoing>,
+    pub(crate) tx: local::OutTx,
 }
 
 /// Packets queued for one client before it counts as stuck and is disconnected.
@@ -335,6 +338,10 @@ impl Daemon {
         };
         quota::raise_descriptor_limit();
         let listener = bind(&config.socket)?;
+        let conns = local::conns::Conns::new(&listener).map_err(|source| DaemonError::Bind {
+            path: config.socket.clone(),
+            source,
+        })?;
         tracing::info!(socket = %config.socket.display(), node = %config.node, "tagwired listening");
         let incarnation = now_unix_ns();
         // The table's Lamport clock starts at the wall clock (µs), so that the
@@ -384,6 +391,7 @@ impl Daemon {
             config,
             policy,
             connections: quota::Connections::default(),
+            conns,
             stopping: AtomicBool::new(false),
             next_client: AtomicU64::new(1),
             incarnation,
@@ -426,8 +434,8 @@ impl Daemon {
         }
         let s = shared.clone();
         let accept = std::thread::Builder::new()
-            .name("tagwired-accept".into())
-            .spawn(move || local::accept_loop(s))
+            .name("tagwired-local".into())
+            .spawn(move || local::conns::run(s))
             .map_err(|e| DaemonError::Bind {
                 path: shared.config.socket.clone(),
                 source: e,
@@ -549,6 +557,7 @@ impl Daemon {
             return;
         }
         let _ = self.shared.listener.shutdown();
+        self.shared.conns.stop();
         if self.shared.config.net.is_some() {
             peers::stop(&self.shared);
         }

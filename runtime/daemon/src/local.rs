@@ -1,4 +1,5 @@
-//! The local manager: one thread per client connection serving its requests.
+//! The local manager: serves clients' requests (their connections live in
+//! `conns`, one event loop and a pool of workers).
 //!
 //! Every decoded request is checked against the table; malformed packets get a
 //! `BadRequest` error answer (the connection survives) and are counted in the log
@@ -7,116 +8,39 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tagwire_proto::{Change, ClientId, Role, TableError, TableOp};
 use tagwire_shm::Ring;
-use tagwire_unix::SeqPacket;
+use tagwire_unix::{Packet, SeqPacket};
 use tagwire_wire::control::{
-    ErrorCode, HeldGate, Message, Request, Response, RingParams, TagOpened, MAX_MESSAGE,
+    ErrorCode, HeldGate, Message, Request, Response, RingParams, TagOpened,
 };
 use tagwire_wire::{ChannelQos, Member, NodeAddr, Pid, Proxy, SenderInfo, TagName};
-
-use std::sync::mpsc::SyncSender;
 
 use crate::policy::{Cred, Right};
 
 mod admission;
+pub(crate) mod conns;
 mod grant;
-use crate::{blob, now_unix_ns, stats, update, Outbox, Outgoing, Shared, State, OUTBOX_DEPTH};
+use crate::{blob, now_unix_ns, stats, update, Outbox, Shared, State};
 use admission::{cred_of, history_within, large_bytes_within, permit, rights_within, room_for_tag};
+pub(crate) use conns::OutTx;
 use grant::open;
 pub(crate) use grant::release_held_gates;
 
-pub(crate) fn accept_loop(shared: Arc<Shared>) {
-    loop {
-        let conn = match shared.listener.accept() {
-            Ok(c) => c,
-            Err(e) => {
-                if shared.stopping.load(Ordering::SeqCst) {
-                    return;
-                }
-                tracing::warn!(error = %e, "accept failed");
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-        };
-        if shared.stopping.load(Ordering::SeqCst) {
-            return;
-        }
-        // Bounded before it costs a thread.
-        let Ok(uid) = conn.peer_cred().map(|c| c.uid) else {
-            continue;
-        };
-        if let Err(q) = shared.connections.admit(&shared.config.quotas, uid) {
-            tracing::warn!(uid, "connection refused: {}", q.message());
-            let bytes = Message::Response {
-                id: 0,
-                body: Response::Error {
-                    code: ErrorCode::Quota,
-                    message: q.message(),
-                },
-            }
-            .encode();
-            let _ = conn.refuse(&bytes);
-            continue;
-        }
-        let id = ClientId(shared.next_client.fetch_add(1, Ordering::Relaxed));
-        let s = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("tagwired-client-{}", id.0))
-            .spawn(move || {
-                serve(&s, id, conn);
-                s.connections.release(uid);
-            });
-        if let Err(e) = spawned {
-            tracing::warn!(error = %e, "cannot start a client thread");
-            shared.connections.release(uid);
-        }
-    }
-}
-
-fn serve(shared: &Arc<Shared>, id: ClientId, conn: SeqPacket) {
-    let (pid, cred) = match conn.peer_cred() {
-        Ok(c) => (Pid(c.pid), cred_of(c.pid, c.uid, c.gid)),
-        Err(e) => {
-            tracing::debug!(error = %e, "no peer credentials; dropping connection");
-            return;
-        }
-    };
-    let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
+/// A connection the event loop accepted (`conns`): the client the daemon
+/// knows from now on, or `None` if its credentials cannot be read.
+fn open_client(
+    shared: &Shared,
+    id: ClientId,
+    peer: tagwire_unix::PeerCred,
+    conn: &Arc<SeqPacket>,
+    tx: &OutTx,
+) -> Option<Client> {
+    let (pid, cred) = (Pid(peer.pid), cred_of(peer.pid, peer.uid, peer.gid));
     // Room for a large tag listing in one packet (capped by net.core.wmem_max
     // unless we are privileged).
-    let _ = rustix::net::sockopt::set_socket_send_buffer_size(&conn, 8 << 20);
-    let conn = Arc::new(conn);
-    // Everything we send this client (responses and updates, in order) goes
-    // through one queue and one writer thread.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Outgoing>(OUTBOX_DEPTH);
-    let writer = {
-        let conn = conn.clone();
-        std::thread::Builder::new()
-            .name(format!("tagwired-out-{}", id.0))
-            .spawn(move || {
-                for (bytes, fd) in rx {
-                    let sent = match &fd {
-                        Some(f) => conn.send(&bytes, Some(f.as_fd())),
-                        None => conn.send(&bytes, None),
-                    };
-                    if let Err(e) = sent {
-                        tracing::debug!(client = id.0, error = %e, "cannot write to client; closing");
-                        let _ = conn.shutdown();
-                        return;
-                    }
-                }
-            })
-    };
-    let writer = match writer {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot start a client writer thread");
-            return;
-        }
-    };
+    let _ = rustix::net::sockopt::set_socket_send_buffer_size(&**conn, 8 << 20);
     shared.lock().clients.insert(
         id,
         Outbox {
@@ -125,96 +49,96 @@ fn serve(shared: &Arc<Shared>, id: ClientId, conn: SeqPacket) {
         },
     );
     tracing::trace!(client = id.0, pid = pid.0, "client connected");
-    let client = Client {
+    Some(Client {
         id,
         who: SenderInfo {
             pid,
             node: shared.config.node,
         },
         cred,
+    })
+}
+
+/// Serves one packet of `client`'s (on a worker of `conns`); its answer
+/// goes to `tx`. False: the client is gone or stuck (to be closed).
+fn serve_packet(shared: &Shared, client: &Client, tx: &OutTx, packet: Packet) -> bool {
+    let id = client.id;
+    let (req_id, request) = match Message::decode(&packet.data) {
+        Ok(Message::Request { id, body }) if !packet.truncated => (id, body),
+        Ok(_) => {
+            reply_error(tx, 0, ErrorCode::BadRequest, "expected a request");
+            return true;
+        }
+        Err(e) => {
+            tracing::debug!(client = id.0, error = %e, "malformed control packet");
+            reply_error(
+                tx,
+                0,
+                ErrorCode::BadRequest,
+                &format!("malformed request: {e}"),
+            );
+            return true;
+        }
     };
-    loop {
-        let packet = match conn.recv(MAX_MESSAGE) {
-            Ok(Some(p)) => p,
-            Ok(None) => break,
-            Err(e) => {
-                tracing::debug!(client = id.0, error = %e, "client socket error");
-                break;
-            }
-        };
-        let (req_id, request) = match Message::decode(&packet.data) {
-            Ok(Message::Request { id, body }) if !packet.truncated => (id, body),
-            Ok(_) => {
-                reply_error(&tx, 0, ErrorCode::BadRequest, "expected a request");
-                continue;
-            }
-            Err(e) => {
-                tracing::debug!(client = id.0, error = %e, "malformed control packet");
-                reply_error(
-                    &tx,
-                    0,
-                    ErrorCode::BadRequest,
-                    &format!("malformed request: {e}"),
-                );
-                continue;
-            }
-        };
-        let grant = match &request {
-            Request::Subscribe { .. } => Some(Role::Receiver),
-            Request::GetSendAccess { .. } => Some(Role::Sender),
-            _ => None,
-        };
-        let mut ops = Vec::new();
-        let (mut response, mut fd) = match request {
-            Request::Stats => (stats::collect(shared, client.id), None),
-            Request::Report { query, rows } => {
-                shared.reports.deposit(query, client.id, rows);
-                (Response::Ok, None)
-            }
-            Request::Streams { tag, query } => {
-                (streams_back(shared, client.id, tag, query, packet.fd), None)
-            }
-            request => handle(shared, &client, request, packet.fd, &mut ops),
-        };
-        if let Err(message) = update::replicate(shared, ops) {
-            tracing::warn!(client = id.0, "{message}");
-            if let (Response::TagOpened(o), Some(role)) = (&response, grant) {
-                // The right is not known everywhere: give it back rather than
-                // leave the client with a right other nodes ignore.
-                let mut st = shared.lock();
-                let c = match role {
-                    Role::Receiver => st.table.remove_receiver(o.tag, client.id),
-                    Role::Sender => st.table.remove_sender(o.tag, client.id),
-                };
-                if let Ok(c) = c {
-                    update::effects(shared, &mut st, &c.updates);
-                    drop(st);
-                    let _ = update::replicate(shared, c.ops);
-                }
-            }
-            response = Response::Error {
-                code: ErrorCode::PeersUnresponsive,
-                message,
+    let grant = match &request {
+        Request::Subscribe { .. } => Some(Role::Receiver),
+        Request::GetSendAccess { .. } => Some(Role::Sender),
+        _ => None,
+    };
+    let mut ops = Vec::new();
+    let (mut response, mut fd) = match request {
+        Request::Stats => (stats::collect(shared, client.id), None),
+        Request::Report { query, rows } => {
+            shared.reports.deposit(query, client.id, rows);
+            (Response::Ok, None)
+        }
+        Request::Streams { tag, query } => {
+            (streams_back(shared, client.id, tag, query, packet.fd), None)
+        }
+        request => handle(shared, client, request, packet.fd, &mut ops),
+    };
+    if let Err(message) = update::replicate(shared, ops) {
+        tracing::warn!(client = id.0, "{message}");
+        if let (Response::TagOpened(o), Some(role)) = (&response, grant) {
+            // The right is not known everywhere: give it back rather than
+            // leave the client with a right other nodes ignore.
+            let mut st = shared.lock();
+            let c = match role {
+                Role::Receiver => st.table.remove_receiver(o.tag, client.id),
+                Role::Sender => st.table.remove_sender(o.tag, client.id),
             };
-            fd = None;
+            if let Ok(c) = c {
+                update::effects(shared, &mut st, &c.updates);
+                drop(st);
+                let _ = update::replicate(shared, c.ops);
+            }
         }
-        let bytes = Message::Response {
-            id: req_id,
-            body: response,
-        }
-        .encode();
-        if tx.send((bytes, fd)).is_err() {
-            tracing::debug!(client = id.0, "client writer gone; closing");
-            break;
-        }
+        response = Response::Error {
+            code: ErrorCode::PeersUnresponsive,
+            message,
+        };
+        fd = None;
     }
-    // The client is gone (exit, crash, SIGKILL): release everything it held.
+    let bytes = Message::Response {
+        id: req_id,
+        body: response,
+    }
+    .encode();
+    if tx.send((bytes, fd)).is_err() {
+        tracing::debug!(client = id.0, "client gone or not reading; closing");
+        return false;
+    }
+    true
+}
+
+/// The client is gone (exit, crash, SIGKILL, or a failed socket; on a
+/// worker of `conns`, after its last request): everything it held is
+/// released.
+fn close_client(shared: &Shared, client: &Client, conn: &SeqPacket) {
+    let id = client.id;
     let mut st = shared.lock();
     st.clients.remove(&id);
-    drop(tx);
-    // Its writer ends once the queue is drained (or the socket fails).
     let _ = conn.shutdown();
-    drop(writer);
     release_held_gates(&mut st, id, None);
     for store in st.blobs.values_mut() {
         store.owner_gone(blob::Owner::Client(id));
@@ -244,7 +168,7 @@ fn serve(shared: &Arc<Shared>, id: ClientId, conn: SeqPacket) {
     }
     tracing::trace!(
         client = id.0,
-        pid = pid.0,
+        pid = client.who.pid.0,
         released = ups.len(),
         "client disconnected"
     );
@@ -257,7 +181,7 @@ struct Client {
     cred: Cred,
 }
 
-fn reply_error(tx: &SyncSender<Outgoing>, id: u32, code: ErrorCode, message: &str) {
+fn reply_error(tx: &OutTx, id: u32, code: ErrorCode, message: &str) {
     let bytes = Message::Response {
         id,
         body: Response::Error {

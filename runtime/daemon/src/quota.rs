@@ -5,7 +5,7 @@
 //!
 //! | bound | default | why |
 //! |---|---|---|
-//! | connections per uid / in all | 256 / 1024 | each costs two threads today |
+//! | connections per uid / in all | 1024 / 8192 | each costs a descriptor and an outbox of up to 4096 packets (no thread: `local::conns`) |
 //! | tags a uid owns / in all | 1024 / 8192 | each costs a descriptor and its ring |
 //! | ring bytes in all | 8 GiB | shared memory |
 //! | history depth / bytes per tag | 1 M messages / 1 GiB | the daemon's memory |
@@ -48,8 +48,8 @@ pub struct Quotas {
 impl Default for Quotas {
     fn default() -> Self {
         Self {
-            connections_per_uid: 256,
-            connections: 1024,
+            connections_per_uid: 1024,
+            connections: 8192,
             tags_per_uid: 1024,
             tags: 8192,
             ring_bytes: 8 << 30,

@@ -32,7 +32,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::SyncSender;
 use std::time::{Duration, Instant};
 
 use tagwire_proto::{ClientId, Holder, Role};
@@ -42,7 +41,8 @@ use tagwire_wire::control::{Message, Request};
 use tagwire_wire::handover::StreamState;
 use tagwire_wire::{NodeAddr, TagId, TagName};
 
-use crate::{lock, Outgoing, State};
+use crate::local::OutTx;
+use crate::{lock, State};
 
 /// How long the port's session waits for a client's streams before it
 /// starts new ones (the client died or hangs; its unacknowledged data
@@ -53,11 +53,7 @@ pub(crate) const EXPECT_FOR: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub(crate) enum Cmd {
     /// Give the tag's streams to the client behind `to`.
-    Give {
-        tag: TagName,
-        id: TagId,
-        to: SyncSender<Outgoing>,
-    },
+    Give { tag: TagName, id: TagId, to: OutTx },
     /// Its direct receiver was asked for the streams back: drop the tag's
     /// data unacknowledged until they come.
     Expect { tag: TagName },
@@ -76,7 +72,7 @@ pub(crate) enum Cmd {
 #[derive(Debug, Default)]
 pub(crate) struct Waiting {
     expecting: HashMap<TagName, Instant>,
-    giving: Vec<(TagName, TagId, SyncSender<Outgoing>, Vec<StreamState>)>,
+    giving: Vec<(TagName, TagId, OutTx, Vec<StreamState>)>,
 }
 
 /// The direct receivers of this node and the commands on their way.

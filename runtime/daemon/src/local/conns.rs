@@ -1,0 +1,666 @@
+//! The local manager's connections, served from one event loop: a held
+//! connection costs a descriptor and a few hundred bytes, not two threads
+//! (DESIGN.md §7; issue "Trust", item 4).
+//!
+//! ```text
+//!  listener ──accept──▶ ┌─────────── loop thread (epoll) ────────────┐
+//!  client sockets ─────▶│ readable, idle: one packet ─▶ worker pool  │──▶ serve_packet
+//!                       │ outbox queued, or writable: send, no block │    (may wait for
+//!  eventfd (notes) ────▶│ worker done: the client is read again      │     peers, reports)
+//!                       └─────────────────────────────────────────────┘
+//! ```
+//!
+//! * **Order.** A client's requests are served one at a time, in order:
+//!   while one is with a worker, its socket is not read.
+//! * **Outbox.** Everything the daemon sends a client (responses and
+//!   updates, in order) goes through its bounded queue ([`OutTx`]): to the
+//!   socket at once (non-blocking) while the queue is empty, else queued
+//!   for the loop, which writes it when the socket is writable. Whoever finds the queue
+//!   full disconnects the client (it stopped reading); a response waits
+//!   up to [`WRITE_PATIENCE`] for room.
+//! * **Workers.** Requests may wait (for peers to apply a table change,
+//!   for clients' reports), so they run on a pool that grows with the
+//!   requests in flight, up to [`MAX_WORKERS`], never with the connections;
+//!   workers idle for [`IDLE_WORKER`] leave, down to [`MIN_WORKERS`].
+//! * **Closing.** A client that hangs up, or whose socket fails, leaves
+//!   the loop at once; what it held is released on a worker, after the
+//!   request it may have in flight.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::TrySendError;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use rustix::event::epoll::{self, EventData, EventFlags};
+use tagwire_proto::ClientId;
+use tagwire_unix::{Packet, SeqPacket};
+use tagwire_wire::control::{ErrorCode, Message, Response, MAX_MESSAGE};
+
+use crate::{lock, Outgoing, Shared, OUTBOX_DEPTH};
+
+/// The listener's and the eventfd's keys; a client's is its id + 2.
+const LISTENER: u64 = 0;
+const WAKER: u64 = 1;
+
+/// Most worker threads (requests served at once).
+pub(crate) const MAX_WORKERS: usize = 32;
+/// Workers kept while idle.
+const MIN_WORKERS: usize = 2;
+/// How long an idle worker above [`MIN_WORKERS`] stays.
+const IDLE_WORKER: Duration = Duration::from_secs(30);
+/// How long a response waits for room in a full outbox before its client
+/// counts as stuck and is disconnected.
+pub(crate) const WRITE_PATIENCE: Duration = Duration::from_secs(1);
+
+/// The event loop's descriptors, its notes and its workers.
+#[derive(Debug)]
+pub(crate) struct Conns {
+    epoll: OwnedFd,
+    wake: Arc<Wake>,
+    pool: Pool,
+}
+
+/// What other threads tell the loop, with an eventfd that wakes it.
+#[derive(Debug)]
+struct Wake {
+    efd: OwnedFd,
+    notes: Mutex<Vec<Note>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Note {
+    /// A client's outbox went from empty to not.
+    Queued(ClientId),
+    /// A worker finished with a client's request (or its release).
+    Done(ClientId),
+}
+
+impl Wake {
+    fn post(&self, note: Note) {
+        let mut notes = lock(&self.notes);
+        let first = notes.is_empty();
+        notes.push(note);
+        drop(notes);
+        // The loop reads the eventfd before it takes the notes: a note
+        // posted after it took them finds the list empty and wakes it.
+        if first {
+            self.ring();
+        }
+    }
+
+    fn ring(&self) {
+        let _ = rustix::io::write(&self.efd, &1u64.to_ne_bytes());
+    }
+}
+
+/// A client's outbox, as the rest of the daemon sends to it (the loop
+/// writes it to the socket).
+#[derive(Debug, Clone)]
+pub(crate) struct OutTx(Arc<Queue>);
+
+#[derive(Debug)]
+struct Queue {
+    id: ClientId,
+    /// The client's socket (non-blocking), written directly while nothing
+    /// waits before (`None` in tests).
+    conn: Option<Arc<SeqPacket>>,
+    items: Mutex<VecDeque<Outgoing>>,
+    /// The client left the loop: nothing more is queued.
+    closed: AtomicBool,
+    room: Condvar,
+    wake: Arc<Wake>,
+}
+
+impl OutTx {
+    /// Queues `item` unless the outbox is full or closed (never blocks).
+    pub(crate) fn try_send(&self, item: Outgoing) -> Result<(), TrySendError<Outgoing>> {
+        let q = &self.0;
+        let items = lock(&q.items);
+        if q.closed.load(Ordering::Acquire) {
+            return Err(TrySendError::Disconnected(item));
+        }
+        if items.len() >= OUTBOX_DEPTH {
+            return Err(TrySendError::Full(item));
+        }
+        self.push(items, item);
+        Ok(())
+    }
+
+    /// Queues `item`, waiting up to [`WRITE_PATIENCE`] for room; gives it
+    /// back when the client is gone or stuck.
+    pub(crate) fn send(&self, item: Outgoing) -> Result<(), Outgoing> {
+        let q = &self.0;
+        let deadline = Instant::now() + WRITE_PATIENCE;
+        let mut items = lock(&q.items);
+        loop {
+            if q.closed.load(Ordering::Acquire) {
+                return Err(item);
+            }
+            if items.len() < OUTBOX_DEPTH {
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(item);
+            }
+            items = match q.room.wait_timeout(items, deadline - now) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        self.push(items, item);
+        Ok(())
+    }
+
+    fn push(&self, mut items: std::sync::MutexGuard<'_, VecDeque<Outgoing>>, item: Outgoing) {
+        if items.is_empty() {
+            // Nothing before it: straight to the socket, without waking
+            // the loop, unless the socket is full (or failed: the loop
+            // finds out when it writes).
+            if let Some(conn) = &self.0.conn {
+                let (bytes, fd) = &item;
+                if conn.send(bytes, fd.as_ref().map(|f| f.as_fd())).is_ok() {
+                    return;
+                }
+            }
+            items.push_back(item);
+            drop(items);
+            self.0.wake.post(Note::Queued(self.0.id));
+            return;
+        }
+        items.push_back(item);
+    }
+
+    fn close(&self) {
+        let mut items = lock(&self.0.items);
+        self.0.closed.store(true, Ordering::Release);
+        items.clear();
+        drop(items);
+        self.0.room.notify_all();
+    }
+}
+
+/// What a worker does.
+enum Job {
+    Packet(Arc<Served>, Packet),
+    Close(Arc<Served>),
+}
+
+/// A client as its workers see it.
+struct Served {
+    client: super::Client,
+    tx: OutTx,
+    conn: Arc<SeqPacket>,
+}
+
+#[derive(Debug, Default)]
+struct Pool {
+    state: Mutex<PoolState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct PoolState {
+    jobs: VecDeque<Job>,
+    idle: usize,
+    threads: usize,
+    stop: bool,
+}
+
+impl std::fmt::Debug for PoolState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolState")
+            .field("jobs", &self.jobs.len())
+            .field("idle", &self.idle)
+            .field("threads", &self.threads)
+            .finish()
+    }
+}
+
+impl Conns {
+    /// The loop's descriptors, watching `listener` (made non-blocking).
+    pub(crate) fn new(listener: &tagwire_unix::Listener) -> std::io::Result<Self> {
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let efd = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )?;
+        rustix::io::ioctl_fionbio(listener, true)?;
+        epoll::add(
+            &epoll,
+            listener,
+            EventData::new_u64(LISTENER),
+            EventFlags::IN,
+        )?;
+        epoll::add(&epoll, &efd, EventData::new_u64(WAKER), EventFlags::IN)?;
+        Ok(Self {
+            epoll,
+            wake: Arc::new(Wake {
+                efd,
+                notes: Mutex::new(Vec::new()),
+            }),
+            pool: Pool::default(),
+        })
+    }
+
+    /// Ends the loop (once `Shared::stopping` is set) and the workers
+    /// (once their jobs are done).
+    pub(crate) fn stop(&self) {
+        lock(&self.pool.state).stop = true;
+        self.pool.ready.notify_all();
+        self.wake.ring();
+    }
+}
+
+/// A connection in the loop.
+struct Open {
+    served: Arc<Served>,
+    uid: u32,
+    state: St,
+    /// Waiting for the socket to be writable.
+    writing: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum St {
+    /// Read when readable.
+    Idle,
+    /// A request is with a worker.
+    Busy,
+    /// Gone while busy: released after the request.
+    Closing,
+    /// Being released.
+    Closed,
+}
+
+fn key(id: ClientId) -> u64 {
+    id.0.wrapping_add(2)
+}
+
+/// The loop thread: until the daemon stops.
+pub(crate) fn run(shared: Arc<Shared>) {
+    let mut open: HashMap<ClientId, Open> = HashMap::new();
+    let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
+    while !shared.is_stopping() {
+        events.clear();
+        match epoll::wait(
+            &shared.conns.epoll,
+            rustix::buffer::spare_capacity(&mut events),
+            None,
+        ) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "epoll_wait failed");
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        }
+        if shared.is_stopping() {
+            break;
+        }
+        for ev in &events {
+            let (flags, k) = (ev.flags, ev.data.u64());
+            match k {
+                LISTENER => accept_all(&shared, &mut open),
+                WAKER => {
+                    let mut b = [0u8; 8];
+                    let _ = rustix::io::read(&shared.conns.wake.efd, &mut b);
+                    let notes = std::mem::take(&mut *lock(&shared.conns.wake.notes));
+                    for n in notes {
+                        match n {
+                            Note::Queued(id) => flush(&shared, &mut open, id),
+                            Note::Done(id) => done(&shared, &mut open, id),
+                        }
+                    }
+                }
+                k => {
+                    let id = ClientId(k.wrapping_sub(2));
+                    if flags.contains(EventFlags::IN) {
+                        read_one(&shared, &mut open, id);
+                    }
+                    if flags.contains(EventFlags::OUT) {
+                        flush(&shared, &mut open, id);
+                    }
+                    if flags.intersects(EventFlags::HUP | EventFlags::ERR | EventFlags::RDHUP) {
+                        begin_close(&shared, &mut open, id);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn accept_all(shared: &Arc<Shared>, open: &mut HashMap<ClientId, Open>) {
+    loop {
+        let conn = match shared.listener.accept() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+            Err(e) => {
+                if !shared.is_stopping() {
+                    // (Out of descriptors: the next round tries again.)
+                    tracing::warn!(error = %e, "accept failed");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                return;
+            }
+        };
+        if let Some((id, o)) = admit(shared, conn) {
+            open.insert(id, o);
+        }
+    }
+}
+
+/// A new connection, bounded before it costs anything more.
+fn admit(shared: &Arc<Shared>, conn: SeqPacket) -> Option<(ClientId, Open)> {
+    let cred = conn.peer_cred().ok()?;
+    if let Err(q) = shared.connections.admit(&shared.config.quotas, cred.uid) {
+        tracing::warn!(uid = cred.uid, "connection refused: {}", q.message());
+        let bytes = Message::Response {
+            id: 0,
+            body: Response::Error {
+                code: ErrorCode::Quota,
+                message: q.message(),
+            },
+        }
+        .encode();
+        let _ = conn.refuse(&bytes);
+        return None;
+    }
+    let id = ClientId(shared.next_client.fetch_add(1, Ordering::Relaxed));
+    let registered = rustix::io::ioctl_fionbio(&conn, true)
+        .map_err(std::io::Error::from)
+        .and_then(|()| {
+            epoll::add(
+                &shared.conns.epoll,
+                &conn,
+                EventData::new_u64(key(id)),
+                EventFlags::IN | EventFlags::RDHUP,
+            )
+            .map_err(std::io::Error::from)
+        });
+    if let Err(e) = registered {
+        tracing::warn!(error = %e, "cannot serve a connection");
+        shared.connections.release(cred.uid);
+        return None;
+    }
+    let conn = Arc::new(conn);
+    let tx = OutTx(Arc::new(Queue {
+        id,
+        conn: Some(conn.clone()),
+        items: Mutex::new(VecDeque::new()),
+        closed: AtomicBool::new(false),
+        room: Condvar::new(),
+        wake: shared.conns.wake.clone(),
+    }));
+    let Some(client) = super::open_client(shared, id, cred, &conn, &tx) else {
+        let _ = epoll::delete(&shared.conns.epoll, &*conn);
+        shared.connections.release(cred.uid);
+        return None;
+    };
+    let served = Arc::new(Served { client, tx, conn });
+    Some((
+        id,
+        Open {
+            served,
+            uid: cred.uid,
+            state: St::Idle,
+            writing: false,
+        },
+    ))
+}
+
+/// What the loop watches on `o`'s socket.
+fn watch(shared: &Shared, o: &Open) {
+    let mut flags = EventFlags::RDHUP;
+    if o.state == St::Idle {
+        flags |= EventFlags::IN;
+    }
+    if o.writing {
+        flags |= EventFlags::OUT;
+    }
+    let _ = epoll::modify(
+        &shared.conns.epoll,
+        &*o.served.conn,
+        EventData::new_u64(key(o.served.client.id)),
+        flags,
+    );
+}
+
+/// One request from an idle client, to a worker.
+fn read_one(shared: &Arc<Shared>, open: &mut HashMap<ClientId, Open>, id: ClientId) {
+    let Some(o) = open.get_mut(&id) else { return };
+    if o.state != St::Idle {
+        return;
+    }
+    match o.served.conn.recv(MAX_MESSAGE) {
+        Ok(Some(p)) => {
+            o.state = St::Busy;
+            watch(shared, o);
+            dispatch(shared, Job::Packet(o.served.clone(), p));
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            ) => {}
+        Ok(None) => begin_close(shared, open, id),
+        Err(e) => {
+            tracing::debug!(client = id.0, error = %e, "client socket error");
+            begin_close(shared, open, id);
+        }
+    }
+}
+
+/// Writes what `id`'s outbox holds until its socket is full.
+fn flush(shared: &Arc<Shared>, open: &mut HashMap<ClientId, Open>, id: ClientId) {
+    let Some(o) = open.get_mut(&id) else { return };
+    if matches!(o.state, St::Closing | St::Closed) {
+        return;
+    }
+    let q = &o.served.tx.0;
+    let mut items = lock(&q.items);
+    let mut failed = None;
+    let mut blocked = false;
+    while let Some((bytes, fd)) = items.front() {
+        match o.served.conn.send(bytes, fd.as_ref().map(|f| f.as_fd())) {
+            Ok(()) => {
+                items.pop_front();
+                q.room.notify_one();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                blocked = true;
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    drop(items);
+    if let Some(e) = failed {
+        tracing::debug!(client = id.0, error = %e, "cannot write to client; closing");
+        begin_close(shared, open, id);
+        return;
+    }
+    if o.writing != blocked {
+        o.writing = blocked;
+        watch(shared, o);
+    }
+}
+
+/// The client hung up or failed: out of the loop now, released after the
+/// request it may have in flight.
+fn begin_close(shared: &Arc<Shared>, open: &mut HashMap<ClientId, Open>, id: ClientId) {
+    let Some(o) = open.get_mut(&id) else { return };
+    match o.state {
+        St::Idle => {
+            o.state = St::Closed;
+            dispatch(shared, Job::Close(o.served.clone()));
+        }
+        St::Busy => o.state = St::Closing,
+        St::Closing | St::Closed => return,
+    }
+    let _ = epoll::delete(&shared.conns.epoll, &*o.served.conn);
+    o.served.tx.close();
+}
+
+/// A worker finished with `id`.
+fn done(shared: &Arc<Shared>, open: &mut HashMap<ClientId, Open>, id: ClientId) {
+    let Some(o) = open.get_mut(&id) else { return };
+    match o.state {
+        St::Busy => {
+            o.state = St::Idle;
+            // Level-triggered: a request already waiting is reported again.
+            watch(shared, o);
+        }
+        St::Closing => {
+            o.state = St::Closed;
+            dispatch(shared, Job::Close(o.served.clone()));
+        }
+        St::Closed => {
+            if let Some(o) = open.remove(&id) {
+                shared.connections.release(o.uid);
+            }
+        }
+        St::Idle => {}
+    }
+}
+
+fn dispatch(shared: &Arc<Shared>, job: Job) {
+    let pool = &shared.conns.pool;
+    let mut p = lock(&pool.state);
+    p.jobs.push_back(job);
+    if p.idle == 0 && p.threads < MAX_WORKERS {
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("tagwired-worker".into())
+            .spawn(move || worker(&s));
+        match spawned {
+            Ok(_) => p.threads += 1,
+            // The running workers take it.
+            Err(e) => tracing::warn!(error = %e, "cannot start a worker"),
+        }
+    }
+    drop(p);
+    pool.ready.notify_one();
+}
+
+fn worker(shared: &Arc<Shared>) {
+    let pool = &shared.conns.pool;
+    loop {
+        let job = {
+            let mut p = lock(&pool.state);
+            loop {
+                if let Some(j) = p.jobs.pop_front() {
+                    break j;
+                }
+                if p.stop {
+                    p.threads -= 1;
+                    return;
+                }
+                p.idle += 1;
+                let (g, timeout) = match pool.ready.wait_timeout(p, IDLE_WORKER) {
+                    Ok(r) => r,
+                    Err(e) => e.into_inner(),
+                };
+                p = g;
+                p.idle -= 1;
+                if timeout.timed_out() && p.jobs.is_empty() && p.threads > MIN_WORKERS {
+                    p.threads -= 1;
+                    return;
+                }
+            }
+        };
+        let id = match job {
+            Job::Packet(s, packet) => {
+                if !super::serve_packet(shared, &s.client, &s.tx, packet) {
+                    // The loop sees the hang-up and releases the client.
+                    let _ = s.conn.shutdown();
+                }
+                s.client.id
+            }
+            Job::Close(s) => {
+                super::close_client(shared, &s.client, &s.conn);
+                s.client.id
+            }
+        };
+        shared.conns.wake.post(Note::Done(id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outbox() -> (OutTx, Arc<Wake>) {
+        let efd = rustix::event::eventfd(0, rustix::event::EventfdFlags::NONBLOCK).unwrap();
+        let wake = Arc::new(Wake {
+            efd,
+            notes: Mutex::new(Vec::new()),
+        });
+        let tx = OutTx(Arc::new(Queue {
+            id: ClientId(7),
+            conn: None,
+            items: Mutex::new(VecDeque::new()),
+            closed: AtomicBool::new(false),
+            room: Condvar::new(),
+            wake: wake.clone(),
+        }));
+        (tx, wake)
+    }
+
+    #[test]
+    fn an_outbox_tells_the_loop_once_when_it_stops_being_empty_and_refuses_past_its_depth() {
+        let (tx, wake) = outbox();
+        tx.try_send((vec![1], None)).unwrap();
+        tx.try_send((vec![2], None)).unwrap();
+        let notes = std::mem::take(&mut *lock(&wake.notes));
+        assert!(
+            matches!(notes[..], [Note::Queued(ClientId(7))]),
+            "{notes:?}"
+        );
+        let mut b = [0u8; 8];
+        assert_eq!(rustix::io::read(&wake.efd, &mut b).unwrap(), 8);
+        for i in 2..OUTBOX_DEPTH {
+            tx.try_send((vec![i as u8], None)).unwrap();
+        }
+        assert!(matches!(
+            tx.try_send((vec![0], None)),
+            Err(TrySendError::Full(_))
+        ));
+        // A response waits for room, then gives up: the client is stuck.
+        let start = Instant::now();
+        assert!(tx.send((vec![0], None)).is_err());
+        assert!(start.elapsed() >= WRITE_PATIENCE);
+        tx.close();
+        assert!(matches!(
+            tx.try_send((vec![0], None)),
+            Err(TrySendError::Disconnected(_))
+        ));
+    }
+
+    #[test]
+    fn a_response_waiting_for_room_is_queued_once_the_loop_writes() {
+        let (tx, _wake) = outbox();
+        for i in 0..OUTBOX_DEPTH {
+            tx.try_send((vec![i as u8], None)).unwrap();
+        }
+        let loop_side = tx.clone();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let q = &loop_side.0;
+            lock(&q.items).pop_front();
+            q.room.notify_one();
+        });
+        tx.send((vec![9], None)).unwrap();
+        writer.join().unwrap();
+        let items = lock(&tx.0.items);
+        assert_eq!(items.len(), OUTBOX_DEPTH);
+        assert_eq!(items.back().map(|i| i.0.clone()), Some(vec![9]));
+    }
+}
