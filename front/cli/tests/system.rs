@@ -104,6 +104,13 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 
 /// The next response on a raw control connection (tag-table updates, which the
 /// daemon broadcasts to every connection, are skipped).
+/// The ring a grant's two descriptors map (records, control).
+fn map(p: tagwire_unix::Packet) -> tagwire_shm::Ring {
+    let records = tagwire_shm::Segment::open(p.fd.expect("the ring's records")).unwrap();
+    let ctl = tagwire_shm::Segment::open(p.extra.expect("the ring's control segment")).unwrap();
+    tagwire_shm::Ring::open(records, ctl).unwrap()
+}
+
 fn next_response(raw: &tagwire_unix::SeqPacket) -> tagwire_unix::Packet {
     use tagwire_wire::control::Message;
     loop {
@@ -520,7 +527,7 @@ fn a_lossless_subscription_holds_writers_back_from_the_moment_it_is_granted() {
     publ.set_send_timeout(Duration::from_millis(200));
     // A lossless subscription asked for on a raw connection: the client side
     // does nothing with it yet.
-    let subscribe = |raw: &tagwire_unix::SeqPacket| -> (TagOpened, std::os::fd::OwnedFd) {
+    let subscribe = |raw: &tagwire_unix::SeqPacket| -> (TagOpened, tagwire_unix::Packet) {
         let req = Request::Subscribe {
             name: tagwire::TagName::new("/held").unwrap(),
             depth: 8,
@@ -534,7 +541,7 @@ fn a_lossless_subscription_holds_writers_back_from_the_moment_it_is_granted() {
             Message::Response {
                 body: Response::TagOpened(o),
                 ..
-            } => (o, p.fd.expect("the ring's segment")),
+            } => (o, p),
             other => panic!("expected TagOpened, got {other:?}"),
         }
     };
@@ -550,7 +557,7 @@ fn a_lossless_subscription_holds_writers_back_from_the_moment_it_is_granted() {
     }
     assert!(matches!(publ.send(b"x"), Err(Error::WindowFull { .. })));
     // The subscriber takes the gate over, and moves it on.
-    let ring = tagwire_shm::Ring::open(tagwire_shm::Segment::open(fd).unwrap()).unwrap();
+    let ring = map(fd);
     let gate = ring
         .adopt_gate(usize::from(held.index), held.pid)
         .expect("the held gate is ours to take");
@@ -625,7 +632,6 @@ fn the_daemon_refuses_rights_a_client_does_not_hold() {
 
 #[test]
 fn a_subscriber_killed_while_asleep_does_not_leave_publishers_paying_wakeups() {
-    use std::os::fd::OwnedFd;
     use tagwire_wire::control::{Message, Request, Response};
     let n = Node::new();
     let c = n.client();
@@ -651,8 +657,7 @@ fn a_subscriber_killed_while_asleep_does_not_leave_publishers_paying_wakeups() {
             ..
         }
     ));
-    let fd: OwnedFd = p.fd.unwrap();
-    let ring = tagwire_shm::Ring::open(tagwire_shm::Segment::open(fd).unwrap()).unwrap();
+    let ring = map(p);
     // A subscriber process blocks in receive (asleep on the futex), then dies.
     let mut victim = Proc(
         n.cli(&["sub", "/sleepy"])
@@ -848,4 +853,73 @@ fn a_daemon_short_of_descriptors_refuses_new_tags_and_keeps_serving() {
     publ.send(b"and here").unwrap();
     assert_eq!(sub2.receive(T).unwrap().payload, b"and here");
     println!("{made} tags, then: {err}");
+}
+
+#[test]
+fn a_subscriber_gets_the_records_read_only_and_cannot_put_a_message_into_the_tag() {
+    use tagwire_wire::control::{Message, Request, Response};
+    let n = Node::new();
+    let c = n.client();
+    c.create_tag("/guarded", Domain::Global).unwrap();
+    let mut sub = c
+        .subscribe("/guarded", SubscribeOptions::default())
+        .unwrap();
+    let mut publisher = c.publisher("/guarded").unwrap();
+    // A subscription asked for on a raw connection, as a hostile client would.
+    let raw = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let req = Request::Subscribe {
+        name: tagwire::TagName::new("/guarded").unwrap(),
+        depth: 8,
+        qos: tagwire::ChannelQos::default(),
+        lossless: false,
+    };
+    raw.send(&Message::Request { id: 1, body: req }.encode(), None)
+        .unwrap();
+    let p = next_response(&raw);
+    assert!(matches!(
+        Message::decode(&p.data).unwrap(),
+        Message::Response {
+            body: Response::TagOpened(_),
+            ..
+        }
+    ));
+    let records = p.fd.as_ref().expect("the ring's records");
+    // The kernel refuses to map the records writable…
+    let len = rustix::fs::fstat(records).unwrap().st_size as usize;
+    // SAFETY: a fresh mapping attempt, expected to fail.
+    let rw = unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            len,
+            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+            rustix::mm::MapFlags::SHARED,
+            records,
+            0,
+        )
+    };
+    assert_eq!(rw.err(), Some(rustix::io::Errno::ACCESS));
+    // …or to write through the descriptor.
+    assert!(rustix::io::write(records, b"forged").is_err());
+    // Mapped as the library maps it: reading works, writing is refused.
+    let ring = map(p);
+    assert!(ring.is_read_only());
+    assert_eq!(
+        ring.publish(&[b"forged"]),
+        Err(tagwire_shm::RingError::ReadOnly)
+    );
+    let mut cur = ring.cursor(8);
+    publisher.send(b"real").unwrap();
+    let m = sub.receive(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(m.payload, b"real");
+    let mut out = Vec::new();
+    assert_eq!(
+        ring.read(&mut cur, &mut out),
+        tagwire_shm::ReadOutcome::Record
+    );
+    assert!(out.ends_with(b"real"), "{out:?}");
+    assert!(
+        sub.receive(Some(Duration::from_millis(100))).is_err(),
+        "something else reached the tag"
+    );
 }

@@ -82,7 +82,25 @@ impl Drop for StopGuard {
     }
 }
 
-type Reply = (Response, Option<OwnedFd>);
+type Reply = (Response, Option<Fds>);
+
+/// The descriptors a response came with: one, or a ring's two (its
+/// records, read-only for a subscriber, and its control segment).
+#[derive(Debug)]
+pub(crate) struct Fds {
+    pub(crate) first: OwnedFd,
+    pub(crate) extra: Option<OwnedFd>,
+}
+
+impl Fds {
+    pub(crate) fn of(p: &mut tagwire_unix::Packet) -> Option<Self> {
+        let first = p.fd.take()?;
+        Some(Self {
+            first,
+            extra: p.extra.take(),
+        })
+    }
+}
 
 #[derive(Debug)]
 pub(crate) struct Core {
@@ -394,7 +412,7 @@ impl Client {
             return s.clone();
         }
         let sock = match self.core.call(Request::SendSocket, None) {
-            Ok((Response::Ok, Some(fd))) => {
+            Ok((Response::Ok, Some(Fds { first: fd, .. }))) => {
                 let sock = std::net::UdpSocket::from(fd);
                 // A full send buffer loses the copy (the window repairs it)
                 // rather than stall the publisher holding the ticket.
@@ -478,7 +496,9 @@ impl Client {
             query,
         };
         match self.core.call(req, None)? {
-            (Response::Pulled { count, len }, Some(fd)) => crate::pull::decode(fd, count, len),
+            (Response::Pulled { count, len }, Some(fds)) => {
+                crate::pull::decode(fds.first, count, len)
+            }
             other => Err(unexpected(other, &name)),
         }
     }
@@ -701,9 +721,17 @@ impl Core {
     }
 }
 
-pub(crate) fn map_ring(fd: OwnedFd) -> Result<Ring> {
-    let seg = Segment::open(fd).map_err(|e| Error::Io(e.to_string()))?;
-    Ring::open(seg).map_err(|e| Error::Io(e.to_string()))
+/// Maps a ring from the two descriptors the daemon sent with a grant.
+pub(crate) fn map_ring(fds: Fds) -> Result<Ring> {
+    let io = |e: tagwire_shm::ShmError| Error::Io(e.to_string());
+    let ctl = fds
+        .extra
+        .ok_or_else(|| Error::Protocol("ring granted without its control segment".into()))?;
+    let ring = Ring::open(
+        Segment::open(fds.first).map_err(io)?,
+        Segment::open(ctl).map_err(io)?,
+    );
+    ring.map_err(|e| Error::Io(e.to_string()))
 }
 
 /// Lets publisher/subscriber code pass a descriptor to `call`.

@@ -618,7 +618,8 @@ impl Subscriber {
         if is_code(&reply, ErrorCode::BlobGone) {
             return Err(Error::Overflowed { lost: 1 });
         }
-        let (Response::BlobFound { len }, Some(fd)) = reply else {
+        let (Response::BlobFound { len }, Some(crate::client::Fds { first: fd, .. })) = reply
+        else {
             return Err(daemon_error(reply, &self.ep.name));
         };
         if len != r.len || len > crate::MAX_MESSAGE as u64 {
@@ -729,7 +730,9 @@ impl Client {
             return None;
         }
         let tag = tagwire_wire::TagName::new(name).ok()?;
-        let (Response::Ok, Some(fd)) = self.core.call(Request::SendSocket, None).ok()? else {
+        let (Response::Ok, Some(crate::client::Fds { first: fd, .. })) =
+            self.core.call(Request::SendSocket, None).ok()?
+        else {
             return None;
         };
         Direct::open(

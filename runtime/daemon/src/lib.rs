@@ -275,7 +275,12 @@ pub(crate) struct State {
 }
 
 /// A packet on its way to a client, with the descriptor it carries.
-pub(crate) type Outgoing = (Vec<u8>, Option<std::os::fd::OwnedFd>);
+/// (Up to two: a ring's records and its control segment.)
+pub(crate) type Outgoing = (
+    Vec<u8>,
+    Option<std::os::fd::OwnedFd>,
+    Option<std::os::fd::OwnedFd>,
+);
 
 /// A client's connection as the rest of the daemon sees it: a bounded queue
 /// that the local manager's event loop drains (`local::conns`), so that a
@@ -432,6 +437,7 @@ impl Daemon {
                 return Err(DaemonError::Net(e));
             }
         }
+        local::conns::start_workers(&shared);
         let s = shared.clone();
         let accept = std::thread::Builder::new()
             .name("tagwired-local".into())

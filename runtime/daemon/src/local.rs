@@ -25,8 +25,8 @@ mod grant;
 use crate::{blob, now_unix_ns, stats, update, Outbox, Shared, State};
 use admission::{cred_of, history_within, large_bytes_within, permit, rights_within, room_for_tag};
 pub(crate) use conns::OutTx;
-use grant::open;
 pub(crate) use grant::release_held_gates;
+use grant::{open, Opening};
 
 /// A connection the event loop accepted (`conns`): the client the daemon
 /// knows from now on, or `None` if its credentials cannot be read.
@@ -86,6 +86,8 @@ fn serve_packet(shared: &Shared, client: &Client, tx: &OutTx, packet: Packet) ->
         _ => None,
     };
     let mut ops = Vec::new();
+    // A ring's control segment, sent with its records' (`grant::open`).
+    let mut extra = None;
     let (mut response, mut fd) = match request {
         Request::Stats => (stats::collect(shared, client.id), None),
         Request::Report { query, rows } => {
@@ -95,7 +97,7 @@ fn serve_packet(shared: &Shared, client: &Client, tx: &OutTx, packet: Packet) ->
         Request::Streams { tag, query } => {
             (streams_back(shared, client.id, tag, query, packet.fd), None)
         }
-        request => handle(shared, client, request, packet.fd, &mut ops),
+        request => handle(shared, client, request, packet.fd, &mut ops, &mut extra),
     };
     if let Err(message) = update::replicate(shared, ops) {
         tracing::warn!(client = id.0, "{message}");
@@ -124,7 +126,7 @@ fn serve_packet(shared: &Shared, client: &Client, tx: &OutTx, packet: Packet) ->
         body: response,
     }
     .encode();
-    if tx.send((bytes, fd)).is_err() {
+    if tx.send((bytes, fd, extra)).is_err() {
         tracing::debug!(client = id.0, "client gone or not reading; closing");
         return false;
     }
@@ -190,7 +192,7 @@ fn reply_error(tx: &OutTx, id: u32, code: ErrorCode, message: &str) {
         },
     }
     .encode();
-    let _ = tx.send((bytes, None));
+    let _ = tx.send((bytes, None, None));
 }
 
 fn error(code: ErrorCode, message: impl Into<String>) -> (Response, Option<OwnedFd>) {
@@ -316,6 +318,7 @@ fn handle(
     req: Request,
     fd: Option<OwnedFd>,
     ops: &mut Vec<TableOp>,
+    extra: &mut Option<OwnedFd>,
 ) -> (Response, Option<OwnedFd>) {
     let member = Member {
         who: client.who,
@@ -498,9 +501,15 @@ fn handle(
             if let Err(q) = rights_within(shared, &st, client) {
                 return error(ErrorCode::Quota, q.message());
             }
-            open(shared, &mut st, &name, ops, None, |st, tag| {
-                st.table.add_sender(tag, client.id, member)
-            })
+            open(
+                shared,
+                &mut st,
+                &name,
+                ops,
+                Opening::Publisher,
+                extra,
+                |st, tag| st.table.add_sender(tag, client.id, member),
+            )
         }
         Request::Subscribe {
             name,
@@ -523,9 +532,15 @@ fn handle(
                 return error(ErrorCode::NoPlacement, why);
             }
             let hold = lossless.then_some((client.id, client.who.pid.0));
-            open(shared, &mut st, &name, ops, hold, |st, tag| {
-                st.table.add_receiver_with(tag, client.id, member, qos)
-            })
+            open(
+                shared,
+                &mut st,
+                &name,
+                ops,
+                Opening::Subscriber { hold },
+                extra,
+                |st, tag| st.table.add_receiver_with(tag, client.id, member, qos),
+            )
         }
         Request::ReleaseSendAccess { tag } => match st.table.remove_sender(tag, client.id) {
             Ok(c) => {

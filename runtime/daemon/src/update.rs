@@ -44,7 +44,7 @@ pub(crate) fn broadcast(state: &State, updates: &[Update]) {
     for u in updates {
         let bytes = Message::Update(u.clone()).encode();
         for (id, out) in &state.clients {
-            match out.tx.try_send((bytes.clone(), None)) {
+            match out.tx.try_send((bytes.clone(), None, None)) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => {
                     tracing::warn!(

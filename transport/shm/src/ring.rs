@@ -78,7 +78,9 @@ use gates::process_alive;
 pub use gates::Gate;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"TAGWRNG1");
-const VERSION: u32 = 6;
+/// The control segment's first word.
+const CTL_MAGIC: u64 = u64::from_le_bytes(*b"TAGWCTL1");
+const VERSION: u32 = 7;
 const GATE_EPOCH_OFF: usize = 24;
 const HEAD_OFF: usize = 64;
 const DOORBELL_OFF: usize = 128;
@@ -132,6 +134,10 @@ pub enum RingError {
     /// Every gate of the ring is taken.
     #[error("all {GATES} gates of the ring are taken")]
     NoGate,
+    /// This process mapped the ring's records read-only (it may read the
+    /// tag, not write it).
+    #[error("the ring is mapped read-only here")]
+    ReadOnly,
     /// Mapping or validating the segment failed.
     #[error(transparent)]
     Shm(#[from] ShmError),
@@ -209,6 +215,9 @@ impl Cursor {
 #[derive(Debug, Clone)]
 pub struct Ring {
     seg: Arc<Segment>,
+    /// What readers write (see the module docs): the doorbell and its
+    /// waiters, the gate bell, `gate want`, the gates.
+    ctl: Arc<Segment>,
     shape: RingShape,
     stride: usize,
     slots_off: usize,
@@ -239,19 +248,25 @@ impl Ring {
     pub fn create(name: &str, shape: RingShape) -> Result<Self, RingError> {
         let shape = shape.check()?;
         let seg = Segment::create(name, shape.segment_len())?;
+        let ctl = Segment::create(&format!("{name}:ctl"), OWNERS_OFF)?;
         let base = seg.as_ptr();
-        // SAFETY: the segment is at least OWNERS_OFF bytes, freshly zeroed, and not
-        // yet shared with anyone; the offsets are within the header line.
+        // SAFETY: both segments are at least OWNERS_OFF bytes, freshly zeroed,
+        // and not yet shared with anyone; the offsets are within the header.
         unsafe {
             base.cast::<u64>().write(MAGIC);
             base.add(8).cast::<u32>().write(VERSION);
             base.add(12).cast::<u32>().write(shape.slots);
             base.add(16).cast::<u32>().write(shape.stride() as u32);
             base.add(20).cast::<u32>().write(shape.payload);
-            base.add(GATE_WANT_OFF).cast::<u64>().write(u64::MAX);
+            ctl.as_ptr().cast::<u64>().write(CTL_MAGIC);
+            ctl.as_ptr()
+                .add(GATE_WANT_OFF)
+                .cast::<u64>()
+                .write(u64::MAX);
         }
         Ok(Self {
             seg: Arc::new(seg),
+            ctl: Arc::new(ctl),
             stride: shape.stride(),
             slots_off: shape.slots_off(),
             shape,
@@ -260,11 +275,21 @@ impl Ring {
         })
     }
 
-    /// Maps a ring from a segment received from the daemon, validating its header
-    /// against the segment's real size.
-    pub fn open(seg: Segment) -> Result<Self, RingError> {
+    /// Maps a ring from its two segments received from the daemon (its
+    /// records, [`Ring::segment`], and what readers write, [`Ring::control`]),
+    /// validating their headers against their real sizes. A reader's record
+    /// segment is mapped read-only: it can read the ring, not write it
+    /// ([`RingError::ReadOnly`]).
+    pub fn open(seg: Segment, ctl: Segment) -> Result<Self, RingError> {
         if seg.len() < OWNERS_OFF {
             return Err(ShmError::BadHeader("segment smaller than the ring header").into());
+        }
+        if ctl.len() < OWNERS_OFF || ctl.is_read_only() {
+            return Err(ShmError::BadHeader("control segment too small or not writable").into());
+        }
+        // SAFETY: at least OWNERS_OFF bytes (checked above), read by value.
+        if unsafe { ctl.as_ptr().cast::<u64>().read_volatile() } != CTL_MAGIC {
+            return Err(ShmError::BadHeader("bad control segment magic").into());
         }
         let base = seg.as_ptr();
         // SAFETY: the mapping is at least OWNERS_OFF bytes (checked above). Values are
@@ -293,6 +318,7 @@ impl Ring {
         }
         Ok(Self {
             seg: Arc::new(seg),
+            ctl: Arc::new(ctl),
             shape,
             stride: stride as usize,
             slots_off: shape.slots_off(),
@@ -306,9 +332,21 @@ impl Ring {
         self.shape
     }
 
-    /// The underlying segment (to pass its descriptor on).
+    /// The segment of the records (to pass its descriptor on; to a reader,
+    /// [`Segment::read_only_fd`]).
     pub fn segment(&self) -> &Segment {
         &self.seg
+    }
+
+    /// The control segment: what readers write (to pass its descriptor on
+    /// with the records').
+    pub fn control(&self) -> &Segment {
+        &self.ctl
+    }
+
+    /// Whether this mapping only reads the records (a subscriber's).
+    pub fn is_read_only(&self) -> bool {
+        self.seg.is_read_only()
     }
 
     /// Largest record a slot holds.
@@ -350,6 +388,9 @@ impl Ring {
     /// Writes a record if its index can be below `below` (else `Ok(None)`,
     /// nothing written).
     fn publish_inner(&self, parts: &[&[u8]], below: u64) -> Result<Option<u64>, RingError> {
+        if self.seg.is_read_only() {
+            return Err(RingError::ReadOnly);
+        }
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if len > self.max_record() {
             return Err(RingError::TooLarge {
@@ -756,11 +797,22 @@ impl Ring {
     }
 
     fn doorbell(&self) -> &AtomicU32 {
-        self.atomic_u32(DOORBELL_OFF)
+        self.ctl_u32(DOORBELL_OFF)
     }
 
     fn waiters(&self) -> &AtomicU32 {
-        self.atomic_u32(WAITERS_OFF)
+        self.ctl_u32(WAITERS_OFF)
+    }
+
+    pub(crate) fn ctl_u64(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: `off` is an 8-aligned header offset < OWNERS_OFF, within the
+        // control mapping (checked at open); it lives as long as self.
+        unsafe { &*self.ctl.as_ptr().add(off).cast::<AtomicU64>() }
+    }
+
+    pub(crate) fn ctl_u32(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: as `ctl_u64`, 4-aligned.
+        unsafe { &*self.ctl.as_ptr().add(off).cast::<AtomicU32>() }
     }
 
     fn stamp(&self, slot: usize) -> &AtomicU64 {
@@ -794,9 +846,76 @@ mod tests {
         RingShape { slots, payload }
     }
 
+    fn ctl_of(r: &Ring) -> Segment {
+        Segment::open(r.control().as_fd().try_clone_to_owned().unwrap()).unwrap()
+    }
+
     fn reopen(r: &Ring) -> Ring {
         let fd = r.segment().as_fd().try_clone_to_owned().unwrap();
-        Ring::open(Segment::open(fd).unwrap()).unwrap()
+        Ring::open(Segment::open(fd).unwrap(), ctl_of(r)).unwrap()
+    }
+
+    /// A subscriber's mapping: the records read-only.
+    fn reader(r: &Ring) -> Ring {
+        let fd = r.segment().read_only_fd().unwrap();
+        Ring::open(Segment::open(fd).unwrap(), ctl_of(r)).unwrap()
+    }
+
+    #[test]
+    fn a_reader_mapping_reads_waits_and_gates_but_cannot_write_the_records() {
+        let w = Ring::create("t", shape(4, 16)).unwrap();
+        let r = reader(&w);
+        assert!(r.is_read_only() && !w.is_read_only());
+        // Writes fail with a typed error, nothing is written.
+        assert_eq!(r.publish(&[b"forged"]), Err(RingError::ReadOnly));
+        assert_eq!(
+            r.publish_gated(&[b"forged"], Duration::from_millis(1)),
+            Err(RingError::ReadOnly)
+        );
+        assert!(!r.ticket().open(0, 64, &[]));
+        assert!(r.ticket().claim(0).is_none());
+        assert_eq!(w.head_index(), 0);
+        // The kernel refuses a writable mapping of its descriptor, and
+        // making the read-only one writable.
+        let fd = r.segment().as_fd();
+        // SAFETY: a fresh mapping attempt; it must fail.
+        let rw = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                r.segment().len(),
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::SHARED,
+                fd,
+                0,
+            )
+        };
+        assert_eq!(rw.err(), Some(rustix::io::Errno::ACCESS));
+        // SAFETY: changes only the protection of the reader's own mapping; it must fail.
+        let up = unsafe {
+            rustix::mm::mprotect(
+                r.segment().as_ptr().cast(),
+                r.segment().len(),
+                rustix::mm::MprotectFlags::READ | rustix::mm::MprotectFlags::WRITE,
+            )
+        };
+        assert_eq!(up.err(), Some(rustix::io::Errno::ACCESS));
+        // What a reader needs works: reading, a lossless gate, sleeping.
+        let gate = r.attach_lossless_gate(0).unwrap();
+        let mut c = r.cursor(4);
+        w.publish(&[b"one"]).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(r.read(&mut c, &mut out), ReadOutcome::Record);
+        assert_eq!(out, b"one");
+        gate.advance(c.position());
+        r.wait(&c, Some(Duration::from_millis(5)), Duration::ZERO);
+        // A gated writer sees the reader's gate.
+        for i in 0..4u8 {
+            w.publish_gated(&[&[i]], Duration::from_millis(1)).unwrap();
+        }
+        assert!(matches!(
+            w.publish_gated(&[b"x"], Duration::from_millis(5)),
+            Err(RingError::Full { .. })
+        ));
     }
 
     #[test]
@@ -909,7 +1028,12 @@ mod tests {
         // SAFETY: test-only scribble over the header's slot count.
         unsafe { w.segment().as_ptr().add(12).cast::<u32>().write(1 << 30) };
         let fd = w.segment().as_fd().try_clone_to_owned().unwrap();
-        assert!(Ring::open(Segment::open(fd).unwrap()).is_err());
+        assert!(Ring::open(Segment::open(fd).unwrap(), ctl_of(&w)).is_err());
+        // A control segment must be one (and writable).
+        let good = Ring::create("t", shape(4, 8)).unwrap();
+        let fd = good.segment().as_fd().try_clone_to_owned().unwrap();
+        let data = Segment::create("x", OWNERS_OFF).unwrap();
+        assert!(Ring::open(Segment::open(fd).unwrap(), data).is_err());
         let plain = rustix::fs::memfd_create("x", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
         rustix::fs::ftruncate(&plain, 4096).unwrap();
         assert!(

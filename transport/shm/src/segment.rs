@@ -36,6 +36,8 @@ pub struct Segment {
     fd: OwnedFd,
     ptr: NonNull<u8>,
     len: usize,
+    /// Mapped without `PROT_WRITE`.
+    read_only: bool,
 }
 
 // SAFETY: the mapping is plain shared memory; all access to it goes through
@@ -81,6 +83,8 @@ impl Segment {
 
     /// Maps a segment received from elsewhere. The size comes from the file; a
     /// segment that can still shrink is refused (a peer could make us fault).
+    /// A descriptor opened read-only (see [`Segment::read_only_fd`]) is mapped
+    /// read-only: this process cannot write the segment at all.
     pub fn open(fd: OwnedFd) -> Result<Self, ShmError> {
         let st = fs::fstat(&fd).map_err(sys("fstat"))?;
         let len = usize::try_from(st.st_size).map_err(|_| ShmError::BadHeader("negative size"))?;
@@ -97,21 +101,43 @@ impl Segment {
     }
 
     fn map(fd: OwnedFd, len: usize) -> Result<Self, ShmError> {
+        let mode = fs::fcntl_getfl(&fd).map_err(sys("F_GETFL"))? & fs::OFlags::ACCMODE;
+        let read_only = mode == fs::OFlags::RDONLY;
+        let prot = if read_only {
+            ProtFlags::READ
+        } else {
+            ProtFlags::READ | ProtFlags::WRITE
+        };
         // SAFETY: a fresh shared mapping of a file we hold; no existing memory is
         // affected. The file cannot shrink (sealed), so the whole range stays valid.
-        let p = unsafe {
-            mm::mmap(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::SHARED,
-                &fd,
-                0,
-            )
-        }
-        .map_err(sys("mmap"))?;
+        let p = unsafe { mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, &fd, 0) }
+            .map_err(sys("mmap"))?;
         let ptr = NonNull::new(p.cast::<u8>()).ok_or(ShmError::BadHeader("mmap returned null"))?;
-        Ok(Self { fd, ptr, len })
+        Ok(Self {
+            fd,
+            ptr,
+            len,
+            read_only,
+        })
+    }
+
+    /// A new descriptor of this segment that can only be mapped read-only
+    /// (the memfd opened again with `O_RDONLY` through `/proc/self/fd`): what
+    /// the daemon gives a process that may read a tag but not write it.
+    pub fn read_only_fd(&self) -> Result<OwnedFd, ShmError> {
+        use std::os::fd::AsRawFd;
+        let path = format!("/proc/self/fd/{}", self.fd.as_raw_fd());
+        fs::open(
+            path.as_str(),
+            fs::OFlags::RDONLY | fs::OFlags::CLOEXEC,
+            fs::Mode::empty(),
+        )
+        .map_err(sys("open /proc/self/fd read-only"))
+    }
+
+    /// Whether this process mapped the segment read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// Base address of the mapping.

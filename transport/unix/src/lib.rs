@@ -134,8 +134,10 @@ pub struct PeerCred {
 pub struct Packet {
     /// Bytes of the packet.
     pub data: Vec<u8>,
-    /// A descriptor passed with it (the first one; extras are closed).
+    /// A descriptor passed with it (the first one).
     pub fd: Option<OwnedFd>,
+    /// The second descriptor passed with it, if any (more are closed).
+    pub extra: Option<OwnedFd>,
     /// True when the packet did not fit the buffer and was cut.
     pub truncated: bool,
 }
@@ -161,15 +163,23 @@ impl SeqPacket {
 
     /// Sends one packet, with an optional descriptor.
     pub fn send(&self, data: &[u8], fd: Option<BorrowedFd<'_>>) -> io::Result<()> {
+        match fd {
+            Some(fd) => self.send_fds(data, &[fd]),
+            None => self.send_fds(data, &[]),
+        }
+    }
+
+    /// Sends one packet with up to two descriptors (received as
+    /// [`Packet::fd`] and [`Packet::extra`]).
+    pub fn send_fds(&self, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+        if fds.len() > 2 {
+            return Err(io::Error::other("at most two descriptors per packet"));
+        }
         let iov = [io::IoSlice::new(data)];
-        let fds;
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
         let mut control = SendAncillaryBuffer::new(&mut space);
-        if let Some(fd) = fd {
-            fds = [fd];
-            if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
-                return Err(io::Error::other("ancillary buffer too small"));
-            }
+        if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+            return Err(io::Error::other("ancillary buffer too small"));
         }
         let n = net::sendmsg(&self.fd, &iov, &mut control, SendFlags::NOSIGNAL)?;
         if n != data.len() {
@@ -211,13 +221,15 @@ impl SeqPacket {
                 other => break other?,
             }
         };
-        let mut fd = None;
+        let (mut fd, mut extra) = (None, None);
         for msg in control.drain() {
             if let RecvAncillaryMessage::ScmRights(fds) = msg {
                 for f in fds {
-                    // Keep the first; dropping the rest closes them.
+                    // Keep the first two; dropping the rest closes them.
                     if fd.is_none() {
                         fd = Some(f);
+                    } else if extra.is_none() {
+                        extra = Some(f);
                     }
                 }
             }
@@ -229,6 +241,7 @@ impl SeqPacket {
         Ok(Some(Packet {
             data: buf,
             fd,
+            extra,
             truncated: res.flags.contains(net::ReturnFlags::TRUNC),
         }))
     }

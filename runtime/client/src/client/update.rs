@@ -79,7 +79,7 @@ impl Core {
                     after: self.opts.timeout,
                 });
             }
-            let p = match sock.recv(MAX_MESSAGE) {
+            let mut p = match sock.recv(MAX_MESSAGE) {
                 Ok(Some(p)) => p,
                 Ok(None) => return Err(self.unreachable("daemon closed the connection")),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -91,7 +91,9 @@ impl Core {
                 Err(e) => return Err(self.unreachable(e.to_string())),
             };
             match Ctl::decode(&p.data) {
-                Ok(Ctl::Response { id: rid, body }) if rid == id => return Ok((body, p.fd)),
+                Ok(Ctl::Response { id: rid, body }) if rid == id => {
+                    return Ok((body, Fds::of(&mut p)))
+                }
                 // Refused before any request was read (a connection quota).
                 Ok(Ctl::Response {
                     id: 0,
@@ -145,7 +147,7 @@ impl Core {
 
     pub(super) fn read_until_closed(&self, conn: &SeqPacket) {
         loop {
-            let p = match conn.recv(MAX_MESSAGE) {
+            let mut p = match conn.recv(MAX_MESSAGE) {
                 Ok(Some(p)) => p,
                 Ok(None) => return,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -154,7 +156,7 @@ impl Core {
             match Ctl::decode(&p.data) {
                 Ok(Ctl::Response { id, body }) => {
                     if let Some(tx) = lock(&self.pending).remove(&id) {
-                        let _ = tx.send(Ok((body, p.fd)));
+                        let _ = tx.send(Ok((body, Fds::of(&mut p))));
                         continue;
                     }
                     let undo = lock(&self.abandoned).remove(&id);

@@ -307,7 +307,9 @@ fn direct_addr(
 pub(crate) fn private_ring(r: &Ring) -> std::io::Result<Ring> {
     let fd: OwnedFd = r.segment().as_fd().try_clone_to_owned()?;
     let seg = Segment::open(fd).map_err(std::io::Error::other)?;
-    Ring::open(seg).map_err(std::io::Error::other)
+    let ctl =
+        Segment::open(r.control().as_fd().try_clone_to_owned()?).map_err(std::io::Error::other)?;
+    Ring::open(seg, ctl).map_err(std::io::Error::other)
 }
 
 impl Delivery {

@@ -160,8 +160,7 @@ impl OutTx {
             // the loop, unless the socket is full (or failed: the loop
             // finds out when it writes).
             if let Some(conn) = &self.0.conn {
-                let (bytes, fd) = &item;
-                if conn.send(bytes, fd.as_ref().map(|f| f.as_fd())).is_ok() {
+                if send(conn, &item).is_ok() {
                     return;
                 }
             }
@@ -179,6 +178,15 @@ impl OutTx {
         items.clear();
         drop(items);
         self.0.room.notify_all();
+    }
+}
+
+/// Writes one packet and its descriptors.
+fn send(conn: &SeqPacket, (bytes, fd, extra): &Outgoing) -> std::io::Result<()> {
+    match (fd, extra) {
+        (Some(a), Some(b)) => conn.send_fds(bytes, &[a.as_fd(), b.as_fd()]),
+        (Some(a), None) | (None, Some(a)) => conn.send_fds(bytes, &[a.as_fd()]),
+        (None, None) => conn.send_fds(bytes, &[]),
     }
 }
 
@@ -280,6 +288,21 @@ fn key(id: ClientId) -> u64 {
 }
 
 /// The loop thread: until the daemon stops.
+/// Starts the workers kept while idle (before the daemon answers anyone):
+/// a client's next request, sent as soon as its answer came, finds one
+/// idle while the one that answered is still on its way back, so no thread
+/// comes and goes per request.
+pub(crate) fn start_workers(shared: &Arc<Shared>) {
+    let mut p = lock(&shared.conns.pool.state);
+    while p.threads < MIN_WORKERS {
+        let before = p.threads;
+        spawn_worker(shared, &mut p);
+        if p.threads == before {
+            break;
+        }
+    }
+}
+
 pub(crate) fn run(shared: Arc<Shared>) {
     let mut open: HashMap<ClientId, Open> = HashMap::new();
     let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
@@ -464,8 +487,8 @@ fn flush(shared: &Arc<Shared>, open: &mut HashMap<ClientId, Open>, id: ClientId)
     let mut items = lock(&q.items);
     let mut failed = None;
     let mut blocked = false;
-    while let Some((bytes, fd)) = items.front() {
-        match o.served.conn.send(bytes, fd.as_ref().map(|f| f.as_fd())) {
+    while let Some(item) = items.front() {
+        match send(&o.served.conn, item) {
             Ok(()) => {
                 items.pop_front();
                 q.room.notify_one();
@@ -535,61 +558,69 @@ fn dispatch(shared: &Arc<Shared>, job: Job) {
     let pool = &shared.conns.pool;
     let mut p = lock(&pool.state);
     p.jobs.push_back(job);
-    if p.idle == 0 && p.threads < MAX_WORKERS {
-        let s = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name("tagwired-worker".into())
-            .spawn(move || worker(&s));
-        match spawned {
-            Ok(_) => p.threads += 1,
-            // The running workers take it.
-            Err(e) => tracing::warn!(error = %e, "cannot start a worker"),
-        }
+    if p.idle < p.jobs.len() && p.threads < MAX_WORKERS {
+        spawn_worker(shared, &mut p);
     }
     drop(p);
     pool.ready.notify_one();
 }
 
+fn spawn_worker(shared: &Arc<Shared>, p: &mut PoolState) {
+    let s = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("tagwired-worker".into())
+        .spawn(move || worker(&s));
+    match spawned {
+        Ok(_) => {
+            p.threads += 1;
+            p.idle += 1;
+        }
+        // The running workers take its jobs.
+        Err(e) => tracing::warn!(error = %e, "cannot start a worker"),
+    }
+}
+
+/// A worker (counted idle from its start while it waits for a job).
 fn worker(shared: &Arc<Shared>) {
     let pool = &shared.conns.pool;
+    let mut p = lock(&pool.state);
     loop {
-        let job = {
-            let mut p = lock(&pool.state);
-            loop {
-                if let Some(j) = p.jobs.pop_front() {
-                    break j;
+        if let Some(job) = p.jobs.pop_front() {
+            p.idle -= 1;
+            drop(p);
+            let id = match job {
+                Job::Packet(s, packet) => {
+                    if !super::serve_packet(shared, &s.client, &s.tx, packet) {
+                        // The loop sees the hang-up and releases the client.
+                        let _ = s.conn.shutdown();
+                    }
+                    s.client.id
                 }
-                if p.stop {
-                    p.threads -= 1;
-                    return;
+                Job::Close(s) => {
+                    super::close_client(shared, &s.client, &s.conn);
+                    s.client.id
                 }
-                p.idle += 1;
-                let (g, timeout) = match pool.ready.wait_timeout(p, IDLE_WORKER) {
-                    Ok(r) => r,
-                    Err(e) => e.into_inner(),
-                };
-                p = g;
-                p.idle -= 1;
-                if timeout.timed_out() && p.jobs.is_empty() && p.threads > MIN_WORKERS {
-                    p.threads -= 1;
-                    return;
-                }
-            }
+            };
+            shared.conns.wake.post(Note::Done(id));
+            p = lock(&pool.state);
+            p.idle += 1;
+            continue;
+        }
+        if p.stop {
+            p.idle -= 1;
+            p.threads -= 1;
+            return;
+        }
+        let (g, timeout) = match pool.ready.wait_timeout(p, IDLE_WORKER) {
+            Ok(r) => r,
+            Err(e) => e.into_inner(),
         };
-        let id = match job {
-            Job::Packet(s, packet) => {
-                if !super::serve_packet(shared, &s.client, &s.tx, packet) {
-                    // The loop sees the hang-up and releases the client.
-                    let _ = s.conn.shutdown();
-                }
-                s.client.id
-            }
-            Job::Close(s) => {
-                super::close_client(shared, &s.client, &s.conn);
-                s.client.id
-            }
-        };
-        shared.conns.wake.post(Note::Done(id));
+        p = g;
+        if timeout.timed_out() && p.jobs.is_empty() && p.threads > MIN_WORKERS {
+            p.idle -= 1;
+            p.threads -= 1;
+            return;
+        }
     }
 }
 
@@ -617,8 +648,8 @@ mod tests {
     #[test]
     fn an_outbox_tells_the_loop_once_when_it_stops_being_empty_and_refuses_past_its_depth() {
         let (tx, wake) = outbox();
-        tx.try_send((vec![1], None)).unwrap();
-        tx.try_send((vec![2], None)).unwrap();
+        tx.try_send((vec![1], None, None)).unwrap();
+        tx.try_send((vec![2], None, None)).unwrap();
         let notes = std::mem::take(&mut *lock(&wake.notes));
         assert!(
             matches!(notes[..], [Note::Queued(ClientId(7))]),
@@ -627,19 +658,19 @@ mod tests {
         let mut b = [0u8; 8];
         assert_eq!(rustix::io::read(&wake.efd, &mut b).unwrap(), 8);
         for i in 2..OUTBOX_DEPTH {
-            tx.try_send((vec![i as u8], None)).unwrap();
+            tx.try_send((vec![i as u8], None, None)).unwrap();
         }
         assert!(matches!(
-            tx.try_send((vec![0], None)),
+            tx.try_send((vec![0], None, None)),
             Err(TrySendError::Full(_))
         ));
         // A response waits for room, then gives up: the client is stuck.
         let start = Instant::now();
-        assert!(tx.send((vec![0], None)).is_err());
+        assert!(tx.send((vec![0], None, None)).is_err());
         assert!(start.elapsed() >= WRITE_PATIENCE);
         tx.close();
         assert!(matches!(
-            tx.try_send((vec![0], None)),
+            tx.try_send((vec![0], None, None)),
             Err(TrySendError::Disconnected(_))
         ));
     }
@@ -648,7 +679,7 @@ mod tests {
     fn a_response_waiting_for_room_is_queued_once_the_loop_writes() {
         let (tx, _wake) = outbox();
         for i in 0..OUTBOX_DEPTH {
-            tx.try_send((vec![i as u8], None)).unwrap();
+            tx.try_send((vec![i as u8], None, None)).unwrap();
         }
         let loop_side = tx.clone();
         let writer = std::thread::spawn(move || {
@@ -657,7 +688,7 @@ mod tests {
             lock(&q.items).pop_front();
             q.room.notify_one();
         });
-        tx.send((vec![9], None)).unwrap();
+        tx.send((vec![9], None, None)).unwrap();
         writer.join().unwrap();
         let items = lock(&tx.0.items);
         assert_eq!(items.len(), OUTBOX_DEPTH);

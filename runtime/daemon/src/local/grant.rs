@@ -37,8 +37,18 @@ pub(crate) fn release_held_gates(
     }
 }
 
-/// Grants a right on `name` (`grant`), with the tag's segment and the ring
-/// position it starts at; for a lossless subscriber (`hold` = client and
+/// Who a right is granted to (see `open`).
+pub(super) enum Opening {
+    Publisher,
+    /// `hold`: a lossless subscriber's client and pid.
+    Subscriber {
+        hold: Option<(ClientId, u32)>,
+    },
+}
+
+/// Grants a right on `name` (`grant`), with the tag's segments (a
+/// `reader`'s records read-only; the control segment in `extra`) and the
+/// ring position it starts at; for a lossless subscriber (`hold` = client and
 /// its pid) a lossless gate held at that position first, so no writer laps
 /// it before it takes the gate over.
 pub(super) fn open(
@@ -46,9 +56,14 @@ pub(super) fn open(
     st: &mut State,
     name: &TagName,
     ops: &mut Vec<TableOp>,
-    hold: Option<(ClientId, u32)>,
+    who: Opening,
+    extra: &mut Option<OwnedFd>,
     grant: impl FnOnce(&mut State, tagwire_wire::TagId) -> Result<Change, TableError>,
 ) -> (Response, Option<OwnedFd>) {
+    let (hold, reader) = match who {
+        Opening::Publisher => (None, false),
+        Opening::Subscriber { hold } => (hold, true),
+    };
     let Some(entry) = st.table.entry(name) else {
         return error(
             ErrorCode::UnknownTag,
@@ -84,12 +99,21 @@ pub(super) fn open(
             ring.release_held_gate(usize::from(g.index), g.pid);
         }
     };
-    let fd = match st
-        .rings
-        .get(&opened.tag)
-        .map(|r| r.segment().as_fd().try_clone_to_owned())
-    {
-        Some(Ok(fd)) => fd,
+    // A subscriber gets the records read-only (it may read the tag, not
+    // write it); everyone gets the control segment, where readers write.
+    let fds = st.rings.get(&opened.tag).map(|r| {
+        let records = if reader {
+            r.segment().read_only_fd().map_err(std::io::Error::other)
+        } else {
+            r.segment().as_fd().try_clone_to_owned()
+        };
+        records.and_then(|d| Ok((d, r.control().as_fd().try_clone_to_owned()?)))
+    });
+    let fd = match fds {
+        Some(Ok((fd, ctl))) => {
+            *extra = Some(ctl);
+            fd
+        }
         Some(Err(e)) => {
             free_gate(st);
             return error(

@@ -448,31 +448,31 @@ impl Ring {
     }
 
     pub(super) fn gate_epoch(&self) -> &AtomicU32 {
-        self.atomic_u32(GATE_EPOCH_OFF)
+        self.ctl_u32(GATE_EPOCH_OFF)
     }
 
     pub(super) fn gate_bell(&self) -> &AtomicU32 {
-        self.atomic_u32(GATE_BELL_OFF)
+        self.ctl_u32(GATE_BELL_OFF)
     }
 
     pub(super) fn gate_waiters(&self) -> &AtomicU32 {
-        self.atomic_u32(GATE_WAITERS_OFF)
+        self.ctl_u32(GATE_WAITERS_OFF)
     }
 
     pub(super) fn gate_want(&self) -> &AtomicU64 {
-        self.atomic_u64(GATE_WANT_OFF)
+        self.ctl_u64(GATE_WANT_OFF)
     }
 
     pub(super) fn gate_pos(&self, idx: usize) -> &AtomicU64 {
-        self.atomic_u64(GATE_POS_OFF + 8 * idx)
+        self.ctl_u64(GATE_POS_OFF + 8 * idx)
     }
 
     pub(super) fn gate_pid(&self, idx: usize) -> &AtomicU32 {
-        self.atomic_u32(GATE_PID_OFF + 4 * idx)
+        self.ctl_u32(GATE_PID_OFF + 4 * idx)
     }
 
     pub(super) fn gate_lossless(&self) -> &AtomicU32 {
-        self.atomic_u32(GATE_LOSSLESS_OFF)
+        self.ctl_u32(GATE_LOSSLESS_OFF)
     }
 }
 

@@ -105,6 +105,9 @@ impl<'a> Ticket<'a> {
     /// is closed). Returns false, offering nothing, when there are more than
     /// [`TICKET_DESTS`] or none.
     pub fn open(&self, index: u64, max_len: usize, dests: &[TicketDest]) -> bool {
+        if self.ring.is_read_only() {
+            return false;
+        }
         if dests.is_empty() || dests.len() > TICKET_DESTS || index > INDEX_MASK {
             return false;
         }
@@ -158,6 +161,9 @@ impl<'a> Ticket<'a> {
     /// Takes the offer if it is for record `index` (the record's writer,
     /// after committing it and before ringing the doorbell).
     pub fn claim(&self, index: u64) -> Option<Claim<'a>> {
+        if self.ring.is_read_only() {
+            return None;
+        }
         let open = word(OPEN, index);
         // A plain load first: the common case (closed, or another record's)
         // costs no write to the line.
