@@ -48,6 +48,7 @@ pub mod delivery;
 mod forward;
 pub mod guard;
 pub mod local;
+mod outbox;
 pub mod peers;
 pub mod policy;
 pub mod pull;
@@ -274,14 +275,6 @@ pub(crate) struct State {
     pub(crate) owners: HashMap<TagId, u32>,
 }
 
-/// A packet on its way to a client, with the descriptor it carries.
-/// (Up to two: a ring's records and its control segment.)
-pub(crate) type Outgoing = (
-    Vec<u8>,
-    Option<std::os::fd::OwnedFd>,
-    Option<std::os::fd::OwnedFd>,
-);
-
 /// A client's connection as the rest of the daemon sees it: a bounded queue
 /// that the local manager's event loop drains (`local::conns`), so that a
 /// client which stops reading delays only itself, never a broadcast made
@@ -289,7 +282,7 @@ pub(crate) type Outgoing = (
 #[derive(Debug)]
 pub(crate) struct Outbox {
     pub(crate) conn: Arc<SeqPacket>,
-    pub(crate) tx: local::OutTx,
+    pub(crate) tx: outbox::OutTx,
 }
 
 /// Packets queued for one client before it counts as stuck and is disconnected.

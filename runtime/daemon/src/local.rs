@@ -22,9 +22,9 @@ use crate::policy::{Cred, Right};
 mod admission;
 pub(crate) mod conns;
 mod grant;
+use crate::outbox::OutTx;
 use crate::{blob, now_unix_ns, stats, update, Outbox, Shared, State};
 use admission::{cred_of, history_within, large_bytes_within, permit, rights_within, room_for_tag};
-pub(crate) use conns::OutTx;
 pub(crate) use grant::release_held_gates;
 use grant::{open, Opening};
 

@@ -41,7 +41,7 @@ use tagwire_wire::control::{Message, Request};
 use tagwire_wire::handover::StreamState;
 use tagwire_wire::{NodeAddr, TagId, TagName};
 
-use crate::local::OutTx;
+use crate::outbox::OutTx;
 use crate::{lock, State};
 
 /// How long the port's session waits for a client's streams before it

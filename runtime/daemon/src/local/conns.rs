@@ -17,7 +17,7 @@
 //!   socket at once (non-blocking) while the queue is empty, else queued
 //!   for the loop, which writes it when the socket is writable. Whoever finds the queue
 //!   full disconnects the client (it stopped reading); a response waits
-//!   up to [`WRITE_PATIENCE`] for room.
+//!   up to `outbox::WRITE_PATIENCE` for room.
 //! * **Workers.** Requests may wait (for peers to apply a table change,
 //!   for clients' reports), so they run on a pool that grows with the
 //!   requests in flight, up to [`MAX_WORKERS`], never with the connections;
@@ -27,18 +27,18 @@
 //!   request it may have in flight.
 
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::TrySendError;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustix::event::epoll::{self, EventData, EventFlags};
 use tagwire_proto::ClientId;
 use tagwire_unix::{Packet, SeqPacket};
 use tagwire_wire::control::{ErrorCode, Message, Response, MAX_MESSAGE};
 
-use crate::{lock, Outgoing, Shared, OUTBOX_DEPTH};
+use crate::outbox::{Note, OutTx, Wake};
+use crate::{lock, Shared};
 
 /// The listener's and the eventfd's keys; a client's is its id + 2.
 const LISTENER: u64 = 0;
@@ -50,9 +50,6 @@ pub(crate) const MAX_WORKERS: usize = 32;
 const MIN_WORKERS: usize = 2;
 /// How long an idle worker above [`MIN_WORKERS`] stays.
 const IDLE_WORKER: Duration = Duration::from_secs(30);
-/// How long a response waits for room in a full outbox before its client
-/// counts as stuck and is disconnected.
-pub(crate) const WRITE_PATIENCE: Duration = Duration::from_secs(1);
 
 /// The event loop's descriptors, its notes and its workers.
 #[derive(Debug)]
@@ -60,134 +57,6 @@ pub(crate) struct Conns {
     epoll: OwnedFd,
     wake: Arc<Wake>,
     pool: Pool,
-}
-
-/// What other threads tell the loop, with an eventfd that wakes it.
-#[derive(Debug)]
-struct Wake {
-    efd: OwnedFd,
-    notes: Mutex<Vec<Note>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Note {
-    /// A client's outbox went from empty to not.
-    Queued(ClientId),
-    /// A worker finished with a client's request (or its release).
-    Done(ClientId),
-}
-
-impl Wake {
-    fn post(&self, note: Note) {
-        let mut notes = lock(&self.notes);
-        let first = notes.is_empty();
-        notes.push(note);
-        drop(notes);
-        // The loop reads the eventfd before it takes the notes: a note
-        // posted after it took them finds the list empty and wakes it.
-        if first {
-            self.ring();
-        }
-    }
-
-    fn ring(&self) {
-        let _ = rustix::io::write(&self.efd, &1u64.to_ne_bytes());
-    }
-}
-
-/// A client's outbox, as the rest of the daemon sends to it (the loop
-/// writes it to the socket).
-#[derive(Debug, Clone)]
-pub(crate) struct OutTx(Arc<Queue>);
-
-#[derive(Debug)]
-struct Queue {
-    id: ClientId,
-    /// The client's socket (non-blocking), written directly while nothing
-    /// waits before (`None` in tests).
-    conn: Option<Arc<SeqPacket>>,
-    items: Mutex<VecDeque<Outgoing>>,
-    /// The client left the loop: nothing more is queued.
-    closed: AtomicBool,
-    room: Condvar,
-    wake: Arc<Wake>,
-}
-
-impl OutTx {
-    /// Queues `item` unless the outbox is full or closed (never blocks).
-    pub(crate) fn try_send(&self, item: Outgoing) -> Result<(), TrySendError<Outgoing>> {
-        let q = &self.0;
-        let items = lock(&q.items);
-        if q.closed.load(Ordering::Acquire) {
-            return Err(TrySendError::Disconnected(item));
-        }
-        if items.len() >= OUTBOX_DEPTH {
-            return Err(TrySendError::Full(item));
-        }
-        self.push(items, item);
-        Ok(())
-    }
-
-    /// Queues `item`, waiting up to [`WRITE_PATIENCE`] for room; gives it
-    /// back when the client is gone or stuck.
-    pub(crate) fn send(&self, item: Outgoing) -> Result<(), Outgoing> {
-        let q = &self.0;
-        let deadline = Instant::now() + WRITE_PATIENCE;
-        let mut items = lock(&q.items);
-        loop {
-            if q.closed.load(Ordering::Acquire) {
-                return Err(item);
-            }
-            if items.len() < OUTBOX_DEPTH {
-                break;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(item);
-            }
-            items = match q.room.wait_timeout(items, deadline - now) {
-                Ok((g, _)) => g,
-                Err(e) => e.into_inner().0,
-            };
-        }
-        self.push(items, item);
-        Ok(())
-    }
-
-    fn push(&self, mut items: std::sync::MutexGuard<'_, VecDeque<Outgoing>>, item: Outgoing) {
-        if items.is_empty() {
-            // Nothing before it: straight to the socket, without waking
-            // the loop, unless the socket is full (or failed: the loop
-            // finds out when it writes).
-            if let Some(conn) = &self.0.conn {
-                if send(conn, &item).is_ok() {
-                    return;
-                }
-            }
-            items.push_back(item);
-            drop(items);
-            self.0.wake.post(Note::Queued(self.0.id));
-            return;
-        }
-        items.push_back(item);
-    }
-
-    fn close(&self) {
-        let mut items = lock(&self.0.items);
-        self.0.closed.store(true, Ordering::Release);
-        items.clear();
-        drop(items);
-        self.0.room.notify_all();
-    }
-}
-
-/// Writes one packet and its descriptors.
-fn send(conn: &SeqPacket, (bytes, fd, extra): &Outgoing) -> std::io::Result<()> {
-    match (fd, extra) {
-        (Some(a), Some(b)) => conn.send_fds(bytes, &[a.as_fd(), b.as_fd()]),
-        (Some(a), None) | (None, Some(a)) => conn.send_fds(bytes, &[a.as_fd()]),
-        (None, None) => conn.send_fds(bytes, &[]),
-    }
 }
 
 /// What a worker does.
@@ -245,10 +114,7 @@ impl Conns {
         epoll::add(&epoll, &efd, EventData::new_u64(WAKER), EventFlags::IN)?;
         Ok(Self {
             epoll,
-            wake: Arc::new(Wake {
-                efd,
-                notes: Mutex::new(Vec::new()),
-            }),
+            wake: Arc::new(Wake::new(efd)),
             pool: Pool::default(),
         })
     }
@@ -331,7 +197,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
                 WAKER => {
                     let mut b = [0u8; 8];
                     let _ = rustix::io::read(&shared.conns.wake.efd, &mut b);
-                    let notes = std::mem::take(&mut *lock(&shared.conns.wake.notes));
+                    let notes = shared.conns.wake.take();
                     for n in notes {
                         match n {
                             Note::Queued(id) => flush(&shared, &mut open, id),
@@ -410,14 +276,7 @@ fn admit(shared: &Arc<Shared>, conn: SeqPacket) -> Option<(ClientId, Open)> {
         return None;
     }
     let conn = Arc::new(conn);
-    let tx = OutTx(Arc::new(Queue {
-        id,
-        conn: Some(conn.clone()),
-        items: Mutex::new(VecDeque::new()),
-        closed: AtomicBool::new(false),
-        room: Condvar::new(),
-        wake: shared.conns.wake.clone(),
-    }));
+    let tx = OutTx::new(id, Some(conn.clone()), shared.conns.wake.clone());
     let Some(client) = super::open_client(shared, id, cred, &conn, &tx) else {
         let _ = epoll::delete(&shared.conns.epoll, &*conn);
         shared.connections.release(cred.uid);
@@ -483,28 +342,10 @@ fn flush(shared: &Arc<Shared>, open: &mut HashMap<ClientId, Open>, id: ClientId)
     if matches!(o.state, St::Closing | St::Closed) {
         return;
     }
-    let q = &o.served.tx.0;
-    let mut items = lock(&q.items);
-    let mut failed = None;
-    let mut blocked = false;
-    while let Some(item) = items.front() {
-        match send(&o.served.conn, item) {
-            Ok(()) => {
-                items.pop_front();
-                q.room.notify_one();
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                blocked = true;
-                break;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
-        }
-    }
-    drop(items);
+    let (blocked, failed) = match o.served.tx.write_out(&o.served.conn) {
+        Ok(blocked) => (blocked, None),
+        Err(e) => (false, Some(e)),
+    };
     if let Some(e) = failed {
         tracing::debug!(client = id.0, error = %e, "cannot write to client; closing");
         begin_close(shared, open, id);
@@ -621,77 +462,5 @@ fn worker(shared: &Arc<Shared>) {
             p.threads -= 1;
             return;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn outbox() -> (OutTx, Arc<Wake>) {
-        let efd = rustix::event::eventfd(0, rustix::event::EventfdFlags::NONBLOCK).unwrap();
-        let wake = Arc::new(Wake {
-            efd,
-            notes: Mutex::new(Vec::new()),
-        });
-        let tx = OutTx(Arc::new(Queue {
-            id: ClientId(7),
-            conn: None,
-            items: Mutex::new(VecDeque::new()),
-            closed: AtomicBool::new(false),
-            room: Condvar::new(),
-            wake: wake.clone(),
-        }));
-        (tx, wake)
-    }
-
-    #[test]
-    fn an_outbox_tells_the_loop_once_when_it_stops_being_empty_and_refuses_past_its_depth() {
-        let (tx, wake) = outbox();
-        tx.try_send((vec![1], None, None)).unwrap();
-        tx.try_send((vec![2], None, None)).unwrap();
-        let notes = std::mem::take(&mut *lock(&wake.notes));
-        assert!(
-            matches!(notes[..], [Note::Queued(ClientId(7))]),
-            "{notes:?}"
-        );
-        let mut b = [0u8; 8];
-        assert_eq!(rustix::io::read(&wake.efd, &mut b).unwrap(), 8);
-        for i in 2..OUTBOX_DEPTH {
-            tx.try_send((vec![i as u8], None, None)).unwrap();
-        }
-        assert!(matches!(
-            tx.try_send((vec![0], None, None)),
-            Err(TrySendError::Full(_))
-        ));
-        // A response waits for room, then gives up: the client is stuck.
-        let start = Instant::now();
-        assert!(tx.send((vec![0], None, None)).is_err());
-        assert!(start.elapsed() >= WRITE_PATIENCE);
-        tx.close();
-        assert!(matches!(
-            tx.try_send((vec![0], None, None)),
-            Err(TrySendError::Disconnected(_))
-        ));
-    }
-
-    #[test]
-    fn a_response_waiting_for_room_is_queued_once_the_loop_writes() {
-        let (tx, _wake) = outbox();
-        for i in 0..OUTBOX_DEPTH {
-            tx.try_send((vec![i as u8], None, None)).unwrap();
-        }
-        let loop_side = tx.clone();
-        let writer = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            let q = &loop_side.0;
-            lock(&q.items).pop_front();
-            q.room.notify_one();
-        });
-        tx.send((vec![9], None, None)).unwrap();
-        writer.join().unwrap();
-        let items = lock(&tx.0.items);
-        assert_eq!(items.len(), OUTBOX_DEPTH);
-        assert_eq!(items.back().map(|i| i.0.clone()), Some(vec![9]));
     }
 }
