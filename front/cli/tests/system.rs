@@ -923,3 +923,87 @@ fn a_subscriber_gets_the_records_read_only_and_cannot_put_a_message_into_the_tag
         "something else reached the tag"
     );
 }
+
+#[test]
+fn a_subscriber_gets_a_large_message_read_only_even_from_a_publisher_that_did_not_seal_it() {
+    use std::os::fd::AsFd;
+    use tagwire_wire::control::{Message, Request, Response};
+    let n = Node::new();
+    let c = n.client();
+    c.create_tag("/big", Domain::Global).unwrap();
+    let name = tagwire::TagName::new("/big").unwrap();
+    let connect = || {
+        let raw = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
+        raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        raw
+    };
+    let ask = |raw: &tagwire_unix::SeqPacket, body: Request, fd| {
+        raw.send(&Message::Request { id: 1, body }.encode(), fd)
+            .unwrap();
+        let p = next_response(raw);
+        (Message::decode(&p.data).unwrap(), p)
+    };
+    let opened = |m: Message| match m {
+        Message::Response {
+            body: Response::TagOpened(o),
+            ..
+        } => o,
+        other => panic!("{other:?}"),
+    };
+    // A publisher that hands over a memfd it did not seal (the library
+    // seals its own).
+    let publisher = connect();
+    let (m, _) = ask(
+        &publisher,
+        Request::GetSendAccess { name: name.clone() },
+        None,
+    );
+    let tag = opened(m).tag;
+    let memfd = rustix::fs::memfd_create("x", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::io::write(&memfd, &[7u8; 64]).unwrap();
+    let (m, _) = ask(
+        &publisher,
+        Request::PutBlob {
+            tag,
+            len: 64,
+            done: 0,
+        },
+        Some(memfd.as_fd()),
+    );
+    let Message::Response {
+        body: Response::BlobStored { blob_id },
+        ..
+    } = m
+    else {
+        panic!("{m:?}")
+    };
+    // A subscriber's copy of the descriptor cannot write it.
+    let subscriber = connect();
+    let (m, _) = ask(
+        &subscriber,
+        Request::Subscribe {
+            name,
+            depth: 8,
+            qos: tagwire::ChannelQos::default(),
+            lossless: false,
+        },
+        None,
+    );
+    opened(m);
+    let (m, p) = ask(&subscriber, Request::GetBlob { tag, blob_id }, None);
+    assert!(
+        matches!(
+            m,
+            Message::Response {
+                body: Response::BlobFound { len: 64 },
+                ..
+            }
+        ),
+        "{m:?}"
+    );
+    let fd = p.fd.expect("the message's descriptor");
+    assert!(rustix::io::pwrite(&fd, &[0u8; 16], 0).is_err(), "writable");
+    let mut back = [0u8; 64];
+    rustix::io::pread(&fd, &mut back, 0).unwrap();
+    assert_eq!(back, [7u8; 64]);
+}

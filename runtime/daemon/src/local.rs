@@ -647,11 +647,13 @@ fn handle(
                 );
             }
             let found = st.blobs.get(&tag).and_then(|b| b.get(blob_id));
-            match found.map(|(f, len)| (f.try_clone(), len)) {
+            // Read-only: a subscriber cannot change the message for others.
+            let opened = found.map(|(f, len)| (tagwire_unix::reopen_read_only(f.as_fd()), len));
+            match opened {
                 Some((Ok(f), len)) => (Response::BlobFound { len }, Some(f)),
                 Some((Err(e), _)) => error(
                     ErrorCode::Internal,
-                    format!("cannot duplicate blob descriptor: {e}"),
+                    format!("cannot reopen the blob read-only: {e}"),
                 ),
                 None => error(
                     ErrorCode::BlobGone,

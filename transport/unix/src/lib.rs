@@ -118,6 +118,19 @@ pub struct SeqPacket {
     fd: OwnedFd,
 }
 
+/// A new descriptor of the file behind `fd` that can only be read (and mapped
+/// read-only): the file opened again with `O_RDONLY` through `/proc/self/fd`.
+/// What the daemon hands a process that may read a tag's data but not write it.
+pub fn reopen_read_only(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    use std::os::fd::AsRawFd;
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    Ok(rustix::fs::open(
+        path.as_str(),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?)
+}
+
 /// Credentials of the peer process, from `SO_PEERCRED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerCred {
