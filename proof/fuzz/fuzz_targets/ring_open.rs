@@ -1,5 +1,7 @@
 //! A shared-memory segment with arbitrary contents (what a hostile peer could
 //! write) handed to `Ring::open` and read from: must be refused or read safely.
+//! The control segment (doorbell, gates: what readers write) is as hostile,
+//! but for its magic word.
 //! Its send ticket, as hostile as the rest, is claimed and closed too, and
 //! the room its (hostile) lossless gates leave is asked for.
 #![no_main]
@@ -19,7 +21,16 @@ fuzz_target!(|data: &[u8]| {
     f.write_all(data).expect("write");
     rustix::fs::fcntl_add_seals(&f, SealFlags::SHRINK | SealFlags::GROW).expect("seal");
     let Ok(seg) = Segment::open(f.into()) else { return };
-    let Ok(ring) = Ring::open(seg) else { return };
+    let fd = rustix::fs::memfd_create("fuzz-ctl", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).expect("memfd");
+    let mut ctl = vec![0u8; 4096];
+    ctl[..8].copy_from_slice(b"TAGWCTL1");
+    let n = data.len().min(ctl.len() - 8);
+    ctl[8..8 + n].copy_from_slice(&data[..n]);
+    let mut f = std::fs::File::from(fd);
+    f.write_all(&ctl).expect("write");
+    rustix::fs::fcntl_add_seals(&f, SealFlags::SHRINK | SealFlags::GROW).expect("seal");
+    let Ok(ctl) = Segment::open(f.into()) else { return };
+    let Ok(ring) = Ring::open(seg, ctl) else { return };
     let mut cur = ring.cursor_from(0, 64);
     let mut buf = Vec::new();
     let mut empty = 0;
