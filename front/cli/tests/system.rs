@@ -1007,3 +1007,37 @@ fn a_subscriber_gets_a_large_message_read_only_even_from_a_publisher_that_did_no
     rustix::io::pread(&fd, &mut back, 0).unwrap();
     assert_eq!(back, [7u8; 64]);
 }
+
+#[test]
+fn a_client_that_stops_writing_still_gets_the_answers_to_what_it_sent() {
+    use tagwire_wire::control::{Message, Request, Response};
+    let n = Node::new();
+    let _c = n.client();
+    let raw = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for id in 1..=3 {
+        raw.send(
+            &Message::Request {
+                id,
+                body: Request::Ping,
+            }
+            .encode(),
+            None,
+        )
+        .unwrap();
+    }
+    rustix::net::shutdown(&raw, rustix::net::Shutdown::Write).unwrap();
+    for id in 1..=3 {
+        let p = next_response(&raw);
+        assert!(
+            matches!(
+                Message::decode(&p.data).unwrap(),
+                Message::Response {
+                    id: got,
+                    body: Response::Pong,
+                } if got == id
+            ),
+            "answer {id}"
+        );
+    }
+}

@@ -213,7 +213,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
                     if flags.contains(EventFlags::OUT) {
                         flush(&shared, &mut open, id);
                     }
-                    if flags.intersects(EventFlags::HUP | EventFlags::ERR | EventFlags::RDHUP) {
+                    if flags.intersects(EventFlags::HUP | EventFlags::ERR) {
                         begin_close(&shared, &mut open, id);
                     }
                 }
@@ -266,7 +266,7 @@ fn admit(shared: &Arc<Shared>, conn: SeqPacket) -> Option<(ClientId, Open)> {
                 &shared.conns.epoll,
                 &conn,
                 EventData::new_u64(key(id)),
-                EventFlags::IN | EventFlags::RDHUP,
+                EventFlags::IN,
             )
             .map_err(std::io::Error::from)
         });
@@ -296,7 +296,9 @@ fn admit(shared: &Arc<Shared>, conn: SeqPacket) -> Option<(ClientId, Open)> {
 
 /// What the loop watches on `o`'s socket.
 fn watch(shared: &Shared, o: &Open) {
-    let mut flags = EventFlags::RDHUP;
+    // (Hang-ups and errors are always reported. A peer that only shut its
+    // writing down is read to its end, its requests answered, then closed.)
+    let mut flags = EventFlags::empty();
     if o.state == St::Idle {
         flags |= EventFlags::IN;
     }
