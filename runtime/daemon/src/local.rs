@@ -120,6 +120,7 @@ fn serve_packet(shared: &Shared, client: &Client, tx: &OutTx, packet: Packet) ->
             message,
         };
         fd = None;
+        extra = None;
     }
     let bytes = Message::Response {
         id: req_id,

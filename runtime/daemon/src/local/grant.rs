@@ -109,11 +109,8 @@ pub(super) fn open(
         };
         records.and_then(|d| Ok((d, r.control().as_fd().try_clone_to_owned()?)))
     });
-    let fd = match fds {
-        Some(Ok((fd, ctl))) => {
-            *extra = Some(ctl);
-            fd
-        }
+    let (fd, ctl) = match fds {
+        Some(Ok(both)) => both,
         Some(Err(e)) => {
             free_gate(st);
             return error(
@@ -137,6 +134,8 @@ pub(super) fn open(
             }
             update::effects(shared, st, &c.updates);
             ops.extend(c.ops);
+            // (Only with a grant: the control segment is no right to have.)
+            *extra = Some(ctl);
             (Response::TagOpened(opened), Some(fd))
         }
         Err(e) => {
