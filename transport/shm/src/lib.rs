@@ -23,22 +23,28 @@
 //! * [`Ticket`]: the daemon's forwarder, while idle, offers the next record's
 //!   first network transmission to that record's writer, which sends it from
 //!   its own thread: the forwarder's wake-up is off the message's path.
-//! * The doorbell: a futex word that a publisher bumps and wakes only when the
-//!   waiter count is non-zero, so a publisher whose subscribers are busy (or
+//! * The doorbell: a futex word that a publisher bumps and wakes only when a
+//!   sleeper count is non-zero, so a publisher whose subscribers are busy (or
 //!   spinning) pays neither a system call nor a write to the sleepers' line.
+//! * [`Seat`]: what one subscriber writes (its sleeper count, its lossless
+//!   gate), in a small segment of its own that the daemon gives to it and to
+//!   the tag's writers. A subscriber maps the records and the control
+//!   segment read-only.
 //!
-//! **Trust.** Every process that maps a segment can write to it. A reader therefore
+//! **Trust.** A writer can write everything it maps; a subscriber only its
+//! seat. A reader therefore
 //! copies the shape (slot count, sizes) out of the header once, validates it against
 //! the file size, and never re-reads it; lengths read from slots are clamped.
-//! A hostile peer can corrupt *messages* on the tag it has mapped, never make a
-//! reader access memory outside the mapping.
+//! A hostile writer can corrupt *messages* on the tag it has mapped, never make a
+//! reader access memory outside the mapping; a hostile subscriber can lie only
+//! about itself.
 
 mod ring;
 mod segment;
 pub mod sync;
 
 pub use ring::{
-    Claim, Closed, Cursor, Gate, Peek, ReadOutcome, Ring, RingError, RingShape, Ticket, TicketDest,
-    GATES, TICKET_DESTS, TICKET_DEST_WORDS,
+    Claim, Closed, Cursor, Gate, Peek, ReadOutcome, Ring, RingError, RingShape, Seat, Ticket,
+    TicketDest, GATES, MAX_SEATS, TICKET_DESTS, TICKET_DEST_WORDS,
 };
 pub use segment::{Segment, ShmError};

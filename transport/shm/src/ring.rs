@@ -71,8 +71,11 @@ use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 mod gates;
 mod peek;
 mod read;
+mod seats;
 mod ticket;
 pub use peek::Peek;
+use seats::{GateAt, SeatTable, CTL_LEN};
+pub use seats::{Seat, MAX_SEATS};
 pub use ticket::{Claim, Closed, Ticket, TicketDest, TICKET_DESTS, TICKET_DEST_WORDS};
 
 use gates::process_alive;
@@ -80,8 +83,8 @@ pub use gates::Gate;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"TAGWRNG1");
 /// The control segment's first word.
-const CTL_MAGIC: u64 = u64::from_le_bytes(*b"TAGWCTL1");
-const VERSION: u32 = 7;
+const CTL_MAGIC: u64 = u64::from_le_bytes(*b"TAGWCTL2");
+const VERSION: u32 = 8;
 const GATE_EPOCH_OFF: usize = 24;
 const HEAD_OFF: usize = 64;
 const DOORBELL_OFF: usize = 128;
@@ -135,6 +138,9 @@ pub enum RingError {
     /// Every gate of the ring is taken.
     #[error("all {GATES} gates of the ring are taken")]
     NoGate,
+    /// Every seat of the ring's directory is taken.
+    #[error("all {MAX_SEATS} subscriber seats of the ring are taken")]
+    NoSeat,
     /// This process mapped the ring's records read-only (it may read the
     /// tag, not write it).
     #[error("the ring is mapped read-only here")]
@@ -216,8 +222,9 @@ impl Cursor {
 #[derive(Debug, Clone)]
 pub struct Ring {
     seg: Arc<Segment>,
-    /// What readers write (see the module docs): the doorbell and its
-    /// waiters, the gate bell, `gate want`, the gates.
+    /// What writers and the daemon's readers write (see the module docs):
+    /// the doorbell and its waiters, the gate bell, `gate want`, the gates,
+    /// the send ticket, the seat directory. Read-only for subscribers.
     ctl: Arc<Segment>,
     shape: RingShape,
     stride: usize,
@@ -226,6 +233,10 @@ pub struct Ring {
     pid: u32,
     /// What gated writers of this mapping last learned of the gates.
     gates_seen: Arc<GatesSeen>,
+    /// The subscribers' seats this mapping knows (a writer's).
+    seats: Arc<SeatTable>,
+    /// A subscriber's own seat, where its sleeps and its gate go.
+    own_seat: Option<Arc<Seat>>,
 }
 
 /// A gated writer's cache: while `head` is below `limit` and the epoch is
@@ -249,7 +260,7 @@ impl Ring {
     pub fn create(name: &str, shape: RingShape) -> Result<Self, RingError> {
         let shape = shape.check()?;
         let seg = Segment::create(name, shape.segment_len())?;
-        let ctl = Segment::create(&format!("{name}:ctl"), OWNERS_OFF)?;
+        let ctl = Segment::create(&format!("{name}:ctl"), CTL_LEN)?;
         let base = seg.as_ptr();
         // SAFETY: both segments are at least OWNERS_OFF bytes, freshly zeroed,
         // and not yet shared with anyone; the offsets are within the header.
@@ -273,20 +284,26 @@ impl Ring {
             shape,
             pid: std::process::id(),
             gates_seen: Arc::default(),
+            seats: Arc::default(),
+            own_seat: None,
         })
     }
 
     /// Maps a ring from its two segments received from the daemon (its
-    /// records, [`Ring::segment`], and what readers write, [`Ring::control`]),
-    /// validating their headers against their real sizes. A reader's record
-    /// segment is mapped read-only: it can read the ring, not write it
-    /// ([`RingError::ReadOnly`]).
+    /// records, [`Ring::segment`], and its control segment,
+    /// [`Ring::control`]), validating their headers against their real
+    /// sizes. A reader's segments are both mapped read-only: it can read the
+    /// ring, not write it ([`RingError::ReadOnly`]); what it writes goes to
+    /// its seat ([`Ring::with_seat`]).
     pub fn open(seg: Segment, ctl: Segment) -> Result<Self, RingError> {
         if seg.len() < OWNERS_OFF {
             return Err(ShmError::BadHeader("segment smaller than the ring header").into());
         }
-        if ctl.len() < OWNERS_OFF || ctl.is_read_only() {
-            return Err(ShmError::BadHeader("control segment too small or not writable").into());
+        if ctl.len() < CTL_LEN || (ctl.is_read_only() && !seg.is_read_only()) {
+            return Err(ShmError::BadHeader(
+                "control segment too small, or read-only with writable records",
+            )
+            .into());
         }
         // SAFETY: at least OWNERS_OFF bytes (checked above), read by value.
         if unsafe { ctl.as_ptr().cast::<u64>().read_volatile() } != CTL_MAGIC {
@@ -325,6 +342,8 @@ impl Ring {
             slots_off: shape.slots_off(),
             pid: std::process::id(),
             gates_seen: Arc::default(),
+            seats: Arc::default(),
+            own_seat: None,
         })
     }
 
@@ -339,8 +358,8 @@ impl Ring {
         &self.seg
     }
 
-    /// The control segment: what readers write (to pass its descriptor on
-    /// with the records').
+    /// The control segment (to pass its descriptor on with the records';
+    /// to a reader, [`Segment::read_only_fd`]).
     pub fn control(&self) -> &Segment {
         &self.ctl
     }
@@ -381,9 +400,16 @@ impl Ring {
         }
     }
 
-    /// Wakes readers sleeping on the ring (free when none sleeps).
+    /// Wakes readers sleeping on the ring (free when none sleeps). From a
+    /// subscriber's read-only mapping, wakes only that subscriber (through
+    /// its seat).
     pub fn wake_readers(&self) {
-        self.ring_doorbell();
+        if let Some(seat) = &self.own_seat {
+            seat.ring_doorbell();
+        }
+        if !self.ctl.is_read_only() {
+            self.ring_doorbell();
+        }
     }
 
     /// Writes a record if its index can be below `below` (else `Ok(None)`,
@@ -525,7 +551,9 @@ impl Ring {
     /// when it knows nobody can be waiting: a reader killed inside `wait` never
     /// deregisters, and a stale count makes every publish pay a wake system call.
     pub fn reset_waiters(&self) {
-        self.waiters().store(0, Ordering::SeqCst);
+        if !self.ctl.is_read_only() {
+            self.waiters().store(0, Ordering::SeqCst);
+        }
     }
 
     /// Current sleeper count (for tests and diagnostics).
@@ -544,7 +572,7 @@ impl Ring {
         // after its registration sees our commit. The SeqCst fences order the
         // commit before the load here, and the registration before the check there.
         fence(Ordering::SeqCst);
-        if self.waiters().load(Ordering::Relaxed) > 0 {
+        if self.waiters().load(Ordering::Relaxed) > 0 || self.seat_sleeping() {
             self.doorbell().fetch_add(1, Ordering::SeqCst);
             let _ = futex::wake(self.doorbell(), futex::Flags::empty(), i32::MAX as u32);
         }
@@ -588,7 +616,7 @@ impl Ring {
     }
 
     pub(crate) fn ctl_u64(&self, off: usize) -> &AtomicU64 {
-        // SAFETY: `off` is an 8-aligned header offset < OWNERS_OFF, within the
+        // SAFETY: `off` is an 8-aligned header offset < CTL_LEN, within the
         // control mapping (checked at open); it lives as long as self.
         unsafe { &*self.ctl.as_ptr().add(off).cast::<AtomicU64>() }
     }
@@ -638,10 +666,20 @@ mod tests {
         Ring::open(Segment::open(fd).unwrap(), ctl_of(r)).unwrap()
     }
 
-    /// A subscriber's mapping: the records read-only.
-    fn reader(r: &Ring) -> Ring {
+    /// A subscriber's mapping: the records and the control segment
+    /// read-only, and a seat of its own that `r` (the daemon's mapping)
+    /// created.
+    pub(super) fn reader(r: &Ring) -> Ring {
         let fd = r.segment().read_only_fd().unwrap();
-        Ring::open(Segment::open(fd).unwrap(), ctl_of(r)).unwrap()
+        let ctl = r.control().read_only_fd().unwrap();
+        let seat = r.create_seat().unwrap();
+        let seat = Seat::open(
+            Segment::open(seat.segment().as_fd().try_clone_to_owned().unwrap()).unwrap(),
+        )
+        .unwrap();
+        Ring::open(Segment::open(fd).unwrap(), Segment::open(ctl).unwrap())
+            .unwrap()
+            .with_seat(seat)
     }
 
     #[test]
@@ -682,8 +720,15 @@ mod tests {
             )
         };
         assert_eq!(up.err(), Some(rustix::io::Errno::ACCESS));
-        // What a reader needs works: reading, a lossless gate, sleeping.
-        let gate = r.attach_lossless_gate(0).unwrap();
+        // Nor can it take a gate in the control segment: the daemon holds
+        // one for it, which it moves through its seat.
+        assert_eq!(r.attach_lossless_gate(0).err(), Some(RingError::ReadOnly));
+        assert_eq!(r.attach_gate(0).err(), Some(RingError::ReadOnly));
+        let seat = r.own_seat().unwrap();
+        let idx = w
+            .hold_lossless_gate_for_seat(0, std::process::id(), seat)
+            .unwrap();
+        let gate = r.seat_gate(idx).unwrap();
         let mut c = r.cursor(4);
         w.publish(&[b"one"]).unwrap();
         let mut out = Vec::new();
@@ -1138,7 +1183,7 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
-        w.gate_pid(gate.idx).store(dead, Ordering::Release);
+        w.gate_pid(gate.idx()).store(dead, Ordering::Release);
         std::mem::forget(gate); // its process "died" holding it
         w.publish_gated(&[b"a"], Duration::ZERO).unwrap();
         w.publish_gated(&[b"b"], Duration::ZERO).unwrap();
@@ -1174,13 +1219,13 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
-        w.gate_pid(sub.idx).store(dead, Ordering::Release);
-        let idx = sub.idx;
+        w.gate_pid(sub.idx()).store(dead, Ordering::Release);
+        let idx = sub.idx();
         std::mem::forget(sub);
         assert_eq!(w.lossless_room(), u64::MAX);
         // Its slot, taken again by a gate that is not lossless, is not.
         let g = w.attach_gate(0).unwrap();
-        assert_eq!(g.idx, idx);
+        assert_eq!(g.idx(), idx);
         assert_eq!(w.lossless_room(), u64::MAX);
     }
 

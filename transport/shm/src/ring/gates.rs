@@ -19,7 +19,7 @@ use super::*;
 #[derive(Debug)]
 pub struct Gate {
     pub(super) ring: Ring,
-    pub(super) idx: usize,
+    pub(super) at: GateAt,
 }
 
 impl Gate {
@@ -29,9 +29,13 @@ impl Gate {
     /// the ring), so one wake-up lets it write a run of records instead of
     /// one record per system call on each side.
     pub fn advance(&self, position: u64) {
+        let idx = match &self.at {
+            GateAt::Ctl(idx) => *idx,
+            GateAt::Seat(seat) => return Gate::advance_seat(seat, position),
+        };
         let position = position.min(MAX_INDEX);
         self.ring
-            .gate_pos(self.idx)
+            .gate_pos(idx)
             .store(position + 1, Ordering::Release);
         fence(Ordering::SeqCst);
         if self.ring.gate_waiters().load(Ordering::Acquire) == 0 {
@@ -45,22 +49,47 @@ impl Gate {
 
     /// The gate's position.
     pub fn position(&self) -> u64 {
-        self.ring
-            .gate_pos(self.idx)
-            .load(Ordering::Acquire)
-            .saturating_sub(1)
+        let v = match &self.at {
+            GateAt::Ctl(idx) => self.ring.gate_pos(*idx).load(Ordering::Acquire),
+            GateAt::Seat(seat) => seat.gate_pos().load(Ordering::Acquire),
+        };
+        v.saturating_sub(1).min(MAX_INDEX)
+    }
+}
+
+#[cfg(test)]
+impl Gate {
+    /// The gate's index in the control segment (a control gate's).
+    pub(super) fn idx(&self) -> usize {
+        match &self.at {
+            GateAt::Ctl(idx) => *idx,
+            GateAt::Seat(_) => usize::MAX,
+        }
     }
 }
 
 impl Drop for Gate {
     fn drop(&mut self) {
-        self.ring.gate_pos(self.idx).store(0, Ordering::Release);
+        let idx = match &self.at {
+            GateAt::Ctl(idx) => *idx,
+            // The daemon frees the gate itself when the subscription ends.
+            GateAt::Seat(seat) => return Gate::let_go(seat),
+        };
+        self.ring.gate_pos(idx).store(0, Ordering::Release);
         self.ring
             .gate_lossless()
-            .fetch_and(!(1u32 << self.idx), Ordering::AcqRel);
-        self.ring.gate_pid(self.idx).store(0, Ordering::Release);
+            .fetch_and(!(1u32 << idx), Ordering::AcqRel);
+        self.ring.gate_pid(idx).store(0, Ordering::Release);
         self.ring.ring_gate_bell();
     }
+}
+
+/// The bell a writer sleeps on while a gate holds it.
+enum Bell {
+    /// The control segment's (the daemon's gates).
+    Ctl,
+    /// A subscriber's seat's.
+    Seat(Arc<Seat>),
 }
 
 /// The high bit of a gate's owner word: the gate is held for the process in
@@ -157,7 +186,9 @@ impl Ring {
         let start = Instant::now();
         let mut reap = false;
         loop {
-            let seen = self.gate_bell().load(Ordering::SeqCst);
+            let bell = self.bell_of(self.gate_lossless().load(Ordering::Acquire));
+            let (word, _, want) = self.bell_word(&bell);
+            let seen = word.load(Ordering::SeqCst);
             let head = self.head_index_clamped();
             if self.lossless_limit(reap) > head {
                 return true;
@@ -168,9 +199,9 @@ impl Ring {
             }
             // Wake us when the lowest gate gives a refill step of room.
             let target = (head + self.refill_step()).saturating_sub(slots);
-            self.gate_want().fetch_min(target, Ordering::SeqCst);
+            want.fetch_min(target, Ordering::SeqCst);
             let nap = (wait - waited).min(Duration::from_millis(20));
-            self.sleep_on_gate_bell(seen, nap, || self.lossless_limit(false) <= head);
+            self.sleep_on_gate_bell(&bell, seen, nap, || self.lossless_limit(false) <= head);
             reap = start.elapsed() >= DEAD_WRITER;
         }
     }
@@ -185,7 +216,9 @@ impl Ring {
         };
         let start = Instant::now();
         loop {
-            let seen = self.gate_bell().load(Ordering::SeqCst);
+            let bell = self.bell_of(u32::MAX);
+            let (word, _, want) = self.bell_word(&bell);
+            let seen = word.load(Ordering::SeqCst);
             let reap = start.elapsed() >= DEAD_WRITER;
             if self.min_gate(reap).is_none_or(|g| g > low) {
                 return true;
@@ -195,9 +228,11 @@ impl Ring {
                 return false;
             }
             // The holder rings the bell once it is past `low`.
-            self.gate_want().fetch_min(low + 1, Ordering::SeqCst);
+            want.fetch_min(low + 1, Ordering::SeqCst);
             let nap = (wait - waited).min(Duration::from_millis(20));
-            self.sleep_on_gate_bell(seen, nap, || self.min_gate(false).is_some_and(|g| g <= low));
+            self.sleep_on_gate_bell(&bell, seen, nap, || {
+                self.min_gate(false).is_some_and(|g| g <= low)
+            });
         }
     }
 
@@ -215,6 +250,9 @@ impl Ring {
     /// reported it) and returns it as this process's own. Fails when the gate
     /// is not held for `pid` any more (released, or taken over already).
     pub fn adopt_gate(&self, idx: usize, pid: u32) -> Result<Gate, RingError> {
+        if self.ctl.is_read_only() {
+            return Err(RingError::ReadOnly);
+        }
         if idx >= GATES {
             return Err(RingError::NoGate);
         }
@@ -228,7 +266,7 @@ impl Ring {
             .map_err(|_| RingError::NoGate)?;
         Ok(Gate {
             ring: self.clone(),
-            idx,
+            at: GateAt::Ctl(idx),
         })
     }
 
@@ -236,6 +274,7 @@ impl Ring {
     /// it did.
     pub fn release_held_gate(&self, idx: usize, pid: u32) -> bool {
         if idx >= GATES
+            || self.ctl.is_read_only()
             || self
                 .gate_pid(idx)
                 .compare_exchange(
@@ -251,6 +290,7 @@ impl Ring {
         // Ours now (`HELD_FOR` alone names no process): free it in the
         // order a holder does, and wake writers waiting on it.
         self.gate_pos(idx).store(0, Ordering::Release);
+        self.gate_seat(idx).store(0, Ordering::Release);
         self.gate_lossless()
             .fetch_and(!(1u32 << idx), Ordering::AcqRel);
         self.gate_pid(idx).store(0, Ordering::Release);
@@ -262,7 +302,7 @@ impl Ring {
         let idx = self.attach_as(position, lossless, self.pid)?;
         Ok(Gate {
             ring: self.clone(),
-            idx,
+            at: GateAt::Ctl(idx),
         })
     }
 
@@ -272,6 +312,9 @@ impl Ring {
         lossless: bool,
         owner: u32,
     ) -> Result<usize, RingError> {
+        if self.ctl.is_read_only() {
+            return Err(RingError::ReadOnly);
+        }
         if lossless && !self.room_for_lossless() {
             return Err(RingError::NoGate);
         }
@@ -287,6 +330,8 @@ impl Ring {
                 continue;
             }
             let bit = 1u32 << idx;
+            // A link left by the gate's last holder would read a seat.
+            self.gate_seat(idx).store(0, Ordering::Release);
             if lossless {
                 self.gate_lossless().fetch_or(bit, Ordering::AcqRel);
             } else {
@@ -332,7 +377,14 @@ impl Ring {
 
     /// [`Ring::min_gate`] of the gates whose bit is set in `mask`.
     pub(super) fn min_gate_of(&self, mask: u32, reap: bool) -> Option<u64> {
-        let mut min: Option<u64> = None;
+        self.lowest_of(mask, reap).map(|(p, _)| p)
+    }
+
+    /// The lowest live gate of `mask` and its index. A gate linked to a
+    /// seat this mapping knows is where that seat says.
+    pub(super) fn lowest_of(&self, mask: u32, reap: bool) -> Option<(u64, usize)> {
+        let reap = reap && !self.ctl.is_read_only();
+        let mut min: Option<(u64, usize)> = None;
         for idx in 0..GATES {
             if mask & (1 << idx) == 0 {
                 continue;
@@ -350,6 +402,7 @@ impl Ring {
                     .compare_exchange(v, 0, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
                 {
+                    self.gate_seat(idx).store(0, Ordering::Release);
                     self.gate_lossless()
                         .fetch_and(!(1u32 << idx), Ordering::AcqRel);
                     let _ = self.gate_pid(idx).compare_exchange(
@@ -361,10 +414,28 @@ impl Ring {
                 }
                 continue;
             }
-            let p = (v - 1).min(MAX_INDEX);
-            min = Some(min.map_or(p, |m| m.min(p)));
+            let p = (self.seat_position(idx, v) - 1).min(MAX_INDEX);
+            if min.is_none_or(|(m, _)| p < m) {
+                min = Some((p, idx));
+            }
         }
         min
+    }
+
+    /// The bell to sleep on for the lowest gate of `mask` to move: its
+    /// seat's, when a seat holds it.
+    fn bell_of(&self, mask: u32) -> Bell {
+        match self.lowest_of(mask, false) {
+            Some((_, idx)) => self.linked_seat(idx).map_or(Bell::Ctl, Bell::Seat),
+            None => Bell::Ctl,
+        }
+    }
+
+    fn bell_word<'a>(&'a self, bell: &'a Bell) -> (&'a AtomicU32, &'a AtomicU32, &'a AtomicU64) {
+        match bell {
+            Bell::Ctl => (self.gate_bell(), self.gate_waiters(), self.gate_want()),
+            Bell::Seat(s) => (s.gate_bell(), s.gate_waiters(), s.gate_want()),
+        }
     }
 
     /// Waits until a record claimed at `head` would not lap a gate, refreshing
@@ -379,7 +450,9 @@ impl Ring {
         let mut reap = false;
         let mut margin = 0;
         loop {
-            let seen = self.gate_bell().load(Ordering::SeqCst);
+            let bell = self.bell_of(u32::MAX);
+            let (word, _, want) = self.bell_word(&bell);
+            let seen = word.load(Ordering::SeqCst);
             let limit = self
                 .min_gate(reap)
                 .map_or(MAX_INDEX, |g| g.saturating_add(slots));
@@ -391,7 +464,7 @@ impl Ring {
             // The lowest gate position that gives us the room we wait for:
             // gate holders wake us when they reach it.
             let target = (head + margin + 1).saturating_sub(slots);
-            self.gate_want().fetch_min(target, Ordering::SeqCst);
+            want.fetch_min(target, Ordering::SeqCst);
             let waited = start.elapsed();
             if waited >= wait {
                 // Out of patience for a refill step: one free slot will do.
@@ -404,7 +477,7 @@ impl Ring {
             // Sleep on the gate bell (a holder that advances rings it), but
             // wake now and then to free the gates of dead holders.
             let nap = (wait - waited).min(Duration::from_millis(20));
-            self.sleep_on_gate_bell(seen, nap, || {
+            self.sleep_on_gate_bell(&bell, seen, nap, || {
                 self.min_gate(false)
                     .map_or(MAX_INDEX, |g| g.saturating_add(slots))
                     <= head + margin
@@ -423,8 +496,14 @@ impl Ring {
     /// Sleeps on the gate bell for up to `nap`, unless it moved from `seen`
     /// or `still_waiting` (checked after registering as a waiter, so a
     /// holder that moves meanwhile either sees us or is seen) is false.
-    fn sleep_on_gate_bell(&self, seen: u32, nap: Duration, still_waiting: impl FnOnce() -> bool) {
-        let waiters = self.gate_waiters();
+    fn sleep_on_gate_bell(
+        &self,
+        bell: &Bell,
+        seen: u32,
+        nap: Duration,
+        still_waiting: impl FnOnce() -> bool,
+    ) {
+        let (word, waiters, _) = self.bell_word(bell);
         waiters.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if still_waiting() {
@@ -432,12 +511,15 @@ impl Ring {
                 tv_sec: nap.as_secs() as i64,
                 tv_nsec: i64::from(nap.subsec_nanos()),
             };
-            let _ = futex::wait(self.gate_bell(), futex::Flags::empty(), seen, Some(&ts));
+            let _ = futex::wait(word, futex::Flags::empty(), seen, Some(&ts));
         }
         waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
     pub(super) fn ring_gate_bell(&self) {
+        if self.ctl.is_read_only() {
+            return;
+        }
         fence(Ordering::SeqCst);
         if self.gate_waiters().load(Ordering::Relaxed) > 0 {
             // Woken writers that sleep on say again what they want.

@@ -8,6 +8,9 @@ use rustix::thread::futex;
 
 use super::*;
 
+/// How long a reader that cannot register as a sleeper naps.
+const NAP: Duration = Duration::from_millis(5);
+
 impl Ring {
     /// A cursor at the current end of the ring (sees only records published after
     /// this call), keeping at most `depth` unread records (clamped to the slot count).
@@ -160,10 +163,26 @@ impl Ring {
                 }
             }
         }
-        let waiters = self.waiters();
-        // Read the doorbell before registering: a publisher that sees our
-        // registration bumps it, so the futex wait below then returns at once.
+        // A subscriber registers in its own seat; the daemon's readers in
+        // the control segment. A reader with neither (a read-only mapping
+        // without a seat) cannot register and naps instead.
+        let own = self.own_seat.as_deref();
+        let waiters = match own {
+            Some(seat) => seat.sleepers(),
+            None if self.ctl.is_read_only() => {
+                let nap = timeout.map_or(NAP, |t| t.min(NAP));
+                if !self.available(cur) {
+                    std::thread::sleep(nap);
+                }
+                return;
+            }
+            None => self.waiters(),
+        };
+        // Read the doorbells before registering: a publisher that sees our
+        // registration bumps the control one (and our own process the
+        // seat's), so the futex wait below then returns at once.
         let seen = self.doorbell().load(Ordering::SeqCst);
+        let seen_own = own.map(|s| s.doorbell().load(Ordering::SeqCst));
         waiters.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         let mut timeout = timeout;
@@ -173,14 +192,21 @@ impl Ring {
             timeout = Some(timeout.map_or(DEAD_WRITER, |t| t.min(DEAD_WRITER)));
         }
         if !self.available(cur) {
-            let ts = timeout.map(|t| rustix::time::Timespec {
-                tv_sec: t.as_secs().min(i64::MAX as u64 / 2) as i64,
-                tv_nsec: i64::from(t.subsec_nanos()),
-            });
-            // Shared (not PRIVATE) futex: the word is in memory shared between
-            // processes. EAGAIN (doorbell moved), ETIMEDOUT and EINTR all just
-            // return to the caller, which re-reads.
-            let _ = futex::wait(self.doorbell(), futex::Flags::empty(), seen, ts.as_ref());
+            match (own, seen_own) {
+                (Some(seat), Some(seen_own)) => {
+                    self.sleep_seated(seat, (seen, seen_own), timeout);
+                }
+                _ => {
+                    let ts = timeout.map(|t| rustix::time::Timespec {
+                        tv_sec: t.as_secs().min(i64::MAX as u64 / 2) as i64,
+                        tv_nsec: i64::from(t.subsec_nanos()),
+                    });
+                    // Shared (not PRIVATE) futex: the word is in memory shared
+                    // between processes. EAGAIN (doorbell moved), ETIMEDOUT and
+                    // EINTR all just return to the caller, which re-reads.
+                    let _ = futex::wait(self.doorbell(), futex::Flags::empty(), seen, ts.as_ref());
+                }
+            }
         }
         waiters.fetch_sub(1, Ordering::SeqCst);
     }
