@@ -109,6 +109,9 @@ pub enum Request {
     Unsubscribe {
         /// The tag.
         tag: TagId,
+        /// The generation of the subscription's seat in the tag's ring (0:
+        /// none), which the daemon retires with it.
+        seat: u32,
     },
     /// List the senders and receivers of a tag.
     ListMembers {
@@ -201,6 +204,16 @@ pub enum Request {
         tag: TagId,
         /// The `GiveStreams` answered (0: none).
         query: u32,
+    },
+    /// From the daemon to a client that may write a tag: a subscriber's
+    /// seat in the tag's ring (its memfd beside the message), which the
+    /// client's writers wake and whose gate they read from now on. Not
+    /// answered.
+    Seat {
+        /// The tag.
+        tag: TagId,
+        /// The seat's generation.
+        seat: u32,
     },
 }
 
@@ -666,7 +679,14 @@ mod tests {
                     lossless
                 }
             ),
-            any::<u32>().prop_map(|t| Request::Unsubscribe { tag: TagId(t) }),
+            (any::<u32>(), any::<u32>()).prop_map(|(t, seat)| Request::Unsubscribe {
+                tag: TagId(t),
+                seat
+            }),
+            (any::<u32>(), any::<u32>()).prop_map(|(t, seat)| Request::Seat {
+                tag: TagId(t),
+                seat
+            }),
             name().prop_map(|name| Request::ListMembers { name }),
             Just(Request::ListTags),
             (any::<u32>(), any::<u64>()).prop_map(|(t, len)| Request::PutBlob {

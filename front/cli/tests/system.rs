@@ -104,11 +104,19 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 
 /// The next response on a raw control connection (tag-table updates, which the
 /// daemon broadcasts to every connection, are skipped).
-/// The ring a grant's two descriptors map (records, control).
-fn map(p: tagwire_unix::Packet) -> tagwire_shm::Ring {
+/// The ring a grant's descriptors map (records, control and, for a
+/// subscriber, its seat).
+fn map(mut p: tagwire_unix::Packet) -> tagwire_shm::Ring {
     let records = tagwire_shm::Segment::open(p.fd.expect("the ring's records")).unwrap();
-    let ctl = tagwire_shm::Segment::open(p.extra.expect("the ring's control segment")).unwrap();
-    tagwire_shm::Ring::open(records, ctl).unwrap()
+    let mut extra = std::mem::take(&mut p.extra).into_iter();
+    let ctl =
+        tagwire_shm::Segment::open(extra.next().expect("the ring's control segment")).unwrap();
+    let ring = tagwire_shm::Ring::open(records, ctl).unwrap();
+    match extra.next() {
+        Some(seat) => ring
+            .with_seat(tagwire_shm::Seat::open(tagwire_shm::Segment::open(seat).unwrap()).unwrap()),
+        None => ring,
+    }
 }
 
 fn next_response(raw: &tagwire_unix::SeqPacket) -> tagwire_unix::Packet {
@@ -556,14 +564,20 @@ fn a_lossless_subscription_holds_writers_back_from_the_moment_it_is_granted() {
         publ.send(b"x").unwrap();
     }
     assert!(matches!(publ.send(b"x"), Err(Error::WindowFull { .. })));
-    // The subscriber takes the gate over, and moves it on.
+    // The subscriber moves the gate on through its seat: the control
+    // segment is read-only to it.
     let ring = map(fd);
+    assert!(ring.control().is_read_only());
+    assert_eq!(
+        ring.adopt_gate(usize::from(held.index), held.pid).err(),
+        Some(tagwire_shm::RingError::ReadOnly)
+    );
     let gate = ring
-        .adopt_gate(usize::from(held.index), held.pid)
-        .expect("the held gate is ours to take");
+        .seat_gate(usize::from(held.index))
+        .expect("the held gate reads our seat");
     gate.advance(opened.start + 8);
     publ.send(b"y").unwrap();
-    // A client that goes away without taking its gate over: the daemon frees it.
+    // A client that goes away: the daemon frees its gate.
     let raw2 = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
     raw2.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let (opened2, _fd2) = subscribe(&raw2);
@@ -621,7 +635,7 @@ fn the_daemon_refuses_rights_a_client_does_not_hold() {
         ErrorCode::NoSendAccess
     );
     assert_eq!(
-        ask(Request::Unsubscribe { tag }, None),
+        ask(Request::Unsubscribe { tag, seat: 0 }, None),
         ErrorCode::NotSubscribed
     );
     assert_eq!(
@@ -665,6 +679,19 @@ fn a_subscriber_killed_while_asleep_does_not_leave_publishers_paying_wakeups() {
             .spawn()
             .unwrap(),
     );
+    // Its seat comes to us, a writer of the tag: we see it asleep there.
+    let seat = loop {
+        let mut p = raw.recv(1 << 20).unwrap().expect("daemon sends");
+        if let Ok(Message::Request {
+            body: Request::Seat { .. },
+            ..
+        }) = Message::decode(&p.data)
+        {
+            let fd = p.fd.take().expect("the seat's descriptor");
+            break tagwire_shm::Seat::open(tagwire_shm::Segment::open(fd).unwrap()).unwrap();
+        }
+    };
+    assert!(ring.add_seat(std::sync::Arc::new(seat)));
     wait_until("victim asleep", || ring.waiter_count() == 1);
     victim.kill9();
     wait_until("daemon released it and reset the count", || {

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use tagwire_proto::Replica;
-use tagwire_shm::{Ring, Segment};
+use tagwire_shm::{Ring, Seat, Segment};
 use tagwire_unix::SeqPacket;
 use tagwire_wire::control::NodeSummary;
 use tagwire_wire::control::{
@@ -89,7 +89,7 @@ type Reply = (Response, Option<Fds>);
 #[derive(Debug)]
 pub(crate) struct Fds {
     pub(crate) first: OwnedFd,
-    pub(crate) extra: Option<OwnedFd>,
+    pub(crate) extra: Vec<OwnedFd>,
 }
 
 impl Fds {
@@ -97,7 +97,7 @@ impl Fds {
         let first = p.fd.take()?;
         Some(Self {
             first,
-            extra: p.extra.take(),
+            extra: std::mem::take(&mut p.extra),
         })
     }
 }
@@ -126,6 +126,9 @@ pub(crate) struct Core {
     /// Streams the daemon handed over for a subscription not yet answered
     /// (direct delivery), by tag.
     pub(crate) stash: Mutex<HashMap<TagId, Vec<tagwire_wire::handover::StreamState>>>,
+    /// The seats of the tags' subscribers (`Request::Seat`), by tag: the
+    /// rings of this client's publishers get them, also those granted later.
+    pub(crate) seats: Mutex<HashMap<TagId, Vec<Arc<Seat>>>>,
 }
 
 /// What to undo if an abandoned request turns out to have succeeded.
@@ -248,7 +251,10 @@ impl Endpoint {
     fn release_request(&self, tag: TagId) -> Request {
         match self.kind {
             EndpointKind::Publisher => Request::ReleaseSendAccess { tag },
-            EndpointKind::Subscriber { .. } => Request::Unsubscribe { tag },
+            EndpointKind::Subscriber { .. } => Request::Unsubscribe {
+                tag,
+                seat: self.current_ring().own_seat().map_or(0, Seat::generation),
+            },
         }
     }
 
@@ -271,7 +277,9 @@ impl Endpoint {
     /// Moves the endpoint onto a new registration; its publisher or subscriber
     /// notices the generation change on its next call.
     fn install(&self, o: &TagOpened, ring: Ring, epoch: u64) {
-        *lock(&self.held_gate) = None;
+        // A lossless subscriber's gate on the new ring, held by its daemon
+        // at `o.start`: the subscriber takes it as it moves there.
+        *lock(&self.held_gate) = o.gate;
         self.registered_at.store(o.start, Ordering::Release);
         *lock(&self.ring) = ring;
         self.tag.store(o.tag.0, Ordering::Release);
@@ -329,6 +337,7 @@ impl Client {
             abandoned: Mutex::new(HashMap::new()),
             send_socket: Mutex::new(None),
             stash: Mutex::new(HashMap::new()),
+            seats: Mutex::new(HashMap::new()),
             epoch: AtomicU64::new(0),
         });
         core.handshake(&sock)?;
@@ -591,6 +600,8 @@ impl Client {
                     d.take(streams);
                 }
             }
+            // Likewise the seats of the tag's subscribers.
+            self.core.seat_up(&ep);
             // The daemon that granted this died and a reconnection finished while
             // we were being answered: register again with the new one.
             self.core.epoch.load(Ordering::Acquire) != epoch
@@ -679,6 +690,20 @@ impl Core {
                 d.take(streams);
             }
         }
+        self.seat_up(ep);
+    }
+
+    /// Gives a publisher's ring the seats of its tag's subscribers that came
+    /// before it (call with `endpoints` locked, as the update thread adds
+    /// new seats under it).
+    pub(crate) fn seat_up(&self, ep: &Endpoint) {
+        if ep.kind != EndpointKind::Publisher {
+            return;
+        }
+        let ring = ep.current_ring();
+        if let Some(seats) = lock(&self.seats).get_mut(&ep.tag()) {
+            seats.retain(|s| ring.add_seat(s.clone()));
+        }
     }
 
     /// Gets a right on a tag and maps its ring.
@@ -721,17 +746,29 @@ impl Core {
     }
 }
 
-/// Maps a ring from the two descriptors the daemon sent with a grant.
+/// Maps a ring from the descriptors the daemon sent with a grant: its
+/// records, its control segment and, for a subscriber, its seat.
 pub(crate) fn map_ring(fds: Fds) -> Result<Ring> {
     let io = |e: tagwire_shm::ShmError| Error::Io(e.to_string());
-    let ctl = fds
-        .extra
+    let ring_err = |e: tagwire_shm::RingError| Error::Io(e.to_string());
+    let mut extra = fds.extra.into_iter();
+    let ctl = extra
+        .next()
         .ok_or_else(|| Error::Protocol("ring granted without its control segment".into()))?;
     let ring = Ring::open(
         Segment::open(fds.first).map_err(io)?,
         Segment::open(ctl).map_err(io)?,
-    );
-    ring.map_err(|e| Error::Io(e.to_string()))
+    )
+    .map_err(ring_err)?;
+    match extra.next() {
+        Some(seat) => {
+            Ok(ring.with_seat(Seat::open(Segment::open(seat).map_err(io)?).map_err(ring_err)?))
+        }
+        None if ring.is_read_only() => Err(Error::Protocol(
+            "subscription granted without its seat".into(),
+        )),
+        None => Ok(ring),
+    }
 }
 
 /// Lets publisher/subscriber code pass a descriptor to `call`.

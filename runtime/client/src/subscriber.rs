@@ -225,7 +225,7 @@ impl Subscriber {
         // now: messages sent in between are ours.
         let cursor = ring.cursor_from(ep.registered_at.load(Ordering::Acquire), opts.ring_depth());
         let held = ep.take_held_gate();
-        let gate = match opts.gate(&ring, cursor.position(), ep.name.as_str(), held) {
+        let gate = match opts.gate(&ring, ep.name.as_str(), held) {
             Ok(g) => g,
             Err(e) => {
                 ep.close(&client.core);
@@ -563,7 +563,8 @@ impl Subscriber {
         tracing::debug!(tag = %self.ep.name, generation = g, from, "subscriber follows a new ring");
         if self.opts.lossless && self.next_gate.as_ref().is_none_or(|(n, _)| *n != g) {
             let ring = self.ep.current_ring();
-            let gate = self.opts.gate(&ring, from, self.ep.name.as_str(), None)?;
+            let held = self.ep.take_held_gate();
+            let gate = self.opts.gate(&ring, self.ep.name.as_str(), held)?;
             self.next_gate = gate.map(|gate| (g, gate));
         }
         // Finish the old ring first: records sent before our publishers moved
@@ -644,33 +645,22 @@ impl SubscribeOptions {
         }
     }
 
-    /// A lossless subscriber's gate on `ring` at record `position`: the one
-    /// the daemon held there for it since before the subscription was
-    /// visible (`held`), else one attached now.
-    fn gate(
-        &self,
-        ring: &Ring,
-        position: u64,
-        tag: &str,
-        held: Option<HeldGate>,
-    ) -> Result<Option<Gate>> {
+    /// A lossless subscriber's gate on `ring`: the one the daemon held for
+    /// it at its start position since before the subscription was visible
+    /// (`held`), which it moves through its seat. None held: the ring's
+    /// gates were all taken.
+    fn gate(&self, ring: &Ring, tag: &str, held: Option<HeldGate>) -> Result<Option<Gate>> {
         if !self.lossless {
-            if let Some(h) = held {
-                ring.release_held_gate(usize::from(h.index), h.pid);
-            }
             return Ok(None);
         }
-        if let Some(h) = held {
-            if let Ok(g) = ring.adopt_gate(usize::from(h.index), h.pid) {
-                return Ok(Some(g));
-            }
-        }
-        match ring.attach_lossless_gate(position) {
+        let no_room = || Error::NoLosslessRoom {
+            tag: tag.to_owned(),
+            max: MAX_LOSSLESS,
+        };
+        let h = held.ok_or_else(no_room)?;
+        match ring.seat_gate(usize::from(h.index)) {
             Ok(g) => Ok(Some(g)),
-            Err(RingError::NoGate) => Err(Error::NoLosslessRoom {
-                tag: tag.to_owned(),
-                max: MAX_LOSSLESS,
-            }),
+            Err(RingError::NoGate) => Err(no_room()),
             Err(e) => Err(Error::Io(e.to_string())),
         }
     }

@@ -268,9 +268,9 @@ pub(crate) struct State {
     /// `delivery::Sink`); kept with `rings` by `delivery::ring_added` and
     /// `ring_removed`.
     pub(crate) sinks: HashMap<TagId, Arc<delivery::Sink>>,
-    /// Lossless gates held for clients' new subscriptions (tag, gate index,
-    /// pid written), freed on Unsubscribe or disconnect if never taken over.
-    pub(crate) held_gates: HashMap<ClientId, Vec<(TagId, usize, u32)>>,
+    /// Each local subscription's seat in its ring and the lossless gate
+    /// held for it, ended on Unsubscribe or disconnect (`local::grant`).
+    pub(crate) seats: HashMap<ClientId, Vec<local::Sitting>>,
     /// The uid that created each tag created on this node (see `policy`).
     pub(crate) owners: HashMap<TagId, u32>,
 }
@@ -382,7 +382,7 @@ impl Daemon {
                 sinks: HashMap::new(),
                 blobs: HashMap::new(),
                 clients: HashMap::new(),
-                held_gates: HashMap::new(),
+                seats: HashMap::new(),
                 owners: HashMap::new(),
                 peers: Membership::new(members),
             }),

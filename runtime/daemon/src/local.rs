@@ -25,8 +25,8 @@ mod grant;
 use crate::outbox::OutTx;
 use crate::{blob, now_unix_ns, stats, update, Outbox, Shared, State};
 use admission::{cred_of, history_within, large_bytes_within, permit, rights_within, room_for_tag};
-pub(crate) use grant::release_held_gates;
-use grant::{open, Opening};
+pub(crate) use grant::Sitting;
+use grant::{leave_seats, open, send_seats_to, Opening};
 
 /// A connection the event loop accepted (`conns`): the client the daemon
 /// knows from now on, or `None` if its credentials cannot be read.
@@ -86,8 +86,9 @@ fn serve_packet(shared: &Shared, client: &Client, tx: &OutTx, packet: Packet) ->
         _ => None,
     };
     let mut ops = Vec::new();
-    // A ring's control segment, sent with its records' (`grant::open`).
-    let mut extra = None;
+    // A ring's control segment and a subscriber's seat, sent with its
+    // records' (`grant::open`).
+    let mut extra = Vec::new();
     let (mut response, mut fd) = match request {
         Request::Stats => (stats::collect(shared, client.id), None),
         Request::Report { query, rows } => {
@@ -110,6 +111,10 @@ fn serve_packet(shared: &Shared, client: &Client, tx: &OutTx, packet: Packet) ->
                 Role::Sender => st.table.remove_sender(o.tag, client.id),
             };
             if let Ok(c) = c {
+                if role == Role::Receiver {
+                    let seat = extra.get(1).and_then(|fd| seat_generation(fd));
+                    leave_seats(&mut st, client.id, Some(o.tag), seat);
+                }
                 update::effects(shared, &mut st, &c.updates);
                 drop(st);
                 let _ = update::replicate(shared, c.ops);
@@ -120,8 +125,12 @@ fn serve_packet(shared: &Shared, client: &Client, tx: &OutTx, packet: Packet) ->
             message,
         };
         fd = None;
-        extra = None;
+        extra = Vec::new();
     }
+    let granted = match (&response, grant) {
+        (Response::TagOpened(o), Some(Role::Sender)) => Some(o.tag),
+        _ => None,
+    };
     let bytes = Message::Response {
         id: req_id,
         body: response,
@@ -131,7 +140,18 @@ fn serve_packet(shared: &Shared, client: &Client, tx: &OutTx, packet: Packet) ->
         tracing::debug!(client = id.0, "client gone or not reading; closing");
         return false;
     }
+    // A new publisher wakes the tag's subscribers and reads their gates:
+    // their seats follow its grant.
+    if let Some(tag) = granted {
+        send_seats_to(&shared.lock(), id, tag);
+    }
     true
+}
+
+/// The generation of the seat whose descriptor is `fd` (one we just made).
+fn seat_generation(fd: &OwnedFd) -> Option<u32> {
+    let seg = tagwire_shm::Segment::open(fd.try_clone().ok()?).ok()?;
+    tagwire_shm::Seat::open(seg).ok().map(|s| s.generation())
 }
 
 /// The client is gone (exit, crash, SIGKILL, or a failed socket; on a
@@ -142,7 +162,7 @@ fn close_client(shared: &Shared, client: &Client, conn: &SeqPacket) {
     let mut st = shared.lock();
     st.clients.remove(&id);
     let _ = conn.shutdown();
-    release_held_gates(&mut st, id, None);
+    leave_seats(&mut st, id, None, None);
     for store in st.blobs.values_mut() {
         store.owner_gone(blob::Owner::Client(id));
     }
@@ -193,7 +213,7 @@ fn reply_error(tx: &OutTx, id: u32, code: ErrorCode, message: &str) {
         },
     }
     .encode();
-    let _ = tx.send((bytes, None, None));
+    let _ = tx.send((bytes, None, Vec::new()));
 }
 
 fn error(code: ErrorCode, message: impl Into<String>) -> (Response, Option<OwnedFd>) {
@@ -319,7 +339,7 @@ fn handle(
     req: Request,
     fd: Option<OwnedFd>,
     ops: &mut Vec<TableOp>,
-    extra: &mut Option<OwnedFd>,
+    extra: &mut Vec<OwnedFd>,
 ) -> (Response, Option<OwnedFd>) {
     let member = Member {
         who: client.who,
@@ -344,6 +364,10 @@ fn handle(
         Request::Stats | Request::Report { .. } | Request::Streams { .. } => error(
             ErrorCode::Internal,
             "stats requests and handovers are answered by the request loop",
+        ),
+        Request::Seat { .. } => error(
+            ErrorCode::BadRequest,
+            "Seat goes from the daemon to its clients, not the other way",
         ),
         Request::GiveStreams { .. } => error(
             ErrorCode::BadRequest,
@@ -532,16 +556,14 @@ fn handle(
             if let Err(why) = admit(shared, &st, &name, &qos) {
                 return error(ErrorCode::NoPlacement, why);
             }
-            let hold = lossless.then_some((client.id, client.who.pid.0));
-            open(
-                shared,
-                &mut st,
-                &name,
-                ops,
-                Opening::Subscriber { hold },
-                extra,
-                |st, tag| st.table.add_receiver_with(tag, client.id, member, qos),
-            )
+            let who = Opening::Subscriber {
+                client: client.id,
+                pid: client.who.pid.0,
+                lossless,
+            };
+            open(shared, &mut st, &name, ops, who, extra, |st, tag| {
+                st.table.add_receiver_with(tag, client.id, member, qos)
+            })
         }
         Request::ReleaseSendAccess { tag } => match st.table.remove_sender(tag, client.id) {
             Ok(c) => {
@@ -551,9 +573,10 @@ fn handle(
             }
             Err(e) => table_error(e),
         },
-        Request::Unsubscribe { tag } => match st.table.remove_receiver(tag, client.id) {
+        Request::Unsubscribe { tag, seat } => match st.table.remove_receiver(tag, client.id) {
             Ok(c) => {
-                release_held_gates(&mut st, client.id, Some(tag));
+                // (A client that names no seat gives all its seats on the tag up.)
+                leave_seats(&mut st, client.id, Some(tag), (seat != 0).then_some(seat));
                 update::effects(shared, &mut st, &c.updates);
                 ops.extend(c.ops);
                 (Response::Ok, None)

@@ -20,7 +20,7 @@ use crate::{lock, OUTBOX_DEPTH};
 
 /// A packet on its way to a client, with up to two descriptors (a ring's
 /// records and its control segment).
-pub(crate) type Outgoing = (Vec<u8>, Option<OwnedFd>, Option<OwnedFd>);
+pub(crate) type Outgoing = (Vec<u8>, Option<OwnedFd>, Vec<OwnedFd>);
 
 /// How long a response waits for room in a full outbox before its client
 /// counts as stuck and is disconnected.
@@ -194,11 +194,8 @@ impl OutTx {
 
 /// Writes one packet and its descriptors.
 pub(crate) fn send(conn: &SeqPacket, (bytes, fd, extra): &Outgoing) -> std::io::Result<()> {
-    match (fd, extra) {
-        (Some(a), Some(b)) => conn.send_fds(bytes, &[a.as_fd(), b.as_fd()]),
-        (Some(a), None) | (None, Some(a)) => conn.send_fds(bytes, &[a.as_fd()]),
-        (None, None) => conn.send_fds(bytes, &[]),
-    }
+    let fds: Vec<_> = fd.iter().chain(extra).map(AsFd::as_fd).collect();
+    conn.send_fds(bytes, &fds)
 }
 
 #[cfg(test)]
@@ -214,8 +211,8 @@ mod tests {
     #[test]
     fn an_outbox_tells_the_loop_once_when_it_stops_being_empty_and_refuses_past_its_depth() {
         let (tx, wake) = outbox();
-        tx.try_send((vec![1], None, None)).unwrap();
-        tx.try_send((vec![2], None, None)).unwrap();
+        tx.try_send((vec![1], None, Vec::new())).unwrap();
+        tx.try_send((vec![2], None, Vec::new())).unwrap();
         let notes = wake.take();
         assert!(
             matches!(notes[..], [Note::Queued(ClientId(7))]),
@@ -224,19 +221,19 @@ mod tests {
         let mut b = [0u8; 8];
         assert_eq!(rustix::io::read(&wake.efd, &mut b).unwrap(), 8);
         for i in 2..OUTBOX_DEPTH {
-            tx.try_send((vec![i as u8], None, None)).unwrap();
+            tx.try_send((vec![i as u8], None, Vec::new())).unwrap();
         }
         assert!(matches!(
-            tx.try_send((vec![0], None, None)),
+            tx.try_send((vec![0], None, Vec::new())),
             Err(TrySendError::Full(_))
         ));
         // A response waits for room, then gives up: the client is stuck.
         let start = Instant::now();
-        assert!(tx.send((vec![0], None, None)).is_err());
+        assert!(tx.send((vec![0], None, Vec::new())).is_err());
         assert!(start.elapsed() >= WRITE_PATIENCE);
         tx.close();
         assert!(matches!(
-            tx.try_send((vec![0], None, None)),
+            tx.try_send((vec![0], None, Vec::new())),
             Err(TrySendError::Disconnected(_))
         ));
     }
@@ -245,7 +242,7 @@ mod tests {
     fn a_response_waiting_for_room_is_queued_once_the_loop_writes() {
         let (tx, _wake) = outbox();
         for i in 0..OUTBOX_DEPTH {
-            tx.try_send((vec![i as u8], None, None)).unwrap();
+            tx.try_send((vec![i as u8], None, Vec::new())).unwrap();
         }
         let loop_side = tx.clone();
         let writer = std::thread::spawn(move || {
@@ -254,7 +251,7 @@ mod tests {
             lock(&q.items).pop_front();
             q.room.notify_one();
         });
-        tx.send((vec![9], None, None)).unwrap();
+        tx.send((vec![9], None, Vec::new())).unwrap();
         writer.join().unwrap();
         let items = lock(&tx.0.items);
         assert_eq!(items.len(), OUTBOX_DEPTH);

@@ -10,12 +10,13 @@
 //! | ring bytes in all | 8 GiB | shared memory |
 //! | history depth / bytes per tag | 1 M messages / 1 GiB | the daemon's memory |
 //! | large-message bytes in all | 4 GiB | memory held in memfds |
-//! | rights per client | 4096 | table entries and, when lossless, gates |
+//! | rights per client | 4096 | table entries; a subscription's seat (a descriptor) and, when lossless, its gate |
 //!
 //! At start the daemon raises its descriptor limit to the hard limit, and a
 //! new tag must leave 64 descriptors free (`DESCRIPTOR_RESERVE`, counted
-//! before its ring is made): a daemon under a low limit refuses tags with a
-//! quota error and keeps serving its clients.
+//! before its ring is made), a new subscription 32 (before its seat is
+//! made): a daemon under a low limit refuses them with a quota error and
+//! keeps serving its clients.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -134,6 +135,19 @@ pub(crate) const DESCRIPTOR_RESERVE: u64 = 64;
 /// with a clear error instead of failing in `memfd_create` (or in the next
 /// client's `accept`).
 pub(crate) fn descriptors_for_tag() -> Result<(), Exceeded> {
+    descriptors_for(2, DESCRIPTOR_RESERVE)
+}
+
+/// Whether the daemon can afford a subscription's seat (a descriptor held
+/// while it lasts) and still keep half of [`DESCRIPTOR_RESERVE`] free: a
+/// daemon out of descriptors for new tags still takes subscriptions to the
+/// tags there are.
+pub(crate) fn descriptors_for_seat() -> Result<(), Exceeded> {
+    descriptors_for(1, DESCRIPTOR_RESERVE / 2)
+}
+
+/// Whether `n` more descriptors leave `reserve` free.
+fn descriptors_for(n: u64, reserve: u64) -> Result<(), Exceeded> {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
         .current
         .unwrap_or(u64::MAX);
@@ -141,7 +155,7 @@ pub(crate) fn descriptors_for_tag() -> Result<(), Exceeded> {
     let Ok(open) = std::fs::read_dir("/proc/self/fd").map(|d| d.count() as u64) else {
         return Ok(());
     };
-    if open.saturating_add(2 + DESCRIPTOR_RESERVE) > limit {
+    if open.saturating_add(n + reserve) > limit {
         return Err(Exceeded::new("descriptors left to the daemon", limit));
     }
     Ok(())

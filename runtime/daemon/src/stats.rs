@@ -188,7 +188,7 @@ pub(crate) fn collect(shared: &Shared, asker: ClientId) -> Response {
                 let sent = st
                     .clients
                     .get(id)
-                    .is_some_and(|out| out.tx.try_send((ask.clone(), None, None)).is_ok());
+                    .is_some_and(|out| out.tx.try_send((ask.clone(), None, Vec::new())).is_ok());
                 if !sent {
                     if let Some(a) = lock(&r.open).get_mut(&query) {
                         a.from.retain(|c| c != id);

@@ -44,7 +44,7 @@ pub(crate) fn broadcast(state: &State, updates: &[Update]) {
     for u in updates {
         let bytes = Message::Update(u.clone()).encode();
         for (id, out) in &state.clients {
-            match out.tx.try_send((bytes.clone(), None, None)) {
+            match out.tx.try_send((bytes.clone(), None, Vec::new())) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => {
                     tracing::warn!(
@@ -98,6 +98,11 @@ pub(crate) fn effects(shared: &Shared, st: &mut State, updates: &[Update]) {
             TableEvent::TagDestroyed { tag, .. } => {
                 crate::delivery::ring_removed(shared, st, *tag);
                 st.rings.remove(tag);
+                // The tag's subscriptions ended with it: their seats too.
+                for list in st.seats.values_mut() {
+                    list.retain(|s| s.tag() != *tag);
+                }
+                st.seats.retain(|_, list| !list.is_empty());
                 st.blobs.remove(tag);
                 st.owners.remove(tag);
             }

@@ -556,9 +556,12 @@ impl Ring {
         }
     }
 
-    /// Current sleeper count (for tests and diagnostics).
+    /// Current sleeper count (for tests and diagnostics): the daemon's
+    /// readers' and those of the seats this mapping knows.
     pub fn waiter_count(&self) -> u32 {
-        self.waiters().load(Ordering::SeqCst)
+        self.waiters()
+            .load(Ordering::SeqCst)
+            .saturating_add(self.seat_sleepers())
     }
 
     /// Number of records ever claimed (the next record index).

@@ -142,6 +142,10 @@ pub struct PeerCred {
     pub gid: u32,
 }
 
+/// The most descriptors a packet carries (a subscriber's grant: the
+/// records, the control segment and its seat).
+pub const MAX_FDS: usize = 3;
+
 /// A received packet and the descriptor that came with it, if any.
 #[derive(Debug)]
 pub struct Packet {
@@ -149,8 +153,9 @@ pub struct Packet {
     pub data: Vec<u8>,
     /// A descriptor passed with it (the first one).
     pub fd: Option<OwnedFd>,
-    /// The second descriptor passed with it, if any (more are closed).
-    pub extra: Option<OwnedFd>,
+    /// The descriptors passed after the first, at most two (more are
+    /// closed).
+    pub extra: Vec<OwnedFd>,
     /// True when the packet did not fit the buffer and was cut.
     pub truncated: bool,
 }
@@ -182,14 +187,14 @@ impl SeqPacket {
         }
     }
 
-    /// Sends one packet with up to two descriptors (received as
+    /// Sends one packet with up to three descriptors (received as
     /// [`Packet::fd`] and [`Packet::extra`]).
     pub fn send_fds(&self, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
-        if fds.len() > 2 {
-            return Err(io::Error::other("at most two descriptors per packet"));
+        if fds.len() > MAX_FDS {
+            return Err(io::Error::other("at most three descriptors per packet"));
         }
         let iov = [io::IoSlice::new(data)];
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
         let mut control = SendAncillaryBuffer::new(&mut space);
         if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
             return Err(io::Error::other("ancillary buffer too small"));
@@ -234,15 +239,15 @@ impl SeqPacket {
                 other => break other?,
             }
         };
-        let (mut fd, mut extra) = (None, None);
+        let (mut fd, mut extra) = (None, Vec::new());
         for msg in control.drain() {
             if let RecvAncillaryMessage::ScmRights(fds) = msg {
                 for f in fds {
-                    // Keep the first two; dropping the rest closes them.
+                    // Keep the first three; dropping the rest closes them.
                     if fd.is_none() {
                         fd = Some(f);
-                    } else if extra.is_none() {
-                        extra = Some(f);
+                    } else if extra.len() < MAX_FDS - 1 {
+                        extra.push(f);
                     }
                 }
             }

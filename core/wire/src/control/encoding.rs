@@ -28,6 +28,7 @@ pub(super) fn request_kind(r: &Request) -> u8 {
         Request::TagKey { .. } => 19,
         Request::GiveStreams { .. } => 20,
         Request::Streams { .. } => 21,
+        Request::Seat { .. } => 22,
     }
 }
 
@@ -52,13 +53,13 @@ pub(super) fn encode_request(r: &Request, w: &mut Writer) {
         | Request::TagKey { name } => {
             w.str(name.as_str());
         }
-        Request::ReleaseSendAccess { tag }
-        | Request::Unsubscribe { tag }
-        | Request::GiveStreams { tag } => {
+        Request::ReleaseSendAccess { tag } | Request::GiveStreams { tag } => {
             w.u32(tag.0);
         }
-        Request::Streams { tag, query } => {
-            w.u32(tag.0).u32(*query);
+        Request::Streams { tag, query: v }
+        | Request::Unsubscribe { tag, seat: v }
+        | Request::Seat { tag, seat: v } => {
+            w.u32(tag.0).u32(*v);
         }
         Request::Subscribe {
             name,
@@ -131,6 +132,7 @@ pub(super) fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, De
         },
         7 => Request::Unsubscribe {
             tag: TagId(r.u32()?),
+            seat: r.u32()?,
         },
         8 => Request::ListMembers {
             name: TagName::decode(r)?,
@@ -171,6 +173,10 @@ pub(super) fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, De
         21 => Request::Streams {
             tag: TagId(r.u32()?),
             query: r.u32()?,
+        },
+        22 => Request::Seat {
+            tag: TagId(r.u32()?),
+            seat: r.u32()?,
         },
         k => {
             return Err(DecodeError::Unknown {

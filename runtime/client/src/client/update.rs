@@ -4,6 +4,7 @@
 //! endpoint after the daemon restarts (see the parent module).
 
 use super::*;
+use tagwire_shm::RingError;
 
 impl Core {
     /// Hello + table snapshot, done synchronously on a socket nobody else reads yet.
@@ -112,6 +113,10 @@ impl Core {
                     body: Request::Streams { tag, query: 0 },
                     ..
                 }) => self.take_streams(tag, p.fd),
+                Ok(Ctl::Request {
+                    body: Request::Seat { tag, seat },
+                    ..
+                }) => self.take_seat(tag, seat, p.fd),
                 Ok(_) => {}
                 Err(e) => return Err(Error::Protocol(e.to_string())),
             }
@@ -130,6 +135,7 @@ impl Core {
             // The restarted daemon decides again who holds each tag's
             // streams (direct delivery); old hand-overs are void.
             lock(&self.stash).clear();
+            lock(&self.seats).clear();
             let directs: Vec<_> = lock(&self.endpoints)
                 .iter()
                 .filter_map(Weak::upgrade)
@@ -167,7 +173,12 @@ impl Core {
                                 self.send_only(Request::ReleaseSendAccess { tag: o.tag })
                             }
                             Abandoned::Subscription => {
-                                self.send_only(Request::Unsubscribe { tag: o.tag })
+                                let seat = p
+                                    .extra
+                                    .pop()
+                                    .and_then(|fd| open_seat(fd).ok())
+                                    .map_or(0, |s| s.generation());
+                                self.send_only(Request::Unsubscribe { tag: o.tag, seat })
                             }
                             Abandoned::Nothing => {}
                         }
@@ -189,6 +200,10 @@ impl Core {
                     body: Request::Streams { tag, query: 0 },
                     ..
                 }) => self.take_streams(tag, p.fd),
+                Ok(Ctl::Request {
+                    body: Request::Seat { tag, seat },
+                    ..
+                }) => self.take_seat(tag, seat, p.fd),
                 Ok(Ctl::Request { .. }) => tracing::debug!("daemon sent a request; ignored"),
                 Err(e) => tracing::debug!(error = %e, "malformed packet from the daemon; ignored"),
             }
@@ -242,6 +257,37 @@ impl Core {
                 lock(&self.stash).insert(tag, streams);
             }
         }
+    }
+
+    /// A subscriber's seat on a tag we may write (`Request::Seat`): our
+    /// publishers' rings wake it and read its gate from now on, and those
+    /// granted later get it too.
+    fn take_seat(&self, tag: TagId, generation: u32, fd: Option<OwnedFd>) {
+        let seat = match fd.map(open_seat) {
+            Some(Ok(s)) if s.generation() == generation => Arc::new(s),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "malformed seat from the daemon; ignored");
+                return;
+            }
+            _ => {
+                tracing::debug!("seat without its descriptor from the daemon; ignored");
+                return;
+            }
+        };
+        let eps = lock(&self.endpoints);
+        for ep in eps.iter().filter_map(Weak::upgrade) {
+            if ep.tag() == tag && ep.kind == EndpointKind::Publisher {
+                ep.current_ring().add_seat(seat.clone());
+            }
+        }
+        let mut seats = lock(&self.seats);
+        let list = seats.entry(tag).or_default();
+        // Seats of ended subscriptions go when a publisher is granted
+        // (`seat_up`); a client without one keeps at most a directory's worth.
+        if list.len() >= tagwire_shm::MAX_SEATS {
+            list.remove(0);
+        }
+        list.push(seat);
     }
 
     /// A row of counters per live subscriber of this client.
@@ -380,7 +426,9 @@ impl Core {
                 Response::TagCreated { .. } => {}
                 other => return Err(Error::Protocol(format!("re-create failed: {other:?}"))),
             }
-            let req = ep.kind.request(&ep.name, false);
+            // A lossless subscriber's gate is held on the new ring too, from
+            // where it starts there (it reads the old one to its end first).
+            let req = ep.kind.request(&ep.name, true);
             match self.direct_call_fd(sock, req, None)? {
                 (Response::TagOpened(o), Some(fd)) => {
                     let ring = map_ring(fd)?;
@@ -399,4 +447,9 @@ impl Core {
         }
         Ok(eps.len())
     }
+}
+
+/// Maps a seat the daemon sent.
+fn open_seat(fd: OwnedFd) -> std::result::Result<Seat, RingError> {
+    Seat::open(Segment::open(fd)?)
 }

@@ -124,7 +124,7 @@ impl Direct {
                         id: id.0.max(1),
                         body: Request::GiveStreams { tag: *id },
                     };
-                    if out.tx.try_send((ask.encode(), None, None)).is_ok() {
+                    if out.tx.try_send((ask.encode(), None, Vec::new())).is_ok() {
                         lock(&self.asked).insert(*id, *old);
                         cmds.push_back(Cmd::Expect { tag: tag.clone() });
                         continue;
@@ -233,7 +233,7 @@ impl Direct {
                         id: 0,
                         body: Request::Streams { tag: *id, query: 0 },
                     };
-                    if to.try_send((take.encode(), Some(fd), None)).is_err() {
+                    if to.try_send((take.encode(), Some(fd), Vec::new())).is_err() {
                         tracing::warn!(%tag, "direct receiver gone before its streams");
                     }
                 }

@@ -1,68 +1,133 @@
-//! Granting a right: the tag's segment and the position the endpoint
-//! starts at, and the lossless gates held for clients until they take them
-//! over.
+//! Granting a right: the tag's segments and the position the endpoint
+//! starts at; for a subscriber, its seat in the ring (what it writes, see
+//! `tagwire_shm::Seat`) and, when lossless, the gate held for it there.
+
+use std::sync::Arc;
+
+use tagwire_shm::{RingError, Seat};
 
 use super::*;
 
-/// Frees the gates held for `client` (on `tag`, or all) that it did not take
-/// over: an abandoned or failed lossless subscription must not hold writers.
-pub(crate) fn release_held_gates(
+/// A local subscription's seat in its tag's ring and the lossless gate the
+/// daemon holds for it (gate index, pid written). Both end with the
+/// subscription: on Unsubscribe, or when the client goes.
+#[derive(Debug)]
+pub(crate) struct Sitting {
+    tag: tagwire_wire::TagId,
+    seat: Arc<Seat>,
+    gate: Option<(usize, u32)>,
+}
+
+impl Sitting {
+    /// The subscription's tag.
+    pub(crate) fn tag(&self) -> tagwire_wire::TagId {
+        self.tag
+    }
+}
+
+/// Ends the seats of `client` (on `tag`, or all; the one of generation
+/// `seat`, or all): frees their gates and takes them out of their rings'
+/// directories.
+pub(crate) fn leave_seats(
     st: &mut State,
     client: ClientId,
     tag: Option<tagwire_wire::TagId>,
+    seat: Option<u32>,
 ) {
-    let Some(list) = st.held_gates.get_mut(&client) else {
+    let Some(list) = st.seats.get_mut(&client) else {
         return;
     };
-    let mut keep = Vec::new();
-    for (t, idx, pid) in list.drain(..) {
-        if tag.is_some_and(|x| x != t) {
-            keep.push((t, idx, pid));
+    let (gone, keep): (Vec<_>, Vec<_>) = list.drain(..).partition(|s| {
+        tag.is_none_or(|t| t == s.tag) && seat.is_none_or(|g| g == s.seat.generation())
+    });
+    for s in gone {
+        let Some(ring) = st.rings.get(&s.tag) else {
             continue;
-        }
-        if let Some(ring) = st.rings.get(&t) {
+        };
+        if let Some((idx, pid)) = s.gate {
             if ring.release_held_gate(idx, pid) {
                 tracing::debug!(
-                    tag = t.0,
+                    tag = s.tag.0,
                     gate = idx,
-                    "freed a lossless gate its client never took over"
+                    "freed a subscriber's lossless gate"
                 );
             }
         }
+        ring.retire_seat(&s.seat);
     }
     if keep.is_empty() {
-        st.held_gates.remove(&client);
+        st.seats.remove(&client);
     } else {
-        st.held_gates.insert(client, keep);
+        st.seats.insert(client, keep);
+    }
+}
+
+/// Sends `seat` of `tag` to `client`, which may write the tag (see
+/// `Request::Seat`). A client whose queue is full is being disconnected.
+fn send_seat(st: &State, client: ClientId, tag: tagwire_wire::TagId, seat: &Seat) {
+    let Some(out) = st.clients.get(&client) else {
+        return;
+    };
+    let fd = match seat.segment().as_fd().try_clone_to_owned() {
+        Ok(fd) => fd,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot duplicate a seat descriptor");
+            return;
+        }
+    };
+    let body = Request::Seat {
+        tag,
+        seat: seat.generation(),
+    };
+    let bytes = Message::Request { id: 0, body }.encode();
+    if out.tx.try_send((bytes, Some(fd), Vec::new())).is_err() {
+        tracing::debug!(
+            client = client.0,
+            "seat not sent: the client's queue is full"
+        );
+    }
+}
+
+/// Sends a new publisher every seat of `tag` (after its grant's answer).
+pub(super) fn send_seats_to(st: &State, client: ClientId, tag: tagwire_wire::TagId) {
+    for s in st.seats.values().flatten().filter(|s| s.tag == tag) {
+        send_seat(st, client, tag, &s.seat);
     }
 }
 
 /// Who a right is granted to (see `open`).
 pub(super) enum Opening {
     Publisher,
-    /// `hold`: a lossless subscriber's client and pid.
     Subscriber {
-        hold: Option<(ClientId, u32)>,
+        client: ClientId,
+        /// The subscriber's pid, whose lossless gate (if `lossless`) the
+        /// daemon holds.
+        pid: u32,
+        lossless: bool,
     },
 }
 
-/// Grants a right on `name` (`grant`), with the tag's segments (a
-/// `reader`'s records read-only; the control segment in `extra`) and the
-/// ring position it starts at; for a lossless subscriber (`hold` = client and
-/// its pid) a lossless gate held at that position first, so no writer laps
-/// it before it takes the gate over.
+/// Grants a right on `name` (`grant`), with the tag's segments and the ring
+/// position it starts at. A publisher gets them writable. A subscriber gets
+/// them read-only, and in `extra` after the control segment a seat of its
+/// own; for a lossless one, a lossless gate held at its start position
+/// first (read from its seat), so no writer laps it before it reads.
 pub(super) fn open(
     shared: &Shared,
     st: &mut State,
     name: &TagName,
     ops: &mut Vec<TableOp>,
     who: Opening,
-    extra: &mut Option<OwnedFd>,
+    extra: &mut Vec<OwnedFd>,
     grant: impl FnOnce(&mut State, tagwire_wire::TagId) -> Result<Change, TableError>,
 ) -> (Response, Option<OwnedFd>) {
-    let (hold, reader) = match who {
+    let (sub, reader) = match who {
         Opening::Publisher => (None, false),
-        Opening::Subscriber { hold } => (hold, true),
+        Opening::Subscriber {
+            client,
+            pid,
+            lossless,
+        } => (Some((client, pid, lossless)), true),
     };
     let Some(entry) = st.table.entry(name) else {
         return error(
@@ -73,18 +138,45 @@ pub(super) fn open(
     // Read under the lock, before the grant is visible to anyone: a publisher
     // that sees this receiver counted publishes at or after `start`.
     let start = st.rings.get(&entry.id).map_or(0, Ring::head_index);
-    // No room for another lossless gate: the client's own attach says so.
-    let gate = hold.and_then(|(_, pid)| {
-        let idx = st
-            .rings
-            .get(&entry.id)?
-            .hold_lossless_gate_for(start, pid)
-            .ok()?;
-        Some(HeldGate {
-            index: u8::try_from(idx).ok()?,
-            pid,
-        })
-    });
+    if sub.is_some() {
+        if let Err(q) = crate::quota::descriptors_for_seat() {
+            return error(ErrorCode::Quota, q.message());
+        }
+    }
+    let seat = match (sub, st.rings.get(&entry.id)) {
+        (Some(_), Some(ring)) => match ring.create_seat() {
+            Ok(seat) => Some(seat),
+            Err(RingError::NoSeat) => {
+                return error(
+                    ErrorCode::Quota,
+                    format!(
+                        "tag {name} has {} subscriptions on this node already, the most one \
+                         ring seats: unsubscribe some first",
+                        tagwire_shm::MAX_SEATS
+                    ),
+                )
+            }
+            Err(e) => return error(ErrorCode::Internal, format!("cannot create a seat: {e}")),
+        },
+        _ => None,
+    };
+    // No room for another lossless gate: the client says so (no gate held).
+    let gate = sub
+        .zip(seat.as_ref())
+        .and_then(|((_, pid, lossless), seat)| {
+            if !lossless {
+                return None;
+            }
+            let idx = st
+                .rings
+                .get(&entry.id)?
+                .hold_lossless_gate_for_seat(start, pid, seat)
+                .ok()?;
+            Some(HeldGate {
+                index: u8::try_from(idx).ok()?,
+                pid,
+            })
+        });
     let opened = TagOpened {
         tag: entry.id,
         name: entry.name.clone(),
@@ -95,21 +187,37 @@ pub(super) fn open(
     };
     let tag_id = entry.id;
     let free_gate = |st: &State| {
-        if let (Some(g), Some(ring)) = (gate, st.rings.get(&tag_id)) {
-            ring.release_held_gate(usize::from(g.index), g.pid);
+        if let Some(ring) = st.rings.get(&tag_id) {
+            if let Some(g) = gate {
+                ring.release_held_gate(usize::from(g.index), g.pid);
+            }
+            if let Some(seat) = &seat {
+                ring.retire_seat(seat);
+            }
         }
     };
-    // A subscriber gets the records read-only (it may read the tag, not
-    // write it); everyone gets the control segment, where readers write.
+    // A subscriber gets the records and the control segment read-only (it
+    // may read the tag, not write it) and its seat; a publisher both
+    // segments writable.
     let fds = st.rings.get(&opened.tag).map(|r| {
-        let records = if reader {
-            r.segment().read_only_fd().map_err(std::io::Error::other)
+        let segments = if reader {
+            r.segment()
+                .read_only_fd()
+                .and_then(|d| Ok((d, r.control().read_only_fd()?)))
+                .map_err(std::io::Error::other)
         } else {
-            r.segment().as_fd().try_clone_to_owned()
+            r.segment()
+                .as_fd()
+                .try_clone_to_owned()
+                .and_then(|d| Ok((d, r.control().as_fd().try_clone_to_owned()?)))
         };
-        records.and_then(|d| Ok((d, r.control().as_fd().try_clone_to_owned()?)))
+        let seat = seat
+            .as_ref()
+            .map(|s| s.segment().as_fd().try_clone_to_owned())
+            .transpose();
+        segments.and_then(|(d, c)| Ok((d, c, seat?)))
     });
-    let (fd, ctl) = match fds {
+    let (fd, ctl, seat_fd) = match fds {
         Some(Ok(both)) => both,
         Some(Err(e)) => {
             free_gate(st);
@@ -125,17 +233,29 @@ pub(super) fn open(
     };
     match grant(st, opened.tag) {
         Ok(c) => {
-            if let (Some((client, _)), Some(g)) = (hold, gate) {
-                st.held_gates.entry(client).or_default().push((
-                    opened.tag,
-                    usize::from(g.index),
-                    g.pid,
-                ));
+            if let (Some((client, _, _)), Some(seat)) = (sub, seat) {
+                // Every process that may write the tag wakes this
+                // subscriber and reads its gate from now on.
+                let writers: Vec<ClientId> = st
+                    .clients
+                    .keys()
+                    .copied()
+                    .filter(|&c| st.table.is_sender(opened.tag, c))
+                    .collect();
+                for w in writers {
+                    send_seat(st, w, opened.tag, &seat);
+                }
+                st.seats.entry(client).or_default().push(Sitting {
+                    tag: opened.tag,
+                    seat,
+                    gate: gate.map(|g| (usize::from(g.index), g.pid)),
+                });
             }
             update::effects(shared, st, &c.updates);
             ops.extend(c.ops);
             // (Only with a grant: the control segment is no right to have.)
-            *extra = Some(ctl);
+            extra.push(ctl);
+            extra.extend(seat_fd);
             (Response::TagOpened(opened), Some(fd))
         }
         Err(e) => {

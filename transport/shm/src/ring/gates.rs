@@ -446,7 +446,8 @@ impl Ring {
     pub(super) fn wait_for_gates(&self, head: u64, wait: Duration) -> Result<(), RingError> {
         let slots = u64::from(self.shape.slots);
         let start = Instant::now();
-        let mut head = head;
+        // (Clamped: a corrupt `head` must not make the sums below overflow.)
+        let mut head = head.min(MAX_INDEX);
         let mut reap = false;
         let mut margin = 0;
         loop {
@@ -483,7 +484,7 @@ impl Ring {
                     <= head + margin
             });
             reap = start.elapsed() >= DEAD_WRITER;
-            head = self.head().load(Ordering::Relaxed);
+            head = self.head_index_clamped();
         }
     }
 

@@ -264,11 +264,11 @@ impl Ring {
     /// Gives a writer's mapping a seat its daemon sent: from now on it wakes
     /// that subscriber and reads its gate. A seat not (or no longer) in the
     /// directory is dropped. Returns whether the seat is live.
-    pub fn add_seat(&self, seat: Seat) -> bool {
-        let live = self.seat_entry(seat.index).load(Ordering::Acquire)
-            == Self::live(seat.generation);
+    pub fn add_seat(&self, seat: Arc<Seat>) -> bool {
+        let live =
+            self.seat_entry(seat.index).load(Ordering::Acquire) == Self::live(seat.generation);
         if live {
-            lock(&self.seats.edit).push(Arc::new(seat));
+            lock(&self.seats.edit).push(seat);
             self.refresh_seats();
             // Writers of this mapping waiting for the seat's gate look again.
             self.ring_gate_bell();
@@ -300,7 +300,9 @@ impl Ring {
         }
         pending.retain(|p| {
             self.seat_entry(p.index).load(Ordering::Acquire) == Self::live(p.generation)
-                && !seats.iter().any(|s| Arc::ptr_eq(s, p))
+                && !seats
+                    .iter()
+                    .any(|s| s.index == p.index && s.generation == p.generation)
         });
         let after = self.seat_epoch().load(Ordering::SeqCst);
         let epoch = (complete && before == after).then_some(before);
@@ -328,6 +330,18 @@ impl Ring {
         snap.seats
             .iter()
             .any(|s| s.sleepers().load(Ordering::Relaxed) > 0)
+    }
+
+    /// The sleepers of the seats this mapping knows (their snapshot brought
+    /// up to date first).
+    pub(super) fn seat_sleepers(&self) -> u32 {
+        let epoch = self.seat_epoch().load(Ordering::SeqCst);
+        if self.seats.snap.load().epoch != Some(epoch) && !self.ctl.is_read_only() {
+            self.refresh_seats();
+        }
+        self.seats.snap.load().seats.iter().fold(0u32, |n, s| {
+            n.saturating_add(s.sleepers().load(Ordering::SeqCst))
+        })
     }
 
     /// The seat gate `idx` reads its position from, if it is linked to one
@@ -408,12 +422,7 @@ impl Ring {
     /// Sleeps until the control segment's doorbell or `seat`'s moves from
     /// what was read (`seen`), or `timeout`. Without `futex_waitv` (Linux
     /// before 5.16), on the control doorbell alone.
-    pub(super) fn sleep_seated(
-        &self,
-        seat: &Seat,
-        seen: (u32, u32),
-        timeout: Option<Duration>,
-    ) {
+    pub(super) fn sleep_seated(&self, seat: &Seat, seen: (u32, u32), timeout: Option<Duration>) {
         use futex::{Wait, WaitFlags, WaitPtr, WaitvFlags};
         let mut ctl = Wait::new();
         ctl.val = u64::from(seen.0);
@@ -509,9 +518,9 @@ mod tests {
     }
 
     /// What the daemon sends a writer: a second mapping of `seat`.
-    fn copy(seat: &Seat) -> Seat {
+    fn copy(seat: &Seat) -> Arc<Seat> {
         let fd = seat.segment().as_fd().try_clone_to_owned().unwrap();
-        Seat::open(Segment::open(fd).unwrap()).unwrap()
+        Arc::new(Seat::open(Segment::open(fd).unwrap()).unwrap())
     }
 
     /// Waits on `r` in a thread; returns how long it slept before a record
