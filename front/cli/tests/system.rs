@@ -1068,3 +1068,88 @@ fn a_client_that_stops_writing_still_gets_the_answers_to_what_it_sent() {
         );
     }
 }
+
+#[test]
+fn a_hostile_subscriber_cannot_write_the_control_segment_and_its_seat_harms_only_itself() {
+    use std::os::fd::AsFd;
+    use tagwire_wire::control::{Message, Request, Response};
+    let n = Node::new();
+    let c = n.client();
+    let ring = tagwire::RingParams {
+        slots: 8,
+        slot_payload: 0,
+    };
+    c.create_tag_with("/ctl", Domain::Global, ring).unwrap();
+    let mut sub = c.subscribe("/ctl", SubscribeOptions::default()).unwrap();
+    let mut publ = c.publisher("/ctl").unwrap();
+    publ.set_send_timeout(Duration::from_millis(200));
+    // A subscription asked for on a raw connection, as a hostile client would.
+    let raw = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let req = Request::Subscribe {
+        name: tagwire::TagName::new("/ctl").unwrap(),
+        depth: 8,
+        qos: tagwire::ChannelQos::default(),
+        lossless: false,
+    };
+    raw.send(&Message::Request { id: 1, body: req }.encode(), None)
+        .unwrap();
+    let p = next_response(&raw);
+    assert!(matches!(
+        Message::decode(&p.data).unwrap(),
+        Message::Response {
+            body: Response::TagOpened(_),
+            ..
+        }
+    ));
+    assert_eq!(p.extra.len(), 2, "the control segment and a seat");
+    let hostile = map(p);
+    // The control segment (doorbell, sleeper count, gates, send ticket)
+    // cannot be mapped writable, nor written through its descriptor.
+    let ctl = hostile.control();
+    assert!(ctl.is_read_only());
+    // SAFETY: a fresh mapping attempt, expected to fail.
+    let rw = unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            ctl.len(),
+            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+            rustix::mm::MapFlags::SHARED,
+            ctl.as_fd(),
+            0,
+        )
+    };
+    assert_eq!(rw.err(), Some(rustix::io::Errno::ACCESS));
+    assert!(rustix::io::pwrite(ctl.as_fd(), &[0u8; 8], 128).is_err());
+    // Its seat is writable, and it writes lies there: a sleeper count stuck
+    // high and a gate position at the ring's start (seat layout: sleepers
+    // at byte 68, gate position at 128).
+    let seat = hostile.own_seat().expect("a seat of its own");
+    // SAFETY: the seat is our own writable mapping of at least 256 bytes;
+    // the offsets are 4- and 8-aligned.
+    unsafe {
+        let base = seat.segment().as_ptr();
+        (*base.add(68).cast::<std::sync::atomic::AtomicU32>())
+            .store(u32::MAX, std::sync::atomic::Ordering::SeqCst);
+        (*base.add(128).cast::<std::sync::atomic::AtomicU64>())
+            .store(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    // No gate was linked to its seat (it is not lossless): the publisher is
+    // not held back, whatever it writes.
+    for i in 0..40u32 {
+        publ.send(&i.to_le_bytes()).unwrap();
+    }
+    let _ = sub.purge();
+    // An honest subscriber asleep in receive is still woken at once.
+    let t = std::thread::spawn(move || {
+        let m = sub.receive(Some(Duration::from_secs(5))).unwrap();
+        (Instant::now(), m.payload)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    publ.send(b"wake").unwrap();
+    let (got, payload) = t.join().unwrap();
+    assert_eq!(payload, b"wake");
+    let took = got.duration_since(sent);
+    assert!(took < Duration::from_millis(100), "woken after {took:?}");
+}

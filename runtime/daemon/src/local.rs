@@ -112,7 +112,7 @@ fn serve_packet(shared: &Shared, client: &Client, tx: &OutTx, packet: Packet) ->
             };
             if let Ok(c) = c {
                 if role == Role::Receiver {
-                    let seat = extra.get(1).and_then(|fd| seat_generation(fd));
+                    let seat = extra.get(1).and_then(seat_generation);
                     leave_seats(&mut st, client.id, Some(o.tag), seat);
                 }
                 update::effects(shared, &mut st, &c.updates);

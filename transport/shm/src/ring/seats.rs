@@ -447,15 +447,13 @@ impl Ring {
                 tv_nsec: nsec,
             }
         });
-        match futex::waitv(&[ctl, own], WaitvFlags::empty(), deadline.as_ref(), clock) {
-            Err(rustix::io::Errno::NOSYS) => {
-                let ts = timeout.map(|t| rustix::time::Timespec {
-                    tv_sec: t.as_secs().min(i64::MAX as u64 / 2) as i64,
-                    tv_nsec: i64::from(t.subsec_nanos()),
-                });
-                let _ = futex::wait(self.doorbell(), futex::Flags::empty(), seen.0, ts.as_ref());
-            }
-            _ => {}
+        let woke = futex::waitv(&[ctl, own], WaitvFlags::empty(), deadline.as_ref(), clock);
+        if let Err(rustix::io::Errno::NOSYS) = woke {
+            let ts = timeout.map(|t| rustix::time::Timespec {
+                tv_sec: t.as_secs().min(i64::MAX as u64 / 2) as i64,
+                tv_nsec: i64::from(t.subsec_nanos()),
+            });
+            let _ = futex::wait(self.doorbell(), futex::Flags::empty(), seen.0, ts.as_ref());
         }
     }
 }
