@@ -275,15 +275,24 @@ impl Core {
             }
         };
         let eps = lock(&self.endpoints);
+        let mut ring = None;
         for ep in eps.iter().filter_map(Weak::upgrade) {
-            if ep.tag() == tag && ep.kind == EndpointKind::Publisher {
-                ep.current_ring().add_seat(seat.clone());
+            if ep.tag() != tag {
+                continue;
             }
+            let r = ep.current_ring();
+            if ep.kind == EndpointKind::Publisher {
+                r.add_seat(seat.clone());
+            }
+            ring = Some(r);
         }
         let mut seats = lock(&self.seats);
         let list = seats.entry(tag).or_default();
-        // Seats of ended subscriptions go when a publisher is granted
-        // (`seat_up`); a client without one keeps at most a directory's worth.
+        // Seats of ended subscriptions go (any mapping of the tag's ring can
+        // tell); without one, at most a directory's worth is kept.
+        if let Some(r) = ring {
+            list.retain(|s| r.seat_is_live(s));
+        }
         if list.len() >= tagwire_shm::MAX_SEATS {
             list.remove(0);
         }

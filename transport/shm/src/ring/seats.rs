@@ -261,6 +261,12 @@ impl Ring {
         self.refresh_seats();
     }
 
+    /// Whether `seat` is (still) in this ring's directory. Any mapping can
+    /// tell, a reader's too.
+    pub fn seat_is_live(&self, seat: &Seat) -> bool {
+        self.seat_entry(seat.index).load(Ordering::Acquire) == Self::live(seat.generation)
+    }
+
     /// Gives a writer's mapping a seat its daemon sent: from now on it wakes
     /// that subscriber and reads its gate. A seat not (or no longer) in the
     /// directory is dropped. Returns whether the seat is live.
