@@ -1,0 +1,61 @@
+//! # tagwire-rtps: RTPS 2.x messages, sans-IO
+//!
+//! DESIGN.md §1 rows 10–11 and issue 20: tagwire speaks RTPS so that DDS
+//! applications (Cyclone DDS, Fast DDS, ROS 2) exchange data with its tags.
+//! This crate is the bottom of that: the RTPS message codec. It knows no
+//! sockets, threads or clocks; bytes go in and out.
+//!
+//! * [`Message::parse`] reads a datagram: the 20-byte header, then every
+//!   submessage in its own byte order (the E flag). It borrows from the
+//!   datagram (payloads and parameter lists are slices of it) and rejects
+//!   what Cyclone DDS rejects as malformed (a length that is not a multiple
+//!   of 4 before another submessage, a set of more than 256 numbers, a
+//!   sequence-number set based below 1, DATA with both data and key, an
+//!   `octetsToInlineQos` that is not a multiple of 4). Unknown submessages
+//!   are kept as [`Submessage::Unknown`] and skipped by whoever reads them.
+//! * [`MessageBuilder`] writes one: little-endian, each submessage padded
+//!   to 4 bytes.
+//! * [`plist`]: parameter lists (discovery data and inline QoS).
+//!
+//! Every decoder takes bytes that may come from an attacker on the network:
+//! it returns an [`RtpsError`] and never panics (`proof/fuzz` target
+//! `rtps_decode`). The wire facts come from the RTPS specification and are
+//! collected, with their sources, in `shared/rtps-notes.md`.
+
+mod cursor;
+mod message;
+pub mod plist;
+mod types;
+
+pub use message::{
+    Data, DataFrag, Header, Message, MessageBuilder, Submessage, SubmessageId, HEADER_LEN,
+};
+pub use types::{
+    EntityId, FragmentNumberSet, Guid, GuidPrefix, Locator, NumberSet, SequenceNumber,
+    SequenceNumberSet, Time, MAX_SET_BITS,
+};
+
+use thiserror::Error;
+
+/// Why bytes are not an RTPS message this crate accepts.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RtpsError {
+    /// Not an RTPS message at all (shorter than its header, or no `RTPS`
+    /// magic): ignore it.
+    #[error("not an RTPS message")]
+    NotRtps,
+    /// A major version other than 2.
+    #[error("RTPS version {0}.{1} is not spoken here")]
+    Version(u8, u8),
+    /// The bytes ended before a field did.
+    #[error("truncated {what}: {needed} bytes missing")]
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+        /// How many bytes were missing.
+        needed: usize,
+    },
+    /// A field holds a value the protocol does not allow.
+    #[error("malformed: {0}")]
+    Invalid(&'static str),
+}
