@@ -1,0 +1,46 @@
+//! An RTPS datagram from anyone on the network (what a DDS participant, or
+//! an attacker, sends to the gateway): parsed, its parameter lists read
+//! (discovery payloads and inline QoS), and what parses built again and
+//! parsed to the same. Must never panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use tagwire_rtps::plist::{pid, ParameterList};
+use tagwire_rtps::{Message, MessageBuilder, Submessage};
+
+fn read_list(l: &ParameterList<'_>) {
+    let _ = l.iter().count();
+    let _ = l.string(pid::TOPIC_NAME);
+    let _ = l.u32(pid::BUILTIN_ENDPOINT_SET);
+    let _ = l.guid(pid::PARTICIPANT_GUID);
+    let _ = l.locators(pid::METATRAFFIC_UNICAST_LOCATOR);
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(m) = Message::parse(data) else { return };
+    let mut b = MessageBuilder::new(m.header);
+    for s in &m.submessages {
+        match s {
+            Submessage::Data(d) => {
+                if let Some(q) = &d.inline_qos {
+                    read_list(q);
+                }
+                if let Some(Ok(l)) = d.payload.map(ParameterList::from_payload) {
+                    read_list(&l);
+                }
+            }
+            Submessage::DataFrag(d) => {
+                if let Some(q) = &d.inline_qos {
+                    read_list(q);
+                }
+            }
+            _ => {}
+        }
+        if b.push(s).is_err() {
+            return;
+        }
+    }
+    let again = b.finish();
+    let m2 = Message::parse(&again).expect("what the builder writes parses");
+    assert_eq!(m2.submessages.len(), m.submessages.len());
+});
