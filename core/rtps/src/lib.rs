@@ -16,6 +16,11 @@
 //! * [`MessageBuilder`] writes one: little-endian, each submessage padded
 //!   to 4 bytes.
 //! * [`plist`]: parameter lists (discovery data and inline QoS).
+//! * [`discovery`]: what SPDP and SEDP announce (participants, endpoints),
+//!   read and written; [`qos`]: endpoints' QoS with the specification's
+//!   defaults, and the request-offered matching of a reader with a writer
+//!   that says why a pair does not match (type names are compared as
+//!   strings: XTypes type information is not used).
 //!
 //! Every decoder takes bytes that may come from an attacker on the network:
 //! it returns an [`RtpsError`] and never panics (`proof/fuzz` target
@@ -23,8 +28,10 @@
 //! collected, with their sources, in `shared/rtps-notes.md`.
 
 mod cursor;
+pub mod discovery;
 mod message;
 pub mod plist;
+pub mod qos;
 mod types;
 
 pub use message::{

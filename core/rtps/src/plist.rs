@@ -53,6 +53,30 @@ pub mod pid {
     pub const KEY_HASH: u16 = 0x0070;
     /// Status info (4 bytes, always big-endian: disposed 1, unregistered 2).
     pub const STATUS_INFO: u16 = 0x0071;
+    /// Time-based filter (minimum separation).
+    pub const TIME_BASED_FILTER: u16 = 0x0004;
+    /// Ownership strength (i32).
+    pub const OWNERSHIP_STRENGTH: u16 = 0x0006;
+    /// Liveliness (kind, lease).
+    pub const LIVELINESS: u16 = 0x001b;
+    /// Ownership (shared 0, exclusive 1).
+    pub const OWNERSHIP: u16 = 0x001f;
+    /// Presentation.
+    pub const PRESENTATION: u16 = 0x0021;
+    /// Deadline.
+    pub const DEADLINE: u16 = 0x0023;
+    /// Destination order.
+    pub const DESTINATION_ORDER: u16 = 0x0025;
+    /// Latency budget.
+    pub const LATENCY_BUDGET: u16 = 0x0027;
+    /// An endpoint's own unicast locator.
+    pub const UNICAST_LOCATOR: u16 = 0x002f;
+    /// An endpoint's own multicast locator.
+    pub const MULTICAST_LOCATOR: u16 = 0x0030;
+    /// Expects inline QoS (bool).
+    pub const EXPECTS_INLINE_QOS: u16 = 0x0043;
+    /// Data representation (sequence of i16).
+    pub const DATA_REPRESENTATION: u16 = 0x0073;
 }
 
 /// Encapsulation identifiers of parameter-list payloads.

@@ -143,3 +143,91 @@ fn name(s: &Submessage<'_>) -> &'static str {
         Submessage::Unknown { .. } => "unknown",
     }
 }
+
+#[test]
+fn cyclone_discovery_reads_as_participants_and_endpoints_that_match_as_cyclone_matched_them() {
+    use tagwire_rtps::discovery::{EndpointData, ParticipantData};
+    use tagwire_rtps::qos::{Mismatch, Reliability};
+    let all = datagrams();
+    let (mut participants, mut writers, mut readers) = (Vec::new(), Vec::new(), Vec::new());
+    for d in &all {
+        let m = Message::parse(d).expect("parses");
+        for s in &m.submessages {
+            let Submessage::Data(data) = s else { continue };
+            let (Some(p), false) = (data.payload, data.key) else {
+                continue;
+            };
+            let sender = m.header.prefix;
+            match data.writer {
+                EntityId::SPDP_WRITER => {
+                    let pd = ParticipantData::from_payload(p, sender).expect("SPDP");
+                    // Built again and read back: the same.
+                    assert_eq!(
+                        ParticipantData::from_payload(&pd.to_payload(), sender).unwrap(),
+                        pd
+                    );
+                    participants.push(pd);
+                }
+                EntityId::SEDP_PUBLICATIONS_WRITER => {
+                    let e = EndpointData::from_payload(p, sender, true).expect("publication");
+                    assert_eq!(
+                        EndpointData::from_payload(&e.to_payload(), sender, true).unwrap(),
+                        e
+                    );
+                    writers.push(e);
+                }
+                EntityId::SEDP_SUBSCRIPTIONS_WRITER => {
+                    let e = EndpointData::from_payload(p, sender, false).expect("subscription");
+                    assert_eq!(
+                        EndpointData::from_payload(&e.to_payload(), sender, false).unwrap(),
+                        e
+                    );
+                    readers.push(e);
+                }
+                _ => {}
+            }
+        }
+    }
+    // ddsperf's participants say who they are in USER_DATA, lease 10 s.
+    assert!(!participants.is_empty());
+    for p in &participants {
+        assert!(p.user_data.starts_with(b"DDSPerf:"), "{:?}", p.user_data);
+        assert_eq!(p.lease.seconds, 10);
+        assert!(p
+            .metatraffic_unicast
+            .iter()
+            .any(|l| l.to_udp_v4().is_some()));
+        assert_eq!(p.builtin_endpoints & 0x3f, 0x3f);
+    }
+    // ddsperf's R topics are reliable; its ping writer matches the ping
+    // readers, not the pong ones.
+    let ping_w = writers
+        .iter()
+        .find(|w| w.topic == "DDSPerfRPingKS")
+        .expect("a ping writer");
+    assert_eq!(ping_w.qos.reliability.0, Reliability::Reliable);
+    let ping_r = readers
+        .iter()
+        .find(|r| r.topic == "DDSPerfRPingKS")
+        .expect("a ping reader");
+    assert_eq!(EndpointData::matches(ping_r, ping_w), Ok(()));
+    let pong_r = readers
+        .iter()
+        .find(|r| r.topic == "DDSPerfRPongKS")
+        .expect("a pong reader");
+    assert_eq!(EndpointData::matches(pong_r, ping_w), Err(Mismatch::Topic));
+    // Pong readers sit in their participant's partition; the pong writer
+    // answering that participant publishes into it.
+    assert!(!pong_r.qos.partitions.is_empty(), "{:?}", pong_r.qos);
+    let pong_w = writers
+        .iter()
+        .find(|w| w.topic == "DDSPerfRPongKS" && w.qos.partitions == pong_r.qos.partitions)
+        .expect("a pong writer in that partition");
+    assert_eq!(EndpointData::matches(pong_r, pong_w), Ok(()));
+    let elsewhere = writers
+        .iter()
+        .find(|w| w.topic == "DDSPerfRPongKS" && w.qos.partitions != pong_r.qos.partitions);
+    if let Some(w) = elsewhere {
+        assert_eq!(EndpointData::matches(pong_r, w), Err(Mismatch::Partition));
+    }
+}

@@ -7,7 +7,9 @@
 
 use std::process::Command;
 
+use tagwire_rtps::discovery::{EndpointData, ParticipantData, BUILTIN_ENDPOINTS};
 use tagwire_rtps::plist::{pid, ListBuilder, ParameterList};
+use tagwire_rtps::qos::{Durability, Duration, History, Liveliness, Qos};
 use tagwire_rtps::{
     Data, DataFrag, EntityId, FragmentNumberSet, Guid, GuidPrefix, Header, Locator, MessageBuilder,
     SequenceNumber, SequenceNumberSet, Submessage, Time,
@@ -41,22 +43,23 @@ fn datagrams() -> Vec<(Vec<u8>, Vec<u8>)> {
         out.push((b.finish(), ids.to_vec()));
     };
     // SPDP: a participant announcement.
-    let mut spdp = ListBuilder::new();
-    spdp.param(pid::PROTOCOL_VERSION, &[2, 1])
-        .param(pid::VENDORID, &[0x01, 0x99])
-        .guid(
-            pid::PARTICIPANT_GUID,
-            Guid {
-                prefix: PREFIX,
-                entity: EntityId::PARTICIPANT,
-            },
-        )
-        .u32(pid::BUILTIN_ENDPOINT_SET, 0x3f)
-        .param(pid::PARTICIPANT_LEASE_DURATION, &[10, 0, 0, 0, 0, 0, 0, 0])
-        .u32(pid::DOMAIN_ID, 0)
-        .locator(pid::METATRAFFIC_UNICAST_LOCATOR, &Locator::udp_v4(lo, 7410))
-        .locator(pid::DEFAULT_UNICAST_LOCATOR, &Locator::udp_v4(lo, 7411));
-    let spdp = spdp.finish_payload();
+    let spdp = ParticipantData {
+        prefix: PREFIX,
+        version: (2, 1),
+        vendor: [0x01, 0x99],
+        builtin_endpoints: BUILTIN_ENDPOINTS,
+        lease: Duration {
+            seconds: 10,
+            fraction: 0,
+        },
+        domain: Some(0),
+        metatraffic_unicast: vec![Locator::udp_v4(lo, 7410)],
+        metatraffic_multicast: Vec::new(),
+        default_unicast: vec![Locator::udp_v4(lo, 7411)],
+        default_multicast: Vec::new(),
+        user_data: b"tagwire".to_vec(),
+    }
+    .to_payload();
     push(
         &[
             ts(),
@@ -72,20 +75,31 @@ fn datagrams() -> Vec<(Vec<u8>, Vec<u8>)> {
         ],
         &[0x09, 0x15],
     );
-    // SEDP: a publication, reliable.
-    let mut sedp = ListBuilder::new();
-    sedp.guid(
-        pid::ENDPOINT_GUID,
-        Guid {
+    // SEDP: a publication, reliable, with every QoS it can say.
+    let mut qos = Qos::default_for(true);
+    qos.durability = Durability::TransientLocal;
+    qos.deadline = Duration::from_millis(100);
+    qos.latency_budget = Duration::from_millis(1);
+    qos.liveliness = (Liveliness::ManualByTopic, Duration::from_millis(500));
+    qos.exclusive = true;
+    qos.strength = 7;
+    qos.by_source = true;
+    qos.history = History::KeepLast(10);
+    qos.partitions = vec!["robot".into(), "arm*".into()];
+    qos.representation = vec![0, 2];
+    let sedp = EndpointData {
+        guid: Guid {
             prefix: PREFIX,
             entity: writer,
         },
-    )
-    .string(pid::TOPIC_NAME, "rt/chatter")
-    .string(pid::TYPE_NAME, "std_msgs::msg::dds_::String_")
-    .param(pid::RELIABILITY, &[2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x19])
-    .u32(pid::DURABILITY, 0);
-    let sedp = sedp.finish_payload();
+        topic: "rt/chatter".into(),
+        type_name: "std_msgs::msg::dds_::String_".into(),
+        qos,
+        unicast: vec![Locator::udp_v4(lo, 7411)],
+        multicast: Vec::new(),
+        expects_inline_qos: false,
+    }
+    .to_payload();
     push(
         &[
             Submessage::InfoDst(GuidPrefix([0; 12])),

@@ -1,11 +1,13 @@
 //! An RTPS datagram from anyone on the network (what a DDS participant, or
 //! an attacker, sends to the gateway): parsed, its parameter lists read
-//! (discovery payloads and inline QoS), and what parses built again and
-//! parsed to the same. Must never panic.
+//! (discovery payloads and inline QoS), discovery data read and written
+//! back the same, and what parses built again and parsed to the same.
+//! Must never panic.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use tagwire_rtps::plist::{pid, ParameterList};
+use tagwire_rtps::discovery::{EndpointData, ParticipantData};
 use tagwire_rtps::{Message, MessageBuilder, Submessage};
 
 fn read_list(l: &ParameterList<'_>) {
@@ -27,6 +29,20 @@ fuzz_target!(|data: &[u8]| {
                 }
                 if let Some(Ok(l)) = d.payload.map(ParameterList::from_payload) {
                     read_list(&l);
+                }
+                if let Some(p) = d.payload {
+                    // Discovery data, read and written back the same.
+                    if let Ok(pd) = ParticipantData::from_payload(p, m.header.prefix) {
+                        let again = ParticipantData::from_payload(&pd.to_payload(), m.header.prefix);
+                        assert_eq!(again.as_ref(), Ok(&pd));
+                    }
+                    for writer in [true, false] {
+                        if let Ok(e) = EndpointData::from_payload(p, m.header.prefix, writer) {
+                            let again = EndpointData::from_payload(&e.to_payload(), m.header.prefix, writer);
+                            assert_eq!(again.as_ref(), Ok(&e));
+                            let _ = EndpointData::matches(&e, &e);
+                        }
+                    }
                 }
             }
             Submessage::DataFrag(d) => {
