@@ -21,6 +21,8 @@
 //!   defaults, and the request-offered matching of a reader with a writer
 //!   that says why a pair does not match (type names are compared as
 //!   strings: XTypes type information is not used).
+//! * [`spdp`]: participant discovery as a state machine (announce, answer,
+//!   leases, leaving), time passed in.
 //!
 //! Every decoder takes bytes that may come from an attacker on the network:
 //! it returns an [`RtpsError`] and never panics (`proof/fuzz` target
@@ -32,6 +34,7 @@ pub mod discovery;
 mod message;
 pub mod plist;
 pub mod qos;
+pub mod spdp;
 mod types;
 
 pub use message::{

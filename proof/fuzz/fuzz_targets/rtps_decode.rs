@@ -18,7 +18,33 @@ fn read_list(l: &ParameterList<'_>) {
     let _ = l.locators(pid::METATRAFFIC_UNICAST_LOCATOR);
 }
 
+/// A participant's discovery, fed the same datagram.
+fn spdp(data: &[u8]) {
+    use tagwire_rtps::discovery::BUILTIN_ENDPOINTS;
+    use tagwire_rtps::spdp::{Spdp, SpdpConfig};
+    let local = ParticipantData {
+        prefix: tagwire_rtps::GuidPrefix([1; 12]),
+        version: (2, 1),
+        vendor: [0x01, 0x99],
+        builtin_endpoints: BUILTIN_ENDPOINTS,
+        lease: tagwire_rtps::qos::Duration { seconds: 10, fraction: 0 },
+        domain: Some(0),
+        metatraffic_unicast: Vec::new(),
+        metatraffic_multicast: Vec::new(),
+        default_unicast: Vec::new(),
+        default_multicast: Vec::new(),
+        user_data: Vec::new(),
+    };
+    let now = std::time::Instant::now();
+    let mut s = Spdp::new(SpdpConfig { local, peers: Vec::new(), announce_every: std::time::Duration::from_secs(1) }, now);
+    let _ = s.handle_datagram(now, data);
+    s.handle_timeout(now + std::time::Duration::from_secs(200_000));
+    while s.poll_transmit().is_some() {}
+    while s.poll_event().is_some() {}
+}
+
 fuzz_target!(|data: &[u8]| {
+    spdp(data);
     let Ok(m) = Message::parse(data) else { return };
     let mut b = MessageBuilder::new(m.header);
     for s in &m.submessages {
