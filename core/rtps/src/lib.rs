@@ -23,6 +23,8 @@
 //!   strings: XTypes type information is not used).
 //! * [`spdp`]: participant discovery as a state machine (announce, answer,
 //!   leases, leaving), time passed in.
+//! * [`reliable`]: the stateful reliable writer and reader (heartbeats,
+//!   ACKNACKs, resends, GAPs), time passed in.
 //!
 //! Every decoder takes bytes that may come from an attacker on the network:
 //! it returns an [`RtpsError`] and never panics (`proof/fuzz` target
@@ -34,6 +36,7 @@ pub mod discovery;
 mod message;
 pub mod plist;
 pub mod qos;
+pub mod reliable;
 pub mod spdp;
 mod types;
 
@@ -46,6 +49,15 @@ pub use types::{
 };
 
 use thiserror::Error;
+
+/// A datagram a state machine wants sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// Where to.
+    pub to: Locator,
+    /// The datagram.
+    pub bytes: Vec<u8>,
+}
 
 /// Why bytes are not an RTPS message this crate accepts.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

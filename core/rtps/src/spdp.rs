@@ -19,7 +19,7 @@ use crate::discovery::ParticipantData;
 use crate::message::{Data, Header, Message, MessageBuilder, Submessage};
 use crate::plist::{pid, ListBuilder, ParameterList};
 use crate::types::{EntityId, Guid, GuidPrefix, Locator, SequenceNumber};
-use crate::RtpsError;
+use crate::{RtpsError, Transmit};
 
 /// The most remote participants tracked: a flood of forged announcements
 /// costs at most this much memory.
@@ -36,15 +36,6 @@ pub struct SpdpConfig {
     pub peers: Vec<Locator>,
     /// How often to announce (well below the advertised lease).
     pub announce_every: Duration,
-}
-
-/// A datagram to send.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Transmit {
-    /// Where to.
-    pub to: Locator,
-    /// The datagram.
-    pub bytes: Vec<u8>,
 }
 
 /// What discovery found.

@@ -1,0 +1,631 @@
+//! The stateful reliable writer and reader of RTPS (specification §8.4.7
+//! to §8.4.12), sans-IO, as a Cyclone DDS peer expects them (see
+//! `shared/rtps-notes.md` §7):
+//!
+//! * the **writer** sends each sample once to every matched reader's
+//!   locators with a HEARTBEAT piggybacked, heartbeats while anything is
+//!   unacknowledged (count strictly increasing), sends a newly matched
+//!   reader a HEARTBEAT addressed to it at once, answers an ACKNACK by
+//!   resending the samples asked for (addressed, reader id set) and a GAP
+//!   for those it no longer keeps, and keeps at most `depth` samples;
+//! * the **reader** delivers each writer's samples once and in order,
+//!   answers a HEARTBEAT that asks for it with an ACKNACK whose base is the
+//!   first sample it lacks and whose bits are the others it lacks (count
+//!   strictly increasing), skips what a GAP or a heartbeat's first number
+//!   says will not come and counts it lost, and starts a volatile match at
+//!   the writer's next sample and a transient-local one at its first kept.
+//!
+//! Large samples (DATA_FRAG) are not handled here yet.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::message::{Data, Header, Message, MessageBuilder, Submessage};
+use crate::types::{
+    EntityId, Guid, GuidPrefix, Locator, SequenceNumber, SequenceNumberSet, MAX_SET_BITS,
+};
+use crate::Transmit;
+
+/// The most readers a writer serves, and writers a reader follows.
+pub const MAX_MATCHES: usize = 256;
+
+/// The most out-of-order samples a reader holds per writer.
+const MAX_PENDING: usize = 1024;
+
+#[derive(Debug)]
+struct ReaderProxy {
+    locators: Vec<Locator>,
+    /// Every sample below this one is acknowledged.
+    acked: i64,
+    /// Samples it asked for again.
+    requested: BTreeSet<i64>,
+    /// The last ACKNACK count taken (older or equal ones are dropped).
+    count: Option<u32>,
+}
+
+/// A reliable writer.
+#[derive(Debug)]
+pub struct Writer {
+    header: Header,
+    entity: EntityId,
+    depth: usize,
+    heartbeat_every: Duration,
+    history: BTreeMap<i64, Vec<u8>>,
+    next_sn: i64,
+    hb_count: u32,
+    next_hb: Option<Instant>,
+    readers: HashMap<Guid, ReaderProxy>,
+    out: VecDeque<Transmit>,
+}
+
+impl Writer {
+    /// A writer `entity` of the participant in `header`, keeping the last
+    /// `depth` samples, heartbeating every `heartbeat_every` while
+    /// anything is unacknowledged.
+    pub fn new(header: Header, entity: EntityId, depth: usize, heartbeat_every: Duration) -> Self {
+        Self {
+            header,
+            entity,
+            depth: depth.max(1),
+            heartbeat_every,
+            history: BTreeMap::new(),
+            next_sn: 1,
+            hb_count: 0,
+            next_hb: None,
+            readers: HashMap::new(),
+            out: VecDeque::new(),
+        }
+    }
+
+    /// The writer's GUID.
+    pub fn guid(&self) -> Guid {
+        Guid {
+            prefix: self.header.prefix,
+            entity: self.entity,
+        }
+    }
+
+    /// Matches a reader reached at `locators`: it gets a heartbeat
+    /// addressed to it at once (a transient-local reader then asks for
+    /// what is kept; a volatile one starts after it).
+    pub fn add_reader(&mut self, now: Instant, reader: Guid, locators: Vec<Locator>) -> bool {
+        if self.readers.len() >= MAX_MATCHES && !self.readers.contains_key(&reader) {
+            return false;
+        }
+        let first = self.first_kept();
+        self.readers.insert(
+            reader,
+            ReaderProxy {
+                locators,
+                acked: first,
+                requested: BTreeSet::new(),
+                count: None,
+            },
+        );
+        self.heartbeat_to(reader);
+        self.schedule_hb(now);
+        true
+    }
+
+    /// Unmatches a reader.
+    pub fn remove_reader(&mut self, reader: Guid) {
+        self.readers.remove(&reader);
+    }
+
+    /// Writes a sample (its serialized payload, encapsulation header
+    /// first): sent to every matched reader with a heartbeat. Returns its
+    /// sequence number.
+    pub fn write(&mut self, now: Instant, payload: Vec<u8>) -> SequenceNumber {
+        let sn = self.next_sn;
+        self.next_sn += 1;
+        self.history.insert(sn, payload);
+        while self.history.len() > self.depth {
+            self.history.pop_first();
+        }
+        if !self.readers.is_empty() {
+            let mut b = MessageBuilder::new(self.header);
+            let ok = b.push(&self.data(EntityId::UNKNOWN, sn)).is_ok()
+                && b.push(&self.heartbeat(EntityId::UNKNOWN)).is_ok();
+            if ok {
+                let bytes = b.finish();
+                for to in self.all_locators() {
+                    self.out.push_back(Transmit {
+                        to,
+                        bytes: bytes.clone(),
+                    });
+                }
+            }
+            self.schedule_hb(now);
+        }
+        SequenceNumber(sn)
+    }
+
+    /// Handles a datagram from a reader's participant (its ACKNACKs).
+    pub fn handle_message(&mut self, now: Instant, m: &Message<'_>) {
+        let mut src = m.header.prefix;
+        for s in &m.submessages {
+            match s {
+                Submessage::InfoSrc { prefix, .. } => src = *prefix,
+                Submessage::AckNack {
+                    reader,
+                    writer,
+                    state,
+                    count,
+                    ..
+                } if *writer == self.entity || *writer == EntityId::UNKNOWN => {
+                    let guid = Guid {
+                        prefix: src,
+                        entity: *reader,
+                    };
+                    self.handle_acknack(now, guid, state, *count);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn handle_acknack(
+        &mut self,
+        now: Instant,
+        reader: Guid,
+        state: &SequenceNumberSet,
+        count: u32,
+    ) {
+        let first = self.first_kept();
+        let Some(p) = self.readers.get_mut(&reader) else {
+            return;
+        };
+        if p.count.is_some_and(|c| count <= c) {
+            return; // an old or repeated ACKNACK
+        }
+        p.count = Some(count);
+        // (A base past what was written acknowledges what was written.)
+        p.acked = p.acked.max(state.base.0.min(self.next_sn));
+        for i in state.offsets() {
+            let sn = state.base.0 + i64::from(i);
+            if sn < self.next_sn {
+                p.requested.insert(sn);
+            }
+        }
+        let requested = std::mem::take(&mut p.requested);
+        let locators = p.locators.clone();
+        if requested.is_empty() {
+            // Nothing missing: a reader that acknowledged not all we have
+            // (a pre-emptive ACKNACK) gets a heartbeat.
+            if state.base.0 < self.next_sn && state.num_bits == 0 {
+                self.heartbeat_to(reader);
+            }
+            return;
+        }
+        let mut b = MessageBuilder::new(self.header);
+        let _ = b.push(&Submessage::InfoDst(reader.prefix));
+        let mut gone: Vec<i64> = Vec::new();
+        for sn in requested {
+            if sn < first || !self.history.contains_key(&sn) {
+                gone.push(sn);
+                continue;
+            }
+            // One datagram per retransmitted sample past the first.
+            if b.len() > 1400 {
+                self.flush(&mut b, reader.prefix, &locators);
+            }
+            let _ = b.push(&self.data(reader.entity, sn));
+        }
+        if let Some(g) = gap(&gone, reader.entity, self.entity) {
+            let _ = b.push(&g);
+        }
+        let _ = b.push(&self.heartbeat(reader.entity));
+        let bytes = std::mem::replace(&mut b, MessageBuilder::new(self.header)).finish();
+        for to in &locators {
+            self.out.push_back(Transmit {
+                to: *to,
+                bytes: bytes.clone(),
+            });
+        }
+        self.schedule_hb(now);
+    }
+
+    fn flush(&mut self, b: &mut MessageBuilder, dst: GuidPrefix, locators: &[Locator]) {
+        let full = std::mem::replace(b, MessageBuilder::new(self.header)).finish();
+        let _ = b.push(&Submessage::InfoDst(dst));
+        for to in locators {
+            self.out.push_back(Transmit {
+                to: *to,
+                bytes: full.clone(),
+            });
+        }
+    }
+
+    /// Heartbeats while a reader has not acknowledged everything.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let Some(due) = self.next_hb else { return };
+        if now < due {
+            return;
+        }
+        self.next_hb = None;
+        if self.is_acknowledged() {
+            return;
+        }
+        let mut b = MessageBuilder::new(self.header);
+        if b.push(&self.heartbeat(EntityId::UNKNOWN)).is_ok() {
+            let bytes = b.finish();
+            for to in self.all_locators() {
+                self.out.push_back(Transmit {
+                    to,
+                    bytes: bytes.clone(),
+                });
+            }
+        }
+        self.schedule_hb(now);
+    }
+
+    /// Whether every matched reader acknowledged every sample written.
+    pub fn is_acknowledged(&self) -> bool {
+        self.readers.values().all(|p| p.acked >= self.next_sn)
+    }
+
+    /// When [`Writer::handle_timeout`] has something to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.next_hb
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    fn schedule_hb(&mut self, now: Instant) {
+        if self.next_hb.is_none() {
+            self.next_hb = Some(now + self.heartbeat_every);
+        }
+    }
+
+    fn first_kept(&self) -> i64 {
+        self.history.keys().next().copied().unwrap_or(self.next_sn)
+    }
+
+    fn all_locators(&self) -> Vec<Locator> {
+        let mut to: Vec<Locator> = Vec::new();
+        for p in self.readers.values() {
+            for l in &p.locators {
+                if !to.contains(l) {
+                    to.push(*l);
+                }
+            }
+        }
+        to
+    }
+
+    fn data(&self, reader: EntityId, sn: i64) -> Submessage<'_> {
+        Submessage::Data(Data {
+            reader,
+            writer: self.entity,
+            sn: SequenceNumber(sn),
+            inline_qos: None,
+            payload: self.history.get(&sn).map(Vec::as_slice),
+            key: false,
+            non_standard: false,
+        })
+    }
+
+    fn heartbeat(&mut self, reader: EntityId) -> Submessage<'static> {
+        self.hb_count += 1;
+        Submessage::Heartbeat {
+            reader,
+            writer: self.entity,
+            first: SequenceNumber(self.first_kept()),
+            last: SequenceNumber(self.next_sn - 1),
+            count: self.hb_count,
+            final_flag: false,
+            liveliness: false,
+        }
+    }
+
+    fn heartbeat_to(&mut self, reader: Guid) {
+        let Some(locators) = self.readers.get(&reader).map(|p| p.locators.clone()) else {
+            return;
+        };
+        let mut b = MessageBuilder::new(self.header);
+        let hb = self.heartbeat(reader.entity);
+        if b.push(&Submessage::InfoDst(reader.prefix)).is_ok() && b.push(&hb).is_ok() {
+            let bytes = b.finish();
+            for to in locators {
+                self.out.push_back(Transmit {
+                    to,
+                    bytes: bytes.clone(),
+                });
+            }
+        }
+    }
+}
+
+/// A GAP for sequence numbers `gone` (sorted), if any: a range from the
+/// first, then a bitmap of the rest within 256.
+fn gap(gone: &[i64], reader: EntityId, writer: EntityId) -> Option<Submessage<'static>> {
+    let (&start, _) = gone.split_first()?;
+    // Contiguous from `start`, then the set.
+    let mut end = start;
+    while gone.contains(&(end + 1)) {
+        end += 1;
+    }
+    let mut list = SequenceNumberSet::empty(SequenceNumber(end + 1));
+    for &sn in gone.iter().filter(|&&s| s > end) {
+        let off = sn - (end + 1);
+        if off < i64::from(MAX_SET_BITS) {
+            list.insert_offset(off as u32);
+        }
+    }
+    Some(Submessage::Gap {
+        reader,
+        writer,
+        start: SequenceNumber(start),
+        list,
+    })
+}
+
+/// A sample a reader delivers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The writer.
+    pub writer: Guid,
+    /// Its sequence number.
+    pub sn: SequenceNumber,
+    /// The serialized payload.
+    pub payload: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct WriterProxy {
+    locators: Vec<Locator>,
+    transient_local: bool,
+    /// The next sample to deliver; `None` until the writer's first
+    /// heartbeat or sample says where to start.
+    next: Option<i64>,
+    /// Samples received ahead of `next` (`None`: will not come).
+    pending: BTreeMap<i64, Option<Vec<u8>>>,
+    /// The highest sample the writer announced.
+    last: i64,
+    hb_count: Option<u32>,
+    acknack_count: u32,
+    ack_due: Option<Instant>,
+    lost: u64,
+}
+
+/// A reliable reader.
+#[derive(Debug)]
+pub struct Reader {
+    header: Header,
+    entity: EntityId,
+    ack_delay: Duration,
+    writers: HashMap<Guid, WriterProxy>,
+    out: VecDeque<Transmit>,
+    deliveries: VecDeque<Delivery>,
+}
+
+impl Reader {
+    /// A reader `entity` of the participant in `header`, answering
+    /// heartbeats after `ack_delay`.
+    pub fn new(header: Header, entity: EntityId, ack_delay: Duration) -> Self {
+        Self {
+            header,
+            entity,
+            ack_delay,
+            writers: HashMap::new(),
+            out: VecDeque::new(),
+            deliveries: VecDeque::new(),
+        }
+    }
+
+    /// Matches a writer reached at `locators`.
+    pub fn add_writer(
+        &mut self,
+        writer: Guid,
+        locators: Vec<Locator>,
+        transient_local: bool,
+    ) -> bool {
+        if self.writers.len() >= MAX_MATCHES && !self.writers.contains_key(&writer) {
+            return false;
+        }
+        self.writers.insert(
+            writer,
+            WriterProxy {
+                locators,
+                transient_local,
+                next: None,
+                pending: BTreeMap::new(),
+                last: 0,
+                hb_count: None,
+                acknack_count: 0,
+                ack_due: None,
+                lost: 0,
+            },
+        );
+        true
+    }
+
+    /// Unmatches a writer.
+    pub fn remove_writer(&mut self, writer: Guid) {
+        self.writers.remove(&writer);
+    }
+
+    /// Samples of `writer` that will never come (gaps, history dropped).
+    pub fn lost(&self, writer: Guid) -> u64 {
+        self.writers.get(&writer).map_or(0, |w| w.lost)
+    }
+
+    /// Handles a datagram from a writer's participant.
+    pub fn handle_message(&mut self, now: Instant, m: &Message<'_>) {
+        let mut src = m.header.prefix;
+        for s in &m.submessages {
+            match s {
+                Submessage::InfoSrc { prefix, .. } => src = *prefix,
+                Submessage::Data(d) if d.payload.is_some() && !d.key => {
+                    let g = Guid {
+                        prefix: src,
+                        entity: d.writer,
+                    };
+                    if let (Some(w), Some(p)) = (self.writers.get_mut(&g), d.payload) {
+                        let sn = d.sn.0;
+                        // A volatile reader starts at the first sample it
+                        // gets; a transient-local one where the writer's
+                        // heartbeat says its history starts.
+                        if w.next.is_none() && !w.transient_local {
+                            w.next = Some(sn);
+                        }
+                        let wanted = w.next.is_none_or(|n| sn >= n);
+                        if wanted && !w.pending.contains_key(&sn) && w.pending.len() < MAX_PENDING {
+                            w.pending.insert(sn, Some(p.to_vec()));
+                        }
+                        w.last = w.last.max(sn);
+                        Self::drain(g, w, &mut self.deliveries);
+                    }
+                }
+                Submessage::Gap {
+                    writer,
+                    start,
+                    list,
+                    ..
+                } => {
+                    let g = Guid {
+                        prefix: src,
+                        entity: *writer,
+                    };
+                    if let Some(w) = self.writers.get_mut(&g) {
+                        let next = w.next;
+                        let mut mark = |sn: i64| {
+                            if next.is_none_or(|n| sn >= n) && w.pending.len() < MAX_PENDING {
+                                w.pending.entry(sn).or_insert(None);
+                            }
+                        };
+                        // [start, list.base) (bounded), then the set.
+                        let upto = list.base.0.min(start.0.saturating_add(MAX_PENDING as i64));
+                        for sn in start.0..upto {
+                            mark(sn);
+                        }
+                        for off in list.offsets() {
+                            mark(list.base.0 + i64::from(off));
+                        }
+                        Self::drain(g, w, &mut self.deliveries);
+                    }
+                }
+                Submessage::Heartbeat {
+                    writer,
+                    first,
+                    last,
+                    count,
+                    final_flag,
+                    ..
+                } => {
+                    let g = Guid {
+                        prefix: src,
+                        entity: *writer,
+                    };
+                    if let Some(w) = self.writers.get_mut(&g) {
+                        if w.hb_count.is_some_and(|c| *count <= c) {
+                            continue;
+                        }
+                        w.hb_count = Some(*count);
+                        let start = if w.transient_local {
+                            first.0
+                        } else {
+                            last.0 + 1
+                        };
+                        let next = *w.next.get_or_insert(start.max(1));
+                        w.last = w.last.max(last.0);
+                        // What the writer no longer keeps will not come.
+                        if first.0 > next {
+                            w.lost += (first.0 - next) as u64;
+                            w.next = Some(first.0);
+                            w.pending.retain(|&sn, _| sn >= first.0);
+                        }
+                        Self::drain(g, w, &mut self.deliveries);
+                        if !final_flag || Self::missing(w).num_bits > 0 {
+                            w.ack_due.get_or_insert(now + self.ack_delay);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Moves in-order samples of `w` to the deliveries.
+    fn drain(g: Guid, w: &mut WriterProxy, out: &mut VecDeque<Delivery>) {
+        let Some(mut next) = w.next else { return };
+        while let Some(entry) = w.pending.remove(&next) {
+            match entry {
+                Some(payload) => out.push_back(Delivery {
+                    writer: g,
+                    sn: SequenceNumber(next),
+                    payload,
+                }),
+                None => w.lost += 1,
+            }
+            next += 1;
+        }
+        w.next = Some(next);
+    }
+
+    /// What `w` lacks: base = the next sample, bits = the missing ones up
+    /// to the last announced (within 256).
+    fn missing(w: &WriterProxy) -> SequenceNumberSet {
+        let next = w.next.unwrap_or(1);
+        let mut set = SequenceNumberSet::empty(SequenceNumber(next));
+        let mut sn = next;
+        while sn <= w.last && sn - next < i64::from(MAX_SET_BITS) {
+            if !w.pending.contains_key(&sn) {
+                set.insert_offset((sn - next) as u32);
+            }
+            sn += 1;
+        }
+        set
+    }
+
+    /// Sends the ACKNACKs that are due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let header = self.header;
+        let entity = self.entity;
+        for (g, w) in &mut self.writers {
+            if w.ack_due.is_none_or(|t| now < t) {
+                continue;
+            }
+            w.ack_due = None;
+            w.acknack_count += 1;
+            let state = Self::missing(w);
+            let mut b = MessageBuilder::new(header);
+            let ok = b.push(&Submessage::InfoDst(g.prefix)).is_ok()
+                && b.push(&Submessage::AckNack {
+                    reader: entity,
+                    writer: g.entity,
+                    state,
+                    count: w.acknack_count,
+                    final_flag: state.num_bits == 0,
+                })
+                .is_ok();
+            if ok {
+                let bytes = b.finish();
+                for to in &w.locators {
+                    self.out.push_back(Transmit {
+                        to: *to,
+                        bytes: bytes.clone(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// When [`Reader::handle_timeout`] has something to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.writers.values().filter_map(|w| w.ack_due).min()
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    /// The next sample, in each writer's order.
+    pub fn poll_delivery(&mut self) -> Option<Delivery> {
+        self.deliveries.pop_front()
+    }
+}

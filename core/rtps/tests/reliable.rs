@@ -1,0 +1,289 @@
+//! The reliable writer and reader over a lossy simulated link, in virtual
+//! time: everything arrives once and in order; what the writer no longer
+//! keeps is skipped and counted; late joiners get history only when
+//! transient-local.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use tagwire_rtps::reliable::{Reader, Writer};
+use tagwire_rtps::{EntityId, Guid, GuidPrefix, Header, Locator, Message, SequenceNumber};
+
+const W_PORT: u16 = 7411;
+const R_PORT: u16 = 7413;
+
+fn header(n: u8) -> Header {
+    Header {
+        version: (2, 1),
+        vendor: [0x01, 0x99],
+        prefix: GuidPrefix([0x01, 0x99, 0, 0, 0, 0, 0, 0, 0, 0, 0, n]),
+    }
+}
+
+fn at(port: u16) -> Locator {
+    Locator::udp_v4(Ipv4Addr::LOCALHOST, port)
+}
+
+/// A seeded link that drops `loss_pct` % of datagrams (and all while `down`).
+struct Link {
+    seed: u64,
+    loss_pct: u64,
+    down: bool,
+    dropped: u64,
+}
+
+impl Link {
+    fn pass(&mut self) -> bool {
+        self.seed = self
+            .seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let pass = !self.down && (self.seed >> 33) % 100 >= self.loss_pct;
+        self.dropped += u64::from(!pass);
+        pass
+    }
+}
+
+struct Pair {
+    w: Writer,
+    r: Reader,
+    wg: Guid,
+    rg: Guid,
+    link: Link,
+    now: Instant,
+    got: Vec<i64>,
+}
+
+impl Pair {
+    fn new(depth: usize, loss_pct: u64, transient_local: bool, match_now: bool) -> Self {
+        let now = Instant::now();
+        let w = Writer::new(
+            header(1),
+            EntityId([0, 0, 0x0a, 0x02]),
+            depth,
+            Duration::from_millis(50),
+        );
+        let r = Reader::new(
+            header(2),
+            EntityId([0, 0, 0x09, 0x07]),
+            Duration::from_millis(10),
+        );
+        let (wg, rg) = (
+            w.guid(),
+            Guid {
+                prefix: header(2).prefix,
+                entity: EntityId([0, 0, 0x09, 0x07]),
+            },
+        );
+        let mut p = Self {
+            w,
+            r,
+            wg,
+            rg,
+            link: Link {
+                seed: 42,
+                loss_pct,
+                down: false,
+                dropped: 0,
+            },
+            now,
+            got: Vec::new(),
+        };
+        if match_now {
+            p.connect(transient_local);
+        }
+        p
+    }
+
+    fn connect(&mut self, transient_local: bool) {
+        self.r
+            .add_writer(self.wg, vec![at(W_PORT)], transient_local);
+        self.w.add_reader(self.now, self.rg, vec![at(R_PORT)]);
+    }
+
+    /// One millisecond: timeouts, then every datagram across the link.
+    fn step(&mut self) {
+        self.now += Duration::from_millis(1);
+        self.w.handle_timeout(self.now);
+        self.r.handle_timeout(self.now);
+        let mut moved = true;
+        while moved {
+            moved = false;
+            while let Some(t) = self.w.poll_transmit() {
+                moved = true;
+                assert_eq!(t.to, at(R_PORT));
+                if self.link.pass() {
+                    self.r
+                        .handle_message(self.now, &Message::parse(&t.bytes).unwrap());
+                }
+            }
+            while let Some(t) = self.r.poll_transmit() {
+                moved = true;
+                assert_eq!(t.to, at(W_PORT));
+                if self.link.pass() {
+                    self.w
+                        .handle_message(self.now, &Message::parse(&t.bytes).unwrap());
+                }
+            }
+        }
+        while let Some(d) = self.r.poll_delivery() {
+            assert_eq!(d.writer, self.wg);
+            assert_eq!(d.payload, d.sn.0.to_le_bytes().to_vec());
+            self.got.push(d.sn.0);
+        }
+    }
+
+    fn write(&mut self, n: i64) {
+        let sn = self.w.write(self.now, n.to_le_bytes().to_vec());
+        assert_eq!(sn, SequenceNumber(n));
+    }
+
+    fn settle(&mut self, limit: Duration) {
+        let until = self.now + limit;
+        while !self.w.is_acknowledged() {
+            assert!(
+                self.now < until,
+                "not acknowledged; got {} samples",
+                self.got.len()
+            );
+            self.step();
+        }
+        self.step();
+    }
+}
+
+#[test]
+fn every_sample_arrives_once_and_in_order_through_a_lossy_link() {
+    let mut p = Pair::new(1000, 25, false, true);
+    for n in 1..=500 {
+        p.write(n);
+        p.step();
+    }
+    p.settle(Duration::from_secs(30));
+    assert_eq!(p.got, (1..=500).collect::<Vec<_>>());
+    assert_eq!(p.r.lost(p.wg), 0);
+    assert!(
+        p.link.dropped > 100,
+        "the link dropped only {}",
+        p.link.dropped
+    );
+}
+
+#[test]
+fn what_the_writer_no_longer_keeps_is_skipped_and_counted_never_reordered() {
+    let mut p = Pair::new(10, 0, false, true);
+    for n in 1..=5 {
+        p.write(n);
+        p.step();
+    }
+    // The link goes down while 100 more are written: the writer keeps 10.
+    p.link.down = true;
+    for n in 6..=105 {
+        p.write(n);
+        p.step();
+    }
+    p.link.down = false;
+    p.settle(Duration::from_secs(10));
+    let lost = p.r.lost(p.wg);
+    assert_eq!(
+        p.got.len() as u64 + lost,
+        105,
+        "got {:?}, lost {lost}",
+        p.got
+    );
+    assert!(lost >= 90, "lost {lost}");
+    assert!(p.got.windows(2).all(|w| w[0] < w[1]), "{:?}", p.got);
+    assert_eq!(p.got.last(), Some(&105));
+}
+
+#[test]
+fn a_late_joiner_gets_history_only_when_transient_local() {
+    for (transient_local, expect_first) in [(true, 1), (false, 6)] {
+        let mut p = Pair::new(100, 10, transient_local, false);
+        for n in 1..=5 {
+            p.write(n);
+            p.step();
+        }
+        p.connect(transient_local);
+        for _ in 0..50 {
+            p.step();
+        }
+        for n in 6..=20 {
+            p.write(n);
+            p.step();
+        }
+        p.settle(Duration::from_secs(10));
+        assert_eq!(
+            p.got,
+            (expect_first..=20).collect::<Vec<_>>(),
+            "transient_local={transient_local}"
+        );
+    }
+}
+
+#[test]
+fn old_or_repeated_acknacks_and_heartbeats_change_nothing() {
+    use tagwire_rtps::{MessageBuilder, SequenceNumberSet, Submessage};
+    let mut p = Pair::new(100, 0, false, true);
+    while p.w.poll_transmit().is_some() {}
+    for n in 1..=3 {
+        p.write(n);
+    }
+    while p.w.poll_transmit().is_some() {}
+    // An ACKNACK asking for 1..3 again: answered once, not twice.
+    let mut nack = SequenceNumberSet::empty(SequenceNumber(1));
+    for i in 0..3 {
+        nack.insert_offset(i);
+    }
+    let mut b = MessageBuilder::new(header(2));
+    b.push(&Submessage::AckNack {
+        reader: p.rg.entity,
+        writer: p.wg.entity,
+        state: nack,
+        count: 5,
+        final_flag: false,
+    })
+    .unwrap();
+    let bytes = b.finish();
+    let m = Message::parse(&bytes).unwrap();
+    p.w.handle_message(p.now, &m);
+    let resent = p.w.poll_transmit().expect("a resend");
+    let rm = Message::parse(&resent.bytes).unwrap();
+    let datas = rm
+        .submessages
+        .iter()
+        .filter(|s| matches!(s, Submessage::Data(d) if d.reader == p.rg.entity))
+        .count();
+    assert_eq!(datas, 3, "{:?}", rm.submessages);
+    assert_eq!(rm.submessages[0], Submessage::InfoDst(p.rg.prefix));
+    p.w.handle_message(p.now, &m);
+    assert!(
+        p.w.poll_transmit().is_none(),
+        "a repeated ACKNACK was answered"
+    );
+    // A heartbeat repeated with the same count is not answered again.
+    let mut b = MessageBuilder::new(header(1));
+    b.push(&Submessage::Heartbeat {
+        reader: EntityId::UNKNOWN,
+        writer: p.wg.entity,
+        first: SequenceNumber(1),
+        last: SequenceNumber(3),
+        count: 9,
+        final_flag: false,
+        liveliness: false,
+    })
+    .unwrap();
+    let hb = b.finish();
+    let hb = Message::parse(&hb).unwrap();
+    p.r.handle_message(p.now, &hb);
+    p.r.handle_timeout(p.now + Duration::from_secs(1));
+    assert!(p.r.poll_transmit().is_some(), "the heartbeat is answered");
+    p.r.handle_message(p.now, &hb);
+    p.r.handle_timeout(p.now + Duration::from_secs(2));
+    assert!(
+        p.r.poll_transmit().is_none(),
+        "a repeated heartbeat was answered"
+    );
+}
