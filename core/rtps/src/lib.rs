@@ -25,6 +25,7 @@
 //!   leases, leaving), time passed in.
 //! * [`reliable`]: the stateful reliable writer and reader (heartbeats,
 //!   ACKNACKs, resends, GAPs), time passed in.
+//! * [`sedp`]: endpoint discovery over the built-in reliable endpoints.
 //!
 //! Every decoder takes bytes that may come from an attacker on the network:
 //! it returns an [`RtpsError`] and never panics (`proof/fuzz` target
@@ -37,6 +38,7 @@ mod message;
 pub mod plist;
 pub mod qos;
 pub mod reliable;
+pub mod sedp;
 pub mod spdp;
 mod types;
 
