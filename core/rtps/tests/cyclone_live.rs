@@ -1,7 +1,8 @@
 //! Against a running Cyclone DDS (Debian's `ddsperf`, loopback only): our
 //! participant's discovery (SPDP, then SEDP over the reliable built-in
 //! endpoints) and a reliable reader made of this crate's parts receive a
-//! Cyclone writer's samples, in order.
+//! Cyclone writer's samples, in order; a reliable writer made of them is
+//! read by a Cyclone reader, which loses none.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use tagwire_rtps::discovery::{EndpointData, ParticipantData, BUILTIN_ENDPOINTS};
 use tagwire_rtps::qos::{Qos, Reliability};
-use tagwire_rtps::reliable::Reader;
+use tagwire_rtps::reliable::{Reader, Writer};
 use tagwire_rtps::sedp::{Sedp, SedpEvent};
 use tagwire_rtps::spdp::{Spdp, SpdpConfig, SpdpEvent};
-use tagwire_rtps::{EntityId, Guid, GuidPrefix, Header, Locator, Message};
+use tagwire_rtps::{EntityId, Guid, GuidPrefix, Header, Locator, Message, Transmit};
 
 const CYCLONE_LOOPBACK: &str = concat!(
     "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"lo\"/>",
@@ -31,8 +32,7 @@ impl Drop for Kill {
     }
 }
 
-#[test]
-fn a_cyclone_dds_writer_matches_our_reader_through_sedp_and_its_samples_arrive_in_order() {
+fn have_ddsperf() -> bool {
     if std::process::Command::new("ddsperf")
         .arg("-h")
         .output()
@@ -41,66 +41,87 @@ fn a_cyclone_dds_writer_matches_our_reader_through_sedp_and_its_samples_arrive_i
         println!(
             "SKIPPED: ddsperf is not installed (apt install cyclonedds-tools; .ci/run installs it)"
         );
-        return;
+        return false;
     }
-    // Cyclone publishes DDSPerfRDataKS (KeyedSeq, reliable, keep-all).
-    let _publisher = Kill(
+    true
+}
+
+fn ddsperf(args: &[&str], stdout: std::process::Stdio) -> Kill {
+    Kill(
         std::process::Command::new("ddsperf")
-            .args(["-D10", "pub", "100Hz", "size", "64"])
+            .args(args)
             .env("CYCLONEDDS_URI", CYCLONE_LOOPBACK)
-            .stdout(std::process::Stdio::null())
+            .stdout(stdout)
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap(),
-    );
-    let sock = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(10)))
-        .unwrap();
-    let here = Locator::udp_v4(Ipv4Addr::LOCALHOST, sock.local_addr().unwrap().port());
-    let prefix = GuidPrefix([0x01, 0x99, 7, 7, 7, 7, 0, 0, 0, 0, 0, 1]);
-    let header = Header {
-        version: (2, 1),
-        vendor: [0x01, 0x99],
-        prefix,
-    };
-    let me = ParticipantData {
-        prefix,
-        version: (2, 1),
-        vendor: [0x01, 0x99],
-        builtin_endpoints: BUILTIN_ENDPOINTS,
-        lease: tagwire_rtps::qos::Duration {
-            seconds: 10,
-            fraction: 0,
-        },
-        domain: Some(0),
-        metatraffic_unicast: vec![here],
-        metatraffic_multicast: Vec::new(),
-        default_unicast: vec![here],
-        default_multicast: Vec::new(),
-        user_data: Vec::new(),
-    };
-    let t0 = Instant::now();
-    let mut spdp = Spdp::new(
-        SpdpConfig {
-            local: me,
-            peers: (0..10)
-                .map(|i| Locator::udp_v4(Ipv4Addr::LOCALHOST, 7410 + 2 * i))
-                .collect(),
-            announce_every: Duration::from_millis(500),
-        },
-        t0,
-    );
-    let mut sedp = Sedp::new(header);
-    // Our subscription: a reliable reader of the topic.
-    let reader_id = EntityId([0, 0, 1, 0x07]);
-    let mut qos = Qos::default_for(false);
-    qos.reliability.0 = Reliability::Reliable;
-    sedp.announce(
-        t0,
-        &EndpointData {
+    )
+}
+
+/// Our participant: one socket for discovery and data, SPDP and SEDP.
+struct Node {
+    sock: UdpSocket,
+    header: Header,
+    spdp: Spdp,
+    sedp: Sedp,
+    buf: Vec<u8>,
+}
+
+impl Node {
+    fn new(t0: Instant, id: u8, user_data: &[u8]) -> Self {
+        let sock = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(5)))
+            .unwrap();
+        let here = Locator::udp_v4(Ipv4Addr::LOCALHOST, sock.local_addr().unwrap().port());
+        let pid = std::process::id().to_le_bytes();
+        let prefix = GuidPrefix([
+            0x01, 0x99, 7, 7, pid[0], pid[1], pid[2], pid[3], 0, 0, 0, id,
+        ]);
+        let header = Header {
+            version: (2, 1),
+            vendor: [0x01, 0x99],
+            prefix,
+        };
+        let me = ParticipantData {
+            prefix,
+            version: (2, 1),
+            vendor: [0x01, 0x99],
+            builtin_endpoints: BUILTIN_ENDPOINTS,
+            lease: tagwire_rtps::qos::Duration {
+                seconds: 10,
+                fraction: 0,
+            },
+            domain: Some(0),
+            metatraffic_unicast: vec![here],
+            metatraffic_multicast: Vec::new(),
+            default_unicast: vec![here],
+            default_multicast: Vec::new(),
+            user_data: user_data.to_vec(),
+        };
+        let spdp = Spdp::new(
+            SpdpConfig {
+                local: me,
+                peers: (0..10)
+                    .map(|i| Locator::udp_v4(Ipv4Addr::LOCALHOST, 7410 + 2 * i))
+                    .collect(),
+                announce_every: Duration::from_millis(500),
+            },
+            t0,
+        );
+        Self {
+            sock,
+            header,
+            spdp,
+            sedp: Sedp::new(header),
+            buf: vec![0u8; 65536],
+        }
+    }
+
+    fn endpoint(&self, entity: EntityId, qos: Qos) -> EndpointData {
+        EndpointData {
             guid: Guid {
-                prefix,
-                entity: reader_id,
+                prefix: self.header.prefix,
+                entity,
             },
             topic: "DDSPerfRDataKS".into(),
             type_name: "KeyedSeq".into(),
@@ -108,61 +129,107 @@ fn a_cyclone_dds_writer_matches_our_reader_through_sedp_and_its_samples_arrive_i
             unicast: Vec::new(),
             multicast: Vec::new(),
             expects_inline_qos: false,
-        },
-    );
-    let mut reader = Reader::new(header, reader_id, Duration::from_millis(10));
-    let mut matched = None;
-    let mut seqs: Vec<u32> = Vec::new();
-    let mut buf = vec![0u8; 65536];
-    while t0.elapsed() < Duration::from_secs(8) && seqs.len() < 30 {
-        let now = Instant::now();
-        spdp.handle_timeout(now);
-        sedp.handle_timeout(now);
-        reader.handle_timeout(now);
-        loop {
-            let t = spdp
-                .poll_transmit()
-                .or_else(|| sedp.poll_transmit())
-                .or_else(|| reader.poll_transmit());
-            let Some(t) = t else { break };
-            let _ = sock.send_to(&t.bytes, t.to.to_udp_v4().unwrap());
         }
-        let Ok(n) = sock.recv(&mut buf) else { continue };
+    }
+
+    /// Sends what is due (discovery's and `extra`'s), then handles one
+    /// datagram if one comes: discovery takes it, then `on`, with the SEDP
+    /// events it caused.
+    fn step<S>(
+        &mut self,
+        st: &mut S,
+        extra: impl FnOnce(&mut S, Instant) -> Vec<Transmit>,
+        on: impl FnOnce(&mut S, Instant, &Message<'_>, Vec<SedpEvent>, &Spdp),
+    ) {
         let now = Instant::now();
-        let _ = spdp.handle_datagram(now, &buf[..n]);
-        while let Some(e) = spdp.poll_event() {
+        self.spdp.handle_timeout(now);
+        self.sedp.handle_timeout(now);
+        let mut out = extra(st, now);
+        out.extend(std::iter::from_fn(|| self.spdp.poll_transmit()));
+        out.extend(std::iter::from_fn(|| self.sedp.poll_transmit()));
+        for t in out {
+            let _ = self.sock.send_to(&t.bytes, t.to.to_udp_v4().unwrap());
+        }
+        let Ok(n) = self.sock.recv(&mut self.buf) else {
+            return;
+        };
+        let now = Instant::now();
+        let _ = self.spdp.handle_datagram(now, &self.buf[..n]);
+        while let Some(e) = self.spdp.poll_event() {
             match e {
-                SpdpEvent::Discovered(p) => sedp.add_participant(now, &p),
-                SpdpEvent::Lost(p) => sedp.remove_participant(p),
+                SpdpEvent::Discovered(p) => self.sedp.add_participant(now, &p),
+                SpdpEvent::Lost(p) => self.sedp.remove_participant(p),
                 SpdpEvent::Changed(_) => {}
             }
         }
-        let Ok(m) = Message::parse(&buf[..n]) else {
-            continue;
+        let Ok(m) = Message::parse(&self.buf[..n]) else {
+            return;
         };
-        sedp.handle_message(now, &m);
-        while let Some(e) = sedp.poll_event() {
-            if let SedpEvent::Writer(w) = e {
-                if w.topic == "DDSPerfRDataKS" && w.type_name == "KeyedSeq" {
-                    let at = if w.unicast.is_empty() {
-                        spdp.remote(w.guid.prefix)
-                            .map(|p| p.default_unicast.clone())
-                            .unwrap_or_default()
-                    } else {
-                        w.unicast.clone()
-                    };
-                    reader.add_writer(w.guid, at, false);
-                    matched = Some(w);
-                }
-            }
-        }
-        reader.handle_message(now, &m);
-        while let Some(d) = reader.poll_delivery() {
-            // KeyedSeq in CDR_LE: seq u32, keyval u32, baggage.
-            assert_eq!(&d.payload[..2], &[0x00, 0x01], "CDR_LE");
-            seqs.push(u32::from_le_bytes(d.payload[4..8].try_into().unwrap()));
-        }
+        self.sedp.handle_message(now, &m);
+        let events: Vec<SedpEvent> = std::iter::from_fn(|| self.sedp.poll_event()).collect();
+        on(st, now, &m, events, &self.spdp);
     }
+}
+
+/// Where a remote endpoint takes its data: its own locators, else its
+/// participant's default ones.
+fn data_locators(e: &EndpointData, spdp: &Spdp) -> Vec<Locator> {
+    if e.unicast.is_empty() {
+        spdp.remote(e.guid.prefix)
+            .map(|p| p.default_unicast.clone())
+            .unwrap_or_default()
+    } else {
+        e.unicast.clone()
+    }
+}
+
+#[test]
+fn a_cyclone_dds_writer_matches_our_reader_through_sedp_and_its_samples_arrive_in_order() {
+    if !have_ddsperf() {
+        return;
+    }
+    // Cyclone publishes DDSPerfRDataKS (KeyedSeq, reliable, keep-all).
+    let _publisher = ddsperf(
+        &["-D10", "pub", "100Hz", "size", "64"],
+        std::process::Stdio::null(),
+    );
+    let t0 = Instant::now();
+    let mut node = Node::new(t0, 1, b"");
+    let header = node.header;
+    // Our subscription: a reliable reader of the topic.
+    let reader_id = EntityId([0, 0, 1, 0x07]);
+    let mut qos = Qos::default_for(false);
+    qos.reliability.0 = Reliability::Reliable;
+    let ours = node.endpoint(reader_id, qos);
+    node.sedp.announce(t0, &ours);
+    let reader = Reader::new(header, reader_id, Duration::from_millis(10));
+    let mut st = (reader, None, Vec::<u32>::new());
+    while t0.elapsed() < Duration::from_secs(8) && st.2.len() < 30 {
+        node.step(
+            &mut st,
+            |(reader, _, _), now| {
+                reader.handle_timeout(now);
+                std::iter::from_fn(|| reader.poll_transmit()).collect()
+            },
+            |(reader, matched, seqs), now, m, events, spdp| {
+                for e in events {
+                    if let SedpEvent::Writer(w) = e {
+                        if EndpointData::matches(&ours, &w).is_ok() {
+                            reader.add_writer(w.guid, data_locators(&w, spdp), false);
+                            *matched = Some(w);
+                        }
+                    }
+                }
+                reader.handle_message(now, m);
+                while let Some(d) = reader.poll_delivery() {
+                    // KeyedSeq in CDR_LE: seq u32, keyval u32, baggage.
+                    assert_eq!(&d.payload[..2], &[0x00, 0x01], "CDR_LE");
+                    seqs.push(u32::from_le_bytes(d.payload[4..8].try_into().unwrap()));
+                }
+            },
+        );
+    }
+    let (_, matched, seqs) = st;
     let w = matched.expect("SEDP announced Cyclone's DDSPerfRDataKS writer");
     assert_eq!(w.qos.reliability.0, Reliability::Reliable);
     assert!(seqs.len() >= 30, "only {} samples arrived", seqs.len());
@@ -170,4 +237,84 @@ fn a_cyclone_dds_writer_matches_our_reader_through_sedp_and_its_samples_arrive_i
         seqs.windows(2).all(|p| p[1] == p[0] + 1),
         "samples out of order or missing: {seqs:?}"
     );
+}
+
+/// The last "total T lost L" that `ddsperf sub` printed.
+fn counted(lines: &[String]) -> Option<(u64, u64)> {
+    let l = lines.iter().rev().find(|l| l.contains(" total "))?;
+    let words: Vec<&str> = l.split_whitespace().collect();
+    let after = |key: &str| -> Option<u64> {
+        let i = words.iter().position(|w| *w == key)?;
+        words.get(i + 1)?.parse().ok()
+    };
+    Some((after("total")?, after("lost")?))
+}
+
+#[test]
+fn our_writer_matches_a_cyclone_dds_reader_which_counts_every_sample_and_loses_none() {
+    if !have_ddsperf() {
+        return;
+    }
+    // Cyclone subscribes to DDSPerfRDataKS and prints, each second, how
+    // many samples it got and how many it lost (by their seq field).
+    let mut sub = ddsperf(&["-D8", "sub"], std::process::Stdio::piped());
+    let out = sub.0.stdout.take().unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let l2 = lines.clone();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            l2.lock().unwrap().push(l);
+        }
+    });
+    let t0 = Instant::now();
+    // ddsperf knows its peers by USER_DATA "DDSPerf:<has reader>:<pid>:<host>".
+    let ud = format!("DDSPerf:0:{}:tagwire", std::process::id());
+    let mut node = Node::new(t0, 2, ud.as_bytes());
+    let header = node.header;
+    let writer_id = EntityId([0, 0, 2, 0x02]);
+    let ours = node.endpoint(writer_id, Qos::default_for(true));
+    node.sedp.announce(t0, &ours);
+    let writer = Writer::new(header, writer_id, 10_000, Duration::from_millis(50));
+    // (writer, matched, samples sent, next write)
+    let mut st = (writer, false, 0u32, t0);
+    while t0.elapsed() < Duration::from_secs(7) {
+        if counted(&lines.lock().unwrap()).is_some_and(|(t, _)| t >= 200) {
+            break;
+        }
+        node.step(
+            &mut st,
+            |(writer, matched, sent, next_write), now| {
+                if *matched && now >= *next_write && *sent < 10_000 {
+                    // 200 samples a second: KeyedSeq in CDR_LE, 52 bytes of baggage.
+                    *next_write = now + Duration::from_millis(5);
+                    *sent += 1;
+                    let mut p = vec![0x00, 0x01, 0x00, 0x00];
+                    p.extend_from_slice(&sent.to_le_bytes());
+                    p.extend_from_slice(&0u32.to_le_bytes());
+                    p.extend_from_slice(&52u32.to_le_bytes());
+                    p.extend_from_slice(&[0xab; 52]);
+                    writer.write(now, p);
+                }
+                writer.handle_timeout(now);
+                std::iter::from_fn(|| writer.poll_transmit()).collect()
+            },
+            |(writer, matched, _, _), now, m, events, spdp| {
+                for e in events {
+                    if let SedpEvent::Reader(r) = e {
+                        if EndpointData::matches(&r, &ours).is_ok() {
+                            writer.add_reader(now, r.guid, data_locators(&r, spdp));
+                            *matched = true;
+                        }
+                    }
+                }
+                writer.handle_message(now, m);
+            },
+        );
+    }
+    let (_, matched, sent, _) = st;
+    assert!(matched, "SEDP announced no matching Cyclone reader");
+    let (got, lost) = counted(&lines.lock().unwrap()).expect("ddsperf sub counted samples");
+    assert!(got >= 200, "Cyclone got {got} of {sent} samples");
+    assert_eq!(lost, 0, "Cyclone counted {lost} lost");
 }
