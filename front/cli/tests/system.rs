@@ -119,6 +119,50 @@ fn map(mut p: tagwire_unix::Packet) -> tagwire_shm::Ring {
     }
 }
 
+/// A raw control connection to the daemon at `socket`, as a hostile (or
+/// old) client would open it.
+fn raw_connect(socket: &Path) -> tagwire_unix::SeqPacket {
+    let raw = tagwire_unix::SeqPacket::connect(socket).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    raw
+}
+
+/// Sends `body` on a raw connection; the answer, decoded, and its packet
+/// (with the descriptors that came with it).
+fn ask(
+    raw: &tagwire_unix::SeqPacket,
+    body: tagwire_wire::control::Request,
+    fd: Option<std::os::fd::BorrowedFd<'_>>,
+) -> (tagwire_wire::control::Message, tagwire_unix::Packet) {
+    use tagwire_wire::control::Message;
+    raw.send(&Message::Request { id: 1, body }.encode(), fd)
+        .unwrap();
+    let p = next_response(raw);
+    (Message::decode(&p.data).unwrap(), p)
+}
+
+/// The grant in an answer (anything else fails the test).
+fn opened(m: tagwire_wire::control::Message) -> tagwire_wire::control::TagOpened {
+    use tagwire_wire::control::{Message, Response};
+    match m {
+        Message::Response {
+            body: Response::TagOpened(o),
+            ..
+        } => o,
+        other => panic!("expected TagOpened, got {other:?}"),
+    }
+}
+
+/// A subscription to `name` as a raw client asks for it.
+fn subscription(name: &str, lossless: bool) -> tagwire_wire::control::Request {
+    tagwire_wire::control::Request::Subscribe {
+        name: tagwire::TagName::new(name).unwrap(),
+        depth: 8,
+        qos: tagwire::ChannelQos::default(),
+        lossless,
+    }
+}
+
 fn next_response(raw: &tagwire_unix::SeqPacket) -> tagwire_unix::Packet {
     use tagwire_wire::control::Message;
     loop {
@@ -523,7 +567,6 @@ fn sigterm_stops_the_daemon_cleanly_and_removes_its_socket() {
 
 #[test]
 fn a_lossless_subscription_holds_writers_back_from_the_moment_it_is_granted() {
-    use tagwire_wire::control::{Message, Request, Response, TagOpened};
     let n = Node::new();
     let c = n.client();
     let ring = tagwire::RingParams {
@@ -535,28 +578,13 @@ fn a_lossless_subscription_holds_writers_back_from_the_moment_it_is_granted() {
     publ.set_send_timeout(Duration::from_millis(200));
     // A lossless subscription asked for on a raw connection: the client side
     // does nothing with it yet.
-    let subscribe = |raw: &tagwire_unix::SeqPacket| -> (TagOpened, tagwire_unix::Packet) {
-        let req = Request::Subscribe {
-            name: tagwire::TagName::new("/held").unwrap(),
-            depth: 8,
-            qos: tagwire::ChannelQos::default(),
-            lossless: true,
-        };
-        raw.send(&Message::Request { id: 1, body: req }.encode(), None)
-            .unwrap();
-        let p = next_response(raw);
-        match Message::decode(&p.data).unwrap() {
-            Message::Response {
-                body: Response::TagOpened(o),
-                ..
-            } => (o, p),
-            other => panic!("expected TagOpened, got {other:?}"),
-        }
+    let subscribe = |raw: &tagwire_unix::SeqPacket| {
+        let (m, p) = ask(raw, subscription("/held", true), None);
+        (opened(m), p)
     };
-    let raw = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
-    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let (opened, fd) = subscribe(&raw);
-    let held = opened
+    let raw = raw_connect(&n.socket());
+    let (granted, fd) = subscribe(&raw);
+    let held = granted
         .gate
         .expect("the daemon holds a gate for a lossless subscriber");
     // Already held back: a ring's worth fits, then the publisher waits.
@@ -575,11 +603,10 @@ fn a_lossless_subscription_holds_writers_back_from_the_moment_it_is_granted() {
     let gate = ring
         .seat_gate(usize::from(held.index))
         .expect("the held gate reads our seat");
-    gate.advance(opened.start + 8);
+    gate.advance(granted.start + 8);
     publ.send(b"y").unwrap();
     // A client that goes away: the daemon frees its gate.
-    let raw2 = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
-    raw2.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let raw2 = raw_connect(&n.socket());
     let (opened2, _fd2) = subscribe(&raw2);
     assert!(opened2.gate.is_some());
     drop(gate);
@@ -646,31 +673,15 @@ fn the_daemon_refuses_rights_a_client_does_not_hold() {
 
 #[test]
 fn a_subscriber_killed_while_asleep_does_not_leave_publishers_paying_wakeups() {
-    use tagwire_wire::control::{Message, Request, Response};
+    use tagwire_wire::control::{Message, Request};
     let n = Node::new();
     let c = n.client();
     c.create_tag("/sleepy", Domain::Global).unwrap();
     // Map the tag's ring ourselves to watch its sleeper count.
-    let raw = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
-    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let raw = raw_connect(&n.socket());
     let name = tagwire_wire::TagName::new("/sleepy").unwrap();
-    raw.send(
-        &Message::Request {
-            id: 1,
-            body: Request::GetSendAccess { name },
-        }
-        .encode(),
-        None,
-    )
-    .unwrap();
-    let p = next_response(&raw);
-    assert!(matches!(
-        Message::decode(&p.data).unwrap(),
-        Message::Response {
-            body: Response::TagOpened(_),
-            ..
-        }
-    ));
+    let (m, p) = ask(&raw, Request::GetSendAccess { name }, None);
+    opened(m);
     let ring = map(p);
     // A subscriber process blocks in receive (asleep on the futex), then dies.
     let mut victim = Proc(
@@ -884,7 +895,6 @@ fn a_daemon_short_of_descriptors_refuses_new_tags_and_keeps_serving() {
 
 #[test]
 fn a_subscriber_gets_the_records_read_only_and_cannot_put_a_message_into_the_tag() {
-    use tagwire_wire::control::{Message, Request, Response};
     let n = Node::new();
     let c = n.client();
     c.create_tag("/guarded", Domain::Global).unwrap();
@@ -893,24 +903,9 @@ fn a_subscriber_gets_the_records_read_only_and_cannot_put_a_message_into_the_tag
         .unwrap();
     let mut publisher = c.publisher("/guarded").unwrap();
     // A subscription asked for on a raw connection, as a hostile client would.
-    let raw = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
-    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let req = Request::Subscribe {
-        name: tagwire::TagName::new("/guarded").unwrap(),
-        depth: 8,
-        qos: tagwire::ChannelQos::default(),
-        lossless: false,
-    };
-    raw.send(&Message::Request { id: 1, body: req }.encode(), None)
-        .unwrap();
-    let p = next_response(&raw);
-    assert!(matches!(
-        Message::decode(&p.data).unwrap(),
-        Message::Response {
-            body: Response::TagOpened(_),
-            ..
-        }
-    ));
+    let raw = raw_connect(&n.socket());
+    let (m, p) = ask(&raw, subscription("/guarded", false), None);
+    opened(m);
     let records = p.fd.as_ref().expect("the ring's records");
     // The kernel refuses to map the records writable…
     let len = rustix::fs::fstat(records).unwrap().st_size as usize;
@@ -959,24 +954,7 @@ fn a_subscriber_gets_a_large_message_read_only_even_from_a_publisher_that_did_no
     let c = n.client();
     c.create_tag("/big", Domain::Global).unwrap();
     let name = tagwire::TagName::new("/big").unwrap();
-    let connect = || {
-        let raw = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
-        raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        raw
-    };
-    let ask = |raw: &tagwire_unix::SeqPacket, body: Request, fd| {
-        raw.send(&Message::Request { id: 1, body }.encode(), fd)
-            .unwrap();
-        let p = next_response(raw);
-        (Message::decode(&p.data).unwrap(), p)
-    };
-    let opened = |m: Message| match m {
-        Message::Response {
-            body: Response::TagOpened(o),
-            ..
-        } => o,
-        other => panic!("{other:?}"),
-    };
+    let connect = || raw_connect(&n.socket());
     // A publisher that hands over a memfd it did not seal (the library
     // seals its own).
     let publisher = connect();
@@ -1072,7 +1050,6 @@ fn a_client_that_stops_writing_still_gets_the_answers_to_what_it_sent() {
 #[test]
 fn a_hostile_subscriber_cannot_write_the_control_segment_and_its_seat_harms_only_itself() {
     use std::os::fd::AsFd;
-    use tagwire_wire::control::{Message, Request, Response};
     let n = Node::new();
     let c = n.client();
     let ring = tagwire::RingParams {
@@ -1084,24 +1061,9 @@ fn a_hostile_subscriber_cannot_write_the_control_segment_and_its_seat_harms_only
     let mut publ = c.publisher("/ctl").unwrap();
     publ.set_send_timeout(Duration::from_millis(200));
     // A subscription asked for on a raw connection, as a hostile client would.
-    let raw = tagwire_unix::SeqPacket::connect(&n.socket()).unwrap();
-    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let req = Request::Subscribe {
-        name: tagwire::TagName::new("/ctl").unwrap(),
-        depth: 8,
-        qos: tagwire::ChannelQos::default(),
-        lossless: false,
-    };
-    raw.send(&Message::Request { id: 1, body: req }.encode(), None)
-        .unwrap();
-    let p = next_response(&raw);
-    assert!(matches!(
-        Message::decode(&p.data).unwrap(),
-        Message::Response {
-            body: Response::TagOpened(_),
-            ..
-        }
-    ));
+    let raw = raw_connect(&n.socket());
+    let (m, p) = ask(&raw, subscription("/ctl", false), None);
+    opened(m);
     assert_eq!(p.extra.len(), 2, "the control segment and a seat");
     let hostile = map(p);
     // The control segment (doorbell, sleeper count, gates, send ticket)

@@ -104,19 +104,10 @@ impl Core {
                     Some(h) => h.push(u),
                     None => self.apply(&u),
                 },
-                // Direct delivery's handovers, while re-registering.
-                Ok(Ctl::Request {
-                    id,
-                    body: Request::GiveStreams { tag },
-                }) => self.give_streams(sock, id, tag),
-                Ok(Ctl::Request {
-                    body: Request::Streams { tag, query: 0 },
-                    ..
-                }) => self.take_streams(tag, p.fd),
-                Ok(Ctl::Request {
-                    body: Request::Seat { tag, seat },
-                    ..
-                }) => self.take_seat(tag, seat, p.fd),
+                // Direct delivery's handovers and seats, while re-registering.
+                Ok(Ctl::Request { id, body }) => {
+                    let _ = self.take_push(sock, id, body, p.fd);
+                }
                 Ok(_) => {}
                 Err(e) => return Err(Error::Protocol(e.to_string())),
             }
@@ -185,29 +176,36 @@ impl Core {
                     }
                 }
                 Ok(Ctl::Update(u)) => self.apply(&u),
-                Ok(Ctl::Request {
-                    id,
-                    body: Request::Stats,
-                }) => self.send_only(Request::Report {
-                    query: id,
-                    rows: self.subscriber_rows(),
-                }),
-                Ok(Ctl::Request {
-                    id,
-                    body: Request::GiveStreams { tag },
-                }) => self.give_streams(conn, id, tag),
-                Ok(Ctl::Request {
-                    body: Request::Streams { tag, query: 0 },
-                    ..
-                }) => self.take_streams(tag, p.fd),
-                Ok(Ctl::Request {
-                    body: Request::Seat { tag, seat },
-                    ..
-                }) => self.take_seat(tag, seat, p.fd),
-                Ok(Ctl::Request { .. }) => tracing::debug!("daemon sent a request; ignored"),
+                Ok(Ctl::Request { id, body }) => match self.take_push(conn, id, body, p.fd) {
+                    None => {}
+                    Some(Request::Stats) => self.send_only(Request::Report {
+                        query: id,
+                        rows: self.subscriber_rows(),
+                    }),
+                    Some(_) => tracing::debug!("daemon sent a request; ignored"),
+                },
                 Err(e) => tracing::debug!(error = %e, "malformed packet from the daemon; ignored"),
             }
         }
+    }
+
+    /// The daemon's pushes that both readers of its socket take alike
+    /// (direct delivery's hand-overs, subscribers' seats); any other
+    /// request comes back.
+    fn take_push(
+        &self,
+        conn: &SeqPacket,
+        id: u32,
+        req: Request,
+        fd: Option<OwnedFd>,
+    ) -> Option<Request> {
+        match req {
+            Request::GiveStreams { tag } => self.give_streams(conn, id, tag),
+            Request::Streams { tag, query: 0 } => self.take_streams(tag, fd),
+            Request::Seat { tag, seat } => self.take_seat(tag, seat, fd),
+            other => return Some(other),
+        }
+        None
     }
 
     /// The daemon wants a tag's streams back (direct delivery): the
