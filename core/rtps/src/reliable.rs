@@ -127,13 +127,8 @@ impl Writer {
             let ok = b.push(&self.data(EntityId::UNKNOWN, sn)).is_ok()
                 && b.push(&self.heartbeat(EntityId::UNKNOWN)).is_ok();
             if ok {
-                let bytes = b.finish();
-                for to in self.all_locators() {
-                    self.out.push_back(Transmit {
-                        to,
-                        bytes: bytes.clone(),
-                    });
-                }
+                let to = self.all_locators();
+                self.send(b.finish(), &to);
             }
             self.schedule_hb(now);
         }
@@ -215,23 +210,22 @@ impl Writer {
             let _ = b.push(&g);
         }
         let _ = b.push(&self.heartbeat(reader.entity));
-        let bytes = std::mem::replace(&mut b, MessageBuilder::new(self.header)).finish();
-        for to in &locators {
-            self.out.push_back(Transmit {
-                to: *to,
-                bytes: bytes.clone(),
-            });
-        }
+        self.send(b.finish(), &locators);
         self.schedule_hb(now);
     }
 
     fn flush(&mut self, b: &mut MessageBuilder, dst: GuidPrefix, locators: &[Locator]) {
         let full = std::mem::replace(b, MessageBuilder::new(self.header)).finish();
         let _ = b.push(&Submessage::InfoDst(dst));
-        for to in locators {
+        self.send(full, locators);
+    }
+
+    /// Queues `bytes` for every locator in `to`.
+    fn send(&mut self, bytes: Vec<u8>, to: &[Locator]) {
+        for l in to {
             self.out.push_back(Transmit {
-                to: *to,
-                bytes: full.clone(),
+                to: *l,
+                bytes: bytes.clone(),
             });
         }
     }
@@ -248,13 +242,8 @@ impl Writer {
         }
         let mut b = MessageBuilder::new(self.header);
         if b.push(&self.heartbeat(EntityId::UNKNOWN)).is_ok() {
-            let bytes = b.finish();
-            for to in self.all_locators() {
-                self.out.push_back(Transmit {
-                    to,
-                    bytes: bytes.clone(),
-                });
-            }
+            let to = self.all_locators();
+            self.send(b.finish(), &to);
         }
         self.schedule_hb(now);
     }
@@ -328,13 +317,7 @@ impl Writer {
         let mut b = MessageBuilder::new(self.header);
         let hb = self.heartbeat(reader.entity);
         if b.push(&Submessage::InfoDst(reader.prefix)).is_ok() && b.push(&hb).is_ok() {
-            let bytes = b.finish();
-            for to in locators {
-                self.out.push_back(Transmit {
-                    to,
-                    bytes: bytes.clone(),
-                });
-            }
+            self.send(b.finish(), &locators);
         }
     }
 }

@@ -94,6 +94,11 @@ impl Spdp {
         self.remotes.get(&prefix).map(|r| &r.data)
     }
 
+    /// The remote participants known.
+    pub fn participants(&self) -> impl Iterator<Item = &ParticipantData> {
+        self.remotes.values().map(|r| &r.data)
+    }
+
     /// How many remote participants are known.
     pub fn remotes(&self) -> usize {
         self.remotes.len()

@@ -1,5 +1,6 @@
 //! Against a running Cyclone DDS (Debian's `ddsperf`, loopback only): our
-//! participant's discovery (SPDP, then SEDP over the reliable built-in
+//! participant and Cyclone's find each other (SPDP); our participant's
+//! discovery (SPDP, then SEDP over the reliable built-in
 //! endpoints) and a reliable reader made of this crate's parts receive a
 //! Cyclone writer's samples, in order; a reliable writer made of them is
 //! read by a Cyclone reader, which loses none.
@@ -14,7 +15,7 @@ use tagwire_rtps::qos::{Qos, Reliability};
 use tagwire_rtps::reliable::{Reader, Writer};
 use tagwire_rtps::sedp::{Sedp, SedpEvent};
 use tagwire_rtps::spdp::{Spdp, SpdpConfig, SpdpEvent};
-use tagwire_rtps::{EntityId, Guid, GuidPrefix, Header, Locator, Message, Transmit};
+use tagwire_rtps::{EntityId, Guid, GuidPrefix, Header, Locator, Message, Submessage, Transmit};
 
 const CYCLONE_LOOPBACK: &str = concat!(
     "<CycloneDDS><Domain id=\"any\"><General><Interfaces><NetworkInterface name=\"lo\"/>",
@@ -181,6 +182,45 @@ fn data_locators(e: &EndpointData, spdp: &Spdp) -> Vec<Locator> {
     } else {
         e.unicast.clone()
     }
+}
+
+#[test]
+fn a_cyclone_dds_participant_and_ours_find_each_other() {
+    if !have_ddsperf() {
+        return;
+    }
+    let _pong = ddsperf(&["-D8", "pong"], std::process::Stdio::null());
+    let t0 = Instant::now();
+    let mut node = Node::new(t0, 3, b"");
+    let me = node.header.prefix;
+    let mut answered = false;
+    let found = loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(6),
+            "no Cyclone participant found"
+        );
+        node.step(
+            &mut answered,
+            |_, _| Vec::new(),
+            |answered, _, m, _, _| {
+                // Cyclone accepted us if it addresses its announcement to us.
+                *answered |= m.submessages.contains(&Submessage::InfoDst(me));
+            },
+        );
+        let cyclone = node
+            .spdp
+            .participants()
+            .find(|p| p.user_data.starts_with(b"DDSPerf:"))
+            .cloned();
+        if let (Some(p), true) = (cyclone, answered) {
+            break p;
+        }
+    };
+    assert_eq!(found.vendor, [0x01, 0x10], "Cyclone's vendor id");
+    assert!(found
+        .metatraffic_unicast
+        .iter()
+        .any(|l| l.to_udp_v4().is_some()));
 }
 
 #[test]
