@@ -34,6 +34,7 @@
 
 mod cursor;
 pub mod discovery;
+pub mod frag;
 mod message;
 pub mod plist;
 pub mod qos;

@@ -15,12 +15,21 @@
 //!   says will not come and counts it lost, and starts a volatile match at
 //!   the writer's next sample and a transient-local one at its first kept.
 //!
-//! Large samples (DATA_FRAG) are not handled here yet.
+//! A sample larger than [`MAX_UNFRAGMENTED`] goes in DATA_FRAG submessages
+//! of [`FRAGMENT_SIZE`] bytes, ten to a datagram, each datagram but the
+//! last followed by a HEARTBEAT_FRAG; the writer resends the fragments a
+//! NACK_FRAG asks for, and a whole sample an ACKNACK asks for. The reader
+//! puts samples back together from fragments in any order (at most 16 at
+//! once per writer, each at most `frag::MAX_SAMPLE`) and asks for a sample
+//! it has not completed with its ACKNACK (it sends no NACK_FRAG).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::message::{Data, Header, Message, MessageBuilder, Submessage};
+use crate::frag::{
+    fragment_count, fragments, Reassembly, FRAGMENTS_PER_DATAGRAM, FRAGMENT_SIZE, MAX_UNFRAGMENTED,
+};
+use crate::message::{Data, DataFrag, Header, Message, MessageBuilder, Submessage};
 use crate::types::{
     EntityId, Guid, GuidPrefix, Locator, SequenceNumber, SequenceNumberSet, MAX_SET_BITS,
 };
@@ -32,6 +41,9 @@ pub const MAX_MATCHES: usize = 256;
 /// The most out-of-order samples a reader holds per writer.
 const MAX_PENDING: usize = 1024;
 
+/// The most samples a reader puts back together at once per writer.
+const MAX_PARTIAL: usize = 16;
+
 #[derive(Debug)]
 struct ReaderProxy {
     locators: Vec<Locator>,
@@ -41,6 +53,8 @@ struct ReaderProxy {
     requested: BTreeSet<i64>,
     /// The last ACKNACK count taken (older or equal ones are dropped).
     count: Option<u32>,
+    /// The last NACK_FRAG count taken.
+    frag_count: Option<u32>,
 }
 
 /// A reliable writer.
@@ -53,6 +67,8 @@ pub struct Writer {
     history: BTreeMap<i64, Vec<u8>>,
     next_sn: i64,
     hb_count: u32,
+    /// HEARTBEAT_FRAG's count (its own, strictly increasing too).
+    hbf_count: u32,
     next_hb: Option<Instant>,
     readers: HashMap<Guid, ReaderProxy>,
     out: VecDeque<Transmit>,
@@ -71,6 +87,7 @@ impl Writer {
             history: BTreeMap::new(),
             next_sn: 1,
             hb_count: 0,
+            hbf_count: 0,
             next_hb: None,
             readers: HashMap::new(),
             out: VecDeque::new(),
@@ -100,6 +117,7 @@ impl Writer {
                 acked: first,
                 requested: BTreeSet::new(),
                 count: None,
+                frag_count: None,
             },
         );
         self.heartbeat_to(reader);
@@ -123,12 +141,9 @@ impl Writer {
             self.history.pop_first();
         }
         if !self.readers.is_empty() {
-            let mut b = MessageBuilder::new(self.header);
-            let ok = b.push(&self.data(EntityId::UNKNOWN, sn)).is_ok()
-                && b.push(&self.heartbeat(EntityId::UNKNOWN)).is_ok();
-            if ok {
-                let to = self.all_locators();
-                self.send(b.finish(), &to);
+            let to = self.all_locators();
+            for d in self.sample(EntityId::UNKNOWN, None, sn, true) {
+                self.send(d, &to);
             }
             self.schedule_hb(now);
         }
@@ -153,6 +168,19 @@ impl Writer {
                         entity: *reader,
                     };
                     self.handle_acknack(now, guid, state, *count);
+                }
+                Submessage::NackFrag {
+                    reader,
+                    writer,
+                    sn,
+                    state,
+                    count,
+                } if *writer == self.entity => {
+                    let guid = Guid {
+                        prefix: src,
+                        entity: *reader,
+                    };
+                    self.handle_nack_frag(guid, sn.0, state, *count);
                 }
                 _ => {}
             }
@@ -200,6 +228,17 @@ impl Writer {
                 gone.push(sn);
                 continue;
             }
+            if self
+                .history
+                .get(&sn)
+                .is_some_and(|p| p.len() > MAX_UNFRAGMENTED)
+            {
+                // A large sample: its fragments in datagrams of their own.
+                for d in self.sample(reader.entity, Some(reader.prefix), sn, false) {
+                    self.send(d, &locators);
+                }
+                continue;
+            }
             // One datagram per retransmitted sample past the first.
             if b.len() > 1400 {
                 self.flush(&mut b, reader.prefix, &locators);
@@ -212,6 +251,132 @@ impl Writer {
         let _ = b.push(&self.heartbeat(reader.entity));
         self.send(b.finish(), &locators);
         self.schedule_hb(now);
+    }
+
+    /// Resends the fragments of sample `sn` a reader asked for.
+    fn handle_nack_frag(
+        &mut self,
+        reader: Guid,
+        sn: i64,
+        state: &crate::types::FragmentNumberSet,
+        count: u32,
+    ) {
+        let Some(p) = self.readers.get_mut(&reader) else {
+            return;
+        };
+        if p.frag_count.is_some_and(|c| count <= c) {
+            return;
+        }
+        p.frag_count = Some(count);
+        let locators = p.locators.clone();
+        let Some(payload) = self.history.get(&sn) else {
+            return;
+        };
+        let mut out = Vec::new();
+        for off in state.offsets() {
+            let Some(n) = state.base.checked_add(off) else {
+                break;
+            };
+            if n > fragment_count(payload.len()) {
+                break;
+            }
+            let (start, count, bytes) = fragments(payload, n, 1);
+            let mut b = MessageBuilder::new(self.header);
+            let ok = b.push(&Submessage::InfoDst(reader.prefix)).is_ok()
+                && b.push(&Submessage::DataFrag(DataFrag {
+                    reader: reader.entity,
+                    writer: self.entity,
+                    sn: SequenceNumber(sn),
+                    fragment_start: start,
+                    fragments: count,
+                    fragment_size: FRAGMENT_SIZE as u16,
+                    sample_size: payload.len() as u32,
+                    inline_qos: None,
+                    key: false,
+                    non_standard: false,
+                    bytes,
+                }))
+                .is_ok();
+            if ok {
+                out.push(b.finish());
+            }
+        }
+        for d in out {
+            self.send(d, &locators);
+        }
+    }
+
+    /// The datagrams that carry sample `sn` to `reader` (addressed to
+    /// `dst` when given), with a heartbeat after the last when `heartbeat`:
+    /// one DATA, or its fragments, ten to a datagram, each datagram but
+    /// the last followed by a HEARTBEAT_FRAG.
+    fn sample(
+        &mut self,
+        reader: EntityId,
+        dst: Option<GuidPrefix>,
+        sn: i64,
+        heartbeat: bool,
+    ) -> Vec<Vec<u8>> {
+        let header = self.header;
+        let begin = |b: &mut MessageBuilder| {
+            if let Some(p) = dst {
+                let _ = b.push(&Submessage::InfoDst(p));
+            }
+        };
+        let hb = heartbeat.then(|| self.heartbeat(reader));
+        let Some(payload) = self.history.get(&sn) else {
+            return Vec::new();
+        };
+        if payload.len() <= MAX_UNFRAGMENTED {
+            let mut b = MessageBuilder::new(header);
+            begin(&mut b);
+            let ok = b.push(&self.data(reader, sn)).is_ok()
+                && hb.as_ref().is_none_or(|h| b.push(h).is_ok());
+            return if ok { vec![b.finish()] } else { Vec::new() };
+        }
+        let total = fragment_count(payload.len());
+        let mut out = Vec::new();
+        let mut first = 1;
+        while first <= total {
+            let (start, n, bytes) = fragments(payload, first, FRAGMENTS_PER_DATAGRAM);
+            let mut b = MessageBuilder::new(header);
+            begin(&mut b);
+            let frag = Submessage::DataFrag(DataFrag {
+                reader,
+                writer: self.entity,
+                sn: SequenceNumber(sn),
+                fragment_start: start,
+                fragments: n,
+                fragment_size: FRAGMENT_SIZE as u16,
+                sample_size: payload.len() as u32,
+                inline_qos: None,
+                key: false,
+                non_standard: false,
+                bytes,
+            });
+            if b.push(&frag).is_err() {
+                return Vec::new();
+            }
+            first = start + u32::from(n);
+            let last = first > total;
+            let tail = if last {
+                hb.clone()
+            } else {
+                self.hbf_count += 1;
+                Some(Submessage::HeartbeatFrag {
+                    reader,
+                    writer: self.entity,
+                    sn: SequenceNumber(sn),
+                    last_fragment: first - 1,
+                    count: self.hbf_count,
+                })
+            };
+            if let Some(t) = tail {
+                let _ = b.push(&t);
+            }
+            out.push(b.finish());
+        }
+        out
     }
 
     fn flush(&mut self, b: &mut MessageBuilder, dst: GuidPrefix, locators: &[Locator]) {
@@ -366,6 +531,8 @@ struct WriterProxy {
     next: Option<i64>,
     /// Samples received ahead of `next` (`None`: will not come).
     pending: BTreeMap<i64, Option<Vec<u8>>>,
+    /// Samples arriving in fragments.
+    partial: BTreeMap<i64, Reassembly>,
     /// The highest sample the writer announced.
     last: i64,
     hb_count: Option<u32>,
@@ -416,6 +583,7 @@ impl Reader {
                 transient_local,
                 next: None,
                 pending: BTreeMap::new(),
+                partial: BTreeMap::new(),
                 last: 0,
                 hb_count: None,
                 acknack_count: 0,
@@ -458,6 +626,36 @@ impl Reader {
                         let wanted = w.next.is_none_or(|n| sn >= n);
                         if wanted && !w.pending.contains_key(&sn) && w.pending.len() < MAX_PENDING {
                             w.pending.insert(sn, Some(p.to_vec()));
+                        }
+                        w.last = w.last.max(sn);
+                        Self::drain(g, w, &mut self.deliveries);
+                    }
+                }
+                Submessage::DataFrag(f) if !f.key => {
+                    let g = Guid {
+                        prefix: src,
+                        entity: f.writer,
+                    };
+                    if let Some(w) = self.writers.get_mut(&g) {
+                        let sn = f.sn.0;
+                        if w.next.is_none() && !w.transient_local {
+                            w.next = Some(sn);
+                        }
+                        let wanted = w.next.is_none_or(|n| sn >= n)
+                            && !w.pending.contains_key(&sn)
+                            && w.pending.len() < MAX_PENDING;
+                        if wanted {
+                            if !w.partial.contains_key(&sn) && w.partial.len() < MAX_PARTIAL {
+                                if let Some(r) = Reassembly::new(f) {
+                                    w.partial.insert(sn, r);
+                                }
+                            }
+                            let done = w.partial.get_mut(&sn).is_some_and(|r| r.add(f));
+                            if done {
+                                if let Some(r) = w.partial.remove(&sn) {
+                                    w.pending.insert(sn, Some(r.into_bytes()));
+                                }
+                            }
                         }
                         w.last = w.last.max(sn);
                         Self::drain(g, w, &mut self.deliveries);
@@ -547,6 +745,7 @@ impl Reader {
             next += 1;
         }
         w.next = Some(next);
+        w.partial.retain(|&sn, _| sn >= next);
     }
 
     /// What `w` lacks: base = the next sample, bits = the missing ones up

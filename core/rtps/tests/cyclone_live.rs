@@ -33,6 +33,16 @@ impl Drop for Kill {
     }
 }
 
+/// The live tests one at a time: two Cyclone writers of one topic would
+/// mix their samples in one reader.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn have_ddsperf() -> bool {
     if std::process::Command::new("ddsperf")
         .arg("-h")
@@ -186,6 +196,7 @@ fn data_locators(e: &EndpointData, spdp: &Spdp) -> Vec<Locator> {
 
 #[test]
 fn a_cyclone_dds_participant_and_ours_find_each_other() {
+    let _one = serial();
     if !have_ddsperf() {
         return;
     }
@@ -225,16 +236,29 @@ fn a_cyclone_dds_participant_and_ours_find_each_other() {
 
 #[test]
 fn a_cyclone_dds_writer_matches_our_reader_through_sedp_and_its_samples_arrive_in_order() {
+    cyclone_writer_to_our_reader(64, "100Hz", 30, 1);
+}
+
+#[test]
+fn a_cyclone_dds_writers_30_kb_samples_come_in_fragments_and_arrive_whole_and_in_order() {
+    cyclone_writer_to_our_reader(30_000, "20Hz", 10, 4);
+}
+
+/// A Cyclone writer (`ddsperf pub` of `size`-byte samples at `rate`) and
+/// our reader: `want` samples, whole, in order.
+fn cyclone_writer_to_our_reader(size: usize, rate: &str, want: usize, id: u8) {
+    let _one = serial();
     if !have_ddsperf() {
         return;
     }
     // Cyclone publishes DDSPerfRDataKS (KeyedSeq, reliable, keep-all).
+    let size_arg = size.to_string();
     let _publisher = ddsperf(
-        &["-D10", "pub", "100Hz", "size", "64"],
+        &["-D10", "pub", rate, "size", &size_arg],
         std::process::Stdio::null(),
     );
     let t0 = Instant::now();
-    let mut node = Node::new(t0, 1, b"");
+    let mut node = Node::new(t0, id, b"");
     let header = node.header;
     // Our subscription: a reliable reader of the topic.
     let reader_id = EntityId([0, 0, 1, 0x07]);
@@ -244,7 +268,7 @@ fn a_cyclone_dds_writer_matches_our_reader_through_sedp_and_its_samples_arrive_i
     node.sedp.announce(t0, &ours);
     let reader = Reader::new(header, reader_id, Duration::from_millis(10));
     let mut st = (reader, None, Vec::<u32>::new());
-    while t0.elapsed() < Duration::from_secs(8) && st.2.len() < 30 {
+    while t0.elapsed() < Duration::from_secs(8) && st.2.len() < want {
         node.step(
             &mut st,
             |(reader, _, _), now| {
@@ -262,8 +286,10 @@ fn a_cyclone_dds_writer_matches_our_reader_through_sedp_and_its_samples_arrive_i
                 }
                 reader.handle_message(now, m);
                 while let Some(d) = reader.poll_delivery() {
-                    // KeyedSeq in CDR_LE: seq u32, keyval u32, baggage.
+                    // KeyedSeq in CDR_LE: seq u32, keyval u32, baggage
+                    // (ddsperf's size counts the 12 bytes before it).
                     assert_eq!(&d.payload[..2], &[0x00, 0x01], "CDR_LE");
+                    assert_eq!(d.payload.len(), 4 + size, "a whole sample");
                     seqs.push(u32::from_le_bytes(d.payload[4..8].try_into().unwrap()));
                 }
             },
@@ -272,7 +298,7 @@ fn a_cyclone_dds_writer_matches_our_reader_through_sedp_and_its_samples_arrive_i
     let (_, matched, seqs) = st;
     let w = matched.expect("SEDP announced Cyclone's DDSPerfRDataKS writer");
     assert_eq!(w.qos.reliability.0, Reliability::Reliable);
-    assert!(seqs.len() >= 30, "only {} samples arrived", seqs.len());
+    assert!(seqs.len() >= want, "only {} samples arrived", seqs.len());
     assert!(
         seqs.windows(2).all(|p| p[1] == p[0] + 1),
         "samples out of order or missing: {seqs:?}"
@@ -292,6 +318,18 @@ fn counted(lines: &[String]) -> Option<(u64, u64)> {
 
 #[test]
 fn our_writer_matches_a_cyclone_dds_reader_which_counts_every_sample_and_loses_none() {
+    our_writer_to_cyclone_reader(64, 200, 2);
+}
+
+#[test]
+fn our_writers_30_kb_samples_go_in_fragments_and_a_cyclone_dds_reader_loses_none() {
+    our_writer_to_cyclone_reader(30_000, 50, 5);
+}
+
+/// Our writer and a Cyclone reader (`ddsperf sub`): `want` samples of
+/// `size` bytes (as ddsperf counts them), none lost.
+fn our_writer_to_cyclone_reader(size: usize, want: u64, id: u8) {
+    let _one = serial();
     if !have_ddsperf() {
         return;
     }
@@ -310,7 +348,7 @@ fn our_writer_matches_a_cyclone_dds_reader_which_counts_every_sample_and_loses_n
     let t0 = Instant::now();
     // ddsperf knows its peers by USER_DATA "DDSPerf:<has reader>:<pid>:<host>".
     let ud = format!("DDSPerf:0:{}:tagwire", std::process::id());
-    let mut node = Node::new(t0, 2, ud.as_bytes());
+    let mut node = Node::new(t0, id, ud.as_bytes());
     let header = node.header;
     let writer_id = EntityId([0, 0, 2, 0x02]);
     let ours = node.endpoint(writer_id, Qos::default_for(true));
@@ -319,21 +357,23 @@ fn our_writer_matches_a_cyclone_dds_reader_which_counts_every_sample_and_loses_n
     // (writer, matched, samples sent, next write)
     let mut st = (writer, false, 0u32, t0);
     while t0.elapsed() < Duration::from_secs(7) {
-        if counted(&lines.lock().unwrap()).is_some_and(|(t, _)| t >= 200) {
+        if counted(&lines.lock().unwrap()).is_some_and(|(t, _)| t >= want) {
             break;
         }
         node.step(
             &mut st,
             |(writer, matched, sent, next_write), now| {
                 if *matched && now >= *next_write && *sent < 10_000 {
-                    // 200 samples a second: KeyedSeq in CDR_LE, 52 bytes of baggage.
+                    // 200 samples a second: KeyedSeq in CDR_LE, baggage of
+                    // size - 12 bytes.
                     *next_write = now + Duration::from_millis(5);
                     *sent += 1;
+                    let baggage = size - 12;
                     let mut p = vec![0x00, 0x01, 0x00, 0x00];
                     p.extend_from_slice(&sent.to_le_bytes());
                     p.extend_from_slice(&0u32.to_le_bytes());
-                    p.extend_from_slice(&52u32.to_le_bytes());
-                    p.extend_from_slice(&[0xab; 52]);
+                    p.extend_from_slice(&(baggage as u32).to_le_bytes());
+                    p.extend(std::iter::repeat_n(0xab, baggage));
                     writer.write(now, p);
                 }
                 writer.handle_timeout(now);
@@ -355,6 +395,6 @@ fn our_writer_matches_a_cyclone_dds_reader_which_counts_every_sample_and_loses_n
     let (_, matched, sent, _) = st;
     assert!(matched, "SEDP announced no matching Cyclone reader");
     let (got, lost) = counted(&lines.lock().unwrap()).expect("ddsperf sub counted samples");
-    assert!(got >= 200, "Cyclone got {got} of {sent} samples");
+    assert!(got >= want, "Cyclone got {got} of {sent} samples");
     assert_eq!(lost, 0, "Cyclone counted {lost} lost");
 }
