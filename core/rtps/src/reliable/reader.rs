@@ -1,0 +1,317 @@
+//! The reliable reader (see the parent module).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use super::MAX_MATCHES;
+use crate::frag::Reassembly;
+use crate::message::{Header, Message, MessageBuilder, Submessage};
+use crate::types::{EntityId, Guid, Locator, SequenceNumber, SequenceNumberSet, MAX_SET_BITS};
+use crate::Transmit;
+
+/// The most out-of-order samples a reader holds per writer.
+const MAX_PENDING: usize = 1024;
+
+/// The most samples a reader puts back together at once per writer.
+const MAX_PARTIAL: usize = 16;
+
+/// A sample a reader delivers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The writer.
+    pub writer: Guid,
+    /// Its sequence number.
+    pub sn: SequenceNumber,
+    /// The serialized payload.
+    pub payload: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct WriterProxy {
+    locators: Vec<Locator>,
+    transient_local: bool,
+    /// The next sample to deliver; `None` until the writer's first
+    /// heartbeat or sample says where to start.
+    next: Option<i64>,
+    /// Samples received ahead of `next` (`None`: will not come).
+    pending: BTreeMap<i64, Option<Vec<u8>>>,
+    /// Samples arriving in fragments.
+    partial: BTreeMap<i64, Reassembly>,
+    /// The highest sample the writer announced.
+    last: i64,
+    hb_count: Option<u32>,
+    acknack_count: u32,
+    ack_due: Option<Instant>,
+    lost: u64,
+}
+
+/// A reliable reader.
+#[derive(Debug)]
+pub struct Reader {
+    header: Header,
+    entity: EntityId,
+    ack_delay: Duration,
+    writers: HashMap<Guid, WriterProxy>,
+    out: VecDeque<Transmit>,
+    deliveries: VecDeque<Delivery>,
+}
+
+impl Reader {
+    /// A reader `entity` of the participant in `header`, answering
+    /// heartbeats after `ack_delay`.
+    pub fn new(header: Header, entity: EntityId, ack_delay: Duration) -> Self {
+        Self {
+            header,
+            entity,
+            ack_delay,
+            writers: HashMap::new(),
+            out: VecDeque::new(),
+            deliveries: VecDeque::new(),
+        }
+    }
+
+    /// Matches a writer reached at `locators`.
+    pub fn add_writer(
+        &mut self,
+        writer: Guid,
+        locators: Vec<Locator>,
+        transient_local: bool,
+    ) -> bool {
+        if self.writers.len() >= MAX_MATCHES && !self.writers.contains_key(&writer) {
+            return false;
+        }
+        self.writers.insert(
+            writer,
+            WriterProxy {
+                locators,
+                transient_local,
+                next: None,
+                pending: BTreeMap::new(),
+                partial: BTreeMap::new(),
+                last: 0,
+                hb_count: None,
+                acknack_count: 0,
+                ack_due: None,
+                lost: 0,
+            },
+        );
+        true
+    }
+
+    /// Unmatches a writer.
+    pub fn remove_writer(&mut self, writer: Guid) {
+        self.writers.remove(&writer);
+    }
+
+    /// Samples of `writer` that will never come (gaps, history dropped).
+    pub fn lost(&self, writer: Guid) -> u64 {
+        self.writers.get(&writer).map_or(0, |w| w.lost)
+    }
+
+    /// Handles a datagram from a writer's participant.
+    pub fn handle_message(&mut self, now: Instant, m: &Message<'_>) {
+        let mut src = m.header.prefix;
+        for s in &m.submessages {
+            match s {
+                Submessage::InfoSrc { prefix, .. } => src = *prefix,
+                Submessage::Data(d) if d.payload.is_some() && !d.key => {
+                    let g = Guid {
+                        prefix: src,
+                        entity: d.writer,
+                    };
+                    if let (Some(w), Some(p)) = (self.writers.get_mut(&g), d.payload) {
+                        let sn = d.sn.0;
+                        // A volatile reader starts at the first sample it
+                        // gets; a transient-local one where the writer's
+                        // heartbeat says its history starts.
+                        if w.next.is_none() && !w.transient_local {
+                            w.next = Some(sn);
+                        }
+                        let wanted = w.next.is_none_or(|n| sn >= n);
+                        if wanted && !w.pending.contains_key(&sn) && w.pending.len() < MAX_PENDING {
+                            w.pending.insert(sn, Some(p.to_vec()));
+                        }
+                        w.last = w.last.max(sn);
+                        Self::drain(g, w, &mut self.deliveries);
+                    }
+                }
+                Submessage::DataFrag(f) if !f.key => {
+                    let g = Guid {
+                        prefix: src,
+                        entity: f.writer,
+                    };
+                    if let Some(w) = self.writers.get_mut(&g) {
+                        let sn = f.sn.0;
+                        if w.next.is_none() && !w.transient_local {
+                            w.next = Some(sn);
+                        }
+                        let wanted = w.next.is_none_or(|n| sn >= n)
+                            && !w.pending.contains_key(&sn)
+                            && w.pending.len() < MAX_PENDING;
+                        if wanted {
+                            if !w.partial.contains_key(&sn) && w.partial.len() < MAX_PARTIAL {
+                                if let Some(r) = Reassembly::new(f) {
+                                    w.partial.insert(sn, r);
+                                }
+                            }
+                            let done = w.partial.get_mut(&sn).is_some_and(|r| r.add(f));
+                            if done {
+                                if let Some(r) = w.partial.remove(&sn) {
+                                    w.pending.insert(sn, Some(r.into_bytes()));
+                                }
+                            }
+                        }
+                        w.last = w.last.max(sn);
+                        Self::drain(g, w, &mut self.deliveries);
+                    }
+                }
+                Submessage::Gap {
+                    writer,
+                    start,
+                    list,
+                    ..
+                } => {
+                    let g = Guid {
+                        prefix: src,
+                        entity: *writer,
+                    };
+                    if let Some(w) = self.writers.get_mut(&g) {
+                        let next = w.next;
+                        let mut mark = |sn: i64| {
+                            if next.is_none_or(|n| sn >= n) && w.pending.len() < MAX_PENDING {
+                                w.pending.entry(sn).or_insert(None);
+                            }
+                        };
+                        // [start, list.base) (bounded), then the set.
+                        let upto = list.base.0.min(start.0.saturating_add(MAX_PENDING as i64));
+                        for sn in start.0..upto {
+                            mark(sn);
+                        }
+                        for off in list.offsets() {
+                            mark(list.base.0 + i64::from(off));
+                        }
+                        Self::drain(g, w, &mut self.deliveries);
+                    }
+                }
+                Submessage::Heartbeat {
+                    writer,
+                    first,
+                    last,
+                    count,
+                    final_flag,
+                    ..
+                } => {
+                    let g = Guid {
+                        prefix: src,
+                        entity: *writer,
+                    };
+                    if let Some(w) = self.writers.get_mut(&g) {
+                        if w.hb_count.is_some_and(|c| *count <= c) {
+                            continue;
+                        }
+                        w.hb_count = Some(*count);
+                        let start = if w.transient_local {
+                            first.0
+                        } else {
+                            last.0 + 1
+                        };
+                        let next = *w.next.get_or_insert(start.max(1));
+                        w.last = w.last.max(last.0);
+                        // What the writer no longer keeps will not come.
+                        if first.0 > next {
+                            w.lost += (first.0 - next) as u64;
+                            w.next = Some(first.0);
+                            w.pending.retain(|&sn, _| sn >= first.0);
+                        }
+                        Self::drain(g, w, &mut self.deliveries);
+                        if !final_flag || Self::missing(w).num_bits > 0 {
+                            w.ack_due.get_or_insert(now + self.ack_delay);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Moves in-order samples of `w` to the deliveries.
+    fn drain(g: Guid, w: &mut WriterProxy, out: &mut VecDeque<Delivery>) {
+        let Some(mut next) = w.next else { return };
+        while let Some(entry) = w.pending.remove(&next) {
+            match entry {
+                Some(payload) => out.push_back(Delivery {
+                    writer: g,
+                    sn: SequenceNumber(next),
+                    payload,
+                }),
+                None => w.lost += 1,
+            }
+            next += 1;
+        }
+        w.next = Some(next);
+        w.partial.retain(|&sn, _| sn >= next);
+    }
+
+    /// What `w` lacks: base = the next sample, bits = the missing ones up
+    /// to the last announced (within 256).
+    fn missing(w: &WriterProxy) -> SequenceNumberSet {
+        let next = w.next.unwrap_or(1);
+        let mut set = SequenceNumberSet::empty(SequenceNumber(next));
+        let mut sn = next;
+        while sn <= w.last && sn - next < i64::from(MAX_SET_BITS) {
+            if !w.pending.contains_key(&sn) {
+                set.insert_offset((sn - next) as u32);
+            }
+            sn += 1;
+        }
+        set
+    }
+
+    /// Sends the ACKNACKs that are due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let header = self.header;
+        let entity = self.entity;
+        for (g, w) in &mut self.writers {
+            if w.ack_due.is_none_or(|t| now < t) {
+                continue;
+            }
+            w.ack_due = None;
+            w.acknack_count += 1;
+            let state = Self::missing(w);
+            let mut b = MessageBuilder::new(header);
+            let ok = b.push(&Submessage::InfoDst(g.prefix)).is_ok()
+                && b.push(&Submessage::AckNack {
+                    reader: entity,
+                    writer: g.entity,
+                    state,
+                    count: w.acknack_count,
+                    final_flag: state.num_bits == 0,
+                })
+                .is_ok();
+            if ok {
+                let bytes = b.finish();
+                for to in &w.locators {
+                    self.out.push_back(Transmit {
+                        to: *to,
+                        bytes: bytes.clone(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// When [`Reader::handle_timeout`] has something to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.writers.values().filter_map(|w| w.ack_due).min()
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    /// The next sample, in each writer's order.
+    pub fn poll_delivery(&mut self) -> Option<Delivery> {
+        self.deliveries.pop_front()
+    }
+}
