@@ -129,12 +129,17 @@ impl Node {
     }
 
     fn endpoint(&self, entity: EntityId, qos: Qos) -> EndpointData {
+        // ddsperf's data topic: R reliable, U best effort.
+        let topic = match qos.reliability.0 {
+            Reliability::Reliable => "DDSPerfRDataKS",
+            Reliability::BestEffort => "DDSPerfUDataKS",
+        };
         EndpointData {
             guid: Guid {
                 prefix: self.header.prefix,
                 entity,
             },
-            topic: "DDSPerfRDataKS".into(),
+            topic: topic.into(),
             type_name: "KeyedSeq".into(),
             qos,
             unicast: Vec::new(),
@@ -236,37 +241,49 @@ fn a_cyclone_dds_participant_and_ours_find_each_other() {
 
 #[test]
 fn a_cyclone_dds_writer_matches_our_reader_through_sedp_and_its_samples_arrive_in_order() {
-    cyclone_writer_to_our_reader(64, "100Hz", 30, 1);
+    cyclone_writer_to_our_reader(64, "100Hz", 30, 1, false);
+}
+
+#[test]
+fn a_best_effort_cyclone_dds_writer_reaches_our_best_effort_reader() {
+    cyclone_writer_to_our_reader(64, "100Hz", 30, 6, true);
 }
 
 #[test]
 fn a_cyclone_dds_writers_30_kb_samples_come_in_fragments_and_arrive_whole_and_in_order() {
-    cyclone_writer_to_our_reader(30_000, "20Hz", 10, 4);
+    cyclone_writer_to_our_reader(30_000, "20Hz", 10, 4, false);
 }
 
 /// A Cyclone writer (`ddsperf pub` of `size`-byte samples at `rate`) and
 /// our reader: `want` samples, whole, in order.
-fn cyclone_writer_to_our_reader(size: usize, rate: &str, want: usize, id: u8) {
+fn cyclone_writer_to_our_reader(size: usize, rate: &str, want: usize, id: u8, best_effort: bool) {
     let _one = serial();
     if !have_ddsperf() {
         return;
     }
     // Cyclone publishes DDSPerfRDataKS (KeyedSeq, reliable, keep-all).
     let size_arg = size.to_string();
-    let _publisher = ddsperf(
-        &["-D10", "pub", rate, "size", &size_arg],
-        std::process::Stdio::null(),
-    );
+    let mut args = vec!["-D10", "pub", rate, "size", &size_arg];
+    if best_effort {
+        args.insert(0, "-u");
+    }
+    let _publisher = ddsperf(&args, std::process::Stdio::null());
     let t0 = Instant::now();
     let mut node = Node::new(t0, id, b"");
     let header = node.header;
     // Our subscription: a reliable reader of the topic.
     let reader_id = EntityId([0, 0, 1, 0x07]);
     let mut qos = Qos::default_for(false);
-    qos.reliability.0 = Reliability::Reliable;
+    if !best_effort {
+        qos.reliability.0 = Reliability::Reliable;
+    }
     let ours = node.endpoint(reader_id, qos);
     node.sedp.announce(t0, &ours);
-    let reader = Reader::new(header, reader_id, Duration::from_millis(10));
+    let reader = if best_effort {
+        Reader::best_effort(header, reader_id)
+    } else {
+        Reader::new(header, reader_id, Duration::from_millis(10))
+    };
     let mut st = (reader, None, Vec::<u32>::new());
     while t0.elapsed() < Duration::from_secs(8) && st.2.len() < want {
         node.step(
@@ -296,8 +313,8 @@ fn cyclone_writer_to_our_reader(size: usize, rate: &str, want: usize, id: u8) {
         );
     }
     let (_, matched, seqs) = st;
-    let w = matched.expect("SEDP announced Cyclone's DDSPerfRDataKS writer");
-    assert_eq!(w.qos.reliability.0, Reliability::Reliable);
+    let w = matched.expect("SEDP announced Cyclone's data writer");
+    assert_eq!(w.qos.reliability.0 == Reliability::BestEffort, best_effort);
     assert!(seqs.len() >= want, "only {} samples arrived", seqs.len());
     assert!(
         seqs.windows(2).all(|p| p[1] == p[0] + 1),
@@ -318,24 +335,34 @@ fn counted(lines: &[String]) -> Option<(u64, u64)> {
 
 #[test]
 fn our_writer_matches_a_cyclone_dds_reader_which_counts_every_sample_and_loses_none() {
-    our_writer_to_cyclone_reader(64, 200, 2);
+    our_writer_to_cyclone_reader(64, 200, 2, false);
+}
+
+#[test]
+fn our_best_effort_writer_reaches_a_best_effort_cyclone_dds_reader_which_loses_none_on_loopback() {
+    our_writer_to_cyclone_reader(64, 200, 7, true);
 }
 
 #[test]
 fn our_writers_30_kb_samples_go_in_fragments_and_a_cyclone_dds_reader_loses_none() {
-    our_writer_to_cyclone_reader(30_000, 50, 5);
+    our_writer_to_cyclone_reader(30_000, 50, 5, false);
 }
 
 /// Our writer and a Cyclone reader (`ddsperf sub`): `want` samples of
 /// `size` bytes (as ddsperf counts them), none lost.
-fn our_writer_to_cyclone_reader(size: usize, want: u64, id: u8) {
+fn our_writer_to_cyclone_reader(size: usize, want: u64, id: u8, best_effort: bool) {
     let _one = serial();
     if !have_ddsperf() {
         return;
     }
     // Cyclone subscribes to DDSPerfRDataKS and prints, each second, how
     // many samples it got and how many it lost (by their seq field).
-    let mut sub = ddsperf(&["-D8", "sub"], std::process::Stdio::piped());
+    let args: &[&str] = if best_effort {
+        &["-u", "-D8", "sub"]
+    } else {
+        &["-D8", "sub"]
+    };
+    let mut sub = ddsperf(args, std::process::Stdio::piped());
     let out = sub.0.stdout.take().unwrap();
     let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let l2 = lines.clone();
@@ -351,9 +378,17 @@ fn our_writer_to_cyclone_reader(size: usize, want: u64, id: u8) {
     let mut node = Node::new(t0, id, ud.as_bytes());
     let header = node.header;
     let writer_id = EntityId([0, 0, 2, 0x02]);
-    let ours = node.endpoint(writer_id, Qos::default_for(true));
+    let mut qos = Qos::default_for(true);
+    if best_effort {
+        qos.reliability.0 = Reliability::BestEffort;
+    }
+    let ours = node.endpoint(writer_id, qos);
     node.sedp.announce(t0, &ours);
-    let writer = Writer::new(header, writer_id, 10_000, Duration::from_millis(50));
+    let writer = if best_effort {
+        Writer::best_effort(header, writer_id)
+    } else {
+        Writer::new(header, writer_id, 10_000, Duration::from_millis(50))
+    };
     // (writer, matched, samples sent, next write)
     let mut st = (writer, false, 0u32, t0);
     while t0.elapsed() < Duration::from_secs(7) {

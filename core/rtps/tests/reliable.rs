@@ -358,3 +358,69 @@ fn a_nack_frag_gets_exactly_the_fragments_it_asks_for() {
     p.w.handle_message(p.now, &m);
     assert!(p.w.poll_transmit().is_none());
 }
+
+#[test]
+fn best_effort_delivers_in_increasing_order_sends_nothing_back_and_counts_what_it_skips() {
+    let now = Instant::now();
+    let mut w = Writer::best_effort(header(1), EntityId([0, 0, 0x0a, 0x03]));
+    let rid = EntityId([0, 0, 0x09, 0x04]);
+    let mut r = Reader::best_effort(header(2), rid);
+    let wg = w.guid();
+    r.add_writer(wg, vec![at(W_PORT)], false);
+    w.add_reader(
+        now,
+        Guid {
+            prefix: header(2).prefix,
+            entity: rid,
+        },
+        vec![at(R_PORT)],
+    );
+    assert!(
+        w.poll_transmit().is_none(),
+        "no heartbeat to a best-effort match"
+    );
+    let mut link = Link {
+        seed: 7,
+        loss_pct: 25,
+        down: false,
+        dropped: 0,
+    };
+    let mut got = Vec::new();
+    for n in 1..=500i64 {
+        // Every tenth sample is large: it comes in fragments or not at all.
+        let size = if n % 10 == 0 { 30_004 } else { 8 };
+        w.write(now, payload(n, size));
+        w.handle_timeout(now + Duration::from_secs(10));
+        r.handle_timeout(now + Duration::from_secs(10));
+        assert!(
+            r.poll_transmit().is_none(),
+            "a best-effort reader answers nothing"
+        );
+        while let Some(t) = w.poll_transmit() {
+            let m = Message::parse(&t.bytes).unwrap();
+            assert!(
+                m.submessages
+                    .iter()
+                    .all(|s| !matches!(s, tagwire_rtps::Submessage::Heartbeat { .. })),
+                "a best-effort writer heartbeats"
+            );
+            if link.pass() {
+                r.handle_message(now, &m);
+            }
+        }
+        while let Some(d) = r.poll_delivery() {
+            let size = if d.sn.0 % 10 == 0 { 30_004 } else { 8 };
+            assert_eq!(d.payload, payload(d.sn.0, size));
+            got.push(d.sn.0);
+        }
+    }
+    assert!(link.dropped > 50);
+    assert!(got.windows(2).all(|p| p[0] < p[1]), "{got:?}");
+    let (first, last) = (got[0], *got.last().unwrap());
+    assert_eq!(
+        got.len() as u64 + r.lost(wg),
+        (last - first + 1) as u64,
+        "every number skipped is counted"
+    );
+    assert!(got.len() > 300, "{} of 500", got.len());
+}

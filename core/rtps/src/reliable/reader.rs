@@ -45,11 +45,14 @@ struct WriterProxy {
     lost: u64,
 }
 
-/// A reliable reader.
+/// A reliable reader (or a best-effort one: [`Reader::best_effort`]).
 #[derive(Debug)]
 pub struct Reader {
     header: Header,
     entity: EntityId,
+    /// False: best effort (samples delivered as they complete, in
+    /// increasing order; what is skipped is counted lost; no ACKNACKs).
+    reliable: bool,
     ack_delay: Duration,
     writers: HashMap<Guid, WriterProxy>,
     out: VecDeque<Transmit>,
@@ -63,10 +66,21 @@ impl Reader {
         Self {
             header,
             entity,
+            reliable: true,
             ack_delay,
             writers: HashMap::new(),
             out: VecDeque::new(),
             deliveries: VecDeque::new(),
+        }
+    }
+
+    /// A best-effort reader: samples are delivered as they arrive (whole),
+    /// in increasing order; older ones and duplicates are dropped, and the
+    /// numbers skipped are counted lost. It sends nothing.
+    pub fn best_effort(header: Header, entity: EntityId) -> Self {
+        Self {
+            reliable: false,
+            ..Self::new(header, entity, Duration::from_secs(3600))
         }
     }
 
@@ -132,7 +146,7 @@ impl Reader {
                             w.pending.insert(sn, Some(p.to_vec()));
                         }
                         w.last = w.last.max(sn);
-                        Self::drain(g, w, &mut self.deliveries);
+                        Self::drain(g, w, &mut self.deliveries, self.reliable);
                     }
                 }
                 Submessage::DataFrag(f) if !f.key => {
@@ -162,7 +176,7 @@ impl Reader {
                             }
                         }
                         w.last = w.last.max(sn);
-                        Self::drain(g, w, &mut self.deliveries);
+                        Self::drain(g, w, &mut self.deliveries, self.reliable);
                     }
                 }
                 Submessage::Gap {
@@ -190,7 +204,7 @@ impl Reader {
                         for off in list.offsets() {
                             mark(list.base.0 + i64::from(off));
                         }
-                        Self::drain(g, w, &mut self.deliveries);
+                        Self::drain(g, w, &mut self.deliveries, self.reliable);
                     }
                 }
                 Submessage::Heartbeat {
@@ -200,7 +214,7 @@ impl Reader {
                     count,
                     final_flag,
                     ..
-                } => {
+                } if self.reliable => {
                     let g = Guid {
                         prefix: src,
                         entity: *writer,
@@ -223,7 +237,7 @@ impl Reader {
                             w.next = Some(first.0);
                             w.pending.retain(|&sn, _| sn >= first.0);
                         }
-                        Self::drain(g, w, &mut self.deliveries);
+                        Self::drain(g, w, &mut self.deliveries, self.reliable);
                         if !final_flag || Self::missing(w).num_bits > 0 {
                             w.ack_due.get_or_insert(now + self.ack_delay);
                         }
@@ -234,8 +248,18 @@ impl Reader {
         }
     }
 
-    /// Moves in-order samples of `w` to the deliveries.
-    fn drain(g: Guid, w: &mut WriterProxy, out: &mut VecDeque<Delivery>) {
+    /// Moves in-order samples of `w` to the deliveries. A best-effort
+    /// reader (`!reliable`) first skips to the lowest sample it holds,
+    /// counting what it skips as lost: nothing it lacks will be resent.
+    fn drain(g: Guid, w: &mut WriterProxy, out: &mut VecDeque<Delivery>, reliable: bool) {
+        if !reliable {
+            if let (Some(next), Some((&low, _))) = (w.next, w.pending.first_key_value()) {
+                if low > next {
+                    w.lost += (low - next) as u64;
+                    w.next = Some(low);
+                }
+            }
+        }
         let Some(mut next) = w.next else { return };
         while let Some(entry) = w.pending.remove(&next) {
             match entry {

@@ -26,11 +26,13 @@ struct ReaderProxy {
     frag_count: Option<u32>,
 }
 
-/// A reliable writer.
+/// A reliable writer (or a best-effort one: [`Writer::best_effort`]).
 #[derive(Debug)]
 pub struct Writer {
     header: Header,
     entity: EntityId,
+    /// False: best effort (no heartbeats, no resends, no history).
+    reliable: bool,
     depth: usize,
     heartbeat_every: Duration,
     history: BTreeMap<i64, Vec<u8>>,
@@ -51,6 +53,7 @@ impl Writer {
         Self {
             header,
             entity,
+            reliable: true,
             depth: depth.max(1),
             heartbeat_every,
             history: BTreeMap::new(),
@@ -60,6 +63,15 @@ impl Writer {
             next_hb: None,
             readers: HashMap::new(),
             out: VecDeque::new(),
+        }
+    }
+
+    /// A best-effort writer: each sample goes out once, with no heartbeat,
+    /// and nothing is kept or resent.
+    pub fn best_effort(header: Header, entity: EntityId) -> Self {
+        Self {
+            reliable: false,
+            ..Self::new(header, entity, 1, Duration::from_secs(3600))
         }
     }
 
@@ -89,8 +101,10 @@ impl Writer {
                 frag_count: None,
             },
         );
-        self.heartbeat_to(reader);
-        self.schedule_hb(now);
+        if self.reliable {
+            self.heartbeat_to(reader);
+            self.schedule_hb(now);
+        }
         true
     }
 
@@ -111,16 +125,25 @@ impl Writer {
         }
         if !self.readers.is_empty() {
             let to = self.all_locators();
-            for d in self.sample(EntityId::UNKNOWN, None, sn, true) {
+            let reliable = self.reliable;
+            for d in self.sample(EntityId::UNKNOWN, None, sn, reliable) {
                 self.send(d, &to);
             }
-            self.schedule_hb(now);
+            if reliable {
+                self.schedule_hb(now);
+            }
+        }
+        if !self.reliable {
+            self.history.clear();
         }
         SequenceNumber(sn)
     }
 
     /// Handles a datagram from a reader's participant (its ACKNACKs).
     pub fn handle_message(&mut self, now: Instant, m: &Message<'_>) {
+        if !self.reliable {
+            return; // a best-effort writer takes no answers
+        }
         let mut src = m.header.prefix;
         for s in &m.submessages {
             match s {
@@ -384,7 +407,7 @@ impl Writer {
 
     /// Whether every matched reader acknowledged every sample written.
     pub fn is_acknowledged(&self) -> bool {
-        self.readers.values().all(|p| p.acked >= self.next_sn)
+        !self.reliable || self.readers.values().all(|p| p.acked >= self.next_sn)
     }
 
     /// When [`Writer::handle_timeout`] has something to do.
