@@ -598,6 +598,48 @@ fn clients_reconnect_and_reregister_after_a_daemon_restart() {
 }
 
 #[test]
+fn a_lossless_subscriber_still_holds_and_frees_its_publisher_after_a_daemon_restart() {
+    // Its seat on the new daemon's ring must reach the publisher (not be
+    // mistaken for the old ring's): else the publisher, unable to see the
+    // gate move, would hold at where the gate started and fail.
+    let mut n = node();
+    let c = n.client();
+    let ring = RingParams {
+        slots: 8,
+        slot_payload: 0,
+    };
+    c.create_tag_with("/ll", Domain::Global, ring).unwrap();
+    let mut p = c.publisher("/ll").unwrap();
+    p.set_send_timeout(Duration::from_secs(2));
+    let mut s = c
+        .subscribe("/ll", SubscribeOptions::default().lossless())
+        .unwrap();
+    p.send(b"before").unwrap();
+    assert_eq!(s.receive(T).unwrap().payload, b"before");
+    n.daemon.take().unwrap().shutdown();
+    wait_until(|| matches!(c.ping(), Err(Error::DaemonUnreachable { .. })));
+    n.daemon = Some(
+        Daemon::start(Config {
+            socket: n.opts.socket.clone(),
+            ..Config::default()
+        })
+        .unwrap(),
+    );
+    wait_until(|| c.ping().is_ok() && c.receivers("/ll").is_ok_and(|v| v.len() == 1));
+    let reader = std::thread::spawn(move || {
+        (0..50u32)
+            .map(|_| s.receive(T).unwrap().payload)
+            .collect::<Vec<_>>()
+    });
+    for i in 0..50u32 {
+        p.send(&i.to_le_bytes()).unwrap();
+    }
+    let got = reader.join().unwrap();
+    let want: Vec<Vec<u8>> = (0..50u32).map(|i| i.to_le_bytes().to_vec()).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
 fn a_hundred_tags_with_ten_subscribers_each() {
     let n = node();
     let c = n.client();

@@ -275,6 +275,10 @@ impl Ring {
                 .add(GATE_WANT_OFF)
                 .cast::<u64>()
                 .write(u64::MAX);
+            ctl.as_ptr()
+                .add(seats::RING_ID_OFF)
+                .cast::<u64>()
+                .write(seats::new_ring_id());
         }
         Ok(Self {
             seg: Arc::new(seg),

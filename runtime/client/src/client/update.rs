@@ -279,6 +279,11 @@ impl Core {
                 continue;
             }
             let r = ep.current_ring();
+            // (An endpoint still on an earlier daemon's ring, while being
+            // registered again, does not take this daemon's seats.)
+            if !r.seat_is_live(&seat) {
+                continue;
+            }
             if ep.kind == EndpointKind::Publisher {
                 r.add_seat(seat.clone());
             }
@@ -286,8 +291,9 @@ impl Core {
         }
         let mut seats = lock(&self.seats);
         let list = seats.entry(tag).or_default();
-        // Seats of ended subscriptions go (any mapping of the tag's ring can
-        // tell); without one, at most a directory's worth is kept.
+        // Seats of ended subscriptions go (the seat's own ring, mapped by
+        // any endpoint, tells); without one, at most a directory's worth
+        // is kept.
         if let Some(r) = ring {
             list.retain(|s| r.seat_is_live(s));
         }

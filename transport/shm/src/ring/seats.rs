@@ -10,6 +10,8 @@
 //! ```text
 //! seat layout (SEAT_LEN bytes)
 //!   0  magic "TAGWSEAT" (u64) | index u32 | generation u32   — the daemon's
+//!  16  the ring's id (u64): a seat of another ring (an earlier daemon's,
+//!        whose directory may hold the same index and generation) is refused
 //!  64  doorbell (AtomicU32 futex word) | sleepers (AtomicU32)
 //! 128  gate position (AtomicU64): record index + 1 the subscriber needs
 //!        next; 0 = not moved yet (its gate's position in the control
@@ -18,6 +20,7 @@
 //! 200  gate want (AtomicU64), as the control segment's
 //!
 //! directory (in the control segment, written by the daemon only)
+//!   RING_ID_OFF     u64, the ring's id (time, pid and a counter)
 //!   SEAT_EPOCH_OFF  AtomicU32, bumped after every change of the directory
 //!   SEAT_GEN_OFF    AtomicU32, the last generation handed out
 //!   GATE_SEAT_OFF   GATES × AtomicU32: seat index + 1 whose position the
@@ -49,6 +52,7 @@ const SEAT_MAGIC: u64 = u64::from_le_bytes(*b"TAGWSEAT");
 const SEAT_LEN: usize = 256;
 const S_INDEX: usize = 8;
 const S_GEN: usize = 12;
+const S_RING: usize = 16;
 const S_DOORBELL: usize = 64;
 const S_SLEEPERS: usize = 68;
 const S_GATE_POS: usize = 128;
@@ -56,6 +60,8 @@ const S_GATE_BELL: usize = 192;
 const S_GATE_WAITERS: usize = 196;
 const S_GATE_WANT: usize = 200;
 
+/// The ring's id in the control segment (free header bytes).
+pub(super) const RING_ID_OFF: usize = 8;
 pub(super) const SEAT_EPOCH_OFF: usize = OWNERS_OFF;
 pub(super) const SEAT_GEN_OFF: usize = OWNERS_OFF + 4;
 pub(super) const GATE_SEAT_OFF: usize = OWNERS_OFF + 64;
@@ -66,28 +72,42 @@ pub(super) const CTL_LEN: usize = SEATS_OFF + 8 * MAX_SEATS;
 /// A gate position in a seat meaning "holds nothing any more".
 const LET_GO: u64 = u64::MAX;
 
+/// A ring id no other ring of this boot is likely to have: the time, the
+/// pid and a counter (an identity, not a secret).
+pub(super) fn new_ring_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    (t ^ (u64::from(std::process::id()) << 40) ^ n.rotate_left(20)) | 1
+}
+
 /// One subscription's seat (see the module docs).
 #[derive(Debug)]
 pub struct Seat {
     seg: Segment,
     index: usize,
     generation: u32,
+    ring: u64,
 }
 
 impl Seat {
-    fn create(index: usize, generation: u32) -> Result<Self, RingError> {
+    fn create(index: usize, generation: u32, ring: u64) -> Result<Self, RingError> {
         let seg = Segment::create("tagwire-seat", SEAT_LEN)?;
         // SAFETY: fresh, zeroed, SEAT_LEN bytes, not shared yet.
         unsafe {
             seg.as_ptr().cast::<u64>().write(SEAT_MAGIC);
             seg.as_ptr().add(S_INDEX).cast::<u32>().write(index as u32);
             seg.as_ptr().add(S_GEN).cast::<u32>().write(generation);
+            seg.as_ptr().add(S_RING).cast::<u64>().write(ring);
             seg.as_ptr().add(S_GATE_WANT).cast::<u64>().write(u64::MAX);
         }
         Ok(Self {
             seg,
             index,
             generation,
+            ring,
         })
     }
 
@@ -98,11 +118,12 @@ impl Seat {
             return Err(ShmError::BadHeader("seat too small or not writable").into());
         }
         // SAFETY: at least SEAT_LEN bytes (checked above), read by value.
-        let (magic, index, generation) = unsafe {
+        let (magic, index, generation, ring) = unsafe {
             (
                 seg.as_ptr().cast::<u64>().read_volatile(),
                 seg.as_ptr().add(S_INDEX).cast::<u32>().read_volatile(),
                 seg.as_ptr().add(S_GEN).cast::<u32>().read_volatile(),
+                seg.as_ptr().add(S_RING).cast::<u64>().read_volatile(),
             )
         };
         if magic != SEAT_MAGIC {
@@ -116,6 +137,7 @@ impl Seat {
             seg,
             index,
             generation,
+            ring,
         })
     }
 
@@ -236,7 +258,7 @@ impl Ring {
                     .is_ok()
             })
             .ok_or(RingError::NoSeat)?;
-        let seat = match Seat::create(index, generation) {
+        let seat = match Seat::create(index, generation, self.ring_id()) {
             Ok(s) => Arc::new(s),
             Err(e) => {
                 self.seat_entry(index).store(0, Ordering::Release);
@@ -261,18 +283,22 @@ impl Ring {
         self.refresh_seats();
     }
 
-    /// Whether `seat` is (still) in this ring's directory. Any mapping can
-    /// tell, a reader's too.
+    /// Whether `seat` is this ring's and (still) in its directory. Any
+    /// mapping can tell, a reader's too.
     pub fn seat_is_live(&self, seat: &Seat) -> bool {
-        self.seat_entry(seat.index).load(Ordering::Acquire) == Self::live(seat.generation)
+        seat.ring == self.ring_id()
+            && self.seat_entry(seat.index).load(Ordering::Acquire) == Self::live(seat.generation)
+    }
+
+    fn ring_id(&self) -> u64 {
+        self.ctl_u64(RING_ID_OFF).load(Ordering::Relaxed)
     }
 
     /// Gives a writer's mapping a seat its daemon sent: from now on it wakes
     /// that subscriber and reads its gate. A seat not (or no longer) in the
     /// directory is dropped. Returns whether the seat is live.
     pub fn add_seat(&self, seat: Arc<Seat>) -> bool {
-        let live =
-            self.seat_entry(seat.index).load(Ordering::Acquire) == Self::live(seat.generation);
+        let live = self.seat_is_live(&seat);
         if live {
             lock(&self.seats.edit).push(seat);
             self.refresh_seats();
@@ -295,17 +321,16 @@ impl Ring {
             if e == 0 {
                 continue;
             }
-            let found = pending
-                .iter()
-                .chain(old.seats.iter())
-                .find(|s| s.index == i && Self::live(s.generation) == e);
+            let found = pending.iter().chain(old.seats.iter()).find(|s| {
+                s.index == i && Self::live(s.generation) == e && s.ring == self.ring_id()
+            });
             match found {
                 Some(s) => seats.push(s.clone()),
                 None => complete = false,
             }
         }
         pending.retain(|p| {
-            self.seat_entry(p.index).load(Ordering::Acquire) == Self::live(p.generation)
+            self.seat_is_live(p)
                 && !seats
                     .iter()
                     .any(|s| s.index == p.index && s.generation == p.generation)
@@ -721,6 +746,21 @@ mod tests {
         let again = daemon.create_seat().unwrap();
         assert_eq!(again.index(), one.index());
         assert_ne!(again.generation(), one.generation());
+    }
+
+    #[test]
+    fn a_seat_of_another_ring_is_refused_even_with_the_same_index_and_generation() {
+        // (As after a daemon restart: the new ring's first seat is index 0,
+        // generation 1, like the old ring's.)
+        let old = Ring::create("t", shape(4, 16)).unwrap();
+        let new = Ring::create("t", shape(4, 16)).unwrap();
+        let (a, b) = (old.create_seat().unwrap(), new.create_seat().unwrap());
+        assert_eq!((a.index(), a.generation()), (b.index(), b.generation()));
+        let w = writer(&new);
+        assert!(!w.seat_is_live(&a));
+        assert!(!w.add_seat(copy(&a)));
+        assert!(w.seat_is_live(&b));
+        assert!(w.add_seat(copy(&b)));
     }
 
     #[test]
