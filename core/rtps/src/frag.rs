@@ -3,6 +3,7 @@
 //! that come in any order, any number of times, from anyone.
 
 use crate::message::DataFrag;
+use crate::types::{EntityId, SequenceNumber};
 
 /// Bytes per fragment tagwire sends (Cyclone DDS's default).
 pub const FRAGMENT_SIZE: usize = 1344;
@@ -15,10 +16,36 @@ pub const FRAGMENTS_PER_DATAGRAM: usize = 10;
 /// writer makes it allocate).
 pub const MAX_SAMPLE: usize = 64 << 20;
 
+/// The DATA_FRAG of `writer`'s sample `sn` (`payload`, whole) for
+/// `reader` that carries its fragments `first ..` (1-based), `count` of
+/// them at most.
+pub fn data_frag<'a>(
+    reader: EntityId,
+    writer: EntityId,
+    sn: SequenceNumber,
+    payload: &'a [u8],
+    first: u32,
+    count: usize,
+) -> DataFrag<'a> {
+    let (fragment_start, fragments, bytes) = fragments(payload, first, count);
+    DataFrag {
+        reader,
+        writer,
+        sn,
+        fragment_start,
+        fragments,
+        fragment_size: FRAGMENT_SIZE as u16,
+        sample_size: payload.len() as u32,
+        inline_qos: None,
+        key: false,
+        non_standard: false,
+        bytes,
+    }
+}
+
 /// The fragments `first ..` (1-based) of `payload`, `count` of them at
-/// most: what one DATA_FRAG carries (`fragment_start`, the number of
-/// fragments, and their bytes).
-pub fn fragments(payload: &[u8], first: u32, count: usize) -> (u32, u16, &[u8]) {
+/// most: the first one's number, how many, and their bytes.
+fn fragments(payload: &[u8], first: u32, count: usize) -> (u32, u16, &[u8]) {
     let total = payload.len().div_ceil(FRAGMENT_SIZE);
     let first = (first.max(1) as usize).min(total.max(1));
     let n = count.min(total + 1 - first).min(usize::from(u16::MAX));
@@ -99,23 +126,10 @@ impl Reassembly {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{EntityId, SequenceNumber};
 
     fn frag(payload: &[u8], first: u32, count: usize) -> DataFrag<'_> {
-        let (start, n, bytes) = fragments(payload, first, count);
-        DataFrag {
-            reader: EntityId::UNKNOWN,
-            writer: EntityId::UNKNOWN,
-            sn: SequenceNumber(1),
-            fragment_start: start,
-            fragments: n,
-            fragment_size: FRAGMENT_SIZE as u16,
-            sample_size: payload.len() as u32,
-            inline_qos: None,
-            key: false,
-            non_standard: false,
-            bytes,
-        }
+        let u = EntityId::UNKNOWN;
+        data_frag(u, u, SequenceNumber(1), payload, first, count)
     }
 
     #[test]

@@ -113,8 +113,7 @@ fn map(mut p: tagwire_unix::Packet) -> tagwire_shm::Ring {
         tagwire_shm::Segment::open(extra.next().expect("the ring's control segment")).unwrap();
     let ring = tagwire_shm::Ring::open(records, ctl).unwrap();
     match extra.next() {
-        Some(seat) => ring
-            .with_seat(tagwire_shm::Seat::open(tagwire_shm::Segment::open(seat).unwrap()).unwrap()),
+        Some(seat) => ring.with_seat(tagwire_shm::Seat::from_fd(seat).unwrap()),
         None => ring,
     }
 }
@@ -699,7 +698,7 @@ fn a_subscriber_killed_while_asleep_does_not_leave_publishers_paying_wakeups() {
         }) = Message::decode(&p.data)
         {
             let fd = p.fd.take().expect("the seat's descriptor");
-            break tagwire_shm::Seat::open(tagwire_shm::Segment::open(fd).unwrap()).unwrap();
+            break tagwire_shm::Seat::from_fd(fd).unwrap();
         }
     };
     assert!(ring.add_seat(std::sync::Arc::new(seat)));

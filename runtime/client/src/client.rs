@@ -761,9 +761,7 @@ pub(crate) fn map_ring(fds: Fds) -> Result<Ring> {
     )
     .map_err(ring_err)?;
     match extra.next() {
-        Some(seat) => {
-            Ok(ring.with_seat(Seat::open(Segment::open(seat).map_err(io)?).map_err(ring_err)?))
-        }
+        Some(seat) => Ok(ring.with_seat(Seat::from_fd(seat).map_err(ring_err)?)),
         None if ring.is_read_only() => Err(Error::Protocol(
             "subscription granted without its seat".into(),
         )),

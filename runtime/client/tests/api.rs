@@ -572,6 +572,20 @@ fn busy_poll_subscribers_receive_from_another_thread() {
     t.join().unwrap();
 }
 
+/// Stops `n`'s daemon, waits until `c` says it is unreachable, and starts
+/// a fresh one on the same socket.
+fn restart(n: &mut Node, c: &Client) {
+    n.daemon.take().unwrap().shutdown();
+    wait_until(|| matches!(c.ping(), Err(Error::DaemonUnreachable { .. })));
+    n.daemon = Some(
+        Daemon::start(Config {
+            socket: n.opts.socket.clone(),
+            ..Config::default()
+        })
+        .unwrap(),
+    );
+}
+
 #[test]
 fn clients_reconnect_and_reregister_after_a_daemon_restart() {
     let mut n = node();
@@ -581,16 +595,8 @@ fn clients_reconnect_and_reregister_after_a_daemon_restart() {
     let mut s = c.subscribe("/t", SubscribeOptions::default()).unwrap();
     p.send(b"before").unwrap();
     assert_eq!(s.receive(T).unwrap().payload, b"before");
-    n.daemon.take().unwrap().shutdown();
-    // While it is down: a clear error.
-    wait_until(|| matches!(c.ping(), Err(Error::DaemonUnreachable { .. })));
-    n.daemon = Some(
-        Daemon::start(Config {
-            socket: n.opts.socket.clone(),
-            ..Config::default()
-        })
-        .unwrap(),
-    );
+    // While it is down: a clear error (`restart` waits for it).
+    restart(&mut n, &c);
     wait_until(|| c.ping().is_ok() && c.senders("/t").is_ok_and(|v| v.len() == 1));
     assert_eq!(c.receivers("/t").unwrap().len(), 1);
     p.send(b"after").unwrap();
@@ -616,15 +622,7 @@ fn a_lossless_subscriber_still_holds_and_frees_its_publisher_after_a_daemon_rest
         .unwrap();
     p.send(b"before").unwrap();
     assert_eq!(s.receive(T).unwrap().payload, b"before");
-    n.daemon.take().unwrap().shutdown();
-    wait_until(|| matches!(c.ping(), Err(Error::DaemonUnreachable { .. })));
-    n.daemon = Some(
-        Daemon::start(Config {
-            socket: n.opts.socket.clone(),
-            ..Config::default()
-        })
-        .unwrap(),
-    );
+    restart(&mut n, &c);
     wait_until(|| c.ping().is_ok() && c.receivers("/ll").is_ok_and(|v| v.len() == 1));
     let reader = std::thread::spawn(move || {
         (0..50u32)

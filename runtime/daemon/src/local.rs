@@ -150,8 +150,9 @@ fn serve_packet(shared: &Shared, client: &Client, tx: &OutTx, packet: Packet) ->
 
 /// The generation of the seat whose descriptor is `fd` (one we just made).
 fn seat_generation(fd: &OwnedFd) -> Option<u32> {
-    let seg = tagwire_shm::Segment::open(fd.try_clone().ok()?).ok()?;
-    tagwire_shm::Seat::open(seg).ok().map(|s| s.generation())
+    tagwire_shm::Seat::from_fd(fd.try_clone().ok()?)
+        .ok()
+        .map(|s| s.generation())
 }
 
 /// The client is gone (exit, crash, SIGKILL, or a failed socket; on a

@@ -680,10 +680,7 @@ mod tests {
         let fd = r.segment().read_only_fd().unwrap();
         let ctl = r.control().read_only_fd().unwrap();
         let seat = r.create_seat().unwrap();
-        let seat = Seat::open(
-            Segment::open(seat.segment().as_fd().try_clone_to_owned().unwrap()).unwrap(),
-        )
-        .unwrap();
+        let seat = Seat::from_fd(seat.segment().as_fd().try_clone_to_owned().unwrap()).unwrap();
         Ring::open(Segment::open(fd).unwrap(), Segment::open(ctl).unwrap())
             .unwrap()
             .with_seat(seat)

@@ -4,10 +4,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::MAX_MATCHES;
-use crate::frag::{
-    fragment_count, fragments, FRAGMENTS_PER_DATAGRAM, FRAGMENT_SIZE, MAX_UNFRAGMENTED,
-};
-use crate::message::{Data, DataFrag, Header, Message, MessageBuilder, Submessage};
+use crate::frag::{data_frag, fragment_count, FRAGMENTS_PER_DATAGRAM, MAX_UNFRAGMENTED};
+use crate::message::{Data, Header, Message, MessageBuilder, Submessage};
 use crate::types::{
     EntityId, Guid, GuidPrefix, Locator, SequenceNumber, SequenceNumberSet, MAX_SET_BITS,
 };
@@ -272,23 +270,17 @@ impl Writer {
             if n > fragment_count(payload.len()) {
                 break;
             }
-            let (start, count, bytes) = fragments(payload, n, 1);
+            let frag = data_frag(
+                reader.entity,
+                self.entity,
+                SequenceNumber(sn),
+                payload,
+                n,
+                1,
+            );
             let mut b = MessageBuilder::new(self.header);
             let ok = b.push(&Submessage::InfoDst(reader.prefix)).is_ok()
-                && b.push(&Submessage::DataFrag(DataFrag {
-                    reader: reader.entity,
-                    writer: self.entity,
-                    sn: SequenceNumber(sn),
-                    fragment_start: start,
-                    fragments: count,
-                    fragment_size: FRAGMENT_SIZE as u16,
-                    sample_size: payload.len() as u32,
-                    inline_qos: None,
-                    key: false,
-                    non_standard: false,
-                    bytes,
-                }))
-                .is_ok();
+                && b.push(&Submessage::DataFrag(frag)).is_ok();
             if ok {
                 out.push(b.finish());
             }
@@ -330,22 +322,18 @@ impl Writer {
         let mut out = Vec::new();
         let mut first = 1;
         while first <= total {
-            let (start, n, bytes) = fragments(payload, first, FRAGMENTS_PER_DATAGRAM);
+            let f = data_frag(
+                reader,
+                self.entity,
+                SequenceNumber(sn),
+                payload,
+                first,
+                FRAGMENTS_PER_DATAGRAM,
+            );
+            let (start, n) = (f.fragment_start, f.fragments);
             let mut b = MessageBuilder::new(header);
             begin(&mut b);
-            let frag = Submessage::DataFrag(DataFrag {
-                reader,
-                writer: self.entity,
-                sn: SequenceNumber(sn),
-                fragment_start: start,
-                fragments: n,
-                fragment_size: FRAGMENT_SIZE as u16,
-                sample_size: payload.len() as u32,
-                inline_qos: None,
-                key: false,
-                non_standard: false,
-                bytes,
-            });
+            let frag = Submessage::DataFrag(f);
             if b.push(&frag).is_err() {
                 return Vec::new();
             }

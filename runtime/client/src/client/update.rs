@@ -4,7 +4,6 @@
 //! endpoint after the daemon restarts (see the parent module).
 
 use super::*;
-use tagwire_shm::RingError;
 
 impl Core {
     /// Hello + table snapshot, done synchronously on a socket nobody else reads yet.
@@ -167,7 +166,7 @@ impl Core {
                                 let seat = p
                                     .extra
                                     .pop()
-                                    .and_then(|fd| open_seat(fd).ok())
+                                    .and_then(|fd| Seat::from_fd(fd).ok())
                                     .map_or(0, |s| s.generation());
                                 self.send_only(Request::Unsubscribe { tag: o.tag, seat })
                             }
@@ -261,7 +260,7 @@ impl Core {
     /// publishers' rings wake it and read its gate from now on, and those
     /// granted later get it too.
     fn take_seat(&self, tag: TagId, generation: u32, fd: Option<OwnedFd>) {
-        let seat = match fd.map(open_seat) {
+        let seat = match fd.map(Seat::from_fd) {
             Some(Ok(s)) if s.generation() == generation => Arc::new(s),
             Some(Err(e)) => {
                 tracing::warn!(error = %e, "malformed seat from the daemon; ignored");
@@ -460,9 +459,4 @@ impl Core {
         }
         Ok(eps.len())
     }
-}
-
-/// Maps a seat the daemon sent.
-fn open_seat(fd: OwnedFd) -> std::result::Result<Seat, RingError> {
-    Seat::open(Segment::open(fd)?)
 }

@@ -384,6 +384,9 @@ impl Ring {
     /// seat this mapping knows is where that seat says.
     pub(super) fn lowest_of(&self, mask: u32, reap: bool) -> Option<(u64, usize)> {
         let reap = reap && !self.ctl.is_read_only();
+        // (One load of the seats for the scan: this runs per message on the
+        // daemon's inbound path while a lossless subscriber is there.)
+        let seats = self.known_seats();
         let mut min: Option<(u64, usize)> = None;
         for idx in 0..GATES {
             if mask & (1 << idx) == 0 {
@@ -414,7 +417,7 @@ impl Ring {
                 }
                 continue;
             }
-            let p = (self.seat_position(idx, v) - 1).min(MAX_INDEX);
+            let p = (self.seat_position(&seats, idx, v) - 1).min(MAX_INDEX);
             if min.is_none_or(|(m, _)| p < m) {
                 min = Some((p, idx));
             }

@@ -141,6 +141,12 @@ impl Seat {
         })
     }
 
+    /// Maps a seat from its descriptor (what the daemon sends), validated
+    /// as [`Seat::open`] does.
+    pub fn from_fd(fd: std::os::fd::OwnedFd) -> Result<Self, RingError> {
+        Self::open(Segment::open(fd)?)
+    }
+
     /// The seat's place in its ring's directory.
     pub fn index(&self) -> usize {
         self.index
@@ -212,7 +218,7 @@ pub(super) struct SeatTable {
 }
 
 #[derive(Debug, Default)]
-struct Snapshot {
+pub(super) struct Snapshot {
     /// The directory epoch this snapshot is complete for; `None` while a
     /// live seat of the directory is missing from it.
     epoch: Option<u32>,
@@ -375,27 +381,34 @@ impl Ring {
         })
     }
 
-    /// The seat gate `idx` reads its position from, if it is linked to one
-    /// this mapping knows.
-    pub(super) fn linked_seat(&self, idx: usize) -> Option<Arc<Seat>> {
+    /// The seats this mapping knows, loaded once for a scan of the gates.
+    pub(super) fn known_seats(&self) -> arc_swap::Guard<Arc<Snapshot>> {
+        self.seats.snap.load()
+    }
+
+    /// The seat in `snap` that gate `idx` reads its position from, if it
+    /// is linked to one.
+    fn seat_in<'a>(&self, snap: &'a Snapshot, idx: usize) -> Option<&'a Arc<Seat>> {
         let link = self.gate_seat(idx).load(Ordering::Acquire) as usize;
         if link == 0 || link > MAX_SEATS {
             return None;
         }
         let entry = self.seat_entry(link - 1).load(Ordering::Acquire);
-        self.seats
-            .snap
-            .load()
-            .seats
+        snap.seats
             .iter()
             .find(|s| s.index == link - 1 && Self::live(s.generation) == entry)
-            .cloned()
     }
 
-    /// Gate `idx`'s position word `v` (record index + 1) as its seat says,
-    /// when it has one this mapping knows and the seat moved it.
-    pub(super) fn seat_position(&self, idx: usize, v: u64) -> u64 {
-        match self.linked_seat(idx) {
+    /// The seat gate `idx` reads its position from, if it is linked to one
+    /// this mapping knows.
+    pub(super) fn linked_seat(&self, idx: usize) -> Option<Arc<Seat>> {
+        self.seat_in(&self.known_seats(), idx).cloned()
+    }
+
+    /// Gate `idx`'s position word `v` (record index + 1) as its seat in
+    /// `snap` says, when it has one and the seat moved it.
+    pub(super) fn seat_position(&self, snap: &Snapshot, idx: usize, v: u64) -> u64 {
+        match self.seat_in(snap, idx) {
             Some(s) => match s.gate_pos().load(Ordering::Acquire) {
                 0 => v,
                 p => p,
@@ -549,7 +562,7 @@ mod tests {
     /// What the daemon sends a writer: a second mapping of `seat`.
     fn copy(seat: &Seat) -> Arc<Seat> {
         let fd = seat.segment().as_fd().try_clone_to_owned().unwrap();
-        Arc::new(Seat::open(Segment::open(fd).unwrap()).unwrap())
+        Arc::new(Seat::from_fd(fd).unwrap())
     }
 
     /// Waits on `r` in a thread; returns how long it slept before a record
