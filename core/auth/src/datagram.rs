@@ -47,6 +47,10 @@ pub const VERSION: u8 = 1;
 pub const FLAG_ENCRYPTED: u8 = 1;
 /// `flags` bit: sealed with a per-tag key; a tag id follows the counter.
 pub const FLAG_TAG_KEY: u8 = 2;
+/// `flags` bit: sealed for a direct receiver's holding
+/// ([`crate::direct`]); a tag id follows the counter, as with
+/// [`FLAG_TAG_KEY`] (the two are never set together).
+pub const FLAG_DIRECT: u8 = 4;
 /// Bytes of the tag id.
 pub const TAG_ID_LEN: usize = 8;
 /// What sealing with a tag key adds.
@@ -105,8 +109,10 @@ pub struct SealedHeader {
     pub counter: u64,
     /// Whether the body is encrypted.
     pub encrypted: bool,
-    /// The tag whose key sealed it (flag bit 1), if any.
+    /// The tag whose key sealed it (flag bit 1, or 2), if any.
     pub tag: Option<u64>,
+    /// Sealed for a direct receiver's holding (flag bit 2).
+    pub direct: bool,
 }
 
 impl SealedHeader {
@@ -123,10 +129,13 @@ impl SealedHeader {
         if magic != MAGIC || version != VERSION {
             return Err(OpenError::NotSealed);
         }
-        if flags & !(FLAG_ENCRYPTED | FLAG_TAG_KEY) != 0 {
+        if flags & !(FLAG_ENCRYPTED | FLAG_TAG_KEY | FLAG_DIRECT) != 0
+            || flags & (FLAG_TAG_KEY | FLAG_DIRECT) == FLAG_TAG_KEY | FLAG_DIRECT
+        {
             return Err(OpenError::UnknownFlags(flags));
         }
-        let tagged = flags & FLAG_TAG_KEY != 0;
+        let direct = flags & FLAG_DIRECT != 0;
+        let tagged = direct || flags & FLAG_TAG_KEY != 0;
         if tagged && datagram.len() < TAG_OVERHEAD {
             return Err(OpenError::Truncated);
         }
@@ -135,6 +144,7 @@ impl SealedHeader {
             counter: u64_at(datagram, 12),
             encrypted: flags & FLAG_ENCRYPTED != 0,
             tag: tagged.then(|| u64_at(datagram, HEADER_LEN)),
+            direct,
         })
     }
 
@@ -211,14 +221,27 @@ impl DatagramKey {
         body: &[u8],
         out: &mut Vec<u8>,
     ) {
-        self.seal_as(counter, encrypt, Some(tag), body, out);
+        self.seal_as(counter, encrypt, Some((tag, FLAG_TAG_KEY)), body, out);
+    }
+
+    /// Seals `body` for a direct receiver's holding ([`FLAG_DIRECT`], the
+    /// tag id in the header): for the keys of [`crate::direct`] only.
+    pub fn seal_direct_into(
+        &self,
+        counter: u64,
+        encrypt: bool,
+        tag: u64,
+        body: &[u8],
+        out: &mut Vec<u8>,
+    ) {
+        self.seal_as(counter, encrypt, Some((tag, FLAG_DIRECT)), body, out);
     }
 
     fn seal_as(
         &self,
         counter: u64,
         encrypt: bool,
-        tag: Option<u64>,
+        tag: Option<(u64, u8)>,
         body: &[u8],
         out: &mut Vec<u8>,
     ) {
@@ -226,13 +249,13 @@ impl DatagramKey {
         out.extend_from_slice(&MAGIC);
         out.push(VERSION);
         let mut flags = if encrypt { FLAG_ENCRYPTED } else { 0 };
-        if tag.is_some() {
-            flags |= FLAG_TAG_KEY;
+        if let Some((_, bit)) = tag {
+            flags |= bit;
         }
         out.push(flags);
         out.extend_from_slice(&self.epoch.to_le_bytes());
         out.extend_from_slice(&counter.to_le_bytes());
-        if let Some(t) = tag {
+        if let Some((t, _)) = tag {
             out.extend_from_slice(&t.to_le_bytes());
         }
         let head = out.len();
@@ -320,6 +343,7 @@ mod tests {
                     counter: 42,
                     encrypted: encrypt,
                     tag: None,
+                    direct: false,
                 }
             );
         }

@@ -139,7 +139,7 @@ impl DomainKey {
 
     /// HKDF-SHA256 (RFC 5869) with this key as input keying material and
     /// `info` the concatenation of `parts`.
-    fn expand(&self, parts: &[&[u8]]) -> [u8; KEY_LEN] {
+    pub(crate) fn expand(&self, parts: &[&[u8]]) -> [u8; KEY_LEN] {
         let hk = Hkdf::<Sha256>::new(Some(SALT), &self.0);
         let info: Vec<u8> = parts.concat();
         let mut out = [0u8; KEY_LEN];

@@ -21,6 +21,10 @@
 //! * one **datagram key per sender life** ([`DomainKey::datagram_key`]),
 //!   bound to the sender's node address and its *epoch* (the daemon's
 //!   incarnation, new at every start).
+//! * one **holding key** per direct receiver ([`DomainKey::holding_key`],
+//!   [`direct`]), which its daemon hands to the receiving process: it
+//!   opens only that tag's data sent to that process, and seals only its
+//!   acknowledgements.
 //!
 //! # Datagrams ([`datagram`])
 //!
@@ -53,12 +57,14 @@
 //! reordered frame is refused too.
 
 pub mod datagram;
+pub mod direct;
 pub mod key;
 pub mod link;
 pub mod peer;
 pub mod replay;
 
 pub use datagram::{tag_id, DatagramKey, OpenError, SealedHeader};
+pub use direct::{Holder, HoldingKey, ToHolder};
 pub use key::{DomainKey, KeyError};
 pub use link::{Deframer, Handshake, LinkError, LinkHello, LinkReceiver, LinkSender, Progress};
 pub use peer::{Opener, Refused, Sealer};

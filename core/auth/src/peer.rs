@@ -125,6 +125,10 @@ impl Opener {
         name: impl FnOnce(u64) -> Option<String>,
     ) -> Result<(&'a [u8], Option<u64>), Refused> {
         let peek = SealedHeader::peek(datagram)?;
+        if peek.direct {
+            // Sealed for a direct receiver: never a daemon's to open.
+            return Err(Refused::Open(OpenError::UnknownTag(peek.tag.unwrap_or(0))));
+        }
         let Some(tag) = peek.tag else {
             let (header, body) = self.key.open(datagram)?;
             self.window.accept(header.counter)?;

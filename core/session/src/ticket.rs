@@ -198,7 +198,8 @@ impl OfferDest {
         b[8..].copy_from_slice(&w[1].to_le_bytes());
         let v6 = Ipv6Addr::from(b);
         let ip = v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4);
-        let addr = SocketAddr::new(ip, u16::try_from(w[2]).ok()?);
+        // (Above the port, a keyed daemon names a direct receiver's grant.)
+        let addr = SocketAddr::new(ip, u16::try_from(w[2] & 0xffff).ok()?);
         Some(Self {
             node: NodeAddr(ip),
             addr,

@@ -205,6 +205,30 @@ pub enum Request {
         /// The `GiveStreams` answered (0: none).
         query: u32,
     },
+    /// From a daemon with a domain key to its direct receiver of a tag,
+    /// before [`Request::Streams`] (query 0): the holding key it opens the
+    /// tag's datagrams and seals its acknowledgements with
+    /// (`tagwire_auth::HoldingKey`). Not answered.
+    Holding {
+        /// The tag.
+        tag: TagId,
+        /// The key.
+        key: [u8; 32],
+        /// Whether to encrypt acknowledgements' bodies.
+        encrypt: bool,
+    },
+    /// The key this client seals its first copies of `name` to the direct
+    /// receiver at `to` with (send ticket; the receiver's grant `member`, as
+    /// the ticket says): answered with [`Response::TagKey`] if the client
+    /// holds send access to the tag and `to` is that grant's socket.
+    DirectKey {
+        /// The tag.
+        name: TagName,
+        /// The direct receiver's socket.
+        to: std::net::SocketAddr,
+        /// Its grant (member id).
+        member: u64,
+    },
     /// From the daemon to a client that may write a tag: a subscriber's
     /// seat in the tag's ring (its memfd beside the message), which the
     /// client's writers wake and whose gate they read from now on. Not
@@ -683,6 +707,20 @@ mod tests {
                 tag: TagId(t),
                 seat
             }),
+            (any::<u32>(), any::<[u8; 32]>(), any::<bool>()).prop_map(|(t, key, encrypt)| {
+                Request::Holding {
+                    tag: TagId(t),
+                    key,
+                    encrypt,
+                }
+            }),
+            (name(), any::<[u8; 16]>(), any::<u16>(), any::<u64>()).prop_map(
+                |(name, ip, port, member)| Request::DirectKey {
+                    name,
+                    to: std::net::SocketAddr::new(NodeAddr::from_bytes(ip).0, port),
+                    member,
+                }
+            ),
             (any::<u32>(), any::<u32>()).prop_map(|(t, seat)| Request::Seat {
                 tag: TagId(t),
                 seat

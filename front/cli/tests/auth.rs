@@ -152,8 +152,10 @@ fn keyed_daemons_deliver_and_refuse_spoofed_hellos_forged_tag_downs_and_forged_o
     });
 
     c0.create_tag("/secure", Domain::Global).unwrap();
+    // (Through the daemon: its delivery port is what is attacked here; a
+    // direct subscriber's socket is in `a_direct_subscriber_...`.)
     let mut sub = c1
-        .subscribe("/secure", SubscribeOptions::default())
+        .subscribe("/secure", SubscribeOptions::default().through_daemon())
         .unwrap();
     let mut publ = c0.publisher("/secure").unwrap();
     std::thread::sleep(Duration::from_millis(300));
@@ -298,6 +300,7 @@ fn encrypting_daemons_carry_udp_tcp_and_multicast_subscriptions_and_no_payload_s
     wait_until("peers", || up_peers(&c0) == 1 && up_peers(&c1) == 1);
     let carriers = [
         ("/enc/udp", SubscribeOptions::default()),
+        ("/enc/daemon", SubscribeOptions::default().through_daemon()),
         ("/enc/tcp", SubscribeOptions::default().tcp()),
         ("/enc/mcast", SubscribeOptions::default().multicast()),
     ];
@@ -318,8 +321,9 @@ fn encrypting_daemons_carry_udp_tcp_and_multicast_subscriptions_and_no_payload_s
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        // Reliable and TCP: everything, in order.
-        for sub in subs.iter_mut().take(2) {
+        // Reliable (direct and through the daemon) and TCP: everything, in
+        // order.
+        for sub in subs.iter_mut().take(3) {
             let got = drain(sub, 20);
             for (i, (_, _, p)) in got.iter().enumerate() {
                 assert_eq!(p[..], [SECRET, &[i as u8]].concat()[..]);
@@ -327,14 +331,17 @@ fn encrypting_daemons_carry_udp_tcp_and_multicast_subscriptions_and_no_payload_s
         }
         // Multicast is best-effort: whatever comes is genuine.
         let mut n = 0;
-        while let Ok(m) = subs[2].receive(Some(Duration::from_millis(500))) {
+        while let Ok(m) = subs[3].receive(Some(Duration::from_millis(500))) {
             assert!(m.payload.starts_with(SECRET));
             n += 1;
         }
         assert!(n > 0, "nothing came by multicast");
     });
-    // With a key the send ticket still works: the publishers sealed first
-    // copies with their tags' keys, and host 1 took them (none refused).
+    // With a key direct delivery works (the subscriber's holding key), and
+    // so does the send ticket: the publishers sealed first copies with their
+    // tags' keys, and host 1 took them (none refused).
+    assert!(subs[0].is_direct(), "no direct delivery under a key");
+    assert!(!subs[1].is_direct());
     assert!(counter(&c0, StatsKind::Node, "", "direct_sent") > 0);
     assert!(counter(&c1, StatsKind::Node, "", "direct_received") > 0);
     assert_eq!(
@@ -351,6 +358,13 @@ fn encrypting_daemons_carry_udp_tcp_and_multicast_subscriptions_and_no_payload_s
             .filter(|d| d.windows(SECRET.len()).any(|w| w == SECRET))
             .count();
         assert_eq!(leaked, 0, "payload in clear on the wire");
+        // The direct subscriber's datagrams were sealed for its holding
+        // (`tagwire_auth::direct`: magic "tA", version 1, flag 4).
+        let for_holding = wire
+            .iter()
+            .filter(|d| d.len() > 4 && d[..3] == *b"tA\x01" && d[3] & 4 != 0)
+            .count();
+        assert!(for_holding > 0, "nothing sealed for the direct subscriber");
     }
 }
 
@@ -543,7 +557,7 @@ fn a_publishers_tag_key_seals_its_own_tag_only() {
     wait_until("peers", || up_peers(&c0) == 1 && up_peers(&c1) == 1);
     c0.create_tag("/a", Domain::Global).unwrap();
     c0.create_tag("/b", Domain::Global).unwrap();
-    let opts = SubscribeOptions::default().best_effort();
+    let opts = SubscribeOptions::default().best_effort().through_daemon();
     let mut sub_a = c1.subscribe("/a", opts).unwrap();
     let mut sub_b = c1.subscribe("/b", opts).unwrap();
     std::thread::sleep(Duration::from_millis(300));

@@ -126,6 +126,9 @@ pub(crate) struct Core {
     /// Streams the daemon handed over for a subscription not yet answered
     /// (direct delivery), by tag.
     pub(crate) stash: Mutex<HashMap<TagId, Vec<tagwire_wire::handover::StreamState>>>,
+    /// Under a domain key, the holding keys of the tags whose streams the
+    /// daemon hands over (`Request::Holding`, before the streams), by tag.
+    pub(crate) holdings: Mutex<HashMap<TagId, (tagwire_auth::HoldingKey, bool)>>,
     /// The seats of the tags' subscribers (`Request::Seat`), by tag: the
     /// rings of this client's publishers get them, also those granted later.
     pub(crate) seats: Mutex<HashMap<TagId, Vec<Arc<Seat>>>>,
@@ -337,6 +340,7 @@ impl Client {
             abandoned: Mutex::new(HashMap::new()),
             send_socket: Mutex::new(None),
             stash: Mutex::new(HashMap::new()),
+            holdings: Mutex::new(HashMap::new()),
             seats: Mutex::new(HashMap::new()),
             epoch: AtomicU64::new(0),
         });
@@ -445,6 +449,35 @@ impl Client {
             .core
             .call(Request::TagKey { name: tag.clone() }, None)?
         {
+            (Response::Ok, _) => Ok(None),
+            (
+                Response::TagKey {
+                    epoch,
+                    key,
+                    encrypt,
+                },
+                _,
+            ) => Ok(Some((epoch, key, encrypt))),
+            other => Err(unexpected(other, tag)),
+        }
+    }
+
+    /// The data key for the direct receiver at `to` (grant `member`) of
+    /// `tag`, which this client's publisher seals its first copies to it
+    /// with, on a daemon with a domain key (epoch, key, encrypt); `None`
+    /// from a daemon without one.
+    pub(crate) fn direct_key(
+        &self,
+        tag: &TagName,
+        to: std::net::SocketAddr,
+        member: u64,
+    ) -> Result<Option<(u64, [u8; 32], bool)>> {
+        let req = Request::DirectKey {
+            name: tag.clone(),
+            to,
+            member,
+        };
+        match self.core.call(req, None)? {
             (Response::Ok, _) => Ok(None),
             (
                 Response::TagKey {
@@ -597,7 +630,7 @@ impl Client {
                 // The daemon may have handed the streams over before it
                 // answered (the update thread stashes them under this lock).
                 if let Some(streams) = lock(&self.core.stash).remove(&opened.tag) {
-                    d.take(streams);
+                    self.core.take_direct(d, opened.tag, streams);
                 }
             }
             // Likewise the seats of the tag's subscribers.
@@ -687,10 +720,24 @@ impl Core {
         let _eps = lock(&self.endpoints);
         if let Some(d) = &ep.direct {
             if let Some(streams) = lock(&self.stash).remove(&ep.tag()) {
-                d.take(streams);
+                self.take_direct(d, ep.tag(), streams);
             }
         }
         self.seat_up(ep);
+    }
+
+    /// Hands `tag`'s streams to its direct receiver `d`, with the holding
+    /// key that came before them (under a domain key).
+    pub(crate) fn take_direct(
+        &self,
+        d: &Arc<crate::direct::Direct>,
+        tag: TagId,
+        streams: Vec<tagwire_wire::handover::StreamState>,
+    ) {
+        if let Some((key, encrypt)) = lock(&self.holdings).get(&tag) {
+            d.set_holding(key.clone(), *encrypt);
+        }
+        d.take(streams);
     }
 
     /// Gives a publisher's ring the seats of its tag's subscribers that came

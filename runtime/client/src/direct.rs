@@ -28,6 +28,10 @@
 //!   lossless) subscriber's queue keeps its depth, dropping and counting
 //!   the oldest; a lossless one announces its room as the session's credit,
 //!   so its publishers wait.
+//! * **Under a domain key.** Before the streams, the daemon hands over the
+//!   key of this holding (`tagwire_auth::direct`): the datagrams must be
+//!   sealed for it, carry only this tag's data, and count as new; the
+//!   acknowledgements go out sealed with it. Nothing else is taken.
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
@@ -35,7 +39,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use tagwire_auth::{Holder, HoldingKey};
 use tagwire_session::{Config, Delivery, Session};
+use tagwire_wire::datagram::{Body, Datagram};
 use tagwire_wire::handover::StreamState;
 use tagwire_wire::{NodeAddr, TagName};
 
@@ -82,6 +88,12 @@ pub(crate) struct State {
     /// restarted daemon hands this subscriber the tag with none of its own.
     parked: Vec<StreamState>,
     buf: Vec<u8>,
+    /// Under a domain key, this holding's opener and sealer.
+    guard: Option<Holder>,
+    sealed: Vec<u8>,
+    /// Datagrams refused (not sealed for this holding, replayed, or
+    /// naming another tag).
+    pub(crate) refused: u64,
 }
 
 impl Direct {
@@ -125,6 +137,9 @@ impl Direct {
                 since_pump: 0,
                 parked: Vec::new(),
                 buf: vec![0u8; 65536],
+                guard: None,
+                sealed: Vec::new(),
+                refused: 0,
             }),
             present: AtomicBool::new(false),
             left_at: AtomicU64::new(0),
@@ -141,6 +156,17 @@ impl Direct {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Under a domain key, the daemon's key for this holding (it comes
+    /// before the streams): from now on only datagrams sealed for it are
+    /// taken. The same key again keeps the windows and the counter.
+    pub(crate) fn set_holding(&self, key: HoldingKey, encrypt: bool) {
+        let mut st = self.lock();
+        if !st.guard.as_ref().is_some_and(|g| g.is(&key)) {
+            let tag = st.tag.as_str().to_owned();
+            st.guard = Some(Holder::new(key, &tag, encrypt));
+        }
     }
 
     /// The daemon hands the tag's streams over: received here from now on.
@@ -236,8 +262,25 @@ impl Direct {
                 match self.sock.recv_from(&mut st.buf) {
                     Ok((0, _)) => {}
                     Ok((n, from)) => {
-                        let State { session, buf, .. } = &mut *st;
-                        session.handle_datagram(now, from, &buf[..n]);
+                        let State {
+                            session,
+                            buf,
+                            guard,
+                            tag,
+                            refused,
+                            ..
+                        } = &mut *st;
+                        let body = match guard {
+                            None => &buf[..n],
+                            Some(g) => match g.open(from.ip(), &mut buf[..n]) {
+                                Ok(body) if only_tag(body, tag) => body,
+                                _ => {
+                                    *refused += 1;
+                                    continue;
+                                }
+                            },
+                        };
+                        session.handle_datagram(now, from, body);
                         self.collect(st);
                     }
                     Err(_) => break,
@@ -259,9 +302,7 @@ impl Direct {
             }
         }
         self.credit(st, now);
-        while let Some(t) = st.session.poll_transmit(now) {
-            let _ = self.sock.send_to(&t.bytes, t.dest);
-        }
+        self.transmit(st, now);
         while st.session.poll_event().is_some() {}
     }
 
@@ -303,11 +344,23 @@ impl Direct {
         if st.lossless && st.holder && st.queue.len() % step == 0 {
             let now = Instant::now();
             self.credit(st, now);
-            while let Some(t) = st.session.poll_transmit(now) {
-                let _ = self.sock.send_to(&t.bytes, t.dest);
-            }
+            self.transmit(st, now);
         }
         Some(d)
+    }
+
+    /// Sends what the session says (sealed for the holding, under a key).
+    fn transmit(&self, st: &mut State, now: Instant) {
+        while let Some(t) = st.session.poll_transmit(now) {
+            let wire = match &mut st.guard {
+                Some(g) => {
+                    g.seal_ack(&t.bytes, &mut st.sealed);
+                    &st.sealed
+                }
+                None => &t.bytes,
+            };
+            let _ = self.sock.send_to(wire, t.dest);
+        }
     }
 
     /// Drops what is queued; returns how many.
@@ -380,6 +433,20 @@ impl Direct {
                 self.pump(&mut st, Instant::now(), true);
             }
         }
+    }
+}
+
+/// Whether a datagram opened with the holding's key carries no other tag's
+/// data (the key's publishers could put any in it).
+fn only_tag(body: &[u8], tag: &TagName) -> bool {
+    match Datagram::decode(body) {
+        Ok(d) => match d.body {
+            Body::Data(d) => d.tag.as_ref() == tag,
+            Body::Batch(b) => b.tag.as_ref() == tag,
+            Body::Heartbeat(_) | Body::AckNack(_) => true,
+        },
+        // (The session counts what it cannot decode.)
+        Err(_) => true,
     }
 }
 

@@ -21,7 +21,8 @@
 //! client with send access: it can forge nothing it could not publish) and
 //! the counters the forwarder reserved for it in the ticket.
 
-use std::net::UdpSocket;
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
@@ -74,7 +75,16 @@ struct Direct {
     /// With a domain key: the tag's key, its id and whether to encrypt.
     seal: Option<TagSeal>,
     sealed: Vec<u8>,
+    /// With a domain key, the data keys of other nodes' direct receivers
+    /// (by socket and grant, as the ticket names them; `None`: the daemon
+    /// gave none, the forwarder sends those first copies).
+    holders: HashMap<(SocketAddr, u64), Option<tagwire_auth::DatagramKey>>,
+    /// Direct receivers named by a ticket whose key is to be asked for.
+    wanted: Vec<(SocketAddr, u64)>,
 }
+
+/// Direct receivers' keys a publisher remembers (past it, it asks again).
+const MAX_HOLDER_KEYS: usize = 64;
 
 /// What seals a publisher's own datagrams on a daemon with a domain key.
 #[derive(Debug)]
@@ -121,6 +131,25 @@ impl Direct {
             claim.decline();
             return;
         }
+        // Under a key, a direct receiver on another node (its grant above
+        // the port) takes only datagrams sealed for its holding: without
+        // that key yet, the forwarder sends every copy of this record, and
+        // the key is asked for after it (`fetch_keys`).
+        if self.seal.is_some() {
+            for w in claim.dests() {
+                let member = w[2] >> 16;
+                let Some(d) = OfferDest::from_words([w[0], w[1], w[2], w[3], w[4]]) else {
+                    continue;
+                };
+                if member != 0 && !self.holders.contains_key(&(d.addr, member)) {
+                    self.wanted.push((d.addr, member));
+                }
+            }
+            if !self.wanted.is_empty() {
+                claim.decline();
+                return;
+            }
+        }
         // (Words another process wrote: one that names no address is
         // skipped, and the forwarder's window repairs the gap.) The last
         // word is the sealing counter the forwarder reserved (domain key).
@@ -130,7 +159,16 @@ impl Direct {
                 continue;
             };
             self.copy.encode(tag, &d, &mut self.buf);
+            let member = c >> 16;
             let wire = match &self.seal {
+                Some(s) if member != 0 => {
+                    let Some(Some(k)) = self.holders.get(&(d.addr, member)) else {
+                        // (The daemon gave no key: the forwarder's repair.)
+                        continue;
+                    };
+                    k.seal_direct_into(counter, s.encrypt, s.id, &self.buf, &mut self.sealed);
+                    &self.sealed
+                }
                 Some(s) => {
                     s.key
                         .seal_tagged_into(counter, s.encrypt, s.id, &self.buf, &mut self.sealed);
@@ -139,6 +177,30 @@ impl Direct {
                 None => &self.buf,
             };
             let _ = self.sock.send_to(wire, d.addr);
+        }
+    }
+
+    /// Asks the daemon for the keys of the direct receivers a declined
+    /// ticket named (after the record is out).
+    fn fetch_keys(&mut self, client: &Client, tag: &tagwire_wire::TagName) {
+        if self.wanted.is_empty() {
+            return;
+        }
+        if self.holders.len() + self.wanted.len() > MAX_HOLDER_KEYS {
+            self.holders.clear();
+        }
+        for (to, member) in std::mem::take(&mut self.wanted) {
+            let key = match client.direct_key(tag, to, member) {
+                Ok(Some((epoch, key, _))) => {
+                    Some(tagwire_auth::DatagramKey::from_tag_key(&key, epoch))
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    tracing::debug!(%to, error = %e, "no key for a direct receiver: the forwarder sends its copies");
+                    None
+                }
+            };
+            self.holders.insert((to, member), key);
         }
     }
 }
@@ -174,6 +236,8 @@ impl Publisher {
                     buf: Vec::new(),
                     seal: tag_seal(&client, &ep.name)?,
                     sealed: Vec::new(),
+                    holders: HashMap::new(),
+                    wanted: Vec::new(),
                 })
             });
         Self {
@@ -255,11 +319,15 @@ impl Publisher {
         let res = if fast {
             let _ = h.emit(&mut self.header);
             let (ring, direct, tag) = (&self.ring, &mut self.direct, &self.ep.name);
-            ring.publish_gated_then(&[&self.header, payload], self.send_timeout, |i| {
-                if let Some(d) = direct {
+            let res = ring.publish_gated_then(&[&self.header, payload], self.send_timeout, |i| {
+                if let Some(d) = direct.as_mut() {
                     d.send(ring, i, tag, &h, payload);
                 }
-            })
+            });
+            if let Some(d) = direct {
+                d.fetch_keys(&self.client, tag);
+            }
+            res
         } else {
             let start = Instant::now();
             let blob = match self.store_blob(payload, start) {

@@ -46,7 +46,7 @@ use tagwire_shm::{Closed, Gate, ReadOutcome, Ring, TicketDest, TICKET_DESTS};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB};
 use tagwire_wire::TagName;
 
-use crate::guard::Guard;
+use crate::guard::{Guard, MEMBER_MASK};
 use crate::secure::{self, HandshakeError, SecureWrite};
 use crate::{lock, Shared};
 
@@ -197,10 +197,15 @@ impl Outbound {
         stream: u64,
         from: SocketAddr,
         bytes: &[u8],
+        only: Option<u64>,
     ) -> bool {
         let Some(route) = lock(&self.acks).get(&stream).cloned() else {
             return false;
         };
+        // (From another node's direct receiver: only its own tag's streams.)
+        if only.is_some_and(|id| id != tagwire_auth::tag_id(route.tag.as_str())) {
+            return false;
+        }
         let (out, events, room) = {
             let mut s = lock(&route.session);
             s.handle_datagram(now, from, bytes);
@@ -264,11 +269,11 @@ impl Outbound {
             Carrier::Udp => {
                 let _ = self
                     .sock
-                    .send_to(shared.guard.seal(&t.bytes, sealed), t.dest);
+                    .send_to(shared.guard.seal_to(&t.bytes, sealed, t.dest), t.dest);
             }
             Carrier::Multicast => {
                 if let Some((m, _)) = &self.msock {
-                    if m.send_to(shared.guard.seal(&t.bytes, sealed), t.dest)
+                    if m.send_to(shared.guard.seal_to(&t.bytes, sealed, t.dest), t.dest)
                         .is_ok()
                     {
                         shared.stats.multicast_sent.fetch_add(1, Ordering::Relaxed);
@@ -492,8 +497,10 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
         });
         let offered = offer.and_then(|o| {
             // With a domain key the publisher seals each datagram with its
-            // tag's key and a counter reserved here (never used twice): the
-            // session's five words, then the counter.
+            // tag's key (another node's direct receiver: with its holding's
+            // data key, for the grant named above the port) and a counter
+            // reserved here (never used twice): the session's five words,
+            // then the counter.
             let base = shared.guard.reserve(o.dests.len() as u64);
             let keyed = shared.guard.is_keyed();
             let ds: Vec<TicketDest> = o
@@ -502,6 +509,10 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
                 .zip(base..)
                 .map(|(d, counter)| {
                     let [a, b, c, e, f] = d.to_words();
+                    let c = match shared.guard.holder_member(d.addr) {
+                        Some(m) => c | (m & MEMBER_MASK) << 16,
+                        None => c,
+                    };
                     [a, b, c, e, f, if keyed { counter } else { 0 }]
                 })
                 .collect();

@@ -11,19 +11,26 @@
 //!   counter once. Beacons (which announce a life before any link exists)
 //!   are opened with the key their header names and kept newer than the
 //!   last life and counter seen from that address.
+//! * **Direct receivers** (`delivery::direct`): a tag's datagrams to
+//!   another node's direct receiver are sealed for its holding
+//!   (`tagwire_auth::direct`, a key derived from the table: that node's
+//!   life, the receiver's grant, the tag), and what comes from its socket
+//!   is opened only as its acknowledgements. This node's own direct
+//!   receivers get their holding keys from [`Guard::holding`].
 //! * **Always**: a datagram whose source address is not an up peer's is
 //!   refused (and counted as unauthenticated for that address).
 //!
 //! A refused datagram is counted per source address (`tagwire stats`).
 
 use std::collections::{HashMap, HashSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, RwLock};
 
 use tagwire_auth::{
     tag_id, DomainKey, KeyError, LinkHello, Opener, Refused, ReplayWindows, SealedHeader, Sealer,
+    ToHolder,
 };
 use tagwire_wire::control::Response;
 use tagwire_wire::TagName;
@@ -93,6 +100,31 @@ pub(crate) enum Refusal {
     Replayed,
 }
 
+/// The bits of a grant (member id) a send ticket carries above a port.
+pub(crate) const MEMBER_MASK: u64 = (1 << 48) - 1;
+
+/// What opened a datagram (see [`Guard::open`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Opened {
+    /// The peer daemon's key (or no key at all).
+    Node,
+    /// A peer's publishing client's tag key: only data naming that tag
+    /// (its id) may be taken.
+    Tag(u64),
+    /// Another node's direct receiver of the tag (its id), from its socket:
+    /// only acknowledgements of that tag's streams to it may be taken.
+    Holder(u64),
+}
+
+/// One direct receiver on another node, as the table says: its node, its
+/// grant and its tag (see [`Guard::set_holders`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HolderAt {
+    pub(crate) node: IpAddr,
+    pub(crate) member: u64,
+    pub(crate) tag: TagName,
+}
+
 /// Beacon senders remembered (their latest life and counters).
 const BEACON_SENDERS: usize = 1024;
 
@@ -120,6 +152,9 @@ struct Keyed {
     /// tags' keys (every tag this daemon has known; cleared past a bound).
     names: RwLock<HashMap<u64, String>>,
     beacons: Mutex<ReplayWindows<IpAddr>>,
+    /// Other nodes' direct receivers, by socket: how to seal their tags'
+    /// datagrams and open their acknowledgements.
+    holders: RwLock<HashMap<SocketAddr, Mutex<ToHolder>>>,
 }
 
 impl Guard {
@@ -140,6 +175,7 @@ impl Guard {
                 encrypt,
                 names: RwLock::new(HashMap::new()),
                 beacons: Mutex::new(ReplayWindows::new(BEACON_SENDERS)),
+                holders: RwLock::new(HashMap::new()),
             }),
             up: RwLock::new(HashSet::new()),
         }
@@ -174,6 +210,113 @@ impl Guard {
             }
             None => body,
         }
+    }
+
+    /// `body` as it goes on the wire to `dest`: sealed for its holding when
+    /// `dest` is another node's direct receiver, else as [`Guard::seal`].
+    pub(crate) fn seal_to<'a>(
+        &self,
+        body: &'a [u8],
+        scratch: &'a mut Vec<u8>,
+        dest: SocketAddr,
+    ) -> &'a [u8] {
+        let Some(k) = &self.keyed else {
+            return body;
+        };
+        let holders = k.holders.read().unwrap_or_else(|e| e.into_inner());
+        match holders.get(&dest) {
+            Some(h) => {
+                let counter = k.sealer.reserve(1);
+                lock(h).seal_into(counter, k.encrypt, body, scratch);
+                scratch
+            }
+            None => {
+                k.sealer.seal_into(body, scratch);
+                scratch
+            }
+        }
+    }
+
+    /// After a table change: the direct receivers on other nodes, by
+    /// socket. A holding that stays keeps its acknowledgements' window; one
+    /// whose node's life is not known yet (no handshake) is left out, so
+    /// its datagrams go sealed as this node's and it refuses them until
+    /// the next change (they are resent).
+    pub(crate) fn set_holders(&self, now: HashMap<SocketAddr, HolderAt>) {
+        let Some(k) = &self.keyed else {
+            return;
+        };
+        let epochs: HashMap<IpAddr, u64> = {
+            let openers = k.openers.read().unwrap_or_else(|e| e.into_inner());
+            now.values()
+                .filter_map(|h| Some((h.node, lock(openers.get(&h.node)?).epoch())))
+                .collect()
+        };
+        let mut holders = k.holders.write().unwrap_or_else(|e| e.into_inner());
+        holders.retain(|addr, h| {
+            let h = h.get_mut().unwrap_or_else(|e| e.into_inner());
+            now.get(addr).is_some_and(|w| {
+                w.member == h.member()
+                    && tag_id(w.tag.as_str()) == h.tag()
+                    && epochs.get(&w.node) == Some(&h.node_epoch())
+            })
+        });
+        for (addr, h) in now {
+            let Some(&epoch) = epochs.get(&h.node) else {
+                continue;
+            };
+            holders.entry(addr).or_insert_with(|| {
+                Mutex::new(ToHolder::new(
+                    &k.domain,
+                    h.node,
+                    epoch,
+                    h.member,
+                    h.tag.as_str(),
+                    self.node,
+                    k.sealer.epoch(),
+                ))
+            });
+        }
+    }
+
+    /// The holding key of this node's direct receiver of `tag` (grant
+    /// `member`), and whether to encrypt; `None` without a key.
+    pub(crate) fn holding(&self, tag: &TagName, member: u64) -> Option<([u8; 32], bool)> {
+        let k = self.keyed.as_ref()?;
+        let key = k
+            .domain
+            .holding_key(self.node, k.sealer.epoch(), member, tag.as_str());
+        Some((key.to_bytes(), k.encrypt))
+    }
+
+    /// The grant of another node's direct receiver at `addr`, if it is one
+    /// this daemon seals for.
+    pub(crate) fn holder_member(&self, addr: SocketAddr) -> Option<u64> {
+        let k = self.keyed.as_ref()?;
+        let holders = k.holders.read().unwrap_or_else(|e| e.into_inner());
+        let member = lock(holders.get(&addr)?).member();
+        Some(member)
+    }
+
+    /// Answers a publishing client's `DirectKey` request (its send access
+    /// checked): the data key for the direct receiver at `to`, if that is
+    /// `tag`'s receiver with grant `member`.
+    pub(crate) fn direct_key(
+        &self,
+        tag: &TagName,
+        to: SocketAddr,
+        member: u64,
+    ) -> Option<Response> {
+        let k = self.keyed.as_ref()?;
+        let holders = k.holders.read().unwrap_or_else(|e| e.into_inner());
+        let h = lock(holders.get(&to)?);
+        (h.member() & MEMBER_MASK == member & MEMBER_MASK && h.tag() == tag_id(tag.as_str())).then(
+            || Response::TagKey {
+                epoch: k.sealer.epoch(),
+                key: h.data_key_bytes(),
+                encrypt: k.encrypt,
+            },
+        )
     }
 
     /// A peer authenticated a link and said `hello` (its address already
@@ -240,20 +383,34 @@ impl Guard {
     }
 
     /// Opens a datagram that arrived from `from`: its body (decrypted in
-    /// place when encrypted) and, when a peer's client sealed it with a
-    /// tag's key, that tag's id (the caller checks the body names it), or
-    /// why it is refused. Nothing else of it may be looked at before.
+    /// place when encrypted) and what opened it (the caller takes of it
+    /// only what that allows), or why it is refused. Nothing else of it may
+    /// be looked at before.
     pub(crate) fn open<'a>(
         &self,
-        from: IpAddr,
+        from: SocketAddr,
         datagram: &'a mut [u8],
-    ) -> Result<(&'a [u8], Option<u64>), Refusal> {
-        if !self.is_up(from) {
+    ) -> Result<(&'a [u8], Opened), Refusal> {
+        if !self.is_up(from.ip()) {
             return Err(Refusal::Unauthenticated);
         }
         let Some(k) = &self.keyed else {
-            return Ok((datagram, None));
+            return Ok((datagram, Opened::Node));
         };
+        if SealedHeader::peek(datagram).is_ok_and(|h| h.direct) {
+            let holders = k.holders.read().unwrap_or_else(|e| e.into_inner());
+            let Some(h) = holders.get(&from) else {
+                return Err(Refusal::Unauthenticated);
+            };
+            let mut h = lock(h);
+            let tag = h.tag();
+            return match h.open_ack(datagram) {
+                Ok(body) => Ok((body, Opened::Holder(tag))),
+                Err(Refused::Replay(_)) => Err(Refusal::Replayed),
+                Err(Refused::Open(_)) => Err(Refusal::Unauthenticated),
+            };
+        }
+        let from = from.ip();
         let openers = k.openers.read().unwrap_or_else(|e| e.into_inner());
         let Some(opener) = openers.get(&from) else {
             return Err(Refusal::Unauthenticated);
@@ -267,7 +424,8 @@ impl Guard {
                 .cloned()
         };
         match opener.open_any(datagram, name) {
-            Ok(opened) => Ok(opened),
+            Ok((body, None)) => Ok((body, Opened::Node)),
+            Ok((body, Some(tag))) => Ok((body, Opened::Tag(tag))),
             Err(Refused::Replay(_)) => Err(Refusal::Replayed),
             Err(Refused::Open(_)) => Err(Refusal::Unauthenticated),
         }
@@ -306,11 +464,20 @@ mod tests {
     fn datagrams_from_addresses_that_are_not_up_peers_are_refused() {
         let g = Guard::new(None, false, A, 1);
         let mut d = *b"data";
-        assert_eq!(g.open(B, &mut d), Err(Refusal::Unauthenticated));
+        assert_eq!(
+            g.open(SocketAddr::new(B, 1), &mut d),
+            Err(Refusal::Unauthenticated)
+        );
         g.set_up(B, true);
-        assert_eq!(g.open(B, &mut d), Ok((&b"data"[..], None)));
+        assert_eq!(
+            g.open(SocketAddr::new(B, 1), &mut d),
+            Ok((&b"data"[..], Opened::Node))
+        );
         g.set_up(B, false);
-        assert_eq!(g.open(B, &mut d), Err(Refusal::Unauthenticated));
+        assert_eq!(
+            g.open(SocketAddr::new(B, 1), &mut d),
+            Err(Refusal::Unauthenticated)
+        );
     }
 
     #[test]
@@ -324,19 +491,31 @@ mod tests {
         let mut early = b.seal(b"hi", &mut s).to_vec();
         a.set_up(B, true);
         assert_eq!(
-            a.open(B, &mut early.clone()),
+            a.open(SocketAddr::new(B, 1), &mut early.clone()),
             Err(Refusal::Unauthenticated),
             "not admitted"
         );
         a.admit(&b.hello().unwrap());
         // Sealed before the handshake that admitted it: below the floor.
-        assert_eq!(a.open(B, &mut early), Err(Refusal::Replayed));
+        assert_eq!(
+            a.open(SocketAddr::new(B, 1), &mut early),
+            Err(Refusal::Replayed)
+        );
         let mut s = Vec::new();
         let mut sealed = b.seal(b"hi", &mut s).to_vec();
-        assert_eq!(a.open(B, &mut sealed.clone()), Ok((&b"hi"[..], None)));
-        assert_eq!(a.open(B, &mut sealed), Err(Refusal::Replayed));
+        assert_eq!(
+            a.open(SocketAddr::new(B, 1), &mut sealed.clone()),
+            Ok((&b"hi"[..], Opened::Node))
+        );
+        assert_eq!(
+            a.open(SocketAddr::new(B, 1), &mut sealed),
+            Err(Refusal::Replayed)
+        );
         let mut plain = *b"hi";
-        assert_eq!(a.open(B, &mut plain), Err(Refusal::Unauthenticated));
+        assert_eq!(
+            a.open(SocketAddr::new(B, 1), &mut plain),
+            Err(Refusal::Unauthenticated)
+        );
     }
 
     #[test]

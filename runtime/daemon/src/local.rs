@@ -366,10 +366,23 @@ fn handle(
             ErrorCode::Internal,
             "stats requests and handovers are answered by the request loop",
         ),
-        Request::Seat { .. } => error(
+        Request::Seat { .. } | Request::Holding { .. } => error(
             ErrorCode::BadRequest,
-            "Seat goes from the daemon to its clients, not the other way",
+            "Seat and Holding go from the daemon to its clients, not the other way",
         ),
+        Request::DirectKey { name, to, member } => {
+            let id = st.table.entry(&name).map(|e| e.id);
+            if !id.is_some_and(|t| st.table.is_sender(t, client.id)) {
+                return error(ErrorCode::NoSendAccess, "a direct key needs send access");
+            }
+            match shared.guard.direct_key(&name, to, member) {
+                Some(r) => (r, None),
+                None => error(
+                    ErrorCode::BadRequest,
+                    format!("{to} is not the direct receiver {member} of {name} (any more)"),
+                ),
+            }
+        }
         Request::GiveStreams { .. } => error(
             ErrorCode::BadRequest,
             "GiveStreams goes from the daemon to a client, not back",
@@ -543,9 +556,9 @@ fn handle(
             lossless,
             ..
         } => {
-            // Direct delivery needs the network, and is off under a domain
-            // key (the client would need keys it must not hold).
-            if shared.delivery.get().is_none() || shared.guard.is_keyed() {
+            // Direct delivery needs the network. (Under a domain key the
+            // receiver gets a key for its holding only: `guard`.)
+            if shared.delivery.get().is_none() {
                 qos.direct = 0;
             }
             if let Err(e) = permit(shared, &st, client, &name, Right::Subscribe) {

@@ -29,6 +29,8 @@ pub(super) fn request_kind(r: &Request) -> u8 {
         Request::GiveStreams { .. } => 20,
         Request::Streams { .. } => 21,
         Request::Seat { .. } => 22,
+        Request::Holding { .. } => 23,
+        Request::DirectKey { .. } => 24,
     }
 }
 
@@ -52,6 +54,15 @@ pub(super) fn encode_request(r: &Request, w: &mut Writer) {
         | Request::ListMembers { name }
         | Request::TagKey { name } => {
             w.str(name.as_str());
+        }
+        Request::Holding { tag, key, encrypt } => {
+            w.u32(tag.0).bytes(key).u8(u8::from(*encrypt));
+        }
+        Request::DirectKey { name, to, member } => {
+            w.str(name.as_str())
+                .bytes(&NodeAddr(to.ip()).to_bytes())
+                .u16(to.port())
+                .u64(*member);
         }
         Request::ReleaseSendAccess { tag } | Request::GiveStreams { tag } => {
             w.u32(tag.0);
@@ -173,6 +184,16 @@ pub(super) fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, De
         21 => Request::Streams {
             tag: TagId(r.u32()?),
             query: r.u32()?,
+        },
+        23 => Request::Holding {
+            tag: TagId(r.u32()?),
+            key: r.array()?,
+            encrypt: decode_bool(r)?,
+        },
+        24 => Request::DirectKey {
+            name: TagName::decode(r)?,
+            to: std::net::SocketAddr::new(NodeAddr::from_bytes(r.array()?).0, r.u16()?),
+            member: r.u64()?,
         },
         22 => Request::Seat {
             tag: TagId(r.u32()?),

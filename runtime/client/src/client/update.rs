@@ -125,6 +125,7 @@ impl Core {
             // The restarted daemon decides again who holds each tag's
             // streams (direct delivery); old hand-overs are void.
             lock(&self.stash).clear();
+            lock(&self.holdings).clear();
             lock(&self.seats).clear();
             let directs: Vec<_> = lock(&self.endpoints)
                 .iter()
@@ -202,6 +203,10 @@ impl Core {
             Request::GiveStreams { tag } => self.give_streams(conn, id, tag),
             Request::Streams { tag, query: 0 } => self.take_streams(tag, fd),
             Request::Seat { tag, seat } => self.take_seat(tag, seat, fd),
+            Request::Holding { tag, key, encrypt } => {
+                let key = tagwire_auth::HoldingKey::from_bytes(key);
+                lock(&self.holdings).insert(tag, (key, encrypt));
+            }
             other => return Some(other),
         }
         None
@@ -244,7 +249,7 @@ impl Core {
         match ep {
             Some(ep) => {
                 if let Some(d) = &ep.direct {
-                    d.take(streams);
+                    self.take_direct(d, tag, streams);
                 }
                 // A subscriber asleep on the ring wakes to wait on its socket.
                 ep.current_ring().wake_readers();

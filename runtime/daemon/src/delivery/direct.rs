@@ -41,6 +41,7 @@ use tagwire_wire::control::{Message, Request};
 use tagwire_wire::handover::StreamState;
 use tagwire_wire::{NodeAddr, TagId, TagName};
 
+use crate::guard::Guard;
 use crate::outbox::OutTx;
 use crate::{lock, State};
 
@@ -105,7 +106,12 @@ impl Direct {
     /// After a table change (under the state lock): switches the tags
     /// whose direct receiver changed. Returns whether commands were queued
     /// (the inbound thread is to be woken).
-    pub(crate) fn switch(&self, st: &State, now: HashMap<TagId, (ClientId, TagName)>) -> bool {
+    pub(crate) fn switch(
+        &self,
+        st: &State,
+        guard: &Guard,
+        now: HashMap<TagId, (ClientId, TagName)>,
+    ) -> bool {
         let mut holders = lock(&self.holders);
         let mut cmds = lock(&self.cmds);
         let before = cmds.len();
@@ -139,6 +145,32 @@ impl Direct {
                 continue;
             }
             if let Some(out) = st.clients.get(new) {
+                // Under a domain key, first its holding's key (the same
+                // channel: it comes before the streams).
+                let member = st.table.entry_by_id(*id).and_then(|e| {
+                    e.rights(Role::Receiver)
+                        .iter()
+                        .find(|r| r.holder == Holder::Local(*new))
+                        .map(|r| r.key.id)
+                });
+                let holding = member.and_then(|m| guard.holding(tag, m));
+                if guard.is_keyed() && holding.is_none() {
+                    // (Its grant is gone: no key, so no streams either.)
+                    continue;
+                }
+                if let Some((key, encrypt)) = holding {
+                    let give = Message::Request {
+                        id: 0,
+                        body: Request::Holding {
+                            tag: *id,
+                            key,
+                            encrypt,
+                        },
+                    };
+                    if out.tx.try_send((give.encode(), None, Vec::new())).is_err() {
+                        tracing::warn!(%tag, "cannot hand a holding key over");
+                    }
+                }
                 lock(&self.asked).remove(id);
                 cmds.push_back(Cmd::Give {
                     tag: tag.clone(),

@@ -4,6 +4,7 @@
 
 use super::held::{deliver, held_full, SinkCache};
 use super::*;
+use crate::guard::Opened;
 
 /// Receives on `sock` (the delivery port, or with `multicast` the multicast
 /// carrier's, where only data of tags joined for is taken): the glue around
@@ -49,8 +50,8 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
         // (authenticated, new, from an up peer: `guard`) before it is parsed.
         let opened = match sock.recv_from(&mut buf) {
             Ok((0, _)) | Err(_) => None,
-            Ok((n, from)) => match shared.guard.open(from.ip(), &mut buf[..n]) {
-                Ok((raw, tag_key)) => Some((from, raw, tag_key)),
+            Ok((n, from)) => match shared.guard.open(from, &mut buf[..n]) {
+                Ok((raw, opened)) => Some((from, raw, opened)),
                 Err(why) => {
                     crate::stats::refused(shared, from.ip(), why);
                     None
@@ -64,12 +65,13 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
                     held::held_empty(shared, &mut sinks, tag)
                 });
         }
-        if let Some((from, raw, tag_key)) = opened {
+        if let Some((from, raw, opened)) = opened {
             let now = Instant::now();
             match Datagram::decode(raw) {
                 // Sealed by a peer's client with a tag's key: only that
-                // tag's data.
-                Ok(dg) if tag_key.is_some_and(|id| !names_tag(&dg.body, id)) => {
+                // tag's data. Sealed by another node's direct receiver: only
+                // acknowledgements, of that tag's streams.
+                Ok(dg) if !allowed(opened, &dg.body) => {
                     crate::stats::refused(
                         shared,
                         from.ip(),
@@ -82,7 +84,11 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
                     body: Body::AckNack(_),
                 }) => {
                     // Our own stream's acknowledgement: its forwarder's session.
-                    d.outbound.handle_ack(shared, now, stream, from, raw);
+                    let only = match opened {
+                        Opened::Holder(tag) => Some(tag),
+                        _ => None,
+                    };
+                    d.outbound.handle_ack(shared, now, stream, from, raw, only);
                 }
                 Ok(_) => session.handle_datagram(now, from, raw),
                 Err(e) => {
@@ -100,11 +106,20 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
         while let Some(t) = session.poll_transmit(now) {
             let _ = d
                 .sock
-                .send_to(shared.guard.seal(&t.bytes, &mut sealed), t.dest);
+                .send_to(shared.guard.seal_to(&t.bytes, &mut sealed, t.dest), t.dest);
         }
         while let Some(e) = session.poll_event() {
             account(shared, e);
         }
+    }
+}
+
+/// Whether what opened a datagram allows its `body`.
+fn allowed(opened: Opened, body: &Body<'_>) -> bool {
+    match opened {
+        Opened::Node => true,
+        Opened::Tag(id) => names_tag(body, id),
+        Opened::Holder(_) => matches!(body, Body::AckNack(_)),
     }
 }
 

@@ -165,6 +165,7 @@ impl Delivery {
         // would come twice.
         let mut groups: HashSet<TagName> = HashSet::new();
         let mut holders = HashMap::new();
+        let mut remote_holders = HashMap::new();
         for e in st.table.entries() {
             let plan = plan_of(st, me, shared.placer.as_ref(), e);
             if plan.mode_of(me) == Some(Mode::Multicast) {
@@ -178,9 +179,18 @@ impl Delivery {
                 .into_iter()
                 .filter_map(|l| {
                     let delivery = st.peers.delivery_addr(l.node)?;
+                    let direct = direct_addr(e, &plan, l.node, l.mode);
+                    if let Some((addr, member)) = direct {
+                        let at = crate::guard::HolderAt {
+                            node: l.node.0,
+                            member,
+                            tag: e.name.clone(),
+                        };
+                        remote_holders.insert(addr, at);
+                    }
                     Some(Dest {
                         node: l.node,
-                        addr: direct_addr(e, &plan, l.node, l.mode).unwrap_or(delivery),
+                        addr: direct.map_or(delivery, |(a, _)| a),
                         mode: l.mode,
                         every: l.every,
                         relay: l.relay,
@@ -193,7 +203,8 @@ impl Delivery {
             }
         }
         self.join_groups(me, groups);
-        if self.direct.switch(st, holders) {
+        shared.guard.set_holders(remote_holders);
+        if self.direct.switch(st, &shared.guard, holders) {
             self.wake_inbound();
         }
         self.outbound.reroute(shared, wanted, |name| {
@@ -283,24 +294,24 @@ fn plan_of(st: &State, me: NodeAddr, placer: Option<&Placer>, e: &tagwire_proto:
 }
 
 /// Where `node`'s copy of `e` goes when it goes straight to its sole
-/// receiving process's socket (see `direct`).
+/// receiving process's socket (see `direct`), and that receiver's grant.
 fn direct_addr(
     e: &tagwire_proto::Entry,
     plan: &Plan,
     node: NodeAddr,
     mode: Mode,
-) -> Option<SocketAddr> {
+) -> Option<(SocketAddr, u64)> {
     if !matches!(mode, Mode::Reliable | Mode::BestEffort) {
         return None;
     }
     let receivers = e
         .rights(Role::Receiver)
         .iter()
-        .map(|r| (r.key.node, r.qos, ()));
+        .map(|r| (r.key.node, r.qos, r.key.id));
     let senders = e.rights(Role::Sender).iter().map(|r| r.key.node);
-    let ((), port) =
+    let (member, port) =
         tagwire_session::plan::direct_port(node, receivers, senders, plan.feeds_others(node))?;
-    Some(SocketAddr::new(node.0, port))
+    Some((SocketAddr::new(node.0, port), member))
 }
 
 /// Our own mapping of a tag's ring (the forwarder reads it without the lock).
