@@ -169,7 +169,7 @@ impl Holder {
         if self
             .keys
             .get(&from)
-            .map_or(true, |k| k.epoch() < header.epoch)
+            .is_none_or(|k| k.epoch() < header.epoch)
             && (self.keys.len() < MAX_SENDERS || self.keys.contains_key(&from))
         {
             self.keys
