@@ -627,6 +627,87 @@ mod tests {
         assert_eq!(seq_of(&st.queue[0]), 53);
     }
 
+    /// The sender's side under a key: sends sealed for the holding with
+    /// `to` (`counter` its next counter), opens the acknowledgements with
+    /// it; returns how many acknowledgements opened.
+    fn service_sealed(
+        s: &mut Session,
+        sock: &UdpSocket,
+        to: &mut tagwire_auth::ToHolder,
+        counter: &mut u64,
+    ) -> usize {
+        let now = Instant::now();
+        let mut buf = [0u8; 65536];
+        let mut acks = 0;
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            if let Ok(body) = to.open_ack(&mut buf[..n]) {
+                acks += 1;
+                s.handle_datagram(now, from, body);
+            }
+        }
+        if s.poll_timeout().is_some_and(|t| t <= now) {
+            s.handle_timeout(now);
+        }
+        let mut sealed = Vec::new();
+        while let Some(t) = s.poll_transmit(now) {
+            to.seal_into(*counter, true, &t.bytes, &mut sealed);
+            *counter += 1;
+            let _ = sock.send_to(&sealed, t.dest);
+        }
+        acks
+    }
+
+    #[test]
+    fn under_a_key_only_the_holdings_datagrams_of_its_tag_are_taken_and_acknowledgements_go_out_sealed(
+    ) {
+        let (d, tag, addr) = open(64, false);
+        let domain = tagwire_auth::DomainKey::from_bytes([9; 32]);
+        let (node, me): (std::net::IpAddr, std::net::IpAddr) =
+            ("127.0.0.1".parse().unwrap(), "127.0.0.1".parse().unwrap());
+        d.set_holding(domain.holding_key(node, 5, 3, tag.as_str()), false);
+        d.take(Vec::new());
+        // Plain datagrams (a host without the key): refused, unacknowledged.
+        let (mut s, sock) = sender(&tag, addr);
+        send(&mut s, &sock, &tag, 1..=3);
+        pump_until(&d, &mut s, &sock, false, 1);
+        assert!(d.lock().queue.is_empty(), "took plain datagrams");
+        assert!(d.lock().refused >= 1);
+        // Another tag's data sealed with this holding's key (what one of its
+        // publishers could send): refused.
+        let mut to = tagwire_auth::ToHolder::new(&domain, node, 5, 3, tag.as_str(), me, 77);
+        let other = TagName::new("/direct/other").unwrap();
+        let (mut o, osock) = sender(&other, addr);
+        let mut counter = 1;
+        send(&mut o, &osock, &other, 1..=1);
+        // (`send` sent it plain; repairs go out sealed from now on.)
+        let before = d.lock().refused;
+        let until = Instant::now() + Duration::from_millis(1500);
+        while Instant::now() < until {
+            service_sealed(&mut o, &osock, &mut to, &mut counter);
+            d.pump(&mut d.lock(), Instant::now(), false);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(d.lock().queue.is_empty(), "took another tag's data");
+        assert!(d.lock().refused > before, "the sealed repair never came");
+        // Sealed for the holding: taken, and acknowledged sealed.
+        let mut acks = 0;
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until && d.lock().queue.len() < 3 {
+            acks += service_sealed(&mut s, &sock, &mut to, &mut counter);
+            d.pump(&mut d.lock(), Instant::now(), false);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut st = d.lock();
+        let got: Vec<u64> = std::iter::from_fn(|| d.pop(&mut st))
+            .map(|m| seq_of(&m))
+            .collect();
+        assert_eq!(got, [1, 2, 3]);
+        drop(st);
+        std::thread::sleep(Duration::from_millis(50));
+        acks += service_sealed(&mut s, &sock, &mut to, &mut counter);
+        assert!(acks > 0, "no acknowledgement sealed for the holding");
+    }
+
     #[test]
     fn given_back_the_streams_carry_on_where_the_subscriber_stopped() {
         let (d, tag, addr) = open(64, true);

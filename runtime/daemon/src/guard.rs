@@ -519,6 +519,71 @@ mod tests {
     }
 
     #[test]
+    fn another_nodes_direct_receiver_gets_its_tag_sealed_for_its_holding_and_is_heard_only_as_its_acknowledgements(
+    ) {
+        use tagwire_auth::{Holder, HoldingKey, OpenError};
+        let key = DomainKey::from_bytes([4; 32]);
+        let (a, b) = (
+            Guard::new(Some(&key), false, A, 1),
+            Guard::new(Some(&key), false, B, 2),
+        );
+        a.set_up(B, true);
+        a.admit(&b.hello().unwrap());
+        let tag = TagName::new("/d").unwrap();
+        let (r, port) = (SocketAddr::new(B, 40000), SocketAddr::new(B, 7402));
+        let at = |member| HolderAt {
+            node: B,
+            member,
+            tag: tag.clone(),
+        };
+        a.set_holders(HashMap::from([(r, at(7))]));
+        assert_eq!(a.holder_member(r), Some(7));
+        assert_eq!(a.holder_member(port), None);
+        // What B hands its receiver with grant 7.
+        let (hk, encrypt) = b.holding(&tag, 7).unwrap();
+        let mut holder = Holder::new(HoldingKey::from_bytes(hk), "/d", encrypt);
+        let mut s = Vec::new();
+        let mut dg = a.seal_to(b"data", &mut s, r).to_vec();
+        assert_eq!(holder.open(A, &mut dg), Ok(&b"data"[..]));
+        // To B's daemon: sealed as A, which the holder cannot open.
+        let mut s = Vec::new();
+        let mut to_daemon = a.seal_to(b"data", &mut s, port).to_vec();
+        assert!(holder.open(A, &mut to_daemon).is_err());
+        // Its acknowledgements, from its socket: only as the tag's holder.
+        let mut ack = Vec::new();
+        holder.seal_ack(b"ack", &mut ack);
+        assert_eq!(
+            a.open(r, &mut ack.clone()),
+            Ok((&b"ack"[..], Opened::Holder(tag_id("/d"))))
+        );
+        assert_eq!(a.open(r, &mut ack), Err(Refusal::Replayed));
+        // From any other socket (B's daemon's): refused.
+        let mut ack = Vec::new();
+        holder.seal_ack(b"ack", &mut ack);
+        assert_eq!(a.open(port, &mut ack), Err(Refusal::Unauthenticated));
+        // A's publishers get the data key for that grant and tag only.
+        assert!(matches!(
+            a.direct_key(&tag, r, 7),
+            Some(Response::TagKey { .. })
+        ));
+        assert!(a.direct_key(&tag, r, 8).is_none());
+        assert!(a.direct_key(&TagName::new("/e").unwrap(), r, 7).is_none());
+        assert!(a.direct_key(&tag, port, 7).is_none());
+        // Another grant on the same socket: another key, the old one opens
+        // nothing more.
+        a.set_holders(HashMap::from([(r, at(8))]));
+        let mut s = Vec::new();
+        let mut dg = a.seal_to(b"data", &mut s, r).to_vec();
+        assert_eq!(
+            holder.open(A, &mut dg),
+            Err(Refused::Open(OpenError::Forged))
+        );
+        // No holders: sealed as A again.
+        a.set_holders(HashMap::new());
+        assert_eq!(a.holder_member(r), None);
+    }
+
+    #[test]
     fn beacons_are_refused_when_forged_replayed_or_from_an_older_life() {
         let key = DomainKey::from_bytes([4; 32]);
         let a = Guard::new(Some(&key), false, A, 1);

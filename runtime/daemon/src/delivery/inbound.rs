@@ -398,3 +398,51 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+    use tagwire_wire::datagram::{AckNack, BatchRef};
+
+    #[test]
+    fn a_direct_receivers_key_carries_acknowledgements_only_and_a_tag_key_its_tags_data_only() {
+        let mut ack = Vec::new();
+        AckNack::default().encode(1, &mut ack);
+        let header = FrameHeader {
+            flags: 0,
+            sender: tagwire_wire::SenderInfo {
+                pid: tagwire_wire::Pid(1),
+                node: NodeAddr::LOCALHOST,
+            },
+            stream: 0,
+            seq: tagwire_wire::SeqNum(1),
+            timestamp_ns: 0,
+        };
+        let mut entries = Vec::new();
+        tagwire_wire::datagram::push_batch_entry(&mut entries, &header, b"x");
+        let mut batch = Vec::new();
+        BatchRef {
+            seq: 1,
+            flags: FLAG_RELIABLE,
+            count: 1,
+            tag: Cow::Owned(TagName::new("/d").unwrap()),
+            entries: &entries,
+        }
+        .encode(1, &mut batch);
+        let (ack, batch) = (
+            Datagram::decode(&ack).unwrap().body,
+            Datagram::decode(&batch).unwrap().body,
+        );
+        let (d, e) = (tagwire_auth::tag_id("/d"), tagwire_auth::tag_id("/e"));
+        assert!(allowed(Opened::Node, &ack) && allowed(Opened::Node, &batch));
+        assert!(allowed(Opened::Holder(d), &ack));
+        assert!(!allowed(Opened::Holder(d), &batch), "a holder's data");
+        assert!(allowed(Opened::Tag(d), &batch));
+        assert!(!allowed(Opened::Tag(e), &batch), "another tag's data");
+        assert!(
+            !allowed(Opened::Tag(d), &ack),
+            "a publisher's acknowledgement"
+        );
+    }
+}
