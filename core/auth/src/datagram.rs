@@ -30,8 +30,7 @@
 
 use std::fmt;
 
-use chacha20poly1305::aead::{AeadInPlace, KeyInit};
-use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce, Tag};
+use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, CHACHA20_POLY1305};
 
 /// Bytes before the body.
 pub const HEADER_LEN: usize = 20;
@@ -167,7 +166,7 @@ impl SealedHeader {
 /// Its `Debug` does not print the key.
 #[derive(Clone)]
 pub struct DatagramKey {
-    aead: ChaCha20Poly1305,
+    aead: LessSafeKey,
     epoch: u64,
 }
 
@@ -182,7 +181,11 @@ impl fmt::Debug for DatagramKey {
 impl DatagramKey {
     pub(crate) fn new(key: &[u8; 32], epoch: u64) -> Self {
         Self {
-            aead: ChaCha20Poly1305::new(Key::from_slice(key)),
+            aead: LessSafeKey::new(
+                // (A 32-byte key is what ChaCha20-Poly1305 takes: never Err.)
+                UnboundKey::new(&CHACHA20_POLY1305, key)
+                    .unwrap_or_else(|_| unreachable!("ChaCha20-Poly1305 takes 32-byte keys")),
+            ),
             epoch,
         }
     }
@@ -263,14 +266,16 @@ impl DatagramKey {
         let nonce = nonce(counter);
         let sealed = if encrypt {
             let (header, body) = out.split_at_mut(head);
-            self.aead.encrypt_in_place_detached(&nonce, header, body)
+            self.aead
+                .seal_in_place_separate_tag(nonce, Aad::from(&*header), body)
         } else {
-            self.aead.encrypt_in_place_detached(&nonce, out, &mut [])
+            self.aead
+                .seal_in_place_separate_tag(nonce, Aad::from(&out[..]), &mut [])
         };
         // ChaCha20-Poly1305 refuses only inputs above 256 GiB: a datagram
         // is at most 64 KiB, so `sealed` is always Ok.
         if let Ok(tag) = sealed {
-            out.extend_from_slice(&tag);
+            out.extend_from_slice(tag.as_ref());
         }
     }
 
@@ -287,15 +292,17 @@ impl DatagramKey {
         let end = datagram.len() - TAG_LEN;
         let head = header.len();
         let (sealed, tag) = datagram.split_at_mut(end);
-        let tag = Tag::clone_from_slice(tag);
+        let tag = Tag::try_from(&*tag).map_err(|_| OpenError::Truncated)?;
         let nonce = nonce(header.counter);
         let verified = if header.encrypted {
             let (head, body) = sealed.split_at_mut(head);
             self.aead
-                .decrypt_in_place_detached(&nonce, head, body, &tag)
+                .open_in_place_separate_tag(nonce, Aad::from(&*head), tag, body, 0..)
+                .map(|_| ())
         } else {
             self.aead
-                .decrypt_in_place_detached(&nonce, sealed, &mut [], &tag)
+                .open_in_place_separate_tag(nonce, Aad::from(&*sealed), tag, &mut [], 0..)
+                .map(|_| ())
         };
         verified.map_err(|_| OpenError::Forged)?;
         Ok((header, &sealed[head..]))
@@ -305,7 +312,7 @@ impl DatagramKey {
 fn nonce(counter: u64) -> Nonce {
     let mut n = [0u8; 12];
     n[..8].copy_from_slice(&counter.to_le_bytes());
-    Nonce::clone_from_slice(&n)
+    Nonce::assume_unique_for_key(n)
 }
 
 /// The u64 LE at `at` (the caller checked the length).
@@ -322,6 +329,36 @@ mod tests {
     use super::*;
     use crate::DomainKey;
     use proptest::prelude::*;
+
+    #[test]
+    fn datagrams_are_those_of_rustcryptos_chacha20_poly1305_byte_for_byte() {
+        use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+        let raw = [0x3c; 32];
+        let k = DatagramKey::new(&raw, 9);
+        let other =
+            chacha20poly1305::ChaCha20Poly1305::new(chacha20poly1305::Key::from_slice(&raw));
+        for encrypt in [false, true] {
+            let body = b"a body of some length, 0123456789";
+            let mine = k.seal(77, encrypt, body);
+            // The same header, sealed by the other implementation.
+            let mut theirs = mine[..HEADER_LEN].to_vec();
+            theirs.extend_from_slice(body);
+            let mut n = [0u8; 12];
+            n[..8].copy_from_slice(&77u64.to_le_bytes());
+            let n = chacha20poly1305::Nonce::from_slice(&n);
+            let tag = if encrypt {
+                let (h, b) = theirs.split_at_mut(HEADER_LEN);
+                other.encrypt_in_place_detached(n, h, b).unwrap()
+            } else {
+                other
+                    .encrypt_in_place_detached(n, &theirs, &mut [])
+                    .unwrap()
+            };
+            theirs.extend_from_slice(&tag);
+            assert_eq!(mine, theirs, "encrypt = {encrypt}");
+            assert_eq!(k.open(&mut theirs).unwrap().1, body);
+        }
+    }
 
     fn key(byte: u8, epoch: u64) -> DatagramKey {
         DomainKey::from_bytes([byte; 32]).datagram_key("10.0.0.1".parse().unwrap(), epoch)

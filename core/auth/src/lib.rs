@@ -6,7 +6,7 @@
 //!
 //! No cryptography is written here: key derivation is HKDF-SHA256
 //! (RustCrypto `hkdf` + `sha2`), datagrams are sealed with
-//! ChaCha20-Poly1305 (RustCrypto `chacha20poly1305`), and control links
+//! ChaCha20-Poly1305 (`ring`'s), and control links
 //! run the Noise protocol `Noise_NNpsk0_25519_ChaChaPoly_SHA256` (`snow`).
 //! This crate only lays out bytes around them, derives the per-purpose
 //! keys and keeps replay windows.

@@ -1,6 +1,7 @@
 //! The authenticated openings on arbitrary bytes (tagwire-auth): a sealed
-//! datagram, a control link's first handshake frame, and transport frames
-//! after a real handshake. None panics and none accepts what was not
+//! datagram (as a daemon's, and as a direct receiver's and its sender's
+//! for a holding), a control link's first handshake frame, and transport
+//! frames after a real handshake. None panics and none accepts what was not
 //! sealed with the key; whatever the fuzzer seals opens to itself once, and
 //! any changed byte of it is refused.
 #![no_main]
@@ -8,7 +9,8 @@
 use libfuzzer_sys::fuzz_target;
 use std::net::{IpAddr, Ipv4Addr};
 use tagwire_auth::{
-    Deframer, DomainKey, Handshake, LinkHello, Opener, Progress, Sealer, SealedHeader,
+    Deframer, DomainKey, Handshake, Holder, LinkHello, Opener, Progress, Sealer, SealedHeader,
+    ToHolder,
 };
 
 const NODE: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
@@ -33,6 +35,28 @@ fuzz_target!(|data: &[u8]| {
             let mut rx = Opener::new(&key, &hello(7));
             let mut b = rest.to_vec();
             assert!(rx.open(&mut b).is_err(), "forged datagram opened");
+            // As a direct receiver's data, and as its acknowledgement.
+            let mut holder = Holder::new(key.holding_key(NODE, 3, 4, "/t"), "/t", false);
+            let mut b = rest.to_vec();
+            assert!(holder.open(NODE, &mut b).is_err(), "forged direct data opened");
+            let mut to = ToHolder::new(&key, NODE, 3, 4, "/t", NODE, 7);
+            let mut b = rest.to_vec();
+            assert!(to.open_ack(&mut b).is_err(), "forged acknowledgement opened");
+        }
+        // Sealed for a holding: opens once at the holder; a flipped byte
+        // never; the sender never takes it as an acknowledgement.
+        1 if mode & 0x40 != 0 => {
+            let mut holder = Holder::new(key.holding_key(NODE, 3, 4, "/t"), "/t", false);
+            let mut to = ToHolder::new(&key, NODE, 3, 4, "/t", NODE, 7);
+            let mut sealed = Vec::new();
+            to.seal_into(5, mode & 0x10 != 0, rest, &mut sealed);
+            assert_eq!(holder.open(NODE, &mut sealed.clone()).ok(), Some(rest));
+            assert!(holder.open(NODE, &mut sealed.clone()).is_err(), "replay opened");
+            assert!(to.open_ack(&mut sealed.clone()).is_err(), "data taken as an acknowledgement");
+            let at = usize::from(mode) % sealed.len();
+            sealed[at] ^= 0x5a;
+            let mut fresh = Holder::new(key.holding_key(NODE, 3, 4, "/t"), "/t", false);
+            assert!(fresh.open(NODE, &mut sealed).is_err(), "changed datagram opened");
         }
         // Sealed with a tag key: opens once, only as that tag.
         1 if mode & 0x20 != 0 => {
