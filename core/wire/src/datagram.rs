@@ -383,6 +383,37 @@ impl<'a> Datagram<'a> {
     }
 }
 
+/// The tag a data or batch datagram names, read without decoding the rest
+/// (`None` for heartbeats and acknowledgements); an error for bytes
+/// [`Datagram::decode`] would refuse before the tag.
+pub fn peek_tag(buf: &[u8]) -> Result<Option<&str>, DecodeError> {
+    let mut r = Reader::new(buf);
+    r.preamble(MAGIC, VERSION)?;
+    let kind = r.u8()?;
+    let _stream = r.u64()?;
+    match kind {
+        // seq, flags, fragment, fragments, message length, frame header
+        KIND_DATA => {
+            r.bytes(8 + 1 + 2 + 2 + 4 + HEADER_LEN)?;
+        }
+        // seq, flags, count
+        KIND_BATCH => {
+            r.bytes(8 + 1 + 2)?;
+        }
+        KIND_HEARTBEAT | KIND_ACKNACK => return Ok(None),
+        k => {
+            return Err(DecodeError::Unknown {
+                what: "datagram kind",
+                value: u32::from(k),
+            })
+        }
+    }
+    let tag_len = usize::from(r.u8()?);
+    std::str::from_utf8(r.bytes(tag_len)?)
+        .map(Some)
+        .map_err(|_| DecodeError::Invalid("tag name"))
+}
+
 fn common(out: &mut Vec<u8>, kind: u8, stream: u64) {
     out.extend_from_slice(&MAGIC.to_le_bytes());
     out.push(VERSION);
@@ -646,6 +677,7 @@ mod tests {
             let Body::Batch(b) = d.body else { panic!("not a batch") };
             prop_assert_eq!((b.seq, b.flags, b.count as usize), (seq, flags, msgs.len()));
             prop_assert_eq!(b.tag.as_ref(), &tag);
+            prop_assert_eq!(peek_tag(&bytes).unwrap(), Some(tag.as_str()));
             let got: Vec<(FrameHeader, Vec<u8>)> =
                 b.messages().map(|(h, m)| (h, m.to_vec())).collect();
             prop_assert_eq!(got, msgs);
@@ -676,6 +708,7 @@ mod tests {
             prop_assert_eq!(d.msg_len, payload.len() as u32 + extra);
             prop_assert_eq!(d.header, header);
             prop_assert_eq!(d.tag.as_ref(), &tag);
+            prop_assert_eq!(peek_tag(&bytes).unwrap(), Some(tag.as_str()));
             prop_assert_eq!(d.payload, &payload[..]);
             prop_assert_eq!(d.first_seq(), seq - u64::from(frag));
             prop_assert_eq!(
@@ -690,6 +723,7 @@ mod tests {
             let mut out = Vec::new();
             g.encode(&mut out);
             prop_assert_eq!(Datagram::decode(&out).unwrap(), g);
+            prop_assert_eq!(peek_tag(&out).unwrap(), None);
         }
 
         #[test]

@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use tagwire_auth::{Holder, HoldingKey};
 use tagwire_session::{Config, Delivery, Session};
-use tagwire_wire::datagram::{Body, Datagram};
+use tagwire_wire::datagram::peek_tag;
 use tagwire_wire::handover::StreamState;
 use tagwire_wire::{NodeAddr, TagName};
 
@@ -439,13 +439,10 @@ impl Direct {
 /// Whether a datagram opened with the holding's key carries no other tag's
 /// data (the key's publishers could put any in it).
 fn only_tag(body: &[u8], tag: &TagName) -> bool {
-    match Datagram::decode(body) {
-        Ok(d) => match d.body {
-            Body::Data(d) => d.tag.as_ref() == tag,
-            Body::Batch(b) => b.tag.as_ref() == tag,
-            Body::Heartbeat(_) | Body::AckNack(_) => true,
-        },
-        // (The session counts what it cannot decode.)
+    match peek_tag(body) {
+        Ok(Some(t)) => t == tag.as_str(),
+        Ok(None) => true,
+        // (The session refuses it, and counts it.)
         Err(_) => true,
     }
 }
