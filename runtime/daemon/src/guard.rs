@@ -16,7 +16,7 @@
 //!   (`tagwire_auth::direct`, a key derived from the table: that node's
 //!   life, the receiver's grant, the tag), and what comes from its socket
 //!   is opened only as its acknowledgements. This node's own direct
-//!   receivers get their holding keys from [`Guard::holding`].
+//!   receivers get their holding keys from `Guard::holding`.
 //! * **Always**: a datagram whose source address is not an up peer's is
 //!   refused (and counted as unauthenticated for that address).
 //!
