@@ -26,6 +26,8 @@
 //! * [`reliable`]: the stateful reliable writer and reader (heartbeats,
 //!   ACKNACKs, resends, GAPs), time passed in.
 //! * [`sedp`]: endpoint discovery over the built-in reliable endpoints.
+//! * [`participant`]: all of it as one domain participant: local writers
+//!   and readers by topic, matched with the remote ones, samples in and out.
 //!
 //! Every decoder takes bytes that may come from an attacker on the network:
 //! it returns an [`RtpsError`] and never panics (`proof/fuzz` target
@@ -36,6 +38,7 @@ mod cursor;
 pub mod discovery;
 pub mod frag;
 mod message;
+pub mod participant;
 pub mod plist;
 pub mod qos;
 pub mod reliable;

@@ -1,0 +1,496 @@
+//! A whole DDS domain participant, sans-IO: SPDP finds the other
+//! participants, SEDP announces this one's writers and readers and learns
+//! theirs, and every local endpoint is matched with every remote one of its
+//! topic whose QoS is compatible (a mismatch is reported with its reason).
+//! Samples go out through [`Participant::write`] and come in as
+//! [`Event::Sample`]. Time comes in as an argument; datagrams in through
+//! [`Participant::handle_datagram`] and out through
+//! [`Participant::poll_transmit`].
+//!
+//! This is what the daemon's DDS gateway runs (and what tests drive against
+//! Cyclone DDS): one participant, its endpoints named by topic.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use crate::discovery::{EndpointData, ParticipantData, BUILTIN_ENDPOINTS};
+use crate::message::{Header, Message};
+use crate::qos::{Durability, Mismatch, Qos, Reliability};
+use crate::reliable::{Reader, Writer};
+use crate::sedp::{Sedp, SedpEvent};
+use crate::spdp::{Spdp, SpdpConfig, SpdpEvent};
+use crate::types::{EntityId, Guid, GuidPrefix, Locator, SequenceNumber};
+use crate::Transmit;
+
+/// Local writers and readers a participant holds at most.
+pub const MAX_ENDPOINTS: usize = 1024;
+
+/// Samples a reliable local writer keeps for late or lossy readers.
+pub const WRITER_DEPTH: usize = 256;
+
+/// This vendor id (unregistered: "tagwire").
+pub const VENDOR: [u8; 2] = [0x01, 0x99];
+
+/// What a participant is and where it listens.
+#[derive(Debug, Clone)]
+pub struct ParticipantConfig {
+    /// Its GUID prefix (unique in the domain).
+    pub prefix: GuidPrefix,
+    /// The domain id it announces.
+    pub domain: u32,
+    /// Where it takes discovery and data (unicast).
+    pub unicast: Vec<Locator>,
+    /// Where it takes multicast discovery, if it joined the group.
+    pub multicast: Vec<Locator>,
+    /// Where it announces itself besides the participants it knows (the
+    /// SPDP multicast locator, peers' well-known unicast ports).
+    pub peers: Vec<Locator>,
+    /// The lease it advertises.
+    pub lease: Duration,
+    /// How often it announces itself.
+    pub announce_every: Duration,
+    /// SPDP user data (what `ddsperf` and others show).
+    pub user_data: Vec<u8>,
+}
+
+/// What happened in the domain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A sample for a local reader.
+    Sample {
+        /// The reader.
+        reader: EntityId,
+        /// The remote writer.
+        writer: Guid,
+        /// Its sequence number.
+        sn: SequenceNumber,
+        /// The serialized payload (encapsulation header first).
+        payload: Vec<u8>,
+    },
+    /// A local endpoint and a remote one of its topic were matched.
+    Matched {
+        /// The local endpoint.
+        local: EntityId,
+        /// The remote one.
+        remote: Guid,
+    },
+    /// A local endpoint and a remote one of its topic were not matched.
+    Mismatched {
+        /// The local endpoint.
+        local: EntityId,
+        /// The remote one.
+        remote: Guid,
+        /// Why not.
+        why: Mismatch,
+    },
+    /// A remote participant appeared.
+    Joined(GuidPrefix),
+    /// A remote participant left (its endpoints are unmatched).
+    Left(GuidPrefix),
+}
+
+#[derive(Debug)]
+struct Local<E> {
+    data: EndpointData,
+    end: E,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Participant {
+    header: Header,
+    spdp: Spdp,
+    sedp: Sedp,
+    writers: HashMap<EntityId, Local<Writer>>,
+    readers: HashMap<EntityId, Local<Reader>>,
+    /// Remote endpoints SEDP announced.
+    remote: HashMap<Guid, EndpointData>,
+    next_key: u32,
+    events: VecDeque<Event>,
+    out: VecDeque<Transmit>,
+}
+
+impl Participant {
+    /// A participant announcing itself from `now`.
+    pub fn new(cfg: ParticipantConfig, now: Instant) -> Self {
+        let header = Header {
+            version: (2, 1),
+            vendor: VENDOR,
+            prefix: cfg.prefix,
+        };
+        let lease = crate::qos::Duration::from_millis(cfg.lease.as_millis() as u64);
+        let local = ParticipantData {
+            prefix: cfg.prefix,
+            version: (2, 1),
+            vendor: VENDOR,
+            builtin_endpoints: BUILTIN_ENDPOINTS,
+            lease,
+            domain: Some(cfg.domain),
+            metatraffic_unicast: cfg.unicast.clone(),
+            metatraffic_multicast: cfg.multicast.clone(),
+            default_unicast: cfg.unicast,
+            default_multicast: Vec::new(),
+            user_data: cfg.user_data,
+        };
+        let spdp = Spdp::new(
+            SpdpConfig {
+                local,
+                peers: cfg.peers,
+                announce_every: cfg.announce_every,
+            },
+            now,
+        );
+        Self {
+            header,
+            spdp,
+            sedp: Sedp::new(header),
+            writers: HashMap::new(),
+            readers: HashMap::new(),
+            remote: HashMap::new(),
+            next_key: 1,
+            events: VecDeque::new(),
+            out: VecDeque::new(),
+        }
+    }
+
+    /// This participant's GUID prefix.
+    pub fn prefix(&self) -> GuidPrefix {
+        self.header.prefix
+    }
+
+    /// The remote participants known now.
+    pub fn participants(&self) -> impl Iterator<Item = &ParticipantData> {
+        self.spdp.participants()
+    }
+
+    fn entity(&mut self, kind: u8) -> Option<EntityId> {
+        if self.writers.len() + self.readers.len() >= MAX_ENDPOINTS {
+            return None;
+        }
+        let k = self.next_key;
+        self.next_key += 1;
+        let b = k.to_be_bytes();
+        Some(EntityId([b[1], b[2], b[3], kind]))
+    }
+
+    fn endpoint(&self, entity: EntityId, topic: &str, type_name: &str, qos: Qos) -> EndpointData {
+        EndpointData {
+            guid: Guid {
+                prefix: self.header.prefix,
+                entity,
+            },
+            topic: topic.into(),
+            type_name: type_name.into(),
+            qos,
+            unicast: Vec::new(),
+            multicast: Vec::new(),
+            expects_inline_qos: false,
+        }
+    }
+
+    /// A writer of `topic` (type `type_name`, keyless) with `qos`, announced
+    /// and matched from now on; `None` past [`MAX_ENDPOINTS`].
+    pub fn add_writer(
+        &mut self,
+        now: Instant,
+        topic: &str,
+        type_name: &str,
+        qos: Qos,
+    ) -> Option<EntityId> {
+        let id = self.entity(0x03)?;
+        let data = self.endpoint(id, topic, type_name, qos);
+        let end = match data.qos.reliability.0 {
+            Reliability::Reliable => {
+                Writer::new(self.header, id, WRITER_DEPTH, Duration::from_millis(100))
+            }
+            Reliability::BestEffort => Writer::best_effort(self.header, id),
+        };
+        self.sedp.announce(now, &data);
+        let remote: Vec<EndpointData> = self.remote.values().cloned().collect();
+        self.writers.insert(id, Local { data, end });
+        for r in remote.iter().filter(|r| r.guid.entity.is_reader()) {
+            self.match_reader(now, id, r);
+        }
+        self.collect();
+        Some(id)
+    }
+
+    /// A reader of `topic` (type `type_name`, keyless) with `qos`; `None`
+    /// past [`MAX_ENDPOINTS`].
+    pub fn add_reader(
+        &mut self,
+        now: Instant,
+        topic: &str,
+        type_name: &str,
+        qos: Qos,
+    ) -> Option<EntityId> {
+        let id = self.entity(0x07)?;
+        let data = self.endpoint(id, topic, type_name, qos);
+        let end = match data.qos.reliability.0 {
+            Reliability::Reliable => Reader::new(self.header, id, Duration::from_millis(10)),
+            Reliability::BestEffort => Reader::best_effort(self.header, id),
+        };
+        self.sedp.announce(now, &data);
+        let remote: Vec<EndpointData> = self.remote.values().cloned().collect();
+        self.readers.insert(id, Local { data, end });
+        for w in remote.iter().filter(|w| w.guid.entity.is_writer()) {
+            self.match_writer(id, w);
+        }
+        Some(id)
+    }
+
+    /// Writes a sample on local writer `writer`; `None` if there is no such
+    /// writer.
+    pub fn write(
+        &mut self,
+        now: Instant,
+        writer: EntityId,
+        payload: Vec<u8>,
+    ) -> Option<SequenceNumber> {
+        let w = self.writers.get_mut(&writer)?;
+        let sn = w.end.write(now, payload);
+        self.collect();
+        Some(sn)
+    }
+
+    /// How many remote endpoints local endpoint `local` is matched with.
+    pub fn matched(&self, local: EntityId) -> usize {
+        let Some(l) = self
+            .writers
+            .get(&local)
+            .map(|w| &w.data)
+            .or_else(|| self.readers.get(&local).map(|r| &r.data))
+        else {
+            return 0;
+        };
+        self.remote
+            .values()
+            .filter(|r| r.guid.entity.is_writer() != local.is_writer())
+            .filter(|r| {
+                if local.is_writer() {
+                    EndpointData::matches(r, l).is_ok()
+                } else {
+                    EndpointData::matches(l, r).is_ok()
+                }
+            })
+            .count()
+    }
+
+    /// Where a remote endpoint takes data: its own locators, else its
+    /// participant's default ones.
+    fn locators(&self, e: &EndpointData) -> Vec<Locator> {
+        if e.unicast.is_empty() {
+            self.spdp
+                .remote(e.guid.prefix)
+                .map(|p| p.default_unicast.clone())
+                .unwrap_or_default()
+        } else {
+            e.unicast.clone()
+        }
+    }
+
+    fn match_reader(&mut self, now: Instant, writer: EntityId, r: &EndpointData) {
+        let locators = self.locators(r);
+        let Some(w) = self.writers.get_mut(&writer) else {
+            return;
+        };
+        if w.data.topic != r.topic {
+            return;
+        }
+        match EndpointData::matches(r, &w.data) {
+            Ok(()) => {
+                if w.end.add_reader(now, r.guid, locators) {
+                    self.events.push_back(Event::Matched {
+                        local: writer,
+                        remote: r.guid,
+                    });
+                }
+            }
+            Err(why) => self.events.push_back(Event::Mismatched {
+                local: writer,
+                remote: r.guid,
+                why,
+            }),
+        }
+    }
+
+    fn match_writer(&mut self, reader: EntityId, w: &EndpointData) {
+        let locators = self.locators(w);
+        let Some(r) = self.readers.get_mut(&reader) else {
+            return;
+        };
+        if r.data.topic != w.topic {
+            return;
+        }
+        match EndpointData::matches(&r.data, w) {
+            Ok(()) => {
+                let tl = w.qos.durability != Durability::Volatile
+                    && r.data.qos.durability != Durability::Volatile;
+                if r.end.add_writer(w.guid, locators, tl) {
+                    self.events.push_back(Event::Matched {
+                        local: reader,
+                        remote: w.guid,
+                    });
+                }
+            }
+            Err(why) => self.events.push_back(Event::Mismatched {
+                local: reader,
+                remote: w.guid,
+                why,
+            }),
+        }
+    }
+
+    fn unmatch(&mut self, remote: Guid) {
+        self.remote.remove(&remote);
+        for w in self.writers.values_mut() {
+            w.end.remove_reader(remote);
+        }
+        for r in self.readers.values_mut() {
+            r.end.remove_writer(remote);
+        }
+    }
+
+    /// Takes a datagram from the network (anything: what is not RTPS, or
+    /// not for this participant, is dropped).
+    pub fn handle_datagram(&mut self, now: Instant, dgram: &[u8]) {
+        let _ = self.spdp.handle_datagram(now, dgram);
+        self.discovery(now);
+        let Ok(m) = Message::parse(dgram) else {
+            return;
+        };
+        if m.header.prefix == self.header.prefix {
+            return;
+        }
+        self.sedp.handle_message(now, &m);
+        self.endpoints(now);
+        for w in self.writers.values_mut() {
+            w.end.handle_message(now, &m);
+        }
+        for (id, r) in &mut self.readers {
+            r.end.handle_message(now, &m);
+            while let Some(d) = r.end.poll_delivery() {
+                self.events.push_back(Event::Sample {
+                    reader: *id,
+                    writer: d.writer,
+                    sn: d.sn,
+                    payload: d.payload,
+                });
+            }
+        }
+        self.collect();
+    }
+
+    /// What SPDP found: participants for SEDP.
+    fn discovery(&mut self, now: Instant) {
+        while let Some(e) = self.spdp.poll_event() {
+            match e {
+                SpdpEvent::Discovered(p) => {
+                    self.sedp.add_participant(now, &p);
+                    self.events.push_back(Event::Joined(p.prefix));
+                }
+                SpdpEvent::Changed(_) => {}
+                SpdpEvent::Lost(prefix) => {
+                    self.sedp.remove_participant(prefix);
+                    let gone: Vec<Guid> = self
+                        .remote
+                        .keys()
+                        .filter(|g| g.prefix == prefix)
+                        .copied()
+                        .collect();
+                    for g in gone {
+                        self.unmatch(g);
+                    }
+                    self.events.push_back(Event::Left(prefix));
+                }
+            }
+        }
+    }
+
+    /// What SEDP found: remote endpoints to match.
+    fn endpoints(&mut self, now: Instant) {
+        while let Some(e) = self.sedp.poll_event() {
+            match e {
+                SedpEvent::Writer(w) => {
+                    self.remote.insert(w.guid, w.clone());
+                    let ids: Vec<EntityId> = self.readers.keys().copied().collect();
+                    for id in ids {
+                        self.match_writer(id, &w);
+                    }
+                }
+                SedpEvent::Reader(r) => {
+                    self.remote.insert(r.guid, r.clone());
+                    let ids: Vec<EntityId> = self.writers.keys().copied().collect();
+                    for id in ids {
+                        self.match_reader(now, id, &r);
+                    }
+                }
+                SedpEvent::Gone(g) => self.unmatch(g),
+            }
+        }
+    }
+
+    /// Runs the timers due at `now` (announcements, leases, heartbeats,
+    /// acknowledgements).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.spdp.handle_timeout(now);
+        self.discovery(now);
+        self.sedp.handle_timeout(now);
+        self.endpoints(now);
+        for w in self.writers.values_mut() {
+            w.end.handle_timeout(now);
+        }
+        for r in self.readers.values_mut() {
+            r.end.handle_timeout(now);
+        }
+        self.collect();
+    }
+
+    /// When [`Participant::handle_timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let ends = self
+            .writers
+            .values()
+            .filter_map(|w| w.end.poll_timeout())
+            .chain(self.readers.values().filter_map(|r| r.end.poll_timeout()));
+        [self.spdp.poll_timeout(), self.sedp.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .chain(ends)
+            .min()
+    }
+
+    fn collect(&mut self) {
+        self.out
+            .extend(std::iter::from_fn(|| self.spdp.poll_transmit()));
+        self.out
+            .extend(std::iter::from_fn(|| self.sedp.poll_transmit()));
+        for w in self.writers.values_mut() {
+            self.out
+                .extend(std::iter::from_fn(|| w.end.poll_transmit()));
+        }
+        for r in self.readers.values_mut() {
+            self.out
+                .extend(std::iter::from_fn(|| r.end.poll_transmit()));
+        }
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        if self.out.is_empty() {
+            self.collect();
+        }
+        self.out.pop_front()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Says goodbye (SPDP: the participant leaves; peers drop it at once).
+    pub fn leave(&mut self) {
+        self.spdp.leave();
+        self.collect();
+    }
+}

@@ -1,0 +1,178 @@
+//! Whole participants in memory (virtual time, a lossy wire): they find
+//! each other, match endpoints of one topic whose QoS fits (and say why
+//! not otherwise), and a reliable writer's samples reach the reader whole
+//! and in order; a participant that leaves is unmatched.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use tagwire_rtps::participant::{Event, Participant, ParticipantConfig};
+use tagwire_rtps::qos::{Mismatch, Qos, Reliability};
+use tagwire_rtps::{GuidPrefix, Locator};
+
+fn participant(n: u8, now: Instant) -> (Participant, u32) {
+    let port = 7410 + 2 * u16::from(n);
+    let peer = |p: u16| Locator::udp_v4(Ipv4Addr::LOCALHOST, p);
+    let cfg = ParticipantConfig {
+        prefix: GuidPrefix([0x01, 0x99, 0, 0, 0, 0, 0, 0, 0, 0, 0, n]),
+        domain: 0,
+        unicast: vec![peer(port)],
+        multicast: Vec::new(),
+        peers: (0..8).map(|i| peer(7410 + 2 * i)).collect(),
+        lease: Duration::from_secs(10),
+        announce_every: Duration::from_secs(1),
+        user_data: Vec::new(),
+    };
+    (Participant::new(cfg, now), u32::from(port))
+}
+
+/// Runs both for `span` of virtual time in 5 ms steps, delivering what each
+/// sends to the other (by port); `drop` says which datagrams are lost.
+fn run(
+    parts: &mut [(Participant, u32); 2],
+    now: &mut Instant,
+    span: Duration,
+    drop: &mut dyn FnMut(usize) -> bool,
+) -> [Vec<Event>; 2] {
+    let mut events = [Vec::new(), Vec::new()];
+    let end = *now + span;
+    let mut n = 0;
+    while *now < end {
+        for i in 0..2 {
+            parts[i].0.handle_timeout(*now);
+            while let Some(t) = parts[i].0.poll_transmit() {
+                n += 1;
+                let j = 1 - i;
+                if t.to.port == parts[j].1 && !drop(n) {
+                    parts[j].0.handle_datagram(*now, &t.bytes);
+                }
+            }
+        }
+        for (i, e) in events.iter_mut().enumerate() {
+            e.extend(std::iter::from_fn(|| parts[i].0.poll_event()));
+        }
+        *now += Duration::from_millis(5);
+    }
+    events
+}
+
+fn qos(writer: bool, reliable: bool) -> Qos {
+    let mut q = Qos::default_for(writer);
+    q.reliability.0 = if reliable {
+        Reliability::Reliable
+    } else {
+        Reliability::BestEffort
+    };
+    q
+}
+
+#[test]
+fn a_reliable_writers_samples_reach_the_matched_reader_in_order_over_a_lossy_wire() {
+    let mut now = Instant::now();
+    let mut parts = [participant(1, now), participant(2, now)];
+    let w = parts[0]
+        .0
+        .add_writer(
+            now,
+            "rt/chatter",
+            "std_msgs::msg::dds_::String_",
+            qos(true, true),
+        )
+        .unwrap();
+    let r = parts[1]
+        .0
+        .add_reader(
+            now,
+            "rt/chatter",
+            "std_msgs::msg::dds_::String_",
+            qos(false, true),
+        )
+        .unwrap();
+    // Every fifth datagram is lost, discovery's included.
+    let mut lossy = |n: usize| n % 5 == 0;
+    let ev = run(&mut parts, &mut now, Duration::from_secs(3), &mut lossy);
+    assert!(ev[0]
+        .iter()
+        .any(|e| matches!(e, Event::Matched { local, .. } if *local == w)));
+    assert!(ev[1]
+        .iter()
+        .any(|e| matches!(e, Event::Matched { local, .. } if *local == r)));
+    assert_eq!(parts[0].0.matched(w), 1);
+    for i in 0..50u32 {
+        let mut payload = vec![0x00, 0x01, 0, 0];
+        payload.extend_from_slice(&i.to_le_bytes());
+        parts[0].0.write(now, w, payload).unwrap();
+    }
+    let ev = run(&mut parts, &mut now, Duration::from_secs(3), &mut lossy);
+    let got: Vec<u32> = ev[1]
+        .iter()
+        .filter_map(|e| match e {
+            Event::Sample {
+                reader, payload, ..
+            } if *reader == r => Some(u32::from_le_bytes(payload[4..8].try_into().unwrap())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, (0..50).collect::<Vec<_>>());
+}
+
+#[test]
+fn endpoints_whose_qos_does_not_fit_are_not_matched_and_the_reason_is_said() {
+    let mut now = Instant::now();
+    let mut parts = [participant(3, now), participant(4, now)];
+    let w = parts[0]
+        .0
+        .add_writer(now, "T", "Ty", qos(true, false))
+        .unwrap();
+    let r = parts[1]
+        .0
+        .add_reader(now, "T", "Ty", qos(false, true))
+        .unwrap();
+    // Another type on the same topic.
+    let other = parts[1]
+        .0
+        .add_reader(now, "T", "Other", qos(false, false))
+        .unwrap();
+    let ev = run(&mut parts, &mut now, Duration::from_secs(2), &mut |_| false);
+    assert!(ev[1].iter().any(|e| matches!(e,
+        Event::Mismatched { local, why: Mismatch::Reliability, .. } if *local == r)));
+    assert!(ev[1].iter().any(|e| matches!(e,
+        Event::Mismatched { local, why: Mismatch::Type, .. } if *local == other)));
+    assert_eq!(parts[0].0.matched(w), 0);
+    parts[0].0.write(now, w, vec![0, 1, 0, 0]).unwrap();
+    let ev = run(
+        &mut parts,
+        &mut now,
+        Duration::from_millis(500),
+        &mut |_| false,
+    );
+    assert!(!ev[1].iter().any(|e| matches!(e, Event::Sample { .. })));
+}
+
+#[test]
+fn a_participant_that_leaves_is_unmatched() {
+    let mut now = Instant::now();
+    let mut parts = [participant(5, now), participant(6, now)];
+    let w = parts[0]
+        .0
+        .add_writer(now, "T", "Ty", qos(true, true))
+        .unwrap();
+    parts[1]
+        .0
+        .add_reader(now, "T", "Ty", qos(false, true))
+        .unwrap();
+    run(&mut parts, &mut now, Duration::from_secs(2), &mut |_| false);
+    assert_eq!(parts[0].0.matched(w), 1);
+    parts[1].0.leave();
+    let ev = run(
+        &mut parts,
+        &mut now,
+        Duration::from_millis(500),
+        &mut |_| false,
+    );
+    let gone = parts[1].0.prefix();
+    assert!(ev[0].contains(&Event::Left(gone)));
+    assert_eq!(parts[0].0.matched(w), 0);
+}
