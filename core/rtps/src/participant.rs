@@ -188,16 +188,20 @@ impl Participant {
         }
     }
 
-    /// A writer of `topic` (type `type_name`, keyless) with `qos`, announced
-    /// and matched from now on; `None` past [`MAX_ENDPOINTS`].
+    /// A writer of `topic` (type `type_name`, `keyed` or not: a keyed
+    /// topic's readers match only writers whose entity kind says so) with
+    /// `qos`, announced and matched from now on; `None` past
+    /// [`MAX_ENDPOINTS`].
     pub fn add_writer(
         &mut self,
         now: Instant,
         topic: &str,
         type_name: &str,
+        keyed: bool,
         qos: Qos,
     ) -> Option<EntityId> {
-        let id = self.entity(0x03)?;
+        // (Entity kinds: writer with key 0x02, without 0x03.)
+        let id = self.entity(if keyed { 0x02 } else { 0x03 })?;
         let data = self.endpoint(id, topic, type_name, qos);
         let end = match data.qos.reliability.0 {
             Reliability::Reliable => {
@@ -215,16 +219,18 @@ impl Participant {
         Some(id)
     }
 
-    /// A reader of `topic` (type `type_name`, keyless) with `qos`; `None`
-    /// past [`MAX_ENDPOINTS`].
+    /// A reader of `topic` (type `type_name`, `keyed` or not) with `qos`;
+    /// `None` past [`MAX_ENDPOINTS`].
     pub fn add_reader(
         &mut self,
         now: Instant,
         topic: &str,
         type_name: &str,
+        keyed: bool,
         qos: Qos,
     ) -> Option<EntityId> {
-        let id = self.entity(0x07)?;
+        // (Entity kinds: reader with key 0x07, without 0x04.)
+        let id = self.entity(if keyed { 0x07 } else { 0x04 })?;
         let data = self.endpoint(id, topic, type_name, qos);
         let end = match data.qos.reliability.0 {
             Reliability::Reliable => Reader::new(self.header, id, Duration::from_millis(10)),

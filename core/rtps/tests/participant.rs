@@ -78,6 +78,7 @@ fn a_reliable_writers_samples_reach_the_matched_reader_in_order_over_a_lossy_wir
             now,
             "rt/chatter",
             "std_msgs::msg::dds_::String_",
+            false,
             qos(true, true),
         )
         .unwrap();
@@ -87,6 +88,7 @@ fn a_reliable_writers_samples_reach_the_matched_reader_in_order_over_a_lossy_wir
             now,
             "rt/chatter",
             "std_msgs::msg::dds_::String_",
+            false,
             qos(false, true),
         )
         .unwrap();
@@ -124,16 +126,16 @@ fn endpoints_whose_qos_does_not_fit_are_not_matched_and_the_reason_is_said() {
     let mut parts = [participant(3, now), participant(4, now)];
     let w = parts[0]
         .0
-        .add_writer(now, "T", "Ty", qos(true, false))
+        .add_writer(now, "T", "Ty", false, qos(true, false))
         .unwrap();
     let r = parts[1]
         .0
-        .add_reader(now, "T", "Ty", qos(false, true))
+        .add_reader(now, "T", "Ty", false, qos(false, true))
         .unwrap();
     // Another type on the same topic.
     let other = parts[1]
         .0
-        .add_reader(now, "T", "Other", qos(false, false))
+        .add_reader(now, "T", "Other", false, qos(false, false))
         .unwrap();
     let ev = run(&mut parts, &mut now, Duration::from_secs(2), &mut |_| false);
     assert!(ev[1].iter().any(|e| matches!(e,
@@ -157,11 +159,11 @@ fn a_participant_that_leaves_is_unmatched() {
     let mut parts = [participant(5, now), participant(6, now)];
     let w = parts[0]
         .0
-        .add_writer(now, "T", "Ty", qos(true, true))
+        .add_writer(now, "T", "Ty", false, qos(true, true))
         .unwrap();
     parts[1]
         .0
-        .add_reader(now, "T", "Ty", qos(false, true))
+        .add_reader(now, "T", "Ty", false, qos(false, true))
         .unwrap();
     run(&mut parts, &mut now, Duration::from_secs(2), &mut |_| false);
     assert_eq!(parts[0].0.matched(w), 1);

@@ -190,8 +190,8 @@ impl OfferDest {
     }
 
     /// Reads [`OfferDest::to_words`] back (the node is the address's).
-    /// The words may come from another process: a port out of range is
-    /// `None`.
+    /// The port is the third word's low 16 bits (a keyed daemon names a
+    /// direct receiver's grant above them).
     pub fn from_words(w: [u64; 5]) -> Option<Self> {
         let mut b = [0u8; 16];
         b[..8].copy_from_slice(&w[0].to_le_bytes());
@@ -248,7 +248,7 @@ mod tests {
     use tagwire_wire::{Pid, SenderInfo, SeqNum};
 
     #[test]
-    fn offered_destinations_survive_the_ticket_words_and_hostile_ports_are_refused() {
+    fn offered_destinations_survive_the_ticket_words_and_a_grant_above_the_port_changes_nothing() {
         for addr in ["10.0.0.2:7402", "[fe80::1]:7401"] {
             let d = OfferDest {
                 node: NodeAddr(addr.parse::<SocketAddr>().unwrap().ip()),
@@ -258,7 +258,9 @@ mod tests {
             };
             assert_eq!(OfferDest::from_words(d.to_words()), Some(d));
         }
-        assert_eq!(OfferDest::from_words([0, 0, 70_000, 1, 1]), None);
+        // A keyed daemon names a direct receiver's grant above the port.
+        let d = OfferDest::from_words([0, 0, 7402 | (5 << 16), 1, 1]).unwrap();
+        assert_eq!(d.addr.port(), 7402);
     }
 
     #[test]

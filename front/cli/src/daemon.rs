@@ -70,6 +70,21 @@ pub(crate) struct Args {
     /// With --key: encrypt data between nodes too (not only authenticate).
     #[arg(long, requires = "key")]
     encrypt: bool,
+    /// Stand in DDS domain N for the tags of --dds-map (RTPS on UDP: DDS
+    /// and ROS 2 applications exchange samples with those tags).
+    #[arg(long, requires = "dds_map")]
+    dds_domain: Option<u32>,
+    /// With --dds-domain: lines of `TAG TOPIC TYPE [reliable|best-effort]`.
+    #[arg(long, requires = "dds_domain")]
+    dds_map: Option<PathBuf>,
+    /// With --dds-domain: the address DDS participants reach this node at
+    /// (default: --node if IPv4, else 127.0.0.1).
+    #[arg(long, requires = "dds_domain")]
+    dds_address: Option<Ipv4Addr>,
+    /// With --dds-domain: the participant's USER_DATA (some DDS tools
+    /// recognise their peers by it, e.g. ddsperf's `DDSPerf:0:PID:HOST`).
+    #[arg(long, requires = "dds_domain", default_value = "tagwire gateway")]
+    dds_user_data: String,
 }
 
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
@@ -113,6 +128,41 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     } else if a.nodes.is_some() {
         anyhow::bail!("--nodes needs --node ADDRESS (this node's address in the list)");
     }
-    tagwire_daemon::run_until_signal(cfg)?;
+    let Some(domain) = a.dds_domain else {
+        tagwire_daemon::run_until_signal(cfg)?;
+        return Ok(());
+    };
+    // The daemon, then its DDS gateway (a client of it), until a signal.
+    let map = a.dds_map.unwrap_or_default();
+    let text = std::fs::read_to_string(&map)
+        .map_err(|e| anyhow::anyhow!("cannot read the DDS map {}: {e}", map.display()))?;
+    let mappings = tagwire_gateway::parse(&text)
+        .map_err(|e| anyhow::anyhow!("DDS map {}: {e}", map.display()))?;
+    let address = a.dds_address.unwrap_or(match a.node {
+        Some(IpAddr::V4(v4)) if !v4.is_unspecified() => v4,
+        _ => Ipv4Addr::LOCALHOST,
+    });
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    let socket = cfg.socket.clone();
+    let daemon = tagwire_daemon::Daemon::start(cfg)?;
+    let gateway = tagwire_gateway::Gateway::start(tagwire_gateway::GatewayConfig {
+        domain,
+        address,
+        mappings,
+        user_data: a.dds_user_data.into_bytes(),
+        client: tagwire::ClientOptions {
+            socket,
+            autostart: false,
+            ..tagwire::ClientOptions::default()
+        },
+    })?;
+    eprintln!(
+        "tagwire: DDS gateway in domain {domain} on {address}:{}",
+        gateway.port()
+    );
+    let _ = signals.forever().next();
+    gateway.stop();
+    daemon.shutdown();
     Ok(())
 }

@@ -1,0 +1,177 @@
+//! The DDS gateway (`tagwire daemon --dds-domain N --dds-map FILE`, issue 20
+//! item 2) against Cyclone DDS's `ddsperf` (Debian's cyclonedds-tools): a
+//! Cyclone writer's samples reach a tagwire subscriber of the mapped tag,
+//! and a tagwire publisher's reach a Cyclone reader, which counts them and
+//! loses none. The daemon runs as its own process (`tagwire daemon`), as a
+//! user would run it; each test has its own DDS domain.
+//!
+//! Without `ddsperf` each test prints `skipped: <reason>` and passes;
+//! `.ci/run` installs it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tagwire::{Client, ClientOptions, SubscribeOptions};
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn have_ddsperf() -> bool {
+    let ok = Command::new("ddsperf")
+        .arg("-h")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !ok {
+        println!("skipped: ddsperf not found (Debian package cyclonedds-tools)");
+    }
+    ok
+}
+
+/// `ddsperf -i domain args…`, its standard output kept line by line.
+fn ddsperf(domain: u32, args: &[&str]) -> (Kill, Arc<Mutex<Vec<String>>>) {
+    let mut child = Command::new("ddsperf")
+        .arg("-i")
+        .arg(domain.to_string())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let l2 = lines.clone();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            l2.lock().unwrap().push(l);
+        }
+    });
+    (Kill(child), lines)
+}
+
+/// A daemon with a DDS gateway in `domain` mapping `map`, and a client of
+/// it. (`ddsperf` counts only samples of participants whose USER_DATA says
+/// they are ddsperf peers.)
+fn daemon(domain: u32, map: &str) -> (tempfile::TempDir, Kill, Client) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket: PathBuf = dir.path().join("tagwired.sock");
+    let map_file = dir.path().join("dds.map");
+    std::fs::write(&map_file, map).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_tagwire"))
+        .arg("daemon")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--dds-domain")
+        .arg(domain.to_string())
+        .arg("--dds-map")
+        .arg(&map_file)
+        .arg("--dds-user-data")
+        .arg(format!("DDSPerf:0:{}:tagwire", std::process::id()))
+        .env("TAGWIRE_LOG", "info,tagwire_gateway=debug")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("daemon.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let child = Kill(child);
+    let opts = ClientOptions {
+        socket,
+        autostart: false,
+        ..ClientOptions::default()
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(c) = Client::with_options(opts.clone()) {
+            // The gateway has mapped its tags once they exist.
+            if c.tags().is_ok_and(|t| !t.is_empty()) {
+                return (dir, child, c);
+            }
+        }
+        assert!(
+            Instant::now() < until,
+            "the daemon and its gateway did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The last "total T lost L" that `ddsperf sub` printed.
+fn counted(lines: &[String]) -> Option<(u64, u64)> {
+    let l = lines.iter().rev().find(|l| l.contains(" total "))?;
+    let words: Vec<&str> = l.split_whitespace().collect();
+    let after = |key: &str| -> Option<u64> {
+        let i = words.iter().position(|w| *w == key)?;
+        words.get(i + 1)?.parse().ok()
+    };
+    Some((after("total")?, after("lost")?))
+}
+
+#[test]
+fn a_cyclone_writers_samples_reach_a_tagwire_subscriber_of_the_mapped_tag_in_order() {
+    if !have_ddsperf() {
+        return;
+    }
+    let (_dir, _d, c) = daemon(37, "/dds/perf DDSPerfRDataKS KeyedSeq reliable keyed\n");
+    let mut sub = c
+        .subscribe("/dds/perf", SubscribeOptions::default())
+        .unwrap();
+    let _pub = ddsperf(37, &["-D12", "pub", "100Hz", "size", "64"]);
+    let mut seqs = Vec::new();
+    let until = Instant::now() + Duration::from_secs(10);
+    while seqs.len() < 30 && Instant::now() < until {
+        let Ok(m) = sub.receive(Some(Duration::from_millis(200))) else {
+            continue;
+        };
+        // KeyedSeq in CDR_LE: seq u32, keyval u32, baggage.
+        assert_eq!(&m.payload[..2], &[0x00, 0x01], "CDR_LE");
+        assert_eq!(m.payload.len(), 4 + 64, "a whole sample");
+        seqs.push(u32::from_le_bytes(m.payload[4..8].try_into().unwrap()));
+    }
+    assert!(seqs.len() >= 30, "only {} samples came", seqs.len());
+    assert!(
+        seqs.windows(2).all(|p| p[1] == p[0] + 1),
+        "out of order or missing: {seqs:?}"
+    );
+}
+
+#[test]
+fn a_tagwire_publishers_samples_reach_a_cyclone_reader_which_loses_none() {
+    if !have_ddsperf() {
+        return;
+    }
+    let (_dir, _d, c) = daemon(38, "/dds/out DDSPerfRDataKS KeyedSeq reliable keyed\n");
+    let (_sub, lines) = ddsperf(38, &["-D12", "sub"]);
+    let mut publ = c.publisher("/dds/out").unwrap();
+    let t0 = Instant::now();
+    let mut sent = 0u32;
+    while t0.elapsed() < Duration::from_secs(10) {
+        if counted(&lines.lock().unwrap()).is_some_and(|(t, _)| t >= 100) {
+            break;
+        }
+        // KeyedSeq in CDR_LE: seq, keyval 0, 52 bytes of baggage.
+        sent += 1;
+        let mut p = vec![0x00, 0x01, 0x00, 0x00];
+        p.extend_from_slice(&sent.to_le_bytes());
+        p.extend_from_slice(&0u32.to_le_bytes());
+        p.extend_from_slice(&52u32.to_le_bytes());
+        p.extend(std::iter::repeat_n(0xab, 52));
+        publ.send(&p).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let lines = lines.lock().unwrap();
+    let (got, lost) =
+        counted(&lines).unwrap_or_else(|| panic!("ddsperf counted nothing: {lines:?}"));
+    assert!(got >= 100, "Cyclone got {got} of {sent}");
+    assert_eq!(lost, 0, "Cyclone counted {lost} lost");
+}

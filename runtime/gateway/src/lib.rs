@@ -1,0 +1,371 @@
+//! # tagwire-gateway: tags as DDS topics
+//!
+//! Issue 20 item 2: a node's daemon can stand in a DDS domain for its tags
+//! (`tagwire daemon --dds-domain N --dds-map FILE`). The gateway is one DDS
+//! domain participant (`tagwire_rtps::participant`, RTPS on UDP) and one
+//! tagwire client of its node's daemon. For each mapped tag
+//! ([`map`]) it announces a DDS writer and a DDS reader of the topic:
+//!
+//! ```text
+//!  tagwire publishers ─▶ tag ─▶ gateway's subscriber ─▶ DDS writer ─▶ DDS readers
+//!  DDS writers ─▶ gateway's DDS reader ─▶ gateway's publisher ─▶ tag ─▶ tagwire subscribers
+//! ```
+//!
+//! Samples cross once per node, as serialized CDR bytes: a tagwire message's
+//! payload is the sample's serialized data, encapsulation header first.
+//! What the gateway published itself (its own process) is not sent back to
+//! DDS, and the participant never reads its own writers.
+//!
+//! Ports are the RTPS specification's for domain N: SPDP multicast on
+//! 239.255.0.1:7400+250N, and the participant's unicast port
+//! 7410+250N+2·id with the first free id. Participants on the same host
+//! are also found without multicast (announcements to the first ten ids'
+//! unicast ports on 127.0.0.1).
+//!
+//! Not yet (issue 20): keyed types and instances, TRANSIENT_LOCAL served
+//! from tagwire's history, the DDS sender's identity in `SenderInfo`, and
+//! XTypes type information (types are matched by name).
+
+pub mod map;
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use map::{parse, MapError, Mapping};
+use tagwire::{Client, ClientOptions, Domain, Publisher, SubscribeOptions};
+use tagwire_rtps::participant::{Event, Participant, ParticipantConfig};
+use tagwire_rtps::qos::{Qos, Reliability};
+use tagwire_rtps::{EntityId, GuidPrefix, Locator, Transmit};
+
+/// The SPDP multicast group.
+pub const SPDP_GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 0, 1);
+
+/// Participant ids tried for the unicast port.
+const MAX_PARTICIPANT_ID: u16 = 120;
+
+/// Longest the RTPS thread sleeps (to notice a stop).
+const MAX_SLEEP: Duration = Duration::from_millis(50);
+
+/// What the gateway does.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// The DDS domain id (0-232).
+    pub domain: u32,
+    /// The address other participants reach this one at (an address of
+    /// this host).
+    pub address: Ipv4Addr,
+    /// The tags it maps.
+    pub mappings: Vec<Mapping>,
+    /// The participant's USER_DATA.
+    pub user_data: Vec<u8>,
+    /// How it reaches its node's daemon.
+    pub client: ClientOptions,
+}
+
+/// Why the gateway did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// Its ports would not fit.
+    #[error("DDS domain {0} is out of range (0-232)")]
+    Domain(u32),
+    /// Every participant port of the domain is taken.
+    #[error("no free RTPS participant port in domain {domain} (7410+250*domain+2*id, id < 120)")]
+    NoPort {
+        /// The domain.
+        domain: u32,
+    },
+    /// The daemon refused something.
+    #[error("tagwire: {0}")]
+    Tagwire(#[from] tagwire::Error),
+    /// A socket failed.
+    #[error("DDS socket: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Samples that crossed (see [`Gateway::counters`]).
+#[derive(Debug, Default)]
+struct Counters {
+    to_dds: AtomicU64,
+    from_dds: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    part: Mutex<Participant>,
+    sock: UdpSocket,
+    stop: AtomicBool,
+    counters: Counters,
+}
+
+impl Shared {
+    fn part(&self) -> MutexGuard<'_, Participant> {
+        self.part.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends what the participant has to send (under its lock).
+    fn flush(&self, p: &mut Participant) {
+        while let Some(Transmit { to, bytes }) = p.poll_transmit() {
+            if let Some(a) = to.to_udp_v4() {
+                let _ = self.sock.send_to(&bytes, a);
+            }
+        }
+    }
+}
+
+/// A running gateway; [`Gateway::stop`] (or dropping it) ends it.
+#[derive(Debug)]
+pub struct Gateway {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    port: u16,
+}
+
+fn qos(writer: bool, reliable: bool) -> Qos {
+    let mut q = Qos::default_for(writer);
+    q.reliability.0 = if reliable {
+        Reliability::Reliable
+    } else {
+        Reliability::BestEffort
+    };
+    q
+}
+
+impl Gateway {
+    /// Joins the domain and maps the tags (creating those that do not exist
+    /// yet, as global tags).
+    pub fn start(cfg: GatewayConfig) -> Result<Self, GatewayError> {
+        let base = u16::try_from(cfg.domain)
+            .ok()
+            .filter(|d| *d <= 232)
+            .map(|d| 7400 + 250 * d)
+            .ok_or(GatewayError::Domain(cfg.domain))?;
+        let client = Client::with_options(cfg.client.clone())?;
+        let (sock, id) = (0..MAX_PARTICIPANT_ID)
+            .find_map(|id| {
+                let a = SocketAddr::from((Ipv4Addr::UNSPECIFIED, base + 10 + 2 * id));
+                UdpSocket::bind(a).ok().map(|s| (s, id))
+            })
+            .ok_or(GatewayError::NoPort { domain: cfg.domain })?;
+        let port = base + 10 + 2 * id;
+        let mcast = match tagwire_net::beacon_socket(SPDP_GROUP, base, cfg.address) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "no SPDP multicast: only participants on this host are found");
+                None
+            }
+        };
+        let now = Instant::now();
+        let pid = std::process::id().to_be_bytes();
+        let t = port_seed().to_be_bytes();
+        let prefix = GuidPrefix([
+            0x01, 0x99, pid[0], pid[1], pid[2], pid[3], t[0], t[1], t[2], t[3], 0, id as u8,
+        ]);
+        let group = Locator::udp_v4(SPDP_GROUP, base);
+        let mut peers = vec![group];
+        peers.extend(
+            (0..10)
+                .filter(|i| *i != id)
+                .map(|i| Locator::udp_v4(Ipv4Addr::LOCALHOST, base + 10 + 2 * i)),
+        );
+        let mut part = Participant::new(
+            ParticipantConfig {
+                prefix,
+                domain: cfg.domain,
+                unicast: vec![Locator::udp_v4(cfg.address, port)],
+                multicast: mcast.as_ref().map(|_| vec![group]).unwrap_or_default(),
+                peers,
+                lease: Duration::from_secs(10),
+                announce_every: Duration::from_secs(1),
+                user_data: cfg.user_data.clone(),
+            },
+            now,
+        );
+        let mut writers = Vec::new();
+        let mut publishers = HashMap::new();
+        for m in &cfg.mappings {
+            client.create_tag(&m.tag, Domain::Global)?;
+            let (t, y, k) = (&m.topic, &m.type_name, m.keyed);
+            let w = part.add_writer(now, t, y, k, qos(true, m.reliable));
+            let r = part.add_reader(now, t, y, k, qos(false, m.reliable));
+            let (Some(w), Some(r)) = (w, r) else { break };
+            publishers.insert(r, client.publisher(&m.tag)?);
+            let opts = if m.reliable {
+                SubscribeOptions::default()
+            } else {
+                SubscribeOptions::default().best_effort()
+            };
+            writers.push((w, client.subscribe(&m.tag, opts)?, m.tag.clone()));
+        }
+        sock.set_nonblocking(true)?;
+        if let Some(m) = &mcast {
+            m.set_nonblocking(true)?;
+        }
+        let shared = Arc::new(Shared {
+            part: Mutex::new(part),
+            sock,
+            stop: AtomicBool::new(false),
+            counters: Counters::default(),
+        });
+        tracing::info!(
+            domain = cfg.domain,
+            port,
+            tags = cfg.mappings.len(),
+            "DDS gateway up"
+        );
+        let mut threads = Vec::new();
+        let s = shared.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("tagwire-dds".into())
+                .spawn(move || rtps_loop(&s, mcast.as_ref(), publishers))?,
+        );
+        for (w, mut sub, tag) in writers {
+            let s = shared.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("tagwire-dds-out".into())
+                    .spawn(move || {
+                        let me = std::process::id();
+                        while !s.stop.load(Ordering::Acquire) {
+                            let Ok(m) = sub.receive(Some(MAX_SLEEP)) else {
+                                continue;
+                            };
+                            // Our own publisher's (DDS samples): not back.
+                            if m.sender.pid.0 == me {
+                                continue;
+                            }
+                            let mut p = s.part();
+                            if p.write(Instant::now(), w, m.payload).is_some() {
+                                s.counters.to_dds.fetch_add(1, Ordering::Relaxed);
+                            }
+                            s.flush(&mut p);
+                        }
+                        tracing::debug!(%tag, "DDS gateway: stopped forwarding the tag");
+                    })?,
+            );
+        }
+        Ok(Self {
+            shared,
+            threads,
+            port,
+        })
+    }
+
+    /// The participant's unicast port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Samples sent to DDS and taken from DDS so far.
+    pub fn counters(&self) -> (u64, u64) {
+        let c = &self.shared.counters;
+        (
+            c.to_dds.load(Ordering::Relaxed),
+            c.from_dds.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Leaves the domain (other participants drop this one at once) and
+    /// stops.
+    pub fn stop(mut self) {
+        self.end();
+    }
+
+    fn end(&mut self) {
+        if self.shared.stop.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        {
+            let mut p = self.shared.part();
+            p.leave();
+            self.shared.flush(&mut p);
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// A little entropy for the GUID prefix (two gateways of one process).
+fn port_seed() -> u32 {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    t ^ (n as u32).rotate_left(16)
+}
+
+/// The RTPS side: datagrams in, timers, samples from DDS into the tags.
+fn rtps_loop(s: &Shared, mcast: Option<&UdpSocket>, mut publishers: HashMap<EntityId, Publisher>) {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut buf = vec![0u8; 65536];
+    while !s.stop.load(Ordering::Acquire) {
+        let wait = {
+            let p = s.part();
+            let now = Instant::now();
+            p.poll_timeout()
+                .map_or(MAX_SLEEP, |t| t.saturating_duration_since(now))
+                .min(MAX_SLEEP)
+        };
+        {
+            let mut fds = vec![PollFd::new(&s.sock, PollFlags::IN)];
+            if let Some(m) = mcast {
+                fds.push(PollFd::new(m, PollFlags::IN));
+            }
+            let ts = Timespec {
+                tv_sec: 0,
+                tv_nsec: i64::from(wait.subsec_nanos()),
+            };
+            let _ = poll(&mut fds, Some(&ts));
+        }
+        let mut samples = Vec::new();
+        {
+            let mut p = s.part();
+            for sock in std::iter::once(&s.sock).chain(mcast) {
+                while let Ok((n, from)) = sock.recv_from(&mut buf) {
+                    tracing::trace!(%from, n, "RTPS datagram");
+                    p.handle_datagram(Instant::now(), &buf[..n]);
+                }
+            }
+            p.handle_timeout(Instant::now());
+            while let Some(e) = p.poll_event() {
+                match e {
+                    Event::Sample {
+                        reader, payload, ..
+                    } => samples.push((reader, payload)),
+                    Event::Matched { local, remote } => {
+                        tracing::info!(?local, ?remote, "DDS endpoint matched");
+                    }
+                    Event::Mismatched { local, remote, why } => {
+                        tracing::warn!(?local, ?remote, %why, "DDS endpoint not matched");
+                    }
+                    Event::Joined(p) => tracing::info!(?p, "DDS participant joined"),
+                    Event::Left(p) => tracing::info!(?p, "DDS participant left"),
+                }
+            }
+            s.flush(&mut p);
+        }
+        // Into the tags, outside the participant's lock (a send may wait).
+        for (reader, payload) in samples {
+            if let Some(p) = publishers.get_mut(&reader) {
+                match p.send(&payload) {
+                    Ok(_) => {
+                        s.counters.from_dds.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "a DDS sample not published"),
+                }
+            }
+        }
+    }
+}

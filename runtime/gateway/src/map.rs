@@ -1,0 +1,118 @@
+//! The mapping file: which tag is which DDS topic.
+//!
+//! ```text
+//! # tag            topic            type                           options
+//! /ros/chatter     rt/chatter       std_msgs::msg::dds_::String_
+//! /perf/data       DDSPerfRDataKS   KeyedSeq                       best-effort keyed
+//! ```
+//!
+//! One mapping per line (`#` starts a comment). Options: `reliable`
+//! (the default) or `best-effort`, and `keyed` for a topic whose type has
+//! a key (DDS matches a keyed topic's endpoints only with endpoints that
+//! say so). Tags and topics are each mapped once.
+
+use std::collections::HashSet;
+
+/// One tag as one DDS topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    /// The tagwire tag.
+    pub tag: String,
+    /// The DDS topic name.
+    pub topic: String,
+    /// The DDS type name (matched as a string).
+    pub type_name: String,
+    /// Reliable (else best effort) on the DDS side.
+    pub reliable: bool,
+    /// The type has a key.
+    pub keyed: bool,
+}
+
+/// Why a mapping file was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MapError {
+    /// A line is not `TAG TOPIC TYPE [reliable|best-effort] [keyed]`.
+    #[error("line {line}: {why} (expected `TAG TOPIC TYPE [reliable|best-effort] [keyed]`)")]
+    Line {
+        /// Its number, from 1.
+        line: usize,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// Reads a mapping file's text.
+pub fn parse(text: &str) -> Result<Vec<Mapping>, MapError> {
+    let mut out = Vec::new();
+    let (mut tags, mut topics) = (HashSet::new(), HashSet::new());
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |why: &str| MapError::Line {
+            line: i + 1,
+            why: why.to_owned(),
+        };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let [tag, topic, type_name, options @ ..] = &words[..] else {
+            return Err(bad("three words, then options"));
+        };
+        let (mut reliable, mut keyed) = (true, false);
+        for o in options {
+            match *o {
+                "reliable" => reliable = true,
+                "best-effort" => reliable = false,
+                "keyed" => keyed = true,
+                other => return Err(bad(&format!("unknown option `{other}`"))),
+            }
+        }
+        let (tag, topic, type_name) = (*tag, *topic, *type_name);
+        if !tag.starts_with('/') {
+            return Err(bad("a tag starts with `/`"));
+        }
+        if !tags.insert(tag) {
+            return Err(bad(&format!("tag {tag} is mapped twice")));
+        }
+        if !topics.insert(topic) {
+            return Err(bad(&format!("topic {topic} is mapped twice")));
+        }
+        out.push(Mapping {
+            tag: tag.to_owned(),
+            topic: topic.to_owned(),
+            type_name: type_name.to_owned(),
+            reliable,
+            keyed,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mappings_are_read_and_mistakes_named_with_their_line() {
+        let text = "# comment\n\n/ros/chatter rt/chatter std_msgs::msg::dds_::String_\n\
+                    /perf DDSPerfRDataKS KeyedSeq best-effort # trailing\n";
+        let m = parse(text).unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].topic, "rt/chatter");
+        assert!(m[0].reliable);
+        assert!(!m[1].reliable);
+        assert!(!m[0].keyed);
+        assert!(parse("/k t y keyed").unwrap()[0].keyed);
+        assert!(matches!(parse("/a b"), Err(MapError::Line { line: 1, .. })));
+        assert!(matches!(parse("a b c"), Err(MapError::Line { .. })));
+        assert!(matches!(parse("/a b c maybe"), Err(MapError::Line { .. })));
+        assert!(matches!(
+            parse("/a b c\n/a d e"),
+            Err(MapError::Line { line: 2, .. })
+        ));
+        assert!(matches!(
+            parse("/a b c\n/d b e"),
+            Err(MapError::Line { line: 2, .. })
+        ));
+    }
+}
