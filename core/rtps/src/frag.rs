@@ -117,6 +117,19 @@ impl Reassembly {
         self.missing == 0
     }
 
+    /// The fragments still missing, as a NACK_FRAG says them (numbered from
+    /// 1; the first 256 from the first missing one).
+    pub fn missing_set(&self) -> crate::FragmentNumberSet {
+        let first = self.have.iter().position(|h| !h).unwrap_or(self.have.len());
+        let mut set = crate::FragmentNumberSet::empty(first as u32 + 1);
+        for (off, have) in self.have[first..].iter().take(256).enumerate() {
+            if !have {
+                set.insert_offset(off as u32);
+            }
+        }
+        set
+    }
+
     /// The whole sample.
     pub fn into_bytes(self) -> Vec<u8> {
         self.buf

@@ -117,61 +117,132 @@ fn counted(lines: &[String]) -> Option<(u64, u64)> {
     Some((after("total")?, after("lost")?))
 }
 
-#[test]
-fn a_cyclone_writers_samples_reach_a_tagwire_subscriber_of_the_mapped_tag_in_order() {
+/// A Cyclone writer (`ddsperf pub` of `size`-byte KeyedSeq samples at
+/// `rate`, best effort with `-u`) and a tagwire subscriber of the tag the
+/// gateway maps its topic to: at least `want` whole samples, in increasing
+/// order (consecutive when reliable).
+fn cyclone_to_tagwire(domain: u32, best_effort: bool, size: usize, rate: &str, want: usize) {
     if !have_ddsperf() {
         return;
     }
-    let (_dir, _d, c) = daemon(37, "/dds/perf DDSPerfRDataKS KeyedSeq reliable keyed\n");
-    let mut sub = c
-        .subscribe("/dds/perf", SubscribeOptions::default())
-        .unwrap();
-    let _pub = ddsperf(37, &["-D12", "pub", "100Hz", "size", "64"]);
+    let (topic, opt, be) = if best_effort {
+        ("DDSPerfUDataKS", "best-effort", vec!["-u"])
+    } else {
+        ("DDSPerfRDataKS", "reliable", vec![])
+    };
+    let map = format!("/dds/in {topic} KeyedSeq {opt} keyed\n");
+    let (dir, _d, c) = daemon(domain, &map);
+    let opts = if best_effort {
+        SubscribeOptions::default().best_effort()
+    } else {
+        SubscribeOptions::default()
+    };
+    let mut sub = c.subscribe("/dds/in", opts).unwrap();
+    let size_arg = size.to_string();
+    let mut args = be;
+    args.extend(["-D15", "pub", rate, "size", &size_arg]);
+    let _pub = ddsperf(domain, &args);
     let mut seqs = Vec::new();
-    let until = Instant::now() + Duration::from_secs(10);
-    while seqs.len() < 30 && Instant::now() < until {
+    let until = Instant::now() + Duration::from_secs(12);
+    while seqs.len() < want && Instant::now() < until {
         let Ok(m) = sub.receive(Some(Duration::from_millis(200))) else {
             continue;
         };
-        // KeyedSeq in CDR_LE: seq u32, keyval u32, baggage.
+        // KeyedSeq in CDR_LE: seq u32, keyval u32, baggage (ddsperf's size
+        // counts the 12 bytes before it).
         assert_eq!(&m.payload[..2], &[0x00, 0x01], "CDR_LE");
-        assert_eq!(m.payload.len(), 4 + 64, "a whole sample");
+        assert_eq!(m.payload.len(), 4 + size, "a whole sample");
         seqs.push(u32::from_le_bytes(m.payload[4..8].try_into().unwrap()));
     }
-    assert!(seqs.len() >= 30, "only {} samples came", seqs.len());
     assert!(
-        seqs.windows(2).all(|p| p[1] == p[0] + 1),
-        "out of order or missing: {seqs:?}"
+        seqs.len() >= want,
+        "only {} samples came; the daemon said:\n{}",
+        seqs.len(),
+        std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default()
     );
+    if best_effort {
+        assert!(
+            seqs.windows(2).all(|p| p[1] > p[0]),
+            "out of order: {seqs:?}"
+        );
+    } else {
+        assert!(
+            seqs.windows(2).all(|p| p[1] == p[0] + 1),
+            "out of order or missing: {seqs:?}"
+        );
+    }
+    assert_eq!(sub.lost(), 0);
 }
 
-#[test]
-fn a_tagwire_publishers_samples_reach_a_cyclone_reader_which_loses_none() {
+/// A tagwire publisher of `size`-byte KeyedSeq samples (one every `every`)
+/// on the tag the gateway maps to the data topic, and a Cyclone reader
+/// (`ddsperf sub`, best effort with `-u`): it counts at least `want` and
+/// loses none.
+fn tagwire_to_cyclone(domain: u32, best_effort: bool, size: usize, every: Duration, want: u64) {
     if !have_ddsperf() {
         return;
     }
-    let (_dir, _d, c) = daemon(38, "/dds/out DDSPerfRDataKS KeyedSeq reliable keyed\n");
-    let (_sub, lines) = ddsperf(38, &["-D12", "sub"]);
+    let (topic, opt, be) = if best_effort {
+        ("DDSPerfUDataKS", "best-effort", vec!["-u"])
+    } else {
+        ("DDSPerfRDataKS", "reliable", vec![])
+    };
+    let map = format!("/dds/out {topic} KeyedSeq {opt} keyed\n");
+    let (_dir, _d, c) = daemon(domain, &map);
+    let mut args = be;
+    args.extend(["-D15", "sub"]);
+    let (_sub, lines) = ddsperf(domain, &args);
     let mut publ = c.publisher("/dds/out").unwrap();
     let t0 = Instant::now();
     let mut sent = 0u32;
-    while t0.elapsed() < Duration::from_secs(10) {
-        if counted(&lines.lock().unwrap()).is_some_and(|(t, _)| t >= 100) {
+    while t0.elapsed() < Duration::from_secs(12) {
+        if counted(&lines.lock().unwrap()).is_some_and(|(t, _)| t >= want) {
             break;
         }
-        // KeyedSeq in CDR_LE: seq, keyval 0, 52 bytes of baggage.
+        // KeyedSeq in CDR_LE: seq, keyval 0, size - 12 bytes of baggage.
         sent += 1;
+        let baggage = size - 12;
         let mut p = vec![0x00, 0x01, 0x00, 0x00];
         p.extend_from_slice(&sent.to_le_bytes());
         p.extend_from_slice(&0u32.to_le_bytes());
-        p.extend_from_slice(&52u32.to_le_bytes());
-        p.extend(std::iter::repeat_n(0xab, 52));
+        p.extend_from_slice(&(baggage as u32).to_le_bytes());
+        p.extend(std::iter::repeat_n(0xab, baggage));
         publ.send(&p).unwrap();
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(every);
     }
     let lines = lines.lock().unwrap();
     let (got, lost) =
         counted(&lines).unwrap_or_else(|| panic!("ddsperf counted nothing: {lines:?}"));
-    assert!(got >= 100, "Cyclone got {got} of {sent}");
+    assert!(got >= want, "Cyclone got {got} of {sent}");
     assert_eq!(lost, 0, "Cyclone counted {lost} lost");
+}
+
+#[test]
+fn a_cyclone_writers_samples_reach_a_tagwire_subscriber_of_the_mapped_tag_in_order() {
+    cyclone_to_tagwire(37, false, 64, "100Hz", 30);
+}
+
+#[test]
+fn a_tagwire_publishers_samples_reach_a_cyclone_reader_which_loses_none() {
+    tagwire_to_cyclone(38, false, 64, Duration::from_millis(5), 100);
+}
+
+#[test]
+fn best_effort_cyclone_samples_reach_a_best_effort_tagwire_subscriber() {
+    cyclone_to_tagwire(39, true, 64, "100Hz", 30);
+}
+
+#[test]
+fn best_effort_tagwire_samples_reach_a_best_effort_cyclone_reader() {
+    tagwire_to_cyclone(40, true, 64, Duration::from_millis(5), 100);
+}
+
+#[test]
+fn a_cyclone_writers_200_kib_samples_cross_in_fragments_whole_and_in_order() {
+    cyclone_to_tagwire(41, false, 200 * 1024, "20Hz", 10);
+}
+
+#[test]
+fn a_tagwire_publishers_200_kib_samples_reach_a_cyclone_reader_in_fragments() {
+    tagwire_to_cyclone(42, false, 200 * 1024, Duration::from_millis(50), 10);
 }

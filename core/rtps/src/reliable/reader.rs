@@ -15,6 +15,9 @@ const MAX_PENDING: usize = 1024;
 /// The most samples a reader puts back together at once per writer.
 const MAX_PARTIAL: usize = 16;
 
+/// NACK_FRAGs sent with one ACKNACK at most.
+const MAX_NACK_FRAGS: usize = 8;
+
 /// A sample a reader delivers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
@@ -41,6 +44,7 @@ struct WriterProxy {
     last: i64,
     hb_count: Option<u32>,
     acknack_count: u32,
+    nackfrag_count: u32,
     ack_due: Option<Instant>,
     lost: u64,
 }
@@ -105,6 +109,7 @@ impl Reader {
                 last: 0,
                 hb_count: None,
                 acknack_count: 0,
+                nackfrag_count: 0,
                 ack_due: None,
                 lost: 0,
             },
@@ -238,7 +243,7 @@ impl Reader {
                             w.pending.retain(|&sn, _| sn >= first.0);
                         }
                         Self::drain(g, w, &mut self.deliveries, self.reliable);
-                        if !final_flag || Self::missing(w).num_bits > 0 {
+                        if !final_flag || Self::missing(w).num_bits > 0 || !w.partial.is_empty() {
                             w.ack_due.get_or_insert(now + self.ack_delay);
                         }
                     }
@@ -277,13 +282,16 @@ impl Reader {
     }
 
     /// What `w` lacks: base = the next sample, bits = the missing ones up
-    /// to the last announced (within 256).
+    /// to the last announced (within 256). A sample partly received is not
+    /// in it: its missing fragments are asked for by NACK_FRAG (asking for
+    /// the whole sample again would bring every fragment again, and a burst
+    /// larger than the socket's buffer would never get through whole).
     fn missing(w: &WriterProxy) -> SequenceNumberSet {
         let next = w.next.unwrap_or(1);
         let mut set = SequenceNumberSet::empty(SequenceNumber(next));
         let mut sn = next;
         while sn <= w.last && sn - next < i64::from(MAX_SET_BITS) {
-            if !w.pending.contains_key(&sn) {
+            if !w.pending.contains_key(&sn) && !w.partial.contains_key(&sn) {
                 set.insert_offset((sn - next) as u32);
             }
             sn += 1;
@@ -312,6 +320,20 @@ impl Reader {
                     final_flag: state.num_bits == 0,
                 })
                 .is_ok();
+            // Then, for the samples partly received, their missing fragments.
+            let mut ok = ok;
+            for (sn, r) in w.partial.iter().take(MAX_NACK_FRAGS) {
+                w.nackfrag_count += 1;
+                ok &= b
+                    .push(&Submessage::NackFrag {
+                        reader: entity,
+                        writer: g.entity,
+                        sn: SequenceNumber(*sn),
+                        state: r.missing_set(),
+                        count: w.nackfrag_count,
+                    })
+                    .is_ok();
+            }
             if ok {
                 let bytes = b.finish();
                 for to in &w.locators {
