@@ -246,3 +246,83 @@ fn a_cyclone_writers_200_kib_samples_cross_in_fragments_whole_and_in_order() {
 fn a_tagwire_publishers_200_kib_samples_reach_a_cyclone_reader_in_fragments() {
     tagwire_to_cyclone(42, false, 200 * 1024, Duration::from_millis(50), 10);
 }
+
+/// A venv with Cyclone DDS's Python binding (`cyclonedds` from PyPI, whose
+/// wheel carries the C library), made on first use under `target/`.
+fn dds_python() -> Result<PathBuf, String> {
+    static ONCE: Mutex<()> = Mutex::new(());
+    let _one = ONCE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/dds-venv");
+    let python = dir.join("bin/python");
+    let marker = dir.join(".tagwire-cyclonedds");
+    if marker.is_file() {
+        return Ok(python);
+    }
+    let out = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&dir)
+        .output()
+        .map_err(|e| format!("python3: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "python3 -m venv failed (apt-get install python3-venv): {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let out = Command::new(&python)
+        .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+        .arg(format!("cyclonedds=={CYCLONEDDS_PY}"))
+        .output()
+        .map_err(|e| format!("pip: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "pip could not install cyclonedds {CYCLONEDDS_PY} (no PyPI here?): {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    std::fs::write(&marker, CYCLONEDDS_PY).map_err(|e| e.to_string())?;
+    Ok(python)
+}
+
+/// The Cyclone DDS Python binding the tests use (Cyclone DDS 11).
+const CYCLONEDDS_PY: &str = "11.0.1";
+
+#[test]
+fn a_ros2_talker_emulated_with_cyclones_python_binding_is_read_by_tagwire_sub() {
+    let python = match dds_python() {
+        Ok(p) => p,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let (dir, _d, _c) = daemon(43, "/chatter rt/chatter std_msgs::msg::dds_::String_\n");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/dds/ros2_talker.py");
+    let _talker = Kill(
+        Command::new(&python)
+            .arg(&script)
+            .args(["43", "100"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // `tagwire sub` as a user runs it, on the daemon's socket.
+    let out = Command::new(env!("CARGO_BIN_EXE_tagwire"))
+        .args(["sub", "/chatter", "--count", "5", "--idle-timeout", "15"])
+        .env("TAGWIRE_SOCKET", dir.path().join("tagwired.sock"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "tagwire sub failed: {text}");
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("Hello World: "))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        5,
+        "tagwire sub printed:\n{text}\nthe daemon said:\n{}",
+        std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default()
+    );
+    assert!(text.contains("received 5 messages, lost 0"), "{text}");
+}
