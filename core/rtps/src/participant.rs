@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::discovery::{EndpointData, ParticipantData, BUILTIN_ENDPOINTS};
 use crate::message::{Header, Message};
-use crate::qos::{Durability, Mismatch, Qos, Reliability};
+use crate::qos::{Durability, History, Mismatch, Qos, Reliability};
 use crate::reliable::{Reader, Writer};
 use crate::sedp::{Sedp, SedpEvent};
 use crate::spdp::{Spdp, SpdpConfig, SpdpEvent};
@@ -203,9 +203,15 @@ impl Participant {
         // (Entity kinds: writer with key 0x02, without 0x03.)
         let id = self.entity(if keyed { 0x02 } else { 0x03 })?;
         let data = self.endpoint(id, topic, type_name, qos);
+        // A transient-local writer keeps what its history QoS says (what a
+        // late joiner gets); a volatile one keeps WRITER_DEPTH for resends.
+        let depth = match (data.qos.durability, data.qos.history) {
+            (Durability::Volatile, _) | (_, History::KeepAll) => WRITER_DEPTH,
+            (_, History::KeepLast(n)) => usize::try_from(n).unwrap_or(1).max(1),
+        };
         let end = match data.qos.reliability.0 {
             Reliability::Reliable => {
-                Writer::new(self.header, id, WRITER_DEPTH, Duration::from_millis(100))
+                Writer::new(self.header, id, depth, Duration::from_millis(100))
             }
             Reliability::BestEffort => Writer::best_effort(self.header, id),
         };

@@ -133,36 +133,17 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         return Ok(());
     };
     // The daemon, then its DDS gateway (a client of it), until a signal.
-    let map = a.dds_map.unwrap_or_default();
-    let text = std::fs::read_to_string(&map)
-        .map_err(|e| anyhow::anyhow!("cannot read the DDS map {}: {e}", map.display()))?;
-    let mappings = tagwire_gateway::parse(&text)
-        .map_err(|e| anyhow::anyhow!("DDS map {}: {e}", map.display()))?;
     let address = a.dds_address.unwrap_or(match a.node {
         Some(IpAddr::V4(v4)) if !v4.is_unspecified() => v4,
         _ => Ipv4Addr::LOCALHOST,
     });
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
-    let socket = cfg.socket.clone();
+    let client = tagwire::ClientOptions {
+        socket: cfg.socket.clone(),
+        autostart: false,
+        ..tagwire::ClientOptions::default()
+    };
+    let map = a.dds_map.unwrap_or_default();
+    let gw = crate::gateway::config(domain, &map, address, a.dds_user_data, client)?;
     let daemon = tagwire_daemon::Daemon::start(cfg)?;
-    let gateway = tagwire_gateway::Gateway::start(tagwire_gateway::GatewayConfig {
-        domain,
-        address,
-        mappings,
-        user_data: a.dds_user_data.into_bytes(),
-        client: tagwire::ClientOptions {
-            socket,
-            autostart: false,
-            ..tagwire::ClientOptions::default()
-        },
-    })?;
-    eprintln!(
-        "tagwire: DDS gateway in domain {domain} on {address}:{}",
-        gateway.port()
-    );
-    let _ = signals.forever().next();
-    gateway.stop();
-    daemon.shutdown();
-    Ok(())
+    crate::gateway::run_until_signal(gw, Some(daemon))
 }

@@ -2,6 +2,7 @@
 
 mod daemon;
 mod demo;
+mod gateway;
 mod history;
 mod keygen;
 mod nodes;
@@ -26,6 +27,9 @@ struct Cli {
 enum Command {
     /// Run the node daemon (same as `tagwired`).
     Daemon(daemon::Args),
+    /// Run the DDS gateway as a client of a running daemon (tags as DDS
+    /// topics; `daemon --dds-domain` runs it in the daemon's process).
+    DdsGateway(gateway::Args),
     /// Write a new random domain key (the same file on every node: `daemon --key FILE`).
     Keygen(keygen::Args),
     /// Publish messages on a tag.
@@ -74,6 +78,7 @@ fn main() {
         .init();
     let res = match cli.command {
         Command::Daemon(a) => daemon::run(a),
+        Command::DdsGateway(a) => gateway::run(a),
         Command::Keygen(a) => keygen::run(a),
         Command::Nodes(a) => nodes::run(a),
         Command::Stats(a) => stats::run(a),

@@ -11,7 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::BufRead;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -325,4 +325,174 @@ fn a_ros2_talker_emulated_with_cyclones_python_binding_is_read_by_tagwire_sub() 
         std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default()
     );
     assert!(text.contains("received 5 messages, lost 0"), "{text}");
+}
+
+/// A ROS 2 `std_msgs/String` message as CDR (little endian): the string's
+/// length with its NUL, the bytes, the NUL.
+fn ros2_string(text: &str) -> Vec<u8> {
+    let mut p = vec![0x00, 0x01, 0x00, 0x00];
+    p.extend_from_slice(&(text.len() as u32 + 1).to_le_bytes());
+    p.extend_from_slice(text.as_bytes());
+    p.push(0);
+    p
+}
+
+/// `ros2_listener.py` in `domain` (transient-local with `durable`): its
+/// lines as they come.
+fn listener(
+    python: &Path,
+    domain: u32,
+    count: u32,
+    durable: bool,
+) -> (Kill, Arc<Mutex<Vec<String>>>) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/dds/ros2_listener.py");
+    let mut cmd = Command::new(python);
+    cmd.arg(&script)
+        .args([domain.to_string(), count.to_string(), "15".into()]);
+    if durable {
+        cmd.arg("transient-local");
+    }
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    let out = child.stdout.take().unwrap();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let l2 = lines.clone();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            l2.lock().unwrap().push(l);
+        }
+    });
+    (Kill(child), lines)
+}
+
+#[test]
+fn a_tagwire_publisher_is_heard_by_an_emulated_ros2_listener() {
+    let python = match dds_python() {
+        Ok(p) => p,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let (dir, _d, c) = daemon(44, "/chatter rt/chatter std_msgs::msg::dds_::String_\n");
+    let (_l, lines) = listener(&python, 44, 5, false);
+    let mut publ = c.publisher("/chatter").unwrap();
+    let until = Instant::now() + Duration::from_secs(15);
+    let mut i = 0;
+    while lines.lock().unwrap().len() < 5 && Instant::now() < until {
+        publ.send(&ros2_string(&format!("Hello World: {i}")))
+            .unwrap();
+        i += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let got = lines.lock().unwrap().clone();
+    assert!(
+        got.len() >= 5,
+        "the listener printed {got:?}; the daemon said:\n{}",
+        std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default()
+    );
+    // In order, each once (the listener joined somewhere in the stream).
+    let first: u32 = got[0].trim_start_matches("Hello World: ").parse().unwrap();
+    for (k, l) in got.iter().enumerate() {
+        assert_eq!(*l, format!("Hello World: {}", first + k as u32));
+    }
+}
+
+#[test]
+fn a_late_joining_transient_local_ros2_listener_gets_what_the_gateway_kept() {
+    let python = match dds_python() {
+        Ok(p) => p,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let (dir, _d, c) = daemon(
+        45,
+        "/chatter rt/chatter std_msgs::msg::dds_::String_ reliable transient-local=3\n",
+    );
+    let mut publ = c.publisher("/chatter").unwrap();
+    for i in 0..5 {
+        publ.send(&ros2_string(&format!("Hello World: {i}")))
+            .unwrap();
+    }
+    // Published before any DDS reader exists: the gateway's writer keeps
+    // the last three for a transient-local late joiner.
+    std::thread::sleep(Duration::from_millis(500));
+    let (mut l, lines) = listener(&python, 45, 3, true);
+    let _ = l.0.wait();
+    let got = lines.lock().unwrap().clone();
+    assert_eq!(
+        got,
+        ["Hello World: 2", "Hello World: 3", "Hello World: 4"],
+        "the daemon said:\n{}",
+        std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default()
+    );
+}
+
+#[test]
+fn a_gateway_started_later_serves_a_transient_local_listener_from_the_tags_history() {
+    let python = match dds_python() {
+        Ok(p) => p,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    // A daemon alone, a tag that keeps its last 10 messages, 5 published.
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("tagwired.sock");
+    let _d = Kill(
+        Command::new(env!("CARGO_BIN_EXE_tagwire"))
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let opts = ClientOptions {
+        socket: socket.clone(),
+        autostart: false,
+        ..ClientOptions::default()
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    let c = loop {
+        if let Ok(c) = Client::with_options(opts.clone()) {
+            break c;
+        }
+        assert!(Instant::now() < until, "no daemon");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    c.create_tag("/kept", tagwire::Domain::Global).unwrap();
+    c.set_history("/kept", 10, 0).unwrap();
+    let mut publ = c.publisher("/kept").unwrap();
+    for i in 0..5 {
+        publ.send(&ros2_string(&format!("Hello World: {i}")))
+            .unwrap();
+    }
+    // Then the gateway, as its own process: its writer starts from the
+    // tag's last three.
+    let map = dir.path().join("dds.map");
+    std::fs::write(
+        &map,
+        "/kept rt/chatter std_msgs::msg::dds_::String_ reliable transient-local=3\n",
+    )
+    .unwrap();
+    let _g = Kill(
+        Command::new(env!("CARGO_BIN_EXE_tagwire"))
+            .args(["dds-gateway", "--domain", "46", "--map"])
+            .arg(&map)
+            .arg("--socket")
+            .arg(&socket)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let (mut l, lines) = listener(&python, 46, 3, true);
+    let _ = l.0.wait();
+    assert_eq!(
+        lines.lock().unwrap().clone(),
+        ["Hello World: 2", "Hello World: 3", "Hello World: 4"]
+    );
 }

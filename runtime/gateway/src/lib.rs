@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 pub use map::{parse, MapError, Mapping};
 use tagwire::{Client, ClientOptions, Domain, Publisher, SubscribeOptions};
 use tagwire_rtps::participant::{Event, Participant, ParticipantConfig};
-use tagwire_rtps::qos::{Qos, Reliability};
+use tagwire_rtps::qos::{Durability, History, Qos, Reliability};
 use tagwire_rtps::{EntityId, GuidPrefix, Locator, Transmit};
 
 /// The SPDP multicast group.
@@ -124,13 +124,17 @@ pub struct Gateway {
     port: u16,
 }
 
-fn qos(writer: bool, reliable: bool) -> Qos {
+fn qos(writer: bool, m: &Mapping) -> Qos {
     let mut q = Qos::default_for(writer);
-    q.reliability.0 = if reliable {
+    q.reliability.0 = if m.reliable {
         Reliability::Reliable
     } else {
         Reliability::BestEffort
     };
+    if let (true, Some(n)) = (writer, m.transient_local) {
+        q.durability = Durability::TransientLocal;
+        q.history = History::KeepLast(i32::try_from(n).unwrap_or(i32::MAX));
+    }
     q
 }
 
@@ -189,8 +193,8 @@ impl Gateway {
         for m in &cfg.mappings {
             client.create_tag(&m.tag, Domain::Global)?;
             let (t, y, k) = (&m.topic, &m.type_name, m.keyed);
-            let w = part.add_writer(now, t, y, k, qos(true, m.reliable));
-            let r = part.add_reader(now, t, y, k, qos(false, m.reliable));
+            let w = part.add_writer(now, t, y, k, qos(true, m));
+            let r = part.add_reader(now, t, y, k, qos(false, m));
             let (Some(w), Some(r)) = (w, r) else { break };
             publishers.insert(r, client.publisher(&m.tag)?);
             let opts = if m.reliable {
@@ -198,7 +202,18 @@ impl Gateway {
             } else {
                 SubscribeOptions::default().best_effort()
             };
-            writers.push((w, client.subscribe(&m.tag, opts)?, m.tag.clone()));
+            // A transient-local topic starts from the tag's history (what a
+            // late-joining DDS reader gets), then goes on live.
+            let sub = match m.transient_local {
+                Some(n) => client
+                    .subscribe_with_history(&m.tag, opts, tagwire::HistoryQuery::Last(n))
+                    .or_else(|e| {
+                        tracing::info!(tag = %m.tag, error = %e, "no history to start from");
+                        client.subscribe(&m.tag, opts)
+                    })?,
+                None => client.subscribe(&m.tag, opts)?,
+            };
+            writers.push((w, sub, m.tag.clone()));
         }
         sock.set_nonblocking(true)?;
         if let Some(m) = &mcast {

@@ -7,11 +7,16 @@
 //! ```
 //!
 //! One mapping per line (`#` starts a comment). Options: `reliable`
-//! (the default) or `best-effort`, and `keyed` for a topic whose type has
+//! (the default) or `best-effort`; `keyed` for a topic whose type has
 //! a key (DDS matches a keyed topic's endpoints only with endpoints that
-//! say so). Tags and topics are each mapped once.
+//! say so); `transient-local=N`: the DDS writer offers TRANSIENT_LOCAL
+//! durability and keeps the last N samples for late-joining readers,
+//! starting from the tag's history. Tags and topics are each mapped once.
 
 use std::collections::HashSet;
+
+/// The most samples a transient-local mapping keeps.
+pub const MAX_KEPT: u32 = 4096;
 
 /// One tag as one DDS topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,13 +31,18 @@ pub struct Mapping {
     pub reliable: bool,
     /// The type has a key.
     pub keyed: bool,
+    /// TRANSIENT_LOCAL with this many samples kept (else volatile).
+    pub transient_local: Option<u32>,
 }
 
 /// Why a mapping file was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MapError {
-    /// A line is not `TAG TOPIC TYPE [reliable|best-effort] [keyed]`.
-    #[error("line {line}: {why} (expected `TAG TOPIC TYPE [reliable|best-effort] [keyed]`)")]
+    /// A line is not `TAG TOPIC TYPE [options]`.
+    #[error(
+        "line {line}: {why} (expected `TAG TOPIC TYPE [reliable|best-effort] [keyed] \
+         [transient-local=N]`)"
+    )]
     Line {
         /// Its number, from 1.
         line: usize,
@@ -58,13 +68,19 @@ pub fn parse(text: &str) -> Result<Vec<Mapping>, MapError> {
         let [tag, topic, type_name, options @ ..] = &words[..] else {
             return Err(bad("three words, then options"));
         };
-        let (mut reliable, mut keyed) = (true, false);
+        let (mut reliable, mut keyed, mut transient_local) = (true, false, None);
         for o in options {
             match *o {
                 "reliable" => reliable = true,
                 "best-effort" => reliable = false,
                 "keyed" => keyed = true,
-                other => return Err(bad(&format!("unknown option `{other}`"))),
+                other => match other.strip_prefix("transient-local=") {
+                    Some(n) => match n.parse::<u32>() {
+                        Ok(n) if (1..=MAX_KEPT).contains(&n) => transient_local = Some(n),
+                        _ => return Err(bad(&format!("transient-local=N takes 1 to {MAX_KEPT}"))),
+                    },
+                    None => return Err(bad(&format!("unknown option `{other}`"))),
+                },
             }
         }
         let (tag, topic, type_name) = (*tag, *topic, *type_name);
@@ -83,6 +99,7 @@ pub fn parse(text: &str) -> Result<Vec<Mapping>, MapError> {
             type_name: type_name.to_owned(),
             reliable,
             keyed,
+            transient_local,
         });
     }
     Ok(out)
@@ -103,6 +120,12 @@ mod tests {
         assert!(!m[1].reliable);
         assert!(!m[0].keyed);
         assert!(parse("/k t y keyed").unwrap()[0].keyed);
+        assert_eq!(
+            parse("/k t y transient-local=7").unwrap()[0].transient_local,
+            Some(7)
+        );
+        assert!(parse("/k t y transient-local=0").is_err());
+        assert!(parse("/k t y transient-local=x").is_err());
         assert!(matches!(parse("/a b"), Err(MapError::Line { line: 1, .. })));
         assert!(matches!(parse("a b c"), Err(MapError::Line { .. })));
         assert!(matches!(parse("/a b c maybe"), Err(MapError::Line { .. })));
