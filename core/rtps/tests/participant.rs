@@ -178,3 +178,39 @@ fn a_participant_that_leaves_is_unmatched() {
     assert!(ev[0].contains(&Event::Left(gone)));
     assert_eq!(parts[0].0.matched(w), 0);
 }
+
+#[test]
+fn a_participant_that_vanishes_without_leaving_is_dropped_after_its_lease() {
+    let mut now = Instant::now();
+    let mut parts = [participant(7, now), participant(8, now)];
+    let w = parts[0]
+        .0
+        .add_writer(now, "T", "Ty", false, qos(true, true))
+        .unwrap();
+    parts[1]
+        .0
+        .add_reader(now, "T", "Ty", false, qos(false, true))
+        .unwrap();
+    run(&mut parts, &mut now, Duration::from_secs(2), &mut |_| false);
+    assert_eq!(parts[0].0.matched(w), 1);
+    let gone = parts[1].0.prefix();
+    // Participant 8 goes silent (a crash, a cable): 7 runs alone.
+    let mut events = Vec::new();
+    let lease = Duration::from_secs(10);
+    let mut t = Duration::ZERO;
+    while t < lease + Duration::from_secs(2) {
+        parts[0].0.handle_timeout(now);
+        while parts[0].0.poll_transmit().is_some() {}
+        events.extend(std::iter::from_fn(|| parts[0].0.poll_event()));
+        if t < lease - Duration::from_secs(1) {
+            assert!(
+                !events.contains(&Event::Left(gone)),
+                "dropped before its lease"
+            );
+        }
+        now += Duration::from_millis(50);
+        t += Duration::from_millis(50);
+    }
+    assert!(events.contains(&Event::Left(gone)));
+    assert_eq!(parts[0].0.matched(w), 0);
+}

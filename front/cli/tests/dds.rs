@@ -496,3 +496,115 @@ fn a_gateway_started_later_serves_a_transient_local_listener_from_the_tags_histo
         ["Hello World: 2", "Hello World: 3", "Hello World: 4"]
     );
 }
+
+/// `tshark` on loopback writing `file` for packets matching `filter`, once
+/// it captures; `None` (and a printed reason) without tshark.
+fn capture_lo(filter: &str, file: &Path) -> Option<Kill> {
+    if Command::new("tshark").arg("--version").output().is_err() {
+        println!("skipped (the capture): tshark not found (Debian package tshark)");
+        return None;
+    }
+    let mut cap = Command::new("tshark")
+        .args(["-i", "lo", "-f", filter, "-w"])
+        .arg(file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(cap.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("Capturing on") {
+        line.clear();
+        if err.read_line(&mut line).unwrap_or(0) == 0 {
+            println!("skipped (the capture): tshark could not capture on lo");
+            return None;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    Some(Kill(cap))
+}
+
+/// `tshark -r file args…`, its standard output.
+fn tshark(file: &Path, args: &[&str]) -> String {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(file)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn tshark_dissects_every_packet_the_gateway_sends_without_a_malformed_packet_or_warning() {
+    if !have_ddsperf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let all = dir.path().join("all.pcap");
+    // Domain 47's ports: SPDP multicast 19150, participants from 19160.
+    let Some(cap) = capture_lo("udp portrange 19150-19399", &all) else {
+        return;
+    };
+    let map = "/dds/out DDSPerfRDataKS KeyedSeq reliable keyed\n";
+    let (_gdir, _d, c) = daemon(47, map);
+    let (_sub, lines) = ddsperf(47, &["-D15", "sub"]);
+    let mut publ = c.publisher("/dds/out").unwrap();
+    let t0 = Instant::now();
+    let mut sent = 0u32;
+    // Small samples, then large ones (DATA_FRAG), until Cyclone counted 40.
+    while t0.elapsed() < Duration::from_secs(12)
+        && !counted(&lines.lock().unwrap()).is_some_and(|(t, _)| t >= 40)
+    {
+        sent += 1;
+        let size: usize = if sent % 2 == 0 { 64 } else { 40_000 };
+        let mut p = vec![0x00, 0x01, 0x00, 0x00];
+        p.extend_from_slice(&sent.to_le_bytes());
+        p.extend_from_slice(&0u32.to_le_bytes());
+        p.extend_from_slice(&(size as u32 - 12).to_le_bytes());
+        p.extend(std::iter::repeat_n(0xab, size - 12));
+        publ.send(&p).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut cap = cap;
+    let pid = rustix::process::Pid::from_child(&cap.0);
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    cap.0.wait().unwrap();
+    assert!(counted(&lines.lock().unwrap()).is_some_and(|(t, l)| t >= 40 && l == 0));
+    // Ours: vendor id 0x0199.
+    let ours = dir.path().join("ours.pcap");
+    tshark(
+        &all,
+        &[
+            "-Y",
+            "rtps.vendorId == 0x0199",
+            "-w",
+            ours.to_str().unwrap(),
+        ],
+    );
+    let ids = tshark(&ours, &["-T", "fields", "-e", "rtps.sm.id"]);
+    let ids: std::collections::HashSet<&str> = ids.lines().flat_map(|l| l.split(',')).collect();
+    // Announcements and data, heartbeats, fragments, acknowledgements.
+    for (id, what) in [
+        ("0x15", "DATA"),
+        ("0x07", "HEARTBEAT"),
+        ("0x16", "DATA_FRAG"),
+        ("0x06", "ACKNACK"),
+    ] {
+        assert!(ids.contains(id), "no {what} of ours captured: {ids:?}");
+    }
+    let full = tshark(&ours, &["-V"]);
+    assert!(!full.contains("Malformed"), "a malformed packet of ours");
+    for bad in ["Expert Info (Warning", "Expert Info (Error"] {
+        let at = full
+            .find(bad)
+            .map(|i| &full[i.saturating_sub(2000)..(i + 200).min(full.len())]);
+        assert!(at.is_none(), "{bad}: {}", at.unwrap_or_default());
+    }
+}
