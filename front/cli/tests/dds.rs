@@ -504,14 +504,16 @@ fn capture_lo(filter: &str, file: &Path) -> Option<Kill> {
         println!("skipped (the capture): tshark not found (Debian package tshark)");
         return None;
     }
-    let mut cap = Command::new("tshark")
-        .args(["-i", "lo", "-f", filter, "-w"])
-        .arg(file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(cap.stderr.take().unwrap());
+    let mut cap = Kill(
+        Command::new("tshark")
+            .args(["-i", "lo", "-f", filter, "-w"])
+            .arg(file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut err = std::io::BufReader::new(cap.0.stderr.take().unwrap());
     let mut line = String::new();
     while !line.contains("Capturing on") {
         line.clear();
@@ -521,7 +523,7 @@ fn capture_lo(filter: &str, file: &Path) -> Option<Kill> {
         }
     }
     std::thread::sleep(Duration::from_millis(500));
-    Some(Kill(cap))
+    Some(cap)
 }
 
 /// `tshark -r file args…`, its standard output.
