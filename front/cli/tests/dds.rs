@@ -561,7 +561,7 @@ fn tshark_dissects_every_packet_the_gateway_sends_without_a_malformed_packet_or_
     let mut sent = 0u32;
     // Small samples, then large ones (DATA_FRAG), until Cyclone counted 40.
     while t0.elapsed() < Duration::from_secs(12)
-        && !counted(&lines.lock().unwrap()).is_some_and(|(t, _)| t >= 40)
+        && counted(&lines.lock().unwrap()).is_none_or(|(t, _)| t < 40)
     {
         sent += 1;
         let size: usize = if sent % 2 == 0 { 64 } else { 40_000 };
