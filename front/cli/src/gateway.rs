@@ -64,6 +64,11 @@ pub(crate) fn run_until_signal(
         gateway.port()
     );
     let _ = signals.forever().next();
+    let c = gateway.counters();
+    eprintln!(
+        "tagwire: DDS gateway: {} to DDS, {} from DDS, {} from DDS not published (lost)",
+        c.to_dds, c.from_dds, c.refused
+    );
     gateway.stop();
     if let Some(d) = daemon {
         d.shutdown();

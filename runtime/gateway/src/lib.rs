@@ -78,6 +78,12 @@ pub enum GatewayError {
         /// The domain.
         domain: u32,
     },
+    /// More mappings than a participant holds endpoints.
+    #[error("too many mappings: a participant holds {max} endpoints, two per mapping")]
+    TooMany {
+        /// Endpoints a participant holds.
+        max: usize,
+    },
     /// The daemon refused something.
     #[error("tagwire: {0}")]
     Tagwire(#[from] tagwire::Error),
@@ -91,6 +97,19 @@ pub enum GatewayError {
 struct Counters {
     to_dds: AtomicU64,
     from_dds: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// What crossed the gateway so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Crossed {
+    /// Tag messages written to DDS.
+    pub to_dds: u64,
+    /// DDS samples published into tags.
+    pub from_dds: u64,
+    /// DDS samples a tag did not take (its publisher failed, e.g. its
+    /// window stayed full past the send timeout): lost, and logged.
+    pub refused: u64,
 }
 
 #[derive(Debug)]
@@ -195,7 +214,11 @@ impl Gateway {
             let (t, y, k) = (&m.topic, &m.type_name, m.keyed);
             let w = part.add_writer(now, t, y, k, qos(true, m));
             let r = part.add_reader(now, t, y, k, qos(false, m));
-            let (Some(w), Some(r)) = (w, r) else { break };
+            let (Some(w), Some(r)) = (w, r) else {
+                return Err(GatewayError::TooMany {
+                    max: tagwire_rtps::participant::MAX_ENDPOINTS,
+                });
+            };
             publishers.insert(r, client.publisher(&m.tag)?);
             let opts = if m.reliable {
                 SubscribeOptions::default()
@@ -275,13 +298,14 @@ impl Gateway {
         self.port
     }
 
-    /// Samples sent to DDS and taken from DDS so far.
-    pub fn counters(&self) -> (u64, u64) {
+    /// What crossed so far.
+    pub fn counters(&self) -> Crossed {
         let c = &self.shared.counters;
-        (
-            c.to_dds.load(Ordering::Relaxed),
-            c.from_dds.load(Ordering::Relaxed),
-        )
+        Crossed {
+            to_dds: c.to_dds.load(Ordering::Relaxed),
+            from_dds: c.from_dds.load(Ordering::Relaxed),
+            refused: c.refused.load(Ordering::Relaxed),
+        }
     }
 
     /// Leaves the domain (other participants drop this one at once) and
@@ -378,7 +402,10 @@ fn rtps_loop(s: &Shared, mcast: Option<&UdpSocket>, mut publishers: HashMap<Enti
                     Ok(_) => {
                         s.counters.from_dds.fetch_add(1, Ordering::Relaxed);
                     }
-                    Err(e) => tracing::warn!(error = %e, "a DDS sample not published"),
+                    Err(e) => {
+                        s.counters.refused.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "a DDS sample not published: lost");
+                    }
                 }
             }
         }
