@@ -106,6 +106,18 @@ fn daemon(domain: u32, map: &str) -> (tempfile::TempDir, Kill, Client) {
     }
 }
 
+/// ddsperf's KeyedSeq sample `seq` in CDR_LE: seq, keyval 0, and `size` - 12
+/// bytes of baggage (ddsperf's size counts the 12 bytes before it).
+fn keyed_seq(seq: u32, size: usize) -> Vec<u8> {
+    let baggage = size - 12;
+    let mut p = vec![0x00, 0x01, 0x00, 0x00];
+    p.extend_from_slice(&seq.to_le_bytes());
+    p.extend_from_slice(&0u32.to_le_bytes());
+    p.extend_from_slice(&(baggage as u32).to_le_bytes());
+    p.extend(std::iter::repeat_n(0xab, baggage));
+    p
+}
+
 /// The last "total T lost L" that `ddsperf sub` printed.
 fn counted(lines: &[String]) -> Option<(u64, u64)> {
     let l = lines.iter().rev().find(|l| l.contains(" total "))?;
@@ -199,15 +211,8 @@ fn tagwire_to_cyclone(domain: u32, best_effort: bool, size: usize, every: Durati
         if counted(&lines.lock().unwrap()).is_some_and(|(t, _)| t >= want) {
             break;
         }
-        // KeyedSeq in CDR_LE: seq, keyval 0, size - 12 bytes of baggage.
         sent += 1;
-        let baggage = size - 12;
-        let mut p = vec![0x00, 0x01, 0x00, 0x00];
-        p.extend_from_slice(&sent.to_le_bytes());
-        p.extend_from_slice(&0u32.to_le_bytes());
-        p.extend_from_slice(&(baggage as u32).to_le_bytes());
-        p.extend(std::iter::repeat_n(0xab, baggage));
-        publ.send(&p).unwrap();
+        publ.send(&keyed_seq(sent, size)).unwrap();
         std::thread::sleep(every);
     }
     let lines = lines.lock().unwrap();
@@ -284,17 +289,18 @@ fn dds_python() -> Result<PathBuf, String> {
     Ok(python)
 }
 
+/// [`dds_python`], or `None` with the reason printed.
+fn python_or_skip() -> Option<PathBuf> {
+    dds_python().map_err(|why| println!("skipped: {why}")).ok()
+}
+
 /// The Cyclone DDS Python binding the tests use (Cyclone DDS 11).
 const CYCLONEDDS_PY: &str = "11.0.1";
 
 #[test]
 fn a_ros2_talker_emulated_with_cyclones_python_binding_is_read_by_tagwire_sub() {
-    let python = match dds_python() {
-        Ok(p) => p,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(python) = python_or_skip() else {
+        return;
     };
     let (dir, _d, _c) = daemon(43, "/chatter rt/chatter std_msgs::msg::dds_::String_\n");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/dds/ros2_talker.py");
@@ -366,12 +372,8 @@ fn listener(
 
 #[test]
 fn a_tagwire_publisher_is_heard_by_an_emulated_ros2_listener() {
-    let python = match dds_python() {
-        Ok(p) => p,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(python) = python_or_skip() else {
+        return;
     };
     let (dir, _d, c) = daemon(44, "/chatter rt/chatter std_msgs::msg::dds_::String_\n");
     let (_l, lines) = listener(&python, 44, 5, false);
@@ -399,12 +401,8 @@ fn a_tagwire_publisher_is_heard_by_an_emulated_ros2_listener() {
 
 #[test]
 fn a_late_joining_transient_local_ros2_listener_gets_what_the_gateway_kept() {
-    let python = match dds_python() {
-        Ok(p) => p,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(python) = python_or_skip() else {
+        return;
     };
     let (dir, _d, c) = daemon(
         45,
@@ -431,12 +429,8 @@ fn a_late_joining_transient_local_ros2_listener_gets_what_the_gateway_kept() {
 
 #[test]
 fn a_gateway_started_later_serves_a_transient_local_listener_from_the_tags_history() {
-    let python = match dds_python() {
-        Ok(p) => p,
-        Err(why) => {
-            println!("skipped: {why}");
-            return;
-        }
+    let Some(python) = python_or_skip() else {
+        return;
     };
     // A daemon alone, a tag that keeps its last 10 messages, 5 published.
     let dir = tempfile::tempdir().unwrap();
@@ -564,13 +558,8 @@ fn tshark_dissects_every_packet_the_gateway_sends_without_a_malformed_packet_or_
         && counted(&lines.lock().unwrap()).is_none_or(|(t, _)| t < 40)
     {
         sent += 1;
-        let size: usize = if sent % 2 == 0 { 64 } else { 40_000 };
-        let mut p = vec![0x00, 0x01, 0x00, 0x00];
-        p.extend_from_slice(&sent.to_le_bytes());
-        p.extend_from_slice(&0u32.to_le_bytes());
-        p.extend_from_slice(&(size as u32 - 12).to_le_bytes());
-        p.extend(std::iter::repeat_n(0xab, size - 12));
-        publ.send(&p).unwrap();
+        let size = if sent % 2 == 0 { 64 } else { 40_000 };
+        publ.send(&keyed_seq(sent, size)).unwrap();
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
