@@ -599,3 +599,150 @@ fn tshark_dissects_every_packet_the_gateway_sends_without_a_malformed_packet_or_
         assert!(at.is_none(), "{bad}: {}", at.unwrap_or_default());
     }
 }
+
+/// Fast DDS's HelloWorld example (Debian's libfastrtps-dev and
+/// libfastrtps-doc: Fast DDS 2.9), built with cmake under `target/` on
+/// first use. It runs in domain 0, on topic `HelloWorldTopic`, type
+/// `HelloWorld` { unsigned long index; string message; }.
+fn fastdds_hello() -> Result<PathBuf, String> {
+    static ONCE: Mutex<()> = Mutex::new(());
+    let _one = ONCE.lock().unwrap_or_else(|e| e.into_inner());
+    let src = Path::new("/usr/share/doc/libfastrtps-dev/examples/dds/HelloWorldExample");
+    if !src.join("CMakeLists.txt").is_file() {
+        return Err(
+            "Fast DDS's examples not found (apt-get install libfastrtps-dev libfastrtps-doc)"
+                .into(),
+        );
+    }
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/fastdds-hello");
+    let exe = dir.join("build/DDSHelloWorldExample");
+    if exe.is_file() {
+        return Ok(exe);
+    }
+    let run = |cmd: &mut Command| -> Result<(), String> {
+        let out = cmd.output().map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    run(Command::new("cp").arg("-r").arg(src).arg(dir.join("src")))
+        .map_err(|e| format!("copying the example: {e}"))?;
+    run(Command::new("cmake")
+        .arg("-S")
+        .arg(dir.join("src"))
+        .arg("-B")
+        .arg(dir.join("build"))
+        .arg("-DCMAKE_BUILD_TYPE=Release"))
+    .map_err(|e| format!("cmake could not configure Fast DDS's HelloWorld: {e}"))?;
+    run(Command::new("cmake")
+        .arg("--build")
+        .arg(dir.join("build"))
+        .arg("-j2"))
+    .map_err(|e| format!("Fast DDS's HelloWorld did not build: {e}"))?;
+    Ok(exe)
+}
+
+/// The HelloWorld example as `role` (it stops at end of input: its input
+/// stays open until it is killed), its output line by line.
+fn hello_world(exe: &Path, role: &str) -> (Kill, Arc<Mutex<Vec<String>>>) {
+    let mut child = Command::new(exe)
+        .arg(role)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let l2 = lines.clone();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            l2.lock().unwrap().push(l);
+        }
+    });
+    (Kill(child), lines)
+}
+
+/// The Fast DDS tests share domain 0 (the example's): one at a time.
+static DOMAIN_0: Mutex<()> = Mutex::new(());
+
+#[test]
+fn fast_dds_hello_world_samples_reach_a_tagwire_subscriber() {
+    let _one = DOMAIN_0.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = match fastdds_hello() {
+        Ok(e) => e,
+        Err(why) => return println!("skipped: {why}"),
+    };
+    let (dir, _d, c) = daemon(0, "/hello HelloWorldTopic HelloWorld\n");
+    let mut sub = c.subscribe("/hello", SubscribeOptions::default()).unwrap();
+    let (_p, _) = hello_world(&exe, "publisher");
+    let mut got = Vec::new();
+    let until = Instant::now() + Duration::from_secs(15);
+    while got.len() < 5 && Instant::now() < until {
+        let Ok(m) = sub.receive(Some(Duration::from_millis(200))) else {
+            continue;
+        };
+        // CDR_LE: index u32, then the string (length with its NUL).
+        assert_eq!(&m.payload[..2], &[0x00, 0x01], "CDR_LE");
+        let index = u32::from_le_bytes(m.payload[4..8].try_into().unwrap());
+        let len = u32::from_le_bytes(m.payload[8..12].try_into().unwrap()) as usize;
+        assert_eq!(&m.payload[12..12 + len], b"HelloWorld\0");
+        got.push(index);
+    }
+    assert!(
+        got.len() >= 5,
+        "only {got:?}; the daemon said:\n{}",
+        std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default()
+    );
+    assert!(got.windows(2).all(|p| p[1] == p[0] + 1), "{got:?}");
+}
+
+#[test]
+fn a_tagwire_publishers_samples_reach_fast_dds_hello_world_subscriber() {
+    let _one = DOMAIN_0.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = match fastdds_hello() {
+        Ok(e) => e,
+        Err(why) => return println!("skipped: {why}"),
+    };
+    let (dir, _d, c) = daemon(0, "/hello HelloWorldTopic HelloWorld\n");
+    let (_s, lines) = hello_world(&exe, "subscriber");
+    let mut publ = c.publisher("/hello").unwrap();
+    let received = |l: &Mutex<Vec<String>>| {
+        l.lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.starts_with("Message from tagwire "))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let until = Instant::now() + Duration::from_secs(15);
+    let mut i = 0u32;
+    while received(&lines).len() < 5 && Instant::now() < until {
+        i += 1;
+        let text = b"from tagwire\0";
+        let mut p = vec![0x00, 0x01, 0x00, 0x00];
+        p.extend_from_slice(&i.to_le_bytes());
+        p.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        p.extend_from_slice(text);
+        publ.send(&p).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let got = received(&lines);
+    assert!(
+        got.len() >= 5,
+        "Fast DDS printed {:?}; the daemon said:\n{}",
+        lines.lock().unwrap(),
+        std::fs::read_to_string(dir.path().join("daemon.log")).unwrap_or_default()
+    );
+    // "Message from tagwire N RECEIVED", N increasing: the example's reader
+    // is best effort (Fast DDS's default reader QoS), so it may skip one
+    // while it is still matching.
+    let n: Vec<u32> = got
+        .iter()
+        .map(|l| l.split_whitespace().nth(3).unwrap().parse().unwrap())
+        .collect();
+    assert!(n.windows(2).all(|p| p[1] > p[0]), "{got:?}");
+}
