@@ -133,19 +133,29 @@ impl Direct {
         }
         // Under a key, a direct receiver on another node (its grant above
         // the port) takes only datagrams sealed for its holding: without
-        // that key yet, the forwarder sends every copy of this record, and
-        // the key is asked for after it (`fetch_keys`).
+        // that key (not asked for yet, or refused), the forwarder sends
+        // every copy of this record; a missing key is asked for after it
+        // (`fetch_keys`).
         if self.seal.is_some() {
+            let mut decline = false;
             for w in claim.dests() {
                 let member = w[2] >> 16;
                 let Some(d) = OfferDest::from_words([w[0], w[1], w[2], w[3], w[4]]) else {
                     continue;
                 };
-                if member != 0 && !self.holders.contains_key(&(d.addr, member)) {
-                    self.wanted.push((d.addr, member));
+                if member == 0 {
+                    continue;
+                }
+                match self.holders.get(&(d.addr, member)) {
+                    Some(Some(_)) => {}
+                    Some(None) => decline = true,
+                    None => {
+                        self.wanted.push((d.addr, member));
+                        decline = true;
+                    }
                 }
             }
-            if !self.wanted.is_empty() {
+            if decline {
                 claim.decline();
                 return;
             }
@@ -163,7 +173,7 @@ impl Direct {
             let wire = match &self.seal {
                 Some(s) if member != 0 => {
                     let Some(Some(k)) = self.holders.get(&(d.addr, member)) else {
-                        // (The daemon gave no key: the forwarder's repair.)
+                        // (Declined above: not reached.)
                         continue;
                     };
                     k.seal_direct_into(counter, s.encrypt, s.id, &self.buf, &mut self.sealed);
