@@ -42,14 +42,18 @@ fn have_ddsperf() -> bool {
 
 /// `ddsperf -i domain args…`, its standard output kept line by line.
 fn ddsperf(domain: u32, args: &[&str]) -> (Kill, Arc<Mutex<Vec<String>>>) {
-    let mut child = Command::new("ddsperf")
-        .arg("-i")
-        .arg(domain.to_string())
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    spawn_lines(
+        Command::new("ddsperf")
+            .arg("-i")
+            .arg(domain.to_string())
+            .args(args)
+            .stderr(Stdio::null()),
+    )
+}
+
+/// Starts `cmd` with its standard output kept line by line.
+fn spawn_lines(cmd: &mut Command) -> (Kill, Arc<Mutex<Vec<String>>>) {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
     let out = child.stdout.take().unwrap();
     let lines = Arc::new(Mutex::new(Vec::new()));
     let l2 = lines.clone();
@@ -358,16 +362,7 @@ fn listener(
     if durable {
         cmd.arg("transient-local");
     }
-    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
-    let out = child.stdout.take().unwrap();
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let l2 = lines.clone();
-    std::thread::spawn(move || {
-        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            l2.lock().unwrap().push(l);
-        }
-    });
-    (Kill(child), lines)
+    spawn_lines(&mut cmd)
 }
 
 #[test]
@@ -648,22 +643,12 @@ fn fastdds_hello() -> Result<PathBuf, String> {
 /// The HelloWorld example as `role` (it stops at end of input: its input
 /// stays open until it is killed), its output line by line.
 fn hello_world(exe: &Path, role: &str) -> (Kill, Arc<Mutex<Vec<String>>>) {
-    let mut child = Command::new(exe)
-        .arg(role)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let l2 = lines.clone();
-    std::thread::spawn(move || {
-        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            l2.lock().unwrap().push(l);
-        }
-    });
-    (Kill(child), lines)
+    spawn_lines(
+        Command::new(exe)
+            .arg(role)
+            .stdin(Stdio::piped())
+            .stderr(Stdio::null()),
+    )
 }
 
 /// The Fast DDS tests share domain 0 (the example's): one at a time.

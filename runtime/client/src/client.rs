@@ -35,6 +35,7 @@ use tagwire_wire::{
 
 use crate::{autostart, Error, Result};
 
+mod keys;
 mod update;
 
 /// How to reach the daemon.
@@ -439,56 +440,6 @@ impl Client {
         };
         *cached = Some(sock.clone());
         sock
-    }
-
-    /// The key this client's publisher of `tag` seals its own first copies
-    /// with, on a daemon with a domain key (epoch, key, encrypt); `None`
-    /// from a daemon without one.
-    pub(crate) fn tag_key(&self, tag: &TagName) -> Result<Option<(u64, [u8; 32], bool)>> {
-        match self
-            .core
-            .call(Request::TagKey { name: tag.clone() }, None)?
-        {
-            (Response::Ok, _) => Ok(None),
-            (
-                Response::TagKey {
-                    epoch,
-                    key,
-                    encrypt,
-                },
-                _,
-            ) => Ok(Some((epoch, key, encrypt))),
-            other => Err(unexpected(other, tag)),
-        }
-    }
-
-    /// The data key for the direct receiver at `to` (grant `member`) of
-    /// `tag`, which this client's publisher seals its first copies to it
-    /// with, on a daemon with a domain key (epoch, key, encrypt); `None`
-    /// from a daemon without one.
-    pub(crate) fn direct_key(
-        &self,
-        tag: &TagName,
-        to: std::net::SocketAddr,
-        member: u64,
-    ) -> Result<Option<(u64, [u8; 32], bool)>> {
-        let req = Request::DirectKey {
-            name: tag.clone(),
-            to,
-            member,
-        };
-        match self.core.call(req, None)? {
-            (Response::Ok, _) => Ok(None),
-            (
-                Response::TagKey {
-                    epoch,
-                    key,
-                    encrypt,
-                },
-                _,
-            ) => Ok(Some((epoch, key, encrypt))),
-            other => Err(unexpected(other, tag)),
-        }
     }
 
     /// The processes holding send access to a tag (asks the daemon).
