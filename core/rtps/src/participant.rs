@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::discovery::{EndpointData, ParticipantData, BUILTIN_ENDPOINTS};
 use crate::message::{Header, Message};
 use crate::qos::{Durability, History, Mismatch, Qos, Reliability};
-use crate::reliable::{Reader, Writer};
+use crate::reliable::{Change, Reader, Writer};
 use crate::sedp::{Sedp, SedpEvent};
 use crate::spdp::{Spdp, SpdpConfig, SpdpEvent};
 use crate::types::{EntityId, Guid, GuidPrefix, Locator, SequenceNumber};
@@ -64,8 +64,9 @@ pub enum Event {
         writer: Guid,
         /// Its sequence number.
         sn: SequenceNumber,
-        /// The serialized payload (encapsulation header first).
-        payload: Vec<u8>,
+        /// The sample (serialized, encapsulation header first) with its
+        /// source timestamp; or the instance disposed or unregistered.
+        change: Change,
     },
     /// A local endpoint and a remote one of its topic were matched.
     Matched {
@@ -259,8 +260,20 @@ impl Participant {
         writer: EntityId,
         payload: Vec<u8>,
     ) -> Option<SequenceNumber> {
+        self.write_change(now, writer, Change::data(payload))
+    }
+
+    /// Writes a change with local writer `writer`: a sample with its source
+    /// timestamp, or a dispose or unregister of an instance (`status` set,
+    /// the payload its serialized key). `None`: no such writer.
+    pub fn write_change(
+        &mut self,
+        now: Instant,
+        writer: EntityId,
+        change: Change,
+    ) -> Option<SequenceNumber> {
         let w = self.writers.get_mut(&writer)?;
-        let sn = w.end.write(now, payload);
+        let sn = w.end.write_change(now, change);
         self.collect();
         Some(sn)
     }
@@ -386,7 +399,7 @@ impl Participant {
                     reader: *id,
                     writer: d.writer,
                     sn: d.sn,
-                    payload: d.payload,
+                    change: d.change,
                 });
             }
         }

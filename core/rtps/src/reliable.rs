@@ -21,13 +21,80 @@
 //! NACK_FRAG asks for, and a whole sample an ACKNACK asks for. The reader
 //! puts samples back together from fragments in any order (at most 16 at
 //! once per writer, each at most `frag::MAX_SAMPLE`) and asks for a sample
-//! it has not completed with its ACKNACK (it sends no NACK_FRAG).
+//! it has not completed with a NACK_FRAG for its missing fragments.
+//!
+//! A sample carries its source timestamp (INFO_TS before its DATA) and,
+//! for a keyed topic's dispose or unregister, STATUS_INFO and the key
+//! instead of the data ([`Change`]).
 
 mod reader;
 mod writer;
 
 pub use reader::{Delivery, Reader};
 pub use writer::Writer;
+
+use crate::plist::{pid, ListBuilder, ParameterList};
+use crate::types::Time;
+
+/// STATUS_INFO: the instance was disposed.
+pub const DISPOSED: u32 = 0x1;
+/// STATUS_INFO: the writer unregistered the instance.
+pub const UNREGISTERED: u32 = 0x2;
+
+/// One change to a topic, as a writer writes it and a reader delivers it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Change {
+    /// The serialized sample (encapsulation header first); for a dispose
+    /// or unregister the serialized key (possibly empty: then only
+    /// `key_hash` names the instance).
+    pub payload: Vec<u8>,
+    /// The source timestamp (INFO_TS), if the writer gave one.
+    pub timestamp: Option<Time>,
+    /// STATUS_INFO bits ([`DISPOSED`], [`UNREGISTERED`]); 0 is data.
+    pub status: u32,
+    /// The instance's key hash (PID_KEY_HASH), if sent.
+    pub key_hash: Option<[u8; 16]>,
+}
+
+impl Change {
+    /// A sample of data.
+    pub fn data(payload: Vec<u8>) -> Self {
+        Self {
+            payload,
+            ..Self::default()
+        }
+    }
+
+    /// The inline QoS this change is sent with (STATUS_INFO, KEY_HASH),
+    /// if any, as a sentinel-ended list.
+    pub(crate) fn inline_qos(&self) -> Option<Vec<u8>> {
+        if self.status == 0 && self.key_hash.is_none() {
+            return None;
+        }
+        let mut l = ListBuilder::new();
+        if let Some(h) = &self.key_hash {
+            l.param(pid::KEY_HASH, h);
+        }
+        if self.status != 0 {
+            // STATUS_INFO is big-endian whatever the list's order.
+            l.param(pid::STATUS_INFO, &self.status.to_be_bytes());
+        }
+        Some(l.finish())
+    }
+
+    /// Reads STATUS_INFO and KEY_HASH from a DATA's inline QoS.
+    pub(crate) fn read_inline(&mut self, q: Option<&ParameterList<'_>>) {
+        let Some(q) = q else { return };
+        if let Some(v) = q.get(pid::STATUS_INFO).and_then(|v| v.get(..4)) {
+            self.status = u32::from_be_bytes([v[0], v[1], v[2], v[3]]);
+        }
+        if let Some(v) = q.get(pid::KEY_HASH).and_then(|v| v.get(..16)) {
+            let mut h = [0u8; 16];
+            h.copy_from_slice(v);
+            self.key_hash = Some(h);
+        }
+    }
+}
 
 /// The most readers a writer serves, and writers a reader follows.
 pub const MAX_MATCHES: usize = 256;

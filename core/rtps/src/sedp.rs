@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::discovery::{EndpointData, ParticipantData};
 use crate::message::{Header, Message};
+use crate::plist::{pid, ParameterList};
 use crate::reliable::{Reader, Writer};
 use crate::types::{EntityId, Guid, GuidPrefix};
 use crate::Transmit;
@@ -29,7 +30,8 @@ pub enum SedpEvent {
     Writer(EndpointData),
     /// A remote reader (a subscription) appeared or changed.
     Reader(EndpointData),
-    /// A remote endpoint went away (its participant did).
+    /// A remote endpoint went away (it was deleted, or its participant
+    /// left).
     Gone(Guid),
 }
 
@@ -141,7 +143,24 @@ impl Sedp {
                 &mut self.sub_reader
             };
             while let Some(d) = r.poll_delivery() {
-                let Ok(e) = EndpointData::from_payload(&d.payload, d.writer.prefix, writer) else {
+                if d.change.status != 0 {
+                    // The endpoint is deleted: its GUID is the key (in the
+                    // key hash, or ENDPOINT_GUID in the payload).
+                    let guid = d.change.key_hash.map(Guid::from_bytes).or_else(|| {
+                        ParameterList::from_payload(&d.change.payload)
+                            .ok()
+                            .and_then(|l| l.guid(pid::ENDPOINT_GUID).ok().flatten())
+                    });
+                    // Only that participant's own endpoints.
+                    if let Some(g) = guid.filter(|g| g.prefix == d.writer.prefix) {
+                        if self.remote.remove(&g).is_some() {
+                            self.events.push_back(SedpEvent::Gone(g));
+                        }
+                    }
+                    continue;
+                }
+                let Ok(e) = EndpointData::from_payload(&d.change.payload, d.writer.prefix, writer)
+                else {
                     continue; // not an endpoint of that participant's
                 };
                 if self.remote.get(&e.guid) == Some(&e) {

@@ -305,9 +305,11 @@ fn cyclone_writer_to_our_reader(size: usize, rate: &str, want: usize, id: u8, be
                 while let Some(d) = reader.poll_delivery() {
                     // KeyedSeq in CDR_LE: seq u32, keyval u32, baggage
                     // (ddsperf's size counts the 12 bytes before it).
-                    assert_eq!(&d.payload[..2], &[0x00, 0x01], "CDR_LE");
-                    assert_eq!(d.payload.len(), 4 + size, "a whole sample");
-                    seqs.push(u32::from_le_bytes(d.payload[4..8].try_into().unwrap()));
+                    assert_eq!(&d.change.payload[..2], &[0x00, 0x01], "CDR_LE");
+                    assert_eq!(d.change.payload.len(), 4 + size, "a whole sample");
+                    seqs.push(u32::from_le_bytes(
+                        d.change.payload[4..8].try_into().unwrap(),
+                    ));
                 }
             },
         );

@@ -111,9 +111,9 @@ fn a_reliable_writers_samples_reach_the_matched_reader_in_order_over_a_lossy_wir
     let got: Vec<u32> = ev[1]
         .iter()
         .filter_map(|e| match e {
-            Event::Sample {
-                reader, payload, ..
-            } if *reader == r => Some(u32::from_le_bytes(payload[4..8].try_into().unwrap())),
+            Event::Sample { reader, change, .. } if *reader == r => {
+                Some(u32::from_le_bytes(change.payload[4..8].try_into().unwrap()))
+            }
             _ => None,
         })
         .collect();

@@ -8,8 +8,8 @@
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use tagwire_rtps::reliable::{Reader, Writer};
-use tagwire_rtps::{EntityId, Guid, GuidPrefix, Header, Locator, Message, SequenceNumber};
+use tagwire_rtps::reliable::{Change, Reader, Writer, DISPOSED, UNREGISTERED};
+use tagwire_rtps::{EntityId, Guid, GuidPrefix, Header, Locator, Message, SequenceNumber, Time};
 
 const W_PORT: u16 = 7411;
 const R_PORT: u16 = 7413;
@@ -59,6 +59,8 @@ struct Pair {
     /// Writer→reader datagrams that pass per step at most (0: any), as
     /// a receive buffer smaller than a burst lets through.
     cap: usize,
+    /// Keep what is delivered here (and check nothing about it).
+    changes: Option<Vec<Change>>,
 }
 
 /// Sample `n`: `size` bytes (at least 8) that say which sample it is.
@@ -104,6 +106,7 @@ impl Pair {
             got: Vec::new(),
             size: 8,
             cap: 0,
+            changes: None,
         };
         if match_now {
             p.connect(transient_local);
@@ -150,8 +153,12 @@ impl Pair {
         }
         while let Some(d) = self.r.poll_delivery() {
             assert_eq!(d.writer, self.wg);
-            assert_eq!(d.payload, payload(d.sn.0, self.size));
             self.got.push(d.sn.0);
+            if let Some(c) = &mut self.changes {
+                c.push(d.change);
+                continue;
+            }
+            assert_eq!(d.change.payload, payload(d.sn.0, self.size));
         }
     }
 
@@ -189,6 +196,57 @@ fn every_sample_arrives_once_and_in_order_through_a_lossy_link() {
         "the link dropped only {}",
         p.link.dropped
     );
+}
+
+/// Change `n`: every third disposes instance `n % 7` (its key; every
+/// ninth only by key hash), every fifth unregisters; the others are data;
+/// even ones carry a source timestamp. Some data are fragmented.
+fn change(n: i64) -> Change {
+    let key = [0x00, 0x01, 0, 0, (n % 7) as u8, 0, 0, 0];
+    let timestamp = (n % 2 == 0).then(|| Time::from_nanos(1_700_000_000_000_000_001 + n as u64));
+    let mut hash = [0u8; 16];
+    hash[3] = (n % 7) as u8;
+    match n {
+        n if n % 9 == 0 => Change {
+            payload: Vec::new(),
+            timestamp,
+            status: DISPOSED | UNREGISTERED,
+            key_hash: Some(hash),
+        },
+        n if n % 3 == 0 => Change {
+            payload: key.to_vec(),
+            timestamp,
+            status: DISPOSED,
+            key_hash: Some(hash),
+        },
+        n if n % 5 == 0 => Change {
+            payload: key.to_vec(),
+            timestamp,
+            status: UNREGISTERED,
+            key_hash: None,
+        },
+        n => Change {
+            payload: payload(n, if n % 11 == 1 { 70_000 } else { 8 }),
+            timestamp,
+            status: 0,
+            key_hash: None,
+        },
+    }
+}
+
+#[test]
+fn timestamps_disposes_and_unregisters_arrive_in_order_through_a_lossy_link() {
+    let mut p = Pair::new(1000, 25, false, true);
+    p.changes = Some(Vec::new());
+    for n in 1..=90 {
+        let sn = p.w.write_change(p.now, change(n));
+        assert_eq!(sn, SequenceNumber(n));
+        p.step();
+    }
+    p.settle(Duration::from_secs(30));
+    assert_eq!(p.got, (1..=90).collect::<Vec<_>>());
+    assert_eq!(p.changes.unwrap(), (1..=90).map(change).collect::<Vec<_>>());
+    assert_eq!(p.r.lost(p.wg), 0);
 }
 
 #[test]
@@ -436,7 +494,7 @@ fn best_effort_delivers_in_increasing_order_sends_nothing_back_and_counts_what_i
         }
         while let Some(d) = r.poll_delivery() {
             let size = if d.sn.0 % 10 == 0 { 30_004 } else { 8 };
-            assert_eq!(d.payload, payload(d.sn.0, size));
+            assert_eq!(d.change.payload, payload(d.sn.0, size));
             got.push(d.sn.0);
         }
     }

@@ -45,6 +45,10 @@ const VERSION: u8 = 1;
 /// Flag: the payload is a [`BlobRef`], not the message.
 pub const FLAG_BLOB: u8 = 0x01;
 
+/// Flag: the message starts with an [`Ext`](crate::instance::Ext) block
+/// (key, instance state, strength, DDS origin), its payload after it.
+pub const FLAG_EXT: u8 = 0x02;
+
 /// The fixed header in front of every message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameHeader {

@@ -21,6 +21,7 @@ pub mod datagram;
 pub mod frame;
 pub mod handover;
 mod ids;
+pub mod instance;
 pub mod peer;
 
 pub use codec::DecodeError;

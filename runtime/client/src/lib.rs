@@ -51,6 +51,7 @@ pub use tagwire_proto::ReplicaEntry;
 pub use tagwire_wire::control::{
     HistoryQuery, KeepHistory, NodeState, NodeSummary, RingParams, StatsKind, StatsRow, TagSummary,
 };
+pub use tagwire_wire::instance::{Ext, InstanceState, Key, Origin};
 pub use tagwire_wire::{
     Carrier, ChannelQos, Domain, Member, NodeAddr, Pid, Proxy, Reliability, SenderInfo, SeqNum,
     TagName,
@@ -69,8 +70,73 @@ pub struct Message {
     pub seq: SeqNum,
     /// Who sent it.
     pub sender: SenderInfo,
-    /// When it was sent (the publisher's clock).
+    /// When it was sent (the publisher's clock; for a DDS sample, its
+    /// writer's source timestamp).
     pub timestamp: SystemTime,
+    /// The instance, for a keyed message ([`Publisher::send_keyed`]).
+    pub key: Option<Key>,
+    /// The instance's state: [`InstanceState::Alive`] for data; a dispose or
+    /// unregister comes with an empty payload.
+    pub state: InstanceState,
+    /// The publisher's ownership strength, if it set one.
+    pub strength: Option<i32>,
+    /// The DDS writer, for a sample a DDS gateway published (`sender` is
+    /// then the gateway).
+    pub origin: Option<Origin>,
+}
+
+impl Message {
+    /// The message made of `payload` and what [`MessageInfo`] says of it.
+    pub fn from_parts(payload: Vec<u8>, info: MessageInfo) -> Self {
+        Self {
+            payload,
+            seq: info.seq,
+            sender: info.sender,
+            timestamp: info.timestamp,
+            key: info.key,
+            state: info.state,
+            strength: info.strength,
+            origin: info.origin,
+        }
+    }
+
+    /// What [`Subscriber::receive_into`] would say of it.
+    pub fn info(&self) -> MessageInfo {
+        MessageInfo {
+            seq: self.seq,
+            sender: self.sender,
+            timestamp: self.timestamp,
+            key: self.key,
+            state: self.state,
+            strength: self.strength,
+            origin: self.origin,
+        }
+    }
+}
+
+/// The frame header `h` of a message whose bytes (blob fetched) are in
+/// `buf`, as the message's description: its extension block, if any,
+/// read and taken off the front of `buf`.
+pub(crate) fn describe(
+    h: &tagwire_wire::frame::FrameHeader,
+    buf: &mut Vec<u8>,
+) -> Result<MessageInfo> {
+    let mut ext = Ext::default();
+    if h.flags & tagwire_wire::frame::FLAG_EXT != 0 {
+        let (e, n) = Ext::parse(buf)
+            .map_err(|e| Error::Protocol(format!("corrupt message extension: {e}")))?;
+        buf.drain(..n);
+        ext = e;
+    }
+    Ok(MessageInfo {
+        seq: h.seq,
+        sender: h.sender,
+        timestamp: std::time::UNIX_EPOCH + std::time::Duration::from_nanos(h.timestamp_ns),
+        key: ext.key,
+        state: ext.state,
+        strength: ext.strength,
+        origin: ext.origin,
+    })
 }
 
 /// Result alias.

@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 use tagwire_session::{DirectCopy, OfferDest};
 use tagwire_shm::{Ring, RingError};
 use tagwire_wire::control::{ErrorCode, Request, Response};
-use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
+use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, FLAG_EXT, HEADER_LEN};
+use tagwire_wire::instance::{Ext, InstanceState, Key};
 use tagwire_wire::Domain;
 use tagwire_wire::{SenderInfo, SeqNum};
 
@@ -56,6 +57,8 @@ pub struct Publisher {
     header: [u8; HEADER_LEN],
     send_timeout: Duration,
     clock: SendClock,
+    /// Ownership strength sent with each message (`set_strength`).
+    strength: Option<i32>,
     /// How this publisher sends first copies itself (global tags, on a
     /// daemon with a network).
     direct: Option<Direct>,
@@ -260,6 +263,7 @@ impl Publisher {
             header: [0; HEADER_LEN],
             send_timeout: DEFAULT_SEND_TIMEOUT,
             clock: SendClock::new(),
+            strength: None,
             direct,
             stream: NEXT_STREAM.fetch_add(1, Ordering::Relaxed),
             last_blob: 0,
@@ -293,6 +297,91 @@ impl Publisher {
     /// Sends one message to every subscriber of the tag, on this node and (with
     /// the many-nodes daemon) elsewhere. Returns its sequence number.
     pub fn send(&mut self, payload: &[u8]) -> Result<SeqNum> {
+        let ext = Ext {
+            strength: self.strength,
+            ..Ext::default()
+        };
+        self.send_frame(payload, &ext, None)
+    }
+
+    /// Sends a sample of instance `key` (see [`Key`]: a key of at most 16
+    /// bytes names itself, a longer one its MD5; for a tag mapped to a DDS
+    /// topic, the key fields serialized big-endian). Subscribers read the
+    /// key in [`Message::key`](crate::Message::key); exclusive ownership,
+    /// deadlines and minimum separation apply per instance.
+    pub fn send_keyed(&mut self, key: &[u8], payload: &[u8]) -> Result<SeqNum> {
+        self.send_instance(Key::of(key), InstanceState::Alive, payload)
+    }
+
+    /// Says that instance `key` is deleted (a DDS dispose): subscribers get
+    /// an empty message in state [`InstanceState::Disposed`].
+    pub fn dispose(&mut self, key: &[u8]) -> Result<SeqNum> {
+        self.send_instance(Key::of(key), InstanceState::Disposed, &[])
+    }
+
+    /// Says that this publisher writes instance `key` no more (a DDS
+    /// unregister): an exclusive owner gives the instance up at once.
+    pub fn unregister(&mut self, key: &[u8]) -> Result<SeqNum> {
+        self.send_instance(Key::of(key), InstanceState::Unregistered, &[])
+    }
+
+    fn send_instance(&mut self, key: Key, state: InstanceState, payload: &[u8]) -> Result<SeqNum> {
+        let ext = Ext {
+            key: Some(key),
+            state,
+            strength: self.strength,
+            origin: None,
+        };
+        self.send_frame(payload, &ext, None)
+    }
+
+    /// This publisher's ownership strength, sent with each message from now
+    /// on: a subscriber with [`SubscribeOptions::exclusive`](crate::SubscribeOptions::exclusive)
+    /// takes each instance from its strongest live publisher only. `None`
+    /// (the default) is strength 0, not sent.
+    pub fn set_strength(&mut self, strength: Option<i32>) {
+        self.strength = strength;
+    }
+
+    /// Sends a message with everything a gateway carries across: the
+    /// instance, its state, the DDS writer it came from, and the time the
+    /// writer stamped it with (`None`: now). `ext.strength` unset takes this
+    /// publisher's.
+    pub fn send_with(
+        &mut self,
+        payload: &[u8],
+        ext: &Ext,
+        timestamp: Option<std::time::SystemTime>,
+    ) -> Result<SeqNum> {
+        let ts = timestamp.map(|t| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        });
+        let ext = Ext {
+            strength: ext.strength.or(self.strength),
+            ..*ext
+        };
+        self.send_frame(payload, &ext, ts)
+    }
+
+    /// Sends `payload` behind the extension block `ext` (none if it is
+    /// empty), stamped `timestamp_ns` (else now).
+    fn send_frame(
+        &mut self,
+        payload: &[u8],
+        ext: &Ext,
+        timestamp_ns: Option<u64>,
+    ) -> Result<SeqNum> {
+        let framed;
+        let (payload, flags) = if ext.is_empty() {
+            (payload, 0)
+        } else {
+            let mut b = Vec::with_capacity(ext.len() + payload.len());
+            ext.encode(&mut b);
+            b.extend_from_slice(payload);
+            framed = b;
+            (framed.as_slice(), FLAG_EXT)
+        };
         if self.ep.destroyed.load(Ordering::Acquire) {
             return Err(Error::TagDestroyed(self.ep.name.to_string()));
         }
@@ -320,11 +409,11 @@ impl Publisher {
         self.seq += 1;
         let fast = payload.len() <= self.max_fast_message();
         let mut h = FrameHeader {
-            flags: 0,
+            flags,
             sender: self.sender,
             stream: self.stream,
             seq: SeqNum(self.seq),
-            timestamp_ns: self.clock.now_ns(),
+            timestamp_ns: timestamp_ns.unwrap_or_else(|| self.clock.now_ns()),
         };
         let res = if fast {
             let _ = h.emit(&mut self.header);
@@ -347,7 +436,7 @@ impl Publisher {
                     return Err(e);
                 }
             };
-            h.flags = FLAG_BLOB;
+            h.flags |= FLAG_BLOB;
             let _ = h.emit(&mut self.header);
             let left = self.send_timeout.saturating_sub(start.elapsed());
             self.ring

@@ -3,7 +3,6 @@
 
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
-use std::time::{Duration, UNIX_EPOCH};
 
 use tagwire_wire::frame::FrameHeader;
 
@@ -25,12 +24,9 @@ pub(crate) fn decode(fd: OwnedFd, count: u32, len: u64) -> Result<Vec<Message>> 
         let record = tail.get(..n).ok_or_else(|| bad("record past the end"))?;
         rest = &tail[n..];
         let (h, payload) = FrameHeader::parse(record).map_err(|e| bad(&e.to_string()))?;
-        out.push(Message {
-            payload: payload.to_vec(),
-            seq: h.seq,
-            sender: h.sender,
-            timestamp: UNIX_EPOCH + Duration::from_nanos(h.timestamp_ns),
-        });
+        let mut payload = payload.to_vec();
+        let info = crate::describe(&h, &mut payload)?;
+        out.push(Message::from_parts(payload, info));
     }
     if !rest.is_empty() || out.len() != count as usize {
         return Err(bad("record count"));

@@ -12,7 +12,7 @@
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tagwire_shm::{Cursor, Gate, ReadOutcome, Ring, RingError, GATES};
 
@@ -177,6 +177,14 @@ pub struct MessageInfo {
     pub sender: tagwire_wire::SenderInfo,
     /// When it was sent (the publisher's clock).
     pub timestamp: std::time::SystemTime,
+    /// The instance, for a keyed message.
+    pub key: Option<tagwire_wire::instance::Key>,
+    /// The instance's state.
+    pub state: tagwire_wire::instance::InstanceState,
+    /// The publisher's ownership strength, if it set one.
+    pub strength: Option<i32>,
+    /// The DDS writer, for a sample a DDS gateway published.
+    pub origin: Option<tagwire_wire::instance::Origin>,
 }
 
 /// A subscription to one tag. Dropping it unsubscribes.
@@ -317,12 +325,7 @@ impl Subscriber {
     pub fn receive(&mut self, timeout: Option<Duration>) -> Result<Message> {
         let mut payload = Vec::new();
         let info = self.receive_into(timeout, &mut payload)?;
-        Ok(Message {
-            payload,
-            seq: info.seq,
-            sender: info.sender,
-            timestamp: info.timestamp,
-        })
+        Ok(Message::from_parts(payload, info))
     }
 
     /// Like [`receive`](Self::receive), but writes the payload into `payload`
@@ -336,12 +339,9 @@ impl Subscriber {
         if let Some(m) = self.backlog.pop_front() {
             self.received += 1;
             self.count();
+            let info = m.info();
             *payload = m.payload;
-            return Ok(MessageInfo {
-                seq: m.seq,
-                sender: m.sender,
-                timestamp: m.timestamp,
-            });
+            return Ok(info);
         }
         // A timeout too large to represent is "for ever".
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
@@ -403,12 +403,8 @@ impl Subscriber {
                         }
                         Ok(m) => {
                             // Report the gap first; the message comes next.
-                            self.backlog.push_front(Message {
-                                payload: std::mem::take(payload),
-                                seq: m.seq,
-                                sender: m.sender,
-                                timestamp: m.timestamp,
-                            });
+                            self.backlog
+                                .push_front(Message::from_parts(std::mem::take(payload), m));
                             self.lost += missing;
                             self.missing += missing;
                             self.count();
@@ -496,24 +492,19 @@ impl Subscriber {
         let missing = self
             .gaps
             .note(h.sender, h.stream, h.seq.0, self.opts.qos.every);
-        let info = MessageInfo {
-            seq: h.seq,
-            sender: h.sender,
-            timestamp: UNIX_EPOCH + Duration::from_nanos(h.timestamp_ns),
+        let mut bytes = m.payload;
+        let info = match crate::describe(&h, &mut bytes) {
+            Ok(i) => i,
+            Err(e) => return Some(Err(e)),
         };
         if missing == 0 {
-            *payload = m.payload;
+            *payload = bytes;
             self.received += 1;
             self.count();
             return Some(Ok(info));
         }
         // Report the gap first; the message comes next.
-        self.backlog.push_front(Message {
-            payload: m.payload,
-            seq: info.seq,
-            sender: info.sender,
-            timestamp: info.timestamp,
-        });
+        self.backlog.push_front(Message::from_parts(bytes, info));
         self.lost += missing;
         self.missing += missing;
         self.count();
@@ -603,11 +594,7 @@ impl Subscriber {
                 .map_err(|e| Error::Protocol(format!("corrupt blob reference: {e}")))?;
             *buf = self.fetch_blob(r)?;
         }
-        Ok(MessageInfo {
-            seq: h.seq,
-            sender: h.sender,
-            timestamp: UNIX_EPOCH + Duration::from_nanos(h.timestamp_ns),
-        })
+        crate::describe(&h, buf)
     }
 
     fn fetch_blob(&self, r: BlobRef) -> Result<Vec<u8>> {

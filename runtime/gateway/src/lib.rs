@@ -13,8 +13,8 @@
 //!
 //! Samples cross once per node, as serialized CDR bytes: a tagwire message's
 //! payload is the sample's serialized data, encapsulation header first.
-//! What the gateway published itself (its own process) is not sent back to
-//! DDS, and the participant never reads its own writers.
+//! What came from DDS (a message with an origin) is not sent back to DDS,
+//! and the participant never reads its own writers.
 //!
 //! Ports are the RTPS specification's for domain N: SPDP multicast on
 //! 239.255.0.1:7400+250N, and the participant's unicast port
@@ -22,10 +22,17 @@
 //! are also found without multicast (announcements to the first ten ids'
 //! unicast ports on 127.0.0.1).
 //!
-//! Not yet (issue 20): keyed types and instances, TRANSIENT_LOCAL served
-//! from tagwire's history, the DDS sender's identity in `SenderInfo`, and
-//! XTypes type information (types are matched by name).
+//! A sample keeps its writer's source timestamp both ways, and its
+//! instance: a keyed mapping says where the key is (`key=`), DDS disposes
+//! and unregisters become tag messages in that state and back
+//! ([`cross`]). A message from DDS names its DDS writer ([`tagwire::Origin`]);
+//! messages with an origin are never sent back to DDS (another gateway's
+//! neither).
+//!
+//! Not yet: XTypes type information (types are matched by name).
 
+pub mod cross;
+pub mod key;
 pub mod map;
 
 use std::collections::HashMap;
@@ -35,6 +42,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use key::KeySpec;
 pub use map::{parse, MapError, Mapping};
 use tagwire::{Client, ClientOptions, Domain, Publisher, SubscribeOptions};
 use tagwire_rtps::participant::{Event, Participant, ParticipantConfig};
@@ -150,6 +158,7 @@ fn qos(writer: bool, m: &Mapping) -> Qos {
     } else {
         Reliability::BestEffort
     };
+    q.partitions.clone_from(&m.partitions);
     if let (true, Some(n)) = (writer, m.transient_local) {
         q.durability = Durability::TransientLocal;
         q.history = History::KeepLast(i32::try_from(n).unwrap_or(i32::MAX));
@@ -219,7 +228,7 @@ impl Gateway {
                     max: tagwire_rtps::participant::MAX_ENDPOINTS,
                 });
             };
-            publishers.insert(r, client.publisher(&m.tag)?);
+            publishers.insert(r, (client.publisher(&m.tag)?, m.key.clone()));
             let opts = if m.reliable {
                 SubscribeOptions::default()
             } else {
@@ -236,7 +245,7 @@ impl Gateway {
                     })?,
                 None => client.subscribe(&m.tag, opts)?,
             };
-            writers.push((w, sub, m.tag.clone()));
+            writers.push((w, sub, m.tag.clone(), m.key.clone()));
         }
         sock.set_nonblocking(true)?;
         if let Some(m) = &mcast {
@@ -261,23 +270,28 @@ impl Gateway {
                 .name("tagwire-dds".into())
                 .spawn(move || rtps_loop(&s, mcast.as_ref(), publishers))?,
         );
-        for (w, mut sub, tag) in writers {
+        for (w, mut sub, tag, spec) in writers {
             let s = shared.clone();
             threads.push(
                 std::thread::Builder::new()
                     .name("tagwire-dds-out".into())
                     .spawn(move || {
-                        let me = std::process::id();
                         while !s.stop.load(Ordering::Acquire) {
                             let Ok(m) = sub.receive(Some(MAX_SLEEP)) else {
                                 continue;
                             };
-                            // Our own publisher's (DDS samples): not back.
-                            if m.sender.pid.0 == me {
+                            // Samples from DDS (our own publisher's, or
+                            // another gateway's): not back.
+                            if m.origin.is_some() {
                                 continue;
                             }
+                            let Some(change) = cross::to_dds(m, spec.as_ref()) else {
+                                s.counters.refused.fetch_add(1, Ordering::Relaxed);
+                                tracing::warn!(%tag, "a dispose without a key: not sent to DDS");
+                                continue;
+                            };
                             let mut p = s.part();
-                            if p.write(Instant::now(), w, m.payload).is_some() {
+                            if p.write_change(Instant::now(), w, change).is_some() {
                                 s.counters.to_dds.fetch_add(1, Ordering::Relaxed);
                             }
                             s.flush(&mut p);
@@ -346,7 +360,11 @@ fn port_seed() -> u32 {
 }
 
 /// The RTPS side: datagrams in, timers, samples from DDS into the tags.
-fn rtps_loop(s: &Shared, mcast: Option<&UdpSocket>, mut publishers: HashMap<EntityId, Publisher>) {
+fn rtps_loop(
+    s: &Shared,
+    mcast: Option<&UdpSocket>,
+    mut publishers: HashMap<EntityId, (Publisher, Option<KeySpec>)>,
+) {
     use rustix::event::{poll, PollFd, PollFlags, Timespec};
     let mut buf = vec![0u8; 65536];
     while !s.stop.load(Ordering::Acquire) {
@@ -381,8 +399,18 @@ fn rtps_loop(s: &Shared, mcast: Option<&UdpSocket>, mut publishers: HashMap<Enti
             while let Some(e) = p.poll_event() {
                 match e {
                     Event::Sample {
-                        reader, payload, ..
-                    } => samples.push((reader, payload)),
+                        reader,
+                        writer,
+                        change,
+                        ..
+                    } => {
+                        let addr = p
+                            .participants()
+                            .find(|d| d.prefix == writer.prefix)
+                            .and_then(|d| d.default_unicast.iter().find_map(Locator::to_udp_v4))
+                            .map(SocketAddr::V4);
+                        samples.push((reader, writer, addr, change));
+                    }
                     Event::Matched { local, remote } => {
                         tracing::info!(?local, ?remote, "DDS endpoint matched");
                     }
@@ -396,9 +424,10 @@ fn rtps_loop(s: &Shared, mcast: Option<&UdpSocket>, mut publishers: HashMap<Enti
             s.flush(&mut p);
         }
         // Into the tags, outside the participant's lock (a send may wait).
-        for (reader, payload) in samples {
-            if let Some(p) = publishers.get_mut(&reader) {
-                match p.send(&payload) {
+        for (reader, writer, addr, change) in samples {
+            if let Some((p, spec)) = publishers.get_mut(&reader) {
+                let (payload, ext, ts) = cross::to_tag(change, writer, addr, spec.as_ref());
+                match p.send_with(&payload, &ext, ts) {
                     Ok(_) => {
                         s.counters.from_dds.fetch_add(1, Ordering::Relaxed);
                     }

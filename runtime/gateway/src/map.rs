@@ -11,9 +11,16 @@
 //! a key (DDS matches a keyed topic's endpoints only with endpoints that
 //! say so); `transient-local=N`: the DDS writer offers TRANSIENT_LOCAL
 //! durability and keeps the last N samples for late-joining readers,
-//! starting from the tag's history. Tags and topics are each mapped once.
+//! starting from the tag's history; `key=TYPE@OFFSET[,…]` (implies
+//! `keyed`): where the key fields are in a sample, so that each sample's
+//! instance reaches tagwire subscribers and disposes cross both ways
+//! (see [`crate::key`]); `partition=NAME[,NAME…]`: the DDS partitions of
+//! both endpoints (a name may hold the wildcards `*` and `?`). Tags and
+//! topics are each mapped once.
 
 use std::collections::HashSet;
+
+use crate::key::KeySpec;
 
 /// The most samples a transient-local mapping keeps.
 pub const MAX_KEPT: u32 = 4096;
@@ -33,6 +40,10 @@ pub struct Mapping {
     pub keyed: bool,
     /// TRANSIENT_LOCAL with this many samples kept (else volatile).
     pub transient_local: Option<u32>,
+    /// Where the key is in a sample.
+    pub key: Option<KeySpec>,
+    /// DDS partitions (empty: the default partition).
+    pub partitions: Vec<String>,
 }
 
 /// Why a mapping file was refused.
@@ -41,7 +52,7 @@ pub enum MapError {
     /// A line is not `TAG TOPIC TYPE [options]`.
     #[error(
         "line {line}: {why} (expected `TAG TOPIC TYPE [reliable|best-effort] [keyed] \
-         [transient-local=N]`)"
+         [transient-local=N] [key=TYPE@OFFSET,…] [partition=NAME,…]`)"
     )]
     Line {
         /// Its number, from 1.
@@ -69,11 +80,19 @@ pub fn parse(text: &str) -> Result<Vec<Mapping>, MapError> {
             return Err(bad("three words, then options"));
         };
         let (mut reliable, mut keyed, mut transient_local) = (true, false, None);
+        let (mut key, mut partitions) = (None, Vec::new());
         for o in options {
             match *o {
                 "reliable" => reliable = true,
                 "best-effort" => reliable = false,
                 "keyed" => keyed = true,
+                other if other.starts_with("key=") => {
+                    key = Some(KeySpec::parse(&other[4..]).map_err(|e| bad(&e))?);
+                    keyed = true;
+                }
+                other if other.starts_with("partition=") => {
+                    partitions = other[10..].split(',').map(str::to_owned).collect();
+                }
                 other => match other.strip_prefix("transient-local=") {
                     Some(n) => match n.parse::<u32>() {
                         Ok(n) if (1..=MAX_KEPT).contains(&n) => transient_local = Some(n),
@@ -100,6 +119,8 @@ pub fn parse(text: &str) -> Result<Vec<Mapping>, MapError> {
             reliable,
             keyed,
             transient_local,
+            key,
+            partitions,
         });
     }
     Ok(out)
@@ -120,6 +141,13 @@ mod tests {
         assert!(!m[1].reliable);
         assert!(!m[0].keyed);
         assert!(parse("/k t y keyed").unwrap()[0].keyed);
+        let k = &parse("/k t y key=u32@4 partition=a,b*").unwrap()[0];
+        assert!(k.keyed && k.key.is_some());
+        assert_eq!(k.partitions, ["a", "b*"]);
+        assert!(matches!(
+            parse("/k t y key=u32"),
+            Err(MapError::Line { .. })
+        ));
         assert_eq!(
             parse("/k t y transient-local=7").unwrap()[0].transient_local,
             Some(7)

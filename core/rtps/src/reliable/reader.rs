@@ -3,10 +3,12 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::MAX_MATCHES;
+use super::{Change, MAX_MATCHES};
 use crate::frag::Reassembly;
 use crate::message::{Header, Message, MessageBuilder, Submessage};
-use crate::types::{EntityId, Guid, Locator, SequenceNumber, SequenceNumberSet, MAX_SET_BITS};
+use crate::types::{
+    EntityId, Guid, Locator, SequenceNumber, SequenceNumberSet, Time, MAX_SET_BITS,
+};
 use crate::Transmit;
 
 /// The most out-of-order samples a reader holds per writer.
@@ -25,8 +27,8 @@ pub struct Delivery {
     pub writer: Guid,
     /// Its sequence number.
     pub sn: SequenceNumber,
-    /// The serialized payload.
-    pub payload: Vec<u8>,
+    /// The sample (or dispose, unregister) with its timestamp.
+    pub change: Change,
 }
 
 #[derive(Debug)]
@@ -37,9 +39,9 @@ struct WriterProxy {
     /// heartbeat or sample says where to start.
     next: Option<i64>,
     /// Samples received ahead of `next` (`None`: will not come).
-    pending: BTreeMap<i64, Option<Vec<u8>>>,
-    /// Samples arriving in fragments.
-    partial: BTreeMap<i64, Reassembly>,
+    pending: BTreeMap<i64, Option<Change>>,
+    /// Samples arriving in fragments, with their source timestamps.
+    partial: BTreeMap<i64, (Reassembly, Option<Time>)>,
     /// The highest sample the writer announced.
     last: i64,
     hb_count: Option<u32>,
@@ -130,16 +132,28 @@ impl Reader {
     /// Handles a datagram from a writer's participant.
     pub fn handle_message(&mut self, now: Instant, m: &Message<'_>) {
         let mut src = m.header.prefix;
+        let mut ts = None;
         for s in &m.submessages {
             match s {
                 Submessage::InfoSrc { prefix, .. } => src = *prefix,
-                Submessage::Data(d) if d.payload.is_some() && !d.key => {
+                Submessage::InfoTs(t) => ts = *t,
+                Submessage::Data(d) => {
                     let g = Guid {
                         prefix: src,
                         entity: d.writer,
                     };
-                    if let (Some(w), Some(p)) = (self.writers.get_mut(&g), d.payload) {
+                    if let Some(w) = self.writers.get_mut(&g) {
                         let sn = d.sn.0;
+                        let mut c = Change {
+                            payload: d.payload.map(<[u8]>::to_vec).unwrap_or_default(),
+                            timestamp: ts,
+                            ..Change::default()
+                        };
+                        c.read_inline(d.inline_qos.as_ref());
+                        // Neither data nor a dispose or unregister (a bare
+                        // inline QoS): nothing to deliver, but it is not
+                        // waited for either.
+                        let c = (c.status != 0 || d.payload.is_some() && !d.key).then_some(c);
                         // A volatile reader starts at the first sample it
                         // gets; a transient-local one where the writer's
                         // heartbeat says its history starts.
@@ -148,13 +162,13 @@ impl Reader {
                         }
                         let wanted = w.next.is_none_or(|n| sn >= n);
                         if wanted && !w.pending.contains_key(&sn) && w.pending.len() < MAX_PENDING {
-                            w.pending.insert(sn, Some(p.to_vec()));
+                            w.pending.insert(sn, c);
                         }
                         w.last = w.last.max(sn);
                         Self::drain(g, w, &mut self.deliveries, self.reliable);
                     }
                 }
-                Submessage::DataFrag(f) if !f.key => {
+                Submessage::DataFrag(f) => {
                     let g = Guid {
                         prefix: src,
                         entity: f.writer,
@@ -170,13 +184,19 @@ impl Reader {
                         if wanted {
                             if !w.partial.contains_key(&sn) && w.partial.len() < MAX_PARTIAL {
                                 if let Some(r) = Reassembly::new(f) {
-                                    w.partial.insert(sn, r);
+                                    w.partial.insert(sn, (r, ts));
                                 }
                             }
-                            let done = w.partial.get_mut(&sn).is_some_and(|r| r.add(f));
+                            let done = w.partial.get_mut(&sn).is_some_and(|(r, _)| r.add(f));
                             if done {
-                                if let Some(r) = w.partial.remove(&sn) {
-                                    w.pending.insert(sn, Some(r.into_bytes()));
+                                if let Some((r, t)) = w.partial.remove(&sn) {
+                                    let mut c = Change {
+                                        payload: r.into_bytes(),
+                                        timestamp: t,
+                                        ..Change::default()
+                                    };
+                                    c.read_inline(f.inline_qos.as_ref());
+                                    w.pending.insert(sn, Some(c));
                                 }
                             }
                         }
@@ -268,10 +288,10 @@ impl Reader {
         let Some(mut next) = w.next else { return };
         while let Some(entry) = w.pending.remove(&next) {
             match entry {
-                Some(payload) => out.push_back(Delivery {
+                Some(change) => out.push_back(Delivery {
                     writer: g,
                     sn: SequenceNumber(next),
-                    payload,
+                    change,
                 }),
                 None => w.lost += 1,
             }
@@ -322,7 +342,7 @@ impl Reader {
                 .is_ok();
             // Then, for the samples partly received, their missing fragments.
             let mut ok = ok;
-            for (sn, r) in w.partial.iter().take(MAX_NACK_FRAGS) {
+            for (sn, (r, _)) in w.partial.iter().take(MAX_NACK_FRAGS) {
                 w.nackfrag_count += 1;
                 ok &= b
                     .push(&Submessage::NackFrag {

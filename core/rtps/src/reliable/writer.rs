@@ -3,9 +3,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::MAX_MATCHES;
+use super::{Change, MAX_MATCHES};
 use crate::frag::{data_frag, fragment_count, FRAGMENTS_PER_DATAGRAM, MAX_UNFRAGMENTED};
 use crate::message::{Data, Header, Message, MessageBuilder, Submessage};
+use crate::plist::ParameterList;
 use crate::types::{
     EntityId, Guid, GuidPrefix, Locator, SequenceNumber, SequenceNumberSet, MAX_SET_BITS,
 };
@@ -24,6 +25,13 @@ struct ReaderProxy {
     frag_count: Option<u32>,
 }
 
+/// A change in the writer's history, with its inline QoS made once.
+#[derive(Debug)]
+struct Kept {
+    change: Change,
+    inline: Option<Vec<u8>>,
+}
+
 /// A reliable writer (or a best-effort one: [`Writer::best_effort`]).
 #[derive(Debug)]
 pub struct Writer {
@@ -33,7 +41,7 @@ pub struct Writer {
     reliable: bool,
     depth: usize,
     heartbeat_every: Duration,
-    history: BTreeMap<i64, Vec<u8>>,
+    history: BTreeMap<i64, Kept>,
     next_sn: i64,
     hb_count: u32,
     /// HEARTBEAT_FRAG's count (its own, strictly increasing too).
@@ -115,9 +123,16 @@ impl Writer {
     /// first): sent to every matched reader with a heartbeat. Returns its
     /// sequence number.
     pub fn write(&mut self, now: Instant, payload: Vec<u8>) -> SequenceNumber {
+        self.write_change(now, Change::data(payload))
+    }
+
+    /// Writes a change: a sample with its source timestamp, or a dispose
+    /// or unregister (`status` set, the payload the serialized key).
+    pub fn write_change(&mut self, now: Instant, change: Change) -> SequenceNumber {
         let sn = self.next_sn;
         self.next_sn += 1;
-        self.history.insert(sn, payload);
+        let inline = change.inline_qos();
+        self.history.insert(sn, Kept { change, inline });
         while self.history.len() > self.depth {
             self.history.pop_first();
         }
@@ -221,7 +236,7 @@ impl Writer {
             if self
                 .history
                 .get(&sn)
-                .is_some_and(|p| p.len() > MAX_UNFRAGMENTED)
+                .is_some_and(|k| k.change.payload.len() > MAX_UNFRAGMENTED)
             {
                 // A large sample: its fragments in datagrams of their own.
                 for d in self.sample(reader.entity, Some(reader.prefix), sn, false) {
@@ -233,6 +248,8 @@ impl Writer {
             if b.len() > 1400 {
                 self.flush(&mut b, reader.prefix, &locators);
             }
+            let ts = self.history.get(&sn).and_then(|k| k.change.timestamp);
+            let _ = b.push(&Submessage::InfoTs(ts));
             let _ = b.push(&self.data(reader.entity, sn));
         }
         if let Some(g) = gap(&gone, reader.entity, self.entity) {
@@ -259,9 +276,10 @@ impl Writer {
         }
         p.frag_count = Some(count);
         let locators = p.locators.clone();
-        let Some(payload) = self.history.get(&sn) else {
+        let Some(kept) = self.history.get(&sn) else {
             return;
         };
+        let (payload, ts) = (&kept.change.payload, kept.change.timestamp);
         let mut out = Vec::new();
         for off in state.offsets() {
             let Some(n) = state.base.checked_add(off) else {
@@ -280,6 +298,7 @@ impl Writer {
             );
             let mut b = MessageBuilder::new(self.header);
             let ok = b.push(&Submessage::InfoDst(reader.prefix)).is_ok()
+                && ts.is_none_or(|t| b.push(&Submessage::InfoTs(Some(t))).is_ok())
                 && b.push(&Submessage::DataFrag(frag)).is_ok();
             if ok {
                 out.push(b.finish());
@@ -302,14 +321,18 @@ impl Writer {
         heartbeat: bool,
     ) -> Vec<Vec<u8>> {
         let header = self.header;
+        let hb = heartbeat.then(|| self.heartbeat(reader));
+        let Some(kept) = self.history.get(&sn) else {
+            return Vec::new();
+        };
+        let (payload, ts) = (&kept.change.payload, kept.change.timestamp);
         let begin = |b: &mut MessageBuilder| {
             if let Some(p) = dst {
                 let _ = b.push(&Submessage::InfoDst(p));
             }
-        };
-        let hb = heartbeat.then(|| self.heartbeat(reader));
-        let Some(payload) = self.history.get(&sn) else {
-            return Vec::new();
+            if let Some(t) = ts {
+                let _ = b.push(&Submessage::InfoTs(Some(t)));
+            }
         };
         if payload.len() <= MAX_UNFRAGMENTED {
             let mut b = MessageBuilder::new(header);
@@ -431,13 +454,24 @@ impl Writer {
     }
 
     fn data(&self, reader: EntityId, sn: i64) -> Submessage<'_> {
+        let kept = self.history.get(&sn);
+        let inline_qos = kept
+            .and_then(|k| k.inline.as_deref())
+            .and_then(|b| ParameterList::parse_prefix(b, true).ok())
+            .map(|(q, _)| q);
+        let status = kept.map_or(0, |k| k.change.status);
+        // A dispose or unregister carries the serialized key (K), or only
+        // its inline QoS when it has none.
+        let payload = kept
+            .map(|k| k.change.payload.as_slice())
+            .filter(|p| status == 0 || !p.is_empty());
         Submessage::Data(Data {
             reader,
             writer: self.entity,
             sn: SequenceNumber(sn),
-            inline_qos: None,
-            payload: self.history.get(&sn).map(Vec::as_slice),
-            key: false,
+            inline_qos,
+            payload,
+            key: status != 0 && payload.is_some(),
             non_standard: false,
         })
     }

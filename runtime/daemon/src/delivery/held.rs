@@ -196,7 +196,7 @@ fn deliver_one(
     let blob;
     let mut blob_written = None;
     let body: &[u8] = if payload.len() + HEADER_LEN <= ring.max_record() {
-        header.flags = 0;
+        header.flags &= !FLAG_BLOB;
         payload
     } else {
         let Some(fd) = blob_fd(payload) else {
@@ -216,7 +216,7 @@ fn deliver_one(
             len: payload.len() as u64,
         }
         .to_bytes();
-        header.flags = FLAG_BLOB;
+        header.flags |= FLAG_BLOB;
         &blob
     };
     let _ = header.emit(&mut h);
