@@ -85,6 +85,10 @@ pub(crate) struct Args {
     /// recognise their peers by it, e.g. ddsperf's `DDSPerf:0:PID:HOST`).
     #[arg(long, requires = "dds_domain", default_value = "tagwire gateway")]
     dds_user_data: String,
+    /// With --dds-domain: the gateway's tag subscriptions spin this many
+    /// microseconds before sleeping (costs a busy core).
+    #[arg(long, requires = "dds_domain")]
+    dds_busy_poll_us: Option<u64>,
 }
 
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
@@ -143,7 +147,8 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         ..tagwire::ClientOptions::default()
     };
     let map = a.dds_map.unwrap_or_default();
-    let gw = crate::gateway::config(domain, &map, address, a.dds_user_data, client)?;
+    let mut gw = crate::gateway::config(domain, &map, address, a.dds_user_data, client)?;
+    gw.busy_poll = a.dds_busy_poll_us.map(Duration::from_micros);
     let daemon = tagwire_daemon::Daemon::start(cfg)?;
     crate::gateway::run_until_signal(gw, Some(daemon))
 }

@@ -14,7 +14,7 @@ pub(crate) struct Args {
     #[arg(long)]
     domain: u32,
     /// Lines of `TAG TOPIC TYPE [reliable|best-effort] [keyed]
-    /// [transient-local=N]`.
+    /// [transient-local=N] [key=TYPE@OFFSET,…] [partition=NAME,…]`.
     #[arg(long)]
     map: PathBuf,
     /// The address DDS participants reach this one at (default 127.0.0.1).
@@ -24,6 +24,10 @@ pub(crate) struct Args {
     /// it, e.g. ddsperf's `DDSPerf:0:PID:HOST`).
     #[arg(long, default_value = "tagwire gateway")]
     user_data: String,
+    /// Spin this many microseconds for a tag message before sleeping (a
+    /// message to DDS then waits for no thread to wake; costs a busy core).
+    #[arg(long)]
+    busy_poll_us: Option<u64>,
     #[command(flatten)]
     connect: ConnectArgs,
 }
@@ -46,6 +50,7 @@ pub(crate) fn config(
         mappings,
         user_data: user_data.into_bytes(),
         client,
+        busy_poll: None,
     })
 }
 
@@ -77,12 +82,13 @@ pub(crate) fn run_until_signal(
 }
 
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
-    let cfg = config(
+    let mut cfg = config(
         a.domain,
         &a.map,
         a.address,
         a.user_data,
         a.connect.options(),
     )?;
+    cfg.busy_poll = a.busy_poll_us.map(std::time::Duration::from_micros);
     run_until_signal(cfg, None)
 }

@@ -78,6 +78,10 @@ enum Bench {
         /// ABI); blocking receives, paired with Rust.
         #[arg(long, value_delimiter = ',', default_value = "rust")]
         lang: Vec<String>,
+        /// Also `ddsperf ping` against a tagwire pong through the DDS
+        /// gateway, beside ddsperf ping against ddsperf pong.
+        #[arg(long)]
+        dds: bool,
     },
     /// Round trip against the number of receivers (paper Figures 4-4, 4-5).
     Fanout {
@@ -299,7 +303,12 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         | Bench::RemoteFanout { .. }
         | Bench::ProxyRtt { .. }
         | Bench::MultiNode { .. } => unreachable!("handled above"),
-        Bench::Rtt { sizes, modes, lang } => {
+        Bench::Rtt {
+            sizes,
+            modes,
+            lang,
+            dds,
+        } => {
             let modes = modes
                 .iter()
                 .map(|m| parse_mode(m))
@@ -326,7 +335,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
                 }
                 langs.push((l.to_string(), runner));
             }
-            ("rtt", suite::rtt(&o, sizes, &modes, &langs)?)
+            ("rtt", suite::rtt(&o, sizes, &modes, &langs, *dds)?)
         }
         Bench::Fanout {
             receivers,

@@ -544,6 +544,38 @@ pub fn rtt_with(size: u64, seconds: u32, opts: &DdsOpts) -> anyhow::Result<DdsRt
     summarize_ping_output(&ping_out).with_context(|| format!("ddsperf ping output:\n{ping_out}"))
 }
 
+/// `ddsperf ping` alone for about `seconds` seconds, against whatever
+/// answers in its domain (a tagwire pong: `crate::ddspong`).
+pub fn ping_with(size: u64, seconds: u32, opts: &DdsOpts) -> anyhow::Result<DdsRtt> {
+    if seconds == 0 {
+        bail!("seconds must be at least 1");
+    }
+    let s = size.max(MIN_SIZE).to_string();
+    let d = seconds + 2;
+    let args = [
+        format!("-D{d}"),
+        "-i".to_string(),
+        opts.domain.to_string(),
+        "ping".to_string(),
+        "size".to_string(),
+        s,
+    ];
+    let (cpu, ns) = (
+        opts.cpus.map(|c| c.1),
+        opts.netns.as_ref().map(|n| n.1.as_str()),
+    );
+    let mut ping = ChildGuard::spawn(opts, &args, cpu, ns)?;
+    let status = ping.wait_timeout(Duration::from_secs(u64::from(d) + 20))?;
+    let out = ping.finish();
+    match status {
+        Some(st) if st.success() => {
+            summarize_ping_output(&out).with_context(|| format!("ddsperf ping output:\n{out}"))
+        }
+        Some(st) => bail!("{} failed ({st}); output:\n{out}", ping.what),
+        None => bail!("{} did not finish in time; output:\n{out}", ping.what),
+    }
+}
+
 /// Messages per second of `size`-byte samples, `ddsperf pub` to
 /// `ddsperf sub`, for about `seconds` seconds.
 pub fn throughput(size: u64, seconds: u32, config: &Path) -> anyhow::Result<f64> {

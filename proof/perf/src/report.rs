@@ -380,6 +380,17 @@ fn rtt_like_table(records: &[Record], bench: &str, title: &str) -> String {
     if relay_floor {
         header.push("raw-relay/raw-udp".to_string());
     }
+    // ddsperf ping → tagwire pong against ddsperf ping → ddsperf pong.
+    let pong_modes: Vec<String> = ordered_unique(
+        recs.iter()
+            .filter(|r| r.system == "tagwire-dds-pong" && r.paired.contains_key("cyclonedds"))
+            .map(|r| r.mode.clone()),
+    );
+    header.extend(
+        pong_modes
+            .iter()
+            .map(|m| format!("tagwire-dds-pong/{m}/cyclonedds")),
+    );
     let mut rows = vec![header];
     for &size in &sizes {
         let at: Vec<&Record> = recs.iter().copied().filter(|r| r.size == size).collect();
@@ -419,6 +430,13 @@ fn rtt_like_table(records: &[Record], bench: &str, title: &str) -> String {
                 .iter()
                 .find(|r| r.system == "raw-relay")
                 .and_then(|r| r.paired.get("raw-udp"));
+            row.push(p.map_or_else(|| "-".to_string(), |p| format!("{p:.2}x")));
+        }
+        for m in &pong_modes {
+            let p = at
+                .iter()
+                .find(|r| r.system == "tagwire-dds-pong" && &r.mode == m)
+                .and_then(|r| r.paired.get("cyclonedds"));
             row.push(p.map_or_else(|| "-".to_string(), |p| format!("{p:.2}x")));
         }
         rows.push(row);

@@ -231,11 +231,15 @@ pub type Lang = (String, Result<crate::lang::Runner, String>);
 /// RTT against size: tagwire (block and spin) beside raw futex, raw spin, raw
 /// UDP and Cyclone DDS, and tagwire from the other languages in `langs`
 /// (`tagwire-cpp`, `tagwire-python`, blocking, paired with Rust's).
+///
+/// With `dds_pong`, also `ddsperf ping` against a tagwire pong through the
+/// DDS gateway (`crate::ddspong`), paired with ddsperf ping → ddsperf pong.
 pub fn rtt(
     o: &SuiteOpts,
     sizes: &[usize],
     modes: &[Mode],
     langs: &[Lang],
+    dds_pong: bool,
 ) -> anyhow::Result<Vec<Record>> {
     let dds = dds_opts(o);
     let ropts = raw::RawOpts { cpus: o.env.cpus };
@@ -309,9 +313,47 @@ pub fn rtt(
                 }
                 Err(_) => {}
             }
+            if let (true, Ok(opts)) = (dds_pong, &dds) {
+                let client = tagwire::ClientOptions {
+                    socket: o.env.socket.clone(),
+                    autostart: false,
+                    ..tagwire::ClientOptions::default()
+                };
+                // Sleeping, and spinning before sleeping (pong and gateway).
+                for (mode, spin) in [("block", None), ("spin", Some(crate::ddspong::SPIN))] {
+                    match crate::ddspong::rtt(s, o.dds_seconds, opts, client.clone(), spin) {
+                        Ok(r) => acc.push(
+                            "tagwire-dds-pong",
+                            mode,
+                            s,
+                            1,
+                            "all",
+                            Point {
+                                p50_us: r.p50_us,
+                                p99_us: r.p99_us,
+                            },
+                        ),
+                        Err(e) => skipped.push(Record::skipped(
+                            "rtt",
+                            "tagwire-dds-pong",
+                            mode,
+                            s,
+                            &format!("ddsperf ping against the tagwire pong failed: {e:#}"),
+                        )),
+                    }
+                }
+            }
         }
     }
     let pairs = |e: &Series| -> Vec<(String, Series)> {
+        if e.0 == "tagwire-dds-pong" {
+            // ddsperf ping → tagwire pong against ddsperf ping → ddsperf pong
+            // (which sleeps, in either mode).
+            return acc
+                .find("cyclonedds", "block", e.2, 1, "all")
+                .map(|s| vec![("cyclonedds".to_string(), s.clone())])
+                .unwrap_or_default();
+        }
         if e.0 != "tagwire" {
             return Vec::new();
         }

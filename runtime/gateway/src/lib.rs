@@ -72,6 +72,10 @@ pub struct GatewayConfig {
     pub user_data: Vec<u8>,
     /// How it reaches its node's daemon.
     pub client: ClientOptions,
+    /// Its tag subscriptions spin this long before sleeping
+    /// ([`SubscribeOptions::busy_poll`]): a message to DDS then waits for
+    /// no thread to wake, at the price of a core kept busy. `None`: sleep.
+    pub busy_poll: Option<Duration>,
 }
 
 /// Why the gateway did not start.
@@ -229,11 +233,14 @@ impl Gateway {
                 });
             };
             publishers.insert(r, (client.publisher(&m.tag)?, m.key.clone()));
-            let opts = if m.reliable {
+            let mut opts = if m.reliable {
                 SubscribeOptions::default()
             } else {
                 SubscribeOptions::default().best_effort()
             };
+            if let Some(spin) = cfg.busy_poll {
+                opts = opts.busy_poll(spin);
+            }
             // A transient-local topic starts from the tag's history (what a
             // late-joining DDS reader gets), then goes on live.
             let sub = match m.transient_local {

@@ -110,6 +110,7 @@ fn setup(domain: u32, keyed: bool) -> Setup {
         }],
         user_data: Vec::new(),
         client: client.clone(),
+        busy_poll: None,
     })
     .unwrap();
     let c = Client::with_options(client).unwrap();
