@@ -112,6 +112,10 @@ enum Bench {
         /// Publisher and subscriber on two hosts (network namespaces; root).
         #[arg(long)]
         remote: bool,
+        /// Also `ddsperf pub` into a tagwire subscriber through the DDS
+        /// gateway, beside ddsperf pub into ddsperf sub.
+        #[arg(long)]
+        dds: bool,
     },
     /// Round trip to a receiver on another host against size, beside raw UDP
     /// and Cyclone DDS across the same link (network namespaces; root).
@@ -354,8 +358,12 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             size,
             seconds,
             paced,
+            dds,
             ..
-        } => ("throughput", suite::throughput(&o, size, *seconds, *paced)?),
+        } => (
+            "throughput",
+            suite::throughput(&o, size, *seconds, *paced, *dds)?,
+        ),
         Bench::Pull { count, size } => ("pull", suite::pull(&o, *count, *size)?),
         Bench::Table2 {
             count,

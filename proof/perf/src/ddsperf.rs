@@ -544,36 +544,39 @@ pub fn rtt_with(size: u64, seconds: u32, opts: &DdsOpts) -> anyhow::Result<DdsRt
     summarize_ping_output(&ping_out).with_context(|| format!("ddsperf ping output:\n{ping_out}"))
 }
 
+/// `ddsperf -D<seconds> <mode…>` alone (its peer is a tagwire process:
+/// `crate::ddsgateway`), on the second CPU and namespace of `opts`; returns
+/// what it printed once it exited successfully.
+pub fn run_alone(opts: &DdsOpts, mode: &[&str], seconds: u32) -> anyhow::Result<String> {
+    let mut args = vec![
+        format!("-D{seconds}"),
+        "-i".to_string(),
+        opts.domain.to_string(),
+    ];
+    args.extend(mode.iter().map(|m| m.to_string()));
+    let (cpu, ns) = (
+        opts.cpus.map(|c| c.1),
+        opts.netns.as_ref().map(|n| n.1.as_str()),
+    );
+    let mut child = ChildGuard::spawn(opts, &args, cpu, ns)?;
+    let status = child.wait_timeout(Duration::from_secs(u64::from(seconds) + 20))?;
+    let out = child.finish();
+    match status {
+        Some(st) if st.success() => Ok(out),
+        Some(st) => bail!("{} failed ({st}); output:\n{out}", child.what),
+        None => bail!("{} did not finish in time; output:\n{out}", child.what),
+    }
+}
+
 /// `ddsperf ping` alone for about `seconds` seconds, against whatever
-/// answers in its domain (a tagwire pong: `crate::ddspong`).
+/// answers in its domain (a tagwire pong: `crate::ddsgateway`).
 pub fn ping_with(size: u64, seconds: u32, opts: &DdsOpts) -> anyhow::Result<DdsRtt> {
     if seconds == 0 {
         bail!("seconds must be at least 1");
     }
     let s = size.max(MIN_SIZE).to_string();
-    let d = seconds + 2;
-    let args = [
-        format!("-D{d}"),
-        "-i".to_string(),
-        opts.domain.to_string(),
-        "ping".to_string(),
-        "size".to_string(),
-        s,
-    ];
-    let (cpu, ns) = (
-        opts.cpus.map(|c| c.1),
-        opts.netns.as_ref().map(|n| n.1.as_str()),
-    );
-    let mut ping = ChildGuard::spawn(opts, &args, cpu, ns)?;
-    let status = ping.wait_timeout(Duration::from_secs(u64::from(d) + 20))?;
-    let out = ping.finish();
-    match status {
-        Some(st) if st.success() => {
-            summarize_ping_output(&out).with_context(|| format!("ddsperf ping output:\n{out}"))
-        }
-        Some(st) => bail!("{} failed ({st}); output:\n{out}", ping.what),
-        None => bail!("{} did not finish in time; output:\n{out}", ping.what),
-    }
+    let out = run_alone(opts, &["ping", "size", &s], seconds + 2)?;
+    summarize_ping_output(&out).with_context(|| format!("ddsperf ping output:\n{out}"))
 }
 
 /// Messages per second of `size`-byte samples, `ddsperf pub` to

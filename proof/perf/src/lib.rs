@@ -32,8 +32,8 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod ddsgateway;
 pub mod ddsperf;
-pub mod ddspong;
 pub mod footprint;
 pub mod lang;
 pub mod place;

@@ -233,7 +233,7 @@ pub type Lang = (String, Result<crate::lang::Runner, String>);
 /// (`tagwire-cpp`, `tagwire-python`, blocking, paired with Rust's).
 ///
 /// With `dds_pong`, also `ddsperf ping` against a tagwire pong through the
-/// DDS gateway (`crate::ddspong`), paired with ddsperf ping → ddsperf pong.
+/// DDS gateway (`crate::ddsgateway`), paired with ddsperf ping → ddsperf pong.
 pub fn rtt(
     o: &SuiteOpts,
     sizes: &[usize],
@@ -320,8 +320,8 @@ pub fn rtt(
                     ..tagwire::ClientOptions::default()
                 };
                 // Sleeping, and spinning before sleeping (pong and gateway).
-                for (mode, spin) in [("block", None), ("spin", Some(crate::ddspong::SPIN))] {
-                    match crate::ddspong::rtt(s, o.dds_seconds, opts, client.clone(), spin) {
+                for (mode, spin) in [("block", None), ("spin", Some(crate::ddsgateway::SPIN))] {
+                    match crate::ddsgateway::rtt(s, o.dds_seconds, opts, client.clone(), spin) {
                         Ok(r) => acc.push(
                             "tagwire-dds-pong",
                             mode,
@@ -458,11 +458,16 @@ pub fn fanout(
 /// paced at `paced_factor` × Cyclone's rate of the same repetition
 /// (`tagwire-paced`): the subscriber keeping up at that rate must lose nothing,
 /// and the note reports what it lost.
+///
+/// With `dds_sub`, also `ddsperf pub` into a lossless tagwire subscriber
+/// through the DDS gateway (`tagwire-dds-sub`, paired with Cyclone →
+/// Cyclone).
 pub fn throughput(
     o: &SuiteOpts,
     sizes: &[usize],
     seconds: f64,
     paced_factor: f64,
+    dds_sub: bool,
 ) -> anyhow::Result<Vec<Record>> {
     let dds = dds_opts(o);
     let mut rates = Rates::default();
@@ -552,6 +557,32 @@ pub fn throughput(
                     reason,
                 )),
                 Err(_) => {}
+            }
+            if let (true, Ok(opts)) = (dds_sub, &dds) {
+                let client = tagwire::ClientOptions {
+                    socket: o.env.socket.clone(),
+                    autostart: false,
+                    ..tagwire::ClientOptions::default()
+                };
+                match crate::ddsgateway::throughput(s, o.dds_seconds, opts, client) {
+                    Ok(r) => add(
+                        rep_now,
+                        "tagwire-dds-sub",
+                        s,
+                        r.msgs_per_s,
+                        format!(
+                            "ddsperf pub -> gateway -> lossless subscriber; received {} lost {}",
+                            r.received, r.lost
+                        ),
+                    ),
+                    Err(e) => skipped.push(Record::skipped(
+                        "throughput",
+                        "tagwire-dds-sub",
+                        "block",
+                        s,
+                        &format!("ddsperf pub into a tagwire subscriber failed: {e:#}"),
+                    )),
+                }
             }
         }
     }

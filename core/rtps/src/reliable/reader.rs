@@ -263,8 +263,15 @@ impl Reader {
                             w.pending.retain(|&sn, _| sn >= first.0);
                         }
                         Self::drain(g, w, &mut self.deliveries, self.reliable);
-                        if !final_flag || Self::missing(w).num_bits > 0 || !w.partial.is_empty() {
+                        // Nothing missing: acknowledge at once (a writer
+                        // that asks may be holding back for it); something
+                        // missing: after the delay, which lets reordered
+                        // samples arrive before they are asked for again.
+                        let lacking = Self::missing(w).num_bits > 0 || !w.partial.is_empty();
+                        if lacking {
                             w.ack_due.get_or_insert(now + self.ack_delay);
+                        } else if !final_flag {
+                            w.ack_due = Some(now);
                         }
                     }
                 }

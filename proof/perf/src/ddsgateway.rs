@@ -1,6 +1,9 @@
-//! A tagwire pong for `ddsperf ping` (issue 20 item 5): `tagwire perf rtt
-//! --dds` measures ddsperf ping → tagwire pong beside ddsperf ping →
-//! ddsperf pong, in the same run.
+//! `ddsperf` against tagwire through the DDS gateway (issue 20 item 5),
+//! each beside `ddsperf` against `ddsperf` in the same run:
+//!
+//! * `tagwire perf rtt --dds`: ddsperf ping → tagwire pong ([`rtt`]);
+//! * `tagwire perf throughput --dds`: ddsperf pub → tagwire subscriber
+//!   ([`throughput`]).
 //!
 //! The pong is what a tagwire user would build: a DDS gateway
 //! (`tagwire_gateway`, a client of the benchmark's daemon, here in the
@@ -31,17 +34,47 @@ use tagwire_gateway::{Gateway, GatewayConfig};
 
 use crate::ddsperf::{self, DdsOpts, DdsRtt};
 
-/// The ping and pong tags.
+/// The ping tag.
 pub const PING_TAG: &str = "/ddsperf/ping";
 /// The pong tag.
 pub const PONG_TAG: &str = "/ddsperf/pong";
+
+/// The data tag (ddsperf pub's samples).
+pub const DATA_TAG: &str = "/ddsperf/data";
 
 /// The gateway's mapping of ddsperf's default topics.
 pub fn mapping() -> String {
     format!(
         "{PING_TAG} DDSPerfRPingKS KeyedSeq key=u32@4\n\
-         {PONG_TAG} DDSPerfRPongKS KeyedSeq key=u32@4 partition=*\n"
+         {PONG_TAG} DDSPerfRPongKS KeyedSeq key=u32@4 partition=*\n\
+         {DATA_TAG} DDSPerfRDataKS KeyedSeq key=u32@4\n"
     )
+}
+
+/// A gateway in `domain` that ddsperf takes for a peer (with a data reader:
+/// `has_data`), a client of the daemon at `client`.
+fn gateway(
+    client: &ClientOptions,
+    domain: u32,
+    has_data: bool,
+    spin: Option<Duration>,
+) -> anyhow::Result<Gateway> {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map_or_else(|_| "localhost".to_owned(), |h| h.trim().to_owned());
+    let user_data = format!(
+        "DDSPerf:{}:{}:{host}",
+        u8::from(has_data),
+        std::process::id()
+    );
+    Gateway::start(GatewayConfig {
+        domain,
+        address: Ipv4Addr::LOCALHOST,
+        mappings: tagwire_gateway::parse(&mapping())?,
+        user_data: user_data.into_bytes(),
+        client: client.clone(),
+        busy_poll: spin,
+    })
+    .context("starting the DDS gateway")
 }
 
 /// A gateway and a pong thread, answering `ddsperf ping` in `domain`.
@@ -60,17 +93,7 @@ impl TagwirePong {
         domain: u32,
         spin: Option<Duration>,
     ) -> anyhow::Result<Self> {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map_or_else(|_| "localhost".to_owned(), |h| h.trim().to_owned());
-        let gateway = Gateway::start(GatewayConfig {
-            domain,
-            address: Ipv4Addr::LOCALHOST,
-            mappings: tagwire_gateway::parse(&mapping())?,
-            user_data: format!("DDSPerf:0:{}:{host}", std::process::id()).into_bytes(),
-            client: client.clone(),
-            busy_poll: spin,
-        })
-        .context("starting the DDS gateway")?;
+        let gateway = gateway(&client, domain, false, spin)?;
         let c = Client::with_options(client)?;
         let mut so = SubscribeOptions::default();
         if let Some(spin) = spin {
@@ -152,7 +175,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ddsperf_ping_is_answered_by_a_tagwire_pong_if_available() {
+    fn ddsperf_ping_gets_a_tagwire_pong_and_ddsperf_pub_a_tagwire_subscriber_if_available() {
         let opts = match DdsOpts::detect() {
             Ok(mut o) => {
                 // Its own domain: the ddsperf tests of this crate run beside it.
@@ -176,10 +199,98 @@ mod tests {
             autostart: false,
             ..ClientOptions::default()
         };
-        let r = rtt(256, 2, &opts, client, None).unwrap();
+        let r = rtt(256, 2, &opts, client.clone(), None).unwrap();
         assert_eq!(r.size, 256);
         assert!(r.roundtrips > 10, "{r:?}");
         assert!(r.p50_us > 0.0 && r.p50_us < 100_000.0, "{r:?}");
+        let t = throughput(256, 3, &opts, client).unwrap();
+        println!("ddsperf pub -> tagwire sub: {t:?}");
+        assert!(t.msgs_per_s > 100.0 && t.received > 300, "{t:?}");
+        assert_eq!(t.lost, 0, "lossless end to end: {t:?}");
         daemon.shutdown();
     }
+}
+
+/// What a tagwire subscriber of ddsperf pub's samples counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DdsSubRate {
+    /// Median of the per-second rates (first and last second dropped),
+    /// samples/s.
+    pub msgs_per_s: f64,
+    /// The per-second rates kept.
+    pub per_second: Vec<f64>,
+    /// Samples the subscriber counted lost.
+    pub lost: u64,
+    /// Samples received.
+    pub received: u64,
+}
+
+/// `ddsperf pub size S` for about `seconds` seconds into a lossless tagwire
+/// subscriber of the mapped data tag (through the gateway, on the daemon at
+/// `client`), counting per second.
+pub fn throughput(
+    size: u64,
+    seconds: u32,
+    opts: &DdsOpts,
+    client: ClientOptions,
+) -> anyhow::Result<DdsSubRate> {
+    let gw = gateway(&client, opts.domain, true, None)?;
+    let c = Client::with_options(client)?;
+    // Lossless, as a KEEP_ALL reliable DDS reader is: a subscriber behind
+    // holds the gateway back, and through it the DDS writer.
+    let mut sub = c.subscribe(DATA_TAG, SubscribeOptions::default().lossless())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let counter = std::thread::Builder::new()
+        .name("tagwire-ddssub".into())
+        .spawn(move || {
+            let (mut buf, mut per_second, mut n) = (Vec::new(), Vec::new(), 0u64);
+            let mut lost = 0;
+            let mut tick = None;
+            while !s.load(Ordering::Acquire) {
+                match sub.receive_into(Some(Duration::from_millis(100)), &mut buf) {
+                    Ok(_) => n += 1,
+                    Err(tagwire::Error::Overflowed { lost: l }) => lost += l,
+                    Err(_) => {}
+                }
+                // Seconds counted from the first sample.
+                let now = std::time::Instant::now();
+                let t0 = *tick.get_or_insert(now);
+                if n > 0 && now.duration_since(t0) >= Duration::from_secs(1) {
+                    per_second.push(n as f64 / now.duration_since(t0).as_secs_f64());
+                    n = 0;
+                    tick = Some(now);
+                }
+            }
+            (per_second, lost, sub.received())
+        })?;
+    let size_arg = size.max(ddsperf::MIN_SIZE).to_string();
+    let out = ddsperf::run_alone(opts, &["pub", "size", &size_arg], seconds + 2);
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Release);
+    let (per_second, lost, received) = counter
+        .join()
+        .map_err(|_| anyhow::anyhow!("the counting thread panicked"))?;
+    gw.stop();
+    out?;
+    // The first second (discovery, a partial second) and the last (pub
+    // stopping) are dropped.
+    let kept: Vec<f64> = per_second
+        .iter()
+        .copied()
+        .skip(1)
+        .take(per_second.len().saturating_sub(2))
+        .collect();
+    let Some(msgs_per_s) = crate::stats::median(&kept) else {
+        anyhow::bail!(
+            "the tagwire subscriber received {received} samples in {} seconds",
+            per_second.len()
+        );
+    };
+    Ok(DdsSubRate {
+        msgs_per_s,
+        per_second: kept,
+        lost,
+        received,
+    })
 }
