@@ -126,6 +126,8 @@ typedef enum tw_status {
   TW_ERR_FOREIGN_DAEMON = 23,
   // A resource bound of the daemon was reached.
   TW_ERR_QUOTA = 24,
+  // An instance got no sample for a deadline period (receive again).
+  TW_ERR_DEADLINE_MISSED = 25,
 } tw_status;
 
 // A connection to the node's tagwire daemon. Thread-safe.

@@ -59,6 +59,7 @@ enum class Errc : int {
   denied = TW_ERR_DENIED,
   foreign_daemon = TW_ERR_FOREIGN_DAEMON,
   quota = TW_ERR_QUOTA,
+  deadline_missed = TW_ERR_DEADLINE_MISSED,
 };
 
 /// Every tagwire failure: what() says what happened and what to do, kind()
@@ -102,6 +103,7 @@ TAGWIRE_ERROR_KIND(DepthTooLarge, depth_too_large)
 TAGWIRE_ERROR_KIND(Denied, denied)
 TAGWIRE_ERROR_KIND(ForeignDaemon, foreign_daemon)
 TAGWIRE_ERROR_KIND(Quota, quota)
+TAGWIRE_ERROR_KIND(DeadlineMissed, deadline_missed)
 #undef TAGWIRE_ERROR_KIND
 
 /// The subscriber fell behind: lost() messages were dropped, oldest first.
@@ -142,6 +144,7 @@ namespace detail {
     case TW_ERR_DENIED: throw Denied(w);
     case TW_ERR_FOREIGN_DAEMON: throw ForeignDaemon(w);
     case TW_ERR_QUOTA: throw Quota(w);
+    case TW_ERR_DEADLINE_MISSED: throw DeadlineMissed(w);
     default: throw InternalError(w.empty() ? std::string("unknown tagwire status") : w);
   }
 }

@@ -64,6 +64,8 @@ pub enum tw_status {
     TW_ERR_FOREIGN_DAEMON = 23,
     /// A resource bound of the daemon was reached.
     TW_ERR_QUOTA = 24,
+    /// An instance got no sample for a deadline period (receive again).
+    TW_ERR_DEADLINE_MISSED = 25,
 }
 
 impl tw_status {
@@ -86,6 +88,7 @@ impl tw_status {
             E::Denied { .. } => Self::TW_ERR_DENIED,
             E::ForeignDaemon { .. } => Self::TW_ERR_FOREIGN_DAEMON,
             E::Quota { .. } => Self::TW_ERR_QUOTA,
+            E::DeadlineMissed { .. } => Self::TW_ERR_DEADLINE_MISSED,
             E::Timeout => Self::TW_ERR_TIMEOUT,
             E::PeersUnresponsive(_) => Self::TW_ERR_PEERS_UNRESPONSIVE,
             E::NoPlacement(_) => Self::TW_ERR_NO_PLACEMENT,
@@ -123,6 +126,7 @@ impl tw_status {
             Self::TW_ERR_DENIED => c"ERR_DENIED",
             Self::TW_ERR_FOREIGN_DAEMON => c"ERR_FOREIGN_DAEMON",
             Self::TW_ERR_QUOTA => c"ERR_QUOTA",
+            Self::TW_ERR_DEADLINE_MISSED => c"ERR_DEADLINE_MISSED",
         }
     }
 }

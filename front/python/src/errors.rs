@@ -33,6 +33,7 @@ fn class_name(e: &tagwire::Error) -> &'static str {
         E::Denied { .. } => "Denied",
         E::ForeignDaemon { .. } => "ForeignDaemon",
         E::Quota { .. } => "Quota",
+        E::DeadlineMissed { .. } => "DeadlineMissed",
         E::Timeout => "Timeout",
         E::PeersUnresponsive(_) => "PeersUnresponsive",
         E::NoPlacement(_) => "NoPlacement",
@@ -99,6 +100,10 @@ pub(crate) fn to_py(py: Python<'_>, e: tagwire::Error) -> PyErr {
         ],
         E::Denied { tag, .. } => vec![("tag", text(tag))],
         E::Quota { what, limit } => vec![("what", text(what)), ("limit", int(*limit))],
+        E::DeadlineMissed { tag, key, .. } => vec![
+            ("tag", text(tag)),
+            ("key", key.map_or_else(|| py.None(), |k| text(&k.to_string()))),
+        ],
         E::ForeignDaemon { socket, uid, .. } => vec![
             ("socket", text(&socket.to_string_lossy())),
             ("uid", int(u64::from(*uid))),

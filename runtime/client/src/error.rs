@@ -64,6 +64,18 @@ pub enum Error {
         /// How many messages were dropped (oldest first).
         lost: u64,
     },
+    /// An instance got no sample for a whole deadline period
+    /// ([`SubscribeOptions::deadline`](crate::SubscribeOptions::deadline)).
+    /// The subscription stays valid: receive again.
+    #[error("tag {tag}: instance {} got no sample for a deadline period (last from {})", key.map_or_else(|| "(unkeyed)".to_owned(), |k| k.to_string()), writer.map_or_else(|| "nobody".to_owned(), |w| w.to_string()))]
+    DeadlineMissed {
+        /// The tag.
+        tag: String,
+        /// The instance.
+        key: Option<tagwire_wire::instance::Key>,
+        /// Its owner (exclusive) or last publisher then.
+        writer: Option<tagwire_wire::SenderInfo>,
+    },
     /// A send waited its whole send timeout for a reliable receiver on another
     /// node (its network window is full, so the ring holds unsent messages),
     /// or for a lossless subscriber (`SubscribeOptions::lossless`) a whole ring

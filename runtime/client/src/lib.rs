@@ -37,6 +37,7 @@ mod clock;
 mod direct;
 mod error;
 mod gaps;
+mod instances;
 mod publisher;
 mod pull;
 mod subscriber;
@@ -47,6 +48,7 @@ pub use client::{Client, ClientOptions};
 pub use error::Error;
 pub use publisher::{Publisher, DEFAULT_SEND_TIMEOUT};
 pub use subscriber::{MessageInfo, SubscribeOptions, Subscriber, DEFAULT_DEPTH, MAX_LOSSLESS};
+pub use tagwire_instances::Counts as Filtered;
 pub use tagwire_proto::ReplicaEntry;
 pub use tagwire_wire::control::{
     HistoryQuery, KeepHistory, NodeState, NodeSummary, RingParams, StatsKind, StatsRow, TagSummary,
@@ -70,6 +72,9 @@ pub struct Message {
     pub seq: SeqNum,
     /// Who sent it.
     pub sender: SenderInfo,
+    /// Which of the sender's publishers of the tag (with `sender`, the
+    /// publisher `seq` counts for).
+    pub stream: u16,
     /// When it was sent (the publisher's clock; for a DDS sample, its
     /// writer's source timestamp).
     pub timestamp: SystemTime,
@@ -92,6 +97,7 @@ impl Message {
             payload,
             seq: info.seq,
             sender: info.sender,
+            stream: info.stream,
             timestamp: info.timestamp,
             key: info.key,
             state: info.state,
@@ -105,6 +111,7 @@ impl Message {
         MessageInfo {
             seq: self.seq,
             sender: self.sender,
+            stream: self.stream,
             timestamp: self.timestamp,
             key: self.key,
             state: self.state,
@@ -131,6 +138,7 @@ pub(crate) fn describe(
     Ok(MessageInfo {
         seq: h.seq,
         sender: h.sender,
+        stream: h.stream,
         timestamp: std::time::UNIX_EPOCH + std::time::Duration::from_nanos(h.timestamp_ns),
         key: ext.key,
         state: ext.state,

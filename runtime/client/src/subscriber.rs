@@ -45,6 +45,9 @@ pub struct SubscribeOptions {
     pub lossless: bool,
     /// Direct delivery (default on; see [`SubscribeOptions::through_daemon`]).
     pub direct: bool,
+    /// Per-instance QoS: exclusive ownership, deadline, minimum separation
+    /// (see [`SubscribeOptions::exclusive`]).
+    pub instances: tagwire_instances::Policy,
 }
 
 /// The depth of [`SubscribeOptions::default`]: 64 unread messages, or the
@@ -59,6 +62,7 @@ impl Default for SubscribeOptions {
             qos: ChannelQos::default(),
             lossless: false,
             direct: true,
+            instances: tagwire_instances::Policy::default(),
         }
     }
 }
@@ -161,6 +165,33 @@ impl SubscribeOptions {
         self
     }
 
+    /// Exclusive ownership (DDS's EXCLUSIVE): of each instance, take only
+    /// the samples of the strongest live publisher
+    /// ([`Publisher::set_strength`](crate::Publisher::set_strength)). The
+    /// owner loses an instance when it unregisters it, or misses the
+    /// [`deadline`](Self::deadline); the next sample of another publisher
+    /// takes it over. Samples dropped: [`Subscriber::filtered`].
+    pub fn exclusive(mut self) -> Self {
+        self.instances.exclusive = true;
+        self
+    }
+
+    /// Each live instance must get a sample at least every `period`: when
+    /// one does not, `receive` returns [`Error::DeadlineMissed`] once per
+    /// period missed (then call again).
+    pub fn deadline(mut self, period: Duration) -> Self {
+        self.instances.deadline = Some(period);
+        self
+    }
+
+    /// At most one sample per instance per `interval` (DDS's time-based
+    /// filter): the first at once, then the newest of each interval when it
+    /// ends. Disposes and unregisters are not held back.
+    pub fn min_separation(mut self, interval: Duration) -> Self {
+        self.instances.min_separation = Some(interval);
+        self
+    }
+
     /// Enables busy-polling for `spin` before blocking.
     pub fn busy_poll(mut self, spin: Duration) -> Self {
         self.busy_poll = Some(spin);
@@ -175,6 +206,8 @@ pub struct MessageInfo {
     pub seq: tagwire_wire::SeqNum,
     /// Who sent it.
     pub sender: tagwire_wire::SenderInfo,
+    /// Which of the sender's publishers of the tag.
+    pub stream: u16,
     /// When it was sent (the publisher's clock).
     pub timestamp: std::time::SystemTime,
     /// The instance, for a keyed message.
@@ -214,6 +247,8 @@ pub struct Subscriber {
     gaps: Gaps,
     /// Its own socket for direct delivery (see `crate::direct`).
     direct: Option<Arc<Direct>>,
+    /// The per-instance filter, when the options ask for one.
+    pub(crate) instances: Option<crate::instances::Filter>,
 }
 
 impl Subscriber {
@@ -261,6 +296,8 @@ impl Subscriber {
             caught_up: Default::default(),
             gaps: Gaps::default(),
             direct,
+            instances: (!opts.instances.is_none())
+                .then(|| crate::instances::Filter::new(opts.instances)),
         })
     }
 
@@ -319,6 +356,16 @@ impl Subscriber {
         self.received
     }
 
+    /// What the per-instance QoS held back so far (not lost: filtered as
+    /// asked): samples of non-owners, samples replaced within the minimum
+    /// separation, deadlines missed.
+    pub fn filtered(&self) -> tagwire_instances::Counts {
+        self.instances
+            .as_ref()
+            .map(|f| f.counts())
+            .unwrap_or_default()
+    }
+
     /// Receives the next message. `timeout`: `None` waits for ever, `Some(ZERO)`
     /// polls. Errors: [`Error::Timeout`], [`Error::Overflowed`] (then call again),
     /// [`Error::TagDestroyed`].
@@ -332,6 +379,18 @@ impl Subscriber {
     /// (replacing its contents, reusing its allocation): no allocation per message
     /// once the buffer is large enough, for latency-critical loops.
     pub fn receive_into(
+        &mut self,
+        timeout: Option<Duration>,
+        payload: &mut Vec<u8>,
+    ) -> Result<MessageInfo> {
+        if self.instances.is_some() {
+            return crate::instances::receive(self, timeout, payload);
+        }
+        self.receive_unfiltered(timeout, payload)
+    }
+
+    /// The next message of the tag, before the per-instance filter.
+    pub(crate) fn receive_unfiltered(
         &mut self,
         timeout: Option<Duration>,
         payload: &mut Vec<u8>,

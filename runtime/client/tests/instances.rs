@@ -100,3 +100,185 @@ fn keys_states_and_strength_reach_subscribers_and_history_the_payload_untouched(
     assert_eq!(hist[1].payload, b"pose");
     assert_eq!(hist[3].state, InstanceState::Disposed);
 }
+
+fn exclusive_pair(c: &Client, tag: &str) -> (tagwire::Publisher, tagwire::Publisher) {
+    c.create_tag(tag, Domain::Local).unwrap();
+    let mut weak = c.publisher(tag).unwrap();
+    weak.set_strength(Some(1));
+    let mut strong = c.publisher(tag).unwrap();
+    strong.set_strength(Some(5));
+    (weak, strong)
+}
+
+#[test]
+fn an_exclusive_subscriber_takes_each_instance_from_its_strongest_publisher() {
+    let (_dir, _d, c) = node();
+    let (mut weak, mut strong) = exclusive_pair(&c, "/own");
+    let mut sub = c
+        .subscribe("/own", SubscribeOptions::default().exclusive())
+        .unwrap();
+    let mut all = c.subscribe("/own", SubscribeOptions::default()).unwrap();
+    for i in 0..5u8 {
+        weak.send_keyed(b"a", &[b'w', i]).unwrap();
+        strong.send_keyed(b"a", &[b's', i]).unwrap();
+    }
+    // Another instance the weak one alone writes: it owns that.
+    weak.send_keyed(b"b", b"wb").unwrap();
+    strong.unregister(b"a").unwrap();
+    weak.send_keyed(b"a", b"w9").unwrap();
+    let mut got = Vec::new();
+    while let Ok(m) = sub.receive(Some(Duration::from_millis(200))) {
+        got.push(m.payload);
+    }
+    let want: Vec<&[u8]> = vec![
+        b"w\x00", b"s\x00", b"s\x01", b"s\x02", b"s\x03", b"s\x04", b"wb", b"", b"w9",
+    ];
+    assert_eq!(got, want);
+    assert_eq!(sub.filtered().not_owner, 4, "the weak one's 1 to 4");
+    // A shared subscriber gets everything.
+    let mut n = 0;
+    while all.receive(Some(Duration::from_millis(200))).is_ok() {
+        n += 1;
+    }
+    assert_eq!(n, 13);
+}
+
+#[test]
+fn an_owner_that_goes_silent_misses_its_deadline_and_the_next_takes_over() {
+    let (_dir, _d, c) = node();
+    let (mut weak, mut strong) = exclusive_pair(&c, "/failover");
+    let mut sub = c
+        .subscribe(
+            "/failover",
+            SubscribeOptions::default()
+                .exclusive()
+                .deadline(Duration::from_millis(100)),
+        )
+        .unwrap();
+    let strong_id = {
+        strong.send_keyed(b"k", b"s").unwrap();
+        let m = sub.receive(T).unwrap();
+        assert_eq!(m.payload, b"s");
+        (m.sender, m.stream)
+    };
+    // Both write every 10 ms; the strong one stops after 200 ms.
+    let start = std::time::Instant::now();
+    let mut events = Vec::new();
+    while start.elapsed() < Duration::from_millis(600) {
+        if start.elapsed() < Duration::from_millis(200) {
+            strong.send_keyed(b"k", b"s").unwrap();
+        }
+        weak.send_keyed(b"k", b"w").unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+        loop {
+            match sub.receive(Some(Duration::ZERO)) {
+                Ok(m) => events.push(Ok((m.payload, (m.sender, m.stream)))),
+                Err(tagwire::Error::DeadlineMissed { writer, key, .. }) => {
+                    events.push(Err((writer, key)))
+                }
+                Err(tagwire::Error::Timeout) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    let first_weak = events
+        .iter()
+        .position(|e| matches!(e, Ok((p, _)) if p == b"w"))
+        .expect("the weak one took over");
+    // Up to then only the strong one's, then one missed deadline naming
+    // it, then only the weak one's.
+    assert!(events[..first_weak].iter().all(
+        |e| matches!(e, Ok((p, who)) if p == b"s" && *who == strong_id)
+            || matches!(e, Err((Some(w), Some(k))) if *w == strong_id.0 && *k == Key::of(b"k"))
+    ));
+    assert_eq!(
+        events[..first_weak].iter().filter(|e| e.is_err()).count(),
+        1,
+        "{events:?}"
+    );
+    assert!(events[first_weak..]
+        .iter()
+        .all(|e| matches!(e, Ok((p, _)) if p == b"w")));
+    assert!(events.len() - first_weak > 5, "{events:?}");
+    assert!(sub.filtered().not_owner > 5);
+}
+
+#[test]
+fn a_deadline_is_reported_for_the_silent_instance_only() {
+    let (_dir, _d, c) = node();
+    c.create_tag("/dl", Domain::Local).unwrap();
+    let mut p = c.publisher("/dl").unwrap();
+    let mut sub = c
+        .subscribe(
+            "/dl",
+            SubscribeOptions::default().deadline(Duration::from_millis(50)),
+        )
+        .unwrap();
+    p.send_keyed(b"quiet", b"q").unwrap();
+    let start = std::time::Instant::now();
+    let (mut missed, mut got) = (Vec::new(), 0);
+    while start.elapsed() < Duration::from_millis(180) {
+        p.send_keyed(b"busy", b"b").unwrap();
+        loop {
+            match sub.receive(Some(Duration::from_millis(10))) {
+                Ok(_) => got += 1,
+                Err(tagwire::Error::DeadlineMissed { key, .. }) => missed.push(key),
+                Err(tagwire::Error::Timeout) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+    assert!(got > 5);
+    assert!(
+        (1..=4).contains(&missed.len()),
+        "about once per 50 ms: {missed:?}"
+    );
+    assert!(missed.iter().all(|k| *k == Some(Key::of(b"quiet"))));
+    // Receive with no message at all still reports it (the wait ends at
+    // the deadline, not at the caller's timeout).
+    let t = std::time::Instant::now();
+    let e = sub.receive(Some(Duration::from_secs(5))).unwrap_err();
+    assert!(matches!(e, tagwire::Error::DeadlineMissed { .. }), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(1));
+}
+
+#[test]
+fn minimum_separation_keeps_the_newest_sample_of_each_interval() {
+    let (_dir, _d, c) = node();
+    c.create_tag("/sep", Domain::Local).unwrap();
+    let mut p = c.publisher("/sep").unwrap();
+    let mut sub = c
+        .subscribe(
+            "/sep",
+            SubscribeOptions::default()
+                .depth(256)
+                .min_separation(Duration::from_millis(30)),
+        )
+        .unwrap();
+    // Received as they come (the separation is over arrival times).
+    let start = std::time::Instant::now();
+    let (mut i, mut got) = (0u32, Vec::new());
+    let mut take = |sub: &mut tagwire::Subscriber, wait: Duration, got: &mut Vec<u32>| {
+        while let Ok(m) = sub.receive(Some(wait)) {
+            got.push(u32::from_le_bytes(m.payload[..4].try_into().unwrap()));
+        }
+    };
+    while start.elapsed() < Duration::from_millis(150) {
+        p.send_keyed(b"x", &i.to_le_bytes()).unwrap();
+        i += 1;
+        std::thread::sleep(Duration::from_millis(1));
+        take(&mut sub, Duration::ZERO, &mut got);
+    }
+    take(&mut sub, Duration::from_millis(100), &mut got);
+    assert_eq!(got.last(), Some(&(i - 1)), "the newest comes last: {got:?}");
+    assert!(got.windows(2).all(|w| w[0] < w[1]));
+    assert!(
+        got.len() >= 2 && got.len() <= 10,
+        "about one per 30 ms of 150: {got:?}"
+    );
+    assert_eq!(
+        got.len() as u64 + sub.filtered().replaced,
+        u64::from(i),
+        "each sample handed out or counted"
+    );
+}

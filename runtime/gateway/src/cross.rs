@@ -109,6 +109,7 @@ mod tests {
                 pid: Pid(1),
                 node: NodeAddr::LOCALHOST,
             },
+            stream: 0,
             timestamp: UNIX_EPOCH + Duration::from_nanos(ns),
             key: ext.key,
             state: ext.state,

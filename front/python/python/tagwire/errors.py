@@ -30,6 +30,7 @@ __all__ = [
     "Denied",
     "ForeignDaemon",
     "Quota",
+    "DeadlineMissed",
     "Timeout",
     "PeersUnresponsive",
     "NoPlacement",
@@ -151,6 +152,14 @@ class Quota(Error):
 
     what: str = ""
     limit: int = 0
+
+
+class DeadlineMissed(Error):
+    """An instance (``key``, hex, or None for an unkeyed tag) of ``tag`` got
+    no sample for a deadline period; the subscription stays valid."""
+
+    tag: str = ""
+    key: "str | None" = None
 
 
 class Timeout(Error, TimeoutError):

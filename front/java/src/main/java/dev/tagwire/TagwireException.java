@@ -60,7 +60,16 @@ public class TagwireException extends RuntimeException {
         INVALID_ARGUMENT(18),
         /** The caller's buffer is too small; the message is kept for the next call. */
         BUFFER_TOO_SMALL(19),
-        /** A bug in tagwire (a panic was caught at the boundary); please report it. */
+        /** An instance got no sample for a deadline period; the subscription stays valid. */
+    public static final class DeadlineMissed extends TagwireException {
+        private static final long serialVersionUID = 1L;
+
+        DeadlineMissed(String m) {
+            super(Kind.DEADLINE_MISSED, m);
+        }
+    }
+
+    /** A bug in tagwire (a panic was caught at the boundary); please report it. */
         INTERNAL(20),
         /** A subscription's depth exceeds the tag's ring slots. */
         DEPTH_TOO_LARGE(21),
@@ -69,7 +78,9 @@ public class TagwireException extends RuntimeException {
         /** The socket's daemon runs as another user (neither root nor the caller's). */
         FOREIGN_DAEMON(23),
         /** A resource bound of the daemon was reached. */
-        QUOTA(24);
+        QUOTA(24),
+        /** An instance got no sample for a deadline period (receive again). */
+        DEADLINE_MISSED(25);
 
         private final int code;
 
@@ -137,6 +148,7 @@ public class TagwireException extends RuntimeException {
             case DENIED -> new Denied(message);
             case FOREIGN_DAEMON -> new ForeignDaemon(message);
             case QUOTA -> new Quota(message);
+            case DEADLINE_MISSED -> new DeadlineMissed(message);
             case INTERNAL -> new InternalError(status == Kind.INTERNAL.code() ? message
                     : "unknown tagwire status " + status + ": " + message);
         };
