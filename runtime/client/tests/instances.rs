@@ -258,7 +258,7 @@ fn minimum_separation_keeps_the_newest_sample_of_each_interval() {
     // Received as they come (the separation is over arrival times).
     let start = std::time::Instant::now();
     let (mut i, mut got) = (0u32, Vec::new());
-    let mut take = |sub: &mut tagwire::Subscriber, wait: Duration, got: &mut Vec<u32>| {
+    let take = |sub: &mut tagwire::Subscriber, wait: Duration, got: &mut Vec<u32>| {
         while let Ok(m) = sub.receive(Some(wait)) {
             got.push(u32::from_le_bytes(m.payload[..4].try_into().unwrap()));
         }
