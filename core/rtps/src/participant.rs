@@ -278,6 +278,11 @@ impl Participant {
         Some(sn)
     }
 
+    /// A remote endpoint as SEDP announced it.
+    pub fn remote_endpoint(&self, guid: Guid) -> Option<&EndpointData> {
+        self.remote.get(&guid)
+    }
+
     /// How many remote endpoints local endpoint `local` is matched with.
     pub fn matched(&self, local: EntityId) -> usize {
         let Some(l) = self

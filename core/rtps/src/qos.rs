@@ -26,14 +26,22 @@ impl Duration {
         fraction: 0xffff_ffff,
     };
 
-    /// From milliseconds.
+    /// From milliseconds (the fraction rounded up, as Cyclone DDS rounds
+    /// its durations).
     pub fn from_millis(ms: u64) -> Self {
         let seconds = (ms / 1000).min(0x7fff_fffe) as i32;
         let sub = ms % 1000;
         Self {
             seconds,
-            fraction: ((sub << 32) / 1000) as u32,
+            fraction: (sub << 32).div_ceil(1000) as u32,
         }
+    }
+
+    /// Nanoseconds, to the nearest: what QoS matching compares, so that
+    /// one period rounded up by one vendor and down by another is equal.
+    pub fn nanos(self) -> i128 {
+        i128::from(self.seconds) * 1_000_000_000
+            + ((i128::from(self.fraction) * 1_000_000_000 + (1 << 31)) >> 32)
     }
 
     pub(crate) fn read(v: &[u8], le: bool) -> Result<Self, RtpsError> {
@@ -408,13 +416,13 @@ pub fn matches(reader: (&str, &str, &Qos), writer: (&str, &str, &Qos)) -> Result
     if r.durability > w.durability {
         return Err(Mismatch::Durability);
     }
-    if r.deadline < w.deadline {
+    if r.deadline.nanos() < w.deadline.nanos() {
         return Err(Mismatch::Deadline);
     }
-    if r.latency_budget < w.latency_budget {
+    if r.latency_budget.nanos() < w.latency_budget.nanos() {
         return Err(Mismatch::LatencyBudget);
     }
-    if r.liveliness.0 > w.liveliness.0 || r.liveliness.1 < w.liveliness.1 {
+    if r.liveliness.0 > w.liveliness.0 || r.liveliness.1.nanos() < w.liveliness.1.nanos() {
         return Err(Mismatch::Liveliness);
     }
     if r.exclusive != w.exclusive {
@@ -529,5 +537,33 @@ mod tests {
         r.representation = vec![0, 2];
         r.partitions = vec!["p".into()];
         assert_eq!(m(&r, &w), Err(Mismatch::Partition));
+    }
+}
+
+#[cfg(test)]
+mod rounding {
+    use super::*;
+
+    #[test]
+    fn one_period_rounded_up_or_down_still_matches() {
+        let mut w = Qos::default_for(true);
+        let mut r = Qos::default_for(false);
+        w.reliability.0 = Reliability::BestEffort;
+        // 200 ms: 0.2 * 2^32 = 858993459.2, written rounded up (ours,
+        // Cyclone's) or down.
+        w.deadline = Duration::from_millis(200);
+        assert_eq!(w.deadline.fraction, 858_993_460);
+        r.deadline = Duration {
+            seconds: 0,
+            fraction: 858_993_459,
+        };
+        assert_eq!(check(&r, &w), Ok(()));
+        // A reader asking for a shorter period is still refused.
+        r.deadline = Duration::from_millis(199);
+        assert_eq!(check(&r, &w), Err(Mismatch::Deadline));
+    }
+
+    fn check(r: &Qos, w: &Qos) -> Result<(), Mismatch> {
+        matches(("t", "T", r), ("t", "T", w))
     }
 }

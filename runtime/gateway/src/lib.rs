@@ -163,6 +163,13 @@ fn qos(writer: bool, m: &Mapping) -> Qos {
         Reliability::BestEffort
     };
     q.partitions.clone_from(&m.partitions);
+    q.exclusive = m.exclusive;
+    if writer {
+        q.strength = m.strength;
+    }
+    if let Some(ms) = m.deadline_ms {
+        q.deadline = tagwire_rtps::qos::Duration::from_millis(ms);
+    }
     if let (true, Some(n)) = (writer, m.transient_local) {
         q.durability = Durability::TransientLocal;
         q.history = History::KeepLast(i32::try_from(n).unwrap_or(i32::MAX));
@@ -411,12 +418,19 @@ fn rtps_loop(
                         change,
                         ..
                     } => {
-                        let addr = p
-                            .participants()
-                            .find(|d| d.prefix == writer.prefix)
-                            .and_then(|d| d.default_unicast.iter().find_map(Locator::to_udp_v4))
+                        let ep = p.remote_endpoint(writer);
+                        let strength = ep.filter(|e| e.qos.exclusive).map(|e| e.qos.strength);
+                        let addr = ep
+                            .and_then(|e| e.unicast.iter().find_map(Locator::to_udp_v4))
+                            .or_else(|| {
+                                p.participants()
+                                    .find(|d| d.prefix == writer.prefix)
+                                    .and_then(|d| {
+                                        d.default_unicast.iter().find_map(Locator::to_udp_v4)
+                                    })
+                            })
                             .map(SocketAddr::V4);
-                        samples.push((reader, writer, addr, change));
+                        samples.push((reader, writer, addr, strength, change));
                     }
                     Event::Matched { local, remote } => {
                         tracing::info!(?local, ?remote, "DDS endpoint matched");
@@ -431,9 +445,12 @@ fn rtps_loop(
             s.flush(&mut p);
         }
         // Into the tags, outside the participant's lock (a send may wait).
-        for (reader, writer, addr, change) in samples {
+        for (reader, writer, addr, strength, change) in samples {
             if let Some((p, spec)) = publishers.get_mut(&reader) {
-                let (payload, ext, ts) = cross::to_tag(change, writer, addr, spec.as_ref());
+                let (payload, mut ext, ts) = cross::to_tag(change, writer, addr, spec.as_ref());
+                // An exclusive DDS writer's strength, for exclusive tagwire
+                // subscribers.
+                ext.strength = strength;
                 match p.send_with(&payload, &ext, ts) {
                     Ok(_) => {
                         s.counters.from_dds.fetch_add(1, Ordering::Relaxed);

@@ -15,8 +15,12 @@
 //! `keyed`): where the key fields are in a sample, so that each sample's
 //! instance reaches tagwire subscribers and disposes cross both ways
 //! (see [`crate::key`]); `partition=NAME[,NAME…]`: the DDS partitions of
-//! both endpoints (a name may hold the wildcards `*` and `?`). Tags and
-//! topics are each mapped once.
+//! both endpoints (a name may hold the wildcards `*` and `?`);
+//! `exclusive`: EXCLUSIVE ownership on both endpoints (DDS matches only
+//! like with like), each DDS writer's strength carried to tagwire
+//! subscribers, and `strength=N` the gateway's writer's; `deadline=MS`:
+//! the period the gateway's writer offers and its reader requests. Tags
+//! and topics are each mapped once.
 
 use std::collections::HashSet;
 
@@ -44,6 +48,12 @@ pub struct Mapping {
     pub key: Option<KeySpec>,
     /// DDS partitions (empty: the default partition).
     pub partitions: Vec<String>,
+    /// EXCLUSIVE ownership.
+    pub exclusive: bool,
+    /// The gateway's DDS writer's ownership strength.
+    pub strength: i32,
+    /// The deadline period offered and requested, in milliseconds.
+    pub deadline_ms: Option<u64>,
 }
 
 /// Why a mapping file was refused.
@@ -81,14 +91,29 @@ pub fn parse(text: &str) -> Result<Vec<Mapping>, MapError> {
         };
         let (mut reliable, mut keyed, mut transient_local) = (true, false, None);
         let (mut key, mut partitions) = (None, Vec::new());
+        let (mut exclusive, mut strength, mut deadline_ms) = (false, 0, None);
         for o in options {
             match *o {
                 "reliable" => reliable = true,
                 "best-effort" => reliable = false,
                 "keyed" => keyed = true,
+                "exclusive" => exclusive = true,
                 other if other.starts_with("key=") => {
                     key = Some(KeySpec::parse(&other[4..]).map_err(|e| bad(&e))?);
                     keyed = true;
+                }
+                other if other.starts_with("strength=") => {
+                    strength = other[9..]
+                        .parse()
+                        .map_err(|_| bad("strength=N takes a 32-bit integer"))?;
+                }
+                other if other.starts_with("deadline=") => {
+                    let ms: u64 = other[9..]
+                        .parse()
+                        .ok()
+                        .filter(|ms| (1..=86_400_000).contains(ms))
+                        .ok_or_else(|| bad("deadline=MS takes 1 to 86400000 milliseconds"))?;
+                    deadline_ms = Some(ms);
                 }
                 other if other.starts_with("partition=") => {
                     partitions = other[10..].split(',').map(str::to_owned).collect();
@@ -121,6 +146,9 @@ pub fn parse(text: &str) -> Result<Vec<Mapping>, MapError> {
             transient_local,
             key,
             partitions,
+            exclusive,
+            strength,
+            deadline_ms,
         });
     }
     Ok(out)
@@ -144,6 +172,11 @@ mod tests {
         let k = &parse("/k t y key=u32@4 partition=a,b*").unwrap()[0];
         assert!(k.keyed && k.key.is_some());
         assert_eq!(k.partitions, ["a", "b*"]);
+        let o = &parse("/o t y exclusive strength=-4 deadline=250").unwrap()[0];
+        assert!(o.exclusive);
+        assert_eq!((o.strength, o.deadline_ms), (-4, Some(250)));
+        assert!(parse("/o t y deadline=0").is_err());
+        assert!(parse("/o t y strength=x").is_err());
         assert!(matches!(
             parse("/k t y key=u32"),
             Err(MapError::Line { .. })
