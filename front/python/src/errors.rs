@@ -102,7 +102,10 @@ pub(crate) fn to_py(py: Python<'_>, e: tagwire::Error) -> PyErr {
         E::Quota { what, limit } => vec![("what", text(what)), ("limit", int(*limit))],
         E::DeadlineMissed { tag, key, .. } => vec![
             ("tag", text(tag)),
-            ("key", key.map_or_else(|| py.None(), |k| text(&k.to_string()))),
+            (
+                "key",
+                key.map_or_else(|| py.None(), |k| text(&k.to_string())),
+            ),
         ],
         E::ForeignDaemon { socket, uid, .. } => vec![
             ("socket", text(&socket.to_string_lossy())),
