@@ -59,6 +59,8 @@ pub struct Publisher {
     clock: SendClock,
     /// Ownership strength sent with each message (`set_strength`).
     strength: Option<i32>,
+    /// Inside `batch`: records go in without waking readers.
+    quiet: bool,
     /// How this publisher sends first copies itself (global tags, on a
     /// daemon with a network).
     direct: Option<Direct>,
@@ -264,6 +266,7 @@ impl Publisher {
             send_timeout: DEFAULT_SEND_TIMEOUT,
             clock: SendClock::new(),
             strength: None,
+            quiet: false,
             direct,
             stream: NEXT_STREAM.fetch_add(1, Ordering::Relaxed),
             last_blob: 0,
@@ -333,6 +336,20 @@ impl Publisher {
             origin: None,
         };
         self.send_frame(payload, &ext, None)
+    }
+
+    /// Runs `f` with this publisher, waking sleeping subscribers once at the
+    /// end rather than once per message: for a writer with many messages at
+    /// once (a gateway handing on a datagram's samples). Subscribers see
+    /// each message as soon as it is written if they are awake, and are
+    /// woken at the latest when `f` returns, or when a send has to wait for
+    /// a lossless one.
+    pub fn batch<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+        self.quiet = true;
+        let r = f(self);
+        self.quiet = false;
+        self.ring.wake_readers();
+        r
     }
 
     /// This publisher's ownership strength, sent with each message from now
@@ -418,11 +435,17 @@ impl Publisher {
         let res = if fast {
             let _ = h.emit(&mut self.header);
             let (ring, direct, tag) = (&self.ring, &mut self.direct, &self.ep.name);
-            let res = ring.publish_gated_then(&[&self.header, payload], self.send_timeout, |i| {
+            let then = |i| {
                 if let Some(d) = direct.as_mut() {
                     d.send(ring, i, tag, &h, payload);
                 }
-            });
+            };
+            let parts = [&self.header[..], payload];
+            let res = if self.quiet {
+                ring.publish_gated_quietly_then(&parts, self.send_timeout, then)
+            } else {
+                ring.publish_gated_then(&parts, self.send_timeout, then)
+            };
             if let Some(d) = direct {
                 d.fetch_keys(&self.client, tag);
             }

@@ -445,22 +445,35 @@ fn rtps_loop(
             s.flush(&mut p);
         }
         // Into the tags, outside the participant's lock (a send may wait).
-        for (reader, writer, addr, strength, change) in samples {
-            if let Some((p, spec)) = publishers.get_mut(&reader) {
-                let (payload, mut ext, ts) = cross::to_tag(change, writer, addr, spec.as_ref());
-                // An exclusive DDS writer's strength, for exclusive tagwire
-                // subscribers.
-                ext.strength = strength;
-                match p.send_with(&payload, &ext, ts) {
-                    Ok(_) => {
-                        s.counters.from_dds.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => {
-                        s.counters.refused.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(error = %e, "a DDS sample not published: lost");
+        // Each tag's samples in one batch: its subscribers are woken once,
+        // not once per sample.
+        let mut samples = samples.into_iter().peekable();
+        while let Some(first) = samples.next() {
+            let reader = first.0;
+            let Some((p, spec)) = publishers.get_mut(&reader) else {
+                continue;
+            };
+            let mut run = vec![first];
+            while let Some(next) = samples.next_if(|x| x.0 == reader) {
+                run.push(next);
+            }
+            p.batch(|p| {
+                for (_, writer, addr, strength, change) in run {
+                    let (payload, mut ext, ts) = cross::to_tag(change, writer, addr, spec.as_ref());
+                    // An exclusive DDS writer's strength, for exclusive
+                    // tagwire subscribers.
+                    ext.strength = strength;
+                    match p.send_with(&payload, &ext, ts) {
+                        Ok(_) => {
+                            s.counters.from_dds.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            s.counters.refused.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(error = %e, "a DDS sample not published: lost");
+                        }
                     }
                 }
-            }
+            });
         }
     }
 }

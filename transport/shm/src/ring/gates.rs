@@ -116,6 +116,29 @@ impl Ring {
         wait: Duration,
         committed: impl FnOnce(u64),
     ) -> Result<u64, RingError> {
+        self.publish_gated_with(parts, wait, committed, true)
+    }
+
+    /// [`Ring::publish_gated_then`] that wakes no reader after the record
+    /// (a writer with several at once calls [`Ring::wake_readers`] after
+    /// the last). Readers are still woken before the writer waits for a
+    /// gate: a reader asleep would never move it.
+    pub fn publish_gated_quietly_then(
+        &self,
+        parts: &[&[u8]],
+        wait: Duration,
+        committed: impl FnOnce(u64),
+    ) -> Result<u64, RingError> {
+        self.publish_gated_with(parts, wait, committed, false)
+    }
+
+    fn publish_gated_with(
+        &self,
+        parts: &[&[u8]],
+        wait: Duration,
+        committed: impl FnOnce(u64),
+        wake: bool,
+    ) -> Result<u64, RingError> {
         let start = Instant::now();
         loop {
             let epoch = self.gate_epoch().load(Ordering::Acquire);
@@ -123,6 +146,9 @@ impl Ring {
             if epoch != self.gates_seen.epoch.load(Ordering::Relaxed)
                 || head >= self.gates_seen.limit.load(Ordering::Relaxed)
             {
+                if !wake {
+                    self.ring_doorbell();
+                }
                 self.wait_for_gates(head, wait.saturating_sub(start.elapsed()))?;
                 self.gates_seen.epoch.store(epoch, Ordering::Relaxed);
             }
@@ -131,7 +157,9 @@ impl Ring {
             let below = self.gates_seen.limit.load(Ordering::Relaxed);
             if let Some(i) = self.publish_inner(parts, below)? {
                 committed(i);
-                self.ring_doorbell();
+                if wake {
+                    self.ring_doorbell();
+                }
                 return Ok(i);
             }
         }

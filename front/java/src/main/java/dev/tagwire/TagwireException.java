@@ -60,16 +60,7 @@ public class TagwireException extends RuntimeException {
         INVALID_ARGUMENT(18),
         /** The caller's buffer is too small; the message is kept for the next call. */
         BUFFER_TOO_SMALL(19),
-        /** An instance got no sample for a deadline period; the subscription stays valid. */
-    public static final class DeadlineMissed extends TagwireException {
-        private static final long serialVersionUID = 1L;
-
-        DeadlineMissed(String m) {
-            super(Kind.DEADLINE_MISSED, m);
-        }
-    }
-
-    /** A bug in tagwire (a panic was caught at the boundary); please report it. */
+        /** A bug in tagwire (a panic was caught at the boundary); please report it. */
         INTERNAL(20),
         /** A subscription's depth exceeds the tag's ring slots. */
         DEPTH_TOO_LARGE(21),
@@ -383,6 +374,15 @@ public class TagwireException extends RuntimeException {
 
         Quota(String m) {
             super(Kind.QUOTA, m);
+        }
+    }
+
+    /** An instance got no sample for a deadline period; the subscription stays valid. */
+    public static final class DeadlineMissed extends TagwireException {
+        private static final long serialVersionUID = 1L;
+
+        DeadlineMissed(String m) {
+            super(Kind.DEADLINE_MISSED, m);
         }
     }
 
