@@ -383,14 +383,24 @@ impl Subscriber {
         timeout: Option<Duration>,
         payload: &mut Vec<u8>,
     ) -> Result<MessageInfo> {
-        if self.instances.is_some() {
-            return crate::instances::receive(self, timeout, payload);
+        if let Some(mut f) = self.instances.take() {
+            let tag = self.ep.name.to_string();
+            let r = crate::instances::receive(&mut f, &tag, timeout, |wait| {
+                let mut b = Vec::new();
+                let info = self.receive_unfiltered(wait, &mut b)?;
+                Ok(Message::from_parts(b, info))
+            });
+            self.instances = Some(f);
+            let m = r?;
+            let info = m.info();
+            *payload = m.payload;
+            return Ok(info);
         }
         self.receive_unfiltered(timeout, payload)
     }
 
     /// The next message of the tag, before the per-instance filter.
-    pub(crate) fn receive_unfiltered(
+    fn receive_unfiltered(
         &mut self,
         timeout: Option<Duration>,
         payload: &mut Vec<u8>,
