@@ -8,20 +8,10 @@ use std::time::{Duration, Instant};
 use tagwire::{Client, ClientOptions, Domain, RingParams, SubscribeOptions};
 use tagwire_daemon::{Config, Daemon};
 
+mod common;
+
 fn node() -> (tempfile::TempDir, Daemon, ClientOptions) {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("tagwired.sock");
-    let daemon = Daemon::start(Config {
-        socket: socket.clone(),
-        ..Config::default()
-    })
-    .unwrap();
-    let opts = ClientOptions {
-        socket,
-        autostart: false,
-        ..ClientOptions::default()
-    };
-    (dir, daemon, opts)
+    common::start_with(Config::default())
 }
 
 #[test]

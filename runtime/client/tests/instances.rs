@@ -7,28 +7,17 @@
 use std::time::Duration;
 
 use tagwire::{
-    Client, ClientOptions, Domain, HistoryQuery, InstanceState, KeepHistory, Key, RingParams,
-    SubscribeOptions,
+    Client, Domain, HistoryQuery, InstanceState, KeepHistory, Key, RingParams, SubscribeOptions,
 };
 use tagwire_daemon::{Config, Daemon};
+
+mod common;
 
 const T: Option<Duration> = Some(Duration::from_secs(5));
 
 fn node() -> (tempfile::TempDir, Daemon, Client) {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("tagwired.sock");
-    let daemon = Daemon::start(Config {
-        socket: socket.clone(),
-        ..Config::default()
-    })
-    .unwrap();
-    let c = Client::with_options(ClientOptions {
-        socket,
-        autostart: false,
-        ..ClientOptions::default()
-    })
-    .unwrap();
-    (dir, daemon, c)
+    let (dir, daemon, opts) = common::start_with(Config::default());
+    (dir, daemon, Client::with_options(opts).unwrap())
 }
 
 #[test]
