@@ -38,6 +38,7 @@ mod direct;
 mod error;
 mod gaps;
 mod instances;
+mod options;
 mod publisher;
 mod pull;
 mod subscriber;

@@ -1,0 +1,177 @@
+//! What a subscription asks for: depth, busy-polling, channel QoS,
+//! lossless, direct delivery, and the per-instance QoS.
+
+use std::time::Duration;
+
+use tagwire_wire::{Carrier, ChannelQos, Proxy, Reliability};
+
+/// Options of one subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubscribeOptions {
+    /// How many unread messages are kept before the oldest is dropped
+    /// ([`DEFAULT_DEPTH`]; at most the tag's slot count).
+    pub depth: u32,
+    /// Spin this long before sleeping in `receive` (default: none, block at once).
+    /// For latency-critical users with a core to spare.
+    pub busy_poll: Option<Duration>,
+    /// Reliability, carrier and temporal scaling of the connections that
+    /// feed this subscription (default: reliable UDP, every sample).
+    pub qos: ChannelQos,
+    /// Lose nothing: hold the writers back instead (see
+    /// [`SubscribeOptions::lossless`]).
+    pub lossless: bool,
+    /// Direct delivery (default on; see [`SubscribeOptions::through_daemon`]).
+    pub direct: bool,
+    /// Per-instance QoS: exclusive ownership, deadline, minimum separation
+    /// (see [`SubscribeOptions::exclusive`]).
+    pub instances: tagwire_instances::Policy,
+}
+
+/// The depth of [`SubscribeOptions::default`]: 64 unread messages, or the
+/// tag's ring slots when it has fewer.
+pub const DEFAULT_DEPTH: u32 = 64;
+
+impl Default for SubscribeOptions {
+    fn default() -> Self {
+        Self {
+            depth: DEFAULT_DEPTH,
+            busy_poll: None,
+            qos: ChannelQos::default(),
+            lossless: false,
+            direct: true,
+            instances: tagwire_instances::Policy::default(),
+        }
+    }
+}
+
+impl SubscribeOptions {
+    /// Sets the queue depth: at most the tag's ring slots (256 by default),
+    /// else subscribing fails with [`crate::Error::DepthTooLarge`] (the
+    /// default, [`DEFAULT_DEPTH`], is cut to a smaller ring's slots instead).
+    pub fn depth(mut self, depth: u32) -> Self {
+        self.depth = depth.max(1);
+        self
+    }
+
+    /// Best-effort delivery from other nodes: the newest data, never
+    /// retransmitted, never holding publishers back; losses are counted by
+    /// the receiving node's daemon. (Delivery on this node is the same either
+    /// way.)
+    pub fn best_effort(mut self) -> Self {
+        self.qos.reliability = Reliability::BestEffort;
+        self
+    }
+
+    /// Messages from other nodes come over TCP (one connection per tag and
+    /// publishing node) instead of datagrams: always reliable, for links
+    /// that drop datagrams or for very large messages. If any subscriber on
+    /// a node asks for TCP, the node's copy comes over TCP.
+    pub fn tcp(mut self) -> Self {
+        self.qos.carrier = Carrier::Tcp;
+        self
+    }
+
+    /// Messages from other nodes come by UDP multicast: the publishing node
+    /// sends each datagram once to the tag's group (239.255.75.x, on the
+    /// daemons' multicast port, default 7403), and every node with such a
+    /// receiver takes it from there. Best-effort (nothing is resent); for
+    /// tags with receivers on many nodes on one link. A node gets one copy of
+    /// each message: if another receiver there asks for reliable UDP or TCP,
+    /// that carrier brings it (for every receiver on the node) instead.
+    pub fn multicast(mut self) -> Self {
+        self.qos.carrier = Carrier::Multicast;
+        self.qos.reliability = Reliability::BestEffort;
+        self
+    }
+
+    /// Temporal scaling: receive only every `n`-th sample of each publisher,
+    /// those whose sequence number is a multiple of `n` (`n` = 0 or 1: every
+    /// sample). Sequence numbers stay the publisher's, so the gaps show
+    /// which samples were skipped (they are not counted as lost). The filter
+    /// runs in this library unless [`SubscribeOptions::proxy`] moves it.
+    pub fn every(mut self, n: u32) -> Self {
+        self.qos.every = n.max(1);
+        self
+    }
+
+    /// Where the every-n-th filter runs: [`Proxy::Subscriber`] (default; the
+    /// whole stream reaches this node), [`Proxy::Publisher`] (the
+    /// publishing node sends this node only the samples some receiver here
+    /// wants), [`Proxy::Node`] (that node's daemon receives the whole
+    /// stream and forwards every n-th sample here; if it is down, the filter
+    /// moves to the publisher) or [`Proxy::Auto`] (the daemons choose among
+    /// those the cheapest place meeting the delay bound, from the topology
+    /// file they were started with; [`crate::Error::NoPlacement`] when they
+    /// cannot). Either way the subscriber sees the same samples.
+    pub fn proxy(mut self, proxy: Proxy) -> Self {
+        self.qos.proxy = proxy;
+        self
+    }
+
+    /// Never lose a message while this subscriber lives (DDS's reliable
+    /// KEEP_ALL): instead of dropping the oldest when it falls a whole ring
+    /// behind, it holds the writers back. A publisher on this node then
+    /// waits in `send` (its send timeout, then [`crate::Error::WindowFull`],
+    /// having sent nothing); messages from other nodes wait in this node's
+    /// daemon, which stops acknowledging them, so their publishers' windows
+    /// fill and hold them back in turn. A reliable carrier is needed for
+    /// that (with best-effort ones the daemon drops what does not fit, and
+    /// counts it). The depth is then the ring's slot count. A slow lossless
+    /// subscriber slows every publisher of the tag: for state that must not
+    /// be missed, not for monitoring. At most [`MAX_LOSSLESS`](crate::MAX_LOSSLESS) per tag and
+    /// node ([`crate::Error::NoLosslessRoom`]). Large messages (those that
+    /// take the blob path) are held back the same way: the daemon keeps each
+    /// until every lossless subscriber has read it, and a publisher whose
+    /// message would not fit the store waits as for a full ring.
+    pub fn lossless(mut self) -> Self {
+        self.lossless = true;
+        self.qos.reliability = Reliability::Reliable;
+        self
+    }
+
+    /// Messages from other nodes always come through this node's daemon.
+    /// By default, while this subscriber is its node's only one of the tag
+    /// (with the default carrier, and no publisher of the tag on the node),
+    /// other nodes send the tag straight to its own socket, and its
+    /// `receive` takes them from there (one wake-up less per message); the
+    /// daemon moves the stream to itself and back as subscribers come and
+    /// go, losing, repeating and reordering nothing. Not on a daemon with a
+    /// domain key.
+    pub fn through_daemon(mut self) -> Self {
+        self.direct = false;
+        self
+    }
+
+    /// Exclusive ownership (DDS's EXCLUSIVE): of each instance, take only
+    /// the samples of the strongest live publisher
+    /// ([`Publisher::set_strength`](crate::Publisher::set_strength)). The
+    /// owner loses an instance when it unregisters it, or misses the
+    /// [`deadline`](Self::deadline); the next sample of another publisher
+    /// takes it over. Samples dropped: [`Subscriber::filtered`](crate::Subscriber::filtered).
+    pub fn exclusive(mut self) -> Self {
+        self.instances.exclusive = true;
+        self
+    }
+
+    /// Each live instance must get a sample at least every `period`: when
+    /// one does not, `receive` returns [`Error::DeadlineMissed`](crate::Error::DeadlineMissed) once per
+    /// period missed (then call again).
+    pub fn deadline(mut self, period: Duration) -> Self {
+        self.instances.deadline = Some(period);
+        self
+    }
+
+    /// At most one sample per instance per `interval` (DDS's time-based
+    /// filter): the first at once, then the newest of each interval when it
+    /// ends. Disposes and unregisters are not held back.
+    pub fn min_separation(mut self, interval: Duration) -> Self {
+        self.instances.min_separation = Some(interval);
+        self
+    }
+
+    /// Enables busy-polling for `spin` before blocking.
+    pub fn busy_poll(mut self, spin: Duration) -> Self {
+        self.busy_poll = Some(spin);
+        self
+    }
+}
