@@ -236,7 +236,9 @@ impl<'a> Message<'a> {
             vendor: [dgram[6], dgram[7]],
             prefix: GuidPrefix(prefix),
         };
-        let mut submessages = Vec::new();
+        // Room for what a datagram of small samples holds, so that a
+        // datagram full of them is not grown into step by step.
+        let mut submessages = Vec::with_capacity((dgram.len() - HEADER_LEN) / 96 + 1);
         let mut at = HEADER_LEN;
         while at < dgram.len() {
             if submessages.len() >= MAX_SUBMESSAGES {

@@ -384,11 +384,11 @@ impl Participant {
     /// Takes a datagram from the network (anything: what is not RTPS, or
     /// not for this participant, is dropped).
     pub fn handle_datagram(&mut self, now: Instant, dgram: &[u8]) {
-        let _ = self.spdp.handle_datagram(now, dgram);
-        self.discovery(now);
         let Ok(m) = Message::parse(dgram) else {
             return;
         };
+        let _ = self.spdp.handle_message(now, &m);
+        self.discovery(now);
         if m.header.prefix == self.header.prefix {
             return;
         }

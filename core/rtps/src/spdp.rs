@@ -106,7 +106,11 @@ impl Spdp {
 
     /// Handles a datagram that arrived on a metatraffic port.
     pub fn handle_datagram(&mut self, now: Instant, dgram: &[u8]) -> Result<(), RtpsError> {
-        let m = Message::parse(dgram)?;
+        self.handle_message(now, &Message::parse(dgram)?)
+    }
+
+    /// [`Spdp::handle_datagram`] for a datagram already parsed.
+    pub fn handle_message(&mut self, now: Instant, m: &Message<'_>) -> Result<(), RtpsError> {
         let sender = m.header.prefix;
         if sender == self.cfg.local.prefix {
             return Ok(()); // our own, looped back

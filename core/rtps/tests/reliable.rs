@@ -508,3 +508,76 @@ fn best_effort_delivers_in_increasing_order_sends_nothing_back_and_counts_what_i
     );
     assert!(got.len() > 300, "{} of 500", got.len());
 }
+
+/// One reader, `n` writers: writer `i` has entity id `[0, 0, i % ids, 2]`
+/// on participant `i + 10` (so with `ids < n` several writers share an
+/// entity id). Every writer writes three samples; what the reader delivers
+/// per writer, plus the samples of a writer it never matched (participant
+/// 200, entity id of writer 0).
+fn many_writers(n: u8, ids: u8, unmatch: Option<u8>) -> (Vec<Vec<i64>>, usize) {
+    let now = Instant::now();
+    let mut r = Reader::new(
+        header(2),
+        EntityId([0, 0, 0x09, 0x07]),
+        Duration::from_millis(10),
+    );
+    let rg = Guid {
+        prefix: header(2).prefix,
+        entity: EntityId([0, 0, 0x09, 0x07]),
+    };
+    let mut ws: Vec<Writer> = (0..n)
+        .map(|i| {
+            Writer::new(
+                header(i + 10),
+                EntityId([0, 0, i % ids, 0x02]),
+                8,
+                Duration::from_millis(50),
+            )
+        })
+        .collect();
+    let mut stranger = Writer::new(
+        header(200),
+        EntityId([0, 0, 0, 0x02]),
+        8,
+        Duration::from_millis(50),
+    );
+    stranger.add_reader(now, rg, vec![at(R_PORT)]);
+    for w in &mut ws {
+        assert!(r.add_writer(w.guid(), vec![at(W_PORT)], false));
+        w.add_reader(now, rg, vec![at(R_PORT)]);
+    }
+    if let Some(u) = unmatch {
+        r.remove_writer(ws[usize::from(u)].guid());
+    }
+    let mut got = vec![Vec::new(); usize::from(n)];
+    let mut strangers = 0;
+    for k in 1..=3i64 {
+        for w in ws.iter_mut().chain(std::iter::once(&mut stranger)) {
+            w.write(now, payload(k, 8));
+            while let Some(t) = w.poll_transmit() {
+                r.handle_message(now, &Message::parse(&t.bytes).unwrap());
+            }
+        }
+        while let Some(d) = r.poll_delivery() {
+            match ws.iter().position(|w| w.guid() == d.writer) {
+                Some(i) => got[i].push(d.sn.0),
+                None => strangers += 1,
+            }
+        }
+    }
+    (got, strangers)
+}
+
+#[test]
+fn a_reader_takes_each_matched_writer_and_only_those_however_many_there_are() {
+    // Few entity ids (checked before the GUID is looked up), some shared
+    // by writers of several participants; then more than that check holds.
+    for (n, ids) in [(3, 3), (6, 2), (20, 20), (20, 5)] {
+        let (got, strangers) = many_writers(n, ids, Some(1));
+        assert_eq!(strangers, 0, "{n} writers, {ids} ids: an unmatched writer got in");
+        for (i, g) in got.iter().enumerate() {
+            let want: Vec<i64> = if i == 1 { vec![] } else { vec![1, 2, 3] };
+            assert_eq!(g, &want, "{n} writers, {ids} ids: writer {i}");
+        }
+    }
+}

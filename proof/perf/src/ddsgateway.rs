@@ -77,6 +77,20 @@ fn gateway(
     .context("starting the DDS gateway")
 }
 
+/// Runs `f` with the calling thread pinned to `cpu` (threads it starts,
+/// such as the gateway's, inherit the placement), then restores the
+/// thread's placement. With `None`, just runs `f`.
+fn on_cpu<T>(cpu: Option<usize>, f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+    let Some(cpu) = cpu else {
+        return f();
+    };
+    let before = rustix::thread::sched_getaffinity(None).context("reading this thread's CPUs")?;
+    crate::raw::pin_current_thread(cpu)?;
+    let r = f();
+    rustix::thread::sched_setaffinity(None, &before).context("restoring this thread's CPUs")?;
+    r
+}
+
 /// A gateway and a pong thread, answering `ddsperf ping` in `domain`.
 pub struct TagwirePong {
     gateway: Option<Gateway>,
@@ -85,10 +99,20 @@ pub struct TagwirePong {
 }
 
 impl TagwirePong {
-    /// Starts both, as clients of the daemon at `client`; with `spin`, the
+    /// Starts both, as clients of the daemon at `client`, their threads on
+    /// `cpu` if given (where ddsperf's own pong would sit); with `spin`, the
     /// pong's and the gateway's subscriptions busy-poll that long before
     /// sleeping.
     pub fn start(
+        client: ClientOptions,
+        domain: u32,
+        spin: Option<Duration>,
+        cpu: Option<usize>,
+    ) -> anyhow::Result<Self> {
+        on_cpu(cpu, || Self::start_here(client, domain, spin))
+    }
+
+    fn start_here(
         client: ClientOptions,
         domain: u32,
         spin: Option<Duration>,
@@ -164,7 +188,11 @@ pub fn rtt(
     client: ClientOptions,
     spin: Option<Duration>,
 ) -> anyhow::Result<DdsRtt> {
-    let pong = TagwirePong::start(client, opts.domain, spin)?;
+    // The sleeping pong side where ddsperf's pong sits in the paired run.
+    // The spinning one is left to the scheduler: its two spinning threads
+    // (the pong and the gateway's) on one CPU would only take turns.
+    let cpu = opts.cpus.filter(|_| spin.is_none()).map(|c| c.0);
+    let pong = TagwirePong::start(client, opts.domain, spin, cpu)?;
     let r = ddsperf::ping_with(size, seconds, opts);
     let answered = pong.stop();
     r.with_context(|| format!("the tagwire pong answered {answered} pings"))
@@ -234,36 +262,41 @@ pub fn throughput(
     opts: &DdsOpts,
     client: ClientOptions,
 ) -> anyhow::Result<DdsSubRate> {
-    let gw = gateway(&client, opts.domain, true, None)?;
-    let c = Client::with_options(client)?;
-    // Lossless, as a KEEP_ALL reliable DDS reader is: a subscriber behind
-    // holds the gateway back, and through it the DDS writer.
-    let mut sub = c.subscribe(DATA_TAG, SubscribeOptions::default().lossless())?;
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
-    let counter = std::thread::Builder::new()
-        .name("tagwire-ddssub".into())
-        .spawn(move || {
-            let (mut buf, mut per_second, mut n) = (Vec::new(), Vec::new(), 0u64);
-            let mut lost = 0;
-            let mut tick = None;
-            while !s.load(Ordering::Acquire) {
-                match sub.receive_into(Some(Duration::from_millis(100)), &mut buf) {
-                    Ok(_) => n += 1,
-                    Err(tagwire::Error::Overflowed { lost: l }) => lost += l,
-                    Err(_) => {}
+    // The gateway and the subscriber where ddsperf's sub sits in the paired
+    // run.
+    let (gw, counter) = on_cpu(opts.cpus.map(|c| c.0), || {
+        let gw = gateway(&client, opts.domain, true, None)?;
+        let c = Client::with_options(client)?;
+        // Lossless, as a KEEP_ALL reliable DDS reader is: a subscriber behind
+        // holds the gateway back, and through it the DDS writer.
+        let mut sub = c.subscribe(DATA_TAG, SubscribeOptions::default().lossless())?;
+        let counter = std::thread::Builder::new()
+            .name("tagwire-ddssub".into())
+            .spawn(move || {
+                let (mut buf, mut per_second, mut n) = (Vec::new(), Vec::new(), 0u64);
+                let mut lost = 0;
+                let mut tick = None;
+                while !s.load(Ordering::Acquire) {
+                    match sub.receive_into(Some(Duration::from_millis(100)), &mut buf) {
+                        Ok(_) => n += 1,
+                        Err(tagwire::Error::Overflowed { lost: l }) => lost += l,
+                        Err(_) => {}
+                    }
+                    // Seconds counted from the first sample.
+                    let now = std::time::Instant::now();
+                    let t0 = *tick.get_or_insert(now);
+                    if n > 0 && now.duration_since(t0) >= Duration::from_secs(1) {
+                        per_second.push(n as f64 / now.duration_since(t0).as_secs_f64());
+                        n = 0;
+                        tick = Some(now);
+                    }
                 }
-                // Seconds counted from the first sample.
-                let now = std::time::Instant::now();
-                let t0 = *tick.get_or_insert(now);
-                if n > 0 && now.duration_since(t0) >= Duration::from_secs(1) {
-                    per_second.push(n as f64 / now.duration_since(t0).as_secs_f64());
-                    n = 0;
-                    tick = Some(now);
-                }
-            }
-            (per_second, lost, sub.received())
-        })?;
+                (per_second, lost, sub.received())
+            })?;
+        Ok((gw, counter))
+    })?;
     let size_arg = size.max(ddsperf::MIN_SIZE).to_string();
     let out = ddsperf::run_alone(opts, &["pub", "size", &size_arg], seconds + 2);
     std::thread::sleep(Duration::from_millis(300));

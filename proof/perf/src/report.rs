@@ -391,6 +391,14 @@ fn rtt_like_table(records: &[Record], bench: &str, title: &str) -> String {
             .iter()
             .map(|m| format!("tagwire-dds-pong/{m}/cyclonedds")),
     );
+    // The sleeping pong against its floor (ddsperf's round trip plus two
+    // hand-offs on one CPU).
+    let pong_floor = recs
+        .iter()
+        .any(|r| r.system == "tagwire-dds-pong" && r.paired.contains_key("dds-pong-floor"));
+    if pong_floor {
+        header.push("tagwire-dds-pong/block/dds-pong-floor".to_string());
+    }
     let mut rows = vec![header];
     for &size in &sizes {
         let at: Vec<&Record> = recs.iter().copied().filter(|r| r.size == size).collect();
@@ -437,6 +445,13 @@ fn rtt_like_table(records: &[Record], bench: &str, title: &str) -> String {
                 .iter()
                 .find(|r| r.system == "tagwire-dds-pong" && &r.mode == m)
                 .and_then(|r| r.paired.get("cyclonedds"));
+            row.push(p.map_or_else(|| "-".to_string(), |p| format!("{p:.2}x")));
+        }
+        if pong_floor {
+            let p = at
+                .iter()
+                .find(|r| r.system == "tagwire-dds-pong" && r.mode == "block")
+                .and_then(|r| r.paired.get("dds-pong-floor"));
             row.push(p.map_or_else(|| "-".to_string(), |p| format!("{p:.2}x")));
         }
         rows.push(row);
@@ -507,7 +522,8 @@ fn fanout_like_table(records: &[Record], bench: &str, title: &str) -> String {
 }
 
 /// The throughput table (records with `bench == "throughput"`): one row per
-/// size, msgs/s and MB/s per system, and `tagwire/cyclonedds` (msgs/s).
+/// size, msgs/s and MB/s per system, and `tagwire/cyclonedds` (msgs/s) for
+/// each tagwire series (the lossless one, and through the DDS gateway).
 pub fn throughput_table(records: &[Record]) -> String {
     let recs: Vec<&Record> = records.iter().filter(|r| r.bench == "throughput").collect();
     if recs.is_empty() {
@@ -517,9 +533,10 @@ pub fn throughput_table(records: &[Record]) -> String {
     let mut sizes = ordered_unique(recs.iter().map(|r| r.size));
     sizes.sort_unstable();
     // Each tagwire series against Cyclone DDS (reliable): the flat-out
-    // subscriber that may drop (`tagwire`) and the lossless one.
+    // subscriber that may drop (`tagwire`), the lossless one, and Cyclone's
+    // writer through the gateway to a lossless one.
     let ratios: Vec<&str> = if recs.iter().any(|r| r.system == "cyclonedds") {
-        ["tagwire", "tagwire-lossless"]
+        ["tagwire", "tagwire-lossless", "tagwire-dds-sub"]
             .into_iter()
             .filter(|t| recs.iter().any(|r| r.system == *t))
             .collect()

@@ -287,19 +287,23 @@ pub fn rtt(
             }
             let d = raw::raw_udp_rtt_with(size, o.iters, o.warmup, &ropts)?;
             push(&mut acc, "raw-udp", "block", s, 1, "all", &d);
+            let mut cyclone = None;
             match &dds {
                 Ok(opts) => match ddsperf::rtt_with(s, o.dds_seconds, opts) {
-                    Ok(r) => acc.push(
-                        "cyclonedds",
-                        "block",
-                        s,
-                        1,
-                        "all",
-                        Point {
-                            p50_us: r.p50_us,
-                            p99_us: r.p99_us,
-                        },
-                    ),
+                    Ok(r) => {
+                        cyclone = Some((r.p50_us, r.p99_us));
+                        acc.push(
+                            "cyclonedds",
+                            "block",
+                            s,
+                            1,
+                            "all",
+                            Point {
+                                p50_us: r.p50_us,
+                                p99_us: r.p99_us,
+                            },
+                        )
+                    }
                     Err(e) => skipped.push(Record::skipped(
                         "rtt",
                         "cyclonedds",
@@ -319,6 +323,30 @@ pub fn rtt(
                     autostart: false,
                     ..tagwire::ClientOptions::default()
                 };
+                // The sleeping tagwire pong's floor: ddsperf's round trip
+                // plus the two thread hand-offs on the pong's CPU (gateway
+                // → pong → gateway) that ddsperf's pong has not, measured
+                // as a futex round trip between two threads on that CPU.
+                if let Some((pong_cpu, _)) = o.env.cpus {
+                    let one = raw::RawOpts {
+                        cpus: Some((pong_cpu, pong_cpu)),
+                    };
+                    let d = raw::raw_shm_futex_rtt_with(size, o.iters, o.warmup, &one)?;
+                    if let (Some(f), Some(c)) = (Summary::from_durations(&d), cyclone) {
+                        push(&mut acc, "raw-futex-1cpu", "block", s, 1, "all", &d);
+                        acc.push(
+                            "dds-pong-floor",
+                            "block",
+                            s,
+                            1,
+                            "all",
+                            Point {
+                                p50_us: c.0 + f.p50_us,
+                                p99_us: c.1 + f.p99_us,
+                            },
+                        );
+                    }
+                }
                 // Sleeping, and spinning before sleeping (pong and gateway).
                 for (mode, spin) in [("block", None), ("spin", Some(crate::ddsgateway::SPIN))] {
                     match crate::ddsgateway::rtt(s, o.dds_seconds, opts, client.clone(), spin) {
@@ -348,11 +376,17 @@ pub fn rtt(
     let pairs = |e: &Series| -> Vec<(String, Series)> {
         if e.0 == "tagwire-dds-pong" {
             // ddsperf ping → tagwire pong against ddsperf ping → ddsperf pong
-            // (which sleeps, in either mode).
-            return acc
-                .find("cyclonedds", "block", e.2, 1, "all")
-                .map(|s| vec![("cyclonedds".to_string(), s.clone())])
-                .unwrap_or_default();
+            // (which sleeps, in either mode), and the sleeping one against
+            // its floor.
+            let floor = (e.1 == "block").then_some("dds-pong-floor");
+            return ["cyclonedds"]
+                .into_iter()
+                .chain(floor)
+                .filter_map(|b| {
+                    acc.find(b, "block", e.2, 1, "all")
+                        .map(|s| (b.to_string(), s.clone()))
+                })
+                .collect();
         }
         if e.0 != "tagwire" {
             return Vec::new();

@@ -47,7 +47,7 @@ pub use map::{parse, MapError, Mapping};
 use tagwire::{Client, ClientOptions, Domain, Publisher, SubscribeOptions};
 use tagwire_rtps::participant::{Event, Participant, ParticipantConfig};
 use tagwire_rtps::qos::{Durability, History, Qos, Reliability};
-use tagwire_rtps::{EntityId, GuidPrefix, Locator, Transmit};
+use tagwire_rtps::{EntityId, Guid, GuidPrefix, Locator, Transmit};
 
 /// The SPDP multicast group.
 pub const SPDP_GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 0, 1);
@@ -139,10 +139,14 @@ impl Shared {
 
     /// Sends what the participant has to send (under its lock).
     fn flush(&self, p: &mut Participant) {
-        while let Some(Transmit { to, bytes }) = p.poll_transmit() {
-            if let Some(a) = to.to_udp_v4() {
-                let _ = self.sock.send_to(&bytes, a);
-            }
+        while let Some(t) = p.poll_transmit() {
+            self.send(&t);
+        }
+    }
+
+    fn send(&self, Transmit { to, bytes }: &Transmit) {
+        if let Some(a) = to.to_udp_v4() {
+            let _ = self.sock.send_to(bytes, a);
         }
     }
 }
@@ -304,11 +308,21 @@ impl Gateway {
                                 tracing::warn!(%tag, "a dispose without a key: not sent to DDS");
                                 continue;
                             };
-                            let mut p = s.part();
-                            if p.write_change(Instant::now(), w, change).is_some() {
-                                s.counters.to_dds.fetch_add(1, Ordering::Relaxed);
+                            let mut out = Vec::new();
+                            {
+                                let mut p = s.part();
+                                if p.write_change(Instant::now(), w, change).is_some() {
+                                    s.counters.to_dds.fetch_add(1, Ordering::Relaxed);
+                                }
+                                while let Some(t) = p.poll_transmit() {
+                                    out.push(t);
+                                }
                             }
-                            s.flush(&mut p);
+                            // Sent outside the lock: the DDS side's thread
+                            // does not wait for these system calls.
+                            for t in &out {
+                                s.send(t);
+                            }
                         }
                         tracing::debug!(%tag, "DDS gateway: stopped forwarding the tag");
                     })?,
@@ -373,6 +387,22 @@ fn port_seed() -> u32 {
     t ^ (n as u32).rotate_left(16)
 }
 
+/// Where DDS writer `writer` is reached (its own unicast locator, else its
+/// participant's) and its strength if its ownership is exclusive.
+fn about(p: &Participant, writer: Guid) -> (Option<SocketAddr>, Option<i32>) {
+    let ep = p.remote_endpoint(writer);
+    let strength = ep.filter(|e| e.qos.exclusive).map(|e| e.qos.strength);
+    let addr = ep
+        .and_then(|e| e.unicast.iter().find_map(Locator::to_udp_v4))
+        .or_else(|| {
+            p.participants()
+                .find(|d| d.prefix == writer.prefix)
+                .and_then(|d| d.default_unicast.iter().find_map(Locator::to_udp_v4))
+        })
+        .map(SocketAddr::V4);
+    (addr, strength)
+}
+
 /// The RTPS side: datagrams in, timers, samples from DDS into the tags.
 fn rtps_loop(
     s: &Shared,
@@ -400,9 +430,12 @@ fn rtps_loop(
             };
             let _ = poll(&mut fds, Some(&ts));
         }
-        let mut samples = Vec::new();
+        let (mut samples, mut out) = (Vec::new(), Vec::new());
         {
             let mut p = s.part();
+            // The last writer looked up (its address, its strength if
+            // exclusive), for this round.
+            let mut last = None;
             for sock in std::iter::once(&s.sock).chain(mcast) {
                 while let Ok((n, from)) = sock.recv_from(&mut buf) {
                     tracing::trace!(%from, n, "RTPS datagram");
@@ -418,21 +451,20 @@ fn rtps_loop(
                         change,
                         ..
                     } => {
-                        let ep = p.remote_endpoint(writer);
-                        let strength = ep.filter(|e| e.qos.exclusive).map(|e| e.qos.strength);
-                        let addr = ep
-                            .and_then(|e| e.unicast.iter().find_map(Locator::to_udp_v4))
-                            .or_else(|| {
-                                p.participants()
-                                    .find(|d| d.prefix == writer.prefix)
-                                    .and_then(|d| {
-                                        d.default_unicast.iter().find_map(Locator::to_udp_v4)
-                                    })
-                            })
-                            .map(SocketAddr::V4);
+                        // A datagram's samples mostly come from one
+                        // writer: looked up once for the run of them.
+                        let (addr, strength) = match last {
+                            Some((g, addr, strength)) if g == writer => (addr, strength),
+                            _ => {
+                                let (addr, strength) = about(&p, writer);
+                                last = Some((writer, addr, strength));
+                                (addr, strength)
+                            }
+                        };
                         samples.push((reader, writer, addr, strength, change));
                     }
                     Event::Matched { local, remote } => {
+                        last = None;
                         tracing::info!(?local, ?remote, "DDS endpoint matched");
                     }
                     Event::Mismatched { local, remote, why } => {
@@ -442,7 +474,12 @@ fn rtps_loop(
                     Event::Left(p) => tracing::info!(?p, "DDS participant left"),
                 }
             }
-            s.flush(&mut p);
+            // Acknowledgements and the like go out after the samples are
+            // in the tags: a subscriber waiting for a sample does not wait
+            // for these system calls too.
+            while let Some(t) = p.poll_transmit() {
+                out.push(t);
+            }
         }
         // Into the tags, outside the participant's lock (a send may wait).
         // Each tag's samples in one batch: its subscribers are woken once,
@@ -474,6 +511,9 @@ fn rtps_loop(
                     }
                 }
             });
+        }
+        for t in &out {
+            s.send(t);
         }
     }
 }
