@@ -10,7 +10,7 @@
 //! This is what the daemon's DDS gateway runs (and what tests drive against
 //! Cyclone DDS): one participant, its endpoints named by topic.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::discovery::{EndpointData, ParticipantData, BUILTIN_ENDPOINTS};
@@ -102,10 +102,10 @@ pub struct Participant {
     header: Header,
     spdp: Spdp,
     sedp: Sedp,
-    writers: HashMap<EntityId, Local<Writer>>,
-    readers: HashMap<EntityId, Local<Reader>>,
+    writers: BTreeMap<EntityId, Local<Writer>>,
+    readers: BTreeMap<EntityId, Local<Reader>>,
     /// Remote endpoints SEDP announced.
-    remote: HashMap<Guid, EndpointData>,
+    remote: BTreeMap<Guid, EndpointData>,
     next_key: u32,
     events: VecDeque<Event>,
     out: VecDeque<Transmit>,
@@ -145,9 +145,9 @@ impl Participant {
             header,
             spdp,
             sedp: Sedp::new(header),
-            writers: HashMap::new(),
-            readers: HashMap::new(),
-            remote: HashMap::new(),
+            writers: BTreeMap::new(),
+            readers: BTreeMap::new(),
+            remote: BTreeMap::new(),
             next_key: 1,
             events: VecDeque::new(),
             out: VecDeque::new(),

@@ -4,7 +4,7 @@
 //! on its built-in readers and are reported as events. Participants come
 //! from SPDP ([`Sedp::add_participant`], [`Sedp::remove_participant`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::discovery::{EndpointData, ParticipantData};
@@ -43,7 +43,7 @@ pub struct Sedp {
     sub_writer: Writer,
     pub_reader: Reader,
     sub_reader: Reader,
-    remote: HashMap<Guid, EndpointData>,
+    remote: BTreeMap<Guid, EndpointData>,
     events: VecDeque<SedpEvent>,
 }
 
@@ -58,7 +58,7 @@ impl Sedp {
             sub_writer: Writer::new(header, EntityId::SEDP_SUBSCRIPTIONS_WRITER, MAX_LOCAL, hb),
             pub_reader: Reader::new(header, EntityId::SEDP_PUBLICATIONS_READER, ack),
             sub_reader: Reader::new(header, EntityId::SEDP_SUBSCRIPTIONS_READER, ack),
-            remote: HashMap::new(),
+            remote: BTreeMap::new(),
             events: VecDeque::new(),
         }
     }

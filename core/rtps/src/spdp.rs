@@ -12,7 +12,7 @@
 //! message from it), and reports participants discovered, changed and lost
 //! (lease expired, or announced leaving).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::discovery::ParticipantData;
@@ -65,7 +65,7 @@ pub struct Spdp {
     header: Header,
     sn: SequenceNumber,
     next_announce: Instant,
-    remotes: HashMap<GuidPrefix, Remote>,
+    remotes: BTreeMap<GuidPrefix, Remote>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<SpdpEvent>,
 }
@@ -83,7 +83,7 @@ impl Spdp {
             header,
             sn: SequenceNumber(1),
             next_announce: now,
-            remotes: HashMap::new(),
+            remotes: BTreeMap::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
         }

@@ -574,7 +574,10 @@ fn a_reader_takes_each_matched_writer_and_only_those_however_many_there_are() {
     // by writers of several participants; then more than that check holds.
     for (n, ids) in [(3, 3), (6, 2), (20, 20), (20, 5)] {
         let (got, strangers) = many_writers(n, ids, Some(1));
-        assert_eq!(strangers, 0, "{n} writers, {ids} ids: an unmatched writer got in");
+        assert_eq!(
+            strangers, 0,
+            "{n} writers, {ids} ids: an unmatched writer got in"
+        );
         for (i, g) in got.iter().enumerate() {
             let want: Vec<i64> = if i == 1 { vec![] } else { vec![1, 2, 3] };
             assert_eq!(g, &want, "{n} writers, {ids} ids: writer {i}");

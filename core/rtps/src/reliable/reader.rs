@@ -1,6 +1,6 @@
 //! The reliable reader (see the parent module).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::{Change, MAX_MATCHES};
@@ -63,7 +63,7 @@ pub struct Reader {
     /// increasing order; what is skipped is counted lost; no ACKNACKs).
     reliable: bool,
     ack_delay: Duration,
-    writers: HashMap<Guid, WriterProxy>,
+    writers: BTreeMap<Guid, WriterProxy>,
     /// The entity ids of the matched writers while there are at most
     /// [`MAX_IDS`] distinct ones: a DATA of any other writer is passed over
     /// without hashing its GUID (every reader of a participant sees every
@@ -82,7 +82,7 @@ impl Reader {
             entity,
             reliable: true,
             ack_delay,
-            writers: HashMap::new(),
+            writers: BTreeMap::new(),
             ids: Some(Vec::new()),
             out: VecDeque::new(),
             deliveries: VecDeque::new(),
@@ -427,7 +427,7 @@ impl Reader {
 /// entity ids, when few), a writer not among them is refused without
 /// hashing.
 fn proxy<'a>(
-    writers: &'a mut HashMap<Guid, WriterProxy>,
+    writers: &'a mut BTreeMap<Guid, WriterProxy>,
     ids: Option<&[EntityId]>,
     g: &Guid,
 ) -> Option<&'a mut WriterProxy> {

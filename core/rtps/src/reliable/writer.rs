@@ -1,6 +1,6 @@
 //! The reliable writer (see the parent module).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::{Change, MAX_MATCHES};
@@ -47,7 +47,7 @@ pub struct Writer {
     /// HEARTBEAT_FRAG's count (its own, strictly increasing too).
     hbf_count: u32,
     next_hb: Option<Instant>,
-    readers: HashMap<Guid, ReaderProxy>,
+    readers: BTreeMap<Guid, ReaderProxy>,
     out: VecDeque<Transmit>,
 }
 
@@ -67,7 +67,7 @@ impl Writer {
             hb_count: 0,
             hbf_count: 0,
             next_hb: None,
-            readers: HashMap::new(),
+            readers: BTreeMap::new(),
             out: VecDeque::new(),
         }
     }
@@ -405,7 +405,11 @@ impl Writer {
             return;
         }
         self.next_hb = None;
-        if self.is_acknowledged() {
+        // Heartbeats go on while a sample is unacknowledged, and while a
+        // reader has never answered: the one sent at the match may have
+        // been lost, and a volatile reader takes where to start from a
+        // heartbeat (without one, from the first sample that reaches it).
+        if self.is_acknowledged() && self.readers.values().all(|p| p.count.is_some()) {
             return;
         }
         let mut b = MessageBuilder::new(self.header);

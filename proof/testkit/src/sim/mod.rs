@@ -75,7 +75,8 @@
 //! simulated datagrams. [`session`] runs the delivery session core
 //! (`tagwire-session`, DESIGN.md §6) of one node's receiving socket: a
 //! daemon's delivery port, or a client process's own socket under direct
-//! delivery.
+//! delivery. [`rtps`] runs the RTPS participant core (`tagwire-rtps`):
+//! SPDP over a multicast group, SEDP, reliable and best-effort endpoints.
 
 pub mod conn;
 mod engine;
@@ -83,6 +84,7 @@ mod link;
 pub mod member;
 mod node;
 mod rng;
+pub mod rtps;
 pub mod session;
 pub mod stream;
 mod topology;
