@@ -190,6 +190,10 @@ impl EndpointData {
         for l in &self.multicast {
             b.locator(pid::MULTICAST_LOCATOR, l);
         }
+        if self.expects_inline_qos {
+            // A boolean: one octet, padded to four.
+            b.param(pid::EXPECTS_INLINE_QOS, &[1, 0, 0, 0]);
+        }
         b.finish_payload()
     }
 

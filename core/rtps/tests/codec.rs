@@ -460,3 +460,27 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_endpoint_that_expects_inline_qos_says_so_when_written_back() {
+    // Found by the rtps_decode fuzz target: the flag was read and not
+    // written.
+    let prefix = GuidPrefix([1; 12]);
+    for expects in [false, true] {
+        let e = tagwire_rtps::discovery::EndpointData {
+            guid: tagwire_rtps::Guid {
+                prefix,
+                entity: EntityId([0, 0, 1, 0x07]),
+            },
+            topic: "t".into(),
+            type_name: "T".into(),
+            qos: tagwire_rtps::qos::Qos::default_for(false),
+            unicast: Vec::new(),
+            multicast: Vec::new(),
+            expects_inline_qos: expects,
+        };
+        let again =
+            tagwire_rtps::discovery::EndpointData::from_payload(&e.to_payload(), prefix, false);
+        assert_eq!(again, Ok(e));
+    }
+}

@@ -419,7 +419,9 @@ fn rtps_loop(
                 .map_or(MAX_SLEEP, |t| t.saturating_duration_since(now))
                 .min(MAX_SLEEP)
         };
-        {
+        // Which sockets have something: only those are read (a read that
+        // finds nothing is a system call on the way of every sample).
+        let ready = {
             let mut fds = vec![PollFd::new(&s.sock, PollFlags::IN)];
             if let Some(m) = mcast {
                 fds.push(PollFd::new(m, PollFlags::IN));
@@ -428,15 +430,20 @@ fn rtps_loop(
                 tv_sec: 0,
                 tv_nsec: i64::from(wait.subsec_nanos()),
             };
-            let _ = poll(&mut fds, Some(&ts));
-        }
+            match poll(&mut fds, Some(&ts)) {
+                Ok(_) => fds.iter().map(|f| !f.revents().is_empty()).collect(),
+                // Interrupted or failed: try every socket.
+                Err(_) => vec![true; fds.len()],
+            }
+        };
         let (mut samples, mut out) = (Vec::new(), Vec::new());
         {
             let mut p = s.part();
             // The last writer looked up (its address, its strength if
             // exclusive), for this round.
             let mut last = None;
-            for sock in std::iter::once(&s.sock).chain(mcast) {
+            let socks = std::iter::once(&s.sock).chain(mcast);
+            for (sock, _) in socks.zip(&ready).filter(|(_, r)| **r) {
                 while let Ok((n, from)) = sock.recv_from(&mut buf) {
                     tracing::trace!(%from, n, "RTPS datagram");
                     p.handle_datagram(Instant::now(), &buf[..n]);
