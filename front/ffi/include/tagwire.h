@@ -69,6 +69,18 @@
 // `tw_node_info.state`: silent for longer than the lease.
 #define TW_NODE_DEAD 2
 
+// `tw_message_info.state`: a sample of data (the instance lives).
+#define TW_STATE_ALIVE 0
+
+// `tw_message_info.state`: the instance was disposed (empty payload).
+#define TW_STATE_DISPOSED 1
+
+// `tw_message_info.state`: the publisher writes the instance no more.
+#define TW_STATE_UNREGISTERED 2
+
+// `tw_message_info.state`: both.
+#define TW_STATE_DISPOSED_UNREGISTERED 3
+
 // What a call returned: `TW_OK`, or the kind of error. One code per
 // `tagwire::Error` variant, plus the ABI's own (`TW_ERR_INVALID_ARGUMENT`,
 // `TW_ERR_BUFFER_TOO_SMALL`, `TW_ERR_INTERNAL`). [`tw_last_error`] says
@@ -215,6 +227,14 @@ typedef struct tw_subscribe_options {
   bool lossless;
   // Spin this long (ns) before sleeping in receive (0: block at once).
   uint64_t busy_poll_ns;
+  // Of each instance, only the strongest live publisher's messages.
+  bool exclusive;
+  // Report `TW_ERR_DEADLINE_MISSED` once per period (ns) an instance goes
+  // without a message (0: no deadline).
+  uint64_t deadline_ns;
+  // At most one message per instance per interval (ns), the newest (0:
+  // all).
+  uint64_t min_separation_ns;
 } tw_subscribe_options;
 
 // A history query for `tw_pull` and `tw_subscribe_with_history`.
@@ -239,6 +259,17 @@ typedef struct tw_message_info {
   uint64_t timestamp_ns;
   // With `TW_ERR_OVERFLOWED`: how many messages were dropped.
   uint64_t lost;
+  // The instance's 16-byte key (a key of at most 16 bytes, zero padded;
+  // a longer one's MD5) when `has_key`.
+  uint8_t key[16];
+  // Whether the message was sent with a key (`tw_publisher_send_keyed`).
+  bool has_key;
+  // The instance's state: `TW_STATE_*`.
+  uint8_t state;
+  // Whether the publisher set an ownership strength.
+  bool has_strength;
+  // The publisher's ownership strength when `has_strength`.
+  int32_t strength;
 } tw_message_info;
 
 // One tag of a [`tw_tag_list`]; pointers into the list.
@@ -369,6 +400,39 @@ enum tw_status tw_publisher_send(struct tw_publisher *publisher,
                                  const uint8_t *data,
                                  size_t len,
                                  uint64_t *seq);
+
+// Sends `len` bytes as a sample of instance `key` (`key_len` bytes: at most
+// 16 name the instance themselves, a longer key its MD5, as a DDS key
+// hash); as `tw_publisher_send` otherwise. Subscribers read the key in
+// `tw_message_info.key`; exclusive ownership, deadlines and minimum
+// separation apply per instance.
+enum tw_status tw_publisher_send_keyed(struct tw_publisher *publisher,
+                                       const uint8_t *key,
+                                       size_t key_len,
+                                       const uint8_t *data,
+                                       size_t len,
+                                       uint64_t *seq);
+
+// Says that instance `key` is deleted (a DDS dispose): subscribers get an
+// empty message in state `TW_STATE_DISPOSED`.
+enum tw_status tw_publisher_dispose(struct tw_publisher *publisher,
+                                    const uint8_t *key,
+                                    size_t key_len,
+                                    uint64_t *seq);
+
+// Says that this publisher writes instance `key` no more (a DDS
+// unregister): an exclusive owner gives the instance up at once.
+enum tw_status tw_publisher_unregister(struct tw_publisher *publisher,
+                                       const uint8_t *key,
+                                       size_t key_len,
+                                       uint64_t *seq);
+
+// Sets this publisher's ownership strength, carried by every message from
+// now on (`has` false: none, which counts as 0): a subscriber with
+// `exclusive` takes each instance from its strongest live publisher only.
+enum tw_status tw_publisher_set_strength(struct tw_publisher *publisher,
+                                         bool has,
+                                         int32_t strength);
 
 // How long a send may wait for a full window (ns; default 1 s).
 enum tw_status tw_publisher_set_send_timeout(struct tw_publisher *publisher, uint64_t ns);

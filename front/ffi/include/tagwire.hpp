@@ -13,6 +13,8 @@
 #ifndef TAGWIRE_HPP
 #define TAGWIRE_HPP
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -204,12 +206,40 @@ struct Member {
   Clock::time_point since;
 };
 
+/// The state of the instance a message is about.
+enum class InstanceState : std::uint8_t {
+  alive = TW_STATE_ALIVE,
+  disposed = TW_STATE_DISPOSED,
+  unregistered = TW_STATE_UNREGISTERED,
+  disposed_unregistered = TW_STATE_DISPOSED_UNREGISTERED,
+};
+
+/// A message's instance: its 16-byte key (a key of at most 16 bytes, zero
+/// padded; a longer one's MD5) if sent with one, its state, and the
+/// publisher's ownership strength if it set one.
+struct Instance {
+  std::optional<std::array<std::uint8_t, 16>> key;
+  InstanceState state = InstanceState::alive;
+  std::optional<std::int32_t> strength;
+  static Instance from(const tw_message_info& i) {
+    Instance r;
+    if (i.has_key) {
+      r.key.emplace();
+      std::copy(std::begin(i.key), std::end(i.key), r.key->begin());
+    }
+    r.state = static_cast<InstanceState>(i.state);
+    if (i.has_strength) r.strength = i.strength;
+    return r;
+  }
+};
+
 /// A received message.
 struct Message {
   std::vector<std::byte> payload;
   std::uint64_t seq = 0;
   Sender sender;
   Clock::time_point timestamp;
+  Instance instance;
   std::string_view text() const {
     return {reinterpret_cast<const char*>(payload.data()), payload.size()};
   }
@@ -221,6 +251,7 @@ struct MessageInfo {
   std::uint64_t seq = 0;
   Sender sender;
   Clock::time_point timestamp;
+  Instance instance;
 };
 
 enum class Domain : std::uint32_t { global = TW_DOMAIN_GLOBAL, local = TW_DOMAIN_LOCAL };
@@ -261,6 +292,15 @@ struct SubscribeOptions {
   }
   SubscribeOptions& lossless() { raw.lossless = true; raw.reliability = TW_RELIABLE; return *this; }
   SubscribeOptions& busy_poll(std::chrono::nanoseconds spin) { raw.busy_poll_ns = static_cast<std::uint64_t>(spin.count()); return *this; }
+  /// Of each instance, only the strongest live publisher's messages.
+  SubscribeOptions& exclusive() { raw.exclusive = true; return *this; }
+  /// Receives throw DeadlineMissed once per period an instance goes silent.
+  SubscribeOptions& deadline(std::chrono::nanoseconds period) { raw.deadline_ns = static_cast<std::uint64_t>(period.count()); return *this; }
+  /// At most one message per instance per interval, the newest.
+  SubscribeOptions& min_separation(std::chrono::nanoseconds interval) {
+    raw.min_separation_ns = static_cast<std::uint64_t>(interval.count());
+    return *this;
+  }
 };
 
 /// How to reach the daemon.
@@ -313,6 +353,33 @@ class Publisher {
     detail::check(tw_publisher_send(p_.get(), static_cast<const std::uint8_t*>(data), len, &seq));
     return seq;
   }
+  /// Sends a sample of instance `key` (see Instance); returns its sequence number.
+  std::uint64_t send_keyed(std::span<const std::byte> key, std::span<const std::byte> data) {
+    std::uint64_t seq = 0;
+    detail::check(tw_publisher_send_keyed(p_.get(), reinterpret_cast<const std::uint8_t*>(key.data()), key.size(),
+                                          reinterpret_cast<const std::uint8_t*>(data.data()), data.size(), &seq));
+    return seq;
+  }
+  std::uint64_t send_keyed(std::string_view key, std::string_view text) {
+    return send_keyed(std::as_bytes(std::span(key)), std::as_bytes(std::span(text)));
+  }
+  /// Deletes instance `key`: subscribers get an empty message, InstanceState::disposed.
+  std::uint64_t dispose(std::string_view key) {
+    std::uint64_t seq = 0;
+    detail::check(tw_publisher_dispose(p_.get(), reinterpret_cast<const std::uint8_t*>(key.data()), key.size(), &seq));
+    return seq;
+  }
+  /// Writes instance `key` no more: an exclusive owner gives it up at once.
+  std::uint64_t unregister(std::string_view key) {
+    std::uint64_t seq = 0;
+    detail::check(
+        tw_publisher_unregister(p_.get(), reinterpret_cast<const std::uint8_t*>(key.data()), key.size(), &seq));
+    return seq;
+  }
+  /// Ownership strength carried from now on (nullopt: none, counted as 0).
+  void set_strength(std::optional<std::int32_t> strength) {
+    detail::check(tw_publisher_set_strength(p_.get(), strength.has_value(), strength.value_or(0)));
+  }
   void set_send_timeout(std::chrono::nanoseconds t) {
     detail::check(tw_publisher_set_send_timeout(p_.get(), static_cast<std::uint64_t>(t.count())));
   }
@@ -339,6 +406,7 @@ class Subscriber {
     m.seq = i.seq;
     m.sender = i.sender;
     m.timestamp = i.timestamp;
+    m.instance = i.instance;
     return m;
   }
 
@@ -358,7 +426,7 @@ class Subscriber {
     tw_status s = tw_subscriber_receive(s_.get(), reinterpret_cast<std::uint8_t*>(buf.data()), buf.size(),
                                         detail::to_ns(timeout), &info);
     if (s != TW_OK) detail::raise(s, info.lost);
-    return MessageInfo{info.len, info.seq, Sender::from(info.sender), detail::at(info.timestamp_ns)};
+    return MessageInfo{info.len, info.seq, Sender::from(info.sender), detail::at(info.timestamp_ns), Instance::from(info)};
   }
 
   bool available() const { return tw_subscriber_available(s_.get()); }
@@ -378,7 +446,7 @@ class Subscriber {
         continue;
       }
       if (s != TW_OK) detail::raise(s, info.lost);
-      return MessageInfo{info.len, info.seq, Sender::from(info.sender), detail::at(info.timestamp_ns)};
+      return MessageInfo{info.len, info.seq, Sender::from(info.sender), detail::at(info.timestamp_ns), Instance::from(info)};
     }
   }
 

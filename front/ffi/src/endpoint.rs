@@ -72,22 +72,124 @@ pub unsafe extern "C" fn tw_publisher_send(
     len: usize,
     seq: *mut u64,
 ) -> tw_status {
+    // SAFETY: forwarded contract.
+    unsafe {
+        send_op(publisher, seq, |p| {
+            Ok(p.send(bytes_arg(data, len, "data")?)?)
+        })
+    }
+}
+
+/// `len` bytes at `data` (`NULL` allowed when `len` is 0).
+///
+/// # Safety
+/// `data` holds `len` readable bytes during the call that uses the slice.
+unsafe fn bytes_arg<'a>(data: *const u8, len: usize, what: &str) -> Result<&'a [u8], Failure> {
+    if len == 0 {
+        Ok(&[])
+    } else if data.is_null() {
+        Err(Failure::invalid(format!("{what} is NULL")))
+    } else {
+        // SAFETY: `data` holds `len` readable bytes (the contract).
+        Ok(unsafe { std::slice::from_raw_parts(data, len) })
+    }
+}
+
+/// Runs a send on `publisher`, its sequence number into `*seq` (if not
+/// `NULL`).
+///
+/// # Safety
+/// `publisher` is NULL or from `tw_publisher_new`; `seq` is NULL or
+/// writable.
+unsafe fn send_op(
+    publisher: *mut tw_publisher,
+    seq: *mut u64,
+    op: impl FnOnce(&mut Publisher) -> Result<tagwire::SeqNum, Failure>,
+) -> tw_status {
     guard(|| {
         // SAFETY: forwarded contract.
         let p = unsafe { handle_mut(publisher, "publisher") }?;
-        let bytes: &[u8] = if len == 0 {
-            &[]
-        } else if data.is_null() {
-            return Err(Failure::invalid("data is NULL"));
-        } else {
-            // SAFETY: `data` holds `len` readable bytes during this call (the contract).
-            unsafe { std::slice::from_raw_parts(data, len) }
-        };
-        let s = p.inner.send(bytes)?;
+        let s = op(&mut p.inner)?;
         if !seq.is_null() {
             // SAFETY: non-null out pointer (the contract).
             unsafe { put(seq, s.0, "seq") }?;
         }
+        Ok(())
+    })
+}
+
+/// Sends `len` bytes as a sample of instance `key` (`key_len` bytes: at most
+/// 16 name the instance themselves, a longer key its MD5, as a DDS key
+/// hash); as `tw_publisher_send` otherwise. Subscribers read the key in
+/// `tw_message_info.key`; exclusive ownership, deadlines and minimum
+/// separation apply per instance.
+#[no_mangle]
+pub unsafe extern "C" fn tw_publisher_send_keyed(
+    publisher: *mut tw_publisher,
+    key: *const u8,
+    key_len: usize,
+    data: *const u8,
+    len: usize,
+    seq: *mut u64,
+) -> tw_status {
+    // SAFETY: forwarded contract.
+    unsafe {
+        send_op(publisher, seq, |p| {
+            Ok(p.send_keyed(
+                bytes_arg(key, key_len, "key")?,
+                bytes_arg(data, len, "data")?,
+            )?)
+        })
+    }
+}
+
+/// Says that instance `key` is deleted (a DDS dispose): subscribers get an
+/// empty message in state `TW_STATE_DISPOSED`.
+#[no_mangle]
+pub unsafe extern "C" fn tw_publisher_dispose(
+    publisher: *mut tw_publisher,
+    key: *const u8,
+    key_len: usize,
+    seq: *mut u64,
+) -> tw_status {
+    // SAFETY: forwarded contract.
+    unsafe {
+        send_op(publisher, seq, |p| {
+            Ok(p.dispose(bytes_arg(key, key_len, "key")?)?)
+        })
+    }
+}
+
+/// Says that this publisher writes instance `key` no more (a DDS
+/// unregister): an exclusive owner gives the instance up at once.
+#[no_mangle]
+pub unsafe extern "C" fn tw_publisher_unregister(
+    publisher: *mut tw_publisher,
+    key: *const u8,
+    key_len: usize,
+    seq: *mut u64,
+) -> tw_status {
+    // SAFETY: forwarded contract.
+    unsafe {
+        send_op(publisher, seq, |p| {
+            Ok(p.unregister(bytes_arg(key, key_len, "key")?)?)
+        })
+    }
+}
+
+/// Sets this publisher's ownership strength, carried by every message from
+/// now on (`has` false: none, which counts as 0): a subscriber with
+/// `exclusive` takes each instance from its strongest live publisher only.
+#[no_mangle]
+pub unsafe extern "C" fn tw_publisher_set_strength(
+    publisher: *mut tw_publisher,
+    has: bool,
+    strength: i32,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let p = unsafe { handle_mut(publisher, "publisher") }?;
+        p.inner.set_strength(has.then_some(strength));
         Ok(())
     })
 }

@@ -6,7 +6,8 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tagwire::{
-    Domain, HistoryQuery, Member, MessageInfo, NodeAddr, Proxy, SenderInfo, SubscribeOptions,
+    Domain, HistoryQuery, InstanceState, Member, MessageInfo, NodeAddr, Proxy, SenderInfo,
+    SubscribeOptions,
 };
 
 use crate::error::{guard, put, str_arg, Failure};
@@ -51,6 +52,15 @@ pub const TW_NODE_CONNECTING: u32 = 0;
 pub const TW_NODE_UP: u32 = 1;
 /// `tw_node_info.state`: silent for longer than the lease.
 pub const TW_NODE_DEAD: u32 = 2;
+
+/// `tw_message_info.state`: a sample of data (the instance lives).
+pub const TW_STATE_ALIVE: u8 = 0;
+/// `tw_message_info.state`: the instance was disposed (empty payload).
+pub const TW_STATE_DISPOSED: u8 = 1;
+/// `tw_message_info.state`: the publisher writes the instance no more.
+pub const TW_STATE_UNREGISTERED: u8 = 2;
+/// `tw_message_info.state`: both.
+pub const TW_STATE_DISPOSED_UNREGISTERED: u8 = 3;
 
 /// A node's address: 16 bytes, IPv6 or an IPv4-mapped IPv6 address
 /// (`::ffff:a.b.c.d`). [`tw_node_addr_format`] prints it.
@@ -131,6 +141,14 @@ pub struct tw_subscribe_options {
     pub lossless: bool,
     /// Spin this long (ns) before sleeping in receive (0: block at once).
     pub busy_poll_ns: u64,
+    /// Of each instance, only the strongest live publisher's messages.
+    pub exclusive: bool,
+    /// Report `TW_ERR_DEADLINE_MISSED` once per period (ns) an instance goes
+    /// without a message (0: no deadline).
+    pub deadline_ns: u64,
+    /// At most one message per instance per interval (ns), the newest (0:
+    /// all).
+    pub min_separation_ns: u64,
 }
 
 /// A history query for `tw_pull` and `tw_subscribe_with_history`.
@@ -159,6 +177,17 @@ pub struct tw_message_info {
     pub timestamp_ns: u64,
     /// With `TW_ERR_OVERFLOWED`: how many messages were dropped.
     pub lost: u64,
+    /// The instance's 16-byte key (a key of at most 16 bytes, zero padded;
+    /// a longer one's MD5) when `has_key`.
+    pub key: [u8; 16],
+    /// Whether the message was sent with a key (`tw_publisher_send_keyed`).
+    pub has_key: bool,
+    /// The instance's state: `TW_STATE_*`.
+    pub state: u8,
+    /// Whether the publisher set an ownership strength.
+    pub has_strength: bool,
+    /// The publisher's ownership strength when `has_strength`.
+    pub strength: i32,
 }
 
 /// The defaults: the per-user socket, 1 s timeout, no autostart (unless
@@ -187,6 +216,9 @@ pub extern "C" fn tw_subscribe_options_default() -> tw_subscribe_options {
         delay_bound_us: Proxy::UNBOUNDED,
         lossless: false,
         busy_poll_ns: 0,
+        exclusive: false,
+        deadline_ns: 0,
+        min_separation_ns: 0,
     }
 }
 
@@ -275,6 +307,16 @@ impl tw_message_info {
             sender: tw_sender::from_rust(i.sender),
             timestamp_ns: unix_ns(i.timestamp),
             lost: 0,
+            key: i.key.map_or([0; 16], |k| k.0),
+            has_key: i.key.is_some(),
+            state: match i.state {
+                InstanceState::Alive => TW_STATE_ALIVE,
+                InstanceState::Disposed => TW_STATE_DISPOSED,
+                InstanceState::Unregistered => TW_STATE_UNREGISTERED,
+                InstanceState::DisposedUnregistered => TW_STATE_DISPOSED_UNREGISTERED,
+            },
+            has_strength: i.strength.is_some(),
+            strength: i.strength.unwrap_or(0),
         }
     }
 }
@@ -360,6 +402,15 @@ impl tw_subscribe_options {
         }
         if self.busy_poll_ns > 0 {
             o = o.busy_poll(Duration::from_nanos(self.busy_poll_ns));
+        }
+        if self.exclusive {
+            o = o.exclusive();
+        }
+        if self.deadline_ns > 0 {
+            o = o.deadline(Duration::from_nanos(self.deadline_ns));
+        }
+        if self.min_separation_ns > 0 {
+            o = o.min_separation(Duration::from_nanos(self.min_separation_ns));
         }
         Ok(o)
     }

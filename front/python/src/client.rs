@@ -159,10 +159,17 @@ impl PyClient {
     /// - `lossless`: never lose a message; hold the publishers back instead
     ///   (at most 7 per tag and node: `NoLosslessRoom`).
     /// - `busy_poll`: seconds to spin before sleeping in a receive.
+    /// - `exclusive`: of each instance (`Publisher.send_keyed`), only the
+    ///   strongest live publisher's messages (`Publisher.set_strength`).
+    /// - `deadline`: seconds; a receive raises `tagwire.DeadlineMissed`
+    ///   (`.key`, `.writer`) once per period an instance goes without a
+    ///   message (with `exclusive`, its owner then loses it).
+    /// - `min_separation`: seconds; at most one message per instance per
+    ///   interval, the newest.
     /// - `history`: `tagwire.Last(n)`, `tagwire.Since(seq)` or
     ///   `tagwire.Between(from_ns, to_ns)`: receive those messages from the
     ///   tag's history first, then live ones, with no gap or duplicate.
-    #[pyo3(signature = (name, depth=64, reliability="reliable", carrier="udp", every=1, proxy="subscriber", delay_bound=None, lossless=false, busy_poll=None, history=None))]
+    #[pyo3(signature = (name, depth=64, reliability="reliable", carrier="udp", every=1, proxy="subscriber", delay_bound=None, lossless=false, busy_poll=None, history=None, exclusive=false, deadline=None, min_separation=None))]
     #[allow(clippy::too_many_arguments)]
     fn subscribe(
         &self,
@@ -177,6 +184,9 @@ impl PyClient {
         lossless: bool,
         busy_poll: Option<f64>,
         history: Option<&Bound<'_, PyAny>>,
+        exclusive: bool,
+        deadline: Option<f64>,
+        min_separation: Option<f64>,
     ) -> PyResult<PySubscriber> {
         let opts = Subscribe {
             depth,
@@ -187,6 +197,9 @@ impl PyClient {
             delay_bound,
             lossless,
             busy_poll,
+            exclusive,
+            deadline,
+            min_separation,
         }
         .build()?;
         let query = history.map(history_query).transpose()?;

@@ -103,8 +103,12 @@ pub(crate) fn to_py(py: Python<'_>, e: tagwire::Error) -> PyErr {
         E::DeadlineMissed { tag, key, .. } => vec![
             ("tag", text(tag)),
             (
+                // The 16 bytes of `Message.key`.
                 "key",
-                key.map_or_else(|| py.None(), |k| text(&k.to_string())),
+                key.map_or_else(
+                    || py.None(),
+                    |k| pyo3::types::PyBytes::new(py, &k.0).into_any().unbind(),
+                ),
             ),
         ],
         E::ForeignDaemon { socket, uid, .. } => vec![

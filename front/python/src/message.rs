@@ -71,6 +71,7 @@ pub(crate) struct Message {
     /// When it was sent: nanoseconds since the Unix epoch (publisher's clock).
     #[pyo3(get)]
     timestamp_ns: u64,
+    inst: Instance,
 }
 
 impl Message {
@@ -81,6 +82,7 @@ impl Message {
             seq: info.seq,
             sender: info.sender,
             timestamp_ns: info.timestamp_ns,
+            inst: info.inst,
         }
     }
 
@@ -97,6 +99,7 @@ impl Message {
                 seq: self.seq,
                 sender: self.sender,
                 timestamp_ns: self.timestamp_ns,
+                inst: self.inst,
             },
         )
     }
@@ -122,6 +125,26 @@ impl Message {
         ns_to_secs(self.timestamp_ns)
     }
 
+    /// The instance's key as 16 bytes (a key of at most 16 bytes, zero
+    /// padded; a longer one's MD5), or None for a message sent without one.
+    #[getter]
+    fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
+        self.inst.key(py)
+    }
+
+    /// The instance's state: `"alive"` (data), `"disposed"`,
+    /// `"unregistered"` or `"disposed_unregistered"` (empty payload).
+    #[getter]
+    fn state(&self) -> &'static str {
+        self.inst.state()
+    }
+
+    /// The publisher's ownership strength, or None if it set none.
+    #[getter]
+    fn strength(&self) -> Option<i32> {
+        self.inst.strength
+    }
+
     fn __repr__(&self, py: Python<'_>) -> String {
         format!(
             "Message(seq={}, sender={}@{}, {} bytes, timestamp_ns={})",
@@ -134,12 +157,37 @@ impl Message {
     }
 }
 
+/// The instance a message is about: its key, state and the publisher's
+/// strength (see `Publisher.send_keyed`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Instance {
+    key: Option<tagwire::Key>,
+    state: tagwire::InstanceState,
+    strength: Option<i32>,
+}
+
+impl Instance {
+    fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
+        self.key.map(|k| PyBytes::new(py, &k.0).unbind())
+    }
+
+    fn state(&self) -> &'static str {
+        match self.state {
+            tagwire::InstanceState::Alive => "alive",
+            tagwire::InstanceState::Disposed => "disposed",
+            tagwire::InstanceState::Unregistered => "unregistered",
+            tagwire::InstanceState::DisposedUnregistered => "disposed_unregistered",
+        }
+    }
+}
+
 /// The plain-data description of a message (no payload).
 #[derive(Clone, Copy)]
 pub(crate) struct Info {
     pub(crate) seq: u64,
     pub(crate) sender: tagwire::SenderInfo,
     pub(crate) timestamp_ns: u64,
+    pub(crate) inst: Instance,
 }
 
 impl Info {
@@ -149,6 +197,11 @@ impl Info {
             seq: i.seq.0,
             sender: i.sender,
             timestamp_ns: unix_ns(i.timestamp),
+            inst: Instance {
+                key: i.key,
+                state: i.state,
+                strength: i.strength,
+            },
         }
     }
 
@@ -158,6 +211,11 @@ impl Info {
             seq: m.seq.0,
             sender: m.sender,
             timestamp_ns: unix_ns(m.timestamp),
+            inst: Instance {
+                key: m.key,
+                state: m.state,
+                strength: m.strength,
+            },
         }
     }
 }
@@ -177,6 +235,7 @@ pub(crate) struct MessageInfo {
     /// When it was sent: nanoseconds since the Unix epoch.
     #[pyo3(get)]
     timestamp_ns: u64,
+    inst: Instance,
 }
 
 impl MessageInfo {
@@ -186,6 +245,7 @@ impl MessageInfo {
             seq: i.seq,
             sender: i.sender,
             timestamp_ns: i.timestamp_ns,
+            inst: i.inst,
         }
     }
 }
@@ -202,6 +262,26 @@ impl MessageInfo {
     #[getter]
     fn timestamp(&self) -> f64 {
         ns_to_secs(self.timestamp_ns)
+    }
+
+    /// The instance's key as 16 bytes (a key of at most 16 bytes, zero
+    /// padded; a longer one's MD5), or None for a message sent without one.
+    #[getter]
+    fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
+        self.inst.key(py)
+    }
+
+    /// The instance's state: `"alive"` (data), `"disposed"`,
+    /// `"unregistered"` or `"disposed_unregistered"` (empty payload).
+    #[getter]
+    fn state(&self) -> &'static str {
+        self.inst.state()
+    }
+
+    /// The publisher's ownership strength, or None if it set none.
+    #[getter]
+    fn strength(&self) -> Option<i32> {
+        self.inst.strength
     }
 
     fn __repr__(&self) -> String {

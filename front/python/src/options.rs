@@ -43,6 +43,15 @@ pub(crate) fn domain(s: &str) -> PyResult<tagwire::Domain> {
     }
 }
 
+/// [`seconds`], refusing zero.
+fn positive(what: &str, s: f64) -> PyResult<Duration> {
+    let d = seconds(what, s)?;
+    if d.is_zero() {
+        return Err(bad_arg(format!("{what} must be more than 0 seconds")));
+    }
+    Ok(d)
+}
+
 /// The keyword arguments of `Client.subscribe`, checked.
 pub(crate) struct Subscribe<'a> {
     pub(crate) depth: u32,
@@ -53,6 +62,9 @@ pub(crate) struct Subscribe<'a> {
     pub(crate) delay_bound: Option<f64>,
     pub(crate) lossless: bool,
     pub(crate) busy_poll: Option<f64>,
+    pub(crate) exclusive: bool,
+    pub(crate) deadline: Option<f64>,
+    pub(crate) min_separation: Option<f64>,
 }
 
 impl Subscribe<'_> {
@@ -103,6 +115,15 @@ impl Subscribe<'_> {
         }
         if let Some(b) = self.busy_poll {
             o = o.busy_poll(seconds("busy_poll", b)?);
+        }
+        if self.exclusive {
+            o = o.exclusive();
+        }
+        if let Some(d) = self.deadline {
+            o = o.deadline(positive("deadline", d)?);
+        }
+        if let Some(d) = self.min_separation {
+            o = o.min_separation(positive("min_separation", d)?);
         }
         Ok(o)
     }

@@ -58,11 +58,22 @@ impl PyPublisher {
     }
 
     fn send_bytes(&self, py: Python<'_>, payload: &[u8]) -> PyResult<u64> {
+        self.send_op(py, payload.len(), |p| p.send(payload))
+    }
+
+    /// Runs `op` (a send of about `len` bytes): first with the GIL held and
+    /// no wait, then, if held back, waiting with the GIL released.
+    fn send_op(
+        &self,
+        py: Python<'_>,
+        len: usize,
+        op: impl Fn(&mut tagwire::Publisher) -> tagwire::Result<tagwire::SeqNum> + Send + Sync,
+    ) -> PyResult<u64> {
         let mut g = self.lock(py);
         let st = g.as_mut().ok_or_else(|| errors::closed(py, "publisher"))?;
-        if payload.len() <= st.publ.max_fast_message() {
+        if len <= st.publ.max_fast_message() {
             st.publ.set_send_timeout(Duration::ZERO);
-            let r = st.publ.send(payload);
+            let r = op(&mut st.publ);
             st.publ.set_send_timeout(st.timeout);
             match r {
                 Ok(seq) => return Ok(seq.0),
@@ -72,7 +83,22 @@ impl PyPublisher {
             }
         }
         let publ = &mut st.publ;
-        py.detach(|| publ.send(payload)).map(|s| s.0).py_err(py)
+        py.detach(|| op(publ)).map(|s| s.0).py_err(py)
+    }
+
+    /// Runs `f` on the bytes of `data` (bytes, or any contiguous buffer).
+    fn with_bytes<R>(
+        data: &Bound<'_, PyAny>,
+        what: &str,
+        f: impl FnOnce(&[u8]) -> PyResult<R>,
+    ) -> PyResult<R> {
+        if let Ok(b) = data.cast::<PyBytes>() {
+            return f(b.as_bytes());
+        }
+        let buf = RawBuf::get(data, what)?;
+        let r = f(buf.bytes());
+        buf.release(data.py());
+        r
     }
 }
 
@@ -90,13 +116,52 @@ impl PyPublisher {
     /// send back for the whole send timeout; nothing was sent),
     /// `tagwire.TagDestroyed`, `tagwire.Closed`.
     fn send(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u64> {
-        if let Ok(b) = data.cast::<PyBytes>() {
-            return self.send_bytes(py, b.as_bytes());
-        }
-        let buf = RawBuf::get(data, "send")?;
-        let r = self.send_bytes(py, buf.bytes());
-        buf.release(py);
-        r
+        Self::with_bytes(data, "send", |d| self.send_bytes(py, d))
+    }
+
+    /// Sends a sample of instance `key` (bytes-like: at most 16 bytes name
+    /// the instance themselves, a longer key its MD5, as a DDS key hash);
+    /// returns its sequence number. Subscribers read the key in
+    /// `Message.key`; exclusive ownership, deadlines and minimum separation
+    /// apply per instance. Raises as `send`.
+    fn send_keyed(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        Self::with_bytes(key, "send_keyed", |k| {
+            Self::with_bytes(data, "send_keyed", |d| {
+                // (The instance block in front of the payload: 64 bytes
+                // is more than it takes.)
+                self.send_op(py, d.len() + 64, |p| p.send_keyed(k, d))
+            })
+        })
+    }
+
+    /// Says that instance `key` is deleted (a DDS dispose): subscribers get
+    /// an empty message with `state == "disposed"`.
+    fn dispose(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u64> {
+        Self::with_bytes(key, "dispose", |k| self.send_op(py, 64, |p| p.dispose(k)))
+    }
+
+    /// Says that this publisher writes instance `key` no more (a DDS
+    /// unregister): an exclusive owner gives the instance up at once.
+    fn unregister(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u64> {
+        Self::with_bytes(key, "unregister", |k| {
+            self.send_op(py, 64, |p| p.unregister(k))
+        })
+    }
+
+    /// This publisher's ownership strength (an int, or None: 0 and not
+    /// sent), carried by every message from now on: a subscriber with
+    /// `exclusive=True` takes each instance from its strongest live
+    /// publisher only.
+    fn set_strength(&self, py: Python<'_>, strength: Option<i32>) -> PyResult<()> {
+        let mut g = self.lock(py);
+        let st = g.as_mut().ok_or_else(|| errors::closed(py, "publisher"))?;
+        st.publ.set_strength(strength);
+        Ok(())
     }
 
     /// How long `send` may wait (seconds) when the ring is held back by a

@@ -140,6 +140,16 @@ class Message:
         """When it was sent: seconds since the epoch (publisher's clock)."""
     @property
     def timestamp_ns(self) -> int: ...
+    @property
+    def key(self) -> Optional[bytes]:
+        """The instance's 16-byte key (``Publisher.send_keyed``), or None."""
+    @property
+    def state(
+        self,
+    ) -> Literal["alive", "disposed", "unregistered", "disposed_unregistered"]: ...
+    @property
+    def strength(self) -> Optional[int]:
+        """The publisher's ownership strength, or None if it set none."""
 
 @final
 class MessageInfo:
@@ -156,6 +166,16 @@ class MessageInfo:
     def timestamp(self) -> float: ...
     @property
     def timestamp_ns(self) -> int: ...
+    @property
+    def key(self) -> Optional[bytes]:
+        """The instance's 16-byte key (``Publisher.send_keyed``), or None."""
+    @property
+    def state(
+        self,
+    ) -> Literal["alive", "disposed", "unregistered", "disposed_unregistered"]: ...
+    @property
+    def strength(self) -> Optional[int]:
+        """The publisher's ownership strength, or None if it set none."""
 
 @final
 class Batch:
@@ -228,6 +248,14 @@ class Publisher:
 
     def send(self, data: Buffer) -> int:
         """Sends ``data`` (any contiguous bytes-like object); returns its seq."""
+    def send_keyed(self, key: Buffer, data: Buffer) -> int:
+        """Sends a sample of instance ``key``; returns its seq."""
+    def dispose(self, key: Buffer) -> int:
+        """Deletes instance ``key`` (subscribers see ``state == "disposed"``)."""
+    def unregister(self, key: Buffer) -> int:
+        """Writes instance ``key`` no more (an exclusive owner gives it up)."""
+    def set_strength(self, strength: Optional[int]) -> None:
+        """Ownership strength for ``exclusive`` subscribers (None: 0)."""
     def set_send_timeout(self, seconds: float) -> None: ...
     @property
     def last_seq(self) -> int: ...
@@ -323,6 +351,9 @@ class Client:
         lossless: bool = False,
         busy_poll: Optional[float] = None,
         history: Optional[HistoryQuery] = None,
+        exclusive: bool = False,
+        deadline: Optional[float] = None,
+        min_separation: Optional[float] = None,
     ) -> Subscriber: ...
     def senders(self, name: str) -> list[Member]: ...
     def receivers(self, name: str) -> list[Member]: ...

@@ -155,11 +155,12 @@ class Quota(Error):
 
 
 class DeadlineMissed(Error):
-    """An instance (``key``, hex, or None for an unkeyed tag) of ``tag`` got
-    no sample for a deadline period; the subscription stays valid."""
+    """An instance (``key``: the 16 bytes of ``Message.key``, or None for
+    messages sent without a key) of ``tag`` got no sample for a deadline
+    period; the subscription stays valid."""
 
     tag: str = ""
-    key: "str | None" = None
+    key: "bytes | None" = None
 
 
 class Timeout(Error, TimeoutError):

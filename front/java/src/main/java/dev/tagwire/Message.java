@@ -11,7 +11,12 @@ import java.time.Instant;
  * @param sender    who sent it: process id and node
  * @param timestamp when it was sent (the publisher's clock)
  */
-public record Message(byte[] payload, long seq, Sender sender, Instant timestamp) {
+public record Message(byte[] payload, long seq, Sender sender, Instant timestamp, Instance instance) {
+    /** A message without a key ({@link Instance#NONE}). */
+    public Message(byte[] payload, long seq, Sender sender, Instant timestamp) {
+        this(payload, seq, sender, timestamp, Instance.NONE);
+    }
+
     /** The payload decoded as UTF-8. */
     public String text() {
         return new String(payload, StandardCharsets.UTF_8);

@@ -50,6 +50,17 @@ public final class MessageInfo {
         return Instant.ofEpochSecond(Long.divideUnsigned(ns, 1_000_000_000L), Long.remainderUnsigned(ns, 1_000_000_000L));
     }
 
+    /** The instance: key, state, strength (allocates). */
+    public Instance instance() {
+        byte[] key = info.get(ValueLayout.JAVA_BOOLEAN, Native.INFO_HAS_KEY)
+                ? info.asSlice(Native.INFO_KEY, 16).toArray(ValueLayout.JAVA_BYTE)
+                : null;
+        java.util.OptionalInt strength = info.get(ValueLayout.JAVA_BOOLEAN, Native.INFO_HAS_STRENGTH)
+                ? java.util.OptionalInt.of(info.get(ValueLayout.JAVA_INT, Native.INFO_STRENGTH))
+                : java.util.OptionalInt.empty();
+        return new Instance(key, Instance.State.of(info.get(ValueLayout.JAVA_BYTE, Native.INFO_STATE)), strength);
+    }
+
     /** A copy that later receives leave alone. */
     public MessageInfo copy() {
         MemorySegment c = MemorySegment.ofArray(new long[(int) (Native.MESSAGE_INFO.byteSize() / 8)]);

@@ -68,7 +68,11 @@ final class Native {
             JAVA_INT.withName("delay_bound_us"),
             JAVA_BOOLEAN.withName("lossless"),
             MemoryLayout.paddingLayout(7),
-            JAVA_LONG.withName("busy_poll_ns"));
+            JAVA_LONG.withName("busy_poll_ns"),
+            JAVA_BOOLEAN.withName("exclusive"),
+            MemoryLayout.paddingLayout(7),
+            JAVA_LONG.withName("deadline_ns"),
+            JAVA_LONG.withName("min_separation_ns"));
 
     /** {@code tw_history_query}. */
     static final GroupLayout HISTORY_QUERY = MemoryLayout.structLayout(
@@ -82,7 +86,13 @@ final class Native {
             SENDER.withName("sender"),
             MemoryLayout.paddingLayout(4),
             JAVA_LONG.withName("timestamp_ns"),
-            JAVA_LONG.withName("lost"));
+            JAVA_LONG.withName("lost"),
+            MemoryLayout.sequenceLayout(16, JAVA_BYTE).withName("key"),
+            JAVA_BOOLEAN.withName("has_key"),
+            JAVA_BYTE.withName("state"),
+            JAVA_BOOLEAN.withName("has_strength"),
+            MemoryLayout.paddingLayout(1),
+            JAVA_INT.withName("strength"));
 
     /** {@code tw_tag_info}. */
     static final GroupLayout TAG_INFO = MemoryLayout.structLayout(
@@ -114,6 +124,7 @@ final class Native {
 
     // Offsets used on the hot path (checked against the C compiler's by the tests).
     static final long INFO_LEN = 0, INFO_SEQ = 8, INFO_PID = 16, INFO_NODE = 20, INFO_TS = 40, INFO_LOST = 48;
+    static final long INFO_KEY = 56, INFO_HAS_KEY = 72, INFO_STATE = 73, INFO_HAS_STRENGTH = 74, INFO_STRENGTH = 76;
 
     // ----------------------------------------------------------- loading ---
 
@@ -245,6 +256,14 @@ final class Native {
         static final MethodHandle publisher_free = fn("tw_publisher_free", FunctionDescriptor.ofVoid(ADDRESS));
         static final MethodHandle publisher_send =
                 fn("tw_publisher_send", status(ADDRESS, ADDRESS, JAVA_LONG, ADDRESS));
+        static final MethodHandle publisher_send_keyed = fn("tw_publisher_send_keyed",
+                status(ADDRESS, ADDRESS, JAVA_LONG, ADDRESS, JAVA_LONG, ADDRESS));
+        static final MethodHandle publisher_dispose =
+                fn("tw_publisher_dispose", status(ADDRESS, ADDRESS, JAVA_LONG, ADDRESS));
+        static final MethodHandle publisher_unregister =
+                fn("tw_publisher_unregister", status(ADDRESS, ADDRESS, JAVA_LONG, ADDRESS));
+        static final MethodHandle publisher_set_strength =
+                fn("tw_publisher_set_strength", status(ADDRESS, JAVA_BOOLEAN, JAVA_INT));
         static final MethodHandle publisher_set_send_timeout =
                 fn("tw_publisher_set_send_timeout", status(ADDRESS, JAVA_LONG));
         static final MethodHandle publisher_last_seq =

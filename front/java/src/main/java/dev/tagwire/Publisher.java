@@ -1,5 +1,6 @@
 package dev.tagwire;
 
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
@@ -122,6 +123,77 @@ public final class Publisher extends Guard {
             MemorySegment s = scratch(length);
             MemorySegment.copy(data, offset, s, 0, length);
             return sendRaw(s, length);
+        } finally {
+            exit();
+        }
+    }
+
+    /**
+     * Sends a sample of instance {@code key} (at most 16 bytes name the
+     * instance themselves, a longer key its MD5, as a DDS key hash); returns
+     * the sequence number. Subscribers read the key in
+     * {@link Message#instance()}; exclusive ownership, deadlines and minimum
+     * separation apply per instance.
+     */
+    public long sendKeyed(byte[] key, byte[] data) {
+        return keyed(key, data, 0);
+    }
+
+    /** Says that instance {@code key} is deleted: subscribers get an empty message, state DISPOSED. */
+    public long dispose(byte[] key) {
+        return keyed(key, null, 1);
+    }
+
+    /** Says that this publisher writes instance {@code key} no more: an exclusive owner gives it up at once. */
+    public long unregister(byte[] key) {
+        return keyed(key, null, 2);
+    }
+
+    /**
+     * This publisher's ownership strength, carried by every message from now
+     * on (empty: none, counted as 0): a subscriber with
+     * {@link SubscribeOptions#exclusive()} takes each instance from its
+     * strongest live publisher only.
+     */
+    public void setStrength(java.util.OptionalInt strength) {
+        enter();
+        try {
+            int st;
+            try {
+                st = (int) Native.H.publisher_set_strength.invokeExact(
+                        handle, strength.isPresent(), strength.orElse(0));
+            } catch (Throwable t) {
+                throw Native.rethrow(t);
+            }
+            if (st != 0) {
+                throw Native.failure(st);
+            }
+        } finally {
+            exit();
+        }
+    }
+
+    /** {@code op}: 0 send, 1 dispose, 2 unregister. */
+    private long keyed(byte[] key, byte[] data, int op) {
+        enter();
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment k = a.allocateFrom(ValueLayout.JAVA_BYTE, key);
+            int st;
+            try {
+                st = switch (op) {
+                    case 0 -> (int) Native.H.publisher_send_keyed.invokeExact(
+                            handle, k, (long) key.length,
+                            a.allocateFrom(ValueLayout.JAVA_BYTE, data), (long) data.length, seqOut);
+                    case 1 -> (int) Native.H.publisher_dispose.invokeExact(handle, k, (long) key.length, seqOut);
+                    default -> (int) Native.H.publisher_unregister.invokeExact(handle, k, (long) key.length, seqOut);
+                };
+            } catch (Throwable t) {
+                throw Native.rethrow(t);
+            }
+            if (st != 0) {
+                throw Native.failure(st);
+            }
+            return seqOut.get(ValueLayout.JAVA_LONG, 0);
         } finally {
             exit();
         }

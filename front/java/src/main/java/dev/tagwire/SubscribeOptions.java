@@ -23,6 +23,9 @@ public final class SubscribeOptions {
     private Integer delayBoundUs;
     private Boolean lossless;
     private Long busyPollNs;
+    private Boolean exclusive;
+    private Long deadlineNs;
+    private Long minSeparationNs;
 
     /** The defaults. */
     public SubscribeOptions() {}
@@ -124,6 +127,35 @@ public final class SubscribeOptions {
         return this;
     }
 
+    /** Of each instance ({@link Publisher#sendKeyed}), only the strongest live publisher's messages. */
+    public SubscribeOptions exclusive() {
+        this.exclusive = true;
+        return this;
+    }
+
+    /**
+     * Receives throw a {@link TagwireException} of kind {@code DEADLINE_MISSED}
+     * once per {@code period} an instance goes without a message (an
+     * exclusive owner then loses the instance).
+     */
+    public SubscribeOptions deadline(Duration period) {
+        this.deadlineNs = positive("deadline", period);
+        return this;
+    }
+
+    /** At most one message per instance per {@code interval}: the newest. */
+    public SubscribeOptions minSeparation(Duration interval) {
+        this.minSeparationNs = positive("minimum separation", interval);
+        return this;
+    }
+
+    private static long positive(String what, Duration d) {
+        if (d.isNegative() || d.isZero()) {
+            throw new IllegalArgumentException(what + " must be positive: " + d);
+        }
+        return d.toNanos();
+    }
+
     /** The library's {@code tw_subscribe_options} with these changes. */
     MemorySegment toNative(SegmentAllocator alloc) {
         MemorySegment o;
@@ -158,6 +190,15 @@ public final class SubscribeOptions {
         }
         if (busyPollNs != null) {
             o.set(ValueLayout.JAVA_LONG, 48, busyPollNs);
+        }
+        if (exclusive != null) {
+            o.set(ValueLayout.JAVA_BOOLEAN, 56, exclusive);
+        }
+        if (deadlineNs != null) {
+            o.set(ValueLayout.JAVA_LONG, 64, deadlineNs);
+        }
+        if (minSeparationNs != null) {
+            o.set(ValueLayout.JAVA_LONG, 72, minSeparationNs);
         }
         return o;
     }

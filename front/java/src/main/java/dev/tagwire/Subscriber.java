@@ -79,7 +79,7 @@ public final class Subscriber extends Guard {
                 }
                 int len = info.length();
                 byte[] payload = scratch.asSlice(0, len).toArray(ValueLayout.JAVA_BYTE);
-                return new Message(payload, info.seq(), info.sender(), info.timestamp());
+                return new Message(payload, info.seq(), info.sender(), info.timestamp(), info.instance());
             }
         } finally {
             exit();

@@ -43,7 +43,8 @@ public final class Subscription implements AutoCloseable {
 
     static RawHandler adapt(MessageHandler h) {
         return (payload, info) -> h.onMessage(new Message(
-                payload.toArray(ValueLayout.JAVA_BYTE), info.seq(), info.sender(), info.timestamp()));
+                payload.toArray(ValueLayout.JAVA_BYTE), info.seq(), info.sender(), info.timestamp(),
+                info.instance()));
     }
 
     private static void printError(Throwable t) {
