@@ -255,7 +255,7 @@ impl Writer {
         if let Some(g) = gap(&gone, reader.entity, self.entity) {
             let _ = b.push(&g);
         }
-        let _ = b.push(&self.heartbeat(reader.entity));
+        let _ = b.push(&self.heartbeat(reader.entity, false));
         self.send(b.finish(), &locators);
         self.schedule_hb(now);
     }
@@ -321,7 +321,10 @@ impl Writer {
         heartbeat: bool,
     ) -> Vec<Vec<u8>> {
         let header = self.header;
-        let hb = heartbeat.then(|| self.heartbeat(reader));
+        // The heartbeat that rides with a sample is final: a reader that
+        // lacks nothing need not answer it (one datagram less back per
+        // sample); the periodic one asks for the acknowledgements.
+        let hb = heartbeat.then(|| self.heartbeat(reader, true));
         let Some(kept) = self.history.get(&sn) else {
             return Vec::new();
         };
@@ -413,7 +416,7 @@ impl Writer {
             return;
         }
         let mut b = MessageBuilder::new(self.header);
-        if b.push(&self.heartbeat(EntityId::UNKNOWN)).is_ok() {
+        if b.push(&self.heartbeat(EntityId::UNKNOWN, false)).is_ok() {
             let to = self.all_locators();
             self.send(b.finish(), &to);
         }
@@ -480,7 +483,7 @@ impl Writer {
         })
     }
 
-    fn heartbeat(&mut self, reader: EntityId) -> Submessage<'static> {
+    fn heartbeat(&mut self, reader: EntityId, final_flag: bool) -> Submessage<'static> {
         self.hb_count += 1;
         Submessage::Heartbeat {
             reader,
@@ -488,7 +491,7 @@ impl Writer {
             first: SequenceNumber(self.first_kept()),
             last: SequenceNumber(self.next_sn - 1),
             count: self.hb_count,
-            final_flag: false,
+            final_flag,
             liveliness: false,
         }
     }
@@ -498,7 +501,7 @@ impl Writer {
             return;
         };
         let mut b = MessageBuilder::new(self.header);
-        let hb = self.heartbeat(reader.entity);
+        let hb = self.heartbeat(reader.entity, false);
         if b.push(&Submessage::InfoDst(reader.prefix)).is_ok() && b.push(&hb).is_ok() {
             self.send(b.finish(), &locators);
         }
