@@ -9,7 +9,9 @@
 //!   reader, the dispose as NOT_ALIVE_DISPOSED;
 //! * two exclusive Cyclone writers of strengths 10 and 20: an exclusive
 //!   tagwire subscriber gets only the stronger's samples, is told when it
-//!   goes silent past the deadline, and fails over to the weaker.
+//!   goes silent past the deadline, and fails over to the weaker;
+//! * a tagwire subscriber with a minimum separation takes a fast Cyclone
+//!   writer's samples thinned per instance, the newest of each interval.
 //!
 //! Without Python's venv each test prints `skipped: <reason>`; `.ci/run`
 //! installs what they need.
@@ -202,4 +204,49 @@ fn an_exclusive_subscriber_fails_over_between_two_cyclone_writers_by_strength() 
         .all(|e| matches!(e, Ok((t, Some(10))) if t.starts_with("10:")) || e.is_err()));
     assert!(after.len() > 10, "the weak writer took over: {}", said());
     assert!(sub.filtered().not_owner >= 10, "{:?}", sub.filtered());
+}
+
+#[test]
+fn a_tagwire_subscriber_takes_a_cyclone_writers_samples_at_its_minimum_separation() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let (_dir, _d, c) = daemon(53, MAP);
+    let sep = Duration::from_millis(100);
+    let mut sub = c
+        .subscribe("/items", SubscribeOptions::default().min_separation(sep))
+        .unwrap();
+    // 40 rounds of instances 1 and 2, 10 ms apart: about 400 ms of data.
+    let (_w, _lines) = writer(&python, 53, &["-1", "1,2", "40", "10", "1"]);
+    let mut got: Vec<(Instant, i32, u32)> = Vec::new();
+    let until = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < until {
+        match sub.receive(Some(Duration::from_millis(500))) {
+            Ok(m) => {
+                let id = i32::from_le_bytes(m.payload[4..8].try_into().unwrap());
+                let round: u32 = text(&m.payload)[3..].parse().unwrap();
+                got.push((Instant::now(), id, round));
+            }
+            // Quiet for 500 ms after data came: the writer is done.
+            Err(tagwire::Error::Timeout) if !got.is_empty() => break,
+            Err(_) => {}
+        }
+    }
+    for id in [1, 2] {
+        let of: Vec<&(Instant, i32, u32)> = got.iter().filter(|g| g.1 == id).collect();
+        // Thinned: the first at once, then about one per 100 ms.
+        assert!((3..=10).contains(&of.len()), "instance {id}: {of:?}");
+        assert!(
+            of.windows(2).all(|w| w[0].2 < w[1].2),
+            "newer each time: {of:?}"
+        );
+        assert!(
+            of.windows(2)
+                .all(|w| w[1].0.duration_since(w[0].0) >= sep - Duration::from_millis(15)),
+            "at most one per interval: {of:?}"
+        );
+        // The newest of the last interval is handed out when it ends.
+        assert_eq!(of.last().unwrap().2, 39, "{of:?}");
+    }
+    assert!(sub.filtered().replaced > 40, "{:?}", sub.filtered());
 }

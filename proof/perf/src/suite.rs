@@ -318,11 +318,7 @@ pub fn rtt(
                 Err(_) => {}
             }
             if let (true, Ok(opts)) = (dds_pong, &dds) {
-                let client = tagwire::ClientOptions {
-                    socket: o.env.socket.clone(),
-                    autostart: false,
-                    ..tagwire::ClientOptions::default()
-                };
+                let client = client_options(o);
                 // The sleeping tagwire pong's floor: ddsperf's round trip
                 // plus the two thread hand-offs on the pong's CPU (gateway
                 // → pong → gateway) that ddsperf's pong has not, measured
@@ -593,11 +589,7 @@ pub fn throughput(
                 Err(_) => {}
             }
             if let (true, Ok(opts)) = (dds_sub, &dds) {
-                let client = tagwire::ClientOptions {
-                    socket: o.env.socket.clone(),
-                    autostart: false,
-                    ..tagwire::ClientOptions::default()
-                };
+                let client = client_options(o);
                 match crate::ddsgateway::throughput(s, o.dds_seconds, opts, client) {
                     Ok(r) => add(
                         rep_now,
@@ -692,6 +684,15 @@ pub(crate) fn push(
             p99_us: s.p99_us,
         };
         acc.push(system, mode, size, receivers, acks, point);
+    }
+}
+
+/// Options for a client of the run's daemon (never starting another).
+fn client_options(o: &SuiteOpts) -> tagwire::ClientOptions {
+    tagwire::ClientOptions {
+        socket: o.env.socket.clone(),
+        autostart: false,
+        ..tagwire::ClientOptions::default()
     }
 }
 

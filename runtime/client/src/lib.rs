@@ -38,6 +38,7 @@ mod direct;
 mod error;
 mod gaps;
 mod instances;
+mod offered;
 mod options;
 mod publisher;
 mod pull;

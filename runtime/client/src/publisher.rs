@@ -69,6 +69,8 @@ pub struct Publisher {
     /// The large message this publisher stored last (0: none), which the
     /// next store tells the daemon it is done with.
     last_blob: u64,
+    /// The deadline it offers (`offer_deadline`).
+    offered: Option<Box<crate::offered::Offered>>,
 }
 
 /// A publisher's means to take the send ticket.
@@ -266,6 +268,7 @@ impl Publisher {
             send_timeout: DEFAULT_SEND_TIMEOUT,
             clock: SendClock::new(),
             strength: None,
+            offered: None,
             quiet: false,
             direct,
             stream: NEXT_STREAM.fetch_add(1, Ordering::Relaxed),
@@ -381,9 +384,47 @@ impl Publisher {
         self.send_frame(payload, &ext, ts)
     }
 
+    /// Offers a deadline: each instance this publisher writes (messages
+    /// without a key are one instance) should get a sample at least every
+    /// `period`. [`Publisher::missed_deadlines`] says which did not. `None`
+    /// offers none (the default). A dispose or unregister ends an
+    /// instance's deadline. Subscribers ask for their own
+    /// ([`SubscribeOptions::deadline`](crate::SubscribeOptions::deadline)).
+    pub fn offer_deadline(&mut self, period: Option<Duration>) {
+        self.offered = period
+            .filter(|p| !p.is_zero())
+            .map(|p| Box::new(crate::offered::Offered::new(p)));
+    }
+
+    /// The instances this publisher left without a sample for a whole
+    /// offered deadline period since the last call, one entry per period
+    /// missed (`None`: messages without a key), oldest first, and how many
+    /// older ones were dropped uncounted in the list (at most 4096 are kept
+    /// between calls).
+    pub fn missed_deadlines(&mut self) -> (Vec<Option<Key>>, u64) {
+        match self.offered.as_mut() {
+            Some(o) => o.missed(Instant::now()),
+            None => (Vec::new(), 0),
+        }
+    }
+
     /// Sends `payload` behind the extension block `ext` (none if it is
-    /// empty), stamped `timestamp_ns` (else now).
+    /// empty), stamped `timestamp_ns` (else now), and notes it for the
+    /// offered deadline.
     fn send_frame(
+        &mut self,
+        payload: &[u8],
+        ext: &Ext,
+        timestamp_ns: Option<u64>,
+    ) -> Result<SeqNum> {
+        let sent = self.send_frame_inner(payload, ext, timestamp_ns)?;
+        if let Some(o) = self.offered.as_mut() {
+            o.sent(Instant::now(), ext.key, ext.state);
+        }
+        Ok(sent)
+    }
+
+    fn send_frame_inner(
         &mut self,
         payload: &[u8],
         ext: &Ext,

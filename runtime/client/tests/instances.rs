@@ -271,3 +271,42 @@ fn minimum_separation_keeps_the_newest_sample_of_each_interval() {
         "each sample handed out or counted"
     );
 }
+
+#[test]
+fn a_publisher_is_told_which_instances_it_left_past_its_offered_deadline() {
+    let (_dir, _d, c) = node();
+    c.create_tag("/offer", Domain::Local).unwrap();
+    let mut p = c.publisher("/offer").unwrap();
+    // None offered: nothing to report.
+    p.send_keyed(b"quiet", b"q").unwrap();
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(p.missed_deadlines(), (vec![], 0));
+
+    p.offer_deadline(Some(Duration::from_millis(50)));
+    p.send_keyed(b"quiet", b"q").unwrap();
+    p.send_keyed(b"gone", b"g").unwrap();
+    p.dispose(b"gone").unwrap(); // a disposed instance owes nothing
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(180) {
+        p.send_keyed(b"busy", b"b").unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (missed, dropped) = p.missed_deadlines();
+    assert_eq!(dropped, 0);
+    assert!(
+        (2..=4).contains(&missed.len()),
+        "about once per 50 ms: {missed:?}"
+    );
+    assert!(
+        missed.iter().all(|k| *k == Some(Key::of(b"quiet"))),
+        "{missed:?}"
+    );
+    // Reported once: the next call has only what is new.
+    let (again, _) = p.missed_deadlines();
+    assert!(again.len() <= 1, "{again:?}");
+    // Unkeyed messages are one instance.
+    p.offer_deadline(Some(Duration::from_millis(30)));
+    p.send(b"plain").unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(p.missed_deadlines().0, vec![None]);
+}

@@ -8,23 +8,14 @@ Usage: python items_reader.py DOMAIN COUNT TIMEOUT
 
 import sys
 import time
-from dataclasses import dataclass
 
 from cyclonedds.core import InstanceState, Policy, Qos
 from cyclonedds.domain import DomainParticipant
-from cyclonedds.idl import IdlStruct
-from cyclonedds.idl.annotations import key
-from cyclonedds.idl.types import int32
 from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
-
-@dataclass
-class Item(IdlStruct, typename="Item"):
-    id: int32
-    key("id")
-    text: str
+from items import Item
 
 
 def main() -> None:

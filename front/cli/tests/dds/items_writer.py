@@ -12,23 +12,14 @@ before it exits. Prints "matched" once a reader matched.
 
 import sys
 import time
-from dataclasses import dataclass
 
 from cyclonedds.core import Policy, Qos
 from cyclonedds.domain import DomainParticipant
-from cyclonedds.idl import IdlStruct
-from cyclonedds.idl.annotations import key
-from cyclonedds.idl.types import int32
 from cyclonedds.pub import DataWriter
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
-
-@dataclass
-class Item(IdlStruct, typename="Item"):
-    id: int32
-    key("id")
-    text: str
+from items import Item
 
 
 def main() -> None:
