@@ -427,6 +427,20 @@ enum tw_status tw_publisher_unregister(struct tw_publisher *publisher,
                                        size_t key_len,
                                        uint64_t *seq);
 
+// Offers a deadline of `period_ns` (0: none): each instance this publisher
+// writes (messages without a key are one instance) should get a sample at
+// least that often; [`tw_publisher_missed_deadline`] says which did not.
+enum tw_status tw_publisher_offer_deadline(struct tw_publisher *publisher, uint64_t period_ns);
+
+// Takes the oldest instance this publisher left without a sample for a
+// whole offered deadline period (one per period missed): `*missed` true,
+// the 16 bytes at `key` and `*has_key` as in `tw_message_info` (`has_key`
+// false: messages sent without a key); `*missed` false when there is none.
+enum tw_status tw_publisher_missed_deadline(struct tw_publisher *publisher,
+                                            uint8_t *key,
+                                            bool *has_key,
+                                            bool *missed);
+
 // Sets this publisher's ownership strength, carried by every message from
 // now on (`has` false: none, which counts as 0): a subscriber with
 // `exclusive` takes each instance from its strongest live publisher only.

@@ -376,6 +376,23 @@ class Publisher {
         tw_publisher_unregister(p_.get(), reinterpret_cast<const std::uint8_t*>(key.data()), key.size(), &seq));
     return seq;
   }
+  /// Offers a deadline: each instance written should get a sample at least
+  /// every `period` (nullopt: none); missed_deadlines() says which did not.
+  void offer_deadline(std::optional<std::chrono::nanoseconds> period) {
+    detail::check(tw_publisher_offer_deadline(p_.get(), period ? static_cast<std::uint64_t>(period->count()) : 0));
+  }
+  /// The instances left without a sample for a whole offered period since
+  /// the last call, one per period missed (nullopt: messages without a key).
+  std::vector<std::optional<std::array<std::uint8_t, 16>>> missed_deadlines() {
+    std::vector<std::optional<std::array<std::uint8_t, 16>>> out;
+    for (;;) {
+      std::array<std::uint8_t, 16> key{};
+      bool has_key = false, missed = false;
+      detail::check(tw_publisher_missed_deadline(p_.get(), key.data(), &has_key, &missed));
+      if (!missed) return out;
+      out.push_back(has_key ? std::optional(key) : std::nullopt);
+    }
+  }
   /// Ownership strength carried from now on (nullopt: none, counted as 0).
   void set_strength(std::optional<std::int32_t> strength) {
     detail::check(tw_publisher_set_strength(p_.get(), strength.has_value(), strength.value_or(0)));

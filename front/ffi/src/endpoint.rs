@@ -13,6 +13,8 @@ use crate::types::{timeout, tw_history_query, tw_message_info, tw_subscribe_opti
 /// Send access to one tag. One thread at a time.
 pub struct tw_publisher {
     inner: Publisher,
+    /// Missed offered deadlines taken from `inner`, not handed out yet.
+    missed: std::collections::VecDeque<Option<tagwire::Key>>,
 }
 
 /// A subscription to one tag. One thread at a time.
@@ -46,7 +48,10 @@ pub unsafe extern "C" fn tw_publisher_new(
         unsafe {
             put(
                 out,
-                Box::into_raw(Box::new(tw_publisher { inner: p })),
+                Box::into_raw(Box::new(tw_publisher {
+                    inner: p,
+                    missed: Default::default(),
+                })),
                 "out",
             )
         }
@@ -175,6 +180,56 @@ pub unsafe extern "C" fn tw_publisher_unregister(
             Ok(p.unregister(bytes_arg(key, key_len, "key")?)?)
         })
     }
+}
+
+/// Offers a deadline of `period_ns` (0: none): each instance this publisher
+/// writes (messages without a key are one instance) should get a sample at
+/// least that often; [`tw_publisher_missed_deadline`] says which did not.
+#[no_mangle]
+pub unsafe extern "C" fn tw_publisher_offer_deadline(
+    publisher: *mut tw_publisher,
+    period_ns: u64,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let p = unsafe { handle_mut(publisher, "publisher") }?;
+        p.inner
+            .offer_deadline((period_ns > 0).then(|| Duration::from_nanos(period_ns)));
+        p.missed.clear();
+        Ok(())
+    })
+}
+
+/// Takes the oldest instance this publisher left without a sample for a
+/// whole offered deadline period (one per period missed): `*missed` true,
+/// the 16 bytes at `key` and `*has_key` as in `tw_message_info` (`has_key`
+/// false: messages sent without a key); `*missed` false when there is none.
+#[no_mangle]
+pub unsafe extern "C" fn tw_publisher_missed_deadline(
+    publisher: *mut tw_publisher,
+    key: *mut u8,
+    has_key: *mut bool,
+    missed: *mut bool,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let p = unsafe { handle_mut(publisher, "publisher") }?;
+        if key.is_null() || has_key.is_null() || missed.is_null() {
+            return Err(Failure::invalid("key, has_key or missed is NULL"));
+        }
+        if p.missed.is_empty() {
+            p.missed.extend(p.inner.missed_deadlines().0);
+        }
+        let next = p.missed.pop_front();
+        let bytes = next.flatten().map_or([0; 16], |k| k.0);
+        // SAFETY: checked non-null above; `key` holds 16 writable bytes
+        // (the contract).
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), key, 16);
+            put(missed, next.is_some(), "missed")?;
+            put(has_key, next.flatten().is_some(), "has_key")
+        }
+    })
 }
 
 /// Sets this publisher's ownership strength, carried by every message from

@@ -164,6 +164,34 @@ impl PyPublisher {
         Ok(())
     }
 
+    /// Offers a deadline (seconds, or None for none): each instance this
+    /// publisher writes (messages without a key are one instance) should
+    /// get a sample at least that often; `missed_deadlines()` says which
+    /// did not.
+    #[pyo3(signature = (period))]
+    fn offer_deadline(&self, py: Python<'_>, period: Option<f64>) -> PyResult<()> {
+        let d = period
+            .map(|p| options::seconds("deadline", p))
+            .transpose()?;
+        let mut g = self.lock(py);
+        let st = g.as_mut().ok_or_else(|| errors::closed(py, "publisher"))?;
+        st.publ.offer_deadline(d);
+        Ok(())
+    }
+
+    /// The instances (16-byte keys, None for messages without a key) this
+    /// publisher left without a sample for a whole offered deadline period
+    /// since the last call, one entry per period missed, oldest first.
+    fn missed_deadlines(&self, py: Python<'_>) -> PyResult<Vec<Option<Py<PyBytes>>>> {
+        let mut g = self.lock(py);
+        let st = g.as_mut().ok_or_else(|| errors::closed(py, "publisher"))?;
+        let (missed, _) = st.publ.missed_deadlines();
+        Ok(missed
+            .into_iter()
+            .map(|k| k.map(|k| PyBytes::new(py, &k.0).unbind()))
+            .collect())
+    }
+
     /// How long `send` may wait (seconds) when the ring is held back by a
     /// lossless subscriber or a reliable receiver on another node before
     /// raising `tagwire.WindowFull`; 0 fails at once. Default 1 s.

@@ -105,3 +105,19 @@ def test_minimum_separation_keeps_the_newest_of_each_interval(client, tag):
 def test_instance_options_are_checked(client, tag, bad):
     with pytest.raises(ValueError):
         client.subscribe(tag, **bad)
+
+
+def test_a_publisher_is_told_which_instances_it_left_past_its_offered_deadline(client, tag):
+    pub = client.publisher(tag)
+    assert pub.missed_deadlines() == []
+    pub.offer_deadline(0.05)
+    pub.send_keyed(b"quiet", b"q")
+    start = time.monotonic()
+    while time.monotonic() - start < 0.18:
+        pub.send_keyed(b"busy", b"b")
+        time.sleep(0.01)
+    missed = pub.missed_deadlines()
+    assert 2 <= len(missed) <= 4, missed
+    assert all(k == key16(b"quiet") for k in missed)
+    pub.offer_deadline(None)
+    assert pub.missed_deadlines() == []

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "common.hpp"
 
@@ -94,6 +95,31 @@ TEST(Instances, a_missed_deadline_is_thrown_and_the_subscription_goes_on) {
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 150ms);
   pub.send_keyed("quiet", "2");
   EXPECT_EQ(sub.receive(5s).text(), "2");
+}
+
+TEST(Instances, a_publisher_is_told_which_instances_it_left_past_its_offered_deadline) {
+  Client c(test_options());
+  auto tag = unique_tag("offered");
+  c.create_tag(tag);
+  auto pub = c.publisher(tag);
+  EXPECT_TRUE(pub.missed_deadlines().empty());
+  pub.offer_deadline(50ms);
+  pub.send_keyed("quiet", "q");
+  auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < 180ms) {
+    pub.send_keyed("busy", "b");
+    std::this_thread::sleep_for(10ms);
+  }
+  auto missed = pub.missed_deadlines();
+  EXPECT_GE(missed.size(), 2u);
+  EXPECT_LE(missed.size(), 4u);
+  for (const auto& k : missed) EXPECT_EQ(k, key16("quiet"));
+  pub.offer_deadline(30ms);
+  pub.send("plain");
+  std::this_thread::sleep_for(50ms);
+  auto plain = pub.missed_deadlines();
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_FALSE(plain[0].has_value());
 }
 
 TEST(Instances, the_c_api_reports_the_key_state_and_strength) {

@@ -256,6 +256,10 @@ class Publisher:
         """Writes instance ``key`` no more (an exclusive owner gives it up)."""
     def set_strength(self, strength: Optional[int]) -> None:
         """Ownership strength for ``exclusive`` subscribers (None: 0)."""
+    def offer_deadline(self, period: Optional[float]) -> None:
+        """Each instance written should get a sample at least every ``period`` s."""
+    def missed_deadlines(self) -> list[Optional[bytes]]:
+        """Instances left past the offered deadline since the last call."""
     def set_send_timeout(self, seconds: float) -> None: ...
     @property
     def last_seq(self) -> int: ...

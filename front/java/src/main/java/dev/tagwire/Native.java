@@ -262,6 +262,10 @@ final class Native {
                 fn("tw_publisher_dispose", status(ADDRESS, ADDRESS, JAVA_LONG, ADDRESS));
         static final MethodHandle publisher_unregister =
                 fn("tw_publisher_unregister", status(ADDRESS, ADDRESS, JAVA_LONG, ADDRESS));
+        static final MethodHandle publisher_offer_deadline =
+                fn("tw_publisher_offer_deadline", status(ADDRESS, JAVA_LONG));
+        static final MethodHandle publisher_missed_deadline =
+                fn("tw_publisher_missed_deadline", status(ADDRESS, ADDRESS, ADDRESS, ADDRESS));
         static final MethodHandle publisher_set_strength =
                 fn("tw_publisher_set_strength", status(ADDRESS, JAVA_BOOLEAN, JAVA_INT));
         static final MethodHandle publisher_set_send_timeout =

@@ -173,6 +173,65 @@ public final class Publisher extends Guard {
         }
     }
 
+    /**
+     * Offers a deadline: each instance this publisher writes (messages
+     * without a key are one instance) should get a sample at least every
+     * {@code period} ({@code null}: none). {@link #missedDeadlines()} says
+     * which did not.
+     */
+    public void offerDeadline(Duration period) {
+        if (period != null && (period.isNegative() || period.isZero())) {
+            throw new IllegalArgumentException("deadline must be positive: " + period);
+        }
+        enter();
+        try {
+            int st;
+            try {
+                st = (int) Native.H.publisher_offer_deadline.invokeExact(handle, period == null ? 0L : period.toNanos());
+            } catch (Throwable t) {
+                throw Native.rethrow(t);
+            }
+            if (st != 0) {
+                throw Native.failure(st);
+            }
+        } finally {
+            exit();
+        }
+    }
+
+    /**
+     * The instances this publisher left without a sample for a whole offered
+     * deadline period since the last call, one per period missed, oldest
+     * first: each its 16-byte key, or an empty array for messages sent
+     * without a key.
+     */
+    public java.util.List<byte[]> missedDeadlines() {
+        java.util.List<byte[]> out = new java.util.ArrayList<>();
+        enter();
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment key = a.allocate(16);
+            MemorySegment hasKey = a.allocate(ValueLayout.JAVA_BOOLEAN);
+            MemorySegment missed = a.allocate(ValueLayout.JAVA_BOOLEAN);
+            for (;;) {
+                int st;
+                try {
+                    st = (int) Native.H.publisher_missed_deadline.invokeExact(handle, key, hasKey, missed);
+                } catch (Throwable t) {
+                    throw Native.rethrow(t);
+                }
+                if (st != 0) {
+                    throw Native.failure(st);
+                }
+                if (!missed.get(ValueLayout.JAVA_BOOLEAN, 0)) {
+                    return out;
+                }
+                out.add(hasKey.get(ValueLayout.JAVA_BOOLEAN, 0) ? key.toArray(ValueLayout.JAVA_BYTE) : new byte[0]);
+            }
+        } finally {
+            exit();
+        }
+    }
+
     /** {@code op}: 0 send, 1 dispose, 2 unregister. */
     private long keyed(byte[] key, byte[] data, int op) {
         enter();

@@ -98,6 +98,32 @@ class InstancesTest {
     }
 
     @Test
+    void aPublisherIsToldWhichInstancesItLeftPastItsOfferedDeadline() throws InterruptedException {
+        TestDaemon d = TestDaemon.shared();
+        try (Client c = d.connect()) {
+            String tag = TestDaemon.uniqueTag("offered");
+            c.createTag(tag);
+            try (Publisher pub = c.publisher(tag)) {
+                assertTrue(pub.missedDeadlines().isEmpty());
+                pub.offerDeadline(Duration.ofMillis(50));
+                pub.sendKeyed(b("quiet"), b("q"));
+                long t0 = System.nanoTime();
+                while (System.nanoTime() - t0 < 180_000_000L) {
+                    pub.sendKeyed(b("busy"), b("b"));
+                    Thread.sleep(10);
+                }
+                var missed = pub.missedDeadlines();
+                assertTrue(missed.size() >= 2 && missed.size() <= 4, "missed " + missed.size());
+                for (byte[] k : missed) {
+                    assertArrayEquals(key16("quiet"), k);
+                }
+                pub.offerDeadline(null);
+                assertTrue(pub.missedDeadlines().isEmpty());
+            }
+        }
+    }
+
+    @Test
     void aMissedDeadlineIsThrownAndTheSubscriptionGoesOn() {
         TestDaemon d = TestDaemon.shared();
         try (Client c = d.connect()) {
