@@ -570,8 +570,8 @@ fn many_writers(n: u8, ids: u8, unmatch: Option<u8>) -> (Vec<Vec<i64>>, usize) {
 
 #[test]
 fn a_reader_takes_each_matched_writer_and_only_those_however_many_there_are() {
-    // Few entity ids (checked before the GUID is looked up), some shared
-    // by writers of several participants; then more than that check holds.
+    // Few writers and many, some sharing an entity id across participants
+    // (only the whole GUID names a writer).
     for (n, ids) in [(3, 3), (6, 2), (20, 20), (20, 5)] {
         let (got, strangers) = many_writers(n, ids, Some(1));
         assert_eq!(

@@ -17,9 +17,6 @@ const MAX_PENDING: usize = 1024;
 /// The most samples a reader puts back together at once per writer.
 const MAX_PARTIAL: usize = 16;
 
-/// The most distinct writer entity ids [`Reader`] checks before hashing.
-const MAX_IDS: usize = 8;
-
 /// NACK_FRAGs sent with one ACKNACK at most.
 const MAX_NACK_FRAGS: usize = 8;
 
@@ -64,11 +61,6 @@ pub struct Reader {
     reliable: bool,
     ack_delay: Duration,
     writers: BTreeMap<Guid, WriterProxy>,
-    /// The entity ids of the matched writers while there are at most
-    /// [`MAX_IDS`] distinct ones: a DATA of any other writer is passed over
-    /// without hashing its GUID (every reader of a participant sees every
-    /// submessage).
-    ids: Option<Vec<EntityId>>,
     out: VecDeque<Transmit>,
     deliveries: VecDeque<Delivery>,
 }
@@ -83,7 +75,6 @@ impl Reader {
             reliable: true,
             ack_delay,
             writers: BTreeMap::new(),
-            ids: Some(Vec::new()),
             out: VecDeque::new(),
             deliveries: VecDeque::new(),
         }
@@ -125,22 +116,12 @@ impl Reader {
                 lost: 0,
             },
         );
-        self.note_ids();
         true
     }
 
     /// Unmatches a writer.
     pub fn remove_writer(&mut self, writer: Guid) {
         self.writers.remove(&writer);
-        self.note_ids();
-    }
-
-    fn note_ids(&mut self) {
-        let mut ids: Vec<EntityId> = self.writers.keys().map(|g| g.entity).collect();
-        ids.sort_unstable_by_key(|e| e.0);
-
-        ids.dedup();
-        self.ids = (ids.len() <= MAX_IDS).then_some(ids);
     }
 
     /// Samples of `writer` that will never come (gaps, history dropped).
@@ -161,7 +142,7 @@ impl Reader {
                         prefix: src,
                         entity: d.writer,
                     };
-                    if let Some(w) = proxy(&mut self.writers, self.ids.as_deref(), &g) {
+                    if let Some(w) = self.writers.get_mut(&g) {
                         let sn = d.sn.0;
                         let mut c = Change {
                             payload: d.payload.map(<[u8]>::to_vec).unwrap_or_default(),
@@ -207,7 +188,7 @@ impl Reader {
                         prefix: src,
                         entity: f.writer,
                     };
-                    if let Some(w) = proxy(&mut self.writers, self.ids.as_deref(), &g) {
+                    if let Some(w) = self.writers.get_mut(&g) {
                         let sn = f.sn.0;
                         if w.next.is_none() && !w.transient_local {
                             w.next = Some(sn);
@@ -248,7 +229,7 @@ impl Reader {
                         prefix: src,
                         entity: *writer,
                     };
-                    if let Some(w) = proxy(&mut self.writers, self.ids.as_deref(), &g) {
+                    if let Some(w) = self.writers.get_mut(&g) {
                         let next = w.next;
                         let mut mark = |sn: i64| {
                             if next.is_none_or(|n| sn >= n) && w.pending.len() < MAX_PENDING {
@@ -278,7 +259,7 @@ impl Reader {
                         prefix: src,
                         entity: *writer,
                     };
-                    if let Some(w) = proxy(&mut self.writers, self.ids.as_deref(), &g) {
+                    if let Some(w) = self.writers.get_mut(&g) {
                         if w.hb_count.is_some_and(|c| *count <= c) {
                             continue;
                         }
@@ -421,18 +402,4 @@ impl Reader {
     pub fn poll_delivery(&mut self) -> Option<Delivery> {
         self.deliveries.pop_front()
     }
-}
-
-/// The proxy of writer `g`, if matched; with `ids` (the matched writers'
-/// entity ids, when few), a writer not among them is refused without
-/// hashing.
-fn proxy<'a>(
-    writers: &'a mut BTreeMap<Guid, WriterProxy>,
-    ids: Option<&[EntityId]>,
-    g: &Guid,
-) -> Option<&'a mut WriterProxy> {
-    if ids.is_some_and(|ids| !ids.contains(&g.entity)) {
-        return None;
-    }
-    writers.get_mut(g)
 }
