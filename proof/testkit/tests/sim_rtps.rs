@@ -56,7 +56,9 @@ fn role(i: u8) -> Role {
     }
 }
 
-fn node(init: &NodeInit, i: u8) -> RtpsNode {
+/// `extra`: a writer and a reader of that many more topics on every node
+/// (after the role's endpoint, so its id stays the same).
+fn node(init: &NodeInit, i: u8, extra: usize) -> RtpsNode {
     let mut n = RtpsNode::new(init, RtpsConfig::default());
     let p = n.participant_mut();
     let id = match role(i) {
@@ -65,33 +67,50 @@ fn node(init: &NodeInit, i: u8) -> RtpsNode {
         Role::BestEffortReader => p.add_reader(init.now, TOPIC, TYPE, false, qos(false, false)),
     };
     assert!(id.is_some());
+    for t in 0..extra {
+        let topic = format!("extra/{t}");
+        assert!(p
+            .add_writer(init.now, &topic, TYPE, false, qos(true, true))
+            .is_some());
+        assert!(p
+            .add_reader(init.now, &topic, TYPE, false, qos(false, true))
+            .is_some());
+    }
     n
 }
 
 /// Four participants on `link`, all in the SPDP group.
 fn net(seed: u64, link: LinkConfig) -> Sim<RtpsNode> {
+    net_with(seed, link, 0)
+}
+
+fn net_with(seed: u64, link: LinkConfig, extra: usize) -> Sim<RtpsNode> {
     let mut sim = Sim::new(SimConfig {
         default_link: link,
         ..SimConfig::seeded(seed)
     });
     for i in 1..=4 {
-        sim.add_node(addr(i), move |init: &NodeInit| node(init, i))
+        sim.add_node(addr(i), move |init: &NodeInit| node(init, i, extra))
             .unwrap();
         sim.join(spdp_group(), addr(i));
     }
     sim
 }
 
-/// The one endpoint node `i` made.
+/// The endpoint of node `i`'s role: the first it made (the lowest key of
+/// those matched).
 fn endpoint(sim: &Sim<RtpsNode>, i: u8) -> EntityId {
-    let n = sim.node(addr(i)).unwrap();
+    role_endpoint(sim.node(addr(i)).unwrap()).expect("the endpoint was matched at least once")
+}
+
+fn role_endpoint(n: &RtpsNode) -> Option<EntityId> {
     n.events()
         .iter()
-        .find_map(|(_, e)| match e {
+        .filter_map(|(_, e)| match e {
             Event::Matched { local, .. } => Some(*local),
             _ => None,
         })
-        .expect("the endpoint was matched at least once")
+        .min_by_key(|e| e.0)
 }
 
 fn prefix(sim: &Sim<RtpsNode>, i: u8) -> GuidPrefix {
@@ -109,13 +128,7 @@ fn discovered(sim: &Sim<RtpsNode>) -> bool {
             .collect();
         let want = if role(i) == Role::Writer { 3 } else { 1 };
         n.known() == others
-            && n.events()
-                .iter()
-                .find_map(|(_, e)| match e {
-                    Event::Matched { local, .. } => Some(*local),
-                    _ => None,
-                })
-                .is_some_and(|id| n.participant().matched(id) == want)
+            && role_endpoint(n).is_some_and(|id| n.participant().matched(id) == want)
     })
 }
 
@@ -285,9 +298,10 @@ fn a_participant_that_vanishes_is_dropped_after_its_lease_and_found_again_when_i
 #[test]
 fn a_run_replays_bit_for_bit_from_its_seed() {
     // The participant core keeps no hash-ordered state: two runs of one
-    // seed send the same datagrams in the same order.
+    // seed send the same datagrams in the same order. Several endpoints
+    // per participant, so that the order in which it visits them shows.
     let run = || {
-        let mut sim = net(5, lossy());
+        let mut sim = net_with(5, lossy(), 4);
         sim.run_for(Duration::from_secs(3)).unwrap();
         pace(&mut sim, 1, 50, ms(2));
         sim.run_for(Duration::from_secs(2)).unwrap();
