@@ -119,6 +119,9 @@ pub struct Ext {
 }
 
 impl Ext {
+    /// The largest encoded block (every part present).
+    pub const MAX_LEN: usize = 4 + 16 + 4 + ORIGIN_LEN;
+
     /// Whether the block says nothing (a plain message needs none).
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
@@ -253,6 +256,7 @@ mod tests {
             let mut b = Vec::new();
             e.encode(&mut b);
             prop_assert_eq!(b.len(), e.len());
+            prop_assert!(e.len() <= Ext::MAX_LEN);
             b.extend_from_slice(&tail);
             let (back, n) = Ext::parse(&b).unwrap();
             prop_assert_eq!(back, e);

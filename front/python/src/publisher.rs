@@ -132,9 +132,8 @@ impl PyPublisher {
     ) -> PyResult<u64> {
         Self::with_bytes(key, "send_keyed", |k| {
             Self::with_bytes(data, "send_keyed", |d| {
-                // (The instance block in front of the payload: 64 bytes
-                // is more than it takes.)
-                self.send_op(py, d.len() + 64, |p| p.send_keyed(k, d))
+                // The instance block goes in front of the payload.
+                self.send_op(py, d.len() + tagwire::Ext::MAX_LEN, |p| p.send_keyed(k, d))
             })
         })
     }
@@ -142,14 +141,16 @@ impl PyPublisher {
     /// Says that instance `key` is deleted (a DDS dispose): subscribers get
     /// an empty message with `state == "disposed"`.
     fn dispose(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u64> {
-        Self::with_bytes(key, "dispose", |k| self.send_op(py, 64, |p| p.dispose(k)))
+        Self::with_bytes(key, "dispose", |k| {
+            self.send_op(py, tagwire::Ext::MAX_LEN, |p| p.dispose(k))
+        })
     }
 
     /// Says that this publisher writes instance `key` no more (a DDS
     /// unregister): an exclusive owner gives the instance up at once.
     fn unregister(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u64> {
         Self::with_bytes(key, "unregister", |k| {
-            self.send_op(py, 64, |p| p.unregister(k))
+            self.send_op(py, tagwire::Ext::MAX_LEN, |p| p.unregister(k))
         })
     }
 

@@ -158,16 +158,10 @@ public final class Publisher extends Guard {
     public void setStrength(java.util.OptionalInt strength) {
         enter();
         try {
-            int st;
-            try {
-                st = (int) Native.H.publisher_set_strength.invokeExact(
-                        handle, strength.isPresent(), strength.orElse(0));
-            } catch (Throwable t) {
-                throw Native.rethrow(t);
-            }
-            if (st != 0) {
-                throw Native.failure(st);
-            }
+            Native.check((int) Native.H.publisher_set_strength.invokeExact(
+                    handle, strength.isPresent(), strength.orElse(0)));
+        } catch (Throwable t) {
+            throw Native.rethrow(t);
         } finally {
             exit();
         }
@@ -185,15 +179,10 @@ public final class Publisher extends Guard {
         }
         enter();
         try {
-            int st;
-            try {
-                st = (int) Native.H.publisher_offer_deadline.invokeExact(handle, period == null ? 0L : period.toNanos());
-            } catch (Throwable t) {
-                throw Native.rethrow(t);
-            }
-            if (st != 0) {
-                throw Native.failure(st);
-            }
+            Native.check((int) Native.H.publisher_offer_deadline.invokeExact(
+                    handle, period == null ? 0L : period.toNanos()));
+        } catch (Throwable t) {
+            throw Native.rethrow(t);
         } finally {
             exit();
         }
@@ -213,20 +202,14 @@ public final class Publisher extends Guard {
             MemorySegment hasKey = a.allocate(ValueLayout.JAVA_BOOLEAN);
             MemorySegment missed = a.allocate(ValueLayout.JAVA_BOOLEAN);
             for (;;) {
-                int st;
-                try {
-                    st = (int) Native.H.publisher_missed_deadline.invokeExact(handle, key, hasKey, missed);
-                } catch (Throwable t) {
-                    throw Native.rethrow(t);
-                }
-                if (st != 0) {
-                    throw Native.failure(st);
-                }
+                Native.check((int) Native.H.publisher_missed_deadline.invokeExact(handle, key, hasKey, missed));
                 if (!missed.get(ValueLayout.JAVA_BOOLEAN, 0)) {
                     return out;
                 }
                 out.add(hasKey.get(ValueLayout.JAVA_BOOLEAN, 0) ? key.toArray(ValueLayout.JAVA_BYTE) : new byte[0]);
             }
+        } catch (Throwable t) {
+            throw Native.rethrow(t);
         } finally {
             exit();
         }
@@ -237,22 +220,16 @@ public final class Publisher extends Guard {
         enter();
         try (Arena a = Arena.ofConfined()) {
             MemorySegment k = a.allocateFrom(ValueLayout.JAVA_BYTE, key);
-            int st;
-            try {
-                st = switch (op) {
-                    case 0 -> (int) Native.H.publisher_send_keyed.invokeExact(
-                            handle, k, (long) key.length,
-                            a.allocateFrom(ValueLayout.JAVA_BYTE, data), (long) data.length, seqOut);
-                    case 1 -> (int) Native.H.publisher_dispose.invokeExact(handle, k, (long) key.length, seqOut);
-                    default -> (int) Native.H.publisher_unregister.invokeExact(handle, k, (long) key.length, seqOut);
-                };
-            } catch (Throwable t) {
-                throw Native.rethrow(t);
-            }
-            if (st != 0) {
-                throw Native.failure(st);
-            }
+            Native.check(switch (op) {
+                case 0 -> (int) Native.H.publisher_send_keyed.invokeExact(
+                        handle, k, (long) key.length,
+                        a.allocateFrom(ValueLayout.JAVA_BYTE, data), (long) data.length, seqOut);
+                case 1 -> (int) Native.H.publisher_dispose.invokeExact(handle, k, (long) key.length, seqOut);
+                default -> (int) Native.H.publisher_unregister.invokeExact(handle, k, (long) key.length, seqOut);
+            });
             return seqOut.get(ValueLayout.JAVA_LONG, 0);
+        } catch (Throwable t) {
+            throw Native.rethrow(t);
         } finally {
             exit();
         }
