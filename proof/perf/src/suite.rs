@@ -336,6 +336,8 @@ pub fn rtt(
                             s,
                             1,
                             "all",
+                            // (Its p99 is the sum of the two p99s: a
+                            // bound, not a measured percentile.)
                             Point {
                                 p50_us: c.0 + f.p50_us,
                                 p99_us: c.1 + f.p99_us,
