@@ -32,6 +32,11 @@ pub(crate) struct Args {
     /// Do not run Cyclone DDS beside tagwire.
     #[arg(long, global = true)]
     no_dds: bool,
+    /// Do not run Zenoh and iceoryx2 beside tagwire (they run when
+    /// `proof/peers` is built: target/peers/release/tagwire-peers, or
+    /// $TAGWIRE_PEERS).
+    #[arg(long, global = true)]
+    no_peers: bool,
     /// Seconds per Cyclone DDS measurement.
     #[arg(long, global = true, default_value_t = 4)]
     dds_seconds: u32,
@@ -413,6 +418,7 @@ fn suite_opts(a: &Args, socket: PathBuf) -> anyhow::Result<SuiteOpts> {
         warmup: a.warmup,
         dds: !a.no_dds,
         dds_seconds: a.dds_seconds.max(1),
+        peers: !a.no_peers,
         progress: true,
     })
 }

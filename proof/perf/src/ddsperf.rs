@@ -42,14 +42,13 @@
 //! Child processes are owned by a guard that terminates them on every path
 //! out of a measurement, errors and panics included.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::thread;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
 
+use crate::child::Proc;
 use crate::stats::median;
 
 /// File name of the loopback configuration.
@@ -360,128 +359,22 @@ pub fn summarize_sub_output(text: &str) -> anyhow::Result<DdsThroughput> {
     })
 }
 
-/// A running child whose stdout+stderr are collected; killed on drop.
-struct ChildGuard {
-    child: Child,
-    what: String,
-    readers: Vec<JoinHandle<String>>,
-}
-
-fn collect(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
-    thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = r.read_to_end(&mut buf);
-        String::from_utf8_lossy(&buf).into_owned()
-    })
-}
-
-impl ChildGuard {
-    fn spawn(
-        opts: &DdsOpts,
-        args: &[String],
-        cpu: Option<usize>,
-        netns: Option<&str>,
-    ) -> anyhow::Result<ChildGuard> {
-        let config = opts
-            .config
-            .canonicalize()
-            .with_context(|| format!("Cyclone config {}", opts.config.display()))?;
-        let mut cmd = match netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(&opts.ddsperf);
-                c
-            }
-            None => Command::new(&opts.ddsperf),
-        };
-        cmd.args(args)
-            .env("CYCLONEDDS_URI", format!("file://{}", config.display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        if let Some(cpu) = cpu {
-            if cpu >= rustix::thread::CpuSet::MAX_CPU {
-                bail!("cpu {cpu} out of range");
-            }
-            let mut set = rustix::thread::CpuSet::new();
-            set.set(cpu);
-            use std::os::unix::process::CommandExt as _;
-            // SAFETY: the hook only makes the sched_setaffinity system call
-            // on a value prepared before fork; it neither allocates nor
-            // takes locks, so it is safe to run between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    rustix::thread::sched_setaffinity(None, &set).map_err(std::io::Error::from)
-                });
-            }
-        }
-        let what = format!("{} {}", opts.ddsperf.display(), args.join(" "));
-        let mut child = cmd.spawn().with_context(|| format!("starting {what}"))?;
-        let mut readers = Vec::new();
-        if let Some(out) = child.stdout.take() {
-            readers.push(collect(out));
-        }
-        if let Some(err) = child.stderr.take() {
-            readers.push(collect(err));
-        }
-        Ok(ChildGuard {
-            child,
-            what,
-            readers,
-        })
-    }
-
-    /// Waits for exit up to `limit`; `None` if still running.
-    fn wait_timeout(&mut self, limit: Duration) -> anyhow::Result<Option<ExitStatus>> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(st) = self
-                .child
-                .try_wait()
-                .with_context(|| format!("waiting for {}", self.what))?
-            {
-                return Ok(Some(st));
-            }
-            if Instant::now() >= deadline {
-                return Ok(None);
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGTERM (lets ddsperf flush and leave cleanly), then SIGKILL after 2 s.
-    fn terminate(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let pid = rustix::process::Pid::from_child(&self.child);
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-            if let Ok(Some(_)) = self.wait_timeout(Duration::from_secs(2)) {
-                return;
-            }
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-    }
-
-    /// Terminates the child if needed and returns everything it printed.
-    fn finish(&mut self) -> String {
-        self.terminate();
-        let mut s = String::new();
-        for r in self.readers.drain(..) {
-            if let Ok(text) = r.join() {
-                s.push_str(&text);
-            }
-        }
-        s
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-    }
+/// `ddsperf` with `args` under `opts`' Cyclone configuration.
+fn spawn(
+    opts: &DdsOpts,
+    args: &[String],
+    cpu: Option<usize>,
+    netns: Option<&str>,
+) -> anyhow::Result<Proc> {
+    let config = opts
+        .config
+        .canonicalize()
+        .with_context(|| format!("Cyclone config {}", opts.config.display()))?;
+    let env = [(
+        "CYCLONEDDS_URI".to_string(),
+        format!("file://{}", config.display()),
+    )];
+    Proc::spawn(&opts.ddsperf, args, &env, cpu, netns)
 }
 
 /// Runs `first` (pong/sub, `-D<secs+3>`), then `second` (ping/pub,
@@ -505,20 +398,20 @@ fn run_pair(
         Some((a, b)) => (Some(a.as_str()), Some(b.as_str())),
         None => (None, None),
     };
-    let mut first = ChildGuard::spawn(opts, &common(seconds + 3, first_mode), cpu_a, ns_a)?;
+    let mut first = spawn(opts, &common(seconds + 3, first_mode), cpu_a, ns_a)?;
     thread::sleep(Duration::from_millis(100));
-    let mut second = ChildGuard::spawn(opts, &common(seconds, second_mode), cpu_b, ns_b)?;
+    let mut second = spawn(opts, &common(seconds, second_mode), cpu_b, ns_b)?;
     let status = second.wait_timeout(Duration::from_secs(u64::from(seconds) + 20))?;
     let second_out = second.finish();
     let first_out = first.finish();
     match status {
         None => bail!(
             "{} did not finish in time; output:\n{second_out}",
-            second.what
+            second.what()
         ),
         Some(st) if !st.success() => bail!(
             "{} failed ({st}); output:\n{second_out}\npeer output:\n{first_out}",
-            second.what
+            second.what()
         ),
         Some(_) => Ok((first_out, second_out)),
     }
@@ -558,14 +451,7 @@ pub fn run_alone(opts: &DdsOpts, mode: &[&str], seconds: u32) -> anyhow::Result<
         opts.cpus.map(|c| c.1),
         opts.netns.as_ref().map(|n| n.1.as_str()),
     );
-    let mut child = ChildGuard::spawn(opts, &args, cpu, ns)?;
-    let status = child.wait_timeout(Duration::from_secs(u64::from(seconds) + 20))?;
-    let out = child.finish();
-    match status {
-        Some(st) if st.success() => Ok(out),
-        Some(st) => bail!("{} failed ({st}); output:\n{out}", child.what),
-        None => bail!("{} did not finish in time; output:\n{out}", child.what),
-    }
+    spawn(opts, &args, cpu, ns)?.output(Duration::from_secs(u64::from(seconds) + 20))
 }
 
 /// `ddsperf ping` alone for about `seconds` seconds, against whatever

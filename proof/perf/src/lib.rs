@@ -20,6 +20,8 @@
 //!   [`suite`]: the interleaved, repeated runs behind each `tagwire perf` mode.
 //! * [`remote`]: the same across hosts (network namespaces, one daemon each),
 //!   beside raw UDP and Cyclone DDS over the same link.
+//! * [`peers`]: Zenoh and iceoryx2 run beside tagwire in the same run
+//!   (the `tagwire-peers` binary of `proof/peers`).
 //! * [`lang`]: the C++, Python and Java bindings' round trips, run by their
 //!   own runner programs beside Rust's.
 //! * [`table2`]: the ORTE paper's Table 2, a flat-out publisher to a lossless
@@ -32,10 +34,12 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod child;
 pub mod ddsgateway;
 pub mod ddsperf;
 pub mod footprint;
 pub mod lang;
+pub mod peers;
 pub mod place;
 pub mod plot;
 pub mod raw;

@@ -21,6 +21,7 @@ use tagwire_daemon::{Config, Daemon, DomainKey, NetConfig};
 use tagwire_testkit::{Host, Lan};
 
 use crate::ddsperf::{self, DdsOpts};
+use crate::peers::{self, PeerOpts};
 use crate::raw;
 use crate::report::Record;
 use crate::suite::{dds_opts, note, push, Acc, Point, Rates, Series, SuiteOpts};
@@ -168,6 +169,24 @@ impl Site {
         Ok((sa, sb))
     }
 
+    /// Zenoh (`tagwire-peers`) with its sending side on host `from` and
+    /// its receiving side on host `to`, on tagwire's CPUs, or why not.
+    pub fn peers(&self, o: &SuiteOpts, from: usize, to: usize) -> Result<PeerOpts, String> {
+        if !o.peers {
+            return Err("the peers are off (--no-peers)".into());
+        }
+        let exe = peers::available()?;
+        Ok(PeerOpts {
+            exe,
+            cpus: o.env.cpus,
+            netns: Some((
+                self.host(from).netns().to_owned(),
+                self.host(to).netns().to_owned(),
+                self.host(to).addr().into(),
+            )),
+        })
+    }
+
     /// `ddsperf` options for a pair across hosts `first` (pong/sub) and
     /// `second` (ping/pub): a Cyclone configuration on the hosts' `eth0`,
     /// discovery by unicast to every host.
@@ -225,9 +244,21 @@ pub fn remote_rtt(
     let env = site.env(o.env.exe.clone(), o.env.cpus, &[1]);
     let keyed_env = keyed.map(|k| k.env(o.env.exe.clone(), o.env.cpus, &[1]));
     let dds = dds_opts(o).and_then(|d| site.dds(&d, 1, 0).map_err(|e| format!("{e:#}")));
+    let zenoh = site.peers(o, 0, 1);
     let ropts = raw::RawOpts { cpus: o.env.cpus };
     let mut acc = Acc::default();
     let mut skipped = Vec::new();
+    if let Err(reason) = &zenoh {
+        for &size in sizes {
+            skipped.push(Record::skipped(
+                "remote-rtt",
+                "zenoh",
+                "block",
+                size as u64,
+                reason,
+            ));
+        }
+    }
     for rep in 0..o.reps {
         acc.rep = rep;
         for &size in sizes {
@@ -245,6 +276,18 @@ pub fn remote_rtt(
             if let Some(env) = &keyed_env {
                 let d = workload::rtt(env, Rounds::new(size, o.iters, o.warmup))?;
                 push(&mut acc, "tagwire+auth", "block", s, 1, "all", &d);
+            }
+            if let Ok(p) = &zenoh {
+                match peers::zenoh_rtt(p, size, o.iters, o.warmup) {
+                    Ok(pt) => acc.push("zenoh", "block", s, 1, "all", pt),
+                    Err(e) => skipped.push(Record::skipped(
+                        "remote-rtt",
+                        "zenoh",
+                        "block",
+                        s,
+                        &format!("zenoh failed: {e:#}"),
+                    )),
+                }
             }
             let (a, b) = site.udp_pair(0, 1)?;
             let d = raw::udp_pingpong(a, b, size, o.iters, o.warmup, &ropts)?;
@@ -286,7 +329,13 @@ pub fn remote_rtt(
     }
     let pairs = |e: &Series| -> Vec<(String, Series)> {
         let against: &[&str] = match e.0.as_str() {
-            "tagwire" => &["raw-udp", "raw-relay", "cyclonedds", "tagwire-via-daemon"],
+            "tagwire" => &[
+                "raw-udp",
+                "raw-relay",
+                "cyclonedds",
+                "zenoh",
+                "tagwire-via-daemon",
+            ],
             "tagwire-via-daemon" => &["raw-udp", "cyclonedds"],
             // A keyed daemon has no direct delivery: the key's own cost is
             // against the same path unkeyed, what a user sees against the
@@ -504,6 +553,7 @@ pub fn remote_throughput(
     let env = site.env(o.env.exe.clone(), o.env.cpus, &[1]);
     let keyed_env = keyed.map(|k| k.env(o.env.exe.clone(), o.env.cpus, &[1]));
     let dds = dds_opts(o).and_then(|d| site.dds(&d, 1, 0).map_err(|e| format!("{e:#}")));
+    let zenoh = site.peers(o, 0, 1);
     let dur = Duration::from_secs_f64(seconds);
     let mut rates = Rates::default();
     let mut add = |rep: usize, system: &str, size: u64, rate: f64, extra: String| {
@@ -577,9 +627,41 @@ pub fn remote_throughput(
                 )),
                 Err(_) => {}
             }
+            if let Ok(p) = &zenoh {
+                match peers::zenoh_throughput(p, size, seconds) {
+                    Ok(t) => add(
+                        rep,
+                        "zenoh",
+                        s,
+                        t.msgs_per_s,
+                        format!(
+                            "TCP, peer mode; sent {} received {} lost {}",
+                            t.sent, t.received, t.lost
+                        ),
+                    ),
+                    Err(e) => skipped.push(Record::skipped(
+                        "throughput",
+                        "zenoh",
+                        "block",
+                        s,
+                        &format!("zenoh failed: {e:#}"),
+                    )),
+                }
+            }
         }
     }
     let mut out = rates.records(2);
+    if let Err(reason) = &zenoh {
+        for &size in sizes {
+            skipped.push(Record::skipped(
+                "throughput",
+                "zenoh",
+                "block",
+                size as u64,
+                reason,
+            ));
+        }
+    }
     out.extend(skipped.into_iter().map(|r| r.with_nodes(2)));
     Ok(out)
 }

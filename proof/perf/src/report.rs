@@ -362,16 +362,38 @@ fn rtt_like_table(records: &[Record], bench: &str, title: &str) -> String {
         "raw-udp",
         "raw-relay",
         "cyclonedds",
+        "zenoh",
+        "iceoryx2",
     ]
     .into_iter()
     .filter(|b| recs.iter().any(|r| r.system == *b))
     .collect();
+    // A baseline measured in several modes (iceoryx2 blocking and
+    // spinning) gets a column per mode, against tagwire in that mode.
+    let baselines: Vec<(&str, Option<String>)> = baselines
+        .into_iter()
+        .flat_map(|b| {
+            let modes = ordered_unique(
+                recs.iter()
+                    .filter(|r| r.system == b)
+                    .map(|r| r.mode.clone()),
+            );
+            if modes.len() > 1 {
+                modes.into_iter().map(|m| (b, Some(m))).collect()
+            } else {
+                vec![(b, None)]
+            }
+        })
+        .collect();
     let has_tagwire = recs.iter().any(|r| r.system == "tagwire");
 
     let mut header = vec!["size".to_string()];
     header.extend(cols.iter().cloned());
     if has_tagwire {
-        header.extend(baselines.iter().map(|b| format!("tagwire/{b}")));
+        header.extend(baselines.iter().map(|(b, m)| match m {
+            Some(m) => format!("tagwire/{m}/{b}"),
+            None => format!("tagwire/{b}"),
+        }));
     }
     // The two-sided floor against the one-hop one (remote-rtt).
     let relay_floor = recs
@@ -412,8 +434,10 @@ fn rtt_like_table(records: &[Record], bench: &str, title: &str) -> String {
             row.push(cell);
         }
         if has_tagwire {
-            for b in &baselines {
-                let base = at.iter().find(|r| r.system == *b);
+            for (b, m) in &baselines {
+                let base = at
+                    .iter()
+                    .find(|r| r.system == *b && m.as_ref().is_none_or(|m| &r.mode == m));
                 let tw = base
                     .and_then(|base| {
                         at.iter().find(|r| {
@@ -522,8 +546,9 @@ fn fanout_like_table(records: &[Record], bench: &str, title: &str) -> String {
 }
 
 /// The throughput table (records with `bench == "throughput"`): one row per
-/// size, msgs/s and MB/s per system, and `tagwire/cyclonedds` (msgs/s) for
-/// each tagwire series (the lossless one, and through the DDS gateway).
+/// size, msgs/s and MB/s per system, and `tagwire/cyclonedds` and
+/// `tagwire/zenoh` (msgs/s) for each tagwire series (the lossless one, and
+/// through the DDS gateway).
 pub fn throughput_table(records: &[Record]) -> String {
     let recs: Vec<&Record> = records.iter().filter(|r| r.bench == "throughput").collect();
     if recs.is_empty() {
@@ -535,20 +560,22 @@ pub fn throughput_table(records: &[Record]) -> String {
     // Each tagwire series against Cyclone DDS (reliable): the flat-out
     // subscriber that may drop (`tagwire`), the lossless one, and Cyclone's
     // writer through the gateway to a lossless one.
-    let ratios: Vec<&str> = if recs.iter().any(|r| r.system == "cyclonedds") {
-        ["tagwire", "tagwire-lossless", "tagwire-dds-sub"]
-            .into_iter()
-            .filter(|t| recs.iter().any(|r| r.system == *t))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    // And the same against Zenoh where it ran.
+    let has = |s: &str| recs.iter().any(|r| r.system == s);
+    let mut ratios: Vec<(&str, &str)> = Vec::new();
+    for peer in ["cyclonedds", "zenoh"].into_iter().filter(|p| has(p)) {
+        for t in ["tagwire", "tagwire-lossless", "tagwire-dds-sub"] {
+            if has(t) && (peer == "cyclonedds" || t != "tagwire-dds-sub") {
+                ratios.push((t, peer));
+            }
+        }
+    }
     let mut header = vec!["size".to_string()];
     for c in &cols {
         header.push(format!("{c} msg/s"));
         header.push(format!("{c} MB/s"));
     }
-    header.extend(ratios.iter().map(|t| format!("{t}/cyclonedds")));
+    header.extend(ratios.iter().map(|(t, p)| format!("{t}/{p}")));
     let mut rows = vec![header];
     for size in sizes {
         let at: Vec<&Record> = recs.iter().copied().filter(|r| r.size == size).collect();
@@ -566,15 +593,15 @@ pub fn throughput_table(records: &[Record]) -> String {
                     .unwrap_or_else(|| "-".to_string()),
             );
         }
-        let cy = at
-            .iter()
-            .find(|r| r.system == "cyclonedds")
-            .and_then(|r| r.msgs_per_s);
-        for t in &ratios {
+        for (t, peer) in &ratios {
+            let base = at
+                .iter()
+                .find(|r| r.system == *peer)
+                .and_then(|r| r.msgs_per_s);
             let twr = at.iter().find(|r| r.system == *t && r.msgs_per_s.is_some());
-            match twr.and_then(|r| r.paired.get("cyclonedds")) {
+            match twr.and_then(|r| r.paired.get(*peer)) {
                 Some(p) => row.push(format!("{p:.2}x")),
-                None => row.push(ratio_cell(twr.and_then(|r| r.msgs_per_s), cy)),
+                None => row.push(ratio_cell(twr.and_then(|r| r.msgs_per_s), base)),
             }
         }
         rows.push(row);
@@ -855,6 +882,28 @@ mod tests {
         assert!(row256.contains("9.00 [8.10-10.8]"), "{row256}");
         assert!(t.contains("8 KiB"), "{t}");
         assert!(t.contains("cyclonedds: ddsperf not found"), "{t}");
+    }
+
+    #[test]
+    fn peers_get_ratio_columns_per_mode() {
+        let mut recs = sample();
+        recs.push(Record::rtt("iceoryx2", "block", 256, &rep(18.0)));
+        recs.push(Record::rtt("iceoryx2", "spin", 256, &rep(1.2)));
+        let t = rtt_table(&recs);
+        let row = t.lines().find(|l| l.starts_with("256 B")).expect("row");
+        // 9/18 blocking, 0.6/1.2 spinning, each against its own mode.
+        assert!(t.contains("tagwire/block/iceoryx2"), "{t}");
+        assert!(t.contains("tagwire/spin/iceoryx2"), "{t}");
+        assert_eq!(row.matches("0.50x").count(), 2, "{row}");
+        recs.push(Record::throughput(
+            "zenoh",
+            "block",
+            256,
+            &RepeatedRate::from_rates(&[4e6]).expect("rates"),
+        ));
+        let t = throughput_table(&recs);
+        assert!(t.contains("tagwire/zenoh"), "{t}");
+        assert!(t.contains("0.50x"), "{t}");
     }
 
     #[test]

@@ -12,9 +12,11 @@ use crate::stats::{Repeated, RepeatedRate, Summary};
 
 /// One repetition's result: p50 and p99 in µs.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Point {
-    pub(crate) p50_us: f64,
-    pub(crate) p99_us: f64,
+pub struct Point {
+    /// Median round trip, µs.
+    pub p50_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
 }
 use crate::workload::{self, Acks, Env, Rounds};
 
@@ -33,6 +35,9 @@ pub struct SuiteOpts {
     pub dds: bool,
     /// Seconds per ddsperf measurement (plus its discovery second).
     pub dds_seconds: u32,
+    /// Run Zenoh and iceoryx2 (`tagwire-peers`, [`crate::peers`]) beside
+    /// tagwire when built.
+    pub peers: bool,
     /// Print progress to stderr.
     pub progress: bool,
 }
@@ -100,7 +105,8 @@ impl Rates {
         crate::stats::median(&ratios)
     }
 
-    /// One throughput record per series, tagwire's paired with Cyclone DDS.
+    /// One throughput record per series, tagwire's paired with Cyclone DDS
+    /// and Zenoh.
     pub(crate) fn records(&self, nodes: u32) -> Vec<Record> {
         self.series
             .iter()
@@ -109,8 +115,10 @@ impl Rates {
                 let rr = RepeatedRate::from_rates(&values)?;
                 let mut rec = Record::throughput(system, "block", *size, &rr).with_nodes(nodes);
                 if system.starts_with("tagwire") {
-                    if let Some(p) = self.paired("cyclonedds", *size, r) {
-                        rec.paired.insert("cyclonedds".into(), p);
+                    for peer in ["cyclonedds", "zenoh"] {
+                        if let Some(p) = self.paired(peer, *size, r) {
+                            rec.paired.insert(peer.into(), p);
+                        }
                     }
                 }
                 // The cost of authentication, and what direct delivery
@@ -242,11 +250,25 @@ pub fn rtt(
     dds_pong: bool,
 ) -> anyhow::Result<Vec<Record>> {
     let dds = dds_opts(o);
+    let iox2 = peer_opts(o);
     let ropts = raw::RawOpts { cpus: o.env.cpus };
     let mut acc = Acc::default();
     // The languages' table: Rust's in-process pinger, then each runner.
     let mut lacc = Acc::default();
     let mut skipped = Vec::new();
+    if let Err(reason) = &iox2 {
+        for &size in sizes {
+            for &mode in modes {
+                skipped.push(Record::skipped(
+                    "rtt",
+                    "iceoryx2",
+                    mode.as_str(),
+                    size as u64,
+                    reason,
+                ));
+            }
+        }
+    }
     for rep in 0..o.reps {
         acc.rep = rep;
         lacc.rep = rep;
@@ -283,6 +305,21 @@ pub fn rtt(
                         skipped.push(Record::skipped("rtt-lang", &system, "block", s, reason))
                     }
                     Err(_) => {}
+                }
+            }
+            // iceoryx2, waiting the way each tagwire mode does.
+            if let Ok(p) = &iox2 {
+                for &mode in modes {
+                    match crate::peers::iox2_rtt(p, mode == Mode::Spin, size, o.iters, o.warmup) {
+                        Ok(pt) => acc.push("iceoryx2", mode.as_str(), s, 1, "all", pt),
+                        Err(e) => skipped.push(Record::skipped(
+                            "rtt",
+                            "iceoryx2",
+                            mode.as_str(),
+                            s,
+                            &format!("iceoryx2 failed: {e:#}"),
+                        )),
+                    }
                 }
             }
             let d = raw::raw_udp_rtt_with(size, o.iters, o.warmup, &ropts)?;
@@ -390,14 +427,18 @@ pub fn rtt(
             return Vec::new();
         }
         let bases: &[&str] = if e.1 == "spin" {
-            &["raw-spin"]
+            &["raw-spin", "iceoryx2"]
         } else {
-            &["raw-futex", "raw-udp", "cyclonedds"]
+            &["raw-futex", "raw-udp", "cyclonedds", "iceoryx2"]
         };
         bases
             .iter()
             .filter_map(|b| {
-                let mode = if *b == "raw-spin" { "spin" } else { "block" };
+                let mode = if *b == "raw-spin" || (*b == "iceoryx2" && e.1 == "spin") {
+                    "spin"
+                } else {
+                    "block"
+                };
                 acc.find(b, mode, e.2, 1, "all")
                     .map(|s| (b.to_string(), s.clone()))
             })
@@ -696,6 +737,17 @@ fn client_options(o: &SuiteOpts) -> tagwire::ClientOptions {
         autostart: false,
         ..tagwire::ClientOptions::default()
     }
+}
+
+/// iceoryx2 and Zenoh on this host (`tagwire-peers`), or why not.
+pub(crate) fn peer_opts(o: &SuiteOpts) -> Result<crate::peers::PeerOpts, String> {
+    if !o.peers {
+        return Err("the peers are off (--no-peers)".into());
+    }
+    Ok(crate::peers::PeerOpts::local(
+        crate::peers::available()?,
+        o.env.cpus,
+    ))
 }
 
 pub(crate) fn dds_opts(o: &SuiteOpts) -> Result<DdsOpts, String> {

@@ -1,0 +1,496 @@
+//! `tagwire-peers`: the peer middlewares `tagwire perf` measures beside
+//! tagwire in the same run, each side a process of its own the way each
+//! system's users run it (PEERS.md says how to run peers fairly):
+//!
+//! * **Zenoh** (its Rust crate, TCP, peer mode, no scouting): a flat-out
+//!   publisher and a counting subscriber (`zenoh-pub` / `zenoh-sub`, the
+//!   shape of Zenoh's own `z_pub_thr` / `z_sub_thr`: one payload, cloned,
+//!   congestion control `Block` so nothing is dropped), and a round trip
+//!   (`zenoh-ping` / `zenoh-pong`, express publishers as in `z_ping`).
+//! * **iceoryx2** (its Rust crate, zero-copy shared memory): a round trip
+//!   (`iox2-ping` / `iox2-pong`), blocking on an event service or
+//!   busy-polling the subscriber.
+//!
+//! Every measuring side prints one JSON line on stdout; errors go to
+//! stderr with a non-zero exit.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(about = "Peer middlewares for `tagwire perf`: Zenoh and iceoryx2")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Count samples from `zenoh-pub`; print the rate and what was lost.
+    ZenohSub {
+        /// Endpoint to listen on, e.g. `tcp/10.0.0.2:7447`.
+        #[arg(long)]
+        listen: String,
+        /// Seconds measured, after `--warm`.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// Seconds skipped after the first sample.
+        #[arg(long, default_value_t = 0.5)]
+        warm: f64,
+    },
+    /// Publish `size`-byte samples flat out for `seconds`, then the count.
+    ZenohPub {
+        /// Endpoint of the subscriber, e.g. `tcp/10.0.0.2:7447`.
+        #[arg(long)]
+        connect: String,
+        #[arg(long)]
+        size: usize,
+        #[arg(long)]
+        seconds: f64,
+    },
+    /// Answer every ping with its payload, until killed.
+    ZenohPong {
+        #[arg(long)]
+        listen: String,
+    },
+    /// Round trips through `zenoh-pong`; print p50 and p99 in µs.
+    ZenohPing {
+        #[arg(long)]
+        connect: String,
+        #[arg(long)]
+        size: usize,
+        #[arg(long)]
+        iters: usize,
+        #[arg(long)]
+        warmup: usize,
+    },
+    /// Answer every ping with its payload, until killed.
+    Iox2Pong {
+        #[arg(long, value_enum)]
+        mode: Wait,
+        /// Service name prefix (distinct per run).
+        #[arg(long)]
+        name: String,
+    },
+    /// Round trips through `iox2-pong`; print p50 and p99 in µs.
+    Iox2Ping {
+        #[arg(long, value_enum)]
+        mode: Wait,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        size: usize,
+        #[arg(long)]
+        iters: usize,
+        #[arg(long)]
+        warmup: usize,
+    },
+}
+
+/// How an iceoryx2 side waits for a sample.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Wait {
+    /// Sleep on an event service, woken by the sender's notifier.
+    Block,
+    /// Poll the subscriber in a loop.
+    Spin,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::ZenohSub {
+            listen,
+            seconds,
+            warm,
+        } => zenoh_peer::sub(&listen, seconds, warm),
+        Cmd::ZenohPub {
+            connect,
+            size,
+            seconds,
+        } => zenoh_peer::publish(&connect, size, seconds),
+        Cmd::ZenohPong { listen } => zenoh_peer::pong(&listen),
+        Cmd::ZenohPing {
+            connect,
+            size,
+            iters,
+            warmup,
+        } => zenoh_peer::ping(&connect, size, iters, warmup),
+        Cmd::Iox2Pong { mode, name } => iox2_peer::pong(mode, &name),
+        Cmd::Iox2Ping {
+            mode,
+            name,
+            size,
+            iters,
+            warmup,
+        } => iox2_peer::ping(mode, &name, size, iters, warmup),
+    };
+    if let Err(e) = r {
+        eprintln!("tagwire-peers: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+/// Prints the round trips' median and 99th percentile as one JSON line.
+fn print_rtt(mut us: Vec<f64>) -> anyhow::Result<()> {
+    if us.is_empty() {
+        bail!("no round trips measured");
+    }
+    us.sort_by(f64::total_cmp);
+    let at = |q: f64| us[((us.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "{{\"p50_us\":{:.3},\"p99_us\":{:.3},\"n\":{}}}",
+        at(0.5),
+        at(0.99),
+        us.len()
+    );
+    Ok(())
+}
+
+mod zenoh_peer {
+    use super::*;
+    use zenoh::qos::CongestionControl;
+    use zenoh::Wait as _;
+
+    const THR: &str = "tagwire/perf/thr";
+    const END: &str = "tagwire/perf/end";
+    const PING: &str = "tagwire/perf/ping";
+    const PONG: &str = "tagwire/perf/pong";
+
+    fn open(listen: Option<&str>, connect: Option<&str>) -> anyhow::Result<zenoh::Session> {
+        let mut c = zenoh::Config::default();
+        let set = |c: &mut zenoh::Config, k: &str, v: &str| {
+            c.insert_json5(k, v)
+                .map_err(|e| anyhow::anyhow!("zenoh config {k}={v}: {e}"))
+        };
+        set(&mut c, "mode", "\"peer\"")?;
+        set(&mut c, "scouting/multicast/enabled", "false")?;
+        if let Some(l) = listen {
+            set(&mut c, "listen/endpoints", &format!("[\"{l}\"]"))?;
+        }
+        if let Some(e) = connect {
+            set(&mut c, "connect/endpoints", &format!("[\"{e}\"]"))?;
+        }
+        zenoh::open(c)
+            .wait()
+            .map_err(|e| anyhow::anyhow!("opening a zenoh session: {e}"))
+    }
+
+    pub(crate) fn sub(listen: &str, seconds: f64, warm: f64) -> anyhow::Result<()> {
+        let s = open(Some(listen), None)?;
+        let count = Arc::new(AtomicU64::new(0));
+        let c = count.clone();
+        let _sub = s
+            .declare_subscriber(THR)
+            .callback(move |_| {
+                c.fetch_add(1, Ordering::Relaxed);
+            })
+            .wait()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let end = s
+            .declare_subscriber(END)
+            .wait()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while count.load(Ordering::Relaxed) == 0 {
+            if Instant::now() > deadline {
+                bail!("no sample from the publisher in 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_secs_f64(warm));
+        let (t0, c0) = (Instant::now(), count.load(Ordering::Relaxed));
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        let (t1, c1) = (Instant::now(), count.load(Ordering::Relaxed));
+        let sent = end
+            .recv_timeout(Duration::from_secs(30))
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .context("the publisher never said how many it sent")?;
+        let bytes = sent.payload().to_bytes();
+        let sent = u64::from_le_bytes(
+            bytes
+                .as_ref()
+                .try_into()
+                .context("the publisher's count is not 8 bytes")?,
+        );
+        // Samples sent before the end marker are in before it (one TCP
+        // link, one priority); wait briefly for the callback to count them.
+        let stop = Instant::now() + Duration::from_secs(2);
+        while count.load(Ordering::Relaxed) < sent && Instant::now() < stop {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let received = count.load(Ordering::Relaxed);
+        println!(
+            "{{\"msgs_per_s\":{:.1},\"received\":{received},\"sent\":{sent},\"lost\":{}}}",
+            (c1 - c0) as f64 / (t1 - t0).as_secs_f64(),
+            sent.saturating_sub(received)
+        );
+        Ok(())
+    }
+
+    pub(crate) fn publish(connect: &str, size: usize, seconds: f64) -> anyhow::Result<()> {
+        let s = open(None, Some(connect))?;
+        let p = s
+            .declare_publisher(THR)
+            .congestion_control(CongestionControl::Block)
+            .wait()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let payload = zenoh::bytes::ZBytes::from(vec![0x5au8; size]);
+        // Wait until the subscriber's session is connected and matched.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !p
+            .matching_status()
+            .wait()
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .matching()
+        {
+            if Instant::now() > deadline {
+                bail!("no subscriber matched in 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let stop = Instant::now() + Duration::from_secs_f64(seconds);
+        let mut sent: u64 = 0;
+        while Instant::now() < stop {
+            for _ in 0..64 {
+                p.put(payload.clone())
+                    .wait()
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+            }
+            sent += 64;
+        }
+        s.put(END, sent.to_le_bytes().to_vec())
+            .congestion_control(CongestionControl::Block)
+            .wait()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        // Let the session flush before it closes.
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(())
+    }
+
+    pub(crate) fn pong(listen: &str) -> anyhow::Result<()> {
+        let s = open(Some(listen), None)?;
+        let p = s
+            .declare_publisher(PONG)
+            .congestion_control(CongestionControl::Block)
+            .express(true)
+            .wait()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let sub = s
+            .declare_subscriber(PING)
+            .wait()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        while let Ok(sample) = sub.recv() {
+            p.put(sample.payload().clone())
+                .wait()
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn ping(
+        connect: &str,
+        size: usize,
+        iters: usize,
+        warmup: usize,
+    ) -> anyhow::Result<()> {
+        let s = open(None, Some(connect))?;
+        let p = s
+            .declare_publisher(PING)
+            .congestion_control(CongestionControl::Block)
+            .express(true)
+            .wait()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let sub = s
+            .declare_subscriber(PONG)
+            .wait()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let payload = zenoh::bytes::ZBytes::from(vec![0x5au8; size]);
+        // Until the pong answers (both sides matched), retry.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            p.put(payload.clone())
+                .wait()
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            if let Ok(Some(_)) = sub.recv_timeout(Duration::from_millis(100)) {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("no pong in 20 s");
+            }
+        }
+        // Late answers to the retries above.
+        std::thread::sleep(Duration::from_millis(200));
+        while let Ok(Some(_)) = sub.try_recv() {}
+        let mut us = Vec::with_capacity(iters);
+        for i in 0..warmup + iters {
+            let t = Instant::now();
+            p.put(payload.clone())
+                .wait()
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            sub.recv_timeout(Duration::from_secs(5))
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .context("a pong did not come in 5 s")?;
+            if i >= warmup {
+                us.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+        print_rtt(us)
+    }
+}
+
+mod iox2_peer {
+    use super::*;
+    use iceoryx2::prelude::*;
+
+    type Pub = iceoryx2::port::publisher::Publisher<ipc::Service, [u8], ()>;
+    type Sub = iceoryx2::port::subscriber::Subscriber<ipc::Service, [u8], ()>;
+    type Notifier = iceoryx2::port::notifier::Notifier<ipc::Service>;
+    type Listener = iceoryx2::port::listener::Listener<ipc::Service>;
+
+    struct Ends {
+        tx: Pub,
+        rx: Sub,
+        /// Block mode: wakes the other side / is woken.
+        notifier: Option<Notifier>,
+        listener: Option<Listener>,
+        _node: Node<ipc::Service>,
+    }
+
+    fn err(e: impl std::fmt::Debug) -> anyhow::Error {
+        anyhow::anyhow!("iceoryx2: {e:?}")
+    }
+
+    /// This side's ports: publishes on `out`, subscribes to `inp`.
+    fn ends(mode: Wait, name: &str, out: &str, inp: &str, size: usize) -> anyhow::Result<Ends> {
+        let node = NodeBuilder::new().create::<ipc::Service>().map_err(err)?;
+        let svc = |s: &str| -> anyhow::Result<ServiceName> {
+            format!("{name}/{s}").as_str().try_into().map_err(err)
+        };
+        let o = node
+            .service_builder(&svc(out)?)
+            .publish_subscribe::<[u8]>()
+            .open_or_create()
+            .map_err(err)?;
+        let i = node
+            .service_builder(&svc(inp)?)
+            .publish_subscribe::<[u8]>()
+            .open_or_create()
+            .map_err(err)?;
+        let tx = o
+            .publisher_builder()
+            .initial_max_slice_len(size.max(1))
+            .create()
+            .map_err(err)?;
+        let rx = i.subscriber_builder().create().map_err(err)?;
+        let (notifier, listener) = if mode == Wait::Block {
+            let oe = node
+                .service_builder(&svc(&format!("{out}-event"))?)
+                .event()
+                .open_or_create()
+                .map_err(err)?;
+            let ie = node
+                .service_builder(&svc(&format!("{inp}-event"))?)
+                .event()
+                .open_or_create()
+                .map_err(err)?;
+            (
+                Some(oe.notifier_builder().create().map_err(err)?),
+                Some(ie.listener_builder().create().map_err(err)?),
+            )
+        } else {
+            (None, None)
+        };
+        Ok(Ends {
+            tx,
+            rx,
+            notifier,
+            listener,
+            _node: node,
+        })
+    }
+
+    impl Ends {
+        fn send(&self, bytes: &[u8]) -> anyhow::Result<()> {
+            let s = self.tx.loan_slice_uninit(bytes.len()).map_err(err)?;
+            s.write_from_slice(bytes).send().map_err(err)?;
+            if let Some(n) = &self.notifier {
+                n.notify().map_err(err)?;
+            }
+            Ok(())
+        }
+
+        /// Waits up to `limit` for a sample; calls `f` with it.
+        fn recv(&self, limit: Duration, mut f: impl FnMut(&[u8])) -> anyhow::Result<bool> {
+            let until = Instant::now() + limit;
+            loop {
+                if let Some(s) = self.rx.receive().map_err(err)? {
+                    f(s.payload());
+                    return Ok(true);
+                }
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Ok(false);
+                }
+                if let Some(l) = &self.listener {
+                    l.timed_wait(|_| {}, left).map_err(err)?;
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    }
+
+    pub(crate) fn pong(mode: Wait, name: &str) -> anyhow::Result<()> {
+        let e = ends(mode, name, "pong", "ping", 64 << 10)?;
+        let mut buf = Vec::new();
+        loop {
+            let mut got = false;
+            e.recv(Duration::from_secs(3600), |p| {
+                buf.clear();
+                buf.extend_from_slice(p);
+                got = true;
+            })?;
+            if got {
+                e.send(&buf)?;
+            }
+        }
+    }
+
+    pub(crate) fn ping(
+        mode: Wait,
+        name: &str,
+        size: usize,
+        iters: usize,
+        warmup: usize,
+    ) -> anyhow::Result<()> {
+        let e = ends(mode, name, "ping", "pong", size)?;
+        let payload = vec![0x5au8; size];
+        let deadline = Instant::now() + Duration::from_secs(20);
+        // Until the pong answers (its subscriber exists), retry.
+        while !e.recv(Duration::from_millis(100), |_| {})? {
+            if Instant::now() > deadline {
+                bail!("no pong in 20 s");
+            }
+            e.send(&payload)?;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        while e.recv(Duration::ZERO, |_| {})? {}
+        let mut us = Vec::with_capacity(iters);
+        for i in 0..warmup + iters {
+            let t = Instant::now();
+            e.send(&payload)?;
+            if !e.recv(Duration::from_secs(5), |_| {})? {
+                bail!("a pong did not come in 5 s");
+            }
+            if i >= warmup {
+                us.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+        print_rtt(us)
+    }
+}

@@ -1,0 +1,269 @@
+//! Zenoh and iceoryx2 as peers in the same run: their programs are the
+//! `tagwire-peers` binary of `proof/peers` (a crate of its own, so that the
+//! default build stays lean; `.ci/run` builds it), run as processes the way
+//! [`crate::ddsperf`] runs Cyclone DDS: on the same CPUs as tagwire's sender
+//! and receiver, and across hosts inside the same network namespaces.
+//!
+//! * Zenoh: TCP, peer mode, no scouting; throughput is `zenoh-pub` (flat
+//!   out, congestion control `Block`: nothing dropped) into `zenoh-sub`,
+//!   which counts and compares with what the publisher says it sent; round
+//!   trip is `zenoh-ping` against `zenoh-pong`.
+//! * iceoryx2: round trip, blocking on an event service or busy-polling.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde::Deserialize;
+
+use crate::child::Proc;
+use crate::suite::Point;
+
+/// The environment variable naming the `tagwire-peers` binary (`off`: do
+/// not run the peers).
+pub const ENV: &str = "TAGWIRE_PEERS";
+
+/// Where and how the two sides of a peer run.
+#[derive(Debug, Clone)]
+pub struct PeerOpts {
+    /// The `tagwire-peers` binary.
+    pub exe: PathBuf,
+    /// CPUs of the sending side (publisher, ping) and the receiving side
+    /// (subscriber, pong).
+    pub cpus: Option<(usize, usize)>,
+    /// Network namespaces of the sending and the receiving side, and the
+    /// receiving side's address there (multi-host runs).
+    pub netns: Option<(String, String, IpAddr)>,
+}
+
+/// The `tagwire-peers` binary: `$TAGWIRE_PEERS`, or
+/// `target/peers/release/tagwire-peers` beside the running `tagwire`'s
+/// target directory, or the reason it is not there.
+pub fn available() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os(ENV) {
+        if p == "off" {
+            return Err(format!("the peers are off ({ENV}=off)"));
+        }
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("{ENV}={} is not a file", p.display()))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
+    // target/<profile>/tagwire or target/<profile>/deps/<test>.
+    let found = exe
+        .ancestors()
+        .skip(1)
+        .take(3)
+        .map(|d| d.join("peers/release/tagwire-peers"))
+        .find(|p| p.is_file());
+    found.ok_or_else(|| {
+        "tagwire-peers is not built (Zenoh, iceoryx2): cargo build --release \
+         --manifest-path proof/peers/Cargo.toml --target-dir target/peers"
+            .to_string()
+    })
+}
+
+impl PeerOpts {
+    /// On this host, pinned to `cpus`.
+    pub fn local(exe: PathBuf, cpus: Option<(usize, usize)>) -> Self {
+        Self {
+            exe,
+            cpus,
+            netns: None,
+        }
+    }
+
+    fn spawn(&self, receiving: bool, args: &[String]) -> anyhow::Result<Proc> {
+        let cpu = self.cpus.map(|c| if receiving { c.1 } else { c.0 });
+        let ns = self.netns.as_ref().map(|n| {
+            if receiving {
+                n.1.as_str()
+            } else {
+                n.0.as_str()
+            }
+        });
+        Proc::spawn(&self.exe, args, &[], cpu, ns)
+    }
+
+    /// A fresh TCP endpoint on the receiving side.
+    fn endpoint(&self) -> String {
+        static NEXT: AtomicU16 = AtomicU16::new(0);
+        let port = 17400 + NEXT.fetch_add(1, Ordering::Relaxed) % 500;
+        let addr = self
+            .netns
+            .as_ref()
+            .map_or(IpAddr::from([127, 0, 0, 1]), |n| n.2);
+        format!("tcp/{addr}:{port}")
+    }
+}
+
+/// A Zenoh throughput measurement.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct ZenohThroughput {
+    /// Samples per second at the subscriber, over the measured window.
+    pub msgs_per_s: f64,
+    /// Samples the publisher sent, and the subscriber received, in all.
+    pub sent: u64,
+    /// See `sent`.
+    pub received: u64,
+    /// `sent - received`.
+    pub lost: u64,
+}
+
+#[derive(Deserialize)]
+struct Rtt {
+    p50_us: f64,
+    p99_us: f64,
+}
+
+fn last_json<T: for<'a> Deserialize<'a>>(out: &str, what: &str) -> anyhow::Result<T> {
+    let line = out
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .with_context(|| format!("{what} printed no result; output:\n{out}"))?;
+    serde_json::from_str(line).with_context(|| format!("{what}'s result line: {line}"))
+}
+
+/// `size`-byte samples from a flat-out `zenoh-pub` into `zenoh-sub` for
+/// about `seconds` seconds.
+pub fn zenoh_throughput(
+    o: &PeerOpts,
+    size: usize,
+    seconds: f64,
+) -> anyhow::Result<ZenohThroughput> {
+    let ep = o.endpoint();
+    let secs = format!("{seconds}");
+    let sub = o.spawn(
+        true,
+        &["zenoh-sub", "--listen", &ep, "--seconds", &secs].map(String::from),
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    // The publisher runs past the subscriber's window (warm-up 0.5 s).
+    let pub_secs = format!("{}", seconds + 1.0);
+    let size = size.to_string();
+    let publ = o.spawn(
+        false,
+        &[
+            "zenoh-pub",
+            "--connect",
+            &ep,
+            "--size",
+            &size,
+            "--seconds",
+            &pub_secs,
+        ]
+        .map(String::from),
+    )?;
+    let limit = Duration::from_secs_f64(seconds + 40.0);
+    publ.output(limit)?;
+    let out = sub.output(Duration::from_secs(10))?;
+    last_json(&out, "zenoh-sub")
+}
+
+/// Round trip of `size`-byte samples, `zenoh-ping` against `zenoh-pong`.
+pub fn zenoh_rtt(o: &PeerOpts, size: usize, iters: usize, warmup: usize) -> anyhow::Result<Point> {
+    let ep = o.endpoint();
+    let mut pong = o.spawn(true, &["zenoh-pong", "--listen", &ep].map(String::from))?;
+    std::thread::sleep(Duration::from_millis(300));
+    let args = [
+        "zenoh-ping".to_string(),
+        "--connect".into(),
+        ep,
+        "--size".into(),
+        size.to_string(),
+        "--iters".into(),
+        iters.to_string(),
+        "--warmup".into(),
+        warmup.to_string(),
+    ];
+    let ping = o.spawn(false, &args)?;
+    let r = ping.output(Duration::from_secs(120));
+    pong.finish();
+    let r: Rtt = last_json(&r?, "zenoh-ping")?;
+    Ok(Point {
+        p50_us: r.p50_us,
+        p99_us: r.p99_us,
+    })
+}
+
+/// Round trip of `size`-byte samples, `iox2-ping` against `iox2-pong`,
+/// both waiting the same way: `block` (event service) or `spin`.
+pub fn iox2_rtt(
+    o: &PeerOpts,
+    spin: bool,
+    size: usize,
+    iters: usize,
+    warmup: usize,
+) -> anyhow::Result<Point> {
+    let mode = if spin { "spin" } else { "block" };
+    let name = format!(
+        "tagwire-perf-{}-{}",
+        std::process::id(),
+        o.endpoint().rsplit(':').next().unwrap_or("0")
+    );
+    let mut pong = o.spawn(
+        true,
+        &["iox2-pong", "--mode", mode, "--name", &name].map(String::from),
+    )?;
+    std::thread::sleep(Duration::from_millis(200));
+    let args = [
+        "iox2-ping".to_string(),
+        "--mode".into(),
+        mode.into(),
+        "--name".into(),
+        name,
+        "--size".into(),
+        size.to_string(),
+        "--iters".into(),
+        iters.to_string(),
+        "--warmup".into(),
+        warmup.to_string(),
+    ];
+    let ping = o.spawn(false, &args)?;
+    let r = ping.output(Duration::from_secs(120));
+    pong.finish();
+    let r: Rtt = last_json(&r?, "iox2-ping")?;
+    Ok(Point {
+        p50_us: r.p50_us,
+        p99_us: r.p99_us,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_lines_are_read_past_log_lines() {
+        let out = "log line\n{\"msgs_per_s\":10.5,\"received\":3,\"sent\":4,\"lost\":1}\n";
+        let t: ZenohThroughput = last_json(out, "x").unwrap();
+        assert_eq!((t.sent, t.received, t.lost), (4, 3, 1));
+        assert!(last_json::<ZenohThroughput>("nothing", "x").is_err());
+        assert!(last_json::<Rtt>("{\"p50_us\":\"x\"}", "x").is_err());
+    }
+
+    #[test]
+    fn peers_run_if_built() {
+        let exe = match available() {
+            Ok(e) => e,
+            Err(reason) => {
+                println!("skipping: {reason}");
+                return;
+            }
+        };
+        let o = PeerOpts::local(exe, None);
+        let p = iox2_rtt(&o, false, 256, 200, 20).expect("iceoryx2 round trip");
+        assert!(p.p50_us > 0.0 && p.p99_us >= p.p50_us, "{p:?}");
+        let p = zenoh_rtt(&o, 256, 200, 20).expect("zenoh round trip");
+        assert!(p.p50_us > 0.0 && p.p99_us >= p.p50_us, "{p:?}");
+        let t = zenoh_throughput(&o, 1024, 1.0).expect("zenoh throughput");
+        assert!(t.msgs_per_s > 0.0 && t.received > 0, "{t:?}");
+        assert_eq!(t.lost, 0, "{t:?}");
+    }
+}
