@@ -25,8 +25,8 @@ use std::time::Instant;
 
 use tagwire_reliable::{fragment_count, Transmit as WriterTransmit, Writer};
 use tagwire_wire::datagram::{
-    batch_len, max_fragment_payload, push_batch_entry, tag_group, AckNack, BatchRef, DataRef,
-    Heartbeat, BATCH_ENTRY_OVERHEAD, FLAG_RELIABLE,
+    batch_len, even_piece, max_fragment_payload, push_batch_entry, tag_group, AckNack, BatchRef,
+    DataRef, Heartbeat, BATCH_ENTRY_OVERHEAD, FLAG_EVEN, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::{FrameHeader, FLAG_BLOB};
 use tagwire_wire::{NodeAddr, TagName};
@@ -298,6 +298,18 @@ impl Session {
         // A publisher that never lets the ring run dry keeps the caller
         // handing records in: the limit still follows the link.
         self.adapt_batch(now, tag);
+    }
+
+    /// Datagrams `tag`'s reliable streams sent again so far (what a
+    /// runtime that sends datagrams in runs watches: see
+    /// `Config::batch_min`).
+    pub fn retransmitted(&self, tag: &TagName) -> u64 {
+        self.out.get(tag).map_or(0, |o| {
+            o.reliable
+                .values()
+                .map(|s| s.writer.stats().retransmitted)
+                .sum()
+        })
     }
 
     /// Counters of every outbound reliable stream.
@@ -689,23 +701,31 @@ fn encode(
         }
         .encode(id, buf),
         Outgoing::Message { header, message } => {
-            let step = max.max(1);
-            let frags = fragment_count(message.len(), step);
-            let start = (i * step).min(message.len());
-            let end = message.len().min(start + step);
+            // `emit` checked the count fits a u16.
+            let frags = fragment_count(message.len(), max.max(1)) as u16;
+            // Cut evenly, the last padded: every datagram of a stream of
+            // equal messages has one length, so the runtime can hand many
+            // to the kernel in one segmented send.
+            let (range, step, flags) = if frags > 1 {
+                let (r, step) = even_piece(message.len(), frags, i as u16);
+                (r, step, flags | FLAG_EVEN)
+            } else {
+                (0..message.len(), message.len(), flags)
+            };
+            let pad = step - range.len();
             DataRef {
                 seq,
                 flags,
-                // `emit` checked the count fits a u16.
                 frag: i as u16,
-                frags: frags as u16,
+                frags,
                 // A message ≤ MAX_MESSAGE (the caller's ring bounds it).
                 msg_len: message.len() as u32,
                 header: *header,
                 tag: Cow::Borrowed(tag),
-                payload: &message[start..end],
+                payload: &message[range],
             }
-            .encode(id, buf)
+            .encode(id, buf);
+            buf.resize(buf.len() + pad, 0);
         }
     }
 }

@@ -105,6 +105,13 @@ pub const FLAG_RELIABLE: u8 = 0x01;
 /// datagram under the stream of that id from the same address, and answers
 /// where the stream's other datagrams come from, not to this one's source.
 pub const FLAG_DIRECT: u8 = 0x02;
+/// [`DataRef::flags`] bit: the message is cut evenly, so that every data
+/// datagram of a stream of equal messages has the same length (what lets a
+/// sender hand the kernel many of them in one segmented send): fragment
+/// `frag` holds bytes `frag·s .. min((frag+1)·s, msg_len)` with
+/// `s = ⌈msg_len / frags⌉` ([`even_piece`]), and the last fragment is
+/// padded to `s` bytes, the padding dropped when decoded.
+pub const FLAG_EVEN: u8 = 0x04;
 /// Bytes before the body: magic, version, kind, stream.
 pub const COMMON_LEN: usize = 12;
 /// Bytes of a data datagram before its tag name and payload.
@@ -138,6 +145,15 @@ pub fn tag_group(tag: &TagName) -> std::net::Ipv4Addr {
         h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
     }
     std::net::Ipv4Addr::new(239, 255, 75, (h % 254) as u8 + 1)
+}
+
+/// The bytes of fragment `frag` of a `msg_len`-byte message cut evenly
+/// into `frags` ([`FLAG_EVEN`]): its range in the message, and the length
+/// every fragment of it has on the wire (the last one padded to it).
+pub fn even_piece(msg_len: usize, frags: u16, frag: u16) -> (std::ops::Range<usize>, usize) {
+    let step = msg_len.div_ceil(usize::from(frags.max(1)));
+    let start = (usize::from(frag) * step).min(msg_len);
+    (start..msg_len.min(start + step), step)
 }
 
 /// How many payload bytes fit in one data datagram of at most `datagram_size`
@@ -448,6 +464,20 @@ fn decode_data<'a>(r: &mut Reader<'a>) -> Result<DataRef<'a>, DecodeError> {
     if msg_len > MAX_MESSAGE {
         return Err(DecodeError::Invalid("message longer than 64 MiB"));
     }
+    let payload = if flags & FLAG_EVEN != 0 {
+        let (range, step) = even_piece(msg_len as usize, frags, frag);
+        // Every fragment is `step` long, but a lone or last one may come
+        // unpadded (re-encoded after decoding).
+        let last = frag + 1 == frags;
+        if payload.len() != step && !(last && payload.len() == range.len()) {
+            return Err(DecodeError::Invalid(
+                "evenly cut fragment of the wrong length",
+            ));
+        }
+        &payload[..range.len()]
+    } else {
+        payload
+    };
     if payload.len() > msg_len as usize {
         return Err(DecodeError::Invalid("fragment longer than its message"));
     }
@@ -575,7 +605,9 @@ mod tests {
                     (
                         stream,
                         seq + u64::from(frag),
-                        flags,
+                        // (Evenly cut fragments have lengths of their own:
+                        // `even_cuts_round_trip`.)
+                        flags & !FLAG_EVEN,
                         frag,
                         frags,
                         h,
@@ -692,6 +724,59 @@ mod tests {
             let wrong = if more { n.wrapping_add(1) } else { n - 1 };
             bytes[at..at + 2].copy_from_slice(&wrong.to_le_bytes());
             prop_assert!(Datagram::decode(&bytes).is_err());
+        }
+
+        #[test]
+        fn even_cuts_round_trip(
+            msg in proptest::collection::vec(any::<u8>(), 0..5000),
+            frags in 1u16..40,
+            unpadded_last in any::<bool>(),
+        ) {
+            let tag = TagName::new("/even").unwrap();
+            let mut back = Vec::new();
+            let mut lens = Vec::new();
+            for frag in 0..frags {
+                let (range, step) = even_piece(msg.len(), frags, frag);
+                let mut out = Vec::new();
+                DataRef {
+                    seq: 1 + u64::from(frag),
+                    flags: FLAG_EVEN | FLAG_RELIABLE,
+                    frag,
+                    frags,
+                    msg_len: msg.len() as u32,
+                    header: FrameHeader {
+                        flags: 0,
+                        sender: SenderInfo::default(),
+                        stream: 0,
+                        seq: SeqNum(9),
+                        timestamp_ns: 5,
+                    },
+                    tag: Cow::Borrowed(&tag),
+                    payload: &msg[range.clone()],
+                }
+                .encode(7, &mut out);
+                let last = frag + 1 == frags;
+                if !(last && unpadded_last) {
+                    out.resize(out.len() + step - range.len(), 0);
+                }
+                if !(last && unpadded_last) {
+                    lens.push(out.len());
+                }
+                let d = Datagram::decode(&out).unwrap();
+                let Body::Data(d) = d.body else { panic!("not data") };
+                back.extend_from_slice(d.payload);
+                // One byte more than the cut is refused (unless that is
+                // the padded length).
+                let sent = d.payload.len() + usize::from(!(last && unpadded_last)) * (step - range.len());
+                if sent + 1 != step {
+                    out.push(0);
+                    prop_assert!(Datagram::decode(&out).is_err());
+                }
+            }
+            prop_assert_eq!(back, msg);
+            // Every padded datagram of the message has one length.
+            lens.dedup();
+            prop_assert!(lens.len() <= 1);
         }
 
         #[test]

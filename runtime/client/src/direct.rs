@@ -40,6 +40,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tagwire_auth::{Holder, HoldingKey};
+use tagwire_net::gso;
 use tagwire_session::{Config, Delivery, Session};
 use tagwire_wire::datagram::peek_tag;
 use tagwire_wire::handover::StreamState;
@@ -110,6 +111,8 @@ impl Direct {
         // Bursts from many senders wait here, not in the kernel's drops
         // (capped by net.core.rmem_max).
         let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&sock, RECV_BUFFER);
+        // Best effort: without it each datagram is a system call.
+        let _ = gso::enable_gro(&sock);
         let port = sock.local_addr()?.port();
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -136,7 +139,7 @@ impl Direct {
                 overflowed: 0,
                 since_pump: 0,
                 parked: Vec::new(),
-                buf: vec![0u8; 65536],
+                buf: vec![0u8; gso::RECV_BUFFER],
                 guard: None,
                 sealed: Vec::new(),
                 refused: 0,
@@ -259,9 +262,10 @@ impl Direct {
     pub(crate) fn pump(&self, st: &mut State, now: Instant, keeper: bool) {
         if st.holder {
             while keeper || st.queue.len() < st.depth {
-                match self.sock.recv_from(&mut st.buf) {
-                    Ok((0, _)) => {}
-                    Ok((n, from)) => {
+                match gso::recv_coalesced(&self.sock, &mut st.buf) {
+                    // (Cut: larger than any datagram a sender may send.)
+                    Ok(m) if m.len == 0 || m.truncated => {}
+                    Ok(m) => {
                         let State {
                             session,
                             buf,
@@ -270,17 +274,20 @@ impl Direct {
                             refused,
                             ..
                         } = &mut *st;
-                        let body = match guard {
-                            None => &buf[..n],
-                            Some(g) => match g.open(from.ip(), &mut buf[..n]) {
-                                Ok(body) if only_tag(body, tag) => body,
-                                _ => {
-                                    *refused += 1;
-                                    continue;
-                                }
-                            },
-                        };
-                        session.handle_datagram(now, from, body);
+                        // One datagram, or several coalesced (UDP GRO).
+                        for one in gso::segments_mut(&mut buf[..m.len], m.segment) {
+                            let body = match guard {
+                                None => &*one,
+                                Some(g) => match g.open(m.from.ip(), one) {
+                                    Ok(body) if only_tag(body, tag) => body,
+                                    _ => {
+                                        *refused += 1;
+                                        continue;
+                                    }
+                                },
+                            };
+                            session.handle_datagram(now, m.from, body);
+                        }
                         self.collect(st);
                     }
                     Err(_) => break,

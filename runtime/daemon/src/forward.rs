@@ -46,13 +46,19 @@ use tagwire_shm::{Closed, Gate, ReadOutcome, Ring, TicketDest, TICKET_DESTS};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB};
 use tagwire_wire::TagName;
 
-use crate::guard::{Guard, MEMBER_MASK};
-use crate::secure::{self, HandshakeError, SecureWrite};
+use crate::guard::MEMBER_MASK;
+use crate::tcpout::TcpOut;
+use crate::train::Train;
 use crate::{lock, Shared};
 
-/// Largest datagram sent (the kernel fragments it at the IP layer; fewer,
-/// larger datagrams cost far fewer system calls than MTU-sized ones).
-pub(crate) const DATAGRAM: usize = 60 * 1024;
+/// Largest datagram sent: one Ethernet frame's UDP payload over IPv4
+/// (1472 bytes) less a sealed datagram's overhead (`tagwire_auth`'s
+/// `TAG_OVERHEAD`, 44). Messages are cut into datagrams this large and
+/// small ones batched up to it; runs of them go out in one segmented
+/// send (`crate::train`), so the kernel's per-call cost is paid once per
+/// up to 64 datagrams, and a loss costs one datagram, never an
+/// IP-fragmented 60 KiB one (which is what this was before).
+pub(crate) const DATAGRAM: usize = 1472 - 44;
 
 /// Datagrams a reliable stream may have unacknowledged.
 const WINDOW: usize = 1024;
@@ -65,6 +71,15 @@ const TICKET_PATIENCE: Duration = Duration::from_millis(20);
 /// forwarder; this only bounds a sleep that missed its wake-up).
 const IDLE_WAKE: Duration = Duration::from_millis(250);
 
+/// A forwarder that read a record less than [`BUSY`] ago polls its ring
+/// this long before it sleeps: a publisher sending flat out then finds it
+/// awake (no wake-up system call per message on its side, no sleep and
+/// wake-up on ours, and longer trains of datagrams).
+const BUSY_SPIN: Duration = Duration::from_micros(50);
+
+/// See [`BUSY_SPIN`].
+const BUSY: Duration = Duration::from_millis(2);
+
 /// The outbound side's sockets and the routes of acknowledgements.
 #[derive(Debug)]
 pub(crate) struct Outbound {
@@ -76,6 +91,8 @@ pub(crate) struct Outbound {
     routes: Mutex<HashMap<TagName, Arc<Route>>>,
     /// Datagrams sent again after a NACK or a resend timeout.
     pub(crate) retransmitted: AtomicU64,
+    /// The kernel refused a segmented send on `sock`: one datagram a call.
+    gso_off: AtomicBool,
 }
 
 /// A forwarder's instructions and its session.
@@ -99,6 +116,9 @@ pub(crate) struct Route {
     gated: AtomicBool,
     /// The ring index the forwarder reads next.
     read_at: AtomicU64,
+    /// UDP datagrams the session released, gathered for one segmented
+    /// send (taken under `session`'s lock, after it).
+    train: Mutex<Train>,
 }
 
 impl Outbound {
@@ -114,6 +134,7 @@ impl Outbound {
             acks: Mutex::new(HashMap::new()),
             routes: Mutex::new(HashMap::new()),
             retransmitted: AtomicU64::new(0),
+            gso_off: AtomicBool::new(!tagwire_net::gso::gso_supported(sock)),
         })
     }
 
@@ -149,6 +170,8 @@ impl Outbound {
                 me: shared.node(),
                 seed: random_id(),
                 datagram: DATAGRAM,
+                batch_min: DATAGRAM,
+                batch_max: DATAGRAM,
                 writer: tagwire_reliable::WriterConfig {
                     window: WINDOW,
                     ..tagwire_reliable::WriterConfig::default()
@@ -171,6 +194,7 @@ impl Outbound {
                 offered_gate: Mutex::new(None),
                 gated: AtomicBool::new(false),
                 read_at: AtomicU64::new(from),
+                train: Mutex::new(Train::default()),
             });
             route.hold_back(&lock(&route.dests));
             let (s, o, r) = (shared.clone(), self.clone(), route.clone());
@@ -209,10 +233,12 @@ impl Outbound {
         let (out, events, room) = {
             let mut s = lock(&route.session);
             s.handle_datagram(now, from, bytes);
-            let (out, events) = drain(&mut s, now);
+            let (out, events) = self.drain(shared, &route, &mut s, now);
             (out, events, s.can_accept(&route.tag))
         };
         self.account(shared, &route, events);
+        // With what the forwarder gathered before: the stream's order.
+        self.send_train(&route);
         for t in &out {
             self.send_udp(shared, t);
         }
@@ -332,8 +358,47 @@ impl Route {
     }
 }
 
-/// Everything the session has to send, and its events (taken under the
-/// tag's lock, sent after it).
+impl Outbound {
+    /// Everything the session has to send, and its events, taken under the
+    /// tag's lock: UDP datagrams join the route's train there, in the
+    /// session's order whichever thread drains (a datagram gathered by the
+    /// forwarder must not be overtaken by a later one the inbound thread
+    /// releases: the reader would see a gap, and the writer a loss); the
+    /// rest is returned, to be sent after the lock.
+    fn drain(
+        &self,
+        shared: &Shared,
+        route: &Route,
+        s: &mut Session,
+        now: Instant,
+    ) -> (Vec<Transmit>, Vec<Event>) {
+        let (all, events) = drain(s, now);
+        let mut rest = Vec::new();
+        let mut train = lock(&route.train);
+        train.adapt(s.retransmitted(&route.tag), now);
+        for t in all {
+            if t.carrier != Carrier::Udp {
+                rest.push(t);
+                continue;
+            }
+            if t.class == Class::Resend {
+                self.retransmitted.fetch_add(1, Ordering::Relaxed);
+            }
+            SEALED.with_borrow_mut(|sealed| {
+                let d = shared.guard.seal_to(&t.bytes, sealed, t.dest);
+                train.push(&self.sock, &self.gso_off, t.dest, d);
+            });
+        }
+        (rest, events)
+    }
+
+    /// Sends what the route's train gathered.
+    fn send_train(&self, route: &Route) {
+        lock(&route.train).send(&self.sock, &self.gso_off);
+    }
+}
+
+/// Everything the session has to send, and its events.
 fn drain(s: &mut Session, now: Instant) -> (Vec<Transmit>, Vec<Event>) {
     let mut out = Vec::new();
     while let Some(t) = s.poll_transmit(now) {
@@ -379,6 +444,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
     };
     // The record whose publisher took (or abandoned) our last offer.
     let mut direct: Option<(u64, TicketOutcome)> = None;
+    let mut last_read: Option<Instant> = None;
     tracing::debug!(tag = %tag, "forwarder started");
     while !route.stop.load(Ordering::Acquire) && !shared.is_stopping() {
         let dests = lock(&route.dests).clone();
@@ -425,6 +491,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
                 }
             }
             progressed = true;
+            last_read = Some(Instant::now());
             let this = direct.take_if(|(i, _)| *i == at).map(|(_, o)| o);
             // The record is copied out (taken by the session): its slot may
             // be reused, once a large message it refers to is read too (the
@@ -471,7 +538,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
                     Some(outcome) => s.handle_direct_record(now, tag, &header, message, outcome),
                     None => s.handle_record(now, tag, &header, message),
                 };
-                drain(&mut s, now)
+                out.drain(shared, route, &mut s, now)
             };
             f.send(tx, events);
         }
@@ -485,10 +552,12 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
             let offer = (!progressed && gate.is_some())
                 .then(|| s.offer(tag, TICKET_DESTS))
                 .flatten();
-            let (tx, events) = drain(&mut s, now);
+            let (tx, events) = out.drain(shared, route, &mut s, now);
             (tx, events, offer, s.poll_timeout(), s.can_accept(tag))
         };
         f.send(tx, events);
+        // Everything the ring held is taken: what was gathered goes now.
+        out.send_train(route);
         if progressed && room {
             continue;
         }
@@ -520,7 +589,9 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
             ring.ticket().open(index, o.max_len, &ds).then_some(index)
         });
         if room {
-            ring.wait(&cur, Some(wait), Duration::ZERO);
+            let busy = last_read.is_some_and(|t| t.elapsed() < BUSY);
+            let spin = if busy { BUSY_SPIN } else { Duration::ZERO };
+            ring.wait(&cur, Some(wait), spin);
         } else {
             // Held back: an acknowledgement (the inbound thread) or a timer
             // makes room.
@@ -569,11 +640,7 @@ impl Forwarder<'_> {
                         .iter()
                         .any(|d| d.addr == dest && d.mode == tagwire_session::Mode::Tcp)
             };
-            let conn = self.tcp.entry(dest).or_insert_with(|| TcpOut {
-                dest,
-                conn: None,
-                retry_at: Instant::now(),
-            });
+            let conn = self.tcp.entry(dest).or_insert_with(|| TcpOut::new(dest));
             if !conn.send(&shared.guard, &t.bytes, wanted) {
                 shared.stats.forward_dropped.fetch_add(1, Ordering::Relaxed);
             }
@@ -604,108 +671,6 @@ fn lower_priority() {
     let nicer = (now + FORWARDER_NICE).min(19);
     if let Err(e) = rustix::process::setpriority_process(Some(me), nicer) {
         tracing::debug!(error = %e, "forwarder priority unchanged");
-    }
-}
-
-/// The TCP carrier to one node: frames of a u32 LE length and a datagram
-/// (numbered by the session as best-effort ones; TCP makes them reliable
-/// and ordered). A write blocks while the receiver is slow, which stops the
-/// forwarder, fills the ring and holds the publisher back through the
-/// gate, like a full window.
-struct TcpOut {
-    dest: SocketAddr,
-    /// Authenticated with a domain key (`secure`).
-    conn: Option<SecureWrite<std::net::TcpStream>>,
-    /// No connection attempt before this (after a failure).
-    retry_at: Instant,
-}
-
-/// How often a stalled TCP write checks whether its node is still wanted.
-const TCP_WRITE_POLL: Duration = Duration::from_millis(100);
-
-impl TcpOut {
-    /// Sends one frame; false if it was lost (no connection, it broke, or
-    /// the node stopped being `wanted` while a write was stalled). A stall,
-    /// however long (TCP backing off on a lossy link), loses nothing.
-    fn send(&mut self, guard: &Guard, bytes: &[u8], wanted: impl Fn() -> bool) -> bool {
-        if self.conn.is_none() {
-            if Instant::now() < self.retry_at {
-                return false;
-            }
-            let connected =
-                tagwire_net::tcp_connect_from(guard.node(), self.dest, Duration::from_secs(1))
-                    .map_err(HandshakeError::Io)
-                    .and_then(|c| {
-                        let session = secure::handshake(&c, guard, true)?;
-                        Ok((c, session))
-                    });
-            match connected {
-                Ok((c, session)) => {
-                    let _ = tagwire_net::tune_link(&c);
-                    let _ = c.set_write_timeout(Some(TCP_WRITE_POLL));
-                    self.conn = Some(SecureWrite::new(c, session.map(|s| s.sender)));
-                }
-                Err(e) => {
-                    tracing::debug!(dest = %self.dest, error = %e, "TCP data connection failed");
-                    self.retry_at = Instant::now() + Duration::from_millis(500);
-                    return false;
-                }
-            }
-        }
-        let Some(conn) = self.conn.as_mut() else {
-            return false;
-        };
-        let len = (bytes.len() as u32).to_le_bytes();
-        let sent = write_fully(conn, &len, &wanted)
-            .and_then(|()| write_fully(conn, bytes, &wanted))
-            .and_then(|()| flush_fully(conn, &wanted))
-            .is_ok();
-        if !sent {
-            // A frame may be half written: this connection is unusable.
-            self.conn = None;
-        }
-        sent
-    }
-}
-
-/// Writes all of `bytes`, resuming after each write timeout while `wanted`.
-fn write_fully(
-    conn: &mut impl std::io::Write,
-    mut bytes: &[u8],
-    wanted: &impl Fn() -> bool,
-) -> std::io::Result<()> {
-    use std::io::ErrorKind;
-    while !bytes.is_empty() {
-        match conn.write(bytes) {
-            Ok(0) => return Err(ErrorKind::WriteZero.into()),
-            Ok(n) => bytes = &bytes[n..],
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if !wanted() {
-                    return Err(e);
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Flushes what a sealing writer holds back, resuming after each write
-/// timeout while `wanted`.
-fn flush_fully(conn: &mut impl std::io::Write, wanted: &impl Fn() -> bool) -> std::io::Result<()> {
-    use std::io::ErrorKind;
-    loop {
-        match conn.flush() {
-            Ok(()) => return Ok(()),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if !wanted() {
-                    return Err(e);
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
     }
 }
 

@@ -56,6 +56,8 @@ pub mod quota;
 mod ring;
 mod secure;
 mod stats;
+mod tcpout;
+mod train;
 pub mod update;
 
 pub use guard::{read_key_file, KeyFileError};

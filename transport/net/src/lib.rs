@@ -16,6 +16,8 @@
 //! There is no protocol logic here: the codecs are in `tagwire-wire`, the state
 //! machines in `tagwire-proto` and `tagwire-reliable`.
 
+pub mod gso;
+
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 

@@ -5,6 +5,7 @@
 use super::held::{deliver, held_full, SinkCache};
 use super::*;
 use crate::guard::Opened;
+use tagwire_net::gso;
 
 /// Receives on `sock` (the delivery port, or with `multicast` the multicast
 /// carrier's, where only data of tags joined for is taken): the glue around
@@ -13,7 +14,9 @@ use crate::guard::Opened;
 /// in `recv` until the session's next timer (or, while messages are held
 /// back for lossless subscribers, until it looks for room again).
 pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket, multicast: bool) {
-    let mut buf = vec![0u8; 65536];
+    let mut buf = vec![0u8; gso::RECV_BUFFER];
+    // Best effort: without it each datagram is a system call.
+    let _ = gso::enable_gro(sock);
     // Datagram streams are wanted from their first number: a loss before
     // the first datagram that arrives is counted too.
     let mut session = inbound_session(shared, false);
@@ -48,15 +51,11 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
         // An empty datagram only wakes us (`Delivery::room_made`): the next
         // pass looks at the held-back queues. Anything else is opened
         // (authenticated, new, from an up peer: `guard`) before it is parsed.
-        let opened = match sock.recv_from(&mut buf) {
-            Ok((0, _)) | Err(_) => None,
-            Ok((n, from)) => match shared.guard.open(from, &mut buf[..n]) {
-                Ok((raw, opened)) => Some((from, raw, opened)),
-                Err(why) => {
-                    crate::stats::refused(shared, from.ip(), why);
-                    None
-                }
-            },
+        // Several datagrams of one sender may come coalesced (UDP GRO); a
+        // cut one (larger than any we take) is dropped.
+        let got = match gso::recv_coalesced(sock, &mut buf) {
+            Ok(m) if m.len > 0 && !m.truncated => Some(m),
+            _ => None,
         };
         if !multicast {
             // Before the datagram: a switch queued before it came.
@@ -65,36 +64,14 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
                     held::held_empty(shared, &mut sinks, tag)
                 });
         }
-        if let Some((from, raw, opened)) = opened {
+        if let Some(m) = got {
             let now = Instant::now();
-            match Datagram::decode(raw) {
-                // Sealed by a peer's client with a tag's key: only that
-                // tag's data. Sealed by another node's direct receiver: only
-                // acknowledgements, of that tag's streams.
-                Ok(dg) if !allowed(opened, &dg.body) => {
-                    crate::stats::refused(
-                        shared,
-                        from.ip(),
-                        crate::guard::Refusal::Unauthenticated,
-                    );
-                }
-                Ok(dg) if multicast && !d.joined(&dg.body) => {}
-                Ok(Datagram {
-                    stream,
-                    body: Body::AckNack(_),
-                }) => {
-                    // Our own stream's acknowledgement: its forwarder's session.
-                    let only = match opened {
-                        Opened::Holder(tag) => Some(tag),
-                        _ => None,
-                    };
-                    d.outbound.handle_ack(shared, now, stream, from, raw, only);
-                }
-                Ok(_) => session.handle_datagram(now, from, raw),
-                Err(e) => {
-                    shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
-                    shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
-                    tracing::debug!(%from, error = %e, "malformed datagram dropped");
+            for one in gso::segments_mut(&mut buf[..m.len], m.segment) {
+                match shared.guard.open(m.from, one) {
+                    Ok((raw, opened)) => {
+                        handle(shared, d, &mut session, multicast, now, m.from, raw, opened)
+                    }
+                    Err(why) => crate::stats::refused(shared, m.from.ip(), why),
                 }
             }
         }
@@ -110,6 +87,47 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
         }
         while let Some(e) = session.poll_event() {
             account(shared, e);
+        }
+    }
+}
+
+/// One datagram, opened: an acknowledgement of our own stream goes to its
+/// forwarder, data to the inbound session.
+#[allow(clippy::too_many_arguments)]
+fn handle(
+    shared: &Shared,
+    d: &Delivery,
+    session: &mut Session,
+    multicast: bool,
+    now: Instant,
+    from: SocketAddr,
+    raw: &[u8],
+    opened: Opened,
+) {
+    match Datagram::decode(raw) {
+        // Sealed by a peer's client with a tag's key: only that tag's
+        // data. Sealed by another node's direct receiver: only
+        // acknowledgements, of that tag's streams.
+        Ok(dg) if !allowed(opened, &dg.body) => {
+            crate::stats::refused(shared, from.ip(), crate::guard::Refusal::Unauthenticated);
+        }
+        Ok(dg) if multicast && !d.joined(&dg.body) => {}
+        Ok(Datagram {
+            stream,
+            body: Body::AckNack(_),
+        }) => {
+            // Our own stream's acknowledgement: its forwarder's session.
+            let only = match opened {
+                Opened::Holder(tag) => Some(tag),
+                _ => None,
+            };
+            d.outbound.handle_ack(shared, now, stream, from, raw, only);
+        }
+        Ok(_) => session.handle_datagram(now, from, raw),
+        Err(e) => {
+            shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+            shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
+            tracing::debug!(%from, error = %e, "malformed datagram dropped");
         }
     }
 }

@@ -1,0 +1,319 @@
+//! Many datagrams per system call (Linux UDP offloads).
+//!
+//! * **Segmentation** ([`send_segments`]): one buffer of equal-sized
+//!   datagrams (the last may be shorter) goes out in one `sendmsg` with a
+//!   `UDP_SEGMENT` control message; the kernel cuts it into datagrams as
+//!   late as it can (on a veth link and a bridge, not before the receiving
+//!   host's UDP layer). Each datagram is whole on the wire: no IP
+//!   fragments, so a loss costs one datagram, not the buffer.
+//! * **Coalescing** ([`enable_gro`], [`recv_coalesced`]): a socket with
+//!   `UDP_GRO` on may receive several datagrams of one sender as one
+//!   buffer; a `UDP_GRO` control message says the datagrams' size
+//!   ([`Received::segment`]) and [`segments`] cuts the buffer again.
+//!
+//! Why by hand: this needs two system calls with one control message
+//! each. The crate made for it, `quinn-udp`, takes the socket over
+//! (non-blocking, IP fragmentation forbidden), which the daemon's sockets
+//! cannot accept (they carry datagrams larger than the MTU for peers that
+//! ask for them); `rustix` and `socket2` have neither option.
+
+use std::io;
+use std::mem::{size_of, MaybeUninit};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+
+use socket2::SockAddr;
+
+/// Most datagrams one [`send_segments`] call may carry (the kernel's
+/// `UDP_MAX_SEGMENTS` on every kernel that has the option).
+pub const MAX_SEGMENTS: usize = 64;
+
+/// Most bytes one [`send_segments`] call may carry (an IPv4 datagram's
+/// limit, less its headers, rounded down).
+pub const MAX_BYTES: usize = 65_000;
+
+/// A receive buffer this large always holds what the kernel coalesces
+/// (at most 64 datagrams of at most an Ethernet MTU each, or one
+/// datagram of the largest size).
+pub const RECV_BUFFER: usize = 128 << 10;
+
+/// Whether the kernel can segment UDP sends on `sock` (Linux ≥ 4.18).
+pub fn gso_supported(sock: &UdpSocket) -> bool {
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are valid for writes of the sizes given, and
+    // the descriptor stays open while `sock` is borrowed.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_UDP,
+            libc::UDP_SEGMENT,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    r == 0
+}
+
+/// Asks the kernel to coalesce datagrams received on `sock` (Linux ≥
+/// 5.0); read it with [`recv_coalesced`] from then on.
+pub fn enable_gro(sock: &UdpSocket) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: `on` is a valid c_int for the length given, and the
+    // descriptor stays open while `sock` is borrowed.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_UDP,
+            libc::UDP_GRO,
+            (&on as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Control message space for one `c_int` (8-byte aligned).
+#[repr(C, align(8))]
+struct Control([u8; 64]);
+
+/// Sends `buf` to `dest` as datagrams of `segment` bytes each (the last
+/// may be shorter) in one system call. A `buf` no longer than `segment`
+/// is a plain datagram. At most [`MAX_SEGMENTS`] datagrams and
+/// [`MAX_BYTES`] bytes.
+pub fn send_segments(
+    sock: &UdpSocket,
+    dest: SocketAddr,
+    buf: &[u8],
+    segment: usize,
+) -> io::Result<usize> {
+    if buf.len() <= segment {
+        return sock.send_to(buf, dest);
+    }
+    let too_many = segment == 0 || buf.len().div_ceil(segment) > MAX_SEGMENTS;
+    let Ok(seg) = u16::try_from(segment) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "segment too large",
+        ));
+    };
+    if too_many || buf.len() > MAX_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "too many segments or bytes for one send",
+        ));
+    }
+    let addr = SockAddr::from(dest);
+    let mut control = Control([0; 64]);
+    // SAFETY: CMSG_SPACE and CMSG_LEN are pure arithmetic on their
+    // argument.
+    let (space, cmsg_len) = unsafe {
+        (
+            libc::CMSG_SPACE(size_of::<u16>() as u32) as usize,
+            libc::CMSG_LEN(size_of::<u16>() as u32) as usize,
+        )
+    };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: an all-zero msghdr is a valid empty one.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = addr.as_ptr() as *mut libc::c_void;
+    msg.msg_namelen = addr.len();
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = space;
+    // SAFETY: msg_control points at `space` (≤ 64) writable, aligned bytes,
+    // so CMSG_FIRSTHDR returns a header inside them with room for a u16
+    // after it (CMSG_SPACE(2) bytes).
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if c.is_null() {
+            return Err(io::Error::other("no room for the control message"));
+        }
+        (*c).cmsg_level = libc::SOL_UDP;
+        (*c).cmsg_type = libc::UDP_SEGMENT;
+        (*c).cmsg_len = cmsg_len;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
+    }
+    // SAFETY: every pointer in `msg` (name, iovec, control) is valid for
+    // the lengths given until the call returns; the kernel only reads.
+    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// What one [`recv_coalesced`] call took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    /// Bytes in the buffer.
+    pub len: usize,
+    /// The sender.
+    pub from: SocketAddr,
+    /// The size of each datagram in the buffer (the last may be shorter),
+    /// when the kernel coalesced; `None`: one datagram.
+    pub segment: Option<usize>,
+    /// The buffer was too small: the datagram was cut (drop it).
+    pub truncated: bool,
+}
+
+/// Receives one datagram, or several coalesced ones (see [`enable_gro`]),
+/// into `buf` (make it [`RECV_BUFFER`] bytes). Blocks or times out as the
+/// socket is set to.
+pub fn recv_coalesced(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<Received> {
+    let mut name = MaybeUninit::<libc::sockaddr_storage>::zeroed();
+    let mut control = Control([0; 64]);
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: an all-zero msghdr is a valid empty one.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = name.as_mut_ptr().cast();
+    msg.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = control.0.len();
+    // SAFETY: every pointer in `msg` is valid for writes of the lengths
+    // given until the call returns.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut segment = None;
+    // SAFETY: the kernel filled `msg_controllen` bytes of `control` with
+    // well-formed control messages; CMSG_FIRSTHDR/NXTHDR stay inside them
+    // and CMSG_DATA of a UDP_GRO message holds a c_int.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == libc::UDP_GRO {
+                let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                segment = usize::try_from(v).ok().filter(|s| *s > 0);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    // SAFETY: recvmsg wrote `msg_namelen` bytes of a socket address into
+    // `name` (zeroed before, so the rest is initialised too).
+    let addr = unsafe { SockAddr::new(name.assume_init(), msg.msg_namelen) };
+    let from = addr
+        .as_socket()
+        .ok_or_else(|| io::Error::other("datagram from a non-IP address"))?;
+    let len = n as usize;
+    Ok(Received {
+        len,
+        from,
+        segment: segment.filter(|s| *s < len),
+        truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
+    })
+}
+
+/// The datagrams of a received buffer: `buf` cut every `segment` bytes
+/// (`None`: `buf` whole).
+pub fn segments(buf: &[u8], segment: Option<usize>) -> impl Iterator<Item = &[u8]> {
+    buf.chunks(segment.unwrap_or(buf.len()).max(1))
+}
+
+/// [`segments`], mutable (to open sealed datagrams in place).
+pub fn segments_mut(buf: &mut [u8], segment: Option<usize>) -> impl Iterator<Item = &mut [u8]> {
+    let n = segment.unwrap_or(buf.len()).max(1);
+    buf.chunks_mut(n)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use std::time::Duration;
+
+    fn pair() -> (UdpSocket, UdpSocket) {
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        (a, b)
+    }
+
+    #[test]
+    fn segments_arrive_as_datagrams_without_gro() {
+        let (a, b) = pair();
+        if !gso_supported(&a) {
+            println!("skipping: no UDP_SEGMENT on this kernel");
+            return;
+        }
+        let buf: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        let n = send_segments(&a, b.local_addr().unwrap(), &buf, 300).unwrap();
+        assert_eq!(n, 1000);
+        let mut got = Vec::new();
+        let mut r = vec![0u8; RECV_BUFFER];
+        for _ in 0..4 {
+            let m = recv_coalesced(&b, &mut r).unwrap();
+            assert_eq!(m.from, a.local_addr().unwrap());
+            assert!(m.segment.is_none() && !m.truncated);
+            got.push(r[..m.len].to_vec());
+        }
+        let lens: Vec<usize> = got.iter().map(Vec::len).collect();
+        assert_eq!(lens, [300, 300, 300, 100]);
+        assert_eq!(got.concat(), buf);
+    }
+
+    #[test]
+    fn coalesced_datagrams_are_cut_again() {
+        let (a, b) = pair();
+        if !gso_supported(&a) || enable_gro(&b).is_err() {
+            println!("skipping: no UDP_SEGMENT / UDP_GRO on this kernel");
+            return;
+        }
+        let buf: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+        send_segments(&a, b.local_addr().unwrap(), &buf, 1200).unwrap();
+        let mut r = vec![0u8; RECV_BUFFER];
+        let mut got = Vec::new();
+        while got.iter().map(Vec::len).sum::<usize>() < buf.len() {
+            let m = recv_coalesced(&b, &mut r).unwrap();
+            for d in segments(&r[..m.len], m.segment) {
+                got.push(d.to_vec());
+            }
+        }
+        let lens: Vec<usize> = got.iter().map(Vec::len).collect();
+        assert_eq!(lens, [1200, 1200, 1200, 1200, 200]);
+        assert_eq!(got.concat(), buf);
+    }
+
+    #[test]
+    fn a_short_buffer_is_one_datagram_and_bounds_are_checked() {
+        let (a, b) = pair();
+        let to = b.local_addr().unwrap();
+        assert_eq!(send_segments(&a, to, b"hello", 1200).unwrap(), 5);
+        let mut r = vec![0u8; 64];
+        let m = recv_coalesced(&b, &mut r).unwrap();
+        assert_eq!((&r[..m.len], m.segment), (&b"hello"[..], None));
+        let big = vec![0u8; 65 * 100];
+        let e = send_segments(&a, to, &big, 100).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        // A cut datagram says so.
+        a.send_to(&[1u8; 200], to).unwrap();
+        let m = recv_coalesced(&b, &mut r).unwrap();
+        assert!(m.truncated && m.len == 64, "{m:?}");
+    }
+
+    #[test]
+    fn cutting_a_buffer() {
+        let b = [1u8, 2, 3, 4, 5];
+        let v: Vec<&[u8]> = segments(&b, Some(2)).collect();
+        assert_eq!(v, [&[1u8, 2][..], &[3, 4], &[5]]);
+        assert_eq!(segments(&b, None).count(), 1);
+        assert_eq!(segments(&[], None).count(), 0);
+        let mut m = [1u8, 2, 3];
+        assert_eq!(segments_mut(&mut m, Some(2)).count(), 2);
+    }
+}
