@@ -19,7 +19,7 @@ use anyhow::Context as _;
 use serde::Deserialize;
 
 use crate::child::Proc;
-use crate::suite::Point;
+use crate::stats::Point;
 
 /// The environment variable naming the `tagwire-peers` binary (`off`: do
 /// not run the peers).

@@ -44,8 +44,8 @@ use rustix::thread::futex;
 mod udp;
 
 pub use udp::{
-    raw_udp_rtt, raw_udp_rtt_with, raw_udp_throughput, udp_fanout_rtt, udp_pingpong,
-    udp_relay_pingpong, udp_throughput,
+    raw_udp_rtt, raw_udp_rtt_with, raw_udp_throughput, udp_fanout_rtt, udp_gso_throughput,
+    udp_pingpong, udp_relay_pingpong, udp_throughput,
 };
 
 /// Polls of the sequence word before a spinning waiter yields the CPU once.

@@ -27,6 +27,10 @@ use crate::report::Record;
 use crate::suite::{dds_opts, note, push, Acc, Point, Rates, Series, SuiteOpts};
 use crate::workload::{self, Acks, Env, Rounds};
 
+/// UDP payload of one datagram on the site's links (MTU 1500, less the IP
+/// and UDP headers).
+const MTU_PAYLOAD: usize = 1472;
+
 /// Hosts in namespaces, one daemon each. Dropping it stops the daemons and
 /// deletes the namespaces.
 pub struct Site {
@@ -601,6 +605,25 @@ pub fn remote_throughput(
                 raw::udp_throughput(tx, rx, size, dur)?,
                 String::new(),
             );
+            // The kernel's bulk floor: MTU-sized datagrams, 64 KiB a send.
+            let (tx, rx) = site.udp_pair(0, 1)?;
+            match raw::udp_gso_throughput(tx, rx, size, MTU_PAYLOAD, dur) {
+                Ok(r) => add(
+                    rep,
+                    "raw-udp-gso",
+                    s,
+                    r,
+                    format!("{MTU_PAYLOAD}-byte datagrams, 64 KiB per send, received coalesced"),
+                ),
+                Err(e) if rep == 0 => skipped.push(Record::skipped(
+                    "throughput",
+                    "raw-udp-gso",
+                    "block",
+                    s,
+                    &format!("{e:#}"),
+                )),
+                Err(_) => {}
+            }
             match &dds {
                 Ok(opts) => match ddsperf::throughput_with(s, o.dds_seconds, opts) {
                     Ok(r) => add(

@@ -13,6 +13,15 @@
 
 use std::time::Duration;
 
+/// One repetition's result: p50 and p99 in µs.
+#[derive(Debug, Clone, Copy)]
+pub struct Point {
+    /// Median round trip, µs.
+    pub p50_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+}
+
 /// Distribution summary of one run's samples, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {

@@ -10,14 +10,7 @@ use crate::raw;
 use crate::report::Record;
 use crate::stats::{Repeated, RepeatedRate, Summary};
 
-/// One repetition's result: p50 and p99 in µs.
-#[derive(Debug, Clone, Copy)]
-pub struct Point {
-    /// Median round trip, µs.
-    pub p50_us: f64,
-    /// 99th percentile, µs.
-    pub p99_us: f64,
-}
+pub use crate::stats::Point;
 use crate::workload::{self, Acks, Env, Rounds};
 
 /// Settings shared by the suites.

@@ -355,6 +355,76 @@ impl Host {
         })
     }
 
+    /// Drops `percent` % of the UDP and TCP packets this host receives from
+    /// `from`, at random (an nftables rule on the input hook: `netem` is not
+    /// available here); replaces any earlier rule. Returns how many it
+    /// dropped so far with [`Host::dropped`]. Needs `nft` (Debian's
+    /// `nftables`).
+    pub fn drop_input(&self, from: Ipv4Addr, percent: u8) -> Result<(), Error> {
+        let _ = self.stop_dropping();
+        let ns = self.netns.as_str();
+        let nft = |args: &str| -> Result<(), Error> {
+            let mut v = vec!["netns", "exec", ns, "nft"];
+            v.extend(args.split(' '));
+            run("ip", &v)
+        };
+        nft("add table inet tagwire-loss")?;
+        nft("add chain inet tagwire-loss input { type filter hook input priority 0 ; }")?;
+        nft(&format!(
+            "add rule inet tagwire-loss input ip saddr {from} meta l4proto {{ udp, tcp }} \
+             numgen random mod 100 < {percent} counter drop"
+        ))
+    }
+
+    /// Packets [`Host::drop_input`] dropped so far (0 without a rule).
+    pub fn dropped(&self) -> Result<u64, Error> {
+        let command = format!(
+            "ip netns exec {} nft list table inet tagwire-loss",
+            self.netns
+        );
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.netns,
+                "nft",
+                "list",
+                "table",
+                "inet",
+                "tagwire-loss",
+            ])
+            .output()
+            .map_err(|e| Error::Spawn {
+                command: command.clone(),
+                reason: e.to_string(),
+            })?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        // "... counter packets N bytes M drop"
+        Ok(text
+            .split_whitespace()
+            .skip_while(|w| *w != "packets")
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0))
+    }
+
+    /// Removes the rule of [`Host::drop_input`].
+    pub fn stop_dropping(&self) -> Result<(), Error> {
+        run(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                &self.netns,
+                "nft",
+                "delete",
+                "table",
+                "inet",
+                "tagwire-loss",
+            ],
+        )
+    }
+
     /// Removes shaping set by [`Host::shape`]; does nothing if there is none.
     pub fn unshape(&self) -> Result<(), Error> {
         match tc(&["-n", &self.netns, "qdisc", "del", "dev", ETH, "root"]) {

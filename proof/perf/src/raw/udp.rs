@@ -297,6 +297,34 @@ pub fn udp_throughput(
     size: usize,
     duration: Duration,
 ) -> anyhow::Result<f64> {
+    udp_throughput_as(tx, rx, size, duration, None)
+}
+
+/// The kernel's floor for bulk UDP across a link (`raw-udp-gso`): the
+/// bytes of `size`-byte messages as MTU-sized datagrams (`segment`
+/// bytes), up to 64 KiB of them per send (UDP segmentation offload) and
+/// received coalesced (UDP GRO). Messages per second = bytes / `size`.
+pub fn udp_gso_throughput(
+    tx: UdpSocket,
+    rx: UdpSocket,
+    size: usize,
+    segment: usize,
+    duration: Duration,
+) -> anyhow::Result<f64> {
+    if !tagwire_net::gso::gso_supported(&tx) {
+        bail!("the kernel has no UDP_SEGMENT");
+    }
+    tagwire_net::gso::enable_gro(&rx).context("UDP_GRO")?;
+    udp_throughput_as(tx, rx, size, duration, Some(segment))
+}
+
+fn udp_throughput_as(
+    tx: UdpSocket,
+    rx: UdpSocket,
+    size: usize,
+    duration: Duration,
+    segment: Option<usize>,
+) -> anyhow::Result<f64> {
     if size > MAX_UDP_PAYLOAD {
         bail!("UDP payload {size} exceeds {MAX_UDP_PAYLOAD} bytes");
     }
@@ -309,11 +337,15 @@ pub fn udp_throughput(
     let receiver = {
         let (stop, received) = (Arc::clone(&stop), Arc::clone(&received));
         spawn_pinned("udp-rx", None, move || {
-            let mut buf = vec![0u8; size + 1];
+            let mut buf = vec![0u8; tagwire_net::gso::RECV_BUFFER.max(size + 1)];
             while !stop.load(Ordering::Relaxed) {
-                match rx.recv(&mut buf) {
-                    Ok(_) => {
-                        received.fetch_add(1, Ordering::Relaxed);
+                match tagwire_net::gso::recv_coalesced(&rx, &mut buf) {
+                    // Bytes when segmented, datagrams otherwise.
+                    Ok(m) => {
+                        received.fetch_add(
+                            if segment.is_some() { m.len as u64 } else { 1 },
+                            Ordering::Relaxed,
+                        );
                     }
                     Err(e)
                         if matches!(
@@ -331,10 +363,19 @@ pub fn udp_throughput(
     let sender = {
         let stop = Arc::clone(&stop);
         spawn_pinned("udp-tx", None, move || {
-            let payload = vec![0x5au8; size];
+            // Segmented: as many whole segments as one send takes.
+            let len = segment.map_or(size, |g| {
+                g * (tagwire_net::gso::MAX_BYTES / g).min(tagwire_net::gso::MAX_SEGMENTS)
+            });
+            let payload = vec![0x5au8; len];
+            let to = tx.peer_addr()?;
             let mut errors = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                if tx.send(&payload).is_err() {
+                let sent = match segment {
+                    Some(g) => tagwire_net::gso::send_segments(&tx, to, &payload, g),
+                    None => tx.send(&payload),
+                };
+                if sent.is_err() {
                     // ENOBUFS/ECONNREFUSED can occur transiently under load.
                     errors += 1;
                     if errors > 1_000_000 {
@@ -367,5 +408,6 @@ pub fn udp_throughput(
     if dt <= 0.0 {
         bail!("empty measurement window");
     }
-    Ok((c1 - c0) as f64 / dt)
+    let per = segment.map_or(1.0, |_| size as f64);
+    Ok((c1 - c0) as f64 / per / dt)
 }
