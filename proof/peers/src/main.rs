@@ -272,18 +272,36 @@ mod zenoh_peer {
         Ok(())
     }
 
-    pub(crate) fn pong(listen: &str) -> anyhow::Result<()> {
-        let s = open(Some(listen), None)?;
+    type Ends = (
+        zenoh::Session,
+        zenoh::pubsub::Publisher<'static>,
+        zenoh::pubsub::Subscriber<zenoh::handlers::FifoChannelHandler<zenoh::sample::Sample>>,
+    );
+
+    /// A round trip's side: an express publisher on `out`, a subscriber
+    /// on `inp`.
+    fn ends(
+        listen: Option<&str>,
+        connect: Option<&str>,
+        out: &'static str,
+        inp: &str,
+    ) -> anyhow::Result<Ends> {
+        let s = open(listen, connect)?;
         let p = s
-            .declare_publisher(PONG)
+            .declare_publisher(out)
             .congestion_control(CongestionControl::Block)
             .express(true)
             .wait()
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let sub = s
-            .declare_subscriber(PING)
+            .declare_subscriber(inp)
             .wait()
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok((s, p, sub))
+    }
+
+    pub(crate) fn pong(listen: &str) -> anyhow::Result<()> {
+        let (_s, p, sub) = ends(Some(listen), None, PONG, PING)?;
         while let Ok(sample) = sub.recv() {
             p.put(sample.payload().clone())
                 .wait()
@@ -298,17 +316,7 @@ mod zenoh_peer {
         iters: usize,
         warmup: usize,
     ) -> anyhow::Result<()> {
-        let s = open(None, Some(connect))?;
-        let p = s
-            .declare_publisher(PING)
-            .congestion_control(CongestionControl::Block)
-            .express(true)
-            .wait()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let sub = s
-            .declare_subscriber(PONG)
-            .wait()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (_s, p, sub) = ends(None, Some(connect), PING, PONG)?;
         let payload = zenoh::bytes::ZBytes::from(vec![0x5au8; size]);
         // Until the pong answers (both sides matched), retry.
         let deadline = Instant::now() + Duration::from_secs(20);

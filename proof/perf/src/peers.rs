@@ -169,27 +169,9 @@ pub fn zenoh_throughput(
 /// Round trip of `size`-byte samples, `zenoh-ping` against `zenoh-pong`.
 pub fn zenoh_rtt(o: &PeerOpts, size: usize, iters: usize, warmup: usize) -> anyhow::Result<Point> {
     let ep = o.endpoint();
-    let mut pong = o.spawn(true, &["zenoh-pong", "--listen", &ep].map(String::from))?;
-    std::thread::sleep(Duration::from_millis(300));
-    let args = [
-        "zenoh-ping".to_string(),
-        "--connect".into(),
-        ep,
-        "--size".into(),
-        size.to_string(),
-        "--iters".into(),
-        iters.to_string(),
-        "--warmup".into(),
-        warmup.to_string(),
-    ];
-    let ping = o.spawn(false, &args)?;
-    let r = ping.output(Duration::from_secs(120));
-    pong.finish();
-    let r: Rtt = last_json(&r?, "zenoh-ping")?;
-    Ok(Point {
-        p50_us: r.p50_us,
-        p99_us: r.p99_us,
-    })
+    let pong = ["zenoh-pong", "--listen", &ep].map(String::from);
+    let ping = ["zenoh-ping", "--connect", &ep].map(String::from);
+    ping_pong(o, &pong, &ping, (size, iters, warmup), 300)
 }
 
 /// Round trip of `size`-byte samples, `iox2-ping` against `iox2-pong`,
@@ -207,28 +189,32 @@ pub fn iox2_rtt(
         std::process::id(),
         o.endpoint().rsplit(':').next().unwrap_or("0")
     );
-    let mut pong = o.spawn(
-        true,
-        &["iox2-pong", "--mode", mode, "--name", &name].map(String::from),
-    )?;
-    std::thread::sleep(Duration::from_millis(200));
-    let args = [
-        "iox2-ping".to_string(),
-        "--mode".into(),
-        mode.into(),
-        "--name".into(),
-        name,
-        "--size".into(),
-        size.to_string(),
-        "--iters".into(),
-        iters.to_string(),
-        "--warmup".into(),
-        warmup.to_string(),
-    ];
-    let ping = o.spawn(false, &args)?;
-    let r = ping.output(Duration::from_secs(120));
+    let pong = ["iox2-pong", "--mode", mode, "--name", &name].map(String::from);
+    let ping = ["iox2-ping", "--mode", mode, "--name", &name].map(String::from);
+    ping_pong(o, &pong, &ping, (size, iters, warmup), 200)
+}
+
+/// Starts the pong (`pong` arguments), lets it settle `settle_ms`, runs the
+/// ping (`ping` arguments and the round trips' size, count and warm-up) to
+/// its result line, then stops the pong.
+fn ping_pong(
+    o: &PeerOpts,
+    pong: &[String],
+    ping: &[String],
+    (size, iters, warmup): (usize, usize, usize),
+    settle_ms: u64,
+) -> anyhow::Result<Point> {
+    let mut pong = o.spawn(true, pong)?;
+    std::thread::sleep(Duration::from_millis(settle_ms));
+    let mut args = ping.to_vec();
+    for (k, v) in [("--size", size), ("--iters", iters), ("--warmup", warmup)] {
+        args.push(k.into());
+        args.push(v.to_string());
+    }
+    let what = ping.first().map_or("ping", String::as_str).to_owned();
+    let r = o.spawn(false, &args)?.output(Duration::from_secs(120));
     pong.finish();
-    let r: Rtt = last_json(&r?, "iox2-ping")?;
+    let r: Rtt = last_json(&r?, &what)?;
     Ok(Point {
         p50_us: r.p50_us,
         p99_us: r.p99_us,
