@@ -703,16 +703,17 @@ fn encode(
         Outgoing::Message { header, message } => {
             // `emit` checked the count fits a u16.
             let frags = fragment_count(message.len(), max.max(1)) as u16;
-            // Cut evenly, the last padded: every datagram of a stream of
-            // equal messages has one length, so the runtime can hand many
-            // to the kernel in one segmented send.
-            let (range, step, flags) = if frags > 1 {
-                let (r, step) = even_piece(message.len(), frags, i as u16);
-                (r, step, flags | FLAG_EVEN)
+            // Cut evenly (`encode` pads the last piece): every datagram of
+            // a stream of equal messages has one length, so the runtime
+            // can hand many to the kernel in one segmented send.
+            let (range, flags) = if frags > 1 {
+                (
+                    even_piece(message.len(), frags, i as u16).0,
+                    flags | FLAG_EVEN,
+                )
             } else {
-                (0..message.len(), message.len(), flags)
+                (0..message.len(), flags)
             };
-            let pad = step - range.len();
             DataRef {
                 seq,
                 flags,
@@ -724,8 +725,7 @@ fn encode(
                 tag: Cow::Borrowed(tag),
                 payload: &message[range],
             }
-            .encode(id, buf);
-            buf.resize(buf.len() + pad, 0);
+            .encode(id, buf)
         }
     }
 }

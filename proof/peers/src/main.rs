@@ -9,7 +9,9 @@
 //!   (`zenoh-ping` / `zenoh-pong`, express publishers as in `z_ping`).
 //! * **iceoryx2** (its Rust crate, zero-copy shared memory): a round trip
 //!   (`iox2-ping` / `iox2-pong`), blocking on an event service or
-//!   busy-polling the subscriber.
+//!   busy-polling the subscriber; and a flat-out publisher (held back while
+//!   the subscriber's buffer is full: no overflow, nothing dropped) into a
+//!   busy-polling counting subscriber (`iox2-pub` / `iox2-sub`).
 //!
 //! Every measuring side prints one JSON line on stdout; errors go to
 //! stderr with a non-zero exit.
@@ -76,6 +78,25 @@ enum Cmd {
         #[arg(long)]
         name: String,
     },
+    /// Count samples from `iox2-pub` (busy-polling); print the rate and
+    /// the samples missing from its numbering after the warm-up.
+    Iox2Sub {
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 0.5)]
+        warm: f64,
+    },
+    /// Publish `size`-byte numbered samples flat out for `seconds`.
+    Iox2Pub {
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        size: usize,
+        #[arg(long)]
+        seconds: f64,
+    },
     /// Round trips through `iox2-pong`; print p50 and p99 in µs.
     Iox2Ping {
         #[arg(long, value_enum)]
@@ -121,6 +142,16 @@ fn main() {
             warmup,
         } => zenoh_peer::ping(&connect, size, iters, warmup),
         Cmd::Iox2Pong { mode, name } => iox2_peer::pong(mode, &name),
+        Cmd::Iox2Sub {
+            name,
+            seconds,
+            warm,
+        } => iox2_peer::sub(&name, seconds, warm),
+        Cmd::Iox2Pub {
+            name,
+            size,
+            seconds,
+        } => iox2_peer::publish(&name, size, seconds),
         Cmd::Iox2Ping {
             mode,
             name,
@@ -451,6 +482,117 @@ mod iox2_peer {
                 }
             }
         }
+    }
+
+    /// The throughput service: no overflow (a full subscriber buffer
+    /// holds the publisher back), both sides alike.
+    fn thr(
+        node: &Node<ipc::Service>,
+        name: &str,
+    ) -> anyhow::Result<
+        iceoryx2::service::port_factory::publish_subscribe::PortFactory<ipc::Service, [u8], ()>,
+    > {
+        let svc: ServiceName = format!("{name}/thr").as_str().try_into().map_err(err)?;
+        node.service_builder(&svc)
+            .publish_subscribe::<[u8]>()
+            .enable_safe_overflow(false)
+            .subscriber_max_buffer_size(THR_BUFFER)
+            .open_or_create()
+            .map_err(err)
+    }
+
+    /// Samples a subscriber's buffer holds.
+    const THR_BUFFER: usize = 256;
+
+    /// The end marker's number.
+    const END: u64 = u64::MAX;
+
+    pub(crate) fn sub(name: &str, seconds: f64, warm: f64) -> anyhow::Result<()> {
+        let node = NodeBuilder::new().create::<ipc::Service>().map_err(err)?;
+        let rx = thr(&node, name)?
+            .subscriber_builder()
+            .buffer_size(THR_BUFFER)
+            .create()
+            .map_err(err)?;
+        let (mut received, mut lost, mut next) = (0u64, 0u64, 1u64);
+        let mut window: Option<(Instant, u64)> = None;
+        let mut rate = None;
+        let mut first: Option<Instant> = None;
+        let give_up = Instant::now() + Duration::from_secs(60);
+        loop {
+            let Some(sample) = rx.receive().map_err(err)? else {
+                if Instant::now() > give_up {
+                    bail!("the publisher never ended");
+                }
+                std::hint::spin_loop();
+                continue;
+            };
+            let p = sample.payload();
+            let seq = u64::from_le_bytes(
+                p.get(..8)
+                    .and_then(|b| b.try_into().ok())
+                    .context("a sample shorter than its number")?,
+            );
+            if seq == END {
+                break;
+            }
+            if window.is_none() {
+                // Samples sent while the connection is being made may
+                // reach nobody: gaps count from the measured window on.
+                next = seq;
+            }
+            received += 1;
+            lost += seq.saturating_sub(next);
+            next = seq + 1;
+            let now = Instant::now();
+            let t0 = *first.get_or_insert(now);
+            match window {
+                None if now >= t0 + Duration::from_secs_f64(warm) => window = Some((now, received)),
+                Some((at, n)) if rate.is_none() && now >= at + Duration::from_secs_f64(seconds) => {
+                    rate = Some((received - n) as f64 / (now - at).as_secs_f64());
+                }
+                _ => {}
+            }
+        }
+        let rate = rate.context("the publisher ended before the measured window did")?;
+        println!(
+            "{{\"msgs_per_s\":{rate:.1},\"received\":{received},\"sent\":{},\"lost\":{lost}}}",
+            received + lost
+        );
+        Ok(())
+    }
+
+    pub(crate) fn publish(name: &str, size: usize, seconds: f64) -> anyhow::Result<()> {
+        let node = NodeBuilder::new().create::<ipc::Service>().map_err(err)?;
+        let svc = thr(&node, name)?;
+        let tx = svc
+            .publisher_builder()
+            .initial_max_slice_len(size.max(8))
+            .backpressure_strategy(BackpressureStrategy::RetryUntilDelivered)
+            .create()
+            .map_err(err)?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while svc.dynamic_config().number_of_subscribers() == 0 {
+            if Instant::now() > deadline {
+                bail!("no subscriber in 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut buf = vec![0x5au8; size.max(8)];
+        let stop = Instant::now() + Duration::from_secs_f64(seconds);
+        let mut seq = 0u64;
+        while Instant::now() < stop {
+            for _ in 0..64 {
+                seq += 1;
+                buf[..8].copy_from_slice(&seq.to_le_bytes());
+                let s = tx.loan_slice_uninit(buf.len()).map_err(err)?;
+                s.write_from_slice(&buf).send().map_err(err)?;
+            }
+        }
+        buf[..8].copy_from_slice(&END.to_le_bytes());
+        let s = tx.loan_slice_uninit(buf.len()).map_err(err)?;
+        s.write_from_slice(&buf).send().map_err(err)?;
+        Ok(())
     }
 
     pub(crate) fn pong(mode: Wait, name: &str) -> anyhow::Result<()> {

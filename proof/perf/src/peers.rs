@@ -8,7 +8,10 @@
 //!   out, congestion control `Block`: nothing dropped) into `zenoh-sub`,
 //!   which counts and compares with what the publisher says it sent; round
 //!   trip is `zenoh-ping` against `zenoh-pong`.
-//! * iceoryx2: round trip, blocking on an event service or busy-polling.
+//! * iceoryx2: round trip, blocking on an event service or busy-polling;
+//!   throughput, `iox2-pub` flat out (held back while the subscriber's
+//!   buffer is full, so nothing is dropped) into a busy-polling `iox2-sub`
+//!   that checks the numbering.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -102,9 +105,9 @@ impl PeerOpts {
     }
 }
 
-/// A Zenoh throughput measurement.
+/// A Zenoh or iceoryx2 throughput measurement.
 #[derive(Debug, Clone, Copy, Deserialize)]
-pub struct ZenohThroughput {
+pub struct PeerThroughput {
     /// Samples per second at the subscriber, over the measured window.
     pub msgs_per_s: f64,
     /// Samples the publisher sent, and the subscriber received, in all.
@@ -132,11 +135,7 @@ fn last_json<T: for<'a> Deserialize<'a>>(out: &str, what: &str) -> anyhow::Resul
 
 /// `size`-byte samples from a flat-out `zenoh-pub` into `zenoh-sub` for
 /// about `seconds` seconds.
-pub fn zenoh_throughput(
-    o: &PeerOpts,
-    size: usize,
-    seconds: f64,
-) -> anyhow::Result<ZenohThroughput> {
+pub fn zenoh_throughput(o: &PeerOpts, size: usize, seconds: f64) -> anyhow::Result<PeerThroughput> {
     let ep = o.endpoint();
     let secs = format!("{seconds}");
     let sub = o.spawn(
@@ -164,6 +163,40 @@ pub fn zenoh_throughput(
     publ.output(limit)?;
     let out = sub.output(Duration::from_secs(10))?;
     last_json(&out, "zenoh-sub")
+}
+
+/// `size`-byte samples from a flat-out `iox2-pub` into `iox2-sub` on this
+/// host for about `seconds` seconds.
+pub fn iox2_throughput(o: &PeerOpts, size: usize, seconds: f64) -> anyhow::Result<PeerThroughput> {
+    let name = format!(
+        "tagwire-perf-{}-{}",
+        std::process::id(),
+        o.endpoint().rsplit(':').next().unwrap_or("0")
+    );
+    let secs = format!("{seconds}");
+    let sub = o.spawn(
+        true,
+        &["iox2-sub", "--name", &name, "--seconds", &secs].map(String::from),
+    )?;
+    std::thread::sleep(Duration::from_millis(200));
+    let pub_secs = format!("{}", seconds + 1.0);
+    let size = size.to_string();
+    let publ = o.spawn(
+        false,
+        &[
+            "iox2-pub",
+            "--name",
+            &name,
+            "--size",
+            &size,
+            "--seconds",
+            &pub_secs,
+        ]
+        .map(String::from),
+    )?;
+    publ.output(Duration::from_secs_f64(seconds + 40.0))?;
+    let out = sub.output(Duration::from_secs(10))?;
+    last_json(&out, "iox2-sub")
 }
 
 /// Round trip of `size`-byte samples, `zenoh-ping` against `zenoh-pong`.
@@ -228,9 +261,9 @@ mod tests {
     #[test]
     fn result_lines_are_read_past_log_lines() {
         let out = "log line\n{\"msgs_per_s\":10.5,\"received\":3,\"sent\":4,\"lost\":1}\n";
-        let t: ZenohThroughput = last_json(out, "x").unwrap();
+        let t: PeerThroughput = last_json(out, "x").unwrap();
         assert_eq!((t.sent, t.received, t.lost), (4, 3, 1));
-        assert!(last_json::<ZenohThroughput>("nothing", "x").is_err());
+        assert!(last_json::<PeerThroughput>("nothing", "x").is_err());
         assert!(last_json::<Rtt>("{\"p50_us\":\"x\"}", "x").is_err());
     }
 
@@ -249,6 +282,9 @@ mod tests {
         let p = zenoh_rtt(&o, 256, 200, 20).expect("zenoh round trip");
         assert!(p.p50_us > 0.0 && p.p99_us >= p.p50_us, "{p:?}");
         let t = zenoh_throughput(&o, 1024, 1.0).expect("zenoh throughput");
+        assert!(t.msgs_per_s > 0.0 && t.received > 0, "{t:?}");
+        assert_eq!(t.lost, 0, "{t:?}");
+        let t = iox2_throughput(&o, 1024, 1.0).expect("iceoryx2 throughput");
         assert!(t.msgs_per_s > 0.0 && t.received > 0, "{t:?}");
         assert_eq!(t.lost, 0, "{t:?}");
     }

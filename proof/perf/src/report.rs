@@ -560,10 +560,13 @@ pub fn throughput_table(records: &[Record]) -> String {
     // Each tagwire series against Cyclone DDS (reliable): the flat-out
     // subscriber that may drop (`tagwire`), the lossless one, and Cyclone's
     // writer through the gateway to a lossless one.
-    // And the same against Zenoh where it ran.
+    // And the same against Zenoh and iceoryx2 where they ran.
     let has = |s: &str| recs.iter().any(|r| r.system == s);
     let mut ratios: Vec<(&str, &str)> = Vec::new();
-    for peer in ["cyclonedds", "zenoh"].into_iter().filter(|p| has(p)) {
+    for peer in ["cyclonedds", "zenoh", "iceoryx2"]
+        .into_iter()
+        .filter(|p| has(p))
+    {
         for t in ["tagwire", "tagwire-lossless", "tagwire-dds-sub"] {
             if has(t) && (peer == "cyclonedds" || t != "tagwire-dds-sub") {
                 ratios.push((t, peer));

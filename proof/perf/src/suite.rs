@@ -98,8 +98,8 @@ impl Rates {
         crate::stats::median(&ratios)
     }
 
-    /// One throughput record per series, tagwire's paired with Cyclone DDS
-    /// and Zenoh.
+    /// One throughput record per series, tagwire's paired with Cyclone DDS,
+    /// Zenoh and iceoryx2.
     pub(crate) fn records(&self, nodes: u32) -> Vec<Record> {
         self.series
             .iter()
@@ -108,7 +108,7 @@ impl Rates {
                 let rr = RepeatedRate::from_rates(&values)?;
                 let mut rec = Record::throughput(system, "block", *size, &rr).with_nodes(nodes);
                 if system.starts_with("tagwire") {
-                    for peer in ["cyclonedds", "zenoh"] {
+                    for peer in ["cyclonedds", "zenoh", "iceoryx2"] {
                         if let Some(p) = self.paired(peer, *size, r) {
                             rec.paired.insert(peer.into(), p);
                         }
@@ -536,11 +536,23 @@ pub fn throughput(
     dds_sub: bool,
 ) -> anyhow::Result<Vec<Record>> {
     let dds = dds_opts(o);
+    let iox2 = peer_opts(o);
     let mut rates = Rates::default();
     let mut add = |rep: usize, system: &str, size: u64, rate: f64, extra: String| {
         rates.add(rep, system, size, rate, extra)
     };
     let mut skipped = Vec::new();
+    if let Err(reason) = &iox2 {
+        for &size in sizes {
+            skipped.push(Record::skipped(
+                "throughput",
+                "iceoryx2",
+                "block",
+                size as u64,
+                reason,
+            ));
+        }
+    }
     let dur = Duration::from_secs_f64(seconds);
     for rep in 0..o.reps {
         let rep_now = rep;
@@ -575,6 +587,27 @@ pub fn throughput(
                 raw::raw_udp_throughput(size, dur)?,
                 String::new(),
             );
+            if let Ok(p) = &iox2 {
+                match crate::peers::iox2_throughput(p, size, seconds) {
+                    Ok(t) => add(
+                        rep_now,
+                        "iceoryx2",
+                        s,
+                        t.msgs_per_s,
+                        format!(
+                            "no overflow, busy-polling subscriber; sent {} received {} lost {}",
+                            t.sent, t.received, t.lost
+                        ),
+                    ),
+                    Err(e) => skipped.push(Record::skipped(
+                        "throughput",
+                        "iceoryx2",
+                        "block",
+                        s,
+                        &format!("iceoryx2 failed: {e:#}"),
+                    )),
+                }
+            }
             match &dds {
                 Ok(opts) => match ddsperf::throughput_with(s, o.dds_seconds, opts) {
                     Ok(r) => {
