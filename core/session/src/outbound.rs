@@ -300,9 +300,9 @@ impl Session {
         self.adapt_batch(now, tag);
     }
 
-    /// Datagrams `tag`'s reliable streams sent again so far (what a
-    /// runtime that sends datagrams in runs watches: see
-    /// `Config::batch_min`).
+    /// Datagrams `tag`'s reliable streams sent again so far: a runtime
+    /// that sends datagrams in runs shortens them after a retransmission,
+    /// as the session's batches once did.
     pub fn retransmitted(&self, tag: &TagName) -> u64 {
         self.out.get(tag).map_or(0, |o| {
             o.reliable
