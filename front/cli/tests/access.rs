@@ -355,10 +355,12 @@ fn twenty_thousand_connections_cost_no_thread_each_and_the_daemon_keeps_serving(
     }
     let connected_in = start.elapsed();
     let grown = threads().saturating_sub(before);
-    // The best of three medians: on this 2-vCPU VM a median of 300 can
-    // land in a slow stretch of the machine's wake-ups (seen in CI: 19.7
-    // then 74.5 µs, with nothing else changed); a cost that grows with the
-    // connections is there in all three.
+    // The best of three medians. On this 2-vCPU VM, in its slow state for
+    // wake-ups, the loaded median came out 3.5x the unloaded one twice in
+    // CI (19.7 -> 74.5 µs, 21.3 -> 70.7 µs) and below it locally (141 ->
+    // 85 µs); what this guards against, work per request that grows with
+    // the connections held, would cost far more than the bound below (a
+    // scan of 15,000 connections at even 50 ns each is 750 µs).
     let loaded = (0..3)
         .map(|_| ping_median(&root, 300))
         .min()
@@ -370,7 +372,7 @@ fn twenty_thousand_connections_cost_no_thread_each_and_the_daemon_keeps_serving(
     );
     assert!(grown <= 8, "{grown} threads for {HOLD} connections");
     assert!(
-        loaded <= 2 * unloaded + Duration::from_micros(20),
+        loaded <= 4 * unloaded + Duration::from_micros(200),
         "the round trip went from {unloaded:?} to {loaded:?}"
     );
     // A table change reaches every one of them, and another user is served.
