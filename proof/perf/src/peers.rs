@@ -137,66 +137,57 @@ fn last_json<T: for<'a> Deserialize<'a>>(out: &str, what: &str) -> anyhow::Resul
 /// about `seconds` seconds.
 pub fn zenoh_throughput(o: &PeerOpts, size: usize, seconds: f64) -> anyhow::Result<PeerThroughput> {
     let ep = o.endpoint();
-    let secs = format!("{seconds}");
-    let sub = o.spawn(
-        true,
-        &["zenoh-sub", "--listen", &ep, "--seconds", &secs].map(String::from),
-    )?;
-    std::thread::sleep(Duration::from_millis(300));
-    // The publisher runs past the subscriber's window (warm-up 0.5 s).
-    let pub_secs = format!("{}", seconds + 1.0);
-    let size = size.to_string();
-    let publ = o.spawn(
-        false,
-        &[
-            "zenoh-pub",
-            "--connect",
-            &ep,
-            "--size",
-            &size,
-            "--seconds",
-            &pub_secs,
-        ]
-        .map(String::from),
-    )?;
-    let limit = Duration::from_secs_f64(seconds + 40.0);
-    publ.output(limit)?;
-    let out = sub.output(Duration::from_secs(10))?;
-    last_json(&out, "zenoh-sub")
+    let sub = ["zenoh-sub", "--listen", &ep].map(String::from);
+    let publ = ["zenoh-pub", "--connect", &ep].map(String::from);
+    pub_sub(o, &sub, &publ, size, seconds, 300)
 }
 
 /// `size`-byte samples from a flat-out `iox2-pub` into `iox2-sub` on this
 /// host for about `seconds` seconds.
 pub fn iox2_throughput(o: &PeerOpts, size: usize, seconds: f64) -> anyhow::Result<PeerThroughput> {
-    let name = format!(
+    let name = iox2_name(o);
+    let sub = ["iox2-sub", "--name", &name].map(String::from);
+    let publ = ["iox2-pub", "--name", &name].map(String::from);
+    pub_sub(o, &sub, &publ, size, seconds, 200)
+}
+
+/// A service name of its own for one iceoryx2 measurement.
+fn iox2_name(o: &PeerOpts) -> String {
+    format!(
         "tagwire-perf-{}-{}",
         std::process::id(),
         o.endpoint().rsplit(':').next().unwrap_or("0")
-    );
-    let secs = format!("{seconds}");
-    let sub = o.spawn(
-        true,
-        &["iox2-sub", "--name", &name, "--seconds", &secs].map(String::from),
-    )?;
-    std::thread::sleep(Duration::from_millis(200));
-    let pub_secs = format!("{}", seconds + 1.0);
-    let size = size.to_string();
-    let publ = o.spawn(
-        false,
-        &[
-            "iox2-pub",
-            "--name",
-            &name,
-            "--size",
-            &size,
-            "--seconds",
-            &pub_secs,
-        ]
-        .map(String::from),
-    )?;
-    publ.output(Duration::from_secs_f64(seconds + 40.0))?;
+    )
+}
+
+/// Starts the subscriber (`sub` arguments, measuring `seconds`), lets it
+/// settle `settle_ms`, runs the publisher (`publ` arguments) flat out past
+/// the subscriber's window (its warm-up is 0.5 s), and reads the
+/// subscriber's result line.
+fn pub_sub(
+    o: &PeerOpts,
+    sub: &[String],
+    publ: &[String],
+    size: usize,
+    seconds: f64,
+    settle_ms: u64,
+) -> anyhow::Result<PeerThroughput> {
+    let mut sub_args = sub.to_vec();
+    sub_args.extend(["--seconds".into(), format!("{seconds}")]);
+    let what = sub.first().map_or("sub", String::as_str).to_owned();
+    let sub = o.spawn(true, &sub_args)?;
+    std::thread::sleep(Duration::from_millis(settle_ms));
+    let mut pub_args = publ.to_vec();
+    pub_args.extend([
+        "--size".into(),
+        size.to_string(),
+        "--seconds".into(),
+        format!("{}", seconds + 1.0),
+    ]);
+    o.spawn(false, &pub_args)?
+        .output(Duration::from_secs_f64(seconds + 40.0))?;
     let out = sub.output(Duration::from_secs(10))?;
-    last_json(&out, "iox2-sub")
+    last_json(&out, &what)
 }
 
 /// Round trip of `size`-byte samples, `zenoh-ping` against `zenoh-pong`.
@@ -217,11 +208,7 @@ pub fn iox2_rtt(
     warmup: usize,
 ) -> anyhow::Result<Point> {
     let mode = if spin { "spin" } else { "block" };
-    let name = format!(
-        "tagwire-perf-{}-{}",
-        std::process::id(),
-        o.endpoint().rsplit(':').next().unwrap_or("0")
-    );
+    let name = iox2_name(o);
     let pong = ["iox2-pong", "--mode", mode, "--name", &name].map(String::from);
     let ping = ["iox2-ping", "--mode", mode, "--name", &name].map(String::from);
     ping_pong(o, &pong, &ping, (size, iters, warmup), 200)
