@@ -91,8 +91,12 @@ pub(crate) fn daemon(domain: u32, map: &str) -> (tempfile::TempDir, Kill, Client
     let until = Instant::now() + Duration::from_secs(10);
     loop {
         if let Ok(c) = Client::with_options(opts.clone()) {
-            // The gateway has mapped its tags once they exist.
-            if c.tags().is_ok_and(|t| !t.is_empty()) {
+            // The gateway has mapped its tags once each has its subscriber
+            // (it creates a tag, then publishes and subscribes to it: a
+            // message sent before the subscription would reach no one).
+            if c.tags()
+                .is_ok_and(|t| !t.is_empty() && t.iter().all(|s| !s.receivers.is_empty()))
+            {
                 return (dir, child, c);
             }
         }
