@@ -151,7 +151,13 @@ impl Session {
                             count,
                         });
                     }
-                    take(&mut s.reasm, &dg.body, from, &mut self.deliveries);
+                    take(
+                        &mut s.reasm,
+                        &dg.body,
+                        from,
+                        &mut self.deliveries,
+                        &mut self.spare,
+                    );
                     return;
                 }
                 let arrival = s.reader.handle_data(now, seq, bytes);
@@ -162,11 +168,23 @@ impl Session {
                         .push_back(Event::DirectReceived { tag: tag.clone() });
                 }
                 if arrival == Arrival::Deliver {
-                    take(&mut s.reasm, &dg.body, from, &mut self.deliveries);
+                    take(
+                        &mut s.reasm,
+                        &dg.body,
+                        from,
+                        &mut self.deliveries,
+                        &mut self.spare,
+                    );
                 }
                 while let Some(buffered) = s.reader.poll_event() {
                     if let Ok(g) = Datagram::decode(&buffered) {
-                        take(&mut s.reasm, &g.body, from, &mut self.deliveries);
+                        take(
+                            &mut s.reasm,
+                            &g.body,
+                            from,
+                            &mut self.deliveries,
+                            &mut self.spare,
+                        );
                     }
                 }
                 self.ack(now, key);
@@ -189,7 +207,13 @@ impl Session {
                 // after it deliverable (found by the simulator, seed 684).
                 while let Some(buffered) = s.reader.poll_event() {
                     if let Ok(g) = Datagram::decode(&buffered) {
-                        take(&mut s.reasm, &g.body, from, &mut self.deliveries);
+                        take(
+                            &mut s.reasm,
+                            &g.body,
+                            from,
+                            &mut self.deliveries,
+                            &mut self.spare,
+                        );
                     }
                 }
                 self.ack(now, key);
@@ -350,6 +374,7 @@ fn take(
     body: &Body<'_>,
     from: SocketAddr,
     out: &mut std::collections::VecDeque<Delivery>,
+    spare: &mut Vec<Vec<u8>>,
 ) {
     match body {
         Body::Data(data) => {
@@ -364,11 +389,13 @@ fn take(
         }
         Body::Batch(b) => {
             for (header, payload) in b.messages() {
+                // Into a buffer a reader gave back (`Session::recycle`),
+                // if there is one: no allocation per small message.
                 out.push_back(Delivery {
                     tag: b.tag.as_ref().clone(),
                     from,
                     header,
-                    payload: payload.to_vec(),
+                    payload: crate::copied(spare, payload),
                 });
             }
         }

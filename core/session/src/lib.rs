@@ -378,6 +378,20 @@ pub struct StreamStats {
     pub credit: Option<u32>,
 }
 
+/// `bytes` in a buffer from `spare` (see [`Session::recycle`]), or a new one.
+pub(crate) fn copied(spare: &mut Vec<Vec<u8>>, bytes: &[u8]) -> Vec<u8> {
+    let mut buf = spare.pop().unwrap_or_default();
+    buf.clear();
+    buf.extend_from_slice(bytes);
+    buf
+}
+
+/// Most buffers [`Session::recycle`] keeps.
+pub const SPARE_BUFFERS: usize = 256;
+
+/// Largest buffer [`Session::recycle`] keeps, bytes.
+pub const SPARE_CAPACITY: usize = 64 << 10;
+
 /// The delivery session (see the crate documentation).
 #[derive(Debug)]
 pub struct Session {
@@ -398,6 +412,9 @@ pub struct Session {
     away_streams: HashMap<(IpAddr, u64), TagName>,
     transmits: VecDeque<Transmit>,
     deliveries: VecDeque<Delivery>,
+    /// Buffers given back by the reader (`recycle`), for the next
+    /// deliveries' payloads.
+    spare: Vec<Vec<u8>>,
     events: VecDeque<Event>,
 }
 
@@ -415,6 +432,7 @@ impl Session {
             away_streams: HashMap::new(),
             transmits: VecDeque::new(),
             deliveries: VecDeque::new(),
+            spare: Vec::new(),
             events: VecDeque::new(),
         }
     }
@@ -440,6 +458,18 @@ impl Session {
     /// The next whole message received, in its stream's order.
     pub fn poll_deliver(&mut self) -> Option<Delivery> {
         self.deliveries.pop_front()
+    }
+
+    /// Gives a delivered message's buffer, a sent transmit's, or any other
+    /// back for the next deliveries and transmits: a reader that hands
+    /// each payload on by swapping buffers, and a sender that gives each
+    /// transmit's bytes back once sent, allocate nothing per message. At
+    /// most [`SPARE_BUFFERS`] are kept, none larger than [`SPARE_CAPACITY`].
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        let cap = buf.capacity();
+        if self.spare.len() < SPARE_BUFFERS && cap > 0 && cap <= SPARE_CAPACITY {
+            self.spare.push(buf);
+        }
     }
 
     /// The next event.

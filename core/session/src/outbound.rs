@@ -275,6 +275,10 @@ impl Session {
             let Some(o) = self.out.get_mut(tag) else {
                 return Ok(());
             };
+            if o.entries.is_empty() {
+                // One allocation per batch, not one per doubling.
+                o.entries.reserve(budget);
+            }
             push_batch_entry(&mut o.entries, &clean(header), payload);
             o.count += 1;
             return Ok(());
@@ -555,7 +559,8 @@ impl Session {
                 };
                 while p.sent[at].2 < p.datagrams {
                     let i = p.sent[at].2;
-                    match send_one(s, tag, &p.out, i, max, now, max_msgs, max_bytes) {
+                    let spare = &mut self.spare;
+                    match send_one(s, tag, &p.out, i, max, now, max_msgs, max_bytes, spare) {
                         Ok(bytes) => {
                             self.transmits.push_back(Transmit {
                                 dest: s.addr,
@@ -647,6 +652,7 @@ fn send_one(
     now: Instant,
     max_msgs: usize,
     max_bytes: usize,
+    spare: &mut Vec<Vec<u8>>,
 ) -> Result<Vec<u8>, Blocked> {
     let w = &s.writer;
     let (messages, len) = match out {
@@ -675,7 +681,7 @@ fn send_one(
         .send_counted(now, messages, |seq, buf| {
             encode(tag, out, i, max, seq, FLAG_RELIABLE, id, buf)
         })
-        .map(|(_, bytes)| bytes.to_vec())
+        .map(|(_, bytes)| crate::copied(spare, bytes))
         .map_err(|_| Blocked::Window)
 }
 

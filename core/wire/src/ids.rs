@@ -29,8 +29,11 @@ pub enum NameError {
 
 /// The name of a distribution tag: a UTF-8 path such as `/robot/laser`, at most
 /// 255 bytes, starting with `/`, with no empty segment and no control character.
+///
+/// Shared, not copied: a clone (one per delivered message and per session
+/// lookup on the data path) is a reference count's increment.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TagName(String);
+pub struct TagName(std::sync::Arc<str>);
 
 impl TagName {
     /// Validates `s` as a tag name.
@@ -49,7 +52,7 @@ impl TagName {
         {
             return Err(NameError::BadSegment(s.to_owned()));
         }
-        Ok(Self(s.to_owned()))
+        Ok(Self(s.into()))
     }
 
     /// The name as a string slice.

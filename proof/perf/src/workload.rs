@@ -606,24 +606,28 @@ pub fn worker_main(a: &WorkerArgs) -> anyhow::Result<()> {
             }
         }
         "sink" => {
+            // The clock is read at the first message and at the stop marker
+            // (which the publisher sends right after its last message, in
+            // the same ordered stream), not at every message: the Zenoh and
+            // iceoryx2 sinks count without reading it either.
             let mut received = 0u64;
             let mut first = None;
-            let mut last = Instant::now();
             let mut buf = Vec::with_capacity(64 * 1024);
-            loop {
+            let last = loop {
                 match sub.receive_into(Some(Duration::from_secs(60)), &mut buf) {
                     Ok(_) => {
                         if buf == STOP {
-                            break;
+                            break Instant::now();
                         }
-                        last = Instant::now();
-                        first.get_or_insert(last);
+                        if first.is_none() {
+                            first = Some(Instant::now());
+                        }
                         received += 1;
                     }
                     Err(Error::Overflowed { .. }) => {}
                     Err(e) => return Err(e.into()),
                 }
-            }
+            };
             let secs = first.map_or(0.0, |f| last.duration_since(f).as_secs_f64());
             println!("{SINK_REPORT} {received} {} {secs}", sub.lost());
             Ok(())

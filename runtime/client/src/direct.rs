@@ -341,6 +341,13 @@ impl Direct {
         }
     }
 
+    /// Gives `bufs` to the session for the payloads of the next messages.
+    pub(crate) fn recycle(&self, st: &mut State, bufs: &mut Vec<Vec<u8>>) {
+        for b in bufs.drain(..) {
+            st.session.recycle(b);
+        }
+    }
+
     /// The next message received here, if any.
     pub(crate) fn pop(&self, st: &mut State) -> Option<Delivery> {
         let d = st.queue.pop_front()?;

@@ -77,6 +77,9 @@ pub struct Subscriber {
     gaps: Gaps,
     /// Its own socket for direct delivery (see `crate::direct`).
     direct: Option<Arc<Direct>>,
+    /// Buffers the caller gave `receive_into` and got a direct message's
+    /// buffer for: back to the direct session at the next pop.
+    spare: Vec<Vec<u8>>,
     /// The per-instance filter, when the options ask for one.
     pub(crate) instances: Option<crate::instances::Filter>,
 }
@@ -126,6 +129,7 @@ impl Subscriber {
             caught_up: Default::default(),
             gaps: Gaps::default(),
             direct,
+            spare: Vec::new(),
             instances: (!opts.instances.is_none())
                 .then(|| crate::instances::Filter::new(opts.instances)),
         })
@@ -242,8 +246,10 @@ impl Subscriber {
             *payload = m.payload;
             return Ok(info);
         }
-        // A timeout too large to represent is "for ever".
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        // A timeout too large to represent is "for ever". Read from the
+        // clock only once there is nothing to hand out (a message ready at
+        // once costs no clock read).
+        let mut deadline: Option<Option<Instant>> = None;
         let mut raw = [0u8; HEADER_LEN];
         let direct = self.direct.clone();
         let _present = direct.as_ref().map(|d| d.enter());
@@ -261,6 +267,7 @@ impl Subscriber {
                     self.count();
                     return Err(Error::Overflowed { lost });
                 }
+                d.recycle(&mut st, &mut self.spare);
                 if let Some(m) = (!st.holder).then(|| d.pop(&mut st)).flatten() {
                     drop(st);
                     match self.direct_message(m, payload) {
@@ -348,6 +355,8 @@ impl Subscriber {
             if self.ep.destroyed.load(Ordering::Acquire) {
                 return Err(Error::TagDestroyed(self.ep.name.to_string()));
             }
+            let deadline = *deadline
+                .get_or_insert_with(|| timeout.and_then(|t| Instant::now().checked_add(t)));
             let remaining = match deadline {
                 None => None,
                 Some(d) => {
@@ -397,7 +406,10 @@ impl Subscriber {
             Err(e) => return Some(Err(e)),
         };
         if missing == 0 {
-            *payload = bytes;
+            // The caller's buffer goes back to the session for the next
+            // small messages: no allocation per message.
+            std::mem::swap(payload, &mut bytes);
+            self.spare.push(bytes);
             self.received += 1;
             self.count();
             return Some(Ok(info));

@@ -80,6 +80,14 @@ const BUSY_SPIN: Duration = Duration::from_micros(50);
 /// See [`BUSY_SPIN`].
 const BUSY: Duration = Duration::from_millis(2);
 
+/// Most records a forwarder takes under one lock of its session, and
+/// most bytes of them (about one segmented send's worth: what it took is
+/// sent before it reads on, so the link and the receiver are kept busy).
+const GROUP: usize = 64;
+
+/// See [`GROUP`].
+const GROUP_BYTES: usize = 64 << 10;
+
 /// The outbound side's sockets and the routes of acknowledgements.
 #[derive(Debug)]
 pub(crate) struct Outbound {
@@ -388,6 +396,7 @@ impl Outbound {
                 let d = shared.guard.seal_to(&t.bytes, sealed, t.dest);
                 train.push(&self.sock, &self.gso_off, t.dest, d);
             });
+            s.recycle(t.bytes);
         }
         (rest, events)
     }
@@ -475,72 +484,84 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
         }
         route.gated.store(gate.is_some(), Ordering::Release);
         let mut progressed = false;
-        while lock(&route.session).can_accept(tag) {
-            let at = cur.position();
-            match ring.read(&mut cur, &mut rec) {
-                ReadOutcome::Record => {}
-                ReadOutcome::Empty | ReadOutcome::Pending => break,
-                ReadOutcome::Lost(n) => {
-                    shared.stats.forward_lost.fetch_add(n, Ordering::Relaxed);
-                    // The record our publisher sent may be among them: the
-                    // numbers it used cannot go to another datagram.
-                    if direct.take_if(|(i, _)| *i < cur.position()).is_some() {
-                        lock(&route.session).abandon_offer(Instant::now(), tag);
+        loop {
+            // Up to GROUP records under one lock, one clock read and one
+            // drain (per record they cost as much as the rest of a small
+            // message's path). The ring is read under the lock: a record
+            // is read only once the session can take it.
+            let mut s = lock(&route.session);
+            let now = Instant::now();
+            let (mut taken, mut bytes, mut empty) = (0, 0, false);
+            // A large message's record, whose body the daemon's state lock
+            // gives: handled after this lock.
+            let mut large: Option<Option<TicketOutcome>> = None;
+            while taken < GROUP && bytes < GROUP_BYTES && s.can_accept(tag) {
+                let at = cur.position();
+                match ring.read(&mut cur, &mut rec) {
+                    ReadOutcome::Record => {}
+                    ReadOutcome::Empty | ReadOutcome::Pending => {
+                        empty = true;
+                        break;
                     }
-                    continue;
+                    ReadOutcome::Lost(n) => {
+                        shared.stats.forward_lost.fetch_add(n, Ordering::Relaxed);
+                        // The record our publisher sent may be among them:
+                        // the numbers it used cannot go to another datagram.
+                        if direct.take_if(|(i, _)| *i < cur.position()).is_some() {
+                            s.abandon_offer(now, tag);
+                        }
+                        continue;
+                    }
                 }
-            }
-            progressed = true;
-            last_read = Some(Instant::now());
-            let this = direct.take_if(|(i, _)| *i == at).map(|(_, o)| o);
-            // The record is copied out (taken by the session): its slot may
-            // be reused, once a large message it refers to is read too (the
-            // daemon keeps that for as long as a gate has not passed it).
-            let parsed = FrameHeader::parse(&rec);
-            if !matches!(&parsed, Ok((h, _)) if h.flags & FLAG_BLOB != 0) {
-                pass(&gate, cur.position());
-            }
-            let Ok((header, body)) = parsed else {
-                shared.stats.forward_lost.fetch_add(1, Ordering::Relaxed);
-                if this.is_some() {
-                    lock(&route.session).abandon_offer(Instant::now(), tag);
-                }
-                continue;
-            };
-            let origin = header.sender.node;
-            if this.is_none() && !f.dests.iter().any(|t| t.carries(me, origin)) {
-                // Came from another node, which sent it everywhere itself
-                // (but to the nodes we proxy for).
-                pass(&gate, cur.position());
-                continue;
-            }
-            let message: &[u8] = if header.flags & FLAG_BLOB != 0 {
-                let read = read_blob(shared, tag, body, &mut blob);
-                pass(&gate, cur.position());
-                if read.is_none() {
-                    // Gone without a gate holding it (none while only
-                    // best-effort nodes receive), or unreadable.
+                taken += 1;
+                bytes += rec.len();
+                let this = direct.take_if(|(i, _)| *i == at).map(|(_, o)| o);
+                // The record is copied out (taken by the session): its slot
+                // may be reused, once a large message it refers to is read
+                // too (the daemon keeps that for as long as a gate has not
+                // passed it).
+                let Ok((header, body)) = FrameHeader::parse(&rec) else {
+                    pass(&gate, cur.position());
                     shared.stats.forward_lost.fetch_add(1, Ordering::Relaxed);
                     if this.is_some() {
-                        lock(&route.session).abandon_offer(Instant::now(), tag);
+                        s.abandon_offer(now, tag);
                     }
                     continue;
+                };
+                if header.flags & FLAG_BLOB != 0 {
+                    large = Some(this);
+                    break;
                 }
-                &blob
-            } else {
-                body
-            };
-            let now = Instant::now();
-            let (tx, events) = {
-                let mut s = lock(&route.session);
+                pass(&gate, cur.position());
+                if this.is_none() && !f.dests.iter().any(|t| t.carries(me, header.sender.node)) {
+                    // Came from another node, which sent it everywhere
+                    // itself (but to the nodes we proxy for).
+                    continue;
+                }
                 // `can_accept` held: the record is taken.
                 let _ = match this {
-                    Some(outcome) => s.handle_direct_record(now, tag, &header, message, outcome),
-                    None => s.handle_record(now, tag, &header, message),
+                    Some(outcome) => s.handle_direct_record(now, tag, &header, body, outcome),
+                    None => s.handle_record(now, tag, &header, body),
                 };
+            }
+            let (tx, events) = if taken > 0 {
                 out.drain(shared, route, &mut s, now)
+            } else {
+                (Vec::new(), Vec::new())
             };
+            drop(s);
+            if taken > 0 {
+                progressed = true;
+                last_read = Some(now);
+            }
             f.send(tx, events);
+            if let Some(this) = large {
+                f.large(&rec, &mut blob, this, &gate, cur.position());
+                continue;
+            }
+            if empty || (taken < GROUP && bytes < GROUP_BYTES) {
+                break;
+            }
         }
         route.read_at.store(cur.position(), Ordering::Release);
         // Nothing more is ready: send what was batched.
@@ -620,6 +641,49 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
 }
 
 impl Forwarder<'_> {
+    /// A large message's record (`rec`, read up to `position`): its body
+    /// from the daemon's blob store, then to the session like any other.
+    fn large(
+        &mut self,
+        rec: &[u8],
+        blob: &mut Vec<u8>,
+        this: Option<TicketOutcome>,
+        gate: &Option<Gate>,
+        position: u64,
+    ) {
+        let (shared, route, tag) = (self.shared, self.route, &self.route.tag);
+        let Ok((header, body)) = FrameHeader::parse(rec) else {
+            return;
+        };
+        let origin = header.sender.node;
+        if this.is_none() && !self.dests.iter().any(|t| t.carries(shared.node(), origin)) {
+            pass(gate, position);
+            return;
+        }
+        let read = read_blob(shared, tag, body, blob);
+        pass(gate, position);
+        let now = Instant::now();
+        let (tx, events) = {
+            let mut s = lock(&route.session);
+            if read.is_none() {
+                // Gone without a gate holding it (none while only
+                // best-effort nodes receive), or unreadable.
+                shared.stats.forward_lost.fetch_add(1, Ordering::Relaxed);
+                if this.is_some() {
+                    s.abandon_offer(now, tag);
+                }
+                return;
+            }
+            // `can_accept` held when it was read: the record is taken.
+            let _ = match this {
+                Some(outcome) => s.handle_direct_record(now, tag, &header, blob, outcome),
+                None => s.handle_record(now, tag, &header, blob),
+            };
+            self.out.drain(shared, route, &mut s, now)
+        };
+        self.send(tx, events);
+    }
+
     /// Sends the session's transmits (TCP frames on this thread's
     /// connections, which may stall: the tag's lock is not held) and
     /// counts its events.
