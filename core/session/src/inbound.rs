@@ -43,7 +43,7 @@ pub(crate) struct InStream {
     pub(crate) tag: Option<TagName>,
     /// Reliable (or best effort), once a datagram said.
     pub(crate) reliable: Option<bool>,
-    last: Instant,
+    pub(crate) last: Instant,
     /// Where acknowledgements go (see the module documentation).
     pub(crate) reply: Option<SocketAddr>,
     /// The credit our last acknowledgement carried.
@@ -187,7 +187,13 @@ impl Session {
                         );
                     }
                 }
-                self.ack(now, key);
+                // Answered once the caller has handed in what it received
+                // at once (`poll_transmit`): one acknowledgement per burst
+                // of datagrams (a receive of coalesced ones), not one per
+                // `ack_every` of them, each superseding the one before.
+                if !self.ack_due.contains(&key) {
+                    self.ack_due.push(key);
+                }
             }
             Body::Heartbeat(Heartbeat { first, last }) => {
                 if self.away_streams.contains_key(&key) {
@@ -282,6 +288,13 @@ impl Session {
     /// The room last set for `tag` (`None`: no limit).
     pub fn credit(&self, tag: &TagName) -> Option<u32> {
         self.credit.get(tag).copied()
+    }
+
+    /// The acknowledgements data datagrams made due (see `handle_datagram`).
+    pub(crate) fn ack_bursts(&mut self, now: Instant) {
+        for key in std::mem::take(&mut self.ack_due) {
+            self.ack(now, key);
+        }
     }
 
     /// Rate-limited NACKs that fell due.

@@ -412,6 +412,9 @@ pub struct Session {
     away_streams: HashMap<(IpAddr, u64), TagName>,
     transmits: VecDeque<Transmit>,
     deliveries: VecDeque<Delivery>,
+    /// Inbound streams that received data since the last `poll_transmit`
+    /// (their acknowledgements, if due, go then).
+    ack_due: Vec<(IpAddr, u64)>,
     /// Buffers given back by the reader (`recycle`), for the next
     /// deliveries' payloads.
     spare: Vec<Vec<u8>>,
@@ -432,6 +435,7 @@ impl Session {
             away_streams: HashMap::new(),
             transmits: VecDeque::new(),
             deliveries: VecDeque::new(),
+            ack_due: Vec::new(),
             spare: Vec::new(),
             events: VecDeque::new(),
         }
@@ -445,6 +449,9 @@ impl Session {
     /// The next thing to send, if any (resends and heartbeats that fall
     /// due at `now` included).
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        if !self.ack_due.is_empty() {
+            self.ack_bursts(now);
+        }
         if let Some(t) = self.transmits.pop_front() {
             return Some(t);
         }
@@ -480,7 +487,13 @@ impl Session {
     /// When [`Session::handle_timeout`] (and [`Session::poll_transmit`])
     /// next have something to do without new input.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.outbound_timeout(), self.inbound_timeout()]
+        // Acknowledgements made due by data (when it came) go at once.
+        let acks = self
+            .ack_due
+            .iter()
+            .filter_map(|k| self.streams.get(k).map(|s| s.last))
+            .min();
+        [acks, self.outbound_timeout(), self.inbound_timeout()]
             .into_iter()
             .flatten()
             .min()

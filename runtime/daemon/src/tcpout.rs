@@ -2,7 +2,7 @@
 //! sends a tag's frames to (`crate::forward`).
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::guard::Guard;
 use crate::secure::{self, HandshakeError, SecureWrite};
@@ -16,38 +16,46 @@ pub(crate) struct TcpOut {
     dest: SocketAddr,
     /// Authenticated with a domain key (`secure`).
     conn: Option<SecureWrite<std::net::TcpStream>>,
-    /// No connection attempt before this (after a failure).
-    retry_at: Instant,
 }
 
 /// How often a stalled TCP write checks whether its node is still wanted.
 const TCP_WRITE_POLL: Duration = Duration::from_millis(100);
 
+/// How long one connection attempt may take: longer than the kernel's
+/// first SYN retransmission (1 s), so one lost SYN costs a second, not an
+/// attempt.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// First and longest pause between failed connection attempts.
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_secs(1);
+
 impl TcpOut {
     /// Not connected yet: the first frame connects.
     pub(crate) fn new(dest: SocketAddr) -> Self {
-        Self {
-            dest,
-            conn: None,
-            retry_at: Instant::now(),
-        }
+        Self { dest, conn: None }
     }
 
-    /// Sends one frame; false if it was lost (no connection, it broke, or
-    /// the node stopped being `wanted` while a write was stalled). A stall,
-    /// however long (TCP backing off on a lossy link), loses nothing.
+    /// Sends one frame; false if it was lost (the connection broke, or the
+    /// node stopped being `wanted` while a connection or a write was
+    /// waiting). A stall, however long (TCP backing off on a lossy link, a
+    /// node that does not answer yet), loses nothing: without a connection
+    /// the frame waits for one, with a growing pause between attempts,
+    /// as long as its node is wanted, which holds the forwarder and through
+    /// the ring's gate the publisher back. (It used to be dropped for
+    /// 500 ms after a failed attempt: a SYN lost on a lossy link cost a
+    /// lossless subscriber the whole stream without a word, found with
+    /// 3 % drops between two namespaces.)
     pub(crate) fn send(&mut self, guard: &Guard, bytes: &[u8], wanted: impl Fn() -> bool) -> bool {
-        if self.conn.is_none() {
-            if Instant::now() < self.retry_at {
-                return false;
-            }
-            let connected =
-                tagwire_net::tcp_connect_from(guard.node(), self.dest, Duration::from_secs(1))
-                    .map_err(HandshakeError::Io)
-                    .and_then(|c| {
-                        let session = secure::handshake(&c, guard, true)?;
-                        Ok((c, session))
-                    });
+        let mut pause = RETRY_FIRST;
+        let mut failures = 0u32;
+        while self.conn.is_none() {
+            let connected = tagwire_net::tcp_connect_from(guard.node(), self.dest, CONNECT_TIMEOUT)
+                .map_err(HandshakeError::Io)
+                .and_then(|c| {
+                    let session = secure::handshake(&c, guard, true)?;
+                    Ok((c, session))
+                });
             match connected {
                 Ok((c, session)) => {
                     let _ = tagwire_net::tune_link(&c);
@@ -55,9 +63,17 @@ impl TcpOut {
                     self.conn = Some(SecureWrite::new(c, session.map(|s| s.sender)));
                 }
                 Err(e) => {
-                    tracing::debug!(dest = %self.dest, error = %e, "TCP data connection failed");
-                    self.retry_at = Instant::now() + Duration::from_millis(500);
-                    return false;
+                    failures += 1;
+                    if failures == 1 {
+                        tracing::debug!(dest = %self.dest, error = %e, "TCP data connection failed; trying again");
+                    } else if failures == 5 {
+                        tracing::warn!(dest = %self.dest, error = %e, "TCP data connection failed 5 times; holding the tag's frames back while its node is a destination");
+                    }
+                    if !wanted() {
+                        return false;
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(RETRY_MAX);
                 }
             }
         }
@@ -115,5 +131,53 @@ fn flush_fully(conn: &mut impl std::io::Write, wanted: &impl Fn() -> bool) -> st
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::net::{IpAddr, Ipv4Addr, TcpListener};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+    /// A loopback port nobody listens on (yet).
+    fn free_port() -> SocketAddr {
+        let l = TcpListener::bind((LO, 0)).unwrap();
+        l.local_addr().unwrap()
+    }
+
+    #[test]
+    fn a_frame_waits_for_a_node_that_listens_late_and_arrives_whole() {
+        let guard = Guard::new(None, false, LO, 1);
+        let dest = free_port();
+        let late = std::thread::spawn(move || {
+            // Refused for 300 ms (several attempts), then listening.
+            std::thread::sleep(Duration::from_millis(300));
+            let l = TcpListener::bind(dest).unwrap();
+            let (mut c, _) = l.accept().unwrap();
+            let mut got = vec![0u8; 4 + 5];
+            c.read_exact(&mut got).unwrap();
+            got
+        });
+        let mut out = TcpOut::new(dest);
+        let start = std::time::Instant::now();
+        assert!(out.send(&guard, b"hello", || true), "sent, not dropped");
+        assert!(start.elapsed() >= Duration::from_millis(250));
+        let got = late.join().unwrap();
+        assert_eq!(&got[..4], &5u32.to_le_bytes());
+        assert_eq!(&got[4..], b"hello");
+    }
+
+    #[test]
+    fn a_frame_for_a_node_no_longer_wanted_is_given_up() {
+        let guard = Guard::new(None, false, LO, 1);
+        let mut out = TcpOut::new(free_port());
+        let asked = AtomicBool::new(false);
+        let wanted = || !asked.swap(true, Ordering::Relaxed);
+        // Wanted for the first attempt's failure, then not: false, at once.
+        assert!(!out.send(&guard, b"x", wanted));
     }
 }
