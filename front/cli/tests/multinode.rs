@@ -568,6 +568,51 @@ fn a_slow_lossless_subscriber_on_another_node_holds_its_publishers_back_and_lose
     );
 }
 
+#[test]
+fn a_slow_lossless_subscriber_over_tcp_holds_its_publisher_back_and_loses_nothing() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (daemons, clients) = site.mesh(&Find::List);
+    // A small ring: host 1's daemon holds messages back within
+    // milliseconds, its held-back queue fills, and it stops reading the
+    // connection (TCP's own back-pressure). Its connection's session once
+    // took the queue's "no room" as credit and dropped every later frame.
+    deep_tag(&clients[0], "/slow/tcp", 64, 64);
+    let mut sub = clients[1]
+        .subscribe("/slow/tcp", SubscribeOptions::default().lossless().tcp())
+        .unwrap();
+    let mut publisher = clients[0].publisher("/slow/tcp").unwrap();
+    publisher.set_send_timeout(Duration::from_secs(60));
+    wait_until("the subscriber is known on host 0", || {
+        !clients[0].receivers("/slow/tcp").unwrap().is_empty()
+    });
+    const N: u64 = 2_000;
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            for i in 1..=N {
+                publisher.send(&i.to_le_bytes()).unwrap();
+            }
+        });
+        for i in 1..=N {
+            let m = sub.receive(Some(Duration::from_secs(20))).unwrap();
+            assert_eq!((m.seq.0, &m.payload[..]), (i, &i.to_le_bytes()[..]));
+            if i % 16 == 0 {
+                std::thread::sleep(Duration::from_millis(4));
+            }
+        }
+    });
+    assert_eq!(sub.lost(), 0);
+    assert!(daemons[1].held_messages() > 0, "nothing was ever held back");
+    assert!(daemons[1].tcp_frames() > 0, "not over TCP");
+    assert_eq!(daemons[0].forward_losses(), 0);
+    assert!(
+        sub.receive(Some(Duration::from_millis(300))).is_err(),
+        "a duplicate"
+    );
+}
+
 /// A daemon in its own process inside host `i` (so the test can SIGKILL it),
 /// configured like the in-process ones.
 fn daemon_process(site: &Site, i: usize) -> Killed {
