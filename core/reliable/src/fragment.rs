@@ -145,21 +145,14 @@ impl Reassembler {
                 self.stats.inconsistent += 1;
                 return None;
             }
-            if p.pieces.contains_key(&d.frag) {
+            if p.has(d.frag) {
                 self.stats.duplicates += 1;
                 return None;
             }
         } else {
             self.partials.insert(
                 first,
-                Partial {
-                    frags: d.frags,
-                    msg_len: d.msg_len,
-                    header: d.header,
-                    tag: d.tag.as_ref().clone(),
-                    pieces: BTreeMap::new(),
-                    held: 0,
-                },
+                Partial::new(d.frags, d.msg_len, d.header, d.tag.as_ref().clone()),
             );
         }
         self.make_room(first, d.payload.len());
@@ -167,10 +160,9 @@ impl Reassembler {
             // make_room evicted this message itself: it alone exceeds the bounds.
             return None;
         };
-        p.pieces.insert(d.frag, d.payload.to_vec());
-        p.held += d.payload.len();
+        p.put(d.frag, d.payload);
         self.bytes += d.payload.len();
-        if p.pieces.len() < usize::from(p.frags) {
+        if p.count() < usize::from(p.frags) {
             return None;
         }
         let p = self.partials.remove(&first)?;
@@ -180,11 +172,8 @@ impl Reassembler {
             self.remember(first);
             return None;
         }
-        let mut payload = Vec::with_capacity(msg_len);
-        for piece in p.pieces.into_values() {
-            payload.extend_from_slice(&piece);
-        }
-        Some(self.complete(first, p.header, p.tag, payload))
+        // Every fragment is held: all of them followed on into `prefix`.
+        Some(self.complete(first, p.header, p.tag, p.prefix))
     }
 
     /// Bytes the partial messages held will take once whole (their
@@ -211,8 +200,8 @@ impl Reassembler {
                 frags: p.frags,
                 msg_len: p.msg_len,
                 header: p.header,
-                tag: p.tag,
-                pieces: p.pieces,
+                tag: p.tag.clone(),
+                pieces: p.into_pieces(),
             })
             .collect()
     }
@@ -253,21 +242,13 @@ impl Reassembler {
             self.stats.inconsistent += 1;
             return;
         }
-        self.partials.insert(
-            first_seq,
-            Partial {
-                frags,
-                msg_len,
-                header,
-                tag,
-                pieces: BTreeMap::new(),
-                held: 0,
-            },
-        );
+        self.partials
+            .insert(first_seq, Partial::new(frags, msg_len, header, tag));
         self.make_room(first_seq, held);
         if let Some(p) = self.partials.get_mut(&first_seq) {
-            p.pieces = kept;
-            p.held = held;
+            for (frag, piece) in kept {
+                p.put(frag, &piece);
+            }
             self.bytes += held;
         }
     }
@@ -371,13 +352,73 @@ struct Partial {
     msg_len: u32,
     header: FrameHeader,
     tag: TagName,
-    /// Pieces by fragment index; memory grows with what arrived, not with
-    /// what a (possibly hostile) `frags` announces.
+    /// Fragments `0..cuts.len()`, end to end: a reliable stream hands
+    /// them in order, so a message is built in one buffer, without a
+    /// buffer per fragment or a copy at the end. Memory grows with what
+    /// arrived, not with what a (possibly hostile) `msg_len` announces.
+    prefix: Vec<u8>,
+    /// Where each fragment of `prefix` ends.
+    cuts: Vec<usize>,
+    /// Fragments that came before an earlier one, by index.
     pieces: BTreeMap<u16, Vec<u8>>,
     held: usize,
 }
 
 impl Partial {
+    fn new(frags: u16, msg_len: u32, header: FrameHeader, tag: TagName) -> Self {
+        Self {
+            frags,
+            msg_len,
+            header,
+            tag,
+            prefix: Vec::new(),
+            cuts: Vec::new(),
+            pieces: BTreeMap::new(),
+            held: 0,
+        }
+    }
+
+    /// Fragments held.
+    fn count(&self) -> usize {
+        self.cuts.len() + self.pieces.len()
+    }
+
+    fn has(&self, frag: u16) -> bool {
+        usize::from(frag) < self.cuts.len() || self.pieces.contains_key(&frag)
+    }
+
+    /// Takes fragment `frag` (not held yet).
+    fn put(&mut self, frag: u16, piece: &[u8]) {
+        self.held += piece.len();
+        if usize::from(frag) == self.cuts.len() {
+            self.prefix.extend_from_slice(piece);
+            self.cuts.push(self.prefix.len());
+            // What came early follows on now.
+            while let Some(p) = u16::try_from(self.cuts.len())
+                .ok()
+                .and_then(|next| self.pieces.remove(&next))
+            {
+                self.prefix.extend_from_slice(&p);
+                self.cuts.push(self.prefix.len());
+            }
+        } else {
+            self.pieces.insert(frag, piece.to_vec());
+        }
+    }
+
+    /// Every fragment held, by index.
+    fn into_pieces(self) -> BTreeMap<u16, Vec<u8>> {
+        let mut all = self.pieces;
+        let mut start = 0;
+        for (i, &end) in self.cuts.iter().enumerate() {
+            if let Ok(i) = u16::try_from(i) {
+                all.insert(i, self.prefix[start..end].to_vec());
+            }
+            start = end;
+        }
+        all
+    }
+
     fn matches(&self, d: &DataRef<'_>) -> bool {
         self.frags == d.frags
             && self.msg_len == d.msg_len
