@@ -22,6 +22,7 @@ use anyhow::Context as _;
 use serde::Deserialize;
 
 use crate::child::Proc;
+use crate::report::Record;
 use crate::stats::Point;
 
 /// The environment variable naming the `tagwire-peers` binary (`off`: do
@@ -116,6 +117,38 @@ pub struct PeerThroughput {
     pub received: u64,
     /// `sent - received`.
     pub lost: u64,
+}
+
+impl PeerThroughput {
+    /// Hands a peer's throughput run to `add` (repetition, system, size,
+    /// rate, note: `how`, then what was sent, received and lost) or, when
+    /// it failed, a skipped record saying why to `skipped`.
+    pub fn record(
+        run: anyhow::Result<Self>,
+        (rep, system, size, how): (usize, &str, u64, &str),
+        add: &mut impl FnMut(usize, &str, u64, f64, String),
+        skipped: &mut Vec<Record>,
+    ) {
+        match run {
+            Ok(t) => add(
+                rep,
+                system,
+                size,
+                t.msgs_per_s,
+                format!(
+                    "{how}; sent {} received {} lost {}",
+                    t.sent, t.received, t.lost
+                ),
+            ),
+            Err(e) => skipped.push(Record::skipped(
+                "throughput",
+                system,
+                "block",
+                size,
+                &format!("{system} failed: {e:#}"),
+            )),
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -651,25 +651,12 @@ pub fn remote_throughput(
                 Err(_) => {}
             }
             if let Ok(p) = &zenoh {
-                match peers::zenoh_throughput(p, size, seconds) {
-                    Ok(t) => add(
-                        rep,
-                        "zenoh",
-                        s,
-                        t.msgs_per_s,
-                        format!(
-                            "TCP, peer mode; sent {} received {} lost {}",
-                            t.sent, t.received, t.lost
-                        ),
-                    ),
-                    Err(e) => skipped.push(Record::skipped(
-                        "throughput",
-                        "zenoh",
-                        "block",
-                        s,
-                        &format!("zenoh failed: {e:#}"),
-                    )),
-                }
+                peers::PeerThroughput::record(
+                    peers::zenoh_throughput(p, size, seconds),
+                    (rep, "zenoh", s, "TCP, peer mode"),
+                    &mut add,
+                    &mut skipped,
+                );
             }
         }
     }

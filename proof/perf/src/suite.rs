@@ -588,25 +588,17 @@ pub fn throughput(
                 String::new(),
             );
             if let Ok(p) = &iox2 {
-                match crate::peers::iox2_throughput(p, size, seconds) {
-                    Ok(t) => add(
+                crate::peers::PeerThroughput::record(
+                    crate::peers::iox2_throughput(p, size, seconds),
+                    (
                         rep_now,
                         "iceoryx2",
                         s,
-                        t.msgs_per_s,
-                        format!(
-                            "no overflow, busy-polling subscriber; sent {} received {} lost {}",
-                            t.sent, t.received, t.lost
-                        ),
+                        "no overflow, busy-polling subscriber",
                     ),
-                    Err(e) => skipped.push(Record::skipped(
-                        "throughput",
-                        "iceoryx2",
-                        "block",
-                        s,
-                        &format!("iceoryx2 failed: {e:#}"),
-                    )),
-                }
+                    &mut add,
+                    &mut skipped,
+                );
             }
             match &dds {
                 Ok(opts) => match ddsperf::throughput_with(s, o.dds_seconds, opts) {
