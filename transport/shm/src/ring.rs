@@ -19,9 +19,10 @@
 //!  …   (64-aligned) slot 0 .. slot (slots-1), each `stride` bytes:
 //!        0  stamp (AtomicU64): 2·i+2 once record i is committed
 //!        8  length (AtomicU32) of record i
-//!       12  claim (AtomicU32): low half of the index of the record whose
+//!          (the rest of this line is unused: it is the line readers poll)
+//!       64  claim (AtomicU32): low half of the index of the record whose
 //!           writer last took the slot (written before any of its bytes)
-//!       16  record bytes (≤ payload)
+//!       72  record bytes (≤ payload)
 //! ```
 //!
 //! Record `i` lives in slot `i mod slots`. Writers: `i = head.fetch_add(1)`, take
@@ -31,10 +32,15 @@
 //! `next`; the record is ready when the stamp is `2·next+2`; it was
 //! overwritten when the stamp is larger; a copy is valid when, after it, the
 //! claim word still names `next` and the stamp is unchanged (a writer of a
-//! later lap marks the slot before touching its bytes). Both words share the
-//! slot's first line, which the writer dirties with the record's first bytes
-//! anyway, so a validation costs the reader no line it has not already
-//! fetched. A reader that keeps up does not load `head`, the line every writer
+//! later lap marks the slot before touching its bytes). The stamp and the
+//! length have the slot's first line to themselves: a waiting reader polls
+//! that line, and the writer stores to it once per record, after the bytes
+//! (when the claim word and the record's first bytes shared it, a reader's
+//! polls took the line back between the writer's stores, and each store
+//! fetched it again: 256 B busy-poll round trips 1.22 -> 0.90 µs). The
+//! claim word sits on the record's first line, which the writer dirties
+//! with the record's first bytes anyway, so a validation costs the reader
+//! no line it has not already fetched. A reader that keeps up does not load `head`, the line every writer
 //! updates, on its way from one record to the next: the first empty read
 //! after a record looks only at slots (see `read_split`); a second one, or a
 //! sleep in `wait`, does load it.
@@ -84,7 +90,7 @@ pub use gates::Gate;
 const MAGIC: u64 = u64::from_le_bytes(*b"TAGWRNG1");
 /// The control segment's first word.
 const CTL_MAGIC: u64 = u64::from_le_bytes(*b"TAGWCTL2");
-const VERSION: u32 = 8;
+const VERSION: u32 = 9;
 const GATE_EPOCH_OFF: usize = 24;
 const HEAD_OFF: usize = 64;
 const DOORBELL_OFF: usize = 128;
@@ -108,7 +114,10 @@ const MAX_INDEX: u64 = 1 << 62;
 const PLAIN_COPY_MAX: usize = 4096;
 /// A publish that finds its slot held this many times gives up.
 const MAX_CLAIMS: u32 = 4;
-const SLOT_HEADER: usize = 16;
+const SLOT_HEADER: usize = 72;
+/// The claim word's offset in a slot: on the record's first line, not on
+/// the line readers poll.
+const CLAIM_OFF: usize = 64;
 /// Upper bounds that keep every offset computation far from overflow.
 const MAX_SLOTS: u32 = 1 << 20;
 const MAX_PAYLOAD: u32 = 64 << 20;
@@ -642,7 +651,7 @@ impl Ring {
     }
 
     fn claim_word(&self, slot: usize) -> &AtomicU32 {
-        self.atomic_u32(self.slots_off + slot * self.stride + 12)
+        self.atomic_u32(self.slots_off + slot * self.stride + CLAIM_OFF)
     }
 
     fn data(&self, slot: usize) -> *mut u8 {
@@ -684,6 +693,32 @@ mod tests {
         Ring::open(Segment::open(fd).unwrap(), Segment::open(ctl).unwrap())
             .unwrap()
             .with_seat(seat)
+    }
+
+    /// The line a waiting reader polls (the stamp's) holds nothing the
+    /// writer stores before the record's bytes: neither the claim word nor
+    /// a byte of the record. Else the reader's polls take the line back
+    /// between the writer's stores and each store fetches it again (busy-
+    /// poll round trips 0.9 µs -> 1.2 µs).
+    #[test]
+    fn the_polled_line_holds_only_the_stamp_and_the_length() {
+        for payload in [16, 100, 256, 8192] {
+            let w = Ring::create("t", shape(8, payload)).unwrap();
+            for slot in 0..8 {
+                let line = |p: usize| p / 64;
+                let stamp = w.stamp(slot) as *const AtomicU64 as usize;
+                let len = w.len_word(slot) as *const AtomicU32 as usize;
+                let claim = w.claim_word(slot) as *const AtomicU32 as usize;
+                let data = w.data(slot) as usize;
+                assert_eq!(stamp % 64, 0, "the stamp starts its line");
+                assert_eq!(line(len), line(stamp));
+                assert_ne!(line(claim), line(stamp), "claim word on the polled line");
+                assert!(line(data) > line(stamp), "record bytes on the polled line");
+                assert_eq!(line(claim), line(data), "claim word with the first bytes");
+                let end = data + w.max_record();
+                assert!(end <= stamp + w.stride, "the record stays in its slot");
+            }
+        }
     }
 
     #[test]
