@@ -9,7 +9,8 @@
 //!   (`zenoh-ping` / `zenoh-pong`, express publishers as in `z_ping`).
 //! * **iceoryx2** (its Rust crate, zero-copy shared memory): a round trip
 //!   (`iox2-ping` / `iox2-pong`), blocking on an event service or
-//!   busy-polling the subscriber; and a flat-out publisher (held back while
+//!   busy-polling the subscriber, each side copying the sample it gets
+//!   (or, `--peek`, the ping looking at the answer's header only); and a flat-out publisher (held back while
 //!   the subscriber's buffer is full: no overflow, nothing dropped) into a
 //!   busy-polling counting subscriber (`iox2-pub` / `iox2-sub`).
 //!
@@ -109,6 +110,11 @@ enum Cmd {
         iters: usize,
         #[arg(long)]
         warmup: usize,
+        /// Do not copy the answer out: look at the sample's header only
+        /// (the way iceoryx2's own benchmark does; the answer's bytes stay
+        /// on the pong's core).
+        #[arg(long)]
+        peek: bool,
     },
 }
 
@@ -158,7 +164,8 @@ fn main() {
             size,
             iters,
             warmup,
-        } => iox2_peer::ping(mode, &name, size, iters, warmup),
+            peek,
+        } => iox2_peer::ping(mode, &name, size, (iters, warmup), peek),
     };
     if let Err(e) = r {
         eprintln!("tagwire-peers: {e:#}");
@@ -466,10 +473,21 @@ mod iox2_peer {
         /// Waits up to `limit` for a sample; calls `f` with it.
         fn recv(&self, limit: Duration, mut f: impl FnMut(&[u8])) -> anyhow::Result<bool> {
             let until = Instant::now() + limit;
+            let mut polls = 0u32;
             loop {
                 if let Some(s) = self.rx.receive().map_err(err)? {
                     f(s.payload());
                     return Ok(true);
+                }
+                if self.listener.is_none() {
+                    // Busy-polling: the clock only every 64 polls, so that a
+                    // clock read does not slow every poll (tagwire's and the
+                    // raw baseline's spinners do the same).
+                    polls += 1;
+                    if polls % 64 != 0 {
+                        std::hint::spin_loop();
+                        continue;
+                    }
                 }
                 let left = until.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -615,8 +633,8 @@ mod iox2_peer {
         mode: Wait,
         name: &str,
         size: usize,
-        iters: usize,
-        warmup: usize,
+        (iters, warmup): (usize, usize),
+        peek: bool,
     ) -> anyhow::Result<()> {
         let e = ends(mode, name, "ping", "pong", size)?;
         let payload = vec![0x5au8; size];
@@ -631,10 +649,21 @@ mod iox2_peer {
         std::thread::sleep(Duration::from_millis(200));
         while e.recv(Duration::ZERO, |_| {})? {}
         let mut us = Vec::with_capacity(iters);
+        // The answer is copied out, as the pong copies the ping and as
+        // tagwire's and the raw baselines' pings do: every system hands
+        // the application the answer's bytes (a sample only looked at
+        // through its header leaves its lines on the other core). With
+        // `peek`, only the header is looked at.
+        let mut back = Vec::with_capacity(size);
         for i in 0..warmup + iters {
             let t = Instant::now();
             e.send(&payload)?;
-            if !e.recv(Duration::from_secs(5), |_| {})? {
+            if !e.recv(Duration::from_secs(5), |p| {
+                if !peek {
+                    back.clear();
+                    back.extend_from_slice(p);
+                }
+            })? {
                 bail!("a pong did not come in 5 s");
             }
             if i >= warmup {

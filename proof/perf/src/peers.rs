@@ -232,10 +232,12 @@ pub fn zenoh_rtt(o: &PeerOpts, size: usize, iters: usize, warmup: usize) -> anyh
 }
 
 /// Round trip of `size`-byte samples, `iox2-ping` against `iox2-pong`,
-/// both waiting the same way: `block` (event service) or `spin`.
+/// both waiting the same way: `block` (event service) or `spin`. The pong
+/// copies each ping out; the ping copies each answer out too, or, with
+/// `peek`, looks at its header only (as iceoryx2's own benchmark does).
 pub fn iox2_rtt(
     o: &PeerOpts,
-    spin: bool,
+    (spin, peek): (bool, bool),
     size: usize,
     iters: usize,
     warmup: usize,
@@ -243,7 +245,12 @@ pub fn iox2_rtt(
     let mode = if spin { "spin" } else { "block" };
     let name = iox2_name(o);
     let pong = ["iox2-pong", "--mode", mode, "--name", &name].map(String::from);
-    let ping = ["iox2-ping", "--mode", mode, "--name", &name].map(String::from);
+    let mut ping = ["iox2-ping", "--mode", mode, "--name", &name]
+        .map(String::from)
+        .to_vec();
+    if peek {
+        ping.push("--peek".into());
+    }
     ping_pong(o, &pong, &ping, (size, iters, warmup), 200)
 }
 
@@ -297,8 +304,10 @@ mod tests {
             }
         };
         let o = PeerOpts::local(exe, None);
-        let p = iox2_rtt(&o, false, 256, 200, 20).expect("iceoryx2 round trip");
-        assert!(p.p50_us > 0.0 && p.p99_us >= p.p50_us, "{p:?}");
+        for how in [(false, false), (true, true)] {
+            let p = iox2_rtt(&o, how, 256, 200, 20).expect("iceoryx2 round trip");
+            assert!(p.p50_us > 0.0 && p.p99_us >= p.p50_us, "{p:?}");
+        }
         let p = zenoh_rtt(&o, 256, 200, 20).expect("zenoh round trip");
         assert!(p.p50_us > 0.0 && p.p99_us >= p.p50_us, "{p:?}");
         let t = zenoh_throughput(&o, 1024, 1.0).expect("zenoh throughput");

@@ -227,6 +227,7 @@ fn system_color(system: &str, idx: usize) -> RGBColor {
         "raw-udp" => RGBColor(255, 127, 14),
         "cyclonedds" => RGBColor(148, 103, 189),
         "iceoryx2" => RGBColor(140, 86, 75),
+        "iceoryx2-peek" => RGBColor(196, 156, 148),
         "zenoh" => RGBColor(23, 190, 207),
         _ => {
             let c = Palette99::pick(idx + 7).to_rgba();

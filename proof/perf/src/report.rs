@@ -364,6 +364,7 @@ fn rtt_like_table(records: &[Record], bench: &str, title: &str) -> String {
         "cyclonedds",
         "zenoh",
         "iceoryx2",
+        "iceoryx2-peek",
     ]
     .into_iter()
     .filter(|b| recs.iter().any(|r| r.system == *b))

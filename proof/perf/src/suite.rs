@@ -300,18 +300,23 @@ pub fn rtt(
                     Err(_) => {}
                 }
             }
-            // iceoryx2, waiting the way each tagwire mode does.
+            // iceoryx2, waiting the way each tagwire mode does: its ping
+            // copying the answer out as tagwire's does (`iceoryx2`), and
+            // looking at its header only (`iceoryx2-peek`).
             if let Ok(p) = &iox2 {
                 for &mode in modes {
-                    match crate::peers::iox2_rtt(p, mode == Mode::Spin, size, o.iters, o.warmup) {
-                        Ok(pt) => acc.push("iceoryx2", mode.as_str(), s, 1, "all", pt),
-                        Err(e) => skipped.push(Record::skipped(
-                            "rtt",
-                            "iceoryx2",
-                            mode.as_str(),
-                            s,
-                            &format!("iceoryx2 failed: {e:#}"),
-                        )),
+                    for (system, peek) in [("iceoryx2", false), ("iceoryx2-peek", true)] {
+                        let how = (mode == Mode::Spin, peek);
+                        match crate::peers::iox2_rtt(p, how, size, o.iters, o.warmup) {
+                            Ok(pt) => acc.push(system, mode.as_str(), s, 1, "all", pt),
+                            Err(e) => skipped.push(Record::skipped(
+                                "rtt",
+                                system,
+                                mode.as_str(),
+                                s,
+                                &format!("iceoryx2 failed: {e:#}"),
+                            )),
+                        }
                     }
                 }
             }
@@ -420,14 +425,21 @@ pub fn rtt(
             return Vec::new();
         }
         let bases: &[&str] = if e.1 == "spin" {
-            &["raw-spin", "iceoryx2"]
+            &["raw-spin", "iceoryx2", "iceoryx2-peek"]
         } else {
-            &["raw-futex", "raw-udp", "cyclonedds", "iceoryx2"]
+            &[
+                "raw-futex",
+                "raw-udp",
+                "cyclonedds",
+                "iceoryx2",
+                "iceoryx2-peek",
+            ]
         };
         bases
             .iter()
             .filter_map(|b| {
-                let mode = if *b == "raw-spin" || (*b == "iceoryx2" && e.1 == "spin") {
+                let peer = b.starts_with("iceoryx2");
+                let mode = if *b == "raw-spin" || (peer && e.1 == "spin") {
                     "spin"
                 } else {
                     "block"
