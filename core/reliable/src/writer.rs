@@ -139,6 +139,8 @@ pub struct Writer {
     next_heartbeat: Option<Instant>,
     /// Buffers of freed datagrams, reused by `send`.
     pool: Vec<Vec<u8>>,
+    /// The capacities of `pool`'s buffers, summed (at most [`POOL_BYTES`]).
+    pool_bytes: usize,
     /// Held datagrams sent (or resent) with no news since: neither
     /// acknowledged, sacked nor named missing.
     flight: usize,
@@ -186,7 +188,11 @@ struct Slot {
     epoch: u64,
 }
 
-const POOL_MAX: usize = 32;
+/// Most bytes (capacity) of acknowledged datagrams' buffers a writer keeps
+/// for its next datagrams: one acknowledgement may release a whole burst
+/// (hundreds of datagrams), and each buffer not kept is a `malloc` on the
+/// next send.
+const POOL_BYTES: usize = 1 << 20;
 
 /// Shortest wait before asking a silent reader again.
 const RETRY_MIN: Duration = Duration::from_millis(1);
@@ -225,6 +231,7 @@ impl Writer {
             resend_check: None,
             next_heartbeat: None,
             pool: Vec::new(),
+            pool_bytes: 0,
             stats: WriterStats::default(),
         }
     }
@@ -286,7 +293,13 @@ impl Writer {
             });
         }
         let seq = self.next_seq;
-        let mut bytes = self.pool.pop().unwrap_or_default();
+        let mut bytes = match self.pool.pop() {
+            Some(b) => {
+                self.pool_bytes -= b.capacity();
+                b
+            }
+            None => Vec::new(),
+        };
         bytes.clear();
         encode(seq, &mut bytes);
         self.next_seq += 1;
@@ -332,7 +345,9 @@ impl Writer {
             if slot.in_flight {
                 self.flight -= 1;
             }
-            if self.pool.len() < POOL_MAX {
+            let cap = slot.bytes.capacity();
+            if self.pool_bytes + cap <= POOL_BYTES {
+                self.pool_bytes += cap;
                 self.pool.push(slot.bytes);
             }
         }

@@ -386,6 +386,15 @@ pub(crate) fn copied(spare: &mut Vec<Vec<u8>>, bytes: &[u8]) -> Vec<u8> {
     buf
 }
 
+/// Keeps `buf` in `spare` for [`copied`] if there is room and it is not
+/// too large (see [`Session::recycle`]).
+pub(crate) fn keep_spare(spare: &mut Vec<Vec<u8>>, buf: Vec<u8>) {
+    let cap = buf.capacity();
+    if spare.len() < SPARE_BUFFERS && cap > 0 && cap <= SPARE_CAPACITY {
+        spare.push(buf);
+    }
+}
+
 /// Most buffers [`Session::recycle`] keeps.
 pub const SPARE_BUFFERS: usize = 256;
 
@@ -473,10 +482,7 @@ impl Session {
     /// transmit's bytes back once sent, allocate nothing per message. At
     /// most [`SPARE_BUFFERS`] are kept, none larger than [`SPARE_CAPACITY`].
     pub fn recycle(&mut self, buf: Vec<u8>) {
-        let cap = buf.capacity();
-        if self.spare.len() < SPARE_BUFFERS && cap > 0 && cap <= SPARE_CAPACITY {
-            self.spare.push(buf);
-        }
+        keep_spare(&mut self.spare, buf);
     }
 
     /// The next event.

@@ -53,7 +53,13 @@ pub(crate) struct Outbound {
     grow_at: Option<Instant>,
     /// The last send ticket offered, until its record comes.
     pub(crate) offer: Option<Offer>,
+    /// Progress lists of items sent everywhere, for the next items (at
+    /// most [`SPARE_SENT`]).
+    spare_sent: Vec<Vec<(NodeAddr, u64, usize)>>,
 }
+
+/// Most progress lists an [`Outbound`] keeps for reuse.
+const SPARE_SENT: usize = 64;
 
 /// A reliable stream to one node.
 #[derive(Debug)]
@@ -122,6 +128,7 @@ impl Outbound {
             resent: 0,
             grow_at: None,
             offer: None,
+            spare_sent: Vec::new(),
         }
     }
 }
@@ -252,7 +259,8 @@ impl Session {
             }
             if skip.len() < self.out.get(tag).map_or(0, |o| o.dests.len()) {
                 self.flush(now, tag);
-                self.emit(now, tag, skip, message(header, payload));
+                let m = message(header, payload, &mut self.spare);
+                self.emit(now, tag, skip, m);
             }
             return Ok(());
         }
@@ -276,7 +284,14 @@ impl Session {
                 return Ok(());
             };
             if o.entries.is_empty() {
-                // One allocation per batch, not one per doubling.
+                // A buffer given back, or one allocation per batch, not
+                // one per doubling.
+                if o.entries.capacity() == 0 {
+                    if let Some(mut b) = self.spare.pop() {
+                        b.clear();
+                        o.entries = b;
+                    }
+                }
                 o.entries.reserve(budget);
             }
             push_batch_entry(&mut o.entries, &clean(header), payload);
@@ -284,7 +299,8 @@ impl Session {
             return Ok(());
         }
         self.flush(now, tag);
-        self.emit(now, tag, Vec::new(), message(header, payload));
+        let m = message(header, payload, &mut self.spare);
+        self.emit(now, tag, Vec::new(), m);
         Ok(())
     }
 
@@ -445,14 +461,13 @@ impl Session {
         let Some(o) = self.out.get_mut(tag) else {
             return;
         };
-        let dests: Vec<Dest> = o
-            .dests
-            .iter()
-            .filter(|t| !skip.contains(&t.node))
-            .copied()
-            .collect();
         let mut numbered: Vec<(u64, SocketAddr, u64, Carrier)> = Vec::new();
-        for t in &dests {
+        // (By index, not collected: no allocation per item.)
+        for k in 0..o.dests.len() {
+            let t = o.dests[k];
+            if skip.contains(&t.node) {
+                continue;
+            }
             let (map, carrier) = match t.mode {
                 Mode::BestEffort => (&mut o.best, Carrier::Udp),
                 Mode::Tcp => (&mut o.tcp, Carrier::Tcp),
@@ -474,7 +489,13 @@ impl Session {
             numbered.push((s.id, s.addr, s.next_seq, carrier));
             s.next_seq += datagrams as u64;
         }
-        if let (true, Some(port)) = (dests.iter().any(|t| t.mode == Mode::Multicast), mcast_port) {
+        let taken = |m: Mode| {
+            o.dests
+                .iter()
+                .any(|t| t.mode == m && !skip.contains(&t.node))
+        };
+        let (multicast, reliable) = (taken(Mode::Multicast), taken(Mode::Reliable));
+        if let (true, Some(port)) = (multicast, mcast_port) {
             if o.mcast.is_none() {
                 self.ids += 1;
                 o.mcast = Some(Numbered {
@@ -503,14 +524,17 @@ impl Session {
         let Some(o) = self.out.get_mut(tag) else {
             return;
         };
-        if dests.iter().any(|t| t.mode == Mode::Reliable) {
+        if reliable {
+            let sent = o.spare_sent.pop().unwrap_or_default();
             o.pending.push_back(Pending {
                 out,
                 datagrams,
                 skip,
-                sent: Vec::new(),
+                sent,
             });
             self.pump(now, tag);
+        } else {
+            crate::keep_spare(&mut self.spare, out.into_bytes());
         }
     }
 
@@ -586,7 +610,14 @@ impl Session {
             if !all {
                 break;
             }
-            o.pending.pop_front();
+            if let Some(p) = o.pending.pop_front() {
+                crate::keep_spare(&mut self.spare, p.out.into_bytes());
+                if o.spare_sent.len() < SPARE_SENT {
+                    let mut sent = p.sent;
+                    sent.clear();
+                    o.spare_sent.push(sent);
+                }
+            }
         }
         for (node, id) in opened {
             self.owned.insert(id, tag.clone());
@@ -759,10 +790,20 @@ pub(crate) fn clean(header: &FrameHeader) -> FrameHeader {
     h
 }
 
-fn message(header: &FrameHeader, payload: &[u8]) -> Outgoing {
+fn message(header: &FrameHeader, payload: &[u8], spare: &mut Vec<Vec<u8>>) -> Outgoing {
     Outgoing::Message {
         header: clean(header),
-        message: payload.to_vec(),
+        message: crate::copied(spare, payload),
+    }
+}
+
+impl Outgoing {
+    /// Its bytes, for the next message or batch.
+    fn into_bytes(self) -> Vec<u8> {
+        match self {
+            Outgoing::Message { message, .. } => message,
+            Outgoing::Batch { entries, .. } => entries,
+        }
     }
 }
 
