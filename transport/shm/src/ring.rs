@@ -721,6 +721,36 @@ mod tests {
         }
     }
 
+    /// A writer rings the doorbell (a wake-up system call) only when
+    /// someone sleeps: not for every record of a ring that never had a
+    /// seat (a tag whose subscribers are all on other nodes, read by the
+    /// daemon's forwarder), once it has looked at the seat directory.
+    #[test]
+    fn a_writer_wakes_nobody_when_nobody_sleeps() {
+        let w = Ring::create("t", shape(64, 16)).unwrap();
+        let bell = |w: &Ring| w.doorbell().load(Ordering::SeqCst);
+        // The first record rings once: the directory is new to the writer.
+        w.publish(&[b"a"]).unwrap();
+        let base = bell(&w);
+        for _ in 0..20 {
+            w.publish(&[b"b"]).unwrap();
+        }
+        assert_eq!(bell(&w), base, "woke nobody 20 times");
+        // A sleeper registered (as `wait` does) is woken.
+        w.waiters().fetch_add(1, Ordering::SeqCst);
+        w.publish(&[b"c"]).unwrap();
+        assert_eq!(bell(&w), base + 1);
+        w.waiters().fetch_sub(1, Ordering::SeqCst);
+        // Another mapping (a publisher's) alike.
+        let p = reopen(&w);
+        p.publish(&[b"d"]).unwrap();
+        let base = bell(&w);
+        for _ in 0..20 {
+            p.publish(&[b"e"]).unwrap();
+        }
+        assert_eq!(bell(&w), base);
+    }
+
     #[test]
     fn a_reader_mapping_reads_waits_and_gates_but_cannot_write_the_records() {
         let w = Ring::create("t", shape(4, 16)).unwrap();

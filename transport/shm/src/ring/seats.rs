@@ -206,7 +206,7 @@ impl Seat {
 }
 
 /// The seats a writer's mapping knows, as one snapshot swapped whole.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct SeatTable {
     snap: arc_swap::ArcSwap<Snapshot>,
     /// Seats received but not live in the directory yet, and the lock of
@@ -215,6 +215,21 @@ pub(super) struct SeatTable {
     /// The directory epoch last rebuilt for (`u32::MAX`: none yet): a writer
     /// missing a seat rebuilds once per change, not once per record.
     tried: AtomicU32,
+}
+
+impl Default for SeatTable {
+    fn default() -> Self {
+        Self {
+            snap: Default::default(),
+            edit: Default::default(),
+            // None tried yet: the first look rebuilds, even for epoch 0 (a
+            // directory never changed). With 0 here a writer of a ring
+            // without seats (a tag whose subscribers are all on other
+            // nodes) took its snapshot for incomplete for ever and made a
+            // wake-up system call with every record.
+            tried: AtomicU32::new(u32::MAX),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
