@@ -80,9 +80,20 @@ pub struct Subscriber {
     /// Buffers the caller gave `receive_into` and got a direct message's
     /// buffer for: back to the direct session at the next pop.
     spare: Vec<Vec<u8>>,
+    /// Messages (and loss reports) handed out since the ring last had to
+    /// be waited for: two or more say the stream is flowing (see
+    /// [`FLOW_SPIN`]).
+    since_wait: u32,
+    /// Times `receive` went to sleep.
+    sleeps: u64,
     /// The per-instance filter, when the options ask for one.
     pub(crate) instances: Option<crate::instances::Filter>,
 }
+
+/// How long a blocking subscriber whose stream flows polls its ring before
+/// it sleeps (see `receive_next`): longer than a flat-out writer's gap
+/// between two records, far shorter than a wake-up (tens of µs here).
+const FLOW_SPIN: Duration = Duration::from_micros(20);
 
 impl Subscriber {
     pub(crate) fn new(client: Client, ep: Arc<Endpoint>, opts: SubscribeOptions) -> Result<Self> {
@@ -130,6 +141,8 @@ impl Subscriber {
             gaps: Gaps::default(),
             direct,
             spare: Vec::new(),
+            since_wait: 0,
+            sleeps: 0,
             instances: (!opts.instances.is_none())
                 .then(|| crate::instances::Filter::new(opts.instances)),
         })
@@ -168,6 +181,15 @@ impl Subscriber {
     /// The tag's name.
     pub fn tag(&self) -> &str {
         self.ep.name.as_str()
+    }
+
+    /// How many times `receive` went to sleep waiting for this tag's
+    /// shared-memory ring (a diagnostic: a blocking subscriber that keeps
+    /// up with a flowing stream polls briefly instead of sleeping between
+    /// two messages, which would cost it and its publisher a system call
+    /// per message).
+    pub fn sleeps(&self) -> u64 {
+        self.sleeps
     }
 
     /// Messages lost so far: overflowed (this subscriber was a ring or its
@@ -235,6 +257,19 @@ impl Subscriber {
 
     /// The next message of the tag, before the per-instance filter.
     fn receive_unfiltered(
+        &mut self,
+        timeout: Option<Duration>,
+        payload: &mut Vec<u8>,
+    ) -> Result<MessageInfo> {
+        let r = self.receive_next(timeout, payload);
+        if matches!(r, Ok(_) | Err(Error::Overflowed { .. })) {
+            self.since_wait = self.since_wait.saturating_add(1);
+        }
+        r
+    }
+
+    /// [`Subscriber::receive_unfiltered`]'s work.
+    fn receive_next(
         &mut self,
         timeout: Option<Duration>,
         payload: &mut Vec<u8>,
@@ -378,11 +413,21 @@ impl Subscriber {
                     continue;
                 }
             }
-            self.ring.wait(
-                &self.cursor,
-                Some(slice),
-                self.opts.busy_poll.unwrap_or(Duration::ZERO),
-            );
+            // A stream that flows (several messages since the last wait)
+            // is polled a little before sleeping: a reader that keeps up
+            // with a flat-out writer would otherwise sleep between two
+            // records and be woken for the next, each side paying a system
+            // call per message (256 B on one host: 8.5 M msg/s fell to
+            // 3 M once the reader got faster than its writer).
+            let spin = self.opts.busy_poll.unwrap_or(if self.since_wait >= 2 {
+                FLOW_SPIN
+            } else {
+                Duration::ZERO
+            });
+            self.since_wait = 0;
+            if self.ring.wait(&self.cursor, Some(slice), spin) {
+                self.sleeps += 1;
+            }
         }
     }
 

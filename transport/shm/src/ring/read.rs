@@ -145,14 +145,15 @@ impl Ring {
     /// Blocks until a record may be available for `cur`, the timeout passes, or a
     /// spurious wake-up. Spins for `spin` first (busy-poll mode), then sleeps on the
     /// futex doorbell. Returns immediately if something is already there.
-    pub fn wait(&self, cur: &Cursor, timeout: Option<Duration>, spin: Duration) {
+    /// Returns whether it went to sleep (or napped).
+    pub fn wait(&self, cur: &Cursor, timeout: Option<Duration>, spin: Duration) -> bool {
         if !spin.is_zero() {
             let start = Instant::now();
             let mut n = 0u32;
             while start.elapsed() < spin {
                 for _ in 0..64 {
                     if self.available(cur) {
-                        return;
+                        return false;
                     }
                     std::hint::spin_loop();
                 }
@@ -171,10 +172,11 @@ impl Ring {
             Some(seat) => seat.sleepers(),
             None if self.ctl.is_read_only() => {
                 let nap = timeout.map_or(NAP, |t| t.min(NAP));
-                if !self.available(cur) {
-                    std::thread::sleep(nap);
+                if self.available(cur) {
+                    return false;
                 }
-                return;
+                std::thread::sleep(nap);
+                return true;
             }
             None => self.waiters(),
         };
@@ -191,7 +193,8 @@ impl Ring {
         if cur.pending_since.is_some() || self.head_index_clamped() > cur.next {
             timeout = Some(timeout.map_or(DEAD_WRITER, |t| t.min(DEAD_WRITER)));
         }
-        if !self.available(cur) {
+        let slept = !self.available(cur);
+        if slept {
             match (own, seen_own) {
                 (Some(seat), Some(seen_own)) => {
                     self.sleep_seated(seat, (seen, seen_own), timeout);
@@ -209,6 +212,7 @@ impl Ring {
             }
         }
         waiters.fetch_sub(1, Ordering::SeqCst);
+        slept
     }
 
     /// True when record `next + depth` has been claimed: the reader is more
