@@ -8,22 +8,14 @@
 
 use std::time::Duration;
 
-use tagwire::{Client, ClientOptions, Domain, RingParams, SubscribeOptions};
+use tagwire::{Client, Domain, RingParams, SubscribeOptions};
+
+mod common;
 
 #[test]
 fn a_subscriber_keeping_up_with_a_flowing_stream_rarely_sleeps() {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("d.sock");
-    let _d = tagwire_daemon::Daemon::start(tagwire_daemon::Config {
-        socket: socket.clone(),
-        ..Default::default()
-    })
-    .unwrap();
-    let c = Client::with_options(ClientOptions {
-        socket,
-        ..Default::default()
-    })
-    .unwrap();
+    let (_dir, _d, opts) = common::start_with(tagwire_daemon::Config::default());
+    let c = Client::with_options(opts).unwrap();
     let ring = RingParams {
         slots: 4096,
         slot_payload: 64,
