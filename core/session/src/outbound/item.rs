@@ -1,0 +1,113 @@
+//! What one outbound item is (a message, fragmented when large, or a
+//! batch of small ones) and how its datagrams are encoded.
+
+use std::borrow::Cow;
+
+use tagwire_reliable::fragment_count;
+use tagwire_wire::datagram::{even_piece, BatchRef, DataRef, FLAG_EVEN, FLAG_RELIABLE};
+use tagwire_wire::frame::{FrameHeader, FLAG_BLOB};
+use tagwire_wire::TagName;
+
+/// A message (fragmented when large) or a batch.
+#[derive(Debug)]
+pub(crate) enum Outgoing {
+    Message {
+        header: FrameHeader,
+        message: Vec<u8>,
+    },
+    Batch {
+        count: u16,
+        entries: Vec<u8>,
+    },
+}
+
+/// Encodes datagram `i` of `out` (numbered `seq`) into `buf`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn encode(
+    tag: &TagName,
+    out: &Outgoing,
+    i: usize,
+    max: usize,
+    seq: u64,
+    flags: u8,
+    id: u64,
+    buf: &mut Vec<u8>,
+) {
+    match out {
+        Outgoing::Batch { count, entries } => BatchRef {
+            seq,
+            flags,
+            count: *count,
+            tag: Cow::Borrowed(tag),
+            entries,
+        }
+        .encode(id, buf),
+        Outgoing::Message { header, message } => {
+            // `emit` checked the count fits a u16.
+            let frags = fragment_count(message.len(), max.max(1)) as u16;
+            // Cut evenly (`encode` pads the last piece): every datagram of
+            // a stream of equal messages has one length, so the runtime
+            // can hand many to the kernel in one segmented send.
+            let (range, flags) = if frags > 1 {
+                (
+                    even_piece(message.len(), frags, i as u16).0,
+                    flags | FLAG_EVEN,
+                )
+            } else {
+                (0..message.len(), flags)
+            };
+            DataRef {
+                seq,
+                flags,
+                frag: i as u16,
+                frags,
+                // A message ≤ MAX_MESSAGE (the caller's ring bounds it).
+                msg_len: message.len() as u32,
+                header: *header,
+                tag: Cow::Borrowed(tag),
+                payload: &message[range],
+            }
+            .encode(id, buf)
+        }
+    }
+}
+
+pub(crate) fn batch_ref<'a>(
+    tag: &'a TagName,
+    seq: u64,
+    count: u16,
+    entries: &'a [u8],
+) -> BatchRef<'a> {
+    BatchRef {
+        seq,
+        flags: FLAG_RELIABLE,
+        count,
+        tag: Cow::Borrowed(tag),
+        entries,
+    }
+}
+
+/// The header as sent: a large message's ring record flag means nothing
+/// on the wire.
+pub(crate) fn clean(header: &FrameHeader) -> FrameHeader {
+    let mut h = *header;
+    h.flags &= !FLAG_BLOB;
+    h
+}
+
+pub(super) fn message(header: &FrameHeader, payload: &[u8], spare: &mut Vec<Vec<u8>>) -> Outgoing {
+    Outgoing::Message {
+        header: clean(header),
+        message: crate::copied(spare, payload),
+    }
+}
+
+impl Outgoing {
+    /// Its bytes, for the next message or batch.
+    pub(super) fn into_bytes(self) -> Vec<u8> {
+        match self {
+            Outgoing::Message { message, .. } => message,
+            Outgoing::Batch { entries, .. } => entries,
+        }
+    }
+}
