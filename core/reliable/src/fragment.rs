@@ -31,6 +31,11 @@ pub fn fragment_count(msg_len: usize, max_payload: usize) -> usize {
     msg_len.div_ceil(max_payload.max(1)).max(1)
 }
 
+/// Most bytes a message's buffer reserves at its first fragment (see
+/// [`Reassembler::handle_fragment_with`]); a larger one grows as its
+/// fragments come.
+pub const RESERVE_CAP: usize = 64 << 10;
+
 /// Bounds of a [`Reassembler`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReassemblerConfig {
@@ -96,6 +101,9 @@ pub struct Reassembler {
     completed_order: VecDeque<u64>,
     completed: HashSet<u64>,
     stats: ReassemblerStats,
+    /// Fragment-end lists of completed messages, for the next ones (at
+    /// most `max_partials`).
+    spare_cuts: Vec<Vec<usize>>,
 }
 
 impl Reassembler {
@@ -107,12 +115,26 @@ impl Reassembler {
             bytes: 0,
             completed_order: VecDeque::new(),
             completed: HashSet::new(),
+            spare_cuts: Vec::new(),
             stats: ReassemblerStats::default(),
         }
     }
 
     /// Takes one fragment; returns its message if this fragment completed it.
     pub fn handle_fragment(&mut self, d: &DataRef<'_>) -> Option<Reassembled> {
+        self.handle_fragment_with(d, &mut Vec::new())
+    }
+
+    /// [`Reassembler::handle_fragment`], building messages in buffers
+    /// taken from `spare` (given back by the reader of earlier ones) and
+    /// sized for the whole message at its first fragment, up to
+    /// [`RESERVE_CAP`]: no allocation and no regrowth per message once
+    /// warm.
+    pub fn handle_fragment_with(
+        &mut self,
+        d: &DataRef<'_>,
+        spare: &mut Vec<Vec<u8>>,
+    ) -> Option<Reassembled> {
         let first = d.first_seq();
         if self.completed.contains(&first) {
             self.stats.duplicates += 1;
@@ -133,12 +155,10 @@ impl Reassembler {
                 self.stats.inconsistent += 1;
                 return None;
             }
-            return Some(self.complete(
-                first,
-                d.header,
-                d.tag.as_ref().clone(),
-                d.payload.to_vec(),
-            ));
+            let mut payload = spare.pop().unwrap_or_default();
+            payload.clear();
+            payload.extend_from_slice(d.payload);
+            return Some(self.complete(first, d.header, d.tag.as_ref().clone(), payload));
         }
         if let Some(p) = self.partials.get_mut(&first) {
             if !p.matches(d) {
@@ -150,10 +170,18 @@ impl Reassembler {
                 return None;
             }
         } else {
-            self.partials.insert(
-                first,
-                Partial::new(d.frags, d.msg_len, d.header, d.tag.as_ref().clone()),
-            );
+            let mut p = Partial::new(d.frags, d.msg_len, d.header, d.tag.as_ref().clone());
+            if let Some(cuts) = self.spare_cuts.pop() {
+                p.cuts = cuts;
+            }
+            if let Some(mut buf) = spare.pop() {
+                buf.clear();
+                p.prefix = buf;
+            }
+            // (A hostile length reserves at most RESERVE_CAP: memory still
+            // grows with what arrives past it.)
+            p.prefix.reserve((d.msg_len as usize).min(RESERVE_CAP));
+            self.partials.insert(first, p);
         }
         self.make_room(first, d.payload.len());
         let Some(p) = self.partials.get_mut(&first) else {
@@ -165,8 +193,13 @@ impl Reassembler {
         if p.count() < usize::from(p.frags) {
             return None;
         }
-        let p = self.partials.remove(&first)?;
+        let mut p = self.partials.remove(&first)?;
         self.bytes -= p.held;
+        if self.spare_cuts.len() < self.config.max_partials {
+            let mut cuts = std::mem::take(&mut p.cuts);
+            cuts.clear();
+            self.spare_cuts.push(cuts);
+        }
         if p.held != msg_len {
             self.stats.inconsistent += 1;
             self.remember(first);

@@ -77,7 +77,8 @@ impl Session {
     /// acknowledgements and what they free out of
     /// [`Session::poll_transmit`].
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
-        let dg = match Datagram::decode(bytes) {
+        let known = self.known_tag.clone();
+        let dg = match Datagram::decode_known(bytes, known.as_ref()) {
             Ok(dg) => dg,
             Err(_) => {
                 self.events.push_back(Event::Malformed { from });
@@ -99,6 +100,9 @@ impl Session {
                 ..
             }) => {
                 let tag = tag.as_ref().clone();
+                if known.as_ref() != Some(&tag) {
+                    self.known_tag = Some(tag.clone());
+                }
                 if self.away.contains(&tag) {
                     // Its streams moved to another session of this node:
                     // unacknowledged, it goes again, there.
@@ -292,9 +296,12 @@ impl Session {
 
     /// The acknowledgements data datagrams made due (see `handle_datagram`).
     pub(crate) fn ack_bursts(&mut self, now: Instant) {
-        for key in std::mem::take(&mut self.ack_due) {
+        // (Handed back emptied: its memory serves the next bursts.)
+        let mut due = std::mem::take(&mut self.ack_due);
+        for key in due.drain(..) {
             self.ack(now, key);
         }
+        self.ack_due = due;
     }
 
     /// Rate-limited NACKs that fell due.
@@ -368,7 +375,9 @@ impl Session {
                 a.missing.clear();
             }
             s.advertised = credit;
-            let mut bytes = Vec::new();
+            // (A buffer given back, as the runtime gives sent ones back.)
+            let mut bytes = self.spare.pop().unwrap_or_default();
+            bytes.clear();
             AckNack::encode(&a, key.1, &mut bytes);
             self.transmits.push_back(Transmit {
                 dest: to,
@@ -391,7 +400,7 @@ fn take(
 ) {
     match body {
         Body::Data(data) => {
-            if let Some(m) = reasm.handle_fragment(data) {
+            if let Some(m) = reasm.handle_fragment_with(data, spare) {
                 out.push_back(Delivery {
                     tag: m.tag,
                     from,

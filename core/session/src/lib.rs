@@ -427,6 +427,9 @@ pub struct Session {
     /// Buffers given back by the reader (`recycle`), for the next
     /// deliveries' payloads.
     spare: Vec<Vec<u8>>,
+    /// The tag the last data datagram named: the next one's decoding
+    /// borrows it (`Datagram::decode_known`) instead of allocating.
+    known_tag: Option<TagName>,
     events: VecDeque<Event>,
 }
 
@@ -446,6 +449,7 @@ impl Session {
             deliveries: VecDeque::new(),
             ack_due: Vec::new(),
             spare: Vec::new(),
+            known_tag: None,
             events: VecDeque::new(),
         }
     }

@@ -359,6 +359,14 @@ impl AckNack {
 impl<'a> Datagram<'a> {
     /// Decodes one datagram; a data payload borrows from `buf`.
     pub fn decode(buf: &'a [u8]) -> Result<Self, DecodeError> {
+        Self::decode_known(buf, None)
+    }
+
+    /// [`Datagram::decode`], where a data or batch datagram naming `known`
+    /// borrows it instead of building (allocating and validating) a tag
+    /// name of its own: a receiver passes the tag its last datagram named,
+    /// and a stream's datagrams cost no allocation each.
+    pub fn decode_known(buf: &'a [u8], known: Option<&'a TagName>) -> Result<Self, DecodeError> {
         if buf.len() > MAX_DATAGRAM {
             return Err(DecodeError::Invalid("datagram longer than MAX_DATAGRAM"));
         }
@@ -367,7 +375,7 @@ impl<'a> Datagram<'a> {
         let kind = r.u8()?;
         let stream = r.u64()?;
         let body = match kind {
-            KIND_DATA => Body::Data(decode_data(&mut r)?),
+            KIND_DATA => Body::Data(decode_data(&mut r, known)?),
             KIND_HEARTBEAT => {
                 let hb = Heartbeat {
                     first: r.u64()?,
@@ -381,7 +389,7 @@ impl<'a> Datagram<'a> {
                 r.finish()?;
                 Body::AckNack(an)
             }
-            KIND_BATCH => Body::Batch(decode_batch(&mut r)?),
+            KIND_BATCH => Body::Batch(decode_batch(&mut r, known)?),
             k => {
                 return Err(DecodeError::Unknown {
                     what: "datagram kind",
@@ -442,7 +450,23 @@ fn common(out: &mut Vec<u8>, kind: u8, stream: u64) {
     out.extend_from_slice(&stream.to_le_bytes());
 }
 
-fn decode_data<'a>(r: &mut Reader<'a>) -> Result<DataRef<'a>, DecodeError> {
+/// The tag name of `bytes`: `known` when it is that name (borrowed,
+/// nothing allocated or validated again), else a new one, validated.
+fn tag_name<'a>(bytes: &[u8], known: Option<&'a TagName>) -> Result<Cow<'a, TagName>, DecodeError> {
+    if let Some(k) = known.filter(|k| k.as_str().as_bytes() == bytes) {
+        return Ok(Cow::Borrowed(k));
+    }
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|s| TagName::new(s).ok())
+        .map(Cow::Owned)
+        .ok_or(DecodeError::Invalid("tag name"))
+}
+
+fn decode_data<'a>(
+    r: &mut Reader<'a>,
+    known: Option<&'a TagName>,
+) -> Result<DataRef<'a>, DecodeError> {
     let seq = r.u64()?;
     let flags = r.u8()?;
     let frag = r.u16()?;
@@ -450,10 +474,7 @@ fn decode_data<'a>(r: &mut Reader<'a>) -> Result<DataRef<'a>, DecodeError> {
     let msg_len = r.u32()?;
     let (header, _) = FrameHeader::parse(r.bytes(HEADER_LEN)?)?;
     let tag_len = usize::from(r.u8()?);
-    let tag = std::str::from_utf8(r.bytes(tag_len)?)
-        .ok()
-        .and_then(|s| TagName::new(s).ok())
-        .ok_or(DecodeError::Invalid("tag name"))?;
+    let tag = tag_name(r.bytes(tag_len)?, known)?;
     let payload = r.bytes(r.remaining())?;
     if frags == 0 {
         return Err(DecodeError::Invalid("fragment count 0"));
@@ -491,20 +512,20 @@ fn decode_data<'a>(r: &mut Reader<'a>) -> Result<DataRef<'a>, DecodeError> {
         frags,
         msg_len,
         header,
-        tag: Cow::Owned(tag),
+        tag,
         payload,
     })
 }
 
-fn decode_batch<'a>(r: &mut Reader<'a>) -> Result<BatchRef<'a>, DecodeError> {
+fn decode_batch<'a>(
+    r: &mut Reader<'a>,
+    known: Option<&'a TagName>,
+) -> Result<BatchRef<'a>, DecodeError> {
     let seq = r.u64()?;
     let flags = r.u8()?;
     let count = r.u16()?;
     let tag_len = usize::from(r.u8()?);
-    let tag = std::str::from_utf8(r.bytes(tag_len)?)
-        .ok()
-        .and_then(|s| TagName::new(s).ok())
-        .ok_or(DecodeError::Invalid("tag name"))?;
+    let tag = tag_name(r.bytes(tag_len)?, known)?;
     if seq == 0 {
         return Err(DecodeError::Invalid("batch seq 0"));
     }
@@ -522,7 +543,7 @@ fn decode_batch<'a>(r: &mut Reader<'a>) -> Result<BatchRef<'a>, DecodeError> {
         seq,
         flags,
         count,
-        tag: Cow::Owned(tag),
+        tag,
         entries,
     })
 }
@@ -820,8 +841,52 @@ mod tests {
         }
 
         #[test]
-        fn arbitrary_bytes_never_panic(bytes: Vec<u8>) {
+        fn arbitrary_bytes_never_panic(bytes: Vec<u8>, known in name()) {
             let _ = Datagram::decode(&bytes);
+            let _ = Datagram::decode_known(&bytes, Some(&known));
+        }
+
+        /// Decoding with a known tag gives what decoding without one gives
+        /// (same datagram or same error), borrowing the known name when the
+        /// datagram names it; a name that is not the known one is still
+        /// validated (`bad` is not a tag name).
+        #[test]
+        fn decoding_with_a_known_tag_decodes_alike(
+            p in data_parts(),
+            b in batch_parts(),
+            other in name(),
+            bad in prop_oneof![Just("no-slash"), Just("/a//b"), Just("/x\u{7}")],
+        ) {
+            // (Where the name starts: after the fixed fields and its length.)
+            let data_at = COMMON_LEN + 8 + 1 + 2 + 2 + 4 + HEADER_LEN + 1;
+            let batch_at = COMMON_LEN + 8 + 1 + 2 + 1;
+            for (bytes, tag, at) in [
+                (encode_data(&p), p.6.clone(), data_at),
+                (encode_batch(&b), b.3.clone(), batch_at),
+            ] {
+                let plain = Datagram::decode(&bytes).unwrap();
+                for known in [&tag, &other] {
+                    let d = Datagram::decode_known(&bytes, Some(known)).unwrap();
+                    prop_assert_eq!(&d, &plain);
+                    let borrowed = match &d.body {
+                        Body::Data(x) => matches!(x.tag, Cow::Borrowed(_)),
+                        Body::Batch(x) => matches!(x.tag, Cow::Borrowed(_)),
+                        _ => false,
+                    };
+                    prop_assert_eq!(borrowed, known == &tag);
+                }
+                // The same datagram naming an invalid tag of the same length.
+                let name = tag.as_str();
+                prop_assert_eq!(&bytes[at..at + name.len()], name.as_bytes());
+                let mut forged = bytes.clone();
+                let mut wrong = bad.as_bytes().to_vec();
+                wrong.resize(name.len(), b'x');
+                forged[at..at + name.len()].copy_from_slice(&wrong);
+                if TagName::new(std::str::from_utf8(&wrong).unwrap()).is_err() {
+                    prop_assert!(Datagram::decode_known(&forged, Some(&tag)).is_err());
+                    prop_assert!(Datagram::decode(&forged).is_err());
+                }
+            }
         }
 
         #[test]

@@ -374,6 +374,8 @@ impl Direct {
                 None => &t.bytes,
             };
             let _ = self.sock.send_to(wire, t.dest);
+            // (Its buffer carries the next acknowledgement or message.)
+            st.session.recycle(t.bytes);
         }
     }
 

@@ -84,6 +84,7 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
             let _ = d
                 .sock
                 .send_to(shared.guard.seal_to(&t.bytes, &mut sealed, t.dest), t.dest);
+            session.recycle(t.bytes);
         }
         while let Some(e) = session.poll_event() {
             account(shared, e);
@@ -411,7 +412,9 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
                 // drops); waiting to read is this carrier's back-pressure.
                 deliver_all(shared, &mut session, None, &mut sinks, now);
                 // (Best-effort numbering: nothing to acknowledge.)
-                while session.poll_transmit(now).is_some() {}
+                while let Some(t) = session.poll_transmit(now) {
+                    session.recycle(t.bytes);
+                }
                 while let Some(e) = session.poll_event() {
                     account(shared, e);
                 }
