@@ -404,3 +404,56 @@ fn a_publisher_flat_out_from_its_first_message_loses_nothing_to_remote_subscribe
         assert_eq!(sub.lost(), 0);
     }
 }
+
+/// A subscriber holding its stream that asks for `busy_poll` looks at its
+/// socket before it sleeps (it slept in `poll` at once, whatever the
+/// option said): lone messages 2 ms apart find it awake. Without the
+/// option, each of them wakes it.
+#[test]
+fn a_busy_polling_direct_subscriber_finds_lone_messages_awake() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, clients) = site.mesh(&Find::List);
+    const N: u64 = 50;
+    let mut slept = Vec::new();
+    for (tag, opts) in [
+        (
+            "/spin",
+            SubscribeOptions::default().busy_poll(Duration::from_millis(20)),
+        ),
+        ("/sleep", SubscribeOptions::default()),
+    ] {
+        clients[0].create_tag(tag, Domain::Global).unwrap();
+        let mut sub = clients[1].subscribe(tag, opts).unwrap();
+        wait_direct(&sub, true);
+        let mut publisher = clients[0].publisher(tag).unwrap();
+        let sender = std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                for i in 0..N {
+                    std::thread::sleep(Duration::from_millis(2));
+                    publisher.send(format!("{tag}-{i}").as_bytes()).unwrap();
+                }
+            });
+            let before = sub.sleeps();
+            for i in 0..N {
+                let m = sub.receive(Some(Duration::from_secs(5))).unwrap();
+                assert_eq!(m.payload, format!("{tag}-{i}").as_bytes());
+            }
+            h.join().unwrap();
+            sub.sleeps() - before
+        });
+        slept.push(sender);
+    }
+    let (spinning, sleeping) = (slept[0], slept[1]);
+    println!("sleeps for {N} lone messages: busy-polling {spinning}, blocking {sleeping}");
+    assert!(
+        sleeping >= N / 2,
+        "a blocking subscriber slept {sleeping} times"
+    );
+    assert!(
+        spinning <= N / 10,
+        "a busy-polling subscriber slept {spinning} times"
+    );
+}

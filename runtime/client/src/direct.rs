@@ -402,25 +402,42 @@ impl Direct {
     }
 
     /// Sleeps until the socket has something, the session's next timer or
-    /// `limit`, whichever comes first.
-    pub(crate) fn wait(&self, st: MutexGuard<'_, State>, limit: Duration) {
+    /// `limit`, whichever comes first, having first looked at the socket
+    /// for `spin` without sleeping (a flowing stream's next datagrams then
+    /// find the reader awake: neither side pays a sleep and a wake-up per
+    /// burst). True: it slept.
+    pub(crate) fn wait(&self, st: MutexGuard<'_, State>, limit: Duration, spin: Duration) -> bool {
         let now = Instant::now();
         let until = st
             .session
             .poll_timeout()
             .map_or(limit, |t| t.saturating_duration_since(now).min(limit));
         drop(st);
-        self.poll(until);
+        if !spin.is_zero() {
+            let end = now + spin.min(until);
+            loop {
+                if self.poll(Duration::ZERO) {
+                    return false;
+                }
+                if Instant::now() >= end {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        self.poll(until.saturating_sub(now.elapsed()));
+        true
     }
 
-    fn poll(&self, timeout: Duration) {
+    /// Waits up to `timeout` for the socket to be readable; true if it is.
+    fn poll(&self, timeout: Duration) -> bool {
         use rustix::event::{poll, PollFd, PollFlags, Timespec};
         let mut fds = [PollFd::new(&self.sock, PollFlags::IN)];
         let ts = Timespec {
             tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
             tv_nsec: i64::from(timeout.subsec_nanos()),
         };
-        let _ = poll(&mut fds, Some(&ts));
+        poll(&mut fds, Some(&ts)).is_ok_and(|n| n > 0)
     }
 
     /// The keeper thread: reads the socket while the subscriber stays away.
@@ -443,7 +460,7 @@ impl Direct {
                 std::thread::sleep(KEEPER_AFTER);
                 continue;
             }
-            self.wait(st, KEEPER_AFTER);
+            self.wait(st, KEEPER_AFTER, Duration::ZERO);
             let mut st = self.lock();
             if !self.present.load(Ordering::Acquire) {
                 self.pump(&mut st, Instant::now(), true);

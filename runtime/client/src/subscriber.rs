@@ -184,7 +184,8 @@ impl Subscriber {
     }
 
     /// How many times `receive` went to sleep waiting for this tag's
-    /// shared-memory ring (a diagnostic: a blocking subscriber that keeps
+    /// shared-memory ring, or for its own socket while it holds the tag's
+    /// stream (direct delivery) (a diagnostic: a blocking subscriber that keeps
     /// up with a flowing stream polls briefly instead of sleeping between
     /// two messages, which would cost it and its publisher a system call
     /// per message).
@@ -409,7 +410,14 @@ impl Subscriber {
             if let Some(d) = &direct {
                 let st = d.lock();
                 if st.holder {
-                    d.wait(st, slice);
+                    // (`busy_poll` looks at the socket first. A flowing
+                    // stream's look, as the ring's below, made no
+                    // difference here: datagrams come in bursts.)
+                    let spin = self.opts.busy_poll.unwrap_or(Duration::ZERO);
+                    self.since_wait = 0;
+                    if d.wait(st, slice, spin) {
+                        self.sleeps += 1;
+                    }
                     continue;
                 }
             }
