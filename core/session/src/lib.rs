@@ -435,7 +435,13 @@ pub struct Session {
 
 impl Session {
     /// A session with no routes and no streams.
-    pub fn new(config: Config) -> Self {
+    pub fn new(mut config: Config) -> Self {
+        if let Some(v) = std::env::var("TW_EXP_ACK_EVERY")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            config.reader.ack_every = v;
+        }
         Self {
             config,
             ids: 0,
@@ -487,6 +493,14 @@ impl Session {
     /// most [`SPARE_BUFFERS`] are kept, none larger than [`SPARE_CAPACITY`].
     pub fn recycle(&mut self, buf: Vec<u8>) {
         keep_spare(&mut self.spare, buf);
+    }
+
+    /// An empty buffer: one given back earlier ([`Session::recycle`]), or
+    /// a new one.
+    pub fn buffer(&mut self) -> Vec<u8> {
+        let mut b = self.spare.pop().unwrap_or_default();
+        b.clear();
+        b
     }
 
     /// The next event.

@@ -34,7 +34,7 @@ use crate::{Carrier, Class, Dest, Event, Held, Mode, Offer, Session, StreamStats
 
 mod item;
 pub(crate) use item::{batch_ref, clean, Outgoing};
-use item::{encode, message};
+use item::{encode, message, Payload};
 
 /// One tag's outbound state.
 #[derive(Debug)]
@@ -216,21 +216,50 @@ impl Session {
         header: &FrameHeader,
         payload: &[u8],
     ) -> Result<(), Held> {
+        self.record(now, tag, header, Payload::Slice(payload))
+    }
+
+    /// [`Session::handle_record`] with the payload in a buffer of the
+    /// caller's (say, read from its ring straight into one from
+    /// [`Session::buffer`]): a message sent alone (fragmented) keeps the
+    /// buffer, not a copy; otherwise the buffer goes back to the spare
+    /// ones.
+    pub fn handle_record_buf(
+        &mut self,
+        now: Instant,
+        tag: &TagName,
+        header: &FrameHeader,
+        payload: Vec<u8>,
+    ) -> Result<(), Held> {
+        self.record(now, tag, header, Payload::Buf(payload))
+    }
+
+    fn record(
+        &mut self,
+        now: Instant,
+        tag: &TagName,
+        header: &FrameHeader,
+        payload: Payload<'_>,
+    ) -> Result<(), Held> {
         let me = self.config.me;
         let Some(o) = self.out.get_mut(tag) else {
+            payload.recycle(&mut self.spare);
             return Ok(());
         };
         if !o.pending.is_empty() {
+            payload.recycle(&mut self.spare);
             return Err(Held);
         }
         o.offer = None;
         let (seq, origin) = (header.seq.0, header.sender.node);
         if !o.dests.iter().any(|t| t.carries(me, origin)) {
             // Another node's sample, which it sent everywhere itself.
+            payload.recycle(&mut self.spare);
             return Ok(());
         }
         self.adapt_batch(now, tag);
         let Some(o) = self.out.get_mut(tag) else {
+            payload.recycle(&mut self.spare);
             return Ok(());
         };
         if o.dests.iter().any(|t| !t.takes(me, origin, seq)) {
@@ -251,6 +280,8 @@ impl Session {
                 self.flush(now, tag);
                 let m = message(header, payload, &mut self.spare);
                 self.emit(now, tag, skip, m);
+            } else {
+                payload.recycle(&mut self.spare);
             }
             return Ok(());
         }
@@ -271,6 +302,7 @@ impl Session {
                 self.flush(now, tag);
             }
             let Some(o) = self.out.get_mut(tag) else {
+                payload.recycle(&mut self.spare);
                 return Ok(());
             };
             if o.entries.is_empty() {
@@ -284,8 +316,9 @@ impl Session {
                 }
                 o.entries.reserve(budget);
             }
-            push_batch_entry(&mut o.entries, &clean(header), payload);
+            push_batch_entry(&mut o.entries, &clean(header), payload.as_slice());
             o.count += 1;
+            payload.recycle(&mut self.spare);
             return Ok(());
         }
         self.flush(now, tag);

@@ -316,3 +316,42 @@ fn a_receiver_that_gives_payloads_back_allocates_nothing_per_message() {
         );
     }
 }
+
+/// A record handed in its own buffer (`handle_record_buf`, as a
+/// forwarder reads its ring straight into one from `Session::buffer`):
+/// a message sent alone is encoded from that buffer, which then goes back
+/// to the spare ones; a batched one is copied into its batch and its
+/// buffer goes back at once.
+#[test]
+fn a_record_in_its_own_buffer_is_not_copied_and_its_buffer_comes_back() {
+    let now = Instant::now();
+    let (mut a, mut b) = pair(now);
+    for (len, alone) in [(8192usize, true), (100, false)] {
+        let mut buf = a.buffer();
+        buf.extend_from_slice(&payload(1, len));
+        let at = buf.as_ptr() as usize;
+        let seq = if alone { 1 } else { 2 };
+        a.handle_record_buf(now, &tag(), &header(0, seq), buf)
+            .unwrap();
+        if !alone {
+            // Copied into the batch: back at once.
+            let back = a.buffer();
+            assert_eq!(back.as_ptr() as usize, at, "a batched record's buffer");
+            a.recycle(back);
+        }
+        a.flush(now, &tag());
+        while let Some(t) = a.poll_transmit(now) {
+            b.handle_datagram(now, addr(0), &t.bytes);
+        }
+        while let Some(t) = b.poll_transmit(now) {
+            a.handle_datagram(now, addr(1), &t.bytes);
+        }
+        let d = b.poll_deliver().unwrap();
+        assert_eq!(d.payload, payload(1, len), "{len} bytes");
+        if alone {
+            // Encoded from it until every datagram was acknowledged.
+            let back = a.buffer();
+            assert_eq!(back.as_ptr() as usize, at, "a message's own buffer");
+        }
+    }
+}

@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use tagwire_session::{Carrier, Class, Config, Dest, Event, Session, TicketOutcome, Transmit};
 use tagwire_shm::{Closed, Gate, ReadOutcome, Ring, TicketDest, TICKET_DESTS};
-use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB};
+use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::TagName;
 
 use crate::guard::MEMBER_MASK;
@@ -383,7 +383,12 @@ impl Outbound {
         let (all, events) = drain(s, now);
         let mut rest = Vec::new();
         let mut train = lock(&route.train);
+        // (What it sent since: buffers for the session's next datagrams.)
+        for b in train.returned() {
+            s.recycle(b);
+        }
         train.adapt(s.retransmitted(&route.tag), now);
+        let keyed = shared.guard.is_keyed();
         for t in all {
             if t.carrier != Carrier::Udp {
                 rest.push(t);
@@ -392,11 +397,19 @@ impl Outbound {
             if t.class == Class::Resend {
                 self.retransmitted.fetch_add(1, Ordering::Relaxed);
             }
-            SEALED.with_borrow_mut(|sealed| {
-                let d = shared.guard.seal_to(&t.bytes, sealed, t.dest);
-                train.push(&self.sock, &self.gso_off, t.dest, d);
-            });
-            s.recycle(t.bytes);
+            // The datagram's own buffer joins the train (sealed: a buffer
+            // of the session's with the sealed bytes).
+            let datagram = if keyed {
+                let mut b = s.buffer();
+                SEALED.with_borrow_mut(|sealed| {
+                    b.extend_from_slice(shared.guard.seal_to(&t.bytes, sealed, t.dest));
+                });
+                s.recycle(t.bytes);
+                b
+            } else {
+                t.bytes
+            };
+            train.push(&self.sock, &self.gso_off, t.dest, datagram);
         }
         (rest, events)
     }
@@ -444,6 +457,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
     let mut cur = ring.cursor_from(start, ring.shape().slots);
     let mut gate: Option<Gate> = None;
     let (mut rec, mut blob) = (Vec::new(), Vec::new());
+    let mut head = [0u8; HEADER_LEN];
     let mut f = Forwarder {
         shared,
         out,
@@ -497,13 +511,20 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
             let mut large: Option<Option<TicketOutcome>> = None;
             while taken < GROUP && bytes < GROUP_BYTES && s.can_accept(tag) {
                 let at = cur.position();
-                match ring.read(&mut cur, &mut rec) {
+                // The frame header aside, the payload straight into a
+                // buffer of the session's, which a message sent alone
+                // keeps (no copy of it).
+                let mut body = s.buffer();
+                let (outcome, len) = ring.read_split(&mut cur, &mut head, &mut body);
+                match outcome {
                     ReadOutcome::Record => {}
                     ReadOutcome::Empty | ReadOutcome::Pending => {
+                        s.recycle(body);
                         empty = true;
                         break;
                     }
                     ReadOutcome::Lost(n) => {
+                        s.recycle(body);
                         shared.stats.forward_lost.fetch_add(n, Ordering::Relaxed);
                         // The record our publisher sent may be among them:
                         // the numbers it used cannot go to another datagram.
@@ -514,13 +535,14 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
                     }
                 }
                 taken += 1;
-                bytes += rec.len();
+                bytes += len;
                 let this = direct.take_if(|(i, _)| *i == at).map(|(_, o)| o);
                 // The record is copied out (taken by the session): its slot
                 // may be reused, once a large message it refers to is read
                 // too (the daemon keeps that for as long as a gate has not
                 // passed it).
-                let Ok((header, body)) = FrameHeader::parse(&rec) else {
+                let Ok((header, _)) = FrameHeader::parse(&head[..len.min(HEADER_LEN)]) else {
+                    s.recycle(body);
                     pass(&gate, cur.position());
                     shared.stats.forward_lost.fetch_add(1, Ordering::Relaxed);
                     if this.is_some() {
@@ -529,6 +551,10 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
                     continue;
                 };
                 if header.flags & FLAG_BLOB != 0 {
+                    rec.clear();
+                    rec.extend_from_slice(&head);
+                    rec.extend_from_slice(&body);
+                    s.recycle(body);
                     large = Some(this);
                     break;
                 }
@@ -536,12 +562,17 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
                 if this.is_none() && !f.dests.iter().any(|t| t.carries(me, header.sender.node)) {
                     // Came from another node, which sent it everywhere
                     // itself (but to the nodes we proxy for).
+                    s.recycle(body);
                     continue;
                 }
                 // `can_accept` held: the record is taken.
                 let _ = match this {
-                    Some(outcome) => s.handle_direct_record(now, tag, &header, body, outcome),
-                    None => s.handle_record(now, tag, &header, body),
+                    Some(outcome) => {
+                        let r = s.handle_direct_record(now, tag, &header, &body, outcome);
+                        s.recycle(body);
+                        r
+                    }
+                    None => s.handle_record_buf(now, tag, &header, body),
                 };
             }
             let (tx, events) = if taken > 0 {

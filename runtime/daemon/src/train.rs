@@ -1,7 +1,10 @@
 //! A forwarder's outgoing datagrams to one address, gathered into one
 //! segmented send (UDP GSO, `tagwire_net::gso`): a run of datagrams of one
 //! length (the last may be shorter) costs one system call and crosses the
-//! links as one buffer. The session cuts messages evenly
+//! links as one buffer. Each datagram stays in its own buffer until the
+//! kernel reads it (one `iovec` each), and the buffers go back to their
+//! owner for the next datagrams ([`Train::returned`]): nothing is copied
+//! into a train. The session cuts messages evenly
 //! (`tagwire_wire::datagram::FLAG_EVEN`) and fills batches to one length,
 //! so a stream of equal messages makes long runs.
 //!
@@ -27,11 +30,14 @@ const CLEAN_STRETCH: Duration = Duration::from_millis(200);
 /// Datagrams waiting to go to one address.
 #[derive(Debug)]
 pub(crate) struct Train {
-    buf: Vec<u8>,
+    /// The datagrams, each in a buffer of its own (sent where they are:
+    /// one `iovec` each, no copy into one buffer).
+    parts: Vec<Vec<u8>>,
+    /// Their bytes.
+    bytes: usize,
     dest: Option<SocketAddr>,
     /// The length of each datagram but the last.
     segment: usize,
-    count: usize,
     /// The last one was shorter: nothing may follow it.
     closed: bool,
     /// Most datagrams a send takes now (see [`Train::adapt`]).
@@ -39,19 +45,26 @@ pub(crate) struct Train {
     /// Retransmissions seen so far, and when the limit may next grow.
     resent: u64,
     grow_at: Option<Instant>,
+    /// Buffers of sent datagrams, for the owner to reuse
+    /// ([`Train::returned`]).
+    sent: Vec<Vec<u8>>,
 }
+
+/// Most sent buffers a train keeps for its owner.
+const MAX_RETURNED: usize = 4 * MAX_SEGMENTS;
 
 impl Default for Train {
     fn default() -> Self {
         Self {
-            buf: Vec::new(),
+            parts: Vec::new(),
+            bytes: 0,
             dest: None,
             segment: 0,
-            count: 0,
             closed: false,
             limit: MAX_SEGMENTS,
             resent: 0,
             grow_at: None,
+            sent: Vec::new(),
         }
     }
 }
@@ -79,26 +92,25 @@ impl Train {
         sock: &UdpSocket,
         gso_off: &AtomicBool,
         dest: SocketAddr,
-        datagram: &[u8],
+        datagram: Vec<u8>,
     ) {
+        let len = datagram.len();
         let joins = self.dest == Some(dest)
             && !self.closed
-            && datagram.len() <= self.segment
-            && self.count < self.limit
-            && self.buf.len() + datagram.len() <= MAX_BYTES;
+            && len <= self.segment
+            && self.parts.len() < self.limit
+            && self.bytes + len <= MAX_BYTES;
         if !joins {
             self.send(sock, gso_off);
         }
-        if self.count == 0 {
+        if self.parts.is_empty() {
             self.dest = Some(dest);
-            self.segment = datagram.len();
+            self.segment = len;
         }
-        self.buf.extend_from_slice(datagram);
-        self.count += 1;
-        self.closed = datagram.len() < self.segment;
-        if gso_off.load(Ordering::Relaxed)
-            || datagram.len() > MAX_BYTES / 2
-            || self.count >= self.limit
+        self.parts.push(datagram);
+        self.bytes += len;
+        self.closed = len < self.segment;
+        if gso_off.load(Ordering::Relaxed) || len > MAX_BYTES / 2 || self.parts.len() >= self.limit
         {
             // No offload (or a datagram too large to share a send).
             self.send(sock, gso_off);
@@ -112,26 +124,39 @@ impl Train {
         let Some(dest) = self.dest.take() else {
             return;
         };
-        if self.count > 1 && !gso_off.load(Ordering::Relaxed) {
-            if gso::send_segments(sock, dest, &self.buf, self.segment).is_err() {
-                // EIO / EINVAL: no offload here (the datagrams of a refused
-                // send never left; ENOBUFS and the like lose this train,
-                // which the reliable windows repair as any loss).
-                if !gso::gso_supported(sock) {
-                    gso_off.store(true, Ordering::Relaxed);
-                    for d in self.buf.chunks(self.segment.max(1)) {
-                        let _ = sock.send_to(d, dest);
-                    }
-                }
+        let mut one_by_one = self.parts.len() == 1 || gso_off.load(Ordering::Relaxed);
+        if !one_by_one {
+            let mut refs = [&[][..]; MAX_SEGMENTS];
+            for (r, p) in refs.iter_mut().zip(&self.parts) {
+                *r = p;
             }
-        } else {
-            for d in self.buf.chunks(self.segment.max(1)) {
+            let refs = &refs[..self.parts.len()];
+            // EIO / EINVAL: no offload here (the datagrams of a refused
+            // send never left; ENOBUFS and the like lose this train,
+            // which the reliable windows repair as any loss).
+            if gso::send_parts(sock, dest, refs, self.segment).is_err() && !gso::gso_supported(sock)
+            {
+                gso_off.store(true, Ordering::Relaxed);
+                one_by_one = true;
+            }
+        }
+        if one_by_one {
+            for d in &self.parts {
                 let _ = sock.send_to(d, dest);
             }
         }
-        self.buf.clear();
-        self.count = 0;
+        for p in self.parts.drain(..) {
+            if self.sent.len() < MAX_RETURNED {
+                self.sent.push(p);
+            }
+        }
+        self.bytes = 0;
         self.closed = false;
+    }
+
+    /// The buffers of datagrams sent so far, for the next ones.
+    pub(crate) fn returned(&mut self) -> std::vec::Drain<'_, Vec<u8>> {
+        self.sent.drain(..)
     }
 }
 
@@ -171,17 +196,17 @@ mod tests {
         want.push(vec![9; 40]);
         want.push(vec![10; 300]);
         for d in &want {
-            t.push(&tx, &off, to, d);
+            t.push(&tx, &off, to, d.clone());
         }
-        t.push(&tx, &off, elsewhere, &[7; 10]);
-        t.push(&tx, &off, to, &[11; 50]);
+        t.push(&tx, &off, elsewhere, vec![7; 10]);
+        t.push(&tx, &off, to, vec![11; 50]);
         t.send(&tx, &off);
         want.push(vec![11; 50]);
         assert_eq!(recv_all(&rx), want);
         assert_eq!(recv_all(&other), vec![vec![7u8; 10]]);
         // The bounds: at most MAX_SEGMENTS datagrams per send.
         for i in 0..(MAX_SEGMENTS + 3) {
-            t.push(&tx, &off, to, &[(i % 251) as u8; 20]);
+            t.push(&tx, &off, to, vec![(i % 251) as u8; 20]);
         }
         t.send(&tx, &off);
         assert_eq!(recv_all(&rx).len(), MAX_SEGMENTS + 3);
@@ -214,9 +239,29 @@ mod tests {
             .unwrap();
         t.adapt(5, t0);
         let off = AtomicBool::new(false);
-        t.push(&tx, &off, rx.local_addr().unwrap(), &[1; 50]);
-        assert_eq!(t.count, 0, "a one-datagram train waits for nothing");
+        t.push(&tx, &off, rx.local_addr().unwrap(), vec![1; 50]);
+        assert!(t.parts.is_empty(), "a one-datagram train waits for nothing");
         assert_eq!(recv_all(&rx), vec![vec![1u8; 50]]);
+    }
+
+    #[test]
+    fn sent_buffers_go_back_to_the_owner() {
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let off = AtomicBool::new(false);
+        let mut t = Train::default();
+        let bufs: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 64]).collect();
+        let at: Vec<usize> = bufs.iter().map(|b| b.as_ptr() as usize).collect();
+        for b in bufs {
+            t.push(&tx, &off, rx.local_addr().unwrap(), b);
+        }
+        assert_eq!(t.returned().count(), 0, "nothing sent yet");
+        t.send(&tx, &off);
+        let back: Vec<usize> = t.returned().map(|b| b.as_ptr() as usize).collect();
+        assert_eq!(back, at);
+        assert_eq!(recv_all(&rx).len(), 3);
     }
 
     #[test]
@@ -231,9 +276,9 @@ mod tests {
         let off = AtomicBool::new(false);
         let mut t = Train::default();
         for i in 0..5u8 {
-            t.push(&tx, &off, rx.local_addr().unwrap(), &[i; 100]);
+            t.push(&tx, &off, rx.local_addr().unwrap(), vec![i; 100]);
         }
-        t.push(&tx, &off, rx.local_addr().unwrap(), &[5; 30]);
+        t.push(&tx, &off, rx.local_addr().unwrap(), vec![5; 30]);
         t.send(&tx, &off);
         // Loopback hands a segmented send to a coalescing socket whole.
         let mut buf = vec![0u8; gso::RECV_BUFFER];

@@ -94,18 +94,45 @@ pub fn send_segments(
     if buf.len() <= segment {
         return sock.send_to(buf, dest);
     }
-    let too_many = segment == 0 || buf.len().div_ceil(segment) > MAX_SEGMENTS;
+    send_parts(sock, dest, &[buf], segment)
+}
+
+/// [`send_segments`] for datagrams in buffers of their own: `parts` end
+/// to end, read by the kernel where they are (one `iovec` each: no copy
+/// into one buffer first), cut every `segment` bytes. Each part but the
+/// last must be `segment` bytes long for each datagram to be one part.
+pub fn send_parts(
+    sock: &UdpSocket,
+    dest: SocketAddr,
+    parts: &[&[u8]],
+    segment: usize,
+) -> io::Result<usize> {
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    if parts.len() == 1 && total <= segment {
+        return sock.send_to(parts[0], dest);
+    }
+    let too_many = segment == 0 || total.div_ceil(segment) > MAX_SEGMENTS;
     let Ok(seg) = u16::try_from(segment) else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "segment too large",
         ));
     };
-    if too_many || buf.len() > MAX_BYTES {
+    if too_many || total > MAX_BYTES || parts.len() > MAX_SEGMENTS {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "too many segments or bytes for one send",
         ));
+    }
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_SEGMENTS];
+    for (v, p) in iov.iter_mut().zip(parts) {
+        *v = libc::iovec {
+            iov_base: p.as_ptr() as *mut libc::c_void,
+            iov_len: p.len(),
+        };
     }
     let addr = SockAddr::from(dest);
     let mut control = Control([0; 64]);
@@ -117,16 +144,12 @@ pub fn send_segments(
             libc::CMSG_LEN(size_of::<u16>() as u32) as usize,
         )
     };
-    let mut iov = libc::iovec {
-        iov_base: buf.as_ptr() as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
     // SAFETY: an all-zero msghdr is a valid empty one.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_name = addr.as_ptr() as *mut libc::c_void;
     msg.msg_namelen = addr.len();
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = parts.len();
     msg.msg_control = control.0.as_mut_ptr().cast();
     msg.msg_controllen = space;
     // SAFETY: msg_control points at `space` (≤ 64) writable, aligned bytes,
@@ -142,8 +165,9 @@ pub fn send_segments(
         (*c).cmsg_len = cmsg_len;
         std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
     }
-    // SAFETY: every pointer in `msg` (name, iovec, control) is valid for
-    // the lengths given until the call returns; the kernel only reads.
+    // SAFETY: every pointer in `msg` (name, the first `parts.len()`
+    // iovecs, each pointing into a live part, control) is valid for the
+    // lengths given until the call returns; the kernel only reads.
     let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) };
     if n < 0 {
         Err(io::Error::last_os_error())
@@ -304,6 +328,33 @@ mod tests {
         a.send_to(&[1u8; 200], to).unwrap();
         let m = recv_coalesced(&b, &mut r).unwrap();
         assert!(m.truncated && m.len == 64, "{m:?}");
+    }
+
+    #[test]
+    fn parts_in_buffers_of_their_own_arrive_as_one_datagram_each() {
+        let (a, b) = pair();
+        if !gso_supported(&a) {
+            println!("skipping: no UDP_SEGMENT on this kernel");
+            return;
+        }
+        let parts: Vec<Vec<u8>> = (0..5u8)
+            .map(|i| vec![i; if i == 4 { 70 } else { 300 }])
+            .collect();
+        let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        let n = send_parts(&a, b.local_addr().unwrap(), &refs, 300).unwrap();
+        assert_eq!(n, 4 * 300 + 70);
+        let mut r = vec![0u8; RECV_BUFFER];
+        for p in &parts {
+            let m = recv_coalesced(&b, &mut r).unwrap();
+            assert_eq!(&r[..m.len], &p[..]);
+        }
+        // One part alone is a plain datagram; bounds are checked.
+        send_parts(&a, b.local_addr().unwrap(), &[&[9u8; 10]], 300).unwrap();
+        let m = recv_coalesced(&b, &mut r).unwrap();
+        assert_eq!(&r[..m.len], &[9u8; 10]);
+        let many = vec![&[0u8; 10][..]; MAX_SEGMENTS + 1];
+        let e = send_parts(&a, b.local_addr().unwrap(), &many, 10).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     }
 
     #[test]

@@ -95,10 +95,45 @@ pub(crate) fn clean(header: &FrameHeader) -> FrameHeader {
     h
 }
 
-pub(super) fn message(header: &FrameHeader, payload: &[u8], spare: &mut Vec<Vec<u8>>) -> Outgoing {
+/// A record's payload as the caller hands it in: borrowed (copied when
+/// kept), or in a buffer of its own (kept as it is).
+pub(super) enum Payload<'a> {
+    Slice(&'a [u8]),
+    Buf(Vec<u8>),
+}
+
+impl Payload<'_> {
+    pub(super) fn as_slice(&self) -> &[u8] {
+        match self {
+            Payload::Slice(s) => s,
+            Payload::Buf(b) => b,
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    /// Done with: a buffer goes back to `spare`.
+    pub(super) fn recycle(self, spare: &mut Vec<Vec<u8>>) {
+        if let Payload::Buf(b) = self {
+            crate::keep_spare(spare, b);
+        }
+    }
+}
+
+/// A message sent alone: its payload's own buffer, or a copy in a spare one.
+pub(super) fn message(
+    header: &FrameHeader,
+    payload: Payload<'_>,
+    spare: &mut Vec<Vec<u8>>,
+) -> Outgoing {
     Outgoing::Message {
         header: clean(header),
-        message: crate::copied(spare, payload),
+        message: match payload {
+            Payload::Slice(s) => crate::copied(spare, s),
+            Payload::Buf(b) => b,
+        },
     }
 }
 
