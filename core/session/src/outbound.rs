@@ -406,7 +406,8 @@ impl Session {
         for o in self.out.values_mut() {
             for s in o.reliable.values_mut() {
                 if let Some(t) = s.writer.poll_transmit(now) {
-                    let mut bytes = Vec::new();
+                    let mut bytes = self.spare.pop().unwrap_or_default();
+                    bytes.clear();
                     let class = match t {
                         WriterTransmit::Data { bytes: b, .. } => {
                             bytes.extend_from_slice(b);
@@ -431,7 +432,8 @@ impl Session {
                     let WriterTransmit::Heartbeat { first, last } = s.writer.heartbeat() else {
                         continue;
                     };
-                    let mut bytes = Vec::new();
+                    let mut bytes = self.spare.pop().unwrap_or_default();
+                    bytes.clear();
                     Heartbeat { first, last }.encode(s.id, &mut bytes);
                     return Some(Transmit {
                         dest: s.addr,
@@ -534,7 +536,8 @@ impl Session {
         }
         for (id, addr, first, carrier) in numbered {
             for i in 0..datagrams {
-                let mut bytes = Vec::new();
+                let mut bytes = self.spare.pop().unwrap_or_default();
+                bytes.clear();
                 encode(tag, &out, i, max, first + i as u64, 0, id, &mut bytes);
                 self.transmits.push_back(Transmit {
                     dest: addr,
@@ -731,12 +734,23 @@ fn send_one(
         return Err(Blocked::Window);
     }
     let id = s.id;
-    s.writer
+    let bytes = s
+        .writer
         .send_counted(now, messages, |seq, buf| {
             encode(tag, out, i, max, seq, FLAG_RELIABLE, id, buf)
         })
         .map(|(_, bytes)| crate::copied(spare, bytes))
-        .map_err(|_| Blocked::Window)
+        .map_err(|_| Blocked::Window)?;
+    let w = &s.writer;
+    if w.held_messages() * 2 > max_msgs || w.held_bytes() * 2 > max_bytes {
+        // Half a bound used: ask the reader now (it acknowledges unasked
+        // only every `ack_every` datagrams: a ring of 256 small messages
+        // fills long before), so that its answer comes before the bound
+        // holds the stream back. Once per answer. (The congestion window
+        // asks when it is full, as before.)
+        s.writer.request_ack();
+    }
+    Ok(bytes)
 }
 
 /// The nodes that do not take this sample (scaling, or a relayed sample

@@ -112,6 +112,44 @@ fn a_recycled_buffer_carries_the_next_delivered_message() {
     );
 }
 
+/// Moves what `a` sends to `b` and `b`'s answers back until both are
+/// quiet, giving every sent buffer back to its sender (as a runtime
+/// does); counts the allocations of `a`'s calls (`count_a`) or `b`'s into
+/// `made`.
+fn exchange(a: &mut Session, b: &mut Session, now: Instant, count_a: bool, made: &mut u64) {
+    let mut counted = |on_a: bool, f: &mut dyn FnMut()| {
+        let before = allocations();
+        f();
+        if on_a == count_a {
+            *made += allocations() - before;
+        }
+    };
+    loop {
+        let mut moved = false;
+        loop {
+            let mut t = None;
+            counted(true, &mut || t = a.poll_transmit(now));
+            let Some(t) = t else { break };
+            moved = true;
+            counted(false, &mut || b.handle_datagram(now, addr(0), &t.bytes));
+            let mut bytes = Some(t.bytes);
+            counted(true, &mut || a.recycle(bytes.take().unwrap_or_default()));
+        }
+        loop {
+            let mut t = None;
+            counted(false, &mut || t = b.poll_transmit(now));
+            let Some(t) = t else { break };
+            moved = true;
+            counted(true, &mut || a.handle_datagram(now, addr(1), &t.bytes));
+            let mut bytes = Some(t.bytes);
+            counted(false, &mut || b.recycle(bytes.take().unwrap_or_default()));
+        }
+        if !moved {
+            break;
+        }
+    }
+}
+
 /// Publishes `seqs` (`len` bytes each) on `a` and hands what `a` sends to
 /// `b` and `b`'s answers back; returns the allocations `a` made meanwhile
 /// (`b`'s are not counted).
@@ -123,11 +161,6 @@ fn sender_allocations(
     len: usize,
 ) -> u64 {
     let mut made = 0;
-    let mut counted = |f: &mut dyn FnMut()| {
-        let before = allocations();
-        f();
-        made += allocations() - before;
-    };
     let payloads: Vec<(u64, Vec<u8>)> = seqs.map(|q| (q, payload(q, len))).collect();
     let (tag, headers) = (
         tag(),
@@ -136,23 +169,20 @@ fn sender_allocations(
             .map(|(q, _)| header(0, *q))
             .collect::<Vec<_>>(),
     );
-    counted(&mut || {
-        for ((_, p), h) in payloads.iter().zip(&headers) {
-            a.handle_record(now, &tag, h, p).unwrap();
+    for ((_, p), h) in payloads.iter().zip(&headers) {
+        // (Held: what waits for the window goes first, as a runtime
+        // takes no record until the session can accept it.)
+        while !a.can_accept(&tag) {
+            exchange(a, b, now, true, &mut made);
         }
-        a.flush(now, &tag);
-    });
-    loop {
-        let mut t = None;
-        counted(&mut || t = a.poll_transmit(now));
-        let Some(t) = t else { break };
-        b.handle_datagram(now, addr(0), &t.bytes);
-        let mut bytes = Some(t.bytes);
-        counted(&mut || a.recycle(bytes.take().unwrap_or_default()));
+        let before = allocations();
+        a.handle_record(now, &tag, h, p).unwrap();
+        made += allocations() - before;
     }
-    while let Some(t) = b.poll_transmit(now) {
-        counted(&mut || a.handle_datagram(now, addr(1), &t.bytes));
-    }
+    let before = allocations();
+    a.flush(now, &tag);
+    made += allocations() - before;
+    exchange(a, b, now, true, &mut made);
     while b.poll_deliver().is_some() {}
     made
 }
@@ -242,40 +272,27 @@ fn receiver_allocations(
     len: usize,
 ) -> u64 {
     let mut made = 0;
-    let mut counted = |f: &mut dyn FnMut()| {
-        let before = allocations();
-        f();
-        made += allocations() - before;
-    };
     let tag = tag();
+    let mut take = |b: &mut Session, made: &mut u64| loop {
+        let before = allocations();
+        let d = b.poll_deliver();
+        *made += allocations() - before;
+        let Some(d) = d else { break };
+        let before = allocations();
+        b.recycle(d.payload);
+        *made += allocations() - before;
+    };
     for q in seqs {
+        while !a.can_accept(&tag) {
+            exchange(a, b, now, false, &mut made);
+            take(b, &mut made);
+        }
         a.handle_record(now, &tag, &header(0, q), &payload(q, len))
             .unwrap();
     }
     a.flush(now, &tag);
-    let mut sent = Vec::new();
-    while let Some(t) = a.poll_transmit(now) {
-        sent.push(t);
-    }
-    for t in sent {
-        counted(&mut || b.handle_datagram(now, addr(0), &t.bytes));
-        a.recycle(t.bytes);
-    }
-    loop {
-        let mut d = None;
-        counted(&mut || d = b.poll_deliver());
-        let Some(d) = d else { break };
-        let mut payload = Some(d.payload);
-        counted(&mut || b.recycle(payload.take().unwrap_or_default()));
-    }
-    loop {
-        let mut t = None;
-        counted(&mut || t = b.poll_transmit(now));
-        let Some(t) = t else { break };
-        a.handle_datagram(now, addr(1), &t.bytes);
-        let mut bytes = Some(t.bytes);
-        counted(&mut || b.recycle(bytes.take().unwrap_or_default()));
-    }
+    exchange(a, b, now, false, &mut made);
+    take(b, &mut made);
     made
 }
 

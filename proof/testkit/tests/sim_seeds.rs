@@ -62,7 +62,7 @@ fn draw(seed: u64, reliable: bool) -> Scenario {
     w.resend_after = ms(rng.range(10, 200));
     w.nack_holdoff = ms(rng.range(0, 20));
     let r = &mut config.reader;
-    r.ack_every = rng.range(1, 32) as u32;
+    r.ack_every = rng.range(1, 128) as u32;
     r.nack_interval = ms(rng.range(1, 20));
     r.max_buffered = rng.range_usize(1, 512);
     let bandwidth = rng.chance(0.5);
