@@ -273,7 +273,7 @@ fn receiver_allocations(
 ) -> u64 {
     let mut made = 0;
     let tag = tag();
-    let mut take = |b: &mut Session, made: &mut u64| loop {
+    let take = |b: &mut Session, made: &mut u64| loop {
         let before = allocations();
         let d = b.poll_deliver();
         *made += allocations() - before;
