@@ -95,6 +95,9 @@ pub(crate) struct State {
     /// Datagrams refused (not sealed for this holding, replayed, or
     /// naming another tag).
     pub(crate) refused: u64,
+    /// Reliable datagrams the session refused for want of room (a lossless
+    /// subscriber's full queue): their senders send them again.
+    pub(crate) no_room: u64,
 }
 
 impl Direct {
@@ -143,6 +146,7 @@ impl Direct {
                 guard: None,
                 sealed: Vec::new(),
                 refused: 0,
+                no_room: 0,
             }),
             present: AtomicBool::new(false),
             left_at: AtomicU64::new(0),
@@ -261,6 +265,13 @@ impl Direct {
     /// stays away holds nobody back.
     pub(crate) fn pump(&self, st: &mut State, now: Instant, keeper: bool) {
         if st.holder {
+            // The room as it is now, before anything is read: the
+            // subscriber may have read on since the last pump, and data
+            // sent within the room announced then must not be refused as
+            // if its queue were still full (each refusal is resent, and
+            // the sender takes it for a loss: it shortens its trains and
+            // halves its congestion window).
+            self.credit(st, now);
             while keeper || st.queue.len() < st.depth {
                 match gso::recv_coalesced(&self.sock, &mut st.buf) {
                     // (Cut: larger than any datagram a sender may send.)
@@ -310,7 +321,11 @@ impl Direct {
         }
         self.credit(st, now);
         self.transmit(st, now);
-        while st.session.poll_event().is_some() {}
+        while let Some(e) = st.session.poll_event() {
+            if matches!(e, tagwire_session::Event::Refused { .. }) {
+                st.no_room += 1;
+            }
+        }
     }
 
     /// The subscriber's pump while it has messages queued: reading the
@@ -655,6 +670,34 @@ mod tests {
         assert_eq!(st.queue.len(), 8);
         assert_eq!(st.overflowed, 32);
         assert_eq!(seq_of(&st.queue[0]), 53);
+    }
+
+    /// A lossless subscriber's pump takes what fits the room it has now:
+    /// it refused data that fit, when the room it had at its last pump was
+    /// none (its subscriber has read on since), and the sender took each
+    /// refusal for a loss.
+    #[test]
+    fn a_lossless_subscriber_takes_what_fits_the_room_it_has_now() {
+        let (d, tag, addr) = open(32, true);
+        // (In `receive` all along: the keeper stays out.)
+        let _present = d.enter();
+        d.take(Vec::new());
+        let (mut s, sock) = sender(&tag, addr);
+        // More than its queue holds, a datagram each, before any credit.
+        send_apart(&mut s, &sock, &tag, 1..=40);
+        pump_until(&d, &mut s, &sock, false, 32);
+        std::thread::sleep(Duration::from_millis(20));
+        let mut st = d.lock();
+        assert_eq!(st.queue.len(), 32, "read past its depth");
+        // The subscriber reads three (not at an eighth of its queue: no
+        // announcement of room), then reads its socket again.
+        for want in 1..=3 {
+            assert_eq!(d.pop(&mut st).map(|m| seq_of(&m)), Some(want));
+        }
+        d.pump(&mut st, Instant::now(), false);
+        assert_eq!(st.no_room, 0, "refused what fit its room");
+        assert_eq!(st.queue.len(), 32);
+        assert_eq!(st.queue.back().map(seq_of), Some(35));
     }
 
     /// The sender's side under a key: sends sealed for the holding with

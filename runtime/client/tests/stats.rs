@@ -72,6 +72,8 @@ fn stats_show_each_subscribers_received_and_lost_and_the_tags_records() {
         (r.get("received"), r.get("overflowed"), r.get("missing")),
         (Some(4), Some(8), Some(0))
     );
+    // (No stream of its own on one node: nothing refused for want of room.)
+    assert_eq!((l.get("no_room"), r.get("no_room")), (Some(0), Some(0)));
     let tag = rows
         .iter()
         .find(|r| r.kind == StatsKind::Tag && r.tag == "/counted")

@@ -341,6 +341,13 @@ impl Core {
                         .with(
                             "direct",
                             u64::from(ep.direct.as_ref().is_some_and(|d| d.lock().holder)),
+                        )
+                        // Data its own session refused for want of room
+                        // (a lossless subscriber holding its stream; its
+                        // senders send it again).
+                        .with(
+                            "no_room",
+                            ep.direct.as_ref().map_or(0, |d| d.lock().no_room),
                         ),
                     )
                 }
