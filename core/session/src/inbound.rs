@@ -376,8 +376,7 @@ impl Session {
             }
             s.advertised = credit;
             // (A buffer given back, as the runtime gives sent ones back.)
-            let mut bytes = self.spare.pop().unwrap_or_default();
-            bytes.clear();
+            let mut bytes = crate::spare_buffer(&mut self.spare);
             AckNack::encode(&a, key.1, &mut bytes);
             self.transmits.push_back(Transmit {
                 dest: to,

@@ -390,9 +390,15 @@ pub struct StreamStats {
 
 /// `bytes` in a buffer from `spare` (see [`Session::recycle`]), or a new one.
 pub(crate) fn copied(spare: &mut Vec<Vec<u8>>, bytes: &[u8]) -> Vec<u8> {
+    let mut buf = spare_buffer(spare);
+    buf.extend_from_slice(bytes);
+    buf
+}
+
+/// An empty buffer: the last one given back to `spare`, or a new one.
+pub(crate) fn spare_buffer(spare: &mut Vec<Vec<u8>>) -> Vec<u8> {
     let mut buf = spare.pop().unwrap_or_default();
     buf.clear();
-    buf.extend_from_slice(bytes);
     buf
 }
 
@@ -506,9 +512,7 @@ impl Session {
     /// An empty buffer: one given back earlier ([`Session::recycle`]), or
     /// a new one.
     pub fn buffer(&mut self) -> Vec<u8> {
-        let mut b = self.spare.pop().unwrap_or_default();
-        b.clear();
-        b
+        spare_buffer(&mut self.spare)
     }
 
     /// The next event.

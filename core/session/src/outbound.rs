@@ -406,8 +406,7 @@ impl Session {
         for o in self.out.values_mut() {
             for s in o.reliable.values_mut() {
                 if let Some(t) = s.writer.poll_transmit(now) {
-                    let mut bytes = self.spare.pop().unwrap_or_default();
-                    bytes.clear();
+                    let mut bytes = crate::spare_buffer(&mut self.spare);
                     let class = match t {
                         WriterTransmit::Data { bytes: b, .. } => {
                             bytes.extend_from_slice(b);
@@ -432,8 +431,7 @@ impl Session {
                     let WriterTransmit::Heartbeat { first, last } = s.writer.heartbeat() else {
                         continue;
                     };
-                    let mut bytes = self.spare.pop().unwrap_or_default();
-                    bytes.clear();
+                    let mut bytes = crate::spare_buffer(&mut self.spare);
                     Heartbeat { first, last }.encode(s.id, &mut bytes);
                     return Some(Transmit {
                         dest: s.addr,
@@ -536,8 +534,7 @@ impl Session {
         }
         for (id, addr, first, carrier) in numbered {
             for i in 0..datagrams {
-                let mut bytes = self.spare.pop().unwrap_or_default();
-                bytes.clear();
+                let mut bytes = crate::spare_buffer(&mut self.spare);
                 encode(tag, &out, i, max, first + i as u64, 0, id, &mut bytes);
                 self.transmits.push_back(Transmit {
                     dest: addr,

@@ -23,7 +23,6 @@ thread_local! {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.with(|a| a.set(a.get() + 1));
-
         // SAFETY: the caller's contract, passed on.
         unsafe { System.alloc(layout) }
     }
@@ -44,6 +43,40 @@ static GLOBAL: Counting = Counting;
 /// Allocations (and reallocations) made on this thread so far.
 fn allocations() -> u64 {
     ALLOCATIONS.with(Cell::get)
+}
+
+/// Runs `f`, adding the allocations it made to `made`.
+fn counting<T>(made: &mut u64, f: impl FnOnce() -> T) -> T {
+    let before = allocations();
+    let r = f();
+    *made += allocations() - before;
+    r
+}
+
+/// A sender with a reliable route to node 1 and node 1's session, both
+/// cutting datagrams of 1400 bytes, through `rounds` rounds of
+/// `per_round` messages of `len` bytes; `round` counts one round's
+/// allocations (the side it measures). Returns them per round.
+fn allocations_per_round(
+    len: usize,
+    per_round: u64,
+    rounds: usize,
+    round: fn(&mut Session, &mut Session, Instant, std::ops::RangeInclusive<u64>, usize) -> u64,
+) -> Vec<u64> {
+    let now = Instant::now();
+    let config = |i| Config {
+        me: node(i),
+        datagram: 1400,
+        ..Config::default()
+    };
+    let (mut a, mut b) = (Session::new(config(0)), Session::new(config(1)));
+    a.set_routes(now, &tag(), vec![dest(1, Mode::Reliable)]);
+    (0..rounds as u64)
+        .map(|r| {
+            let first = 1 + r * per_round;
+            round(&mut a, &mut b, now, first..=first + per_round - 1, len)
+        })
+        .collect()
 }
 
 use net::*;
@@ -117,32 +150,24 @@ fn a_recycled_buffer_carries_the_next_delivered_message() {
 /// does); counts the allocations of `a`'s calls (`count_a`) or `b`'s into
 /// `made`.
 fn exchange(a: &mut Session, b: &mut Session, now: Instant, count_a: bool, made: &mut u64) {
-    let mut counted = |on_a: bool, f: &mut dyn FnMut()| {
-        let before = allocations();
-        f();
-        if on_a == count_a {
-            *made += allocations() - before;
-        }
-    };
+    // (What the other side does is counted into a sink.)
+    let mut other = 0;
     loop {
         let mut moved = false;
-        loop {
-            let mut t = None;
-            counted(true, &mut || t = a.poll_transmit(now));
-            let Some(t) = t else { break };
+        let (on_a, on_b) = if count_a {
+            (&mut *made, &mut other)
+        } else {
+            (&mut other, &mut *made)
+        };
+        while let Some(t) = counting(on_a, || a.poll_transmit(now)) {
             moved = true;
-            counted(false, &mut || b.handle_datagram(now, addr(0), &t.bytes));
-            let mut bytes = Some(t.bytes);
-            counted(true, &mut || a.recycle(bytes.take().unwrap_or_default()));
+            counting(on_b, || b.handle_datagram(now, addr(0), &t.bytes));
+            counting(on_a, || a.recycle(t.bytes));
         }
-        loop {
-            let mut t = None;
-            counted(false, &mut || t = b.poll_transmit(now));
-            let Some(t) = t else { break };
+        while let Some(t) = counting(on_b, || b.poll_transmit(now)) {
             moved = true;
-            counted(true, &mut || a.handle_datagram(now, addr(1), &t.bytes));
-            let mut bytes = Some(t.bytes);
-            counted(false, &mut || b.recycle(bytes.take().unwrap_or_default()));
+            counting(on_a, || a.handle_datagram(now, addr(1), &t.bytes));
+            counting(on_b, || b.recycle(t.bytes));
         }
         if !moved {
             break;
@@ -175,13 +200,9 @@ fn sender_allocations(
         while !a.can_accept(&tag) {
             exchange(a, b, now, true, &mut made);
         }
-        let before = allocations();
-        a.handle_record(now, &tag, h, p).unwrap();
-        made += allocations() - before;
+        counting(&mut made, || a.handle_record(now, &tag, h, p)).unwrap();
     }
-    let before = allocations();
-    a.flush(now, &tag);
-    made += allocations() - before;
+    counting(&mut made, || a.flush(now, &tag));
     exchange(a, b, now, true, &mut made);
     while b.poll_deliver().is_some() {}
     made
@@ -194,30 +215,12 @@ fn sender_allocations(
 /// acknowledged.
 #[test]
 fn a_sender_that_gives_transmits_back_allocates_nothing_per_message() {
-    let now = Instant::now();
     for (len, per_round) in [(100usize, 50u64), (8192, 4), (30_000, 1)] {
-        let mut a = Session::new(Config {
-            me: node(0),
-            datagram: 1400,
-            ..Config::default()
-        });
-        a.set_routes(now, &tag(), vec![dest(1, Mode::Reliable)]);
-        let mut b = Session::new(Config {
-            me: node(1),
-            datagram: 1400,
-            ..Config::default()
-        });
-        let mut seq = 1;
-        let mut made = Vec::new();
-        for _ in 0..20 {
-            let n = sender_allocations(&mut a, &mut b, now, seq..=seq + per_round - 1, len);
-            made.push(n);
-            seq += per_round;
-        }
+        let made = allocations_per_round(len, per_round, 20, sender_allocations);
         // The first rounds fill the pools and grow the queues.
-        let last = &made[made.len() - 10..];
         assert_eq!(
-            last, [0; 10],
+            made[10..],
+            [0; 10],
             "{len}-byte messages: allocations per round {made:?}"
         );
     }
@@ -273,14 +276,10 @@ fn receiver_allocations(
 ) -> u64 {
     let mut made = 0;
     let tag = tag();
-    let take = |b: &mut Session, made: &mut u64| loop {
-        let before = allocations();
-        let d = b.poll_deliver();
-        *made += allocations() - before;
-        let Some(d) = d else { break };
-        let before = allocations();
-        b.recycle(d.payload);
-        *made += allocations() - before;
+    let take = |b: &mut Session, made: &mut u64| {
+        while let Some(d) = counting(made, || b.poll_deliver()) {
+            counting(made, || b.recycle(d.payload));
+        }
     };
     for q in seqs {
         while !a.can_accept(&tag) {
@@ -303,32 +302,14 @@ fn receiver_allocations(
 /// every datagram was decoded into an allocation of its own).
 #[test]
 fn a_receiver_that_gives_payloads_back_allocates_nothing_per_message() {
-    let now = Instant::now();
     for (len, per_round) in [(100usize, 50u64), (1000, 8), (8192, 4), (30_000, 1)] {
-        let mut a = Session::new(Config {
-            me: node(0),
-            datagram: 1400,
-            ..Config::default()
-        });
-        a.set_routes(now, &tag(), vec![dest(1, Mode::Reliable)]);
-        let mut b = Session::new(Config {
-            me: node(1),
-            datagram: 1400,
-            ..Config::default()
-        });
-        let mut seq = 1;
-        let mut made = Vec::new();
         // (Until the reassembler's memory of completed messages, which
         // grows to a bound, is full.)
-        let rounds = 20 + 1100 / per_round;
-        for _ in 0..rounds {
-            let n = receiver_allocations(&mut a, &mut b, now, seq..=seq + per_round - 1, len);
-            made.push(n);
-            seq += per_round;
-        }
-        let last = &made[made.len() - 10..];
+        let rounds = 20 + 1100 / per_round as usize;
+        let made = allocations_per_round(len, per_round, rounds, receiver_allocations);
         assert_eq!(
-            last, [0; 10],
+            made[rounds - 10..],
+            [0; 10],
             "{len}-byte messages: allocations per round {made:?}"
         );
     }

@@ -429,7 +429,7 @@ fn a_busy_polling_direct_subscriber_finds_lone_messages_awake() {
         let mut sub = clients[1].subscribe(tag, opts).unwrap();
         wait_direct(&sub, true);
         let mut publisher = clients[0].publisher(tag).unwrap();
-        let sender = std::thread::scope(|s| {
+        let sleeps = std::thread::scope(|s| {
             let h = s.spawn(|| {
                 for i in 0..N {
                     std::thread::sleep(Duration::from_millis(2));
@@ -444,7 +444,7 @@ fn a_busy_polling_direct_subscriber_finds_lone_messages_awake() {
             h.join().unwrap();
             sub.sleeps() - before
         });
-        slept.push(sender);
+        slept.push(sleeps);
     }
     let (spinning, sleeping) = (slept[0], slept[1]);
     println!("sleeps for {N} lone messages: busy-polling {spinning}, blocking {sleeping}");

@@ -268,13 +268,20 @@ mod tests {
         (a, b)
     }
 
+    /// [`pair`], if this kernel segments (else it says it skips).
+    fn gso_pair() -> Option<(UdpSocket, UdpSocket)> {
+        let (a, b) = pair();
+        if gso_supported(&a) {
+            Some((a, b))
+        } else {
+            println!("skipping: no UDP_SEGMENT on this kernel");
+            None
+        }
+    }
+
     #[test]
     fn segments_arrive_as_datagrams_without_gro() {
-        let (a, b) = pair();
-        if !gso_supported(&a) {
-            println!("skipping: no UDP_SEGMENT on this kernel");
-            return;
-        }
+        let Some((a, b)) = gso_pair() else { return };
         let buf: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
         let n = send_segments(&a, b.local_addr().unwrap(), &buf, 300).unwrap();
         assert_eq!(n, 1000);
@@ -332,11 +339,7 @@ mod tests {
 
     #[test]
     fn parts_in_buffers_of_their_own_arrive_as_one_datagram_each() {
-        let (a, b) = pair();
-        if !gso_supported(&a) {
-            println!("skipping: no UDP_SEGMENT on this kernel");
-            return;
-        }
+        let Some((a, b)) = gso_pair() else { return };
         let parts: Vec<Vec<u8>> = (0..5u8)
             .map(|i| vec![i; if i == 4 { 70 } else { 300 }])
             .collect();
