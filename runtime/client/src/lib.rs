@@ -49,7 +49,9 @@ use std::time::SystemTime;
 pub use client::{Client, ClientOptions};
 pub use error::Error;
 pub use publisher::{Publisher, DEFAULT_SEND_TIMEOUT};
-pub use subscriber::{MessageInfo, SubscribeOptions, Subscriber, DEFAULT_DEPTH, MAX_LOSSLESS};
+pub use subscriber::{
+    MessageInfo, SubscribeOptions, Subscriber, DEFAULT_DEPTH, FLOW_POLL, MAX_LOSSLESS,
+};
 pub use tagwire_instances::Counts as Filtered;
 pub use tagwire_proto::ReplicaEntry;
 pub use tagwire_wire::control::{

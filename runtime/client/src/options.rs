@@ -14,6 +14,10 @@ pub struct SubscribeOptions {
     /// Spin this long before sleeping in `receive` (default: none, block at once).
     /// For latency-critical users with a core to spare.
     pub busy_poll: Option<Duration>,
+    /// How long a blocking `receive` whose stream flows (two or more
+    /// messages since it last waited) polls before it sleeps, when
+    /// `busy_poll` is not set ([`FLOW_POLL`]; zero: sleep at once).
+    pub flow_poll: Duration,
     /// Reliability, carrier and temporal scaling of the connections that
     /// feed this subscription (default: reliable UDP, every sample).
     pub qos: ChannelQos,
@@ -31,11 +35,19 @@ pub struct SubscribeOptions {
 /// tag's ring slots when it has fewer.
 pub const DEFAULT_DEPTH: u32 = 64;
 
+/// The `flow_poll` of [`SubscribeOptions::default`]: longer than a
+/// flat-out writer's gap between two records, far shorter than a wake-up
+/// (tens of µs here). A reader that keeps up with a flat-out writer would
+/// otherwise sleep between two records and be woken for the next, each side
+/// paying a system call per message.
+pub const FLOW_POLL: Duration = Duration::from_micros(20);
+
 impl Default for SubscribeOptions {
     fn default() -> Self {
         Self {
             depth: DEFAULT_DEPTH,
             busy_poll: None,
+            flow_poll: FLOW_POLL,
             qos: ChannelQos::default(),
             lossless: false,
             direct: true,
@@ -172,6 +184,14 @@ impl SubscribeOptions {
     /// Enables busy-polling for `spin` before blocking.
     pub fn busy_poll(mut self, spin: Duration) -> Self {
         self.busy_poll = Some(spin);
+        self
+    }
+
+    /// Sets how long a blocking `receive` whose stream flows polls before
+    /// it sleeps ([`FLOW_POLL`] by default; zero sleeps at once, sparing the
+    /// CPU the poll costs). `busy_poll`, when set, replaces it.
+    pub fn flow_poll(mut self, spin: Duration) -> Self {
+        self.flow_poll = spin;
         self
     }
 }

@@ -26,7 +26,7 @@ use tagwire_wire::{Carrier, Proxy};
 use crate::client::{daemon_error, is_code, Client, Endpoint, EndpointKind};
 use crate::direct::Direct;
 use crate::gaps::Gaps;
-pub use crate::options::{SubscribeOptions, DEFAULT_DEPTH};
+pub use crate::options::{SubscribeOptions, DEFAULT_DEPTH, FLOW_POLL};
 use crate::{Error, Message, Result};
 
 /// What [`Subscriber::receive_into`] returns beside the payload.
@@ -80,20 +80,15 @@ pub struct Subscriber {
     /// Buffers the caller gave `receive_into` and got a direct message's
     /// buffer for: back to the direct session at the next pop.
     spare: Vec<Vec<u8>>,
-    /// Messages (and loss reports) handed out since the ring last had to
-    /// be waited for: two or more say the stream is flowing (see
-    /// [`FLOW_SPIN`]).
+    /// Messages (and loss reports) handed out since `receive` last slept:
+    /// two or more say the stream is flowing (see
+    /// [`crate::SubscribeOptions::flow_poll`]).
     since_wait: u32,
     /// Times `receive` went to sleep.
     sleeps: u64,
     /// The per-instance filter, when the options ask for one.
     pub(crate) instances: Option<crate::instances::Filter>,
 }
-
-/// How long a blocking subscriber whose stream flows polls its ring before
-/// it sleeps (see `receive_next`): longer than a flat-out writer's gap
-/// between two records, far shorter than a wake-up (tens of µs here).
-const FLOW_SPIN: Duration = Duration::from_micros(20);
 
 impl Subscriber {
     pub(crate) fn new(client: Client, ep: Arc<Endpoint>, opts: SubscribeOptions) -> Result<Self> {
@@ -421,20 +416,19 @@ impl Subscriber {
                     continue;
                 }
             }
-            // A stream that flows (several messages since the last wait)
+            // A stream that flows (several messages since the last sleep)
             // is polled a little before sleeping: a reader that keeps up
             // with a flat-out writer would otherwise sleep between two
             // records and be woken for the next, each side paying a system
             // call per message (256 B on one host: 8.5 M msg/s fell to
-            // 3 M once the reader got faster than its writer).
-            let spin = self.opts.busy_poll.unwrap_or(if self.since_wait >= 2 {
-                FLOW_SPIN
-            } else {
-                Duration::ZERO
-            });
-            self.since_wait = 0;
+            // 3 M once the reader got faster than its writer). It flows on
+            // while the polls find records: a reader faster than its writer
+            // finds one per poll (counting from the last wait instead, such
+            // a reader slept every other message).
+            let spin = ring_spin(&self.opts, self.since_wait);
             if self.ring.wait(&self.cursor, Some(slice), spin) {
                 self.sleeps += 1;
+                self.since_wait = 0;
             }
         }
     }
@@ -706,9 +700,35 @@ impl Client {
     }
 }
 
+/// How long a blocking `receive` polls the tag's ring before it sleeps,
+/// `since_wait` messages after it last slept: `busy_poll` when set, else
+/// `flow_poll` once the stream flows (two or more messages), else not at
+/// all (a lone message's reader sleeps at once).
+fn ring_spin(opts: &SubscribeOptions, since_wait: u32) -> Duration {
+    opts.busy_poll.unwrap_or(if since_wait >= 2 {
+        opts.flow_poll
+    } else {
+        Duration::ZERO
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flowing_stream_polls_for_flow_poll_and_busy_poll_overrides_it() {
+        let d = SubscribeOptions::default();
+        assert_eq!(ring_spin(&d, 0), Duration::ZERO);
+        assert_eq!(ring_spin(&d, 1), Duration::ZERO);
+        assert_eq!(ring_spin(&d, 2), FLOW_POLL);
+        assert_eq!(ring_spin(&d, 1000), FLOW_POLL);
+        let off = d.flow_poll(Duration::ZERO);
+        assert_eq!(ring_spin(&off, 5), Duration::ZERO);
+        let busy = d.busy_poll(Duration::from_millis(3));
+        assert_eq!(ring_spin(&busy, 0), Duration::from_millis(3));
+        assert_eq!(ring_spin(&busy, 5), Duration::from_millis(3));
+    }
     use tagwire_wire::{NodeAddr, Pid, SenderInfo, SeqNum};
 
     #[test]
