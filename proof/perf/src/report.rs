@@ -39,7 +39,7 @@ pub struct Record {
     pub bench: String,
     /// System: `"tagwire"`, `"raw-futex"`, `"raw-spin"`, `"raw-udp"`, `"cyclonedds"`, ...
     pub system: String,
-    /// Receive mode: `"block"` or `"spin"`.
+    /// Receive mode: `"block"`, `"sleep"` or `"spin"` (see `workload::Mode`).
     pub mode: String,
     /// Payload size in bytes.
     pub size: u64,
@@ -387,6 +387,27 @@ fn rtt_like_table(records: &[Record], bench: &str, title: &str) -> String {
         })
         .collect();
     let has_tagwire = recs.iter().any(|r| r.system == "tagwire");
+    // A tagwire mode no baseline has (`sleep`: a blocking receive with the
+    // flow poll off) gets a column per baseline it was paired with.
+    let unmatched: Vec<(String, &str)> = ordered_unique(
+        recs.iter()
+            .filter(|r| r.system == "tagwire")
+            .map(|r| r.mode.clone()),
+    )
+    .into_iter()
+    .filter(|m| !recs.iter().any(|r| r.system != "tagwire" && &r.mode == m))
+    .flat_map(|m| {
+        let paired = |b: &&str| {
+            recs.iter()
+                .any(|r| r.system == "tagwire" && r.mode == m && r.paired.contains_key(*b))
+        };
+        let bs: Vec<&str> = ordered_unique(baselines.iter().map(|(b, _)| *b))
+            .into_iter()
+            .filter(|b| paired(b))
+            .collect();
+        bs.into_iter().map(move |b| (m.clone(), b))
+    })
+    .collect();
 
     let mut header = vec!["size".to_string()];
     header.extend(cols.iter().cloned());
@@ -395,6 +416,7 @@ fn rtt_like_table(records: &[Record], bench: &str, title: &str) -> String {
             Some(m) => format!("tagwire/{m}/{b}"),
             None => format!("tagwire/{b}"),
         }));
+        header.extend(unmatched.iter().map(|(m, b)| format!("tagwire/{m}/{b}")));
     }
     // The two-sided floor against the one-hop one (remote-rtt).
     let relay_floor = recs
@@ -456,6 +478,13 @@ fn rtt_like_table(records: &[Record], bench: &str, title: &str) -> String {
                         base.and_then(|r| r.p50_us),
                     )),
                 }
+            }
+            for (m, b) in &unmatched {
+                let p = at
+                    .iter()
+                    .find(|r| r.system == "tagwire" && &r.mode == m)
+                    .and_then(|r| r.paired.get(*b));
+                row.push(p.map_or_else(|| "-".to_string(), |p| format!("{p:.2}x")));
             }
         }
         if relay_floor {
@@ -908,6 +937,25 @@ mod tests {
         let t = throughput_table(&recs);
         assert!(t.contains("tagwire/zenoh"), "{t}");
         assert!(t.contains("0.50x"), "{t}");
+    }
+
+    #[test]
+    fn a_mode_no_baseline_has_gets_its_own_ratio_columns() {
+        let mut recs = sample();
+        recs.push(Record::rtt("iceoryx2", "block", 256, &rep(18.0)));
+        let mut sleep = Record::rtt("tagwire", "sleep", 256, &rep(27.0));
+        sleep.paired.insert("raw-futex".into(), 6.0);
+        sleep.paired.insert("iceoryx2".into(), 1.5);
+        recs.push(sleep);
+        let t = rtt_table(&recs);
+        let header = t.lines().find(|l| l.starts_with("size")).expect("header");
+        assert!(header.contains("tagwire/sleep/raw-futex"), "{t}");
+        assert!(header.contains("tagwire/sleep/iceoryx2"), "{t}");
+        assert!(!header.contains("tagwire/sleep/cyclonedds"), "{t}");
+        let row = t.lines().find(|l| l.starts_with("256 B")).expect("row");
+        assert!(row.contains("6.00x") && row.contains("1.50x"), "{row}");
+        // The blocking mode's own columns are unchanged: 9/18.
+        assert!(row.contains("0.50x"), "{row}");
     }
 
     #[test]

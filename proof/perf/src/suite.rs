@@ -35,24 +35,7 @@ pub struct SuiteOpts {
     pub progress: bool,
 }
 
-/// Blocking or busy-poll receive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Sleep until a message arrives.
-    Block,
-    /// Spin before sleeping.
-    Spin,
-}
-
-impl Mode {
-    /// "block" or "spin".
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Block => "block",
-            Mode::Spin => "spin",
-        }
-    }
-}
+pub use crate::workload::Mode;
 
 /// Throughput series: (system, size, [(rep, msgs/s)], per-rep notes).
 type RateSeries = (String, u64, Vec<(usize, f64)>, Vec<String>);
@@ -229,7 +212,7 @@ pub(crate) fn note(o: &SuiteOpts, msg: impl AsRef<str>) {
 /// A language binding to measure beside Rust: its runner, or why it cannot run.
 pub type Lang = (String, Result<crate::lang::Runner, String>);
 
-/// RTT against size: tagwire (block and spin) beside raw futex, raw spin, raw
+/// RTT against size: tagwire (block, sleep and spin) beside raw futex, raw spin, raw
 /// UDP and Cyclone DDS, and tagwire from the other languages in `langs`
 /// (`tagwire-cpp`, `tagwire-python`, blocking, paired with Rust's).
 ///
@@ -251,7 +234,7 @@ pub fn rtt(
     let mut skipped = Vec::new();
     if let Err(reason) = &iox2 {
         for &size in sizes {
-            for &mode in modes {
+            for &mode in modes.iter().filter(|m| **m != Mode::Sleep) {
                 skipped.push(Record::skipped(
                     "rtt",
                     "iceoryx2",
@@ -269,13 +252,15 @@ pub fn rtt(
             note(o, format!("rtt rep {}/{} size {size}", rep + 1, o.reps));
             let s = size as u64;
             for &mode in modes {
-                let rounds = Rounds::new(size, o.iters, o.warmup).spin(mode == Mode::Spin);
+                let rounds = Rounds::new(size, o.iters, o.warmup).mode(mode);
                 let d = workload::rtt(&o.env, rounds)?;
                 push(&mut acc, "tagwire", mode.as_str(), s, 1, "all", &d);
                 if mode == Mode::Block && !langs.is_empty() {
                     push(&mut lacc, "tagwire", "block", s, 1, "all", &d);
                 }
                 let (name, d) = match mode {
+                    // (Its floor is the blocking one's.)
+                    Mode::Sleep => continue,
                     Mode::Block => (
                         "raw-futex",
                         raw::raw_shm_futex_rtt_with(size, o.iters, o.warmup, &ropts)?,
@@ -304,7 +289,7 @@ pub fn rtt(
             // copying the answer out as tagwire's does (`iceoryx2`), and
             // looking at its header only (`iceoryx2-peek`).
             if let Ok(p) = &iox2 {
-                for &mode in modes {
+                for &mode in modes.iter().filter(|m| **m != Mode::Sleep) {
                     for (system, peek) in [("iceoryx2", false), ("iceoryx2-peek", true)] {
                         let how = (mode == Mode::Spin, peek);
                         match crate::peers::iox2_rtt(p, how, size, o.iters, o.warmup) {
@@ -487,9 +472,7 @@ pub fn fanout(
                         a.as_str()
                     ),
                 );
-                let rounds = Rounds::new(size, o.iters, o.warmup)
-                    .fan(n, a)
-                    .spin(mode == Mode::Spin);
+                let rounds = Rounds::new(size, o.iters, o.warmup).fan(n, a).mode(mode);
                 let d = workload::rtt(&o.env, rounds)?;
                 push(
                     &mut acc,

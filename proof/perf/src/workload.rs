@@ -94,8 +94,8 @@ pub struct WorkerArgs {
     pub ack: String,
     /// Whether this worker acknowledges.
     pub acks: bool,
-    /// Busy-poll receive.
-    pub spin: bool,
+    /// How it waits for a ping.
+    pub mode: Mode,
     /// Queue depth.
     pub depth: u32,
     /// Pin the worker to this CPU.
@@ -156,9 +156,7 @@ fn spawn_worker(env: &Env, i: usize, a: &WorkerArgs, stdout: Stdio) -> anyhow::R
     if a.acks {
         cmd.arg("--acks");
     }
-    if a.spin {
-        cmd.arg("--spin");
-    }
+    cmd.args(["--mode", a.mode.as_str()]);
     if let Some(c) = a.cpu {
         cmd.args(["--cpu", &c.to_string()]);
     }
@@ -197,12 +195,45 @@ fn unique(kind: &str) -> String {
     format!("/perf/{}/{kind}{n}", std::process::id())
 }
 
-fn spin_opts(spin: bool, depth: u32) -> SubscribeOptions {
-    let o = SubscribeOptions::default().depth(depth);
-    if spin {
-        o.busy_poll(Duration::from_millis(50))
-    } else {
-        o
+/// How a receiver waits: what a round trip or a fan-out measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A blocking receive as it comes (a stream that flows is polled
+    /// `tagwire::FLOW_POLL` before sleeping: a ping-pong faster than that
+    /// keeps both ends awake).
+    Block,
+    /// A blocking receive that sleeps at once (`flow_poll` zero): the
+    /// futex wake-up on every message.
+    Sleep,
+    /// Busy-poll (50 ms) before sleeping.
+    Spin,
+}
+
+impl Mode {
+    /// "block", "sleep" or "spin".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Block => "block",
+            Mode::Sleep => "sleep",
+            Mode::Spin => "spin",
+        }
+    }
+
+    /// The mode `as_str` names.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Mode::Block, Mode::Sleep, Mode::Spin]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+    }
+
+    /// Subscription options waiting this way, `depth` deep.
+    fn options(self, depth: u32) -> SubscribeOptions {
+        let o = SubscribeOptions::default().depth(depth);
+        match self {
+            Mode::Block => o,
+            Mode::Sleep => o.flow_poll(Duration::ZERO),
+            Mode::Spin => o.busy_poll(Duration::from_millis(50)),
+        }
     }
 }
 
@@ -219,8 +250,8 @@ pub struct Rounds {
     pub receivers: usize,
     /// Who acknowledges.
     pub acks: Acks,
-    /// Busy-poll (spin-then-block) receives instead of blocking ones.
-    pub spin: bool,
+    /// How both sides wait.
+    pub mode: Mode,
     /// The receivers want every n-th ping (1: all): each round publishes n
     /// pings back to back and times the n-th from its send to its acks.
     pub every: u32,
@@ -243,7 +274,7 @@ impl Rounds {
             warmup,
             receivers: 1,
             acks: Acks::All,
-            spin: false,
+            mode: Mode::Block,
             every: 1,
             proxy: Some(Proxy::Subscriber),
             through_daemon: false,
@@ -267,9 +298,9 @@ impl Rounds {
         }
     }
 
-    /// Busy-polling receives on both sides when `spin`.
-    pub fn spin(self, spin: bool) -> Self {
-        Self { spin, ..self }
+    /// Both sides wait as `mode` says.
+    pub fn mode(self, mode: Mode) -> Self {
+        Self { mode, ..self }
     }
 
     /// Receivers that want every `n`-th ping, filtered at `proxy`.
@@ -291,7 +322,7 @@ pub fn rtt(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
         warmup,
         receivers,
         acks,
-        spin,
+        mode,
         every,
         proxy,
         through_daemon,
@@ -304,7 +335,7 @@ pub fn rtt(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
     let ack = unique("ack");
     c.create_tag(&ping, env.domain())?;
     c.create_tag(&ack, env.domain())?;
-    let mut ack_opts = spin_opts(spin, 256);
+    let mut ack_opts = mode.options(256);
     if through_daemon {
         ack_opts = ack_opts.through_daemon();
     }
@@ -318,7 +349,7 @@ pub fn rtt(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
             ping: ping.clone(),
             ack: ack.clone(),
             acks: acking,
-            spin,
+            mode,
             depth: 64,
             cpu: env.cpus.map(|c| c.1),
             every: if proxy.is_some() { every } else { 1 },
@@ -437,7 +468,7 @@ pub fn throughput(
         ping: tag.clone(),
         ack: String::new(),
         acks: false,
-        spin: false,
+        mode: Mode::Block,
         depth: slots,
         cpu: env.cpus.map(|c| c.1),
         every: 1,
@@ -571,7 +602,7 @@ pub fn worker_main(a: &WorkerArgs) -> anyhow::Result<()> {
         crate::raw::pin_current_thread(c)?;
     }
     let c = Client::connect()?;
-    let mut opts = spin_opts(a.spin, a.depth).every(a.every).proxy(a.proxy);
+    let mut opts = a.mode.options(a.depth).every(a.every).proxy(a.proxy);
     if a.lossless {
         opts = opts.lossless();
     }
