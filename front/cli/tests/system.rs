@@ -257,8 +257,9 @@ fn tagwire_sub_lossless_holds_a_flat_out_publisher_back_and_loses_nothing() {
             "--count",
             "3000",
             "--lossless",
+            // (It ends at its count; the idle timeout only ends a failed run.)
             "--idle-timeout",
-            "5",
+            "30",
         ])
         .stdout(Stdio::piped())
         .spawn()
@@ -610,8 +611,10 @@ fn a_lossless_subscription_holds_writers_back_from_the_moment_it_is_granted() {
     assert!(opened2.gate.is_some());
     drop(gate);
     drop(raw);
+    // (Seven fit before the first gate; the eighth once the daemon has
+    // seen the first client go, however long this machine takes.)
     for _ in 0..8 {
-        publ.send(b"z").unwrap();
+        wait_until("room for the next message", || publ.send(b"z").is_ok());
     }
     assert!(
         matches!(publ.send(b"z"), Err(Error::WindowFull { .. })),
@@ -1101,16 +1104,23 @@ fn a_hostile_subscriber_cannot_write_the_control_segment_and_its_seat_harms_only
         publ.send(&i.to_le_bytes()).unwrap();
     }
     let _ = sub.purge();
-    // An honest subscriber asleep in receive is still woken at once.
-    let t = std::thread::spawn(move || {
-        let m = sub.receive(Some(Duration::from_secs(5))).unwrap();
-        (Instant::now(), m.payload)
-    });
-    std::thread::sleep(Duration::from_millis(300));
-    let sent = Instant::now();
-    publ.send(b"wake").unwrap();
-    let (got, payload) = t.join().unwrap();
-    assert_eq!(payload, b"wake");
-    let took = got.duration_since(sent);
-    assert!(took < Duration::from_millis(100), "woken after {took:?}");
+    // An honest subscriber asleep in receive is still woken at once (a
+    // wake-up taken away would leave it to its 200 ms periodic look, every
+    // time: the median says which; one slow wake-up is this machine).
+    let mut took = Vec::new();
+    for _ in 0..5 {
+        let t = std::thread::spawn(move || {
+            let m = sub.receive(Some(Duration::from_secs(5))).unwrap();
+            (Instant::now(), m.payload, sub)
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let sent = Instant::now();
+        publ.send(b"wake").unwrap();
+        let (got, payload, back) = t.join().unwrap();
+        sub = back;
+        assert_eq!(payload, b"wake");
+        took.push(got.duration_since(sent));
+    }
+    took.sort();
+    assert!(took[2] < Duration::from_millis(100), "woken after {took:?}");
 }

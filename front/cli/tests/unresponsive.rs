@@ -32,8 +32,27 @@ fn an_unconfirmed_grant_is_rolled_back_by_its_role_and_reported() {
     let (c0, c1) = (&clients[0], &clients[1]);
 
     const TAG: &str = "/rollback";
-    c0.create_tag(TAG, Domain::Global).unwrap();
-    let mut sub = c0.subscribe(TAG, SubscribeOptions::default()).unwrap();
+    // With both hosts up, a change this machine leaves unconfirmed for the
+    // short apply timeout is rolled back too: the setup asks again.
+    let mut sub = None;
+    wait_until("the tag and a subscription are set up", || {
+        // (Creating a tag that exists is not an error.)
+        let made = c0
+            .create_tag(TAG, Domain::Global)
+            .and_then(|_| c0.subscribe(TAG, SubscribeOptions::default()));
+        match made {
+            Ok(s) => {
+                sub = Some(s);
+                true
+            }
+            Err(tagwire::Error::PeersUnresponsive(msg)) => {
+                println!("setup: {msg}, again");
+                false
+            }
+            Err(e) => panic!("setup: {e}"),
+        }
+    });
+    let mut sub = sub.unwrap();
     let before = c0.receivers(TAG).unwrap();
     assert_eq!(before.len(), 1, "{before:?}");
     assert_eq!(before[0].who, c0.me());

@@ -53,10 +53,12 @@ def test_async_for_with_a_concurrent_publisher_keeps_the_loop_responsive(client,
         watchdog.cancel()
     assert [m.seq for m in got] == list(range(1, n + 1))
     assert [int.from_bytes(m.payload, "little") for m in got] == list(range(n))
-    # The ticker ran all along: the loop was never blocked for long.
+    # The ticker ran all along: the loop was never blocked for long (a
+    # receive that blocked it would hold it until the watchdog, 30 s; the
+    # bounds leave a loaded machine room).
     gaps = [b - a for a, b in zip(ticks, ticks[1:])]
-    assert len(ticks) > 30
-    assert max(gaps) < 0.5, f"event loop blocked for {max(gaps):.3f} s"
+    assert len(ticks) > 10
+    assert max(gaps) < 2.0, f"event loop blocked for {max(gaps):.3f} s"
 
 
 def test_receive_async_times_out_without_blocking_the_loop(client, tag):
@@ -80,8 +82,9 @@ def test_receive_async_times_out_without_blocking_the_loop(client, tag):
         return ticks, waited
 
     ticks, waited = asyncio.run(main())
-    assert 0.25 < waited < 2
-    assert ticks >= 10
+    assert 0.25 < waited < 5
+    # About 30 (one per 10 ms); a blocked loop ticks once.
+    assert ticks >= 5, ticks
 
 
 def test_receive_async_gets_a_message_from_another_thread(client, tag):

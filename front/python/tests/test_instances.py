@@ -111,13 +111,16 @@ def test_a_publisher_is_told_which_instances_it_left_past_its_offered_deadline(c
     pub = client.publisher(tag)
     assert pub.missed_deadlines() == []
     pub.offer_deadline(0.05)
-    pub.send_keyed(b"quiet", b"q")
     start = time.monotonic()
+    pub.send_keyed(b"quiet", b"q")
     while time.monotonic() - start < 0.18:
         pub.send_keyed(b"busy", b"b")
         time.sleep(0.01)
     missed = pub.missed_deadlines()
-    assert 2 <= len(missed) <= 4, missed
+    # At most one per whole period gone by (fewer if this thread was held
+    # up past a period: the exact count is a Rust unit test's).
+    periods = int((time.monotonic() - start) / 0.05)
+    assert 1 <= len(missed) <= periods, (missed, periods)
     assert all(k == key16(b"quiet") for k in missed)
     pub.offer_deadline(None)
     assert pub.missed_deadlines() == []

@@ -440,7 +440,12 @@ impl Direct {
                 std::hint::spin_loop();
             }
         }
-        self.poll(until.saturating_sub(now.elapsed()));
+        // A session timer due before the spin ended: it is not a sleep.
+        let rest = until.saturating_sub(now.elapsed());
+        if rest.is_zero() {
+            return false;
+        }
+        self.poll(rest);
         true
     }
 

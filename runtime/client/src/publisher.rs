@@ -398,7 +398,8 @@ impl Publisher {
 
     /// The instances this publisher left without a sample for a whole
     /// offered deadline period since the last call, one entry per period
-    /// missed (`None`: messages without a key), oldest first, and how many
+    /// missed as seen when it sends or asks (periods that end while it does
+    /// neither are one entry; `None`: messages without a key), oldest first, and how many
     /// older ones were dropped uncounted in the list (at most 4096 are kept
     /// between calls).
     pub fn missed_deadlines(&mut self) -> (Vec<Option<Key>>, u64) {

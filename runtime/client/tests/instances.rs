@@ -203,8 +203,8 @@ fn a_deadline_is_reported_for_the_silent_instance_only() {
             SubscribeOptions::default().deadline(Duration::from_millis(50)),
         )
         .unwrap();
-    p.send_keyed(b"quiet", b"q").unwrap();
     let start = std::time::Instant::now();
+    p.send_keyed(b"quiet", b"q").unwrap();
     let (mut missed, mut got) = (Vec::new(), 0);
     while start.elapsed() < Duration::from_millis(180) {
         p.send_keyed(b"busy", b"b").unwrap();
@@ -217,10 +217,13 @@ fn a_deadline_is_reported_for_the_silent_instance_only() {
             }
         }
     }
+    // At most once per whole period gone by (fewer when this thread is
+    // held up past a period).
+    let periods = (start.elapsed().as_millis() / 50) as usize;
     assert!(got > 5);
     assert!(
-        (1..=4).contains(&missed.len()),
-        "about once per 50 ms: {missed:?}"
+        (1..=periods).contains(&missed.len()),
+        "at most once per 50 ms ({periods} periods): {missed:?}"
     );
     assert!(missed.iter().all(|k| *k == Some(Key::of(b"quiet"))));
     // Receive with no message at all still reports it (the wait ends at
@@ -282,31 +285,43 @@ fn a_publisher_is_told_which_instances_it_left_past_its_offered_deadline() {
     std::thread::sleep(Duration::from_millis(60));
     assert_eq!(p.missed_deadlines(), (vec![], 0));
 
+    // At most one report per whole period gone by since `t`: fewer when
+    // this thread is held up past a period (the exact counts, on a made-up
+    // clock, are `offered`'s unit tests).
+    let periods = |t: std::time::Instant, period: u128| (t.elapsed().as_millis() / period) as usize;
     p.offer_deadline(Some(Duration::from_millis(50)));
+    let start = std::time::Instant::now();
     p.send_keyed(b"quiet", b"q").unwrap();
     p.send_keyed(b"gone", b"g").unwrap();
     p.dispose(b"gone").unwrap(); // a disposed instance owes nothing
-    let start = std::time::Instant::now();
     while start.elapsed() < Duration::from_millis(180) {
         p.send_keyed(b"busy", b"b").unwrap();
         std::thread::sleep(Duration::from_millis(10));
     }
     let (missed, dropped) = p.missed_deadlines();
+    let bound = periods(start, 50);
     assert_eq!(dropped, 0);
     assert!(
-        (2..=4).contains(&missed.len()),
-        "about once per 50 ms: {missed:?}"
+        (1..=bound).contains(&missed.len()),
+        "at most once per 50 ms ({bound} periods): {missed:?}"
     );
     assert!(
         missed.iter().all(|k| *k == Some(Key::of(b"quiet"))),
         "{missed:?}"
     );
     // Reported once: the next call has only what is new.
+    let asked = std::time::Instant::now();
     let (again, _) = p.missed_deadlines();
-    assert!(again.len() <= 1, "{again:?}");
+    assert!(again.len() <= 1 + periods(asked, 50), "{again:?}");
     // Unkeyed messages are one instance.
     p.offer_deadline(Some(Duration::from_millis(30)));
+    let plain = std::time::Instant::now();
     p.send(b"plain").unwrap();
     std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(p.missed_deadlines().0, vec![None]);
+    let (missed, _) = p.missed_deadlines();
+    assert!(
+        (1..=periods(plain, 30)).contains(&missed.len()),
+        "{missed:?}"
+    );
+    assert!(missed.iter().all(Option::is_none), "{missed:?}");
 }

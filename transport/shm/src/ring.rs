@@ -1207,11 +1207,19 @@ mod tests {
         for i in 0..8u8 {
             w.publish_gated(&[&[i]], Duration::ZERO).unwrap();
         }
+        // Until the writer sleeps on the gate (whenever it runs).
+        let asleep = |r: &Ring| {
+            let start = Instant::now();
+            while r.gate_waiters().load(Ordering::SeqCst) == 0 {
+                assert!(start.elapsed() < Duration::from_secs(10));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
         let writer = std::thread::spawn(move || {
             w.publish_gated(&[b"x"], Duration::from_secs(10)).unwrap();
             w
         });
-        std::thread::sleep(Duration::from_millis(30));
+        asleep(&r);
         gate.advance(1);
         std::thread::sleep(Duration::from_millis(150));
         assert!(
@@ -1235,7 +1243,7 @@ mod tests {
                 .unwrap();
             (w, start.elapsed())
         });
-        std::thread::sleep(Duration::from_millis(20));
+        asleep(&r);
         gate.advance(3);
         let (w, waited) = writer.join().unwrap();
         assert!(waited >= Duration::from_millis(100), "{waited:?}");

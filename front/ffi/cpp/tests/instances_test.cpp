@@ -104,22 +104,27 @@ TEST(Instances, a_publisher_is_told_which_instances_it_left_past_its_offered_dea
   auto pub = c.publisher(tag);
   EXPECT_TRUE(pub.missed_deadlines().empty());
   pub.offer_deadline(50ms);
-  pub.send_keyed("quiet", "q");
   auto t0 = std::chrono::steady_clock::now();
+  pub.send_keyed("quiet", "q");
   while (std::chrono::steady_clock::now() - t0 < 180ms) {
     pub.send_keyed("busy", "b");
     std::this_thread::sleep_for(10ms);
   }
   auto missed = pub.missed_deadlines();
-  EXPECT_GE(missed.size(), 2u);
-  EXPECT_LE(missed.size(), 4u);
+  // At most one per whole period gone by (fewer if this thread was held
+  // up past a period: the exact count is a Rust unit test's).
+  auto periods = (std::chrono::steady_clock::now() - t0) / 50ms;
+  EXPECT_GE(missed.size(), 1u);
+  EXPECT_LE(missed.size(), static_cast<size_t>(periods));
   for (const auto& k : missed) EXPECT_EQ(k, key16("quiet"));
   pub.offer_deadline(30ms);
+  auto t1 = std::chrono::steady_clock::now();
   pub.send("plain");
   std::this_thread::sleep_for(50ms);
   auto plain = pub.missed_deadlines();
-  ASSERT_EQ(plain.size(), 1u);
-  EXPECT_FALSE(plain[0].has_value());
+  ASSERT_GE(plain.size(), 1u);
+  EXPECT_LE(plain.size(), static_cast<size_t>((std::chrono::steady_clock::now() - t1) / 30ms));
+  for (const auto& k : plain) EXPECT_FALSE(k.has_value());
 }
 
 TEST(Instances, the_c_api_reports_the_key_state_and_strength) {

@@ -667,12 +667,14 @@ mod tests {
         }
         assert_eq!(r.publish_lossless_quietly(&[b"x"]).unwrap(), None);
         assert!(!r.wait_lossless_room(Duration::from_millis(5)));
+        // (Started before the reader: it moves 30 ms after this at the
+        // earliest, whenever this thread runs again.)
+        let start = Instant::now();
         std::thread::scope(|s| {
             s.spawn(|| {
                 std::thread::sleep(Duration::from_millis(30));
                 gate.advance(4);
             });
-            let start = Instant::now();
             assert!(r.wait_lossless_room(Duration::from_secs(10)));
             let took = start.elapsed();
             // Woken by the reader's bell, not before it read.
@@ -692,12 +694,14 @@ mod tests {
         let slow = r.attach_lossless_gate(3).unwrap();
         let _fast = r.attach_gate(6).unwrap();
         assert!(!r.wait_lowest_gate_moves(Duration::from_millis(5)));
+        // (Started before the reader: it moves 30 ms after this at the
+        // earliest, whenever this thread runs again.)
+        let start = Instant::now();
         std::thread::scope(|s| {
             s.spawn(|| {
                 std::thread::sleep(Duration::from_millis(30));
                 slow.advance(4);
             });
-            let start = Instant::now();
             assert!(r.wait_lowest_gate_moves(Duration::from_secs(10)));
             let took = start.elapsed();
             assert!(took >= Duration::from_millis(25), "{took:?}");

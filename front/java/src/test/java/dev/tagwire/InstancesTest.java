@@ -106,14 +106,18 @@ class InstancesTest {
             try (Publisher pub = c.publisher(tag)) {
                 assertTrue(pub.missedDeadlines().isEmpty());
                 pub.offerDeadline(Duration.ofMillis(50));
-                pub.sendKeyed(b("quiet"), b("q"));
                 long t0 = System.nanoTime();
+                pub.sendKeyed(b("quiet"), b("q"));
                 while (System.nanoTime() - t0 < 180_000_000L) {
                     pub.sendKeyed(b("busy"), b("b"));
                     Thread.sleep(10);
                 }
                 var missed = pub.missedDeadlines();
-                assertTrue(missed.size() >= 2 && missed.size() <= 4, "missed " + missed.size());
+                // At most one per whole period gone by (fewer if this thread was
+                // held up past a period: the exact count is a Rust unit test's).
+                long periods = (System.nanoTime() - t0) / 50_000_000L;
+                assertTrue(missed.size() >= 1 && missed.size() <= periods,
+                        "missed " + missed.size() + " in " + periods + " periods");
                 for (byte[] k : missed) {
                     assertArrayEquals(key16("quiet"), k);
                 }
