@@ -229,6 +229,8 @@ pub(crate) struct WorkerArgs {
     lossless: bool,
     #[arg(long)]
     through_daemon: bool,
+    #[arg(long)]
+    tcp: bool,
 }
 
 /// Arguments of the hidden language-runner subcommand (see `tagwire_perf::lang`).
@@ -279,6 +281,7 @@ pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
         ack_every: a.ack_every,
         lossless: a.lossless,
         through_daemon: a.through_daemon,
+        tcp: a.tcp,
     })
 }
 

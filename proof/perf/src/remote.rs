@@ -573,12 +573,15 @@ pub fn remote_throughput(
             let s = size as u64;
             // Reliable and lossless by direct delivery (the default), and
             // reliable through the daemons (the path before it).
-            for (system, lossless, via) in [
-                ("tagwire", false, false),
-                ("tagwire-lossless", true, false),
-                ("tagwire-via-daemon", false, true),
+            // And reliable over the TCP carrier (`SubscribeOptions::tcp`:
+            // the node's copy by TCP, then its ring).
+            for (system, lossless, via, tcp) in [
+                ("tagwire", false, false, false),
+                ("tagwire-lossless", true, false, false),
+                ("tagwire-via-daemon", false, true, false),
+                ("tagwire-tcp", false, false, true),
             ] {
-                let t = workload::throughput(&env, size, dur, None, lossless, via)?;
+                let t = workload::throughput(&env, size, dur, None, lossless, via, tcp)?;
                 add(
                     rep,
                     system,
@@ -588,7 +591,7 @@ pub fn remote_throughput(
                 );
             }
             if let Some(env) = &keyed_env {
-                let t = workload::throughput(env, size, dur, None, false, false)?;
+                let t = workload::throughput(env, size, dur, None, false, false, false)?;
                 add(
                     rep,
                     "tagwire+auth",

@@ -557,7 +557,7 @@ pub fn throughput(
                 format!("throughput rep {}/{} size {size}", rep + 1, o.reps),
             );
             let s = size as u64;
-            let t = workload::throughput(&o.env, size, dur, None, false, false)?;
+            let t = workload::throughput(&o.env, size, dur, None, false, false, false)?;
             add(
                 rep_now,
                 "tagwire",
@@ -567,7 +567,7 @@ pub fn throughput(
             );
             // The like-for-like with Cyclone's reliable KEEP_ALL reader: a
             // lossless subscriber that holds the publisher back.
-            let t = workload::throughput(&o.env, size, dur, None, true, false)?;
+            let t = workload::throughput(&o.env, size, dur, None, true, false, false)?;
             add(
                 rep_now,
                 "tagwire-lossless",
@@ -612,6 +612,7 @@ pub fn throughput(
                                 size,
                                 dur,
                                 Some(target),
+                                false,
                                 false,
                                 false,
                             )?;

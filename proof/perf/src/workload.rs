@@ -112,6 +112,8 @@ pub struct WorkerArgs {
     /// Messages from other nodes through the daemon, never by direct
     /// delivery (`SubscribeOptions::through_daemon`).
     pub through_daemon: bool,
+    /// Its node's copy comes over the TCP carrier (`SubscribeOptions::tcp`).
+    pub tcp: bool,
 }
 
 const STOP: &[u8] = b"\xffSTOP";
@@ -173,6 +175,9 @@ fn spawn_worker(env: &Env, i: usize, a: &WorkerArgs, stdout: Stdio) -> anyhow::R
     }
     if a.through_daemon {
         cmd.arg("--through-daemon");
+    }
+    if a.tcp {
+        cmd.arg("--tcp");
     }
     cmd.spawn()
         .with_context(|| format!("starting worker {}", env.exe.display()))
@@ -357,6 +362,7 @@ pub fn rtt(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
             ack_every: if proxy.is_some() { 1 } else { every },
             lossless: false,
             through_daemon,
+            tcp: false,
         };
         workers.0.push(spawn_worker(env, i, &a, Stdio::null())?);
         // Start them one by one so the last one really is the last to subscribe.
@@ -425,6 +431,7 @@ pub fn throughput(
     rate: Option<f64>,
     lossless: bool,
     through_daemon: bool,
+    tcp: bool,
 ) -> anyhow::Result<Throughput> {
     let c = client(env)?;
     let tag = unique("tput");
@@ -476,6 +483,7 @@ pub fn throughput(
         ack_every: 1,
         lossless,
         through_daemon,
+        tcp,
     };
     let mut workers = Workers(vec![spawn_worker(env, 0, &a, Stdio::piped())?]);
     wait_for(
@@ -608,6 +616,9 @@ pub fn worker_main(a: &WorkerArgs) -> anyhow::Result<()> {
     }
     if a.through_daemon {
         opts = opts.through_daemon();
+    }
+    if a.tcp {
+        opts = opts.tcp();
     }
     let mut sub = c.subscribe(&a.ping, opts)?;
     match a.role.as_str() {

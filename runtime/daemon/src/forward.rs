@@ -720,12 +720,20 @@ impl Forwarder<'_> {
     /// counts its events.
     fn send(&mut self, tx: Vec<Transmit>, events: Vec<Event>) {
         self.out.account(self.shared, self.route, events);
-        for t in tx {
+        // Each node's TCP frames, in order, go in one write.
+        let mut tcp: Vec<(SocketAddr, Vec<&[u8]>)> = Vec::new();
+        for t in &tx {
             if t.carrier != Carrier::Tcp {
-                self.out.send_udp(self.shared, &t);
+                self.out.send_udp(self.shared, t);
                 continue;
             }
-            let (route, shared, dest) = (self.route, self.shared, t.dest);
+            match tcp.iter_mut().find(|(d, _)| *d == t.dest) {
+                Some((_, frames)) => frames.push(&t.bytes),
+                None => tcp.push((t.dest, vec![&t.bytes])),
+            }
+        }
+        for (dest, frames) in tcp {
+            let (route, shared) = (self.route, self.shared);
             // A stalled write waits as long as the node is still a
             // destination (the lease removes a dead one) and we run.
             let wanted = || {
@@ -736,8 +744,11 @@ impl Forwarder<'_> {
                         .any(|d| d.addr == dest && d.mode == tagwire_session::Mode::Tcp)
             };
             let conn = self.tcp.entry(dest).or_insert_with(|| TcpOut::new(dest));
-            if !conn.send(&shared.guard, &t.bytes, wanted) {
-                shared.stats.forward_dropped.fetch_add(1, Ordering::Relaxed);
+            if !conn.send_all(&shared.guard, &frames, wanted) {
+                shared
+                    .stats
+                    .forward_dropped
+                    .fetch_add(frames.len() as u64, Ordering::Relaxed);
             }
         }
     }

@@ -11,11 +11,15 @@ use crate::secure::{self, HandshakeError, SecureWrite};
 /// (numbered by the session as best-effort ones; TCP makes them reliable
 /// and ordered). A write blocks while the receiver is slow, which stops the
 /// forwarder, fills the ring and holds the publisher back through the
-/// gate, like a full window.
+/// gate, like a full window. The frames of one drain of the session go in
+/// one write: the connection has no Nagle delay (a lone frame leaves at
+/// once), so a write per length and per frame was a segment each.
 pub(crate) struct TcpOut {
     dest: SocketAddr,
     /// Authenticated with a domain key (`secure`).
     conn: Option<SecureWrite<std::net::TcpStream>>,
+    /// The frames of the write being made (kept for the next one).
+    out: Vec<u8>,
 }
 
 /// How often a stalled TCP write checks whether its node is still wanted.
@@ -26,6 +30,10 @@ const TCP_WRITE_POLL: Duration = Duration::from_millis(100);
 /// attempt.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// The largest write buffer kept between writes (a drain of the session
+/// is at most about 64 KiB).
+const MAX_KEPT: usize = 256 * 1024;
+
 /// First and longest pause between failed connection attempts.
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(1);
@@ -33,10 +41,14 @@ const RETRY_MAX: Duration = Duration::from_secs(1);
 impl TcpOut {
     /// Not connected yet: the first frame connects.
     pub(crate) fn new(dest: SocketAddr) -> Self {
-        Self { dest, conn: None }
+        Self {
+            dest,
+            conn: None,
+            out: Vec::new(),
+        }
     }
 
-    /// Sends one frame; false if it was lost (the connection broke, or the
+    /// Sends frames; false if they were lost (the connection broke, or the
     /// node stopped being `wanted` while a connection or a write was
     /// waiting). A stall, however long (TCP backing off on a lossy link, a
     /// node that does not answer yet), loses nothing: without a connection
@@ -46,7 +58,15 @@ impl TcpOut {
     /// 500 ms after a failed attempt: a SYN lost on a lossy link cost a
     /// lossless subscriber the whole stream without a word, found with
     /// 3 % drops between two namespaces.)
-    pub(crate) fn send(&mut self, guard: &Guard, bytes: &[u8], wanted: impl Fn() -> bool) -> bool {
+    ///
+    /// `frames` go in order in one write; a broken connection may have
+    /// taken any of them (the receiver counts the gap).
+    pub(crate) fn send_all(
+        &mut self,
+        guard: &Guard,
+        frames: &[&[u8]],
+        wanted: impl Fn() -> bool,
+    ) -> bool {
         let mut pause = RETRY_FIRST;
         let mut failures = 0u32;
         while self.conn.is_none() {
@@ -80,11 +100,17 @@ impl TcpOut {
         let Some(conn) = self.conn.as_mut() else {
             return false;
         };
-        let len = (bytes.len() as u32).to_le_bytes();
-        let sent = write_fully(conn, &len, &wanted)
-            .and_then(|()| write_fully(conn, bytes, &wanted))
+        self.out.clear();
+        for f in frames {
+            self.out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+            self.out.extend_from_slice(f);
+        }
+        let sent = write_fully(conn, &self.out, &wanted)
             .and_then(|()| flush_fully(conn, &wanted))
             .is_ok();
+        if self.out.capacity() > MAX_KEPT {
+            self.out = Vec::new();
+        }
         if !sent {
             // A frame may be half written: this connection is unusable.
             self.conn = None;
@@ -164,11 +190,39 @@ mod tests {
         });
         let mut out = TcpOut::new(dest);
         let start = std::time::Instant::now();
-        assert!(out.send(&guard, b"hello", || true), "sent, not dropped");
+        assert!(
+            out.send_all(&guard, &[b"hello"], || true),
+            "sent, not dropped"
+        );
         assert!(start.elapsed() >= Duration::from_millis(250));
         let got = late.join().unwrap();
         assert_eq!(&got[..4], &5u32.to_le_bytes());
         assert_eq!(&got[4..], b"hello");
+    }
+
+    #[test]
+    fn frames_sent_together_arrive_in_order_each_behind_its_length() {
+        let guard = Guard::new(None, false, LO, 1);
+        let l = TcpListener::bind((LO, 0)).unwrap();
+        let dest = l.local_addr().unwrap();
+        let reader = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut got = Vec::new();
+            c.read_to_end(&mut got).unwrap();
+            got
+        });
+        let mut out = TcpOut::new(dest);
+        let big = vec![7u8; 1400];
+        assert!(out.send_all(&guard, &[b"one", &big, b""], || true));
+        assert!(out.send_all(&guard, &[b"four"], || true));
+        drop(out);
+        let got = reader.join().unwrap();
+        let mut want = Vec::new();
+        for f in [&b"one"[..], &big, b"", b"four"] {
+            want.extend_from_slice(&(f.len() as u32).to_le_bytes());
+            want.extend_from_slice(f);
+        }
+        assert_eq!(got, want);
     }
 
     #[test]
@@ -178,6 +232,6 @@ mod tests {
         let asked = AtomicBool::new(false);
         let wanted = || !asked.swap(true, Ordering::Relaxed);
         // Wanted for the first attempt's failure, then not: false, at once.
-        assert!(!out.send(&guard, b"x", wanted));
+        assert!(!out.send_all(&guard, &[b"x"], wanted));
     }
 }
