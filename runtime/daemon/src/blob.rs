@@ -37,6 +37,9 @@ use std::os::fd::OwnedFd;
 use tagwire_proto::ClientId;
 use tagwire_shm::{Peek, Ring};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
+use tagwire_wire::TagName;
+
+use crate::Shared;
 
 /// Who stored a blob: a local publisher's client, or the delivery manager
 /// (a message from another node).
@@ -333,6 +336,36 @@ fn useless(b: &Blob, ring: RingState) -> bool {
         Some(r) => r + ring.slots < ring.head,
         None => b.done,
     }
+}
+
+/// Reads the blob that a record's body `body` (a `BlobRef`) names on
+/// `tag` into `out`, from the descriptor the daemon keeps for it; None if
+/// the reference is malformed or names no blob any more.
+pub(crate) fn read_blob(
+    shared: &Shared,
+    tag: &TagName,
+    body: &[u8],
+    out: &mut Vec<u8>,
+) -> Option<()> {
+    let r = BlobRef::parse(body).ok()?;
+    let fd = {
+        let st = shared.lock();
+        let e = st.table.entry(tag)?;
+        let (fd, _) = st.blobs.get(&e.id)?.get(r.blob_id)?;
+        fd.try_clone().ok()?
+    };
+    let len = usize::try_from(r.len).ok()?;
+    out.clear();
+    out.resize(len, 0);
+    let mut done = 0;
+    while done < len {
+        let n = rustix::io::pread(&fd, &mut out[done..], done as u64).ok()?;
+        if n == 0 {
+            return None;
+        }
+        done += n;
+    }
+    Some(())
 }
 
 #[cfg(test)]

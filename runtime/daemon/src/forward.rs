@@ -43,11 +43,11 @@ use std::time::{Duration, Instant};
 
 use tagwire_session::{Carrier, Class, Config, Dest, Event, Session, TicketOutcome, Transmit};
 use tagwire_shm::{Closed, Gate, ReadOutcome, Ring, TicketDest, TICKET_DESTS};
-use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
+use tagwire_wire::frame::{FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::TagName;
 
 use crate::guard::MEMBER_MASK;
-use crate::tcpout::TcpOut;
+use crate::tcpout::TcpOuts;
 use crate::train::Train;
 use crate::{lock, Shared};
 
@@ -445,7 +445,7 @@ struct Forwarder<'a> {
     shared: &'a Shared,
     out: &'a Outbound,
     route: &'a Arc<Route>,
-    tcp: HashMap<SocketAddr, TcpOut>,
+    tcp: TcpOuts,
     dests: Arc<Vec<Dest>>,
 }
 
@@ -462,7 +462,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
         shared,
         out,
         route,
-        tcp: HashMap::new(),
+        tcp: TcpOuts::default(),
         dests: Arc::new(Vec::new()),
     };
     // The record whose publisher took (or abandoned) our last offer.
@@ -473,7 +473,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
         let dests = lock(&route.dests).clone();
         if !Arc::ptr_eq(&dests, &f.dests) {
             lock(&route.session).set_routes(Instant::now(), tag, dests.to_vec());
-            f.tcp.retain(|a, _| dests.iter().any(|t| t.addr == *a));
+            f.tcp.retain(|a| dests.iter().any(|t| t.addr == a));
             f.dests = dests;
         }
         if let Some(g) = lock(&route.offered_gate).take() {
@@ -691,7 +691,7 @@ impl Forwarder<'_> {
             pass(gate, position);
             return;
         }
-        let read = read_blob(shared, tag, body, blob);
+        let read = crate::blob::read_blob(shared, tag, body, blob);
         pass(gate, position);
         let now = Instant::now();
         let (tx, events) = {
@@ -720,37 +720,24 @@ impl Forwarder<'_> {
     /// counts its events.
     fn send(&mut self, tx: Vec<Transmit>, events: Vec<Event>) {
         self.out.account(self.shared, self.route, events);
-        // Each node's TCP frames, in order, go in one write.
-        let mut tcp: Vec<(SocketAddr, Vec<&[u8]>)> = Vec::new();
-        for t in &tx {
-            if t.carrier != Carrier::Tcp {
-                self.out.send_udp(self.shared, t);
-                continue;
-            }
-            match tcp.iter_mut().find(|(d, _)| *d == t.dest) {
-                Some((_, frames)) => frames.push(&t.bytes),
-                None => tcp.push((t.dest, vec![&t.bytes])),
-            }
+        for t in tx.iter().filter(|t| t.carrier != Carrier::Tcp) {
+            self.out.send_udp(self.shared, t);
         }
-        for (dest, frames) in tcp {
-            let (route, shared) = (self.route, self.shared);
-            // A stalled write waits as long as the node is still a
-            // destination (the lease removes a dead one) and we run.
-            let wanted = || {
-                !route.stop.load(Ordering::Acquire)
-                    && !shared.is_stopping()
-                    && lock(&route.dests)
-                        .iter()
-                        .any(|d| d.addr == dest && d.mode == tagwire_session::Mode::Tcp)
-            };
-            let conn = self.tcp.entry(dest).or_insert_with(|| TcpOut::new(dest));
-            if !conn.send_all(&shared.guard, &frames, wanted) {
-                shared
-                    .stats
-                    .forward_dropped
-                    .fetch_add(frames.len() as u64, Ordering::Relaxed);
-            }
-        }
+        let (route, shared) = (self.route, self.shared);
+        // A stalled write waits as long as the node is still a destination
+        // (the lease removes a dead one) and we run.
+        let wanted = |dest: SocketAddr| {
+            !route.stop.load(Ordering::Acquire)
+                && !shared.is_stopping()
+                && lock(&route.dests)
+                    .iter()
+                    .any(|d| d.addr == dest && d.mode == tagwire_session::Mode::Tcp)
+        };
+        let lost = self.tcp.send(&shared.guard, &tx, wanted);
+        shared
+            .stats
+            .forward_dropped
+            .fetch_add(lost, Ordering::Relaxed);
     }
 }
 
@@ -778,31 +765,4 @@ fn lower_priority() {
     if let Err(e) = rustix::process::setpriority_process(Some(me), nicer) {
         tracing::debug!(error = %e, "forwarder priority unchanged");
     }
-}
-
-pub(crate) fn read_blob(
-    shared: &Shared,
-    tag: &TagName,
-    body: &[u8],
-    out: &mut Vec<u8>,
-) -> Option<()> {
-    let r = BlobRef::parse(body).ok()?;
-    let fd = {
-        let st = shared.lock();
-        let e = st.table.entry(tag)?;
-        let (fd, _) = st.blobs.get(&e.id)?.get(r.blob_id)?;
-        fd.try_clone().ok()?
-    };
-    let len = usize::try_from(r.len).ok()?;
-    out.clear();
-    out.resize(len, 0);
-    let mut done = 0;
-    while done < len {
-        let n = rustix::io::pread(&fd, &mut out[done..], done as u64).ok()?;
-        if n == 0 {
-            return None;
-        }
-        done += n;
-    }
-    Some(())
 }

@@ -189,7 +189,7 @@ impl KeeperState {
                 continue;
             };
             if header.flags & FLAG_BLOB != 0 {
-                if crate::forward::read_blob(shared, tag, body, &mut self.blob).is_some() {
+                if crate::blob::read_blob(shared, tag, body, &mut self.blob).is_some() {
                     self.history.push(header, &self.blob);
                 }
             } else {

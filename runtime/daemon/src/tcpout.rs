@@ -1,8 +1,11 @@
 //! The TCP carrier's sending side: one connection per node a forwarder
 //! sends a tag's frames to (`crate::forward`).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
+
+use tagwire_session::{Carrier, Transmit};
 
 use crate::guard::Guard;
 use crate::secure::{self, HandshakeError, SecureWrite};
@@ -38,6 +41,54 @@ const MAX_KEPT: usize = 256 * 1024;
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(1);
 
+/// The TCP carrier to each node a forwarder sends to.
+#[derive(Default)]
+pub(crate) struct TcpOuts {
+    conns: HashMap<SocketAddr, TcpOut>,
+    /// The nodes a call has sent to so far (kept: no allocation a call).
+    sent: Vec<SocketAddr>,
+}
+
+impl TcpOuts {
+    /// Sends the TCP frames among `tx`: each node's in order in one write
+    /// (see [`TcpOut::send_all`]), while `wanted(node)`. Returns how many
+    /// were lost.
+    pub(crate) fn send(
+        &mut self,
+        guard: &Guard,
+        tx: &[Transmit],
+        wanted: impl Fn(SocketAddr) -> bool,
+    ) -> u64 {
+        let tcp = |t: &&Transmit| t.carrier == Carrier::Tcp;
+        let mut lost = 0;
+        self.sent.clear();
+        for (i, first) in tx.iter().enumerate().filter(|(_, t)| tcp(t)) {
+            let dest = first.dest;
+            if self.sent.contains(&dest) {
+                continue;
+            }
+            self.sent.push(dest);
+            let frames = || {
+                tx[i..]
+                    .iter()
+                    .filter(tcp)
+                    .filter(move |t| t.dest == dest)
+                    .map(|t| t.bytes.as_slice())
+            };
+            let conn = self.conns.entry(dest).or_insert_with(|| TcpOut::new(dest));
+            if !conn.send_all(guard, frames(), || wanted(dest)) {
+                lost += frames().count() as u64;
+            }
+        }
+        lost
+    }
+
+    /// Keeps the connections to the nodes `keep` accepts.
+    pub(crate) fn retain(&mut self, keep: impl Fn(SocketAddr) -> bool) {
+        self.conns.retain(|a, _| keep(*a));
+    }
+}
+
 impl TcpOut {
     /// Not connected yet: the first frame connects.
     pub(crate) fn new(dest: SocketAddr) -> Self {
@@ -61,10 +112,10 @@ impl TcpOut {
     ///
     /// `frames` go in order in one write; a broken connection may have
     /// taken any of them (the receiver counts the gap).
-    pub(crate) fn send_all(
+    pub(crate) fn send_all<'a>(
         &mut self,
         guard: &Guard,
-        frames: &[&[u8]],
+        frames: impl IntoIterator<Item = &'a [u8]>,
         wanted: impl Fn() -> bool,
     ) -> bool {
         let mut pause = RETRY_FIRST;
@@ -169,6 +220,16 @@ mod tests {
 
     const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
+    /// What a connection carries for `frames`: each behind its length.
+    fn framed(frames: &[&[u8]]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for f in frames {
+            v.extend_from_slice(&(f.len() as u32).to_le_bytes());
+            v.extend_from_slice(f);
+        }
+        v
+    }
+
     /// A loopback port nobody listens on (yet).
     fn free_port() -> SocketAddr {
         let l = TcpListener::bind((LO, 0)).unwrap();
@@ -191,7 +252,7 @@ mod tests {
         let mut out = TcpOut::new(dest);
         let start = std::time::Instant::now();
         assert!(
-            out.send_all(&guard, &[b"hello"], || true),
+            out.send_all(&guard, [&b"hello"[..]], || true),
             "sent, not dropped"
         );
         assert!(start.elapsed() >= Duration::from_millis(250));
@@ -213,16 +274,50 @@ mod tests {
         });
         let mut out = TcpOut::new(dest);
         let big = vec![7u8; 1400];
-        assert!(out.send_all(&guard, &[b"one", &big, b""], || true));
-        assert!(out.send_all(&guard, &[b"four"], || true));
+        assert!(out.send_all(&guard, [&b"one"[..], &big, b""], || true));
+        assert!(out.send_all(&guard, [&b"four"[..]], || true));
         drop(out);
-        let got = reader.join().unwrap();
-        let mut want = Vec::new();
-        for f in [&b"one"[..], &big, b"", b"four"] {
-            want.extend_from_slice(&(f.len() as u32).to_le_bytes());
-            want.extend_from_slice(f);
-        }
-        assert_eq!(got, want);
+        assert_eq!(
+            reader.join().unwrap(),
+            framed(&[b"one", &big, b"", b"four"])
+        );
+    }
+
+    #[test]
+    fn each_node_gets_its_own_tcp_frames_in_order_and_nothing_else() {
+        use tagwire_session::Class;
+        let guard = Guard::new(None, false, LO, 1);
+        let listen = || {
+            let l = TcpListener::bind((LO, 0)).unwrap();
+            let dest = l.local_addr().unwrap();
+            let reader = std::thread::spawn(move || {
+                let (mut c, _) = l.accept().unwrap();
+                let mut got = Vec::new();
+                c.read_to_end(&mut got).unwrap();
+                got
+            });
+            (dest, reader)
+        };
+        let ((a, ra), (b, rb)) = (listen(), listen());
+        let t = |dest, carrier, bytes: &[u8]| Transmit {
+            dest,
+            carrier,
+            class: Class::Data,
+            bytes: bytes.to_vec(),
+        };
+        let tx = [
+            t(b, Carrier::Tcp, b"b1"),
+            t(a, Carrier::Tcp, b"a1"),
+            t(a, Carrier::Udp, b"udp"),
+            t(b, Carrier::Tcp, b"b2"),
+            t(a, Carrier::Tcp, b"a2"),
+        ];
+        let mut outs = TcpOuts::default();
+        assert_eq!(outs.send(&guard, &tx, |_| true), 0);
+        assert_eq!(outs.send(&guard, &tx[1..2], |_| true), 0);
+        drop(outs);
+        assert_eq!(ra.join().unwrap(), framed(&[b"a1", b"a2", b"a1"]));
+        assert_eq!(rb.join().unwrap(), framed(&[b"b1", b"b2"]));
     }
 
     #[test]
@@ -232,6 +327,6 @@ mod tests {
         let asked = AtomicBool::new(false);
         let wanted = || !asked.swap(true, Ordering::Relaxed);
         // Wanted for the first attempt's failure, then not: false, at once.
-        assert!(!out.send_all(&guard, &[b"x"], wanted));
+        assert!(!out.send_all(&guard, [&b"x"[..]], wanted));
     }
 }
