@@ -7,7 +7,9 @@
 //! frame header and the tag, and the pieces must add up to exactly `msg_len`,
 //! or the message is discarded.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use foldhash::{HashSet, HashSetExt};
 use std::ops::Range;
 
 use tagwire_wire::datagram::{DataRef, MAX_MESSAGE};

@@ -84,7 +84,9 @@ pub mod plan;
 mod route;
 mod ticket;
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 

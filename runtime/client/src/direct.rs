@@ -65,9 +65,8 @@ pub(crate) struct Direct {
     state: Mutex<State>,
     /// The subscriber is inside `receive` (the keeper keeps off).
     present: AtomicBool,
-    /// When it last left, in µs since `epoch`.
+    /// When it last left, in µs of [`coarse_us`]'s clock.
     left_at: AtomicU64,
-    epoch: Instant,
     keeper: AtomicBool,
     closed: AtomicBool,
 }
@@ -149,8 +148,7 @@ impl Direct {
                 no_room: 0,
             }),
             present: AtomicBool::new(false),
-            left_at: AtomicU64::new(0),
-            epoch: Instant::now(),
+            left_at: AtomicU64::new(coarse_us()),
             keeper: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         }))
@@ -463,7 +461,7 @@ impl Direct {
     /// The keeper thread: reads the socket while the subscriber stays away.
     fn keep(self: Arc<Self>) {
         while !self.closed.load(Ordering::Acquire) {
-            let now_us = self.epoch.elapsed().as_micros() as u64;
+            let now_us = coarse_us();
             let away =
                 Duration::from_micros(now_us.saturating_sub(self.left_at.load(Ordering::Acquire)));
             if self.present.load(Ordering::Acquire) || away < KEEPER_AFTER {
@@ -500,14 +498,24 @@ fn only_tag(body: &[u8], tag: &TagName) -> bool {
     }
 }
 
+/// The monotonic clock in µs, read coarsely (its tick, a few ms, is far
+/// below [`KEEPER_AFTER`]'s resolution needs): the subscriber reads it each
+/// time it leaves `receive`, and the precise clock cost a small message's
+/// path a few percent of its time.
+fn coarse_us() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000)
+        .saturating_add(t.tv_nsec as u64 / 1000)
+}
+
 /// The subscriber inside `receive`; on drop it is away again.
 pub(crate) struct Presence<'a>(&'a Direct);
 
 impl Drop for Presence<'_> {
     fn drop(&mut self) {
         let d = self.0;
-        d.left_at
-            .store(d.epoch.elapsed().as_micros() as u64, Ordering::Release);
+        d.left_at.store(coarse_us(), Ordering::Release);
         d.present.store(false, Ordering::Release);
     }
 }

@@ -270,6 +270,22 @@ impl Subscriber {
         timeout: Option<Duration>,
         payload: &mut Vec<u8>,
     ) -> Result<MessageInfo> {
+        // Taken out for the call and put back (not cloned: an atomic
+        // increment and decrement per message).
+        let direct = self.direct.take();
+        let r = self.receive_from(direct.as_deref(), timeout, payload);
+        self.direct = direct;
+        r
+    }
+
+    /// [`Subscriber::receive_next`] with the subscription's direct
+    /// delivery, if any.
+    fn receive_from(
+        &mut self,
+        direct: Option<&Direct>,
+        timeout: Option<Duration>,
+        payload: &mut Vec<u8>,
+    ) -> Result<MessageInfo> {
         if let Some(m) = self.backlog.pop_front() {
             self.received += 1;
             self.count();
@@ -282,13 +298,12 @@ impl Subscriber {
         // once costs no clock read).
         let mut deadline: Option<Option<Instant>> = None;
         let mut raw = [0u8; HEADER_LEN];
-        let direct = self.direct.clone();
-        let _present = direct.as_ref().map(|d| d.enter());
+        let _present = direct.map(|d| d.enter());
         loop {
             self.follow_ring()?;
             // Direct delivery, not holding: what came on the socket before
             // the daemon took the stream back comes before the ring.
-            if let Some(d) = &direct {
+            if let Some(d) = direct {
                 let mut st = d.lock();
                 if st.overflowed > 0 {
                     let lost = std::mem::take(&mut st.overflowed);
@@ -370,7 +385,7 @@ impl Subscriber {
             }
             // Holding: the ring (what the daemon wrote before handing the
             // stream over) came first; now the socket.
-            if let Some(d) = &direct {
+            if let Some(d) = direct {
                 let mut st = d.lock();
                 if st.holder {
                     d.pump_if_due(&mut st);
@@ -402,7 +417,7 @@ impl Subscriber {
             let slice = remaining.map_or(Duration::from_millis(200), |r| {
                 r.min(Duration::from_millis(200))
             });
-            if let Some(d) = &direct {
+            if let Some(d) = direct {
                 let st = d.lock();
                 if st.holder {
                     // (`busy_poll` looks at the socket first. A flowing

@@ -52,13 +52,25 @@ use crate::train::Train;
 use crate::{lock, Shared};
 
 /// Largest datagram sent: one Ethernet frame's UDP payload over IPv4
-/// (1472 bytes) less a sealed datagram's overhead (`tagwire_auth`'s
-/// `TAG_OVERHEAD`, 44). Messages are cut into datagrams this large and
-/// small ones batched up to it; runs of them go out in one segmented
-/// send (`crate::train`), so the kernel's per-call cost is paid once per
-/// up to 64 datagrams, and a loss costs one datagram, never an
-/// IP-fragmented 60 KiB one (which is what this was before).
-pub(crate) const DATAGRAM: usize = 1472 - 44;
+/// (1472 bytes), less a sealed datagram's overhead (`tagwire_auth`'s
+/// `TAG_OVERHEAD`, 44) under a domain key. Messages are cut into
+/// datagrams this large and small ones batched up to it; runs of them go
+/// out in one segmented send (`crate::train`), so the kernel's per-call
+/// cost is paid once per up to 64 datagrams, and a loss costs one
+/// datagram, never an IP-fragmented 60 KiB one (which is what this was
+/// before). Without a key the whole payload is used: an 8 KiB message
+/// takes 6 datagrams, not 7 (each costs both ends' session and kernel
+/// about as much as its bytes).
+pub(crate) const fn datagram(keyed: bool) -> usize {
+    if keyed {
+        UDP_PAYLOAD - tagwire_auth::datagram::TAG_OVERHEAD
+    } else {
+        UDP_PAYLOAD
+    }
+}
+
+/// One Ethernet frame's UDP payload over IPv4.
+const UDP_PAYLOAD: usize = 1500 - 20 - 8;
 
 /// Datagrams a reliable stream may have unacknowledged.
 const WINDOW: usize = 1024;
@@ -177,9 +189,9 @@ impl Outbound {
             let config = Config {
                 me: shared.node(),
                 seed: random_id(),
-                datagram: DATAGRAM,
-                batch_min: DATAGRAM,
-                batch_max: DATAGRAM,
+                datagram: datagram(shared.guard.is_keyed()),
+                batch_min: datagram(shared.guard.is_keyed()),
+                batch_max: datagram(shared.guard.is_keyed()),
                 writer: tagwire_reliable::WriterConfig {
                     window: WINDOW,
                     ..tagwire_reliable::WriterConfig::default()
