@@ -459,3 +459,74 @@ fn a_busy_polling_direct_subscriber_finds_lone_messages_awake() {
         "a busy-polling subscriber slept {spinning} times"
     );
 }
+
+/// A subscriber holding its stream looks at its socket for `flow_poll`
+/// before it sleeps once the stream flows, as a ring's reader does
+/// (`tests/flow.rs` in the client library): bursts 1 ms apart, each sent
+/// once the one before was read, find it awake when it polls far longer
+/// than that, and wake it once each when it does not poll. (It slept in
+/// `poll` at once unless `busy_poll` was set; what the poll saves flat
+/// out, its sender's wake-up of it per send, is measured by `tagwire
+/// perf throughput --remote`.)
+#[test]
+fn a_direct_subscriber_whose_stream_flows_polls_before_it_sleeps() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, clients) = site.mesh(&Find::List);
+    const BURSTS: u64 = 60;
+    const BURST: u64 = 8;
+    let mut slept = Vec::new();
+    for (tag, flow_poll) in [
+        ("/flow-poll", Duration::from_millis(500)),
+        ("/flow-sleep", Duration::ZERO),
+    ] {
+        clients[0].create_tag(tag, Domain::Global).unwrap();
+        let mut sub = clients[1]
+            .subscribe(tag, SubscribeOptions::default().flow_poll(flow_poll))
+            .unwrap();
+        wait_direct(&sub, true);
+        let mut publisher = clients[0].publisher(tag).unwrap();
+        let taken = std::sync::atomic::AtomicU64::new(0);
+        let sleeps = std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..BURSTS * BURST {
+                    if i > 0 && i % BURST == 0 {
+                        while taken.load(Ordering::Acquire) < i {
+                            std::thread::sleep(Duration::from_micros(100));
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    publisher.send(&i.to_le_bytes()).unwrap();
+                }
+            });
+            let mut buf = Vec::new();
+            let mut before = 0;
+            for i in 0..BURSTS * BURST {
+                sub.receive_into(Some(Duration::from_secs(10)), &mut buf)
+                    .unwrap();
+                assert_eq!(buf, i.to_le_bytes());
+                if i == BURST - 1 {
+                    // From the second burst on: the first one finds the
+                    // stream not flowing yet.
+                    before = sub.sleeps();
+                }
+                taken.store(i + 1, Ordering::Release);
+            }
+            sub.sleeps() - before
+        });
+        assert_eq!(sub.lost(), 0);
+        slept.push(sleeps);
+    }
+    let (polling, sleeping) = (slept[0], slept[1]);
+    println!("sleeps for {BURSTS} bursts: polling {polling}, not polling {sleeping}");
+    assert!(
+        sleeping >= BURSTS - 1,
+        "a direct subscriber not polling slept {sleeping} times"
+    );
+    assert!(
+        polling <= 2,
+        "a polling direct subscriber slept {polling} times"
+    );
+}

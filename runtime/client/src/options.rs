@@ -15,8 +15,10 @@ pub struct SubscribeOptions {
     /// For latency-critical users with a core to spare.
     pub busy_poll: Option<Duration>,
     /// How long a blocking `receive` whose stream flows (two or more
-    /// messages since it last waited) polls before it sleeps, when
-    /// `busy_poll` is not set ([`FLOW_POLL`]; zero: sleep at once).
+    /// messages since it last slept) polls before it sleeps, when
+    /// `busy_poll` is not set ([`FLOW_POLL`]; zero: sleep at once): the
+    /// tag's ring, or the subscription's socket while it holds its stream
+    /// (direct delivery).
     pub flow_poll: Duration,
     /// Reliability, carrier and temporal scaling of the connections that
     /// feed this subscription (default: reliable UDP, every sample).

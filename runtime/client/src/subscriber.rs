@@ -420,13 +420,16 @@ impl Subscriber {
             if let Some(d) = direct {
                 let st = d.lock();
                 if st.holder {
-                    // (`busy_poll` looks at the socket first. A flowing
-                    // stream's look, as the ring's below, made no
-                    // difference here: datagrams come in bursts.)
-                    let spin = self.opts.busy_poll.unwrap_or(Duration::ZERO);
-                    self.since_wait = 0;
+                    // A flowing stream looks at the socket a while before
+                    // sleeping, as at the ring below: a sleeping reader is
+                    // woken by its sender's send, and the sender pays for
+                    // that wake-up (8 KiB flat out across hosts, the
+                    // sending CPU spent an eighth of its time waking this
+                    // reader, which was idle half of its own).
+                    let spin = ring_spin(&self.opts, self.since_wait);
                     if d.wait(st, slice, spin) {
                         self.sleeps += 1;
+                        self.since_wait = 0;
                     }
                     continue;
                 }
