@@ -51,26 +51,27 @@ use crate::tcpout::TcpOuts;
 use crate::train::Train;
 use crate::{lock, Shared};
 
-/// Largest datagram sent: one Ethernet frame's UDP payload over IPv4
-/// (1472 bytes), less a sealed datagram's overhead (`tagwire_auth`'s
-/// `TAG_OVERHEAD`, 44) under a domain key. Messages are cut into
-/// datagrams this large and small ones batched up to it; runs of them go
-/// out in one segmented send (`crate::train`), so the kernel's per-call
-/// cost is paid once per up to 64 datagrams, and a loss costs one
+/// Largest datagram sent: one Ethernet frame's UDP payload (1472 bytes
+/// over IPv4, 1452 over IPv6), less a sealed datagram's overhead
+/// (`tagwire_auth`'s `TAG_OVERHEAD`, 44) under a domain key. Messages are
+/// cut into datagrams this large and small ones batched up to it; runs of
+/// them go out in one segmented send (`crate::train`), so the kernel's
+/// per-call cost is paid once per up to 64 datagrams, and a loss costs one
 /// datagram, never an IP-fragmented 60 KiB one (which is what this was
 /// before). Without a key the whole payload is used: an 8 KiB message
-/// takes 6 datagrams, not 7 (each costs both ends' session and kernel
-/// about as much as its bytes).
-pub(crate) const fn datagram(keyed: bool) -> usize {
+/// takes 6 datagrams over IPv4, not 7 (each costs both ends' session and
+/// kernel about as much as its bytes).
+pub(crate) const fn datagram(keyed: bool, ipv6: bool) -> usize {
+    let payload = ETHERNET_MTU - if ipv6 { 40 } else { 20 } - 8;
     if keyed {
-        UDP_PAYLOAD - tagwire_auth::datagram::TAG_OVERHEAD
+        payload - tagwire_auth::datagram::TAG_OVERHEAD
     } else {
-        UDP_PAYLOAD
+        payload
     }
 }
 
-/// One Ethernet frame's UDP payload over IPv4.
-const UDP_PAYLOAD: usize = 1500 - 20 - 8;
+/// An Ethernet frame's IP packet.
+const ETHERNET_MTU: usize = 1500;
 
 /// Datagrams a reliable stream may have unacknowledged.
 const WINDOW: usize = 1024;
@@ -186,12 +187,13 @@ impl Outbound {
             let Some((ring, from)) = start(&name) else {
                 continue;
             };
+            let size = datagram(shared.guard.is_keyed(), shared.node().0.is_ipv6());
             let config = Config {
                 me: shared.node(),
                 seed: random_id(),
-                datagram: datagram(shared.guard.is_keyed()),
-                batch_min: datagram(shared.guard.is_keyed()),
-                batch_max: datagram(shared.guard.is_keyed()),
+                datagram: size,
+                batch_min: size,
+                batch_max: size,
                 writer: tagwire_reliable::WriterConfig {
                     window: WINDOW,
                     ..tagwire_reliable::WriterConfig::default()
@@ -776,5 +778,28 @@ fn lower_priority() {
     let nicer = (now + FORWARDER_NICE).min(19);
     if let Err(e) = rustix::process::setpriority_process(Some(me), nicer) {
         tracing::debug!(error = %e, "forwarder priority unchanged");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tagwire_auth::datagram::TAG_OVERHEAD;
+    use tagwire_reliable::fragment::fragment_count;
+    use tagwire_wire::datagram::max_fragment_payload;
+
+    #[test]
+    fn a_datagram_fills_an_ethernet_frame_and_leaves_room_for_a_seal_only_under_a_key() {
+        for (ipv6, ip) in [(false, 20), (true, 40)] {
+            assert_eq!(datagram(false, ipv6) + 8 + ip, 1500);
+            assert_eq!(datagram(true, ipv6) + TAG_OVERHEAD + 8 + ip, 1500);
+        }
+        // A perf-sized tag's 8 KiB message: 6 datagrams without a key
+        // (7 before, with room for a seal kept either way), 7 with one.
+        let tag = TagName::new("/perf/12345/tput0").unwrap();
+        let frags =
+            |keyed| fragment_count(8192, max_fragment_payload(&tag, datagram(keyed, false)));
+        assert_eq!(frags(false), 6);
+        assert_eq!(frags(true), 7);
     }
 }
