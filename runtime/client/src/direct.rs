@@ -498,10 +498,10 @@ fn only_tag(body: &[u8], tag: &TagName) -> bool {
     }
 }
 
-/// The monotonic clock in µs, read coarsely (its tick, a few ms, is far
-/// below [`KEEPER_AFTER`]'s resolution needs): the subscriber reads it each
-/// time it leaves `receive`, and the precise clock cost a small message's
-/// path a few percent of its time.
+/// The monotonic clock in µs, read coarsely (to the kernel's tick, 1-4 ms:
+/// enough to tell [`KEEPER_AFTER`], 20 ms, apart): the subscriber reads it
+/// each time it leaves `receive`, and the precise clock cost a small
+/// message's path a few percent of its time.
 fn coarse_us() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
     (t.tv_sec as u64)
