@@ -71,6 +71,23 @@ impl InStream {
     }
 }
 
+impl InStream {
+    /// Hands what the reader held back and a datagram made deliverable
+    /// (the gap before it filled, or given up on) to `out`.
+    fn take_buffered(
+        &mut self,
+        from: SocketAddr,
+        out: &mut std::collections::VecDeque<Delivery>,
+        spare: &mut Vec<Vec<u8>>,
+    ) {
+        while let Some(buffered) = self.reader.poll_event() {
+            if let Ok(g) = Datagram::decode(&buffered) {
+                take(&mut self.reasm, &g.body, from, out, spare);
+            }
+        }
+    }
+}
+
 impl Session {
     /// One datagram from `from` (the delivery port's, or a TCP frame's
     /// body). Whole messages come out of [`Session::poll_deliver`],
@@ -141,17 +158,7 @@ impl Session {
                 s.reader.handle_heartbeat(now, first, last);
                 // A heartbeat that gives up on a gap makes what was buffered
                 // after it deliverable (found by the simulator, seed 684).
-                while let Some(buffered) = s.reader.poll_event() {
-                    if let Ok(g) = Datagram::decode(&buffered) {
-                        take(
-                            &mut s.reasm,
-                            &g.body,
-                            from,
-                            &mut self.deliveries,
-                            &mut self.spare,
-                        );
-                    }
-                }
+                s.take_buffered(from, &mut self.deliveries, &mut self.spare);
                 self.ack(now, key);
                 None
             }
@@ -173,7 +180,7 @@ impl Session {
         body: &Body<'_>,
         bytes: &[u8],
     ) {
-        if !self.away.is_empty() && self.away.contains(tag) {
+        if self.away.contains(tag) {
             // Its streams moved to another session of this node:
             // unacknowledged, it goes again, there.
             if self.away_streams.len() < MAX_AWAY_STREAMS {
@@ -206,7 +213,7 @@ impl Session {
             s.tag = Some(tag.clone());
         }
         s.reliable.get_or_insert(flags & FLAG_RELIABLE != 0);
-        if !self.credit.is_empty() && self.credit.get(tag) == Some(&0) {
+        if self.credit.get(tag) == Some(&0) {
             // A best-effort datagram is just lost (the next one's gap
             // counts it); a reliable one comes again once there is room.
             // The stream knows its tag now, so its heartbeats are answered
@@ -256,17 +263,7 @@ impl Session {
                 &mut self.spare,
             );
         }
-        while let Some(buffered) = s.reader.poll_event() {
-            if let Ok(g) = Datagram::decode(&buffered) {
-                take(
-                    &mut s.reasm,
-                    &g.body,
-                    from,
-                    &mut self.deliveries,
-                    &mut self.spare,
-                );
-            }
-        }
+        s.take_buffered(from, &mut self.deliveries, &mut self.spare);
         // Answered once the caller has handed in what it received at once
         // (`poll_transmit`): one acknowledgement per burst of datagrams (a
         // receive of coalesced ones), not one per `ack_every` of them, each

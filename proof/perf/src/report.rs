@@ -34,7 +34,10 @@ mod cells;
 
 pub use cells::fmt_size;
 pub(crate) use cells::render_grid;
-use cells::{fmt_latency_cell, fmt_rate, fmt_us, label, notes_section, ordered_unique, ratio_cell};
+use cells::{
+    fmt_latency_cell, fmt_rate, fmt_us, label, notes_section, ordered_unique, ratio_cell,
+    titled_lines,
+};
 
 /// One measured (or skipped) data point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -650,13 +653,7 @@ pub fn table2_table(records: &[Record]) -> String {
         .filter(|r| r.p50_us.is_none())
         .filter_map(|r| r.note.as_ref().map(|n| format!("  {}: {n}", r.system)))
         .collect();
-    if !skipped.is_empty() {
-        out.push_str("skipped:\n");
-        for s in skipped {
-            out.push_str(&s);
-            out.push('\n');
-        }
-    }
+    titled_lines(&mut out, "skipped", skipped);
     out
 }
 

@@ -12,10 +12,13 @@
 //! error between anchors stays far below a microsecond. Elsewhere, and in
 //! the process's first [`MIN_BASELINE`], it is `SystemTime::now`.
 //!
-//! Written here rather than taken from a crate: `minstant` calibrates with a
-//! 20 ms busy loop in a constructor of every process that links it (the
-//! daemon and each CLI call included) and keeps one anchor for ever;
-//! `quanta` gives monotonic time only.
+//! [`SendClock`] is written here rather than taken from a crate: `minstant`
+//! calibrates with a 20 ms busy loop in a constructor of every process that
+//! links it (the daemon and each CLI call included) and keeps one anchor for
+//! ever; `quanta` gives monotonic time only.
+//!
+//! Also [`coarse_us`], the monotonic clock to the kernel's tick, for
+//! timings that need no better.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -28,6 +31,17 @@ const MIN_BASELINE: Duration = Duration::from_millis(2);
 /// A (counter, monotonic clock) pair whose two counter readings lie further
 /// apart than this (a preemption between them) is not used.
 const MAX_PAIR_TICKS: u64 = 20_000;
+
+/// The monotonic clock in µs, read coarsely (to the kernel's tick, 1-4
+/// ms: enough to tell `direct::KEEPER_AFTER`, 20 ms, apart): a direct
+/// subscriber reads it each time it leaves `receive`, where the precise
+/// clock cost a small message's path a few percent of its time.
+pub(crate) fn coarse_us() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000)
+        .saturating_add(t.tv_nsec as u64 / 1000)
+}
 
 /// Wall-clock time now, in nanoseconds since the Unix epoch (0 before it).
 pub(crate) fn system_now_ns() -> u64 {

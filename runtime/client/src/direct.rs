@@ -40,6 +40,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tagwire_auth::{Holder, HoldingKey};
+
+use crate::clock::coarse_us;
 use tagwire_net::gso;
 use tagwire_session::{Config, Delivery, Session};
 use tagwire_wire::datagram::peek_tag;
@@ -496,17 +498,6 @@ fn only_tag(body: &[u8], tag: &TagName) -> bool {
         // (The session refuses it, and counts it.)
         Err(_) => true,
     }
-}
-
-/// The monotonic clock in µs, read coarsely (to the kernel's tick, 1-4 ms:
-/// enough to tell [`KEEPER_AFTER`], 20 ms, apart): the subscriber reads it
-/// each time it leaves `receive`, and the precise clock cost a small
-/// message's path a few percent of its time.
-fn coarse_us() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
-    (t.tv_sec as u64)
-        .saturating_mul(1_000_000)
-        .saturating_add(t.tv_nsec as u64 / 1000)
 }
 
 /// The subscriber inside `receive`; on drop it is away again.

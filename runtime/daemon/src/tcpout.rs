@@ -230,6 +230,20 @@ mod tests {
         v
     }
 
+    /// A loopback listener and the thread that takes its one connection:
+    /// everything that arrived on it once it closes.
+    fn listen() -> (SocketAddr, std::thread::JoinHandle<Vec<u8>>) {
+        let l = TcpListener::bind((LO, 0)).unwrap();
+        let dest = l.local_addr().unwrap();
+        let reader = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut got = Vec::new();
+            c.read_to_end(&mut got).unwrap();
+            got
+        });
+        (dest, reader)
+    }
+
     /// A loopback port nobody listens on (yet).
     fn free_port() -> SocketAddr {
         let l = TcpListener::bind((LO, 0)).unwrap();
@@ -264,14 +278,7 @@ mod tests {
     #[test]
     fn frames_sent_together_arrive_in_order_each_behind_its_length() {
         let guard = Guard::new(None, false, LO, 1);
-        let l = TcpListener::bind((LO, 0)).unwrap();
-        let dest = l.local_addr().unwrap();
-        let reader = std::thread::spawn(move || {
-            let (mut c, _) = l.accept().unwrap();
-            let mut got = Vec::new();
-            c.read_to_end(&mut got).unwrap();
-            got
-        });
+        let (dest, reader) = listen();
         let mut out = TcpOut::new(dest);
         let big = vec![7u8; 1400];
         assert!(out.send_all(&guard, [&b"one"[..], &big, b""], || true));
@@ -287,17 +294,6 @@ mod tests {
     fn each_node_gets_its_own_tcp_frames_in_order_and_nothing_else() {
         use tagwire_session::Class;
         let guard = Guard::new(None, false, LO, 1);
-        let listen = || {
-            let l = TcpListener::bind((LO, 0)).unwrap();
-            let dest = l.local_addr().unwrap();
-            let reader = std::thread::spawn(move || {
-                let (mut c, _) = l.accept().unwrap();
-                let mut got = Vec::new();
-                c.read_to_end(&mut got).unwrap();
-                got
-            });
-            (dest, reader)
-        };
         let ((a, ra), (b, rb)) = (listen(), listen());
         let t = |dest, carrier, bytes: &[u8]| Transmit {
             dest,

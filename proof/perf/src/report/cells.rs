@@ -128,14 +128,21 @@ pub(super) fn notes_section(records: &[&Record], with_acks: bool) -> String {
             .as_ref()
             .map(|n| format!("  {}: {n}", label(records, r, with_acks)))
     }));
-    if !notes.is_empty() {
-        out.push_str("notes:\n");
-        for n in notes {
-            out.push_str(&n);
-            out.push('\n');
-        }
-    }
+    titled_lines(&mut out, "notes", notes);
     out
+}
+
+/// `title:` and `lines` one per line, if there are any.
+pub(super) fn titled_lines(out: &mut String, title: &str, lines: Vec<String>) {
+    if lines.is_empty() {
+        return;
+    }
+    out.push_str(title);
+    out.push_str(":\n");
+    for l in lines {
+        out.push_str(&l);
+        out.push('\n');
+    }
 }
 
 pub(super) fn ratio_cell(num: Option<f64>, den: Option<f64>) -> String {
