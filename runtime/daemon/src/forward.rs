@@ -48,7 +48,7 @@ use tagwire_wire::TagName;
 
 use crate::guard::MEMBER_MASK;
 use crate::tcpout::TcpOuts;
-use crate::train::Train;
+use crate::train::Line;
 use crate::{lock, Shared};
 
 /// Largest datagram sent: one Ethernet frame's UDP payload (1472 bytes
@@ -137,9 +137,9 @@ pub(crate) struct Route {
     gated: AtomicBool,
     /// The ring index the forwarder reads next.
     read_at: AtomicU64,
-    /// UDP datagrams the session released, gathered for one segmented
-    /// send (taken under `session`'s lock, after it).
-    train: Mutex<Train>,
+    /// UDP datagrams the session released, gathered for segmented sends
+    /// (under `session`'s lock, after it) and sent after that lock.
+    line: Line,
 }
 
 impl Outbound {
@@ -216,7 +216,7 @@ impl Outbound {
                 offered_gate: Mutex::new(None),
                 gated: AtomicBool::new(false),
                 read_at: AtomicU64::new(from),
-                train: Mutex::new(Train::default()),
+                line: Line::default(),
             });
             route.hold_back(&lock(&route.dests));
             let (s, o, r) = (shared.clone(), self.clone(), route.clone());
@@ -396,7 +396,7 @@ impl Outbound {
     ) -> (Vec<Transmit>, Vec<Event>) {
         let (all, events) = drain(s, now);
         let mut rest = Vec::new();
-        let mut train = lock(&route.train);
+        let mut train = route.line.gather();
         // (What it sent since: buffers for the session's next datagrams.)
         for b in train.returned() {
             s.recycle(b);
@@ -423,14 +423,20 @@ impl Outbound {
             } else {
                 t.bytes
             };
-            train.push(&self.sock, &self.gso_off, t.dest, datagram);
+            train.push(t.dest, datagram);
         }
         (rest, events)
     }
 
-    /// Sends what the route's train gathered.
+    /// Sends what the route's train gathered (or leaves it to the thread
+    /// that is sending it: `crate::train`).
     fn send_train(&self, route: &Route) {
-        lock(&route.train).send(&self.sock, &self.gso_off);
+        route.line.send_all(&self.sock, &self.gso_off);
+    }
+
+    /// Sends the route's full runs, leaving the forming one to grow.
+    fn send_ready(&self, route: &Route) {
+        route.line.send_ready(&self.sock, &self.gso_off);
     }
 }
 
@@ -598,6 +604,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
             if taken > 0 {
                 progressed = true;
                 last_read = Some(now);
+                out.send_ready(route);
             }
             f.send(tx, events);
             if let Some(this) = large {
@@ -726,6 +733,7 @@ impl Forwarder<'_> {
             };
             self.out.drain(shared, route, &mut s, now)
         };
+        self.out.send_ready(route);
         self.send(tx, events);
     }
 

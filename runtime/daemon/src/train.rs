@@ -12,35 +12,90 @@
 //! taken everything its ring holds now, before it sleeps, so a lone
 //! message goes out as soon as it did before.
 //!
+//! **Two threads, one order, no send under a lock.** A route's datagrams
+//! come from its forwarder and from the thread that takes its
+//! acknowledgements (what they release), each gathering under the
+//! session's lock, so the [`Train`] holds them in the session's order.
+//! Sending is done after that lock, by one thread at a time
+//! ([`Line::send_ready`]): a thread that finds the other sending leaves
+//! its runs to it and goes on. Neither waits for the other's system call
+//! (which, on a veth link, carries the receiver's UDP processing too),
+//! and a run never overtakes one gathered before it.
+//!
 //! A run arrives at a router as a burst: through a short queue (a `tbf`
 //! of two packets) most of a long one is dropped. So, as the session's
 //! batches did when they were larger than a packet, a train is one
 //! datagram long after a retransmission and doubles after each clean
 //! stretch ([`Train::adapt`]).
 
+use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tagwire_net::gso::{self, MAX_BYTES, MAX_SEGMENTS};
 
+use crate::lock;
+
 /// How long a train stays at its length before it may double.
 const CLEAN_STRETCH: Duration = Duration::from_millis(200);
 
-/// Datagrams waiting to go to one address.
-#[derive(Debug)]
-pub(crate) struct Train {
+/// Datagrams to one address that go out in one send.
+#[derive(Debug, Default)]
+struct Run {
+    dest: Option<SocketAddr>,
     /// The datagrams, each in a buffer of its own (sent where they are:
     /// one `iovec` each, no copy into one buffer).
     parts: Vec<Vec<u8>>,
     /// Their bytes.
     bytes: usize,
-    dest: Option<SocketAddr>,
     /// The length of each datagram but the last.
     segment: usize,
     /// The last one was shorter: nothing may follow it.
     closed: bool,
-    /// Most datagrams a send takes now (see [`Train::adapt`]).
+}
+
+impl Run {
+    /// Sends it: one segmented send, or, where the kernel refuses
+    /// segmentation (it then stays off for this socket), one datagram at
+    /// a time. Gives its buffers back.
+    fn send(self, sock: &UdpSocket, gso_off: &AtomicBool) -> Vec<Vec<u8>> {
+        let Some(dest) = self.dest else {
+            return self.parts;
+        };
+        let mut one_by_one = self.parts.len() == 1 || gso_off.load(Ordering::Relaxed);
+        if !one_by_one {
+            let mut refs = [&[][..]; MAX_SEGMENTS];
+            for (r, p) in refs.iter_mut().zip(&self.parts) {
+                *r = p;
+            }
+            let refs = &refs[..self.parts.len()];
+            // EIO / EINVAL: no offload here (the datagrams of a refused
+            // send never left; ENOBUFS and the like lose this train,
+            // which the reliable windows repair as any loss).
+            if gso::send_parts(sock, dest, refs, self.segment).is_err() && !gso::gso_supported(sock)
+            {
+                gso_off.store(true, Ordering::Relaxed);
+                one_by_one = true;
+            }
+        }
+        if one_by_one {
+            for d in &self.parts {
+                let _ = sock.send_to(d, dest);
+            }
+        }
+        self.parts
+    }
+}
+
+/// Datagrams waiting to go, in the order they were gathered: runs ready
+/// to send and the one still forming.
+#[derive(Debug)]
+pub(crate) struct Train {
+    forming: Run,
+    ready: VecDeque<Run>,
+    /// Most datagrams a run takes now (see [`Train::adapt`]).
     limit: usize,
     /// Retransmissions seen so far, and when the limit may next grow.
     resent: u64,
@@ -56,11 +111,8 @@ const MAX_RETURNED: usize = 4 * MAX_SEGMENTS;
 impl Default for Train {
     fn default() -> Self {
         Self {
-            parts: Vec::new(),
-            bytes: 0,
-            dest: None,
-            segment: 0,
-            closed: false,
+            forming: Run::default(),
+            ready: VecDeque::new(),
             limit: MAX_SEGMENTS,
             resent: 0,
             grow_at: None,
@@ -85,78 +137,92 @@ impl Train {
         }
     }
 
-    /// Adds `datagram` for `dest`, sending what waits first if it cannot
-    /// join them.
-    pub(crate) fn push(
-        &mut self,
-        sock: &UdpSocket,
-        gso_off: &AtomicBool,
-        dest: SocketAddr,
-        datagram: Vec<u8>,
-    ) {
+    /// Adds `datagram` for `dest` to the forming run, or, if it cannot
+    /// join it, to a new one after it.
+    pub(crate) fn push(&mut self, dest: SocketAddr, datagram: Vec<u8>) {
         let len = datagram.len();
-        let joins = self.dest == Some(dest)
-            && !self.closed
-            && len <= self.segment
-            && self.parts.len() < self.limit
-            && self.bytes + len <= MAX_BYTES;
+        let f = &self.forming;
+        let joins = f.dest == Some(dest)
+            && !f.closed
+            && len <= f.segment
+            && f.parts.len() < self.limit
+            && f.bytes + len <= MAX_BYTES;
         if !joins {
-            self.send(sock, gso_off);
+            self.close();
         }
-        if self.parts.is_empty() {
-            self.dest = Some(dest);
-            self.segment = len;
+        let f = &mut self.forming;
+        if f.parts.is_empty() {
+            f.dest = Some(dest);
+            f.segment = len;
         }
-        self.parts.push(datagram);
-        self.bytes += len;
-        self.closed = len < self.segment;
-        if gso_off.load(Ordering::Relaxed) || len > MAX_BYTES / 2 || self.parts.len() >= self.limit
-        {
-            // No offload (or a datagram too large to share a send).
-            self.send(sock, gso_off);
+        f.parts.push(datagram);
+        f.bytes += len;
+        f.closed = len < f.segment;
+        if len > MAX_BYTES / 2 || f.parts.len() >= self.limit {
+            // Full (or a datagram too large to share a send).
+            self.close();
         }
     }
 
-    /// Sends what waits: one segmented send, or, where the kernel refuses
-    /// segmentation (it then stays off for this socket), one datagram at
-    /// a time.
-    pub(crate) fn send(&mut self, sock: &UdpSocket, gso_off: &AtomicBool) {
-        let Some(dest) = self.dest.take() else {
-            return;
-        };
-        let mut one_by_one = self.parts.len() == 1 || gso_off.load(Ordering::Relaxed);
-        if !one_by_one {
-            let mut refs = [&[][..]; MAX_SEGMENTS];
-            for (r, p) in refs.iter_mut().zip(&self.parts) {
-                *r = p;
-            }
-            let refs = &refs[..self.parts.len()];
-            // EIO / EINVAL: no offload here (the datagrams of a refused
-            // send never left; ENOBUFS and the like lose this train,
-            // which the reliable windows repair as any loss).
-            if gso::send_parts(sock, dest, refs, self.segment).is_err() && !gso::gso_supported(sock)
-            {
-                gso_off.store(true, Ordering::Relaxed);
-                one_by_one = true;
-            }
+    /// The forming run is ready to go.
+    pub(crate) fn close(&mut self) {
+        if !self.forming.parts.is_empty() {
+            self.ready.push_back(std::mem::take(&mut self.forming));
         }
-        if one_by_one {
-            for d in &self.parts {
-                let _ = sock.send_to(d, dest);
-            }
-        }
-        for p in self.parts.drain(..) {
-            if self.sent.len() < MAX_RETURNED {
-                self.sent.push(p);
-            }
-        }
-        self.bytes = 0;
-        self.closed = false;
     }
 
     /// The buffers of datagrams sent so far, for the next ones.
     pub(crate) fn returned(&mut self) -> std::vec::Drain<'_, Vec<u8>> {
         self.sent.drain(..)
+    }
+
+    fn give_back(&mut self, parts: Vec<Vec<u8>>) {
+        let room = MAX_RETURNED.saturating_sub(self.sent.len());
+        self.sent.extend(parts.into_iter().take(room));
+    }
+}
+
+/// A route's [`Train`] and the right to send it, which one thread holds
+/// at a time.
+#[derive(Debug, Default)]
+pub(crate) struct Line {
+    train: Mutex<Train>,
+    sending: AtomicBool,
+}
+
+impl Line {
+    /// The train, to gather into (under the session's lock, in its
+    /// order; nothing is sent while it is held).
+    pub(crate) fn gather(&self) -> MutexGuard<'_, Train> {
+        lock(&self.train)
+    }
+
+    /// Sends the runs that are ready, and any that are added meanwhile,
+    /// unless another thread is sending: it then sends ours too, after
+    /// its own, and this returns at once.
+    pub(crate) fn send_ready(&self, sock: &UdpSocket, gso_off: &AtomicBool) {
+        if self.sending.swap(true, Ordering::Acquire) {
+            return;
+        }
+        let mut train = lock(&self.train);
+        loop {
+            let Some(run) = train.ready.pop_front() else {
+                // (Cleared under the lock: a thread that adds a run after
+                // this finds the right free and sends it itself.)
+                self.sending.store(false, Ordering::Release);
+                return;
+            };
+            drop(train);
+            let parts = run.send(sock, gso_off);
+            train = lock(&self.train);
+            train.give_back(parts);
+        }
+    }
+
+    /// Sends everything gathered, the forming run too.
+    pub(crate) fn send_all(&self, sock: &UdpSocket, gso_off: &AtomicBool) {
+        lock(&self.train).close();
+        self.send_ready(sock, gso_off);
     }
 }
 
@@ -164,6 +230,7 @@ impl Train {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use std::sync::Arc;
 
     fn recv_all(rx: &UdpSocket) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
@@ -174,19 +241,20 @@ mod tests {
         out
     }
 
+    fn receiver() -> UdpSocket {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        rx
+    }
+
     #[test]
     fn runs_of_one_length_go_together_and_every_datagram_arrives_whole_in_order() {
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let other = UdpSocket::bind("127.0.0.1:0").unwrap();
-        rx.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        other
-            .set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
+        let (rx, other) = (receiver(), receiver());
         let (to, elsewhere) = (rx.local_addr().unwrap(), other.local_addr().unwrap());
         let off = AtomicBool::new(false);
-        let mut t = Train::default();
+        let line = Line::default();
         let mut want = Vec::new();
         // Equal ones, a shorter one (closes the run), a longer one (a new
         // run), another address, then a lone one.
@@ -195,20 +263,28 @@ mod tests {
         }
         want.push(vec![9; 40]);
         want.push(vec![10; 300]);
-        for d in &want {
-            t.push(&tx, &off, to, d.clone());
+        {
+            let mut t = line.gather();
+            for d in &want {
+                t.push(to, d.clone());
+            }
+            t.push(elsewhere, vec![7; 10]);
+            t.push(to, vec![11; 50]);
         }
-        t.push(&tx, &off, elsewhere, vec![7; 10]);
-        t.push(&tx, &off, to, vec![11; 50]);
-        t.send(&tx, &off);
+        line.send_all(&tx, &off);
         want.push(vec![11; 50]);
         assert_eq!(recv_all(&rx), want);
         assert_eq!(recv_all(&other), vec![vec![7u8; 10]]);
         // The bounds: at most MAX_SEGMENTS datagrams per send.
-        for i in 0..(MAX_SEGMENTS + 3) {
-            t.push(&tx, &off, to, vec![(i % 251) as u8; 20]);
+        {
+            let mut t = line.gather();
+            for i in 0..(MAX_SEGMENTS + 3) {
+                t.push(to, vec![(i % 251) as u8; 20]);
+            }
+            assert_eq!(t.ready.len(), 1);
+            assert_eq!(t.ready[0].parts.len(), MAX_SEGMENTS);
         }
-        t.send(&tx, &off);
+        line.send_all(&tx, &off);
         assert_eq!(recv_all(&rx).len(), MAX_SEGMENTS + 3);
     }
 
@@ -232,34 +308,36 @@ mod tests {
             t.adapt(4, t0 + CLEAN_STRETCH * i);
         }
         assert_eq!(t.limit, MAX_SEGMENTS);
-        // At a limit of one, every datagram goes at once.
-        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        rx.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
+        // At a limit of one, every datagram is a run of its own.
         t.adapt(5, t0);
-        let off = AtomicBool::new(false);
-        t.push(&tx, &off, rx.local_addr().unwrap(), vec![1; 50]);
-        assert!(t.parts.is_empty(), "a one-datagram train waits for nothing");
-        assert_eq!(recv_all(&rx), vec![vec![1u8; 50]]);
+        let to: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        t.push(to, vec![1; 50]);
+        t.push(to, vec![2; 50]);
+        assert!(
+            t.forming.parts.is_empty(),
+            "a one-datagram run waits for nothing"
+        );
+        assert_eq!(t.ready.len(), 2);
     }
 
     #[test]
     fn sent_buffers_go_back_to_the_owner() {
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        rx.set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
+        let rx = receiver();
         let off = AtomicBool::new(false);
-        let mut t = Train::default();
+        let line = Line::default();
         let bufs: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 64]).collect();
         let at: Vec<usize> = bufs.iter().map(|b| b.as_ptr() as usize).collect();
         for b in bufs {
-            t.push(&tx, &off, rx.local_addr().unwrap(), b);
+            line.gather().push(rx.local_addr().unwrap(), b);
         }
-        assert_eq!(t.returned().count(), 0, "nothing sent yet");
-        t.send(&tx, &off);
-        let back: Vec<usize> = t.returned().map(|b| b.as_ptr() as usize).collect();
+        assert_eq!(line.gather().returned().count(), 0, "nothing sent yet");
+        line.send_all(&tx, &off);
+        let back: Vec<usize> = line
+            .gather()
+            .returned()
+            .map(|b| b.as_ptr() as usize)
+            .collect();
         assert_eq!(back, at);
         assert_eq!(recv_all(&rx).len(), 3);
     }
@@ -274,12 +352,12 @@ mod tests {
         }
         rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let off = AtomicBool::new(false);
-        let mut t = Train::default();
+        let line = Line::default();
         for i in 0..5u8 {
-            t.push(&tx, &off, rx.local_addr().unwrap(), vec![i; 100]);
+            line.gather().push(rx.local_addr().unwrap(), vec![i; 100]);
         }
-        t.push(&tx, &off, rx.local_addr().unwrap(), vec![5; 30]);
-        t.send(&tx, &off);
+        line.gather().push(rx.local_addr().unwrap(), vec![5; 30]);
+        line.send_all(&tx, &off);
         // Loopback hands a segmented send to a coalescing socket whole.
         let mut buf = vec![0u8; gso::RECV_BUFFER];
         let m = gso::recv_coalesced(&rx, &mut buf).unwrap();
@@ -288,5 +366,72 @@ mod tests {
         assert_eq!(parts.len(), 6);
         assert_eq!(parts[5], &[5u8; 30][..]);
         assert!(!off.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_thread_that_finds_another_sending_leaves_its_runs_to_it() {
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let rx = receiver();
+        let off = AtomicBool::new(false);
+        let line = Line::default();
+        // Another thread holds the right to send (it is in its system
+        // call): ours wait for it, and this thread does not.
+        line.sending.store(true, Ordering::Release);
+        line.gather().push(rx.local_addr().unwrap(), vec![1; 10]);
+        line.send_all(&tx, &off);
+        assert!(recv_all(&rx).is_empty(), "left to the sending thread");
+        assert_eq!(line.gather().ready.len(), 1);
+        // That thread, done with its run, finds ours and sends it.
+        line.sending.store(false, Ordering::Release);
+        line.send_ready(&tx, &off);
+        assert_eq!(recv_all(&rx), vec![vec![1u8; 10]]);
+        assert!(
+            !line.sending.load(Ordering::Acquire),
+            "the right is free again"
+        );
+    }
+
+    #[test]
+    fn two_threads_gathering_in_turn_send_in_the_order_they_gathered() {
+        let tx = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+        let rx = receiver();
+        let to = rx.local_addr().unwrap();
+        let line = Arc::new(Line::default());
+        // The session's lock: whoever holds it numbers the next datagrams
+        // and gathers them; each sends after it, as the forwarder and the
+        // acknowledgement thread do.
+        let order = Arc::new(Mutex::new(0u32));
+        const EACH: u32 = 60;
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let (tx, line, order) = (tx.clone(), line.clone(), order.clone());
+                std::thread::spawn(move || {
+                    let off = AtomicBool::new(false);
+                    for round in 0..EACH / 3 {
+                        {
+                            let mut n = lock(&order);
+                            let mut t = line.gather();
+                            for _ in 0..3 {
+                                t.push(to, n.to_be_bytes().to_vec());
+                                *n += 1;
+                            }
+                            if round % 2 == 0 {
+                                t.close();
+                            }
+                        }
+                        line.send_ready(&tx, &off);
+                    }
+                    line.send_all(&tx, &off);
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let got: Vec<u32> = recv_all(&rx)
+            .iter()
+            .map(|d| u32::from_be_bytes(d[..4].try_into().unwrap()))
+            .collect();
+        assert_eq!(got, (0..2 * EACH).collect::<Vec<_>>());
     }
 }
