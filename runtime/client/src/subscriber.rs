@@ -427,7 +427,7 @@ impl Subscriber {
                     // sending CPU spent an eighth of its time waking this
                     // reader, which was idle half of its own).
                     let spin = ring_spin(&self.opts, self.since_wait);
-                    if d.wait(st, slice, spin) {
+                    if d.wait(st, slice, spin, self.opts.busy_poll.is_none()) {
                         self.sleeps += 1;
                         self.since_wait = 0;
                     }
