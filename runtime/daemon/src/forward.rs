@@ -143,19 +143,20 @@ pub(crate) struct Route {
 }
 
 impl Outbound {
-    /// The outbound side sending on (duplicates of) these sockets.
-    pub(crate) fn new(sock: &UdpSocket, msock: Option<&(UdpSocket, u16)>) -> std::io::Result<Self> {
+    /// The outbound side sending on `sock` (from the delivery port) and a
+    /// duplicate of the multicast carrier's socket.
+    pub(crate) fn new(sock: UdpSocket, msock: Option<&(UdpSocket, u16)>) -> std::io::Result<Self> {
         let msock = match msock {
             Some((m, port)) => Some((m.try_clone()?, *port)),
             None => None,
         };
         Ok(Self {
-            sock: sock.try_clone()?,
+            gso_off: AtomicBool::new(!tagwire_net::gso::gso_supported(&sock)),
+            sock,
             msock,
             acks: Mutex::new(HashMap::new()),
             routes: Mutex::new(HashMap::new()),
             retransmitted: AtomicU64::new(0),
-            gso_off: AtomicBool::new(!tagwire_net::gso::gso_supported(sock)),
         })
     }
 

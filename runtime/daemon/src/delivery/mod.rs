@@ -102,7 +102,9 @@ impl Delivery {
         addr: SocketAddr,
         multicast_port: u16,
     ) -> std::io::Result<Arc<Self>> {
-        let sock = tagwire_net::udp_socket(addr)?;
+        // Forwarders send from a socket of their own on the same port, on
+        // which nothing sleeps (see `udp_socket_with_sender`).
+        let (sock, sender) = tagwire_net::udp_socket_with_sender(addr)?;
         sock.set_read_timeout(Some(MAX_SLEEP))?;
         // Without a usable multicast socket the carrier is off (a warning);
         // everything else still works.
@@ -118,7 +120,7 @@ impl Delivery {
                 .ok(),
             std::net::IpAddr::V6(_) => None,
         };
-        let outbound = Arc::new(Outbound::new(&sock, msock.as_ref())?);
+        let outbound = Arc::new(Outbound::new(sender, msock.as_ref())?);
         let d = Arc::new(Self {
             sock,
             outbound,
