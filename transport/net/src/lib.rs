@@ -63,11 +63,13 @@ pub fn send_socket(ip: std::net::IpAddr) -> io::Result<UdpSocket> {
 /// descriptor (as before: correct, and the cost above). Only a process of
 /// the same user may join the group, and the program gives it nothing.
 pub fn udp_socket_with_sender(addr: SocketAddr) -> io::Result<(UdpSocket, UdpSocket)> {
-    if addr.port() != 0 {
-        // A port in use (by another daemon: its group would take this
-        // socket in and give it nothing) is an error, as without the group.
-        drop(bound_udp(addr, 0)?);
-    }
+    // The port first, by a socket in no group: one in use is refused, as
+    // without the group, and port 0 gets a free one. (The kernel would
+    // let a group's socket join another group of this user on its port,
+    // a second daemon's included, which would then get nothing: for port
+    // 0 it does not count such ports as taken.)
+    let port = bound_udp(addr, 0)?.local_addr()?.port();
+    let addr = SocketAddr::new(addr.ip(), port);
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     let _ = s.set_recv_buffer_size(DELIVERY_BUFFER);
     let _ = s.set_send_buffer_size(DELIVERY_BUFFER);
@@ -266,6 +268,8 @@ mod tests {
         // A second daemon on the port is refused, as before the group.
         let again = udp_socket_with_sender(me).map(|_| ()).unwrap_err();
         assert_eq!(again.kind(), io::ErrorKind::AddrInUse);
+        // (Port 0 never lands in another group: runtime/daemon's
+        // tests/delivery_port.rs, in a namespace with two ephemeral ports.)
     }
 
     #[test]
