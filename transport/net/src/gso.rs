@@ -59,22 +59,7 @@ pub fn gso_supported(sock: &UdpSocket) -> bool {
 /// 5.0); read it with [`recv_coalesced`] from then on.
 pub fn enable_gro(sock: &UdpSocket) -> io::Result<()> {
     let on: libc::c_int = 1;
-    // SAFETY: `on` is a valid c_int for the length given, and the
-    // descriptor stays open while `sock` is borrowed.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_UDP,
-            libc::UDP_GRO,
-            (&on as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    crate::set_option(sock, libc::SOL_UDP, libc::UDP_GRO, &on)
 }
 
 /// Control message space for one `c_int` (8-byte aligned).

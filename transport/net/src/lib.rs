@@ -7,9 +7,9 @@
 //!   address reuse so several listeners can share the group's port, loopback on
 //!   so daemons in one network namespace hear each other, and the group joined on
 //!   the interface that owns the node's address;
-//! * UDP **unicast** sockets for the delivery manager ([`udp_socket`]) with large
-//!   kernel buffers, since a burst of fragments must not overflow them, and
-//!   with a send-only sibling on the same port for the forwarders
+//! * the UDP **unicast** socket of the delivery manager, with large kernel
+//!   buffers, since a burst of fragments must not overflow them, and a
+//!   send-only sibling on the same port for the forwarders
 //!   ([`udp_socket_with_sender`]);
 //! * TCP streams for the update manager's links ([`tcp_listener`], and
 //!   `std::net::TcpStream::connect_timeout` for the other end) with `TCP_NODELAY`
@@ -29,11 +29,6 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 /// `net.core.rmem_max` / `wmem_max` unless we are privileged).
 pub const DELIVERY_BUFFER: usize = 8 << 20;
 
-/// A UDP socket bound to `addr` with large send and receive buffers.
-pub fn udp_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
-    bound_udp(addr, DELIVERY_BUFFER)
-}
-
 /// A UDP socket for sending only, bound to `ip` (an ephemeral port): the
 /// socket a daemon hands its clients so that their publishers send the first
 /// copy of their own messages from their own thread (the send ticket), with
@@ -43,7 +38,8 @@ pub fn send_socket(ip: std::net::IpAddr) -> io::Result<UdpSocket> {
     bound_udp(SocketAddr::new(ip, 0), 0)
 }
 
-/// A delivery socket bound to `addr` ([`udp_socket`]) and a second socket
+/// A delivery socket bound to `addr` with large send and receive buffers,
+/// and a second socket
 /// for sending from the same address and port, which receives nothing:
 /// everything sent to the port goes to the first.
 ///
@@ -91,7 +87,6 @@ pub fn udp_socket_with_sender(addr: SocketAddr) -> io::Result<(UdpSocket, UdpSoc
 /// Attaches to `sock`'s `SO_REUSEPORT` group a program that gives every
 /// datagram to the group's first socket.
 fn first_takes_all(sock: &UdpSocket) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     // `ret #0`: the index of the socket in the group.
     let mut code = [libc::sock_filter {
         code: (libc::BPF_RET | libc::BPF_K) as u16,
@@ -103,15 +98,33 @@ fn first_takes_all(sock: &UdpSocket) -> io::Result<()> {
         len: code.len() as u16,
         filter: code.as_mut_ptr(),
     };
-    // SAFETY: `prog` points at `code`, both alive for the call; the kernel
-    // copies the program; the descriptor is open while `sock` is borrowed.
+    // (`prog` points at `code`, alive for the call; the kernel copies it.)
+    set_option(
+        sock,
+        libc::SOL_SOCKET,
+        libc::SO_ATTACH_REUSEPORT_CBPF,
+        &prog,
+    )
+}
+
+/// Sets socket option `name` at `level` to `value`, for the options
+/// `socket2` does not have.
+pub(crate) fn set_option<T>(
+    sock: &UdpSocket,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `value` is valid for reads of its size, and the descriptor
+    // stays open while `sock` is borrowed.
     let r = unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_REUSEPORT_CBPF,
-            (&prog as *const libc::sock_fprog).cast(),
-            size_of::<libc::sock_fprog>() as libc::socklen_t,
+            level,
+            name,
+            (value as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
         )
     };
     if r == 0 {
@@ -215,7 +228,7 @@ mod tests {
 
     #[test]
     fn a_udp_socket_gets_buffers_and_an_address() {
-        let s = udp_socket("127.0.0.1:0".parse().unwrap()).unwrap();
+        let (s, _) = udp_socket_with_sender("127.0.0.1:0".parse().unwrap()).unwrap();
         assert_ne!(s.local_addr().unwrap().port(), 0);
     }
 
