@@ -115,10 +115,12 @@ fn a_sole_remote_subscriber_gets_the_stream_on_its_own_socket_not_the_daemons() 
     );
 }
 
-/// A publisher on host 0 sends `n` numbered messages flat out while host
-/// 1's `first` subscriber loses the stream to its daemon and gets it back
-/// `rounds` times (a second subscriber comes and goes, then a publisher of
-/// the tag on host 1): `first` receives every message once, in order.
+/// A publisher on host 0 sends numbered messages flat out (at least `n`,
+/// and until the switching is over: a faster path must not end the load
+/// before it) while host 1's `first` subscriber loses the stream to its
+/// daemon and gets it back `rounds` times (a second subscriber comes and
+/// goes, then a publisher of the tag on host 1): `first` receives every
+/// message once, in order, up to the last (marked in its ninth byte).
 /// `pause`: a reliable (not lossless) subscriber may fall a ring behind a
 /// flat-out publisher and lose the oldest (reported): the publisher rests
 /// 1 ms every 32 messages, so that losses could only be the switch's.
@@ -131,25 +133,35 @@ fn switches_under_load(opts: SubscribeOptions, n: u64, rounds: usize, pause: boo
     let mut publisher = clients[0].publisher("/switch").unwrap();
     publisher.set_send_timeout(Duration::from_secs(60));
     let done = AtomicBool::new(false);
+    let switched = AtomicBool::new(false);
     let start = Instant::now();
-    let switches = std::thread::scope(|s| {
+    let (switches, sent) = std::thread::scope(|s| {
         let sender = s.spawn(|| {
             let mut buf = [0u8; 64];
-            for i in 1..=n {
+            for i in 1.. {
+                let last = i >= n && switched.load(Ordering::Acquire);
                 buf[..8].copy_from_slice(&i.to_le_bytes());
+                buf[8] = u8::from(last);
                 publisher.send(&buf).unwrap();
+                if last {
+                    return i;
+                }
                 if pause && i % 32 == 0 {
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }
+            unreachable!()
         });
         let reader = s.spawn(|| {
-            for i in 1..=n {
+            for i in 1.. {
                 let m = first
                     .receive(Some(Duration::from_secs(30)))
-                    .unwrap_or_else(|e| panic!("after {} of {n}: {e}", i - 1));
+                    .unwrap_or_else(|e| panic!("after {} of at least {n}: {e}", i - 1));
                 assert_eq!(m.seq.0, i, "lost, repeated or out of order");
                 assert_eq!(&m.payload[..8], &i.to_le_bytes());
+                if m.payload[8] == 1 {
+                    break;
+                }
             }
             assert_eq!(first.lost(), 0);
             done.store(true, Ordering::Release);
@@ -203,17 +215,18 @@ fn switches_under_load(opts: SubscribeOptions, n: u64, rounds: usize, pause: boo
                 switches += 1;
             }
         }
-        sender.join().unwrap();
+        switched.store(true, Ordering::Release);
+        let sent = sender.join().unwrap();
         let mut first = reader.join().unwrap();
         assert!(
             first.receive(Some(Duration::from_millis(300))).is_err(),
             "a message came twice"
         );
         wait_direct(&first, true);
-        switches
+        (switches, sent)
     });
     println!(
-        "{n} messages in {:?} across {switches} switches; {} resent by host 0",
+        "{sent} messages in {:?} across {switches} switches; {} resent by host 0",
         start.elapsed(),
         daemons[0].retransmissions()
     );

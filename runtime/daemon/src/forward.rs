@@ -46,6 +46,7 @@ use tagwire_shm::{Closed, Gate, ReadOutcome, Ring, TicketDest, TICKET_DESTS};
 use tagwire_wire::frame::{FrameHeader, FLAG_BLOB, HEADER_LEN};
 use tagwire_wire::TagName;
 
+use crate::acks::{Ack, AckInbox, Offered};
 use crate::guard::MEMBER_MASK;
 use crate::tcpout::TcpOuts;
 use crate::train::Line;
@@ -140,6 +141,8 @@ pub(crate) struct Route {
     /// UDP datagrams the session released, gathered for segmented sends
     /// (under `session`'s lock, after it) and sent after that lock.
     line: Line,
+    /// Acknowledgements the inbound thread left to the forwarder.
+    acks: AckInbox,
 }
 
 impl Outbound {
@@ -218,6 +221,7 @@ impl Outbound {
                 gated: AtomicBool::new(false),
                 read_at: AtomicU64::new(from),
                 line: Line::default(),
+                acks: AckInbox::default(),
             });
             route.hold_back(&lock(&route.dests));
             let (s, o, r) = (shared.clone(), self.clone(), route.clone());
@@ -253,22 +257,39 @@ impl Outbound {
         if only.is_some_and(|id| id != tagwire_auth::tag_id(route.tag.as_str())) {
             return false;
         }
+        let ack = Ack {
+            now,
+            from,
+            bytes: bytes.to_vec(),
+        };
+        if route.acks.offer(ack) == Offered::Left {
+            // Its forwarder is reading its ring: it takes it under the
+            // lock it holds most of the time (`crate::acks`).
+            return true;
+        }
+        self.take_acks_now(shared, &route, now);
+        true
+    }
+
+    /// Takes `route`'s queued acknowledgements under its session's lock
+    /// and sends what they release (the inbound thread, or a forwarder
+    /// about to leave them to it), waking a forwarder waiting for room.
+    fn take_acks_now(&self, shared: &Shared, route: &Arc<Route>, now: Instant) {
         let (out, events, room) = {
             let mut s = lock(&route.session);
-            s.handle_datagram(now, from, bytes);
-            let (out, events) = self.drain(shared, &route, &mut s, now);
+            take_acks(route, &mut s);
+            let (out, events) = self.drain(shared, route, &mut s, now);
             (out, events, s.can_accept(&route.tag))
         };
-        self.account(shared, &route, events);
+        self.account(shared, route, events);
         // With what the forwarder gathered before: the stream's order.
-        self.send_train(&route);
+        self.send_train(route);
         for t in &out {
             self.send_udp(shared, t);
         }
         if room && route.parked.load(Ordering::Acquire) {
             route.wake();
         }
-        true
     }
 
     /// A `tagwire stats` row per reliable stream to another node.
@@ -441,6 +462,16 @@ impl Outbound {
     }
 }
 
+/// The acknowledgements queued for `route`'s session (under its lock), in
+/// the order they arrived; true if there were any.
+fn take_acks(route: &Route, s: &mut Session) -> bool {
+    let acks = route.acks.take();
+    for a in &acks {
+        s.handle_datagram(a.now, a.from, &a.bytes);
+    }
+    !acks.is_empty()
+}
+
 /// Everything the session has to send, and its events.
 fn drain(s: &mut Session, now: Instant) -> (Vec<Transmit>, Vec<Event>) {
     let mut out = Vec::new();
@@ -519,12 +550,15 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
         }
         route.gated.store(gate.is_some(), Ordering::Release);
         let mut progressed = false;
+        // Acknowledgements wait for us while we read (`crate::acks`).
+        route.acks.enter();
         loop {
             // Up to GROUP records under one lock, one clock read and one
             // drain (per record they cost as much as the rest of a small
             // message's path). The ring is read under the lock: a record
             // is read only once the session can take it.
             let mut s = lock(&route.session);
+            let acked = take_acks(route, &mut s);
             let now = Instant::now();
             let (mut taken, mut bytes, mut empty) = (0, 0, false);
             // A large message's record, whose body the daemon's state lock
@@ -596,7 +630,7 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
                     None => s.handle_record_buf(now, tag, &header, body),
                 };
             }
-            let (tx, events) = if taken > 0 {
+            let (tx, events) = if taken > 0 || acked {
                 out.drain(shared, route, &mut s, now)
             } else {
                 (Vec::new(), Vec::new())
@@ -607,7 +641,16 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
                 last_read = Some(now);
                 out.send_ready(route);
             }
-            f.send(tx, events);
+            if tx.iter().any(|t| t.carrier == Carrier::Tcp) {
+                // A TCP write may stall: acknowledgements of the UDP
+                // streams are not left waiting for it.
+                route.acks.leave();
+                out.take_acks_now(shared, route, Instant::now());
+                f.send(tx, events);
+                route.acks.enter();
+            } else {
+                f.send(tx, events);
+            }
             if let Some(this) = large {
                 f.large(&rec, &mut blob, this, &gate, cur.position());
                 continue;
@@ -616,11 +659,14 @@ fn forward_loop(shared: &Arc<Shared>, out: &Outbound, route: &Arc<Route>, ring: 
                 break;
             }
         }
+        route.acks.leave();
         route.read_at.store(cur.position(), Ordering::Release);
         // Nothing more is ready: send what was batched.
         let now = Instant::now();
         let (tx, events, offer, timeout, room) = {
             let mut s = lock(&route.session);
+            // (What was left to us until we left the loop.)
+            take_acks(route, &mut s);
             s.flush(now, tag);
             s.handle_timeout(now);
             let offer = (!progressed && gate.is_some())
@@ -718,6 +764,7 @@ impl Forwarder<'_> {
         let now = Instant::now();
         let (tx, events) = {
             let mut s = lock(&route.session);
+            take_acks(route, &mut s);
             if read.is_none() {
                 // Gone without a gate holding it (none while only
                 // best-effort nodes receive), or unreadable.

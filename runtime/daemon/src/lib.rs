@@ -42,6 +42,7 @@
 //!
 //! The binary is a few lines over [`Daemon::start`], so tests run daemons in-process.
 
+mod acks;
 mod auto;
 pub mod blob;
 pub mod delivery;
