@@ -40,7 +40,7 @@ use crate::lock;
 pub(crate) const MAX_QUEUED: usize = 256;
 
 /// One acknowledgement datagram, as it arrived.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) struct Ack {
     pub(crate) now: Instant,
     pub(crate) from: SocketAddr,
