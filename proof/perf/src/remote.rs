@@ -131,6 +131,12 @@ impl Site {
         self.lan.host(i)
     }
 
+    /// Datagrams host `i`'s daemon has sent again so far (after a NACK or
+    /// on its resend timer): loss repair a run needed.
+    pub fn retransmissions(&self, i: usize) -> u64 {
+        self.daemons.get(i).map_or(0, Daemon::retransmissions)
+    }
+
     /// Number of hosts.
     pub fn hosts(&self) -> usize {
         self.lan.hosts().len()
@@ -581,13 +587,18 @@ pub fn remote_throughput(
                 ("tagwire-via-daemon", false, true, false),
                 ("tagwire-tcp", false, false, true),
             ] {
+                let resent = site.retransmissions(0);
                 let t = workload::throughput(&env, size, dur, None, lossless, via, tcp)?;
+                let resent = site.retransmissions(0) - resent;
                 add(
                     rep,
                     system,
                     s,
                     t.msgs_per_s,
-                    format!("sent {} received {} lost {}", t.sent, t.received, t.lost),
+                    format!(
+                        "sent {} received {} lost {} (datagrams resent {resent})",
+                        t.sent, t.received, t.lost
+                    ),
                 );
             }
             if let Some(env) = &keyed_env {
