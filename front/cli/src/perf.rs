@@ -40,9 +40,13 @@ pub(crate) struct Args {
     /// Seconds per Cyclone DDS measurement.
     #[arg(long, global = true, default_value_t = 4)]
     dds_seconds: u32,
-    /// CPU placement `SENDER,RECEIVER` for every system (tagwire, raw baselines,
-    /// ddsperf), or `none` to leave it to the scheduler (whose placement makes
-    /// blocking round trips bimodal on a 2-vCPU VM). Default: across two cores.
+    /// CPU placement `SENDER,RECEIVER` (the peers' and ddsperf's processes,
+    /// the raw baselines, tagwire's round-trip ends and subscribers), or
+    /// `none` to leave it to the scheduler (whose placement makes blocking
+    /// round trips bimodal on a 2-vCPU VM). Default: across two cores.
+    /// tagwire's throughput publisher and the daemons' threads are left to
+    /// the scheduler (pinned with their host's side, remote 8 KiB measured
+    /// about 13 % slower: bench/results/stop39/ab-throughput/ab39b).
     #[arg(long, global = true, default_value = "0,1")]
     pin: String,
     /// Use the daemon at this socket instead of starting a private one.
