@@ -20,8 +20,10 @@ fn a_tag_key_is_given_only_to_a_client_with_send_access() {
     let dir = tempfile::tempdir().unwrap();
     let key = key_file(dir.path(), "k", 0x55);
     let mut net = tagwire_daemon::NetConfig::new("127.0.0.1".parse().unwrap());
-    // Ports of our own on loopback (no other test uses these).
-    let base = 20_000 + (std::process::id() % 20_000) as u16;
+    // Ports of our own on loopback (no other test uses these), below the
+    // kernel's default ephemeral range (32768-60999), where a connection
+    // of any other process could hold one (a CI run failed so: AddrInUse).
+    let base = 20_000 + (std::process::id() % 12_000) as u16;
     (net.control_port, net.delivery_port, net.multicast_port) = (base, base + 1, base + 2);
     net.discovery = None;
     net.key = Some(tagwire_daemon::read_key_file(&key).unwrap());
