@@ -162,6 +162,13 @@ pub enum DaemonError {
     Net(io::Error),
 }
 
+/// `e`, its kind kept, saying which socket at which address it is about:
+/// "cannot start networking: the delivery port (UDP) 10.0.0.1:7402: Address
+/// already in use".
+pub(crate) fn naming(e: io::Error, socket: &str, at: std::net::SocketAddr) -> io::Error {
+    io::Error::new(e.kind(), format!("{socket} {at}: {e}"))
+}
+
 /// A running daemon. Dropping it shuts it down.
 #[derive(Debug)]
 pub struct Daemon {

@@ -274,10 +274,11 @@ pub(crate) fn start(shared: &Arc<Shared>, net: &NetConfig) -> io::Result<()> {
         }
         flush(shared, &mut st);
     }
-    let listener = Arc::new(tagwire_net::tcp_listener(SocketAddr::new(
-        net.addr,
-        net.control_port,
-    ))?);
+    let at = SocketAddr::new(net.addr, net.control_port);
+    let listener = Arc::new(
+        tagwire_net::tcp_listener(at)
+            .map_err(|e| crate::naming(e, "the control port (TCP)", at))?,
+    );
     let _ = shared.net.listener.set(listener.clone());
     let s = shared.clone();
     spawn("tagwired-peer-accept", move || {
@@ -302,7 +303,13 @@ pub(crate) fn start(shared: &Arc<Shared>, net: &NetConfig) -> io::Result<()> {
                 "multicast discovery needs an IPv4 node address",
             ));
         };
-        let sock = tagwire_net::beacon_socket(d.group, d.port, iface)?;
+        let sock = tagwire_net::beacon_socket(d.group, d.port, iface).map_err(|e| {
+            crate::naming(
+                e,
+                "the discovery beacon (UDP)",
+                SocketAddr::from((d.group, d.port)),
+            )
+        })?;
         let beacon = Beacon {
             node: NodeAddr(net.addr),
             name: net.name.clone(),

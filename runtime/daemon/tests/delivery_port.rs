@@ -54,3 +54,32 @@ fn a_daemon_asking_for_any_port_never_lands_in_another_daemons_group() {
     let e = third.unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}");
 }
+
+/// A daemon whose delivery port another program holds is refused after
+/// `tagwire_net::BIND_PATIENCE`, and the error says which socket at which
+/// address (two `.ci/run` failures said only "Address already in use").
+#[test]
+fn a_daemon_refused_its_port_says_which_socket_and_address() {
+    let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let at = held.local_addr().unwrap();
+    let dir = std::env::temp_dir().join(format!("tagwire-port-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut net = tagwire_daemon::NetConfig::new(at.ip());
+    (net.control_port, net.delivery_port, net.multicast_port) = (0, at.port(), 0);
+    net.discovery = None;
+    let started = std::time::Instant::now();
+    let e = tagwire_daemon::Daemon::start(tagwire_daemon::Config {
+        socket: dir.join("d.sock"),
+        net: Some(net),
+        ..tagwire_daemon::Config::default()
+    })
+    .unwrap_err();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(started.elapsed() >= tagwire_net::BIND_PATIENCE);
+    let said = e.to_string();
+    assert!(
+        said.contains(&format!("the delivery port (UDP) {at}")) && said.contains("in use"),
+        "{said}"
+    );
+    drop(held);
+}

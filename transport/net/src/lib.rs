@@ -22,6 +22,7 @@ pub mod gso;
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -70,7 +71,9 @@ pub fn udp_socket_with_sender(addr: SocketAddr) -> io::Result<(UdpSocket, UdpSoc
     let _ = s.set_recv_buffer_size(DELIVERY_BUFFER);
     let _ = s.set_send_buffer_size(DELIVERY_BUFFER);
     let grouped = s.set_reuse_port(true).is_ok();
-    s.bind(&SockAddr::from(addr))?;
+    // The probe is closed, but a child this process spawns at that moment
+    // may still hold it (see `bind_patiently`).
+    bind_patiently(&s, addr)?;
     let recv: UdpSocket = s.into();
     let sender = if grouped && first_takes_all(&recv).is_ok() {
         sibling(recv.local_addr()?)
@@ -150,8 +153,43 @@ fn bound_udp(addr: SocketAddr, recv_buffer: usize) -> io::Result<UdpSocket> {
     // Best effort: a smaller buffer works, it only drops sooner under bursts.
     let _ = s.set_recv_buffer_size(recv_buffer);
     let _ = s.set_send_buffer_size(DELIVERY_BUFFER);
-    s.bind(&SockAddr::from(addr))?;
+    bind_patiently(&s, addr)?;
     Ok(s.into())
+}
+
+/// How long a bind to a port in use is tried again before the port counts
+/// as taken (see [`bind_patiently`]).
+pub const BIND_PATIENCE: Duration = Duration::from_millis(1000);
+
+/// Binds `s` to `addr`, trying again for up to [`BIND_PATIENCE`] while the
+/// address is in use.
+///
+/// Why: a socket closed by this process stays bound while any process
+/// forked from it still has its descriptor, and every child holds a copy of
+/// all of them from its `fork` (or `posix_spawn`) until its `exec` closes
+/// them (`CLOEXEC`). A daemon restarted in a process that runs commands
+/// (a test harness, a supervisor), or a port probed and bound again (as in
+/// [`udp_socket_with_sender`]), can meet its own old socket for that
+/// instant: `.ci/run` saw it twice as `AddrInUse` at a daemon's start.
+/// A port another program really holds is still refused, a second later.
+/// Port 0 (the kernel's choice) is not tried again: there `AddrInUse`
+/// means no port of the range is free.
+fn bind_patiently(s: &Socket, addr: SocketAddr) -> io::Result<()> {
+    let give_up = Instant::now() + BIND_PATIENCE;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match s.bind(&SockAddr::from(addr)) {
+            Err(e)
+                if e.kind() == io::ErrorKind::AddrInUse
+                    && addr.port() != 0
+                    && Instant::now() < give_up =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            done => return done,
+        }
+    }
 }
 
 /// A UDP socket that receives the multicast `group` on `port` via the interface
@@ -190,11 +228,13 @@ pub fn multicast_data_socket(port: u16, interface: Ipv4Addr) -> io::Result<UdpSo
     Ok(s.into())
 }
 
-/// A TCP listener on `addr` that can be rebound at once after a restart.
+/// A TCP listener on `addr` that can be rebound at once after a restart
+/// (address reuse, and [`bind_patiently`] for the instant a child of this
+/// process may still hold the old one).
 pub fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     s.set_reuse_address(true)?;
-    s.bind(&SockAddr::from(addr))?;
+    bind_patiently(&s, addr)?;
     s.listen(64)?;
     Ok(s.into())
 }
@@ -205,7 +245,7 @@ pub fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
 pub fn tcp_connect_from(
     from: std::net::IpAddr,
     to: SocketAddr,
-    timeout: std::time::Duration,
+    timeout: Duration,
 ) -> io::Result<TcpStream> {
     let s = Socket::new(Domain::for_address(to), Type::STREAM, Some(Protocol::TCP))?;
     if from.is_ipv4() == to.is_ipv4() && !from.is_unspecified() {
@@ -283,6 +323,36 @@ mod tests {
         assert_eq!(again.kind(), io::ErrorKind::AddrInUse);
         // (Port 0 never lands in another group: runtime/daemon's
         // tests/delivery_port.rs, in a namespace with two ephemeral ports.)
+    }
+
+    /// A port held for a moment (as a forked child holds a closed socket
+    /// until its `exec`) is bound once it is let go; one held longer than
+    /// the patience is refused.
+    #[test]
+    fn a_port_held_for_a_moment_is_waited_for_and_one_held_longer_refused() {
+        use std::time::Duration;
+        let held = tcp_listener("127.0.0.1:0".parse().unwrap()).unwrap();
+        let at = held.local_addr().unwrap();
+        let udp_held = bound_udp(at, 0).unwrap();
+        let letting_go = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            drop((held, udp_held));
+        });
+        let started = Instant::now();
+        let tcp = tcp_listener(at).expect("bound once the old listener closed");
+        let (udp, _) = udp_socket_with_sender(at).expect("bound once the old socket closed");
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        assert_eq!(
+            (tcp.local_addr().unwrap(), udp.local_addr().unwrap()),
+            (at, at)
+        );
+        letting_go.join().unwrap();
+        let started = Instant::now();
+        assert_eq!(
+            tcp_listener(at).unwrap_err().kind(),
+            io::ErrorKind::AddrInUse
+        );
+        assert!(started.elapsed() >= BIND_PATIENCE);
     }
 
     #[test]

@@ -104,7 +104,8 @@ impl Delivery {
     ) -> std::io::Result<Arc<Self>> {
         // Forwarders send from a socket of their own on the same port, on
         // which nothing sleeps (see `udp_socket_with_sender`).
-        let (sock, sender) = tagwire_net::udp_socket_with_sender(addr)?;
+        let (sock, sender) = tagwire_net::udp_socket_with_sender(addr)
+            .map_err(|e| crate::naming(e, "the delivery port (UDP)", addr))?;
         sock.set_read_timeout(Some(MAX_SLEEP))?;
         // Without a usable multicast socket the carrier is off (a warning);
         // everything else still works.
@@ -147,7 +148,8 @@ impl Delivery {
         }
         // The TCP carrier: same port number, TCP. Blocking: `stop` shuts
         // the listener down, which ends the `accept`.
-        let listener = tagwire_net::tcp_listener(addr)?;
+        let listener = tagwire_net::tcp_listener(addr)
+            .map_err(|e| crate::naming(e, "the delivery port (TCP carrier)", addr))?;
         listener.set_nonblocking(false)?;
         let _ = d.tcp_listener.set(listener.try_clone()?);
         let s = shared.clone();
