@@ -27,6 +27,7 @@
 //! entirely, 22 resends per datagram sent.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
@@ -137,8 +138,8 @@ pub struct Writer {
     /// When the resend timer next scans the window.
     resend_check: Option<Instant>,
     next_heartbeat: Option<Instant>,
-    /// Buffers of freed datagrams, reused by `send`.
-    pool: Vec<Vec<u8>>,
+    /// Buffers of freed datagrams, reused by `send` (none shared).
+    pool: Vec<Arc<Vec<u8>>>,
     /// The capacities of `pool`'s buffers, summed (at most [`POOL_BYTES`]).
     pool_bytes: usize,
     /// Held datagrams sent (or resent) with no news since: neither
@@ -175,7 +176,9 @@ pub struct Writer {
 
 #[derive(Debug)]
 struct Slot {
-    bytes: Vec<u8>,
+    /// Shared with the first transmission when it was sent from
+    /// [`Writer::send_shared`], until the I/O layer lets go of it.
+    bytes: Arc<Vec<u8>>,
     /// Messages it carries (see `send_counted`).
     messages: usize,
     sent_at: Instant,
@@ -257,6 +260,22 @@ impl Writer {
         encode: impl FnOnce(u64, &mut Vec<u8>),
     ) -> Result<(u64, &[u8]), WindowFull> {
         self.keep(now, messages, true, encode)
+            .map(|(seq, b)| (seq, &b[..]))
+    }
+
+    /// [`Writer::send_counted`], the datagram's buffer shared with the
+    /// caller instead of lent: it sends it without a copy, the window
+    /// keeps it for resends, and whichever lets go last frees it (the
+    /// window, when it is acknowledged, takes it back for the next
+    /// datagram if the caller let go first, as it usually has).
+    pub fn send_shared(
+        &mut self,
+        now: Instant,
+        messages: usize,
+        encode: impl FnOnce(u64, &mut Vec<u8>),
+    ) -> Result<(u64, Arc<Vec<u8>>), WindowFull> {
+        self.keep(now, messages, true, encode)
+            .map(|(seq, b)| (seq, Arc::clone(b)))
     }
 
     /// Keeps a datagram someone else already sent with the next seq (a
@@ -270,6 +289,7 @@ impl Writer {
         encode: impl FnOnce(u64, &mut Vec<u8>),
     ) -> Result<(u64, &[u8]), WindowFull> {
         self.keep(now, messages, false, encode)
+            .map(|(seq, b)| (seq, &b[..]))
     }
 
     fn keep(
@@ -278,7 +298,7 @@ impl Writer {
         messages: usize,
         congestion: bool,
         encode: impl FnOnce(u64, &mut Vec<u8>),
-    ) -> Result<(u64, &[u8]), WindowFull> {
+    ) -> Result<(u64, &Arc<Vec<u8>>), WindowFull> {
         let full = if congestion {
             !self.can_send()
         } else {
@@ -293,15 +313,24 @@ impl Writer {
             });
         }
         let seq = self.next_seq;
-        let mut bytes = match self.pool.pop() {
+        let mut shared = match self.pool.pop() {
             Some(b) => {
                 self.pool_bytes -= b.capacity();
                 b
             }
-            None => Vec::new(),
+            None => Arc::new(Vec::new()),
+        };
+        // (The pool holds only buffers nobody else does.)
+        let bytes = match Arc::get_mut(&mut shared) {
+            Some(b) => b,
+            None => {
+                shared = Arc::new(Vec::new());
+                Arc::make_mut(&mut shared)
+            }
         };
         bytes.clear();
-        encode(seq, &mut bytes);
+        encode(seq, bytes);
+        let bytes = shared;
         self.next_seq += 1;
         self.stats.sent += 1;
         if self.held.is_empty() {
@@ -323,8 +352,13 @@ impl Writer {
             in_flight: true,
             epoch: self.epoch,
         });
-        let bytes = self.held.back().map_or(&[][..], |s| &s.bytes[..]);
-        Ok((seq, bytes))
+        match self.held.back() {
+            Some(s) => Ok((seq, &s.bytes)),
+            // (Just pushed.)
+            None => Err(WindowFull {
+                window: self.config.window,
+            }),
+        }
     }
 
     /// Takes the reader's acknowledgement: frees every seq ≤ `ack_through`
@@ -346,7 +380,8 @@ impl Writer {
                 self.flight -= 1;
             }
             let cap = slot.bytes.capacity();
-            if self.pool_bytes + cap <= POOL_BYTES {
+            // (One the I/O layer still holds is its to free.)
+            if Arc::strong_count(&slot.bytes) == 1 && self.pool_bytes + cap <= POOL_BYTES {
                 self.pool_bytes += cap;
                 self.pool.push(slot.bytes);
             }
@@ -787,6 +822,36 @@ mod tests {
         assert_eq!(w.poll_timeout(), None);
         w.send_counted(t0, 40, |_, o| o.push(1)).unwrap();
         assert_eq!(w.held_messages(), 40);
+    }
+
+    #[test]
+    fn a_shared_datagram_is_never_rewritten_while_the_sender_holds_it() {
+        let t0 = Instant::now();
+        let mut w = Writer::default();
+        let enc = |b: u8| move |_: u64, o: &mut Vec<u8>| o.extend_from_slice(&[b; 4]);
+        let (_, first) = w.send_shared(t0, 1, enc(1)).unwrap();
+        let at = first.as_ptr();
+        // Let go before the acknowledgement (it was sent): the window
+        // takes the buffer back and the next datagram is written there.
+        drop(first);
+        w.handle_acknack(t0, 1, &[]);
+        let (_, second) = w.send_shared(t0, 1, enc(2)).unwrap();
+        assert_eq!((second.as_ptr(), &second[..]), (at, &[2u8; 4][..]));
+        // Still held at the acknowledgement: the window lets go of it and
+        // the next datagram gets another buffer; the held bytes stay.
+        w.handle_acknack(t0, 2, &[]);
+        let (_, third) = w.send_shared(t0, 1, enc(3)).unwrap();
+        assert_ne!(third.as_ptr(), second.as_ptr());
+        assert_eq!((&second[..], &third[..]), (&[2u8; 4][..], &[3u8; 4][..]));
+        // A resend is the bytes first shared.
+        w.handle_acknack(t0 + ms(20), 2, &[3]);
+        assert_eq!(
+            w.poll_transmit(t0 + ms(20)),
+            Some(Transmit::Data {
+                seq: 3,
+                bytes: &[3, 3, 3, 3]
+            })
+        );
     }
 
     #[test]

@@ -108,7 +108,7 @@ impl Pair {
             self.tx.flush(now, &self.tag);
             while let Some(t) = self.tx.poll_transmit(now) {
                 self.rx.handle_datagram(now, addr(1), &t.bytes);
-                self.tx.recycle(t.bytes);
+                self.tx.recycle_transmit(t.bytes);
             }
             while let Some(d) = self.rx.poll_deliver() {
                 assert_eq!(d.payload.len(), self.payload.len());
@@ -117,7 +117,7 @@ impl Pair {
             }
             while let Some(t) = self.rx.poll_transmit(now) {
                 self.tx.handle_datagram(now, addr(2), &t.bytes);
-                self.rx.recycle(t.bytes);
+                self.rx.recycle_transmit(t.bytes);
             }
             while self.tx.poll_event().is_some() {}
             while self.rx.poll_event().is_some() {}

@@ -95,7 +95,7 @@ fn main() {
             while let Some(t) = a.poll_transmit(now) {
                 moved = true;
                 b.handle_datagram(now, addr(1), &t.bytes);
-                a.recycle(t.bytes);
+                a.recycle_transmit(t.bytes);
             }
             while let Some(d) = b.poll_deliver() {
                 delivered += 1;
@@ -105,7 +105,7 @@ fn main() {
             while let Some(t) = b.poll_transmit(now) {
                 moved = true;
                 a.handle_datagram(now, addr(2), &t.bytes);
-                b.recycle(t.bytes);
+                b.recycle_transmit(t.bytes);
             }
             if !moved {
                 break;

@@ -421,7 +421,7 @@ impl Session {
                 dest: to,
                 carrier: Carrier::Udp,
                 class: Class::Control,
-                bytes,
+                bytes: bytes.into(),
             });
         }
     }

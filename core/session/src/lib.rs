@@ -221,7 +221,46 @@ pub struct Transmit {
     /// What kind of packet.
     pub class: Class,
     /// One whole datagram.
-    pub bytes: Vec<u8>,
+    pub bytes: TxBuf,
+}
+
+/// A [`Transmit`]'s bytes: a buffer of its own, or one a reliable stream's
+/// window shares with it (a datagram's first transmission: sent without a
+/// copy, kept there for resends). Reads as `&[u8]`; give it back with
+/// [`Session::recycle_transmit`] once sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxBuf {
+    /// Its own.
+    Own(Vec<u8>),
+    /// Shared with a window: never written while shared.
+    Shared(std::sync::Arc<Vec<u8>>),
+}
+
+impl std::ops::Deref for TxBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            TxBuf::Own(v) => v,
+            TxBuf::Shared(a) => a,
+        }
+    }
+}
+
+impl From<Vec<u8>> for TxBuf {
+    fn from(v: Vec<u8>) -> Self {
+        TxBuf::Own(v)
+    }
+}
+
+impl TxBuf {
+    /// The buffer, if nothing else holds it (its own, or a shared one the
+    /// window let go of).
+    pub fn into_vec(self) -> Option<Vec<u8>> {
+        match self {
+            TxBuf::Own(v) => Some(v),
+            TxBuf::Shared(a) => std::sync::Arc::try_unwrap(a).ok(),
+        }
+    }
 }
 
 /// A whole message from another node, in its stream's order.
@@ -509,6 +548,15 @@ impl Session {
     /// most [`SPARE_BUFFERS`] are kept, none larger than [`SPARE_CAPACITY`].
     pub fn recycle(&mut self, buf: Vec<u8>) {
         keep_spare(&mut self.spare, buf);
+    }
+
+    /// Gives a sent transmit's bytes back: its own buffer (or a shared one
+    /// its window let go of) for the next transmits; a shared one the window
+    /// still holds stays there (for resends, and then its next datagram).
+    pub fn recycle_transmit(&mut self, bytes: TxBuf) {
+        if let Some(v) = bytes.into_vec() {
+            keep_spare(&mut self.spare, v);
+        }
     }
 
     /// An empty buffer: one given back earlier ([`Session::recycle`]), or

@@ -124,7 +124,7 @@ impl Session {
                         dest: addr,
                         carrier: Carrier::Udp,
                         class: Class::Data,
-                        bytes: bytes.to_vec(),
+                        bytes: bytes.to_vec().into(),
                     });
                 }
                 self.events.push_back(Event::DirectKept {

@@ -113,13 +113,13 @@ fn cross(
     while let Some(t) = a.poll_transmit(now) {
         sent.push(t.bytes.as_ptr() as usize);
         b.handle_datagram(now, addr(0), &t.bytes);
-        a.recycle(t.bytes);
+        a.recycle_transmit(t.bytes);
     }
     // b's acknowledgements keep a's window open; their buffers go back
     // to b once sent, as a runtime gives them back.
     while let Some(t) = b.poll_transmit(now) {
         a.handle_datagram(now, addr(1), &t.bytes);
-        b.recycle(t.bytes);
+        b.recycle_transmit(t.bytes);
     }
     sent
 }
@@ -162,12 +162,12 @@ fn exchange(a: &mut Session, b: &mut Session, now: Instant, count_a: bool, made:
         while let Some(t) = counting(on_a, || a.poll_transmit(now)) {
             moved = true;
             counting(on_b, || b.handle_datagram(now, addr(0), &t.bytes));
-            counting(on_a, || a.recycle(t.bytes));
+            counting(on_a, || a.recycle_transmit(t.bytes));
         }
         while let Some(t) = counting(on_b, || b.poll_transmit(now)) {
             moved = true;
             counting(on_a, || a.handle_datagram(now, addr(1), &t.bytes));
-            counting(on_b, || b.recycle(t.bytes));
+            counting(on_b, || b.recycle_transmit(t.bytes));
         }
         if !moved {
             break;
@@ -352,4 +352,83 @@ fn a_record_in_its_own_buffer_is_not_copied_and_its_buffer_comes_back() {
             assert_eq!(back.as_ptr() as usize, at, "a message's own buffer");
         }
     }
+}
+
+/// The pieces of a large message go out in the buffers the window keeps
+/// for resends (shared, no copy), and a sender that gives them back
+/// finds them reused once they are acknowledged; a batch of small
+/// messages goes in a buffer of its own (copied: measured faster there,
+/// see `send_one`).
+#[test]
+fn a_large_messages_pieces_share_the_windows_buffers_and_a_batch_is_copied() {
+    use tagwire_session::TxBuf;
+    let now = Instant::now();
+    let config = |i| Config {
+        me: node(i),
+        datagram: 1400,
+        ..Config::default()
+    };
+    let (mut a, mut b) = (Session::new(config(0)), Session::new(config(1)));
+    a.set_routes(now, &tag(), vec![dest(1, Mode::Reliable)]);
+    a.handle_record(now, &tag(), &header(0, 1), &payload(1, 8192))
+        .unwrap();
+    a.flush(now, &tag());
+    let mut first = Vec::new();
+    while let Some(t) = a.poll_transmit(now) {
+        assert!(matches!(t.bytes, TxBuf::Shared(_)), "a piece was copied");
+        first.push(t.bytes.as_ptr() as usize);
+        b.handle_datagram(now, addr(0), &t.bytes);
+        a.recycle_transmit(t.bytes);
+    }
+    assert!(first.len() >= 6, "{} pieces", first.len());
+    // Timers run until the acknowledgement has freed the window: its
+    // next pieces are written in the same buffers.
+    let mut t = now;
+    for _ in 0..20 {
+        if a.stream_stats().iter().all(|s| s.unacked == 0) {
+            break;
+        }
+        t = [a.poll_timeout(), b.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(t)
+            .max(t);
+        a.handle_timeout(t);
+        b.handle_timeout(t);
+        while let Some(x) = a.poll_transmit(t) {
+            b.handle_datagram(t, addr(0), &x.bytes);
+            a.recycle_transmit(x.bytes);
+        }
+        while let Some(x) = b.poll_transmit(t) {
+            a.handle_datagram(t, addr(1), &x.bytes);
+            b.recycle_transmit(x.bytes);
+        }
+    }
+    assert!(
+        a.stream_stats().iter().all(|s| s.unacked == 0),
+        "never acknowledged"
+    );
+    let now = t;
+    a.handle_record(now, &tag(), &header(0, 2), &payload(2, 8192))
+        .unwrap();
+    a.flush(now, &tag());
+    let mut reused = 0;
+    while let Some(t) = a.poll_transmit(now) {
+        reused += usize::from(first.contains(&(t.bytes.as_ptr() as usize)));
+        a.recycle_transmit(t.bytes);
+    }
+    assert!(
+        reused >= first.len() - 1,
+        "{reused} of {} reused",
+        first.len()
+    );
+    // Small messages, batched: a buffer of the transmit's own.
+    for seq in 3..=20 {
+        a.handle_record(now, &tag(), &header(0, seq), &payload(seq, 100))
+            .unwrap();
+    }
+    a.flush(now, &tag());
+    let t = a.poll_transmit(now).unwrap();
+    assert!(matches!(t.bytes, TxBuf::Own(_)), "a batch was shared");
 }

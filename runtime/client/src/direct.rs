@@ -384,13 +384,13 @@ impl Direct {
             let wire = match &mut st.guard {
                 Some(g) => {
                     g.seal_ack(&t.bytes, &mut st.sealed);
-                    &st.sealed
+                    &st.sealed[..]
                 }
-                None => &t.bytes,
+                None => &t.bytes[..],
             };
             let _ = self.sock.send_to(wire, t.dest);
             // (Its buffer carries the next acknowledgement or message.)
-            st.session.recycle(t.bytes);
+            st.session.recycle_transmit(t.bytes);
         }
     }
 

@@ -395,7 +395,7 @@ impl Outbound {
         let mut train = route.line.gather();
         // (What it sent since: buffers for the session's next datagrams.)
         for b in train.returned() {
-            s.recycle(b);
+            s.recycle_transmit(b);
         }
         train.adapt(s.retransmitted(&route.tag), now);
         let keyed = shared.guard.is_keyed();
@@ -414,8 +414,8 @@ impl Outbound {
                 SEALED.with_borrow_mut(|sealed| {
                     b.extend_from_slice(shared.guard.seal_to(&t.bytes, sealed, t.dest));
                 });
-                s.recycle(t.bytes);
-                b
+                s.recycle_transmit(t.bytes);
+                b.into()
             } else {
                 t.bytes
             };

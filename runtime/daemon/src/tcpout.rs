@@ -73,7 +73,7 @@ impl TcpOuts {
                     .iter()
                     .filter(tcp)
                     .filter(move |t| t.dest == dest)
-                    .map(|t| t.bytes.as_slice())
+                    .map(|t| &t.bytes[..])
             };
             let conn = self.conns.entry(dest).or_insert_with(|| TcpOut::new(dest));
             if !conn.send_all(guard, frames(), || wanted(dest)) {
@@ -299,7 +299,7 @@ mod tests {
             dest,
             carrier,
             class: Class::Data,
-            bytes: bytes.to_vec(),
+            bytes: bytes.to_vec().into(),
         };
         let tx = [
             t(b, Carrier::Tcp, b"b1"),

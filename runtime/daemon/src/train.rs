@@ -35,6 +35,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tagwire_net::gso::{self, MAX_BYTES, MAX_SEGMENTS};
+use tagwire_session::TxBuf;
 
 use crate::lock;
 
@@ -47,7 +48,7 @@ struct Run {
     dest: Option<SocketAddr>,
     /// The datagrams, each in a buffer of its own (sent where they are:
     /// one `iovec` each, no copy into one buffer).
-    parts: Vec<Vec<u8>>,
+    parts: Vec<TxBuf>,
     /// Their bytes.
     bytes: usize,
     /// The length of each datagram but the last.
@@ -60,7 +61,7 @@ impl Run {
     /// Sends it: one segmented send, or, where the kernel refuses
     /// segmentation (it then stays off for this socket), one datagram at
     /// a time. Gives its buffers back.
-    fn send(self, sock: &UdpSocket, gso_off: &AtomicBool) -> Vec<Vec<u8>> {
+    fn send(self, sock: &UdpSocket, gso_off: &AtomicBool) -> Vec<TxBuf> {
         let Some(dest) = self.dest else {
             return self.parts;
         };
@@ -102,7 +103,7 @@ pub(crate) struct Train {
     grow_at: Option<Instant>,
     /// Buffers of sent datagrams, for the owner to reuse
     /// ([`Train::returned`]).
-    sent: Vec<Vec<u8>>,
+    sent: Vec<TxBuf>,
 }
 
 /// Most sent buffers a train keeps for its owner.
@@ -139,7 +140,8 @@ impl Train {
 
     /// Adds `datagram` for `dest` to the forming run, or, if it cannot
     /// join it, to a new one after it.
-    pub(crate) fn push(&mut self, dest: SocketAddr, datagram: Vec<u8>) {
+    pub(crate) fn push(&mut self, dest: SocketAddr, datagram: impl Into<TxBuf>) {
+        let datagram = datagram.into();
         let len = datagram.len();
         let f = &self.forming;
         let joins = f.dest == Some(dest)
@@ -172,13 +174,21 @@ impl Train {
     }
 
     /// The buffers of datagrams sent so far, for the next ones.
-    pub(crate) fn returned(&mut self) -> std::vec::Drain<'_, Vec<u8>> {
+    pub(crate) fn returned(&mut self) -> std::vec::Drain<'_, TxBuf> {
         self.sent.drain(..)
     }
 
-    fn give_back(&mut self, parts: Vec<Vec<u8>>) {
+    /// Keeps sent buffers of their own for the owner; lets go of the ones
+    /// a window shares at once, so that the window, acknowledged, finds
+    /// itself their only holder and writes its next datagrams there.
+    fn give_back(&mut self, parts: Vec<TxBuf>) {
         let room = MAX_RETURNED.saturating_sub(self.sent.len());
-        self.sent.extend(parts.into_iter().take(room));
+        self.sent.extend(
+            parts
+                .into_iter()
+                .filter(|p| matches!(p, TxBuf::Own(_)))
+                .take(room),
+        );
     }
 }
 

@@ -252,10 +252,10 @@ impl Net {
                     at += Duration::from_nanos(j);
                 }
                 if self.chance(self.link.duplicate) {
-                    self.send_at(at + self.link.latency, from, to, t.bytes.clone());
+                    self.send_at(at + self.link.latency, from, to, t.bytes.to_vec());
                 }
             }
-            self.send_at(at, from, to, t.bytes.clone());
+            self.send_at(at, from, to, t.bytes.to_vec());
         }
     }
 

@@ -346,7 +346,7 @@ impl SimNode for SessionNode {
             destination,
             carrier,
             class,
-            bytes: t.bytes,
+            bytes: t.bytes.to_vec(),
         })
     }
 

@@ -84,7 +84,7 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
             let _ = d
                 .sock
                 .send_to(shared.guard.seal_to(&t.bytes, &mut sealed, t.dest), t.dest);
-            session.recycle(t.bytes);
+            session.recycle_transmit(t.bytes);
         }
         while let Some(e) = session.poll_event() {
             account(shared, e);
@@ -413,7 +413,7 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
                 deliver_all(shared, &mut session, None, &mut sinks, now);
                 // (Best-effort numbering: nothing to acknowledge.)
                 while let Some(t) = session.poll_transmit(now) {
-                    session.recycle(t.bytes);
+                    session.recycle_transmit(t.bytes);
                 }
                 while let Some(e) = session.poll_event() {
                     account(shared, e);
