@@ -40,13 +40,12 @@ pub(crate) struct Args {
     /// Seconds per Cyclone DDS measurement.
     #[arg(long, global = true, default_value_t = 4)]
     dds_seconds: u32,
-    /// CPU placement `SENDER,RECEIVER` (the peers' and ddsperf's processes,
-    /// the raw baselines, tagwire's round-trip ends and subscribers), or
-    /// `none` to leave it to the scheduler (whose placement makes blocking
-    /// round trips bimodal on a 2-vCPU VM). Default: across two cores.
-    /// tagwire's throughput publisher and the daemons' threads are left to
-    /// the scheduler (pinned with their host's side, remote 8 KiB measured
-    /// about 13 % slower: bench/results/stop39/ab-throughput/ab39b).
+    /// CPU placement `SENDER,RECEIVER` for every system (tagwire, raw
+    /// baselines, ddsperf, the peers), or `none` to leave it to the
+    /// scheduler (whose placement makes blocking round trips bimodal on a
+    /// 2-vCPU VM). Default: across two cores. In `throughput --remote`
+    /// each host's daemon runs on its side's CPU too; in the remote round
+    /// trips the daemons are left to the scheduler.
     #[arg(long, global = true, default_value = "0,1")]
     pin: String,
     /// Use the daemon at this socket instead of starting a private one.
@@ -458,9 +457,17 @@ fn remote(a: &Args) -> anyhow::Result<()> {
     }
     // A benchmark key: these hosts exist for this run only.
     let key = || Some(tagwire_daemon::DomainKey::from_bytes([0x5a; 32]));
-    let site = remote::Site::with_key(hosts, if on && !off { key() } else { None })?;
+    // Throughput: each host's daemon on its side's CPU, with its publisher
+    // or subscriber, as every peer's process is. (The round trips keep
+    // the placement their bars were measured with: ends pinned, daemons
+    // left to the scheduler.)
+    let placed = match a.bench {
+        Bench::Throughput { .. } => parse_pin(&a.pin)?,
+        _ => None,
+    };
+    let site = remote::Site::with_key(hosts, if on && !off { key() } else { None }, placed)?;
     let keyed = if both {
-        Some(remote::Site::with_key(hosts, key())?)
+        Some(remote::Site::with_key(hosts, key(), placed)?)
     } else {
         None
     };

@@ -53,12 +53,20 @@ impl Site {
     /// Builds `hosts` hosts, starts a daemon on each (static node list, no
     /// multicast discovery) and waits until every daemon sees every other.
     pub fn new(hosts: usize) -> anyhow::Result<Site> {
-        Self::with_key(hosts, None)
+        Self::with_key(hosts, None, None)
     }
 
     /// The same, every daemon authenticating with the domain key `key`
-    /// (`tagwire perf ... --auth on`).
-    pub fn with_key(hosts: usize, key: Option<DomainKey>) -> anyhow::Result<Site> {
+    /// (`tagwire perf ... --auth on`), and with `cpus` (`SENDER,RECEIVER`)
+    /// each host's daemon on its side's CPU: host 0's (the publishing
+    /// host's) on the sender's, every other's on the receiver's, as a
+    /// peer's publishing and subscribing processes are pinned with every
+    /// thread they run (the daemon's threads inherit the placement).
+    pub fn with_key(
+        hosts: usize,
+        key: Option<DomainKey>,
+        cpus: Option<(usize, usize)>,
+    ) -> anyhow::Result<Site> {
         if let Some(reason) = tagwire_testkit::skip_reason() {
             bail!("the multi-host benchmarks need network namespaces: {reason}");
         }
@@ -93,8 +101,14 @@ impl Site {
                 net: Some(net),
                 ..Config::default()
             };
+            let cpu = cpus.map(|c| if i == 0 { c.0 } else { c.1 });
             let d = h
-                .spawn(move || Daemon::start(cfg))?
+                .spawn(move || {
+                    if let Some(c) = cpu {
+                        raw::pin_current_thread(c)?;
+                    }
+                    Daemon::start(cfg).map_err(anyhow::Error::from)
+                })?
                 .join()
                 .map_err(|_| anyhow::anyhow!("daemon start panicked"))?
                 .with_context(|| format!("starting the daemon on {}", h.name()))?;

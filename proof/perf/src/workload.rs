@@ -433,6 +433,9 @@ pub fn throughput(
     through_daemon: bool,
     tcp: bool,
 ) -> anyhow::Result<Throughput> {
+    // The publisher on the sender's CPU, as the sink on the receiver's and
+    // the peers' publishing and subscribing processes on theirs (`--pin`).
+    let _pinned = pin(env)?;
     let c = client(env)?;
     let tag = unique("tput");
     // A deep ring so that scheduling hiccups of the subscriber do not drop
