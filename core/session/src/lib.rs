@@ -165,13 +165,19 @@ impl Default for Config {
                 window: 1024,
                 ..WriterConfig::default()
             },
-            // One acknowledgement per burst of at least 64 datagrams (a
-            // writer held back below that asks with a heartbeat): each one
-            // costs the receiver a send, the sender's inbound thread a wake-up
-            // and its forwarder the session's lock. Against 16, remote
-            // throughput rose 8 KiB 265-277k -> 309-311k msg/s, 256 B
-            // 2.89-2.91M -> 3.27-3.30M, lossless alike (128 was no better;
-            // bench/results/stop34/ab5-ack-every.txt).
+            // One acknowledgement per burst of at least `ACK_EVERY`
+            // datagrams (a writer held back below that asks with a
+            // heartbeat): each one costs the receiver a send, the sender's
+            // inbound thread a wake-up and its forwarder the session's
+            // lock. 16 -> 64: remote throughput 8 KiB 265-277k -> 309-311k
+            // msg/s, 256 B 2.89-2.91M -> 3.27-3.30M, lossless alike
+            // (bench/results/stop34/ab5-ack-every.txt, each side's threads
+            // left to the scheduler). 64 -> 256, with each host's threads
+            // on one CPU (`tagwire perf --pin`, where the sending CPU pays
+            // each wake-up of the inbound thread, ~11 us): acknowledgements
+            // 7.6k -> 3.5k a second at 8 KiB, 8 KiB +6 % and 256 B +12 %
+            // (medians of 6 and 3 alternated runs,
+            // bench/results/stop40/ab-throughput).
             reader: ReaderConfig {
                 ack_every: ACK_EVERY,
                 ..ReaderConfig::default()
@@ -453,8 +459,9 @@ pub(crate) fn keep_spare(spare: &mut Vec<Vec<u8>>, buf: Vec<u8>) {
 }
 
 /// Datagrams a reliable stream's reader takes before it must
-/// acknowledge, by default (see [`Config::reader`]).
-pub const ACK_EVERY: u32 = 64;
+/// acknowledge, by default (see [`Config::reader`]; a quarter of the
+/// window of 1024).
+pub const ACK_EVERY: u32 = 256;
 
 /// Most buffers [`Session::recycle`] keeps.
 pub const SPARE_BUFFERS: usize = 256;

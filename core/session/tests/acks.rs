@@ -10,23 +10,35 @@ mod net;
 use std::time::Instant;
 
 use net::*;
-use tagwire_session::{Class, Config, Mode, Session};
+use tagwire_session::{Class, Config, Mode, Session, ACK_EVERY};
 
 #[test]
 fn a_burst_of_data_is_acknowledged_once() {
     let now = Instant::now();
+    // Bounds and a congestion window that let `ack_every` datagrams go
+    // unasked (a writer asks at half of either bound, or when its window
+    // is full).
+    let d = Config::default();
     let mut a = Session::new(Config {
         me: node(0),
-        ..Config::default()
+        max_unacked_messages: 4 * ACK_EVERY as usize,
+        max_unacked_bytes: 4 * ACK_EVERY as usize * 1500,
+        writer: tagwire_reliable::WriterConfig {
+            initial_cwnd: 4 * ACK_EVERY as usize,
+            ..d.writer
+        },
+        ..d
     });
     a.set_routes(now, &tag(), vec![dest(1, Mode::Reliable)]);
     let mut b = Session::new(Config {
         me: node(1),
         ..Config::default()
     });
-    // 64 datagrams of one message each (1000 bytes: no two share a batch).
+    // `ack_every` datagrams of one message each (1000 bytes: no two share
+    // a batch).
+    let n = u64::from(ACK_EVERY);
     let mut data = Vec::new();
-    for seq in 1..=64 {
+    for seq in 1..=n {
         a.handle_record(now, &tag(), &header(0, seq), &payload(seq, 1000))
             .unwrap();
         a.flush(now, &tag());
@@ -36,7 +48,7 @@ fn a_burst_of_data_is_acknowledged_once() {
             }
         }
     }
-    assert_eq!(data.len(), 64);
+    assert_eq!(data.len() as u64, n);
     for d in &data {
         b.handle_datagram(now, addr(0), d);
     }
@@ -44,8 +56,8 @@ fn a_burst_of_data_is_acknowledged_once() {
     assert_eq!(acks.len(), 1, "one acknowledgement for the burst");
     a.handle_datagram(now, addr(1), &acks[0].bytes);
     let s = &a.stream_stats()[0];
-    assert_eq!((s.writer.acked, s.unacked), (64, 0), "all of it");
+    assert_eq!((s.writer.acked, s.unacked), (n, 0), "all of it");
     // Nothing more is due without new data.
     assert!(b.poll_transmit(now).is_none());
-    assert_eq!(std::iter::from_fn(|| b.poll_deliver()).count(), 64);
+    assert_eq!(std::iter::from_fn(|| b.poll_deliver()).count() as u64, n);
 }
