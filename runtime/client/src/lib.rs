@@ -42,6 +42,7 @@ mod offered;
 mod options;
 mod publisher;
 mod pull;
+mod socket_spin;
 mod subscriber;
 
 use std::time::SystemTime;

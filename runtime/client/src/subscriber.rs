@@ -86,6 +86,8 @@ pub struct Subscriber {
     since_wait: u32,
     /// Times `receive` went to sleep.
     sleeps: u64,
+    /// How long a flowing stream's socket is polled (direct delivery).
+    socket_spin: crate::socket_spin::SocketSpin,
     /// The per-instance filter, when the options ask for one.
     pub(crate) instances: Option<crate::instances::Filter>,
 }
@@ -138,6 +140,7 @@ impl Subscriber {
             spare: Vec::new(),
             since_wait: 0,
             sleeps: 0,
+            socket_spin: Default::default(),
             instances: (!opts.instances.is_none())
                 .then(|| crate::instances::Filter::new(opts.instances)),
         })
@@ -426,8 +429,21 @@ impl Subscriber {
                     // that wake-up (8 KiB flat out across hosts, the
                     // sending CPU spent an eighth of its time waking this
                     // reader, which was idle half of its own).
+                    // It polls longer while its sender's runs come soon
+                    // after it gave up (`crate::socket_spin`).
                     let spin = ring_spin(&self.opts, self.since_wait);
+                    let adapts = self.opts.busy_poll.is_none() && !spin.is_zero();
+                    let spin = if adapts {
+                        self.socket_spin.poll(self.opts.flow_poll)
+                    } else {
+                        spin
+                    };
+                    let began = Instant::now();
                     if d.wait(st, slice, spin, self.opts.busy_poll.is_none()) {
+                        if adapts {
+                            let slept = began.elapsed().saturating_sub(spin);
+                            self.socket_spin.slept(self.opts.flow_poll, slept);
+                        }
                         self.sleeps += 1;
                         self.since_wait = 0;
                     }
