@@ -191,7 +191,10 @@ impl SubscribeOptions {
 
     /// Sets how long a blocking `receive` whose stream flows polls before
     /// it sleeps ([`FLOW_POLL`] by default; zero sleeps at once, sparing the
-    /// CPU the poll costs). `busy_poll`, when set, replaces it.
+    /// CPU the poll costs). `busy_poll`, when set, replaces it. On the
+    /// subscription's own socket (direct delivery) the poll stretches to
+    /// five times this after a sleep that ended within that long, and
+    /// comes back after a longer one.
     pub fn flow_poll(mut self, spin: Duration) -> Self {
         self.flow_poll = spin;
         self
