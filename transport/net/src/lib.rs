@@ -157,8 +157,10 @@ fn bound_udp(addr: SocketAddr, recv_buffer: usize) -> io::Result<UdpSocket> {
     Ok(s.into())
 }
 
-/// How long a bind to a port in use is tried again before the port counts
-/// as taken (see [`bind_patiently`]).
+/// How long the delivery and control ports' binds try a port in use again
+/// before it counts as taken: a socket this process closed stays bound
+/// while a child it forked at that instant holds its descriptor, until
+/// the child's `exec`.
 pub const BIND_PATIENCE: Duration = Duration::from_millis(1000);
 
 /// Binds `s` to `addr`, trying again for up to [`BIND_PATIENCE`] while the
@@ -229,8 +231,8 @@ pub fn multicast_data_socket(port: u16, interface: Ipv4Addr) -> io::Result<UdpSo
 }
 
 /// A TCP listener on `addr` that can be rebound at once after a restart
-/// (address reuse, and [`bind_patiently`] for the instant a child of this
-/// process may still hold the old one).
+/// (address reuse, and up to [`BIND_PATIENCE`] for the instant a child of
+/// this process may still hold the old one).
 pub fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     s.set_reuse_address(true)?;
