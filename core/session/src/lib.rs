@@ -176,8 +176,11 @@ impl Default for Config {
             // on one CPU (`tagwire perf --pin`, where the sending CPU pays
             // each wake-up of the inbound thread, ~11 us): acknowledgements
             // 7.6k -> 3.5k a second at 8 KiB, 8 KiB +6 % and 256 B +12 %
-            // (medians of 6 and 3 alternated runs,
-            // bench/results/stop40/ab-throughput).
+            // (medians of 6 and 3 alternated runs); 512 was not kept: 8 KiB
+            // +6 % alternated (4 of 4) but the full run with the peers
+            // after it no better, 256 B lossless lower in 2 of 3
+            // (bench/results/stop40/ab-throughput). A writer whose
+            // congestion window is smaller asks when it is full.
             reader: ReaderConfig {
                 ack_every: ACK_EVERY,
                 ..ReaderConfig::default()
