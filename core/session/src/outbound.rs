@@ -736,10 +736,10 @@ fn send_one(
     let write = |seq, buf: &mut Vec<u8>| encode(tag, out, i, max, seq, FLAG_RELIABLE, id, buf);
     // A message's own datagrams (the pieces of a large one) are shared
     // with the window, not copied; a batch of small messages is copied
-    // into a spare buffer, which measured faster: 8 KiB messages +7 %,
-    // 256 B batches -10 % when shared too (the window can take a buffer
-    // back only once the sender let go of it, and a small copy costs less
-    // than the buffers it then allocates; bench/results/stop40).
+    // into a spare buffer, as before. Measured (alternated runs,
+    // bench/results/stop40/ab-throughput): sharing 8 KiB messages' pieces
+    // +11 %, sharing batches too -8 % at 256 B (why was not measured; the
+    // window takes a buffer back only once the sender let go of it).
     let bytes = match out {
         Outgoing::Message { .. } => s
             .writer

@@ -43,9 +43,10 @@ pub(crate) struct Args {
     /// CPU placement `SENDER,RECEIVER` for every system (tagwire, raw
     /// baselines, ddsperf, the peers), or `none` to leave it to the
     /// scheduler (whose placement makes blocking round trips bimodal on a
-    /// 2-vCPU VM). Default: across two cores. In `throughput --remote`
-    /// each host's daemon runs on its side's CPU too; in the remote round
-    /// trips the daemons are left to the scheduler.
+    /// 2-vCPU VM). Default: across two cores. In `throughput` tagwire's
+    /// publisher runs on the sender's CPU, and with `--remote` each
+    /// host's daemon on its side's CPU too; in the remote round trips the
+    /// daemons are left to the scheduler.
     #[arg(long, global = true, default_value = "0,1")]
     pin: String,
     /// Use the daemon at this socket instead of starting a private one.

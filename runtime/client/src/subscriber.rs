@@ -426,11 +426,9 @@ impl Subscriber {
                     // A flowing stream looks at the socket a while before
                     // sleeping, as at the ring below: a sleeping reader is
                     // woken by its sender's send, and the sender pays for
-                    // that wake-up (8 KiB flat out across hosts, the
-                    // sending CPU spent an eighth of its time waking this
-                    // reader, which was idle half of its own).
-                    // It polls longer while its sender's runs come soon
-                    // after it gave up (`crate::socket_spin`).
+                    // that wake-up. It polls longer while its sender's
+                    // runs come soon after it gave up
+                    // (`crate::socket_spin`, with the figures).
                     let spin = ring_spin(&self.opts, self.since_wait);
                     let adapts = self.opts.busy_poll.is_none() && !spin.is_zero();
                     let spin = if adapts {
