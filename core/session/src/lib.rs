@@ -168,8 +168,9 @@ impl Default for Config {
             // One acknowledgement per burst of at least `ACK_EVERY`
             // datagrams (a writer held back below that asks with a
             // heartbeat): each one costs the receiver a send, the sender's
-            // inbound thread a wake-up and its forwarder the session's
-            // lock. 16 -> 64: remote throughput 8 KiB 265-277k -> 309-311k
+            // forwarder the session's lock and, where no busy forwarder
+            // reads it, a thread's wake-up (the daemon's replies socket:
+            // since stop 41 a busy forwarder reads them itself). 16 -> 64: remote throughput 8 KiB 265-277k -> 309-311k
             // msg/s, 256 B 2.89-2.91M -> 3.27-3.30M, lossless alike
             // (bench/results/stop34/ab5-ack-every.txt, each side's threads
             // left to the scheduler). 64 -> 256, with each host's threads

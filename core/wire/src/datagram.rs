@@ -124,6 +124,13 @@ const KIND_DATA: u8 = 1;
 const KIND_HEARTBEAT: u8 = 2;
 const KIND_ACKNACK: u8 = 3;
 const KIND_BATCH: u8 = 4;
+/// The first four bytes of every [`AckNack`] datagram (magic, version,
+/// kind): a receiving socket can be told apart its acknowledgements by
+/// them alone (`tagwire_net::delivery_sockets` steers them).
+pub const ACKNACK_PREFIX: [u8; 4] = {
+    let m = MAGIC.to_le_bytes();
+    [m[0], m[1], VERSION, KIND_ACKNACK]
+};
 /// Bytes of a batch datagram before its tag name and entries.
 pub const BATCH_FIXED_LEN: usize = COMMON_LEN + 8 + 1 + 2 + 1;
 /// Bytes each batch entry adds beside its payload.
@@ -1021,6 +1028,19 @@ mod tests {
             panic!("not an acknack")
         };
         assert_eq!(back.missing, vec![11, 266]);
+    }
+
+    #[test]
+    fn acknacks_and_only_acknacks_begin_with_their_prefix() {
+        let mut out = Vec::new();
+        AckNack::default().encode(9, &mut out);
+        assert_eq!(out[..4], ACKNACK_PREFIX);
+        assert_eq!(&ACKNACK_PREFIX[..2], b"TD");
+        for kind in [KIND_DATA, KIND_HEARTBEAT, KIND_BATCH] {
+            let mut other = Vec::new();
+            common(&mut other, kind, 9);
+            assert_ne!(other[..4], ACKNACK_PREFIX);
+        }
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Acknowledgements handed to a busy forwarder instead of waited for.
 //!
-//! A reliable stream's acknowledgements arrive on the delivery socket, in
-//! the inbound thread; the stream's session is the forwarder's, under the
-//! tag's lock. A forwarder sending flat out holds that lock nearly all the
+//! A reliable stream's acknowledgements arrive in the inbound thread (sealed
+//! ones), the replies watcher or another busy forwarder (`crate::replies`);
+//! the stream's session is the forwarder's, under the tag's lock. (Below,
+//! "the inbound thread" stands for whichever of them got one.) A forwarder sending flat out holds that lock nearly all the
 //! time (it reads its ring and encodes under it), so the inbound thread
 //! slept on it for most acknowledgements, and the forwarder paid a
 //! wake-up system call each time it let go (8 KiB flat out: 6.5 k sleeps

@@ -12,9 +12,11 @@
 //!   │          ticket.open/close ◀── offer / handle_direct ────┘  │
 //!   │                                                             │
 //!   └──── transmits ──▶ UDP socket, multicast socket, TCP ◀───────┘
-//!                                         inbound thread: ACK → session
-//!                                         (per-tag lock), sends what it
-//!                                         frees, unparks the forwarder
+//!                            ACKs: read by a busy forwarder from the
+//!                            replies socket, else by the replies watcher
+//!                            or (sealed) the inbound thread: ACK → session
+//!                            (per-tag lock), sends what it frees, unparks
+//!                            the forwarder
 //! ```
 //!
 //! * **Back-pressure.** While the tag has a reliable or TCP destination, a
@@ -31,8 +33,13 @@
 //!   records) or, while the session holds records back, parked (the
 //!   inbound thread unparks it when an acknowledgement makes room), each
 //!   until the session's next timer.
+//! * **Acknowledgements** reach the delivery port's replies socket, which
+//!   busy forwarders read without waiting and a watcher thread sleeps on
+//!   only while none is busy (`crate::replies`): while a stream flows they
+//!   wake no thread. Sealed ones (under a domain key) reach the inbound
+//!   thread.
 //! * **Locks.** The session is behind a per-tag mutex, taken by this thread
-//!   and by the inbound thread for this tag's acknowledgements; no socket
+//!   and by whichever thread takes this tag's acknowledgements; no socket
 //!   is written while it is held.
 
 use std::collections::HashMap;
@@ -48,6 +55,8 @@ use tagwire_wire::TagName;
 mod ring_loop;
 
 use crate::acks::{Ack, AckInbox, Offered};
+use crate::guard::{Opened, Refusal};
+use crate::replies::Replies;
 use crate::train::Line;
 use crate::{lock, Shared};
 
@@ -76,6 +85,10 @@ const ETHERNET_MTU: usize = 1500;
 /// Datagrams a reliable stream may have unacknowledged.
 const WINDOW: usize = 1024;
 
+/// How long the replies watcher sleeps at most (it looks whether the
+/// daemon stops).
+const REPLIES_WATCH: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// The outbound side's sockets and the routes of acknowledgements.
 #[derive(Debug)]
 pub(crate) struct Outbound {
@@ -89,6 +102,8 @@ pub(crate) struct Outbound {
     pub(crate) retransmitted: AtomicU64,
     /// The kernel refused a segmented send on `sock`: one datagram a call.
     gso_off: AtomicBool,
+    /// Acknowledgements steered to a socket of their own (`crate::replies`).
+    pub(crate) replies: Option<Replies>,
 }
 
 /// A forwarder's instructions and its session.
@@ -122,12 +137,25 @@ pub(crate) struct Route {
 impl Outbound {
     /// The outbound side sending on `sock` (from the delivery port) and a
     /// duplicate of the multicast carrier's socket.
-    pub(crate) fn new(sock: UdpSocket, msock: Option<&(UdpSocket, u16)>) -> std::io::Result<Self> {
+    pub(crate) fn new(
+        sock: UdpSocket,
+        msock: Option<&(UdpSocket, u16)>,
+        replies: Option<UdpSocket>,
+    ) -> std::io::Result<Self> {
         let msock = match msock {
             Some((m, port)) => Some((m.try_clone()?, *port)),
             None => None,
         };
+        let replies = match replies.map(Replies::new) {
+            Some(Ok(r)) => Some(r),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "acknowledgements go to the inbound thread");
+                None
+            }
+            None => None,
+        };
         Ok(Self {
+            replies,
             gso_off: AtomicBool::new(!tagwire_net::gso::gso_supported(&sock)),
             sock,
             msock,
@@ -243,6 +271,71 @@ impl Outbound {
         }
         self.take_acks_now(shared, &route, now);
         true
+    }
+
+    /// Reads the acknowledgements steered to the replies socket and hands
+    /// each to its stream's forwarder (`crate::replies`; a busy
+    /// forwarder's, without waiting). Call without any session's lock.
+    pub(crate) fn read_replies(&self, shared: &Shared) {
+        if let Some(r) = &self.replies {
+            r.read(|from, bytes| self.reply(shared, from, bytes));
+        }
+    }
+
+    /// [`Replies::enter`]: a forwarder begins reading its ring.
+    pub(crate) fn replies_enter(&self) {
+        if let Some(r) = &self.replies {
+            r.enter();
+        }
+    }
+
+    /// [`Replies::leave`]. Call without any session's lock.
+    pub(crate) fn replies_leave(&self, shared: &Shared) {
+        if let Some(r) = &self.replies {
+            r.leave(|from, bytes| self.reply(shared, from, bytes));
+        }
+    }
+
+    /// The replies watcher's thread: until the daemon stops.
+    pub(crate) fn watch_replies(&self, shared: &Shared) {
+        let Some(r) = &self.replies else {
+            return;
+        };
+        while !shared.is_stopping() {
+            r.watch(REPLIES_WATCH, |from, bytes| self.reply(shared, from, bytes));
+        }
+    }
+
+    /// One datagram from the replies socket: opened like any datagram
+    /// (`Guard::open`), and taken only if it is an acknowledgement.
+    fn reply(&self, shared: &Shared, from: SocketAddr, bytes: &mut [u8]) {
+        use tagwire_wire::datagram::{Body, Datagram};
+        let now = Instant::now();
+        let (raw, opened) = match shared.guard.open(from, bytes) {
+            Ok(o) => o,
+            Err(why) => return crate::stats::refused(shared, from.ip(), why),
+        };
+        let only = match opened {
+            Opened::Node => None,
+            Opened::Holder(tag) => Some(tag),
+            // A publisher's key seals data only.
+            Opened::Tag(_) => {
+                return crate::stats::refused(shared, from.ip(), Refusal::Unauthenticated)
+            }
+        };
+        match Datagram::decode(raw) {
+            Ok(Datagram {
+                stream,
+                body: Body::AckNack(_),
+            }) => {
+                self.handle_ack(shared, now, stream, from, raw, only);
+            }
+            // (Its prefix says acknowledgement; its body does not.)
+            _ => {
+                shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+                shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
+            }
+        }
     }
 
     /// Takes `route`'s queued acknowledgements under its session's lock

@@ -54,6 +54,7 @@ pub mod peers;
 pub mod policy;
 pub mod pull;
 pub mod quota;
+mod replies;
 mod ring;
 mod secure;
 mod stats;

@@ -60,6 +60,33 @@ pub fn send_socket(ip: std::net::IpAddr) -> io::Result<UdpSocket> {
 /// descriptor (as before: correct, and the cost above). Only a process of
 /// the same user may join the group, and the program gives it nothing.
 pub fn udp_socket_with_sender(addr: SocketAddr) -> io::Result<(UdpSocket, UdpSocket)> {
+    let s = delivery_sockets(addr, None)?;
+    Ok((s.recv, s.send))
+}
+
+/// The sockets of a delivery port ([`delivery_sockets`]).
+#[derive(Debug)]
+pub struct DeliverySockets {
+    /// Receives everything sent to the port but the replies.
+    pub recv: UdpSocket,
+    /// Sends from the port; receives nothing.
+    pub send: UdpSocket,
+    /// Receives the datagrams that begin with the replies' prefix, where
+    /// the kernel steers them (`None`: they reach `recv`).
+    pub replies: Option<UdpSocket>,
+}
+
+/// [`udp_socket_with_sender`], and, with a `replies` prefix, a third
+/// socket on the port that receives every datagram beginning with those
+/// four bytes (the group's program steers them by their first bytes).
+///
+/// Why: a thread that sleeps on the delivery socket is woken by every
+/// datagram, replies included; replies that a busy thread reads from a
+/// socket of their own, without waiting on it, wake nobody. The replies
+/// socket is never sent from (nothing walks its wait queue but arrivals).
+/// Where the kernel refuses a third socket or the program, `replies` is
+/// `None` and everything reaches `recv`, as before.
+pub fn delivery_sockets(addr: SocketAddr, replies: Option<[u8; 4]>) -> io::Result<DeliverySockets> {
     // The port first, by a socket in no group: one in use is refused, as
     // without the group, and port 0 gets a free one. (The kernel would
     // let a group's socket join another group of this user on its port,
@@ -75,28 +102,59 @@ pub fn udp_socket_with_sender(addr: SocketAddr) -> io::Result<(UdpSocket, UdpSoc
     // may still hold it (see `bind_patiently`).
     bind_patiently(&s, addr)?;
     let recv: UdpSocket = s.into();
-    let sender = if grouped && first_takes_all(&recv).is_ok() {
-        sibling(recv.local_addr()?)
+    let sender = if grouped && steer(&recv, None).is_ok() {
+        sibling(recv.local_addr()?, 0)
     } else {
         None
+    };
+    // The third in the group (its index 2), once the sender is second.
+    let replies = match (replies, &sender) {
+        (Some(prefix), Some(_)) => sibling(recv.local_addr()?, REPLIES_BUFFER)
+            .filter(|_| steer(&recv, Some(prefix)).is_ok()),
+        _ => None,
     };
     let send = match sender {
         Some(send) => send,
         None => recv.try_clone()?,
     };
-    Ok((recv, send))
+    Ok(DeliverySockets {
+        recv,
+        send,
+        replies,
+    })
 }
 
+/// The replies socket's receive buffer: replies wait in it while the busy
+/// thread that reads them is between reads.
+const REPLIES_BUFFER: usize = 1 << 20;
+
 /// Attaches to `sock`'s `SO_REUSEPORT` group a program that gives every
-/// datagram to the group's first socket.
-fn first_takes_all(sock: &UdpSocket) -> io::Result<()> {
-    // `ret #0`: the index of the socket in the group.
-    let mut code = [libc::sock_filter {
-        code: (libc::BPF_RET | libc::BPF_K) as u16,
-        jt: 0,
-        jf: 0,
-        k: 0,
-    }];
+/// datagram to the group's first socket, or, with `replies`, those that
+/// begin with its four bytes to the group's third.
+fn steer(sock: &UdpSocket, replies: Option<[u8; 4]>) -> io::Result<()> {
+    let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
+    // The program sees the datagram from its UDP payload on. A load past
+    // its end ends the program with 0 (the first socket).
+    let mut code = match replies {
+        None => vec![op(libc::BPF_RET | libc::BPF_K, 0, 0, 0)],
+        Some(prefix) => vec![
+            // A = the first four bytes, in network order.
+            op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
+            op(
+                libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+                0,
+                1,
+                u32::from_be_bytes(prefix),
+            ),
+            op(libc::BPF_RET | libc::BPF_K, 0, 0, 2),
+            op(libc::BPF_RET | libc::BPF_K, 0, 0, 0),
+        ],
+    };
     let prog = libc::sock_fprog {
         len: code.len() as u16,
         filter: code.as_mut_ptr(),
@@ -137,11 +195,11 @@ pub(crate) fn set_option<T>(
     }
 }
 
-/// A send-only member of the group bound at `addr` (see
-/// [`udp_socket_with_sender`]), or `None` if the kernel refuses it.
-fn sibling(addr: SocketAddr) -> Option<UdpSocket> {
+/// Another member of the group bound at `addr` (see [`delivery_sockets`]:
+/// the sender, or the replies socket), or `None` if the kernel refuses it.
+fn sibling(addr: SocketAddr, recv_buffer: usize) -> Option<UdpSocket> {
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP)).ok()?;
-    let _ = s.set_recv_buffer_size(0);
+    let _ = s.set_recv_buffer_size(recv_buffer);
     let _ = s.set_send_buffer_size(DELIVERY_BUFFER);
     s.set_reuse_port(true).ok()?;
     s.bind(&SockAddr::from(addr)).ok()?;
@@ -272,6 +330,48 @@ mod tests {
     fn a_udp_socket_gets_buffers_and_an_address() {
         let (s, _) = udp_socket_with_sender("127.0.0.1:0".parse().unwrap()).unwrap();
         assert_ne!(s.local_addr().unwrap().port(), 0);
+    }
+
+    #[test]
+    fn replies_are_steered_to_their_own_socket_and_the_rest_to_the_delivery_socket() {
+        use std::time::Duration;
+        let prefix = *b"TD\x01\x03";
+        let s = delivery_sockets("127.0.0.1:0".parse().unwrap(), Some(prefix)).unwrap();
+        let Some(replies) = &s.replies else {
+            println!("skipping: the kernel refused a third socket or its program");
+            return;
+        };
+        let me = s.recv.local_addr().unwrap();
+        assert_eq!(replies.local_addr().unwrap(), me, "one address and port");
+        assert_eq!(s.send.local_addr().unwrap(), me);
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for sock in [&s.recv, replies, &s.send] {
+            sock.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+        }
+        // A reply, a datagram that only begins like one, a short one and
+        // an empty one, in that order.
+        let sent: [&[u8]; 4] = [b"TD\x01\x03reply", b"TD\x01\x01data", b"TD", b""];
+        for d in sent {
+            peer.send_to(d, me).unwrap();
+        }
+        let mut buf = [0u8; 64];
+        let (n, from) = replies.recv_from(&mut buf).unwrap();
+        assert_eq!(
+            (&buf[..n], from),
+            (&b"TD\x01\x03reply"[..], peer.local_addr().unwrap())
+        );
+        for want in &sent[1..] {
+            let n = s.recv.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], *want);
+        }
+        replies.set_nonblocking(true).unwrap();
+        assert!(
+            replies.recv(&mut buf).is_err(),
+            "the replies socket got more"
+        );
+        s.send.set_nonblocking(true).unwrap();
+        assert!(s.send.recv(&mut buf).is_err(), "the sender received");
     }
 
     #[test]

@@ -73,6 +73,7 @@ mod inbound;
 
 pub(crate) use held::{drain_held, ring_added, ring_removed, Sink};
 use inbound::{inbound_loop, tcp_accept_loop};
+use tagwire_wire::datagram::ACKNACK_PREFIX;
 
 /// The delivery manager's shared state.
 #[derive(Debug)]
@@ -103,8 +104,13 @@ impl Delivery {
         multicast_port: u16,
     ) -> std::io::Result<Arc<Self>> {
         // Forwarders send from a socket of their own on the same port, on
-        // which nothing sleeps (see `udp_socket_with_sender`).
-        let (sock, sender) = tagwire_net::udp_socket_with_sender(addr)
+        // which nothing sleeps, and read the acknowledgements from a third
+        // (`tagwire_net::delivery_sockets`, `crate::replies`).
+        let tagwire_net::DeliverySockets {
+            recv: sock,
+            send: sender,
+            replies,
+        } = tagwire_net::delivery_sockets(addr, Some(ACKNACK_PREFIX))
             .map_err(|e| crate::naming(e, "the delivery port (UDP)", addr))?;
         sock.set_read_timeout(Some(MAX_SLEEP))?;
         // Without a usable multicast socket the carrier is off (a warning);
@@ -121,7 +127,7 @@ impl Delivery {
                 .ok(),
             std::net::IpAddr::V6(_) => None,
         };
-        let outbound = Arc::new(Outbound::new(sender, msock.as_ref())?);
+        let outbound = Arc::new(Outbound::new(sender, msock.as_ref(), replies)?);
         let d = Arc::new(Self {
             sock,
             outbound,
@@ -136,6 +142,12 @@ impl Delivery {
         std::thread::Builder::new()
             .name("tagwired-delivery".into())
             .spawn(move || inbound_loop(&s, &d2, &d2.sock, false))?;
+        if d.outbound.replies.is_some() {
+            let (s, d2) = (shared.clone(), d.clone());
+            std::thread::Builder::new()
+                .name("tagwired-acks".into())
+                .spawn(move || d2.outbound.watch_replies(&s))?;
+        }
         if d.msock.is_some() {
             let (s, d2) = (shared.clone(), d.clone());
             std::thread::Builder::new()

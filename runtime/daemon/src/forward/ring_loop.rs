@@ -107,9 +107,12 @@ pub(super) fn forward_loop(
         }
         route.gated.store(gate.is_some(), Ordering::Release);
         let mut progressed = false;
-        // Acknowledgements wait for us while we read (`crate::acks`).
+        // Acknowledgements wait for us while we read (`crate::acks`), and
+        // we read those steered to the replies socket (`crate::replies`).
         route.acks.enter();
+        out.replies_enter();
         loop {
+            out.read_replies(shared);
             // Up to GROUP records under one lock, one clock read and one
             // drain (per record they cost as much as the rest of a small
             // message's path). The ring is read under the lock: a record
@@ -202,9 +205,11 @@ pub(super) fn forward_loop(
                 // A TCP write may stall: acknowledgements of the UDP
                 // streams are not left waiting for it.
                 route.acks.leave();
+                out.replies_leave(shared);
                 out.take_acks_now(shared, route, Instant::now());
                 f.send(tx, events);
                 route.acks.enter();
+                out.replies_enter();
             } else {
                 f.send(tx, events);
             }
@@ -217,6 +222,7 @@ pub(super) fn forward_loop(
             }
         }
         route.acks.leave();
+        out.replies_leave(shared);
         route.read_at.store(cur.position(), Ordering::Release);
         // Nothing more is ready: send what was batched.
         let now = Instant::now();
