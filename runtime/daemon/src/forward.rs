@@ -483,7 +483,6 @@ impl Outbound {
         s: &mut Session,
         now: Instant,
     ) -> (Vec<Transmit>, Vec<Event>) {
-        let (all, events) = drain(s, now);
         let mut rest = Vec::new();
         let mut train = route.line.gather();
         // (What it sent since: buffers for the session's next datagrams.)
@@ -492,7 +491,8 @@ impl Outbound {
         }
         train.adapt(s.retransmitted(&route.tag), now);
         let keyed = shared.guard.is_keyed();
-        for t in all {
+        // Straight from the session into the train (no list of them).
+        while let Some(t) = s.poll_transmit(now) {
             if t.carrier != Carrier::Udp {
                 rest.push(t);
                 continue;
@@ -513,6 +513,10 @@ impl Outbound {
                 t.bytes
             };
             train.push(t.dest, datagram);
+        }
+        let mut events = Vec::new();
+        while let Some(e) = s.poll_event() {
+            events.push(e);
         }
         (rest, events)
     }

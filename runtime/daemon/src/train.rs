@@ -104,7 +104,13 @@ pub(crate) struct Train {
     /// Buffers of sent datagrams, for the owner to reuse
     /// ([`Train::returned`]).
     sent: Vec<TxBuf>,
+    /// Emptied lists of sent runs, for the next runs (a new one grew from
+    /// nothing, five reallocations for a run of 64).
+    lists: Vec<Vec<TxBuf>>,
 }
+
+/// Most emptied lists a train keeps.
+const MAX_LISTS: usize = 8;
 
 /// Most sent buffers a train keeps for its owner.
 const MAX_RETURNED: usize = 4 * MAX_SEGMENTS;
@@ -118,6 +124,7 @@ impl Default for Train {
             resent: 0,
             grow_at: None,
             sent: Vec::new(),
+            lists: Vec::new(),
         }
     }
 }
@@ -169,7 +176,12 @@ impl Train {
     /// The forming run is ready to go.
     pub(crate) fn close(&mut self) {
         if !self.forming.parts.is_empty() {
-            self.ready.push_back(std::mem::take(&mut self.forming));
+            let next = Run {
+                parts: self.lists.pop().unwrap_or_default(),
+                ..Run::default()
+            };
+            self.ready
+                .push_back(std::mem::replace(&mut self.forming, next));
         }
     }
 
@@ -181,14 +193,17 @@ impl Train {
     /// Keeps sent buffers of their own for the owner; lets go of the ones
     /// a window shares at once, so that the window, acknowledged, finds
     /// itself their only holder and writes its next datagrams there.
-    fn give_back(&mut self, parts: Vec<TxBuf>) {
+    fn give_back(&mut self, mut parts: Vec<TxBuf>) {
         let room = MAX_RETURNED.saturating_sub(self.sent.len());
         self.sent.extend(
             parts
-                .into_iter()
+                .drain(..)
                 .filter(|p| matches!(p, TxBuf::Own(_)))
                 .take(room),
         );
+        if self.lists.len() < MAX_LISTS {
+            self.lists.push(parts);
+        }
     }
 }
 
