@@ -543,3 +543,60 @@ fn a_direct_subscriber_whose_stream_flows_polls_before_it_sleeps() {
         "a polling direct subscriber slept {polling} times"
     );
 }
+
+/// A node-wide counter of `c`'s daemon (`tagwire stats`).
+fn node_counter(c: &tagwire::Client, name: &str) -> u64 {
+    c.stats()
+        .unwrap()
+        .iter()
+        .filter(|r| r.kind == tagwire::StatsKind::Node)
+        .filter_map(|r| r.get(name))
+        .sum()
+}
+
+/// The acknowledgements of a reliable stream reach the sending daemon's
+/// replies socket (steered there by the delivery port's program, read by
+/// the busy forwarder or its watcher: `runtime/daemon/src/replies.rs`),
+/// and a flat-out stream that needs them to go on arrives whole, in order.
+/// (Which of the two reads them depends on timing: unpinned, the forwarder
+/// has mostly left its loop when one comes, and the watcher reads it.)
+#[test]
+fn acknowledgements_reach_the_senders_replies_socket_and_the_stream_flows() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, clients) = site.mesh(&Find::List);
+    let tag = "/replies";
+    deep_tag(&clients[0], tag, 64, 2048);
+    let mut sub = clients[1]
+        .subscribe(tag, SubscribeOptions::default().lossless())
+        .unwrap();
+    wait_direct(&sub, true);
+    let before = node_counter(&clients[0], "acks_steered");
+    // Far more datagrams than a window holds (1024): the stream stops
+    // unless acknowledgements come back.
+    const N: u64 = 20_000;
+    let payload = vec![0x5au8; 2000];
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut publisher = clients[0].publisher(tag).unwrap();
+            publisher.set_send_timeout(Duration::from_secs(30));
+            for i in 1..=N {
+                let mut m = payload.clone();
+                m[..8].copy_from_slice(&i.to_le_bytes());
+                publisher.send(&m).unwrap();
+            }
+        });
+        for i in 1..=N {
+            let m = sub.receive(Some(Duration::from_secs(30))).unwrap();
+            assert_eq!(m.seq.0, i);
+            assert_eq!(m.payload[..8], i.to_le_bytes());
+        }
+    });
+    assert_eq!(sub.lost(), 0);
+    let steered = node_counter(&clients[0], "acks_steered") - before;
+    let woken = node_counter(&clients[0], "ack_watch_wakeups");
+    println!("acknowledgements read from the replies socket: {steered}, watcher wake-ups {woken}");
+    assert!(steered > 0, "no acknowledgement reached the replies socket");
+}
