@@ -599,4 +599,31 @@ fn acknowledgements_reach_the_senders_replies_socket_and_the_stream_flows() {
     let woken = node_counter(&clients[0], "ack_watch_wakeups");
     println!("acknowledgements read from the replies socket: {steered}, watcher wake-ups {woken}");
     assert!(steered > 0, "no acknowledgement reached the replies socket");
+    // Hostile ones: an acknowledgement's first bytes on a datagram too
+    // long for one (cut when read), and on one too short to decode, from
+    // host 1: read from the replies socket, counted as malformed.
+    let (a0, a1) = (site.lan.host(0).addr(), site.lan.host(1).addr());
+    let (malformed, read) = (
+        node_counter(&clients[0], "malformed_datagrams"),
+        node_counter(&clients[0], "acks_steered"),
+    );
+    let mut long = b"TD\x01\x03".to_vec();
+    long.resize(3000, 7);
+    let forged = [long, b"TD\x01\x03\x00".to_vec()];
+    site.lan
+        .host(1)
+        .spawn(move || {
+            let s = std::net::UdpSocket::bind((a1, 0)).unwrap();
+            for d in &forged {
+                s.send_to(d, (a0, tagwire_daemon::peers::DEFAULT_DELIVERY_PORT))
+                    .unwrap();
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    wait_until("the forged acknowledgements counted", || {
+        node_counter(&clients[0], "malformed_datagrams") >= malformed + 2
+    });
+    assert!(node_counter(&clients[0], "acks_steered") >= read + 2);
 }

@@ -31,8 +31,8 @@
 //!   session keeps the record for resends without sending it again.
 //! * **No polling.** The forwarder sleeps on the ring's doorbell (new
 //!   records) or, while the session holds records back, parked (the
-//!   inbound thread unparks it when an acknowledgement makes room), each
-//!   until the session's next timer.
+//!   thread that takes an acknowledgement unparks it when that makes
+//!   room), each until the session's next timer.
 //! * **Acknowledgements** reach the delivery port's replies socket, which
 //!   busy forwarders read without waiting and a watcher thread sleeps on
 //!   only while none is busy (`crate::replies`): while a stream flows they
@@ -135,23 +135,16 @@ pub(crate) struct Route {
 }
 
 impl Outbound {
-    /// The outbound side sending on `sock` (from the delivery port) and a
-    /// duplicate of the multicast carrier's socket.
+    /// The outbound side sending on `sock` (from the delivery port), a
+    /// duplicate of the multicast carrier's socket, and the replies socket
+    /// where the kernel steers acknowledgements to one.
     pub(crate) fn new(
         sock: UdpSocket,
         msock: Option<&(UdpSocket, u16)>,
-        replies: Option<UdpSocket>,
+        replies: Option<Replies>,
     ) -> std::io::Result<Self> {
         let msock = match msock {
             Some((m, port)) => Some((m.try_clone()?, *port)),
-            None => None,
-        };
-        let replies = match replies.map(Replies::new) {
-            Some(Ok(r)) => Some(r),
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "acknowledgements go to the inbound thread");
-                None
-            }
             None => None,
         };
         Ok(Self {
@@ -311,6 +304,12 @@ impl Outbound {
     fn reply(&self, shared: &Shared, from: SocketAddr, bytes: &mut [u8]) {
         use tagwire_wire::datagram::{Body, Datagram};
         let now = Instant::now();
+        if bytes.len() >= crate::replies::REPLY_BUFFER {
+            // Cut: longer than any acknowledgement.
+            shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+            shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
+            return;
+        }
         let (raw, opened) = match shared.guard.open(from, bytes) {
             Ok(o) => o,
             Err(why) => return crate::stats::refused(shared, from.ip(), why),

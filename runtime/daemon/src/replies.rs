@@ -44,8 +44,8 @@ use crate::lock;
 const MOST_READ: usize = 256;
 
 /// A buffer larger than any acknowledgement (its bitmap is 32 bytes): one
-/// that fills it is cut and dropped.
-const REPLY_BUFFER: usize = 2048;
+/// that fills it was cut (the taker drops it, counted).
+pub(crate) const REPLY_BUFFER: usize = 2048;
 
 /// The replies socket, its watch and who reads it.
 #[derive(Debug)]
@@ -121,9 +121,7 @@ impl Replies {
                 break;
             };
             n += 1;
-            if len < buf.len() {
-                take(from, &mut buf[..len]);
-            }
+            take(from, &mut buf[..len]);
         }
         self.read.fetch_add(n as u64, Ordering::Relaxed);
         n

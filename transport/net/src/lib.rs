@@ -124,6 +124,14 @@ pub fn delivery_sockets(addr: SocketAddr, replies: Option<[u8; 4]>) -> io::Resul
     })
 }
 
+/// Gives every datagram to the delivery socket again (`recv` of
+/// [`delivery_sockets`]): for a caller that cannot read the replies socket
+/// after all (it must not be closed while steered to: the group would then
+/// have no third socket and the kernel would pick one by hash).
+pub fn unsteer(recv: &UdpSocket) -> io::Result<()> {
+    steer(recv, None)
+}
+
 /// The replies socket's receive buffer: replies wait in it while the busy
 /// thread that reads them is between reads.
 const REPLIES_BUFFER: usize = 1 << 20;
@@ -372,6 +380,12 @@ mod tests {
         );
         s.send.set_nonblocking(true).unwrap();
         assert!(s.send.recv(&mut buf).is_err(), "the sender received");
+        // Unsteered: a reply reaches the delivery socket.
+        unsteer(&s.recv).unwrap();
+        peer.send_to(b"TD\x01\x03again", me).unwrap();
+        let n = s.recv.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"TD\x01\x03again");
+        assert!(replies.recv(&mut buf).is_err(), "steered after unsteer");
     }
 
     #[test]

@@ -127,6 +127,18 @@ impl Delivery {
                 .ok(),
             std::net::IpAddr::V6(_) => None,
         };
+        // Acknowledgements steered to a socket nobody could read would be
+        // lost: without its watch, they go to the delivery socket again.
+        let replies = match replies.map(crate::replies::Replies::new) {
+            Some(Ok(r)) => Some(r),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "acknowledgements go to the inbound thread");
+                tagwire_net::unsteer(&sock)
+                    .map_err(|e| crate::naming(e, "the delivery port (UDP)", addr))?;
+                None
+            }
+            None => None,
+        };
         let outbound = Arc::new(Outbound::new(sender, msock.as_ref(), replies)?);
         let d = Arc::new(Self {
             sock,
