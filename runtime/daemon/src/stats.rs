@@ -217,19 +217,15 @@ pub(crate) fn collect(shared: &Shared, asker: ClientId) -> Response {
     Response::Stats { rows }
 }
 
-/// A counter of the delivery port's replies socket (`crate::replies`; 0
-/// without one).
-fn replies(
-    d: Option<&std::sync::Arc<crate::delivery::Delivery>>,
-    f: impl Fn(&crate::replies::Replies) -> u64,
-) -> u64 {
-    d.and_then(|d| d.outbound.replies.as_ref()).map_or(0, f)
-}
-
 fn daemon_rows(shared: &Shared, st: &crate::State) -> Vec<StatsRow> {
     let s = &shared.stats;
     let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let d = shared.delivery.get();
+    // A counter of the delivery port's replies socket (`crate::replies`; 0
+    // without one).
+    let replies = |f: fn(&crate::replies::Replies) -> u64| {
+        d.and_then(|d| d.outbound.replies.as_ref()).map_or(0, f)
+    };
     let node = shared
         .config
         .net
@@ -249,8 +245,11 @@ fn daemon_rows(shared: &Shared, st: &crate::State) -> Vec<StatsRow> {
         .with("forward_dropped", n(&s.forward_dropped))
         .with("best_effort_lost", n(&s.best_effort_lost))
         .with("resent", d.map_or(0, |d| n(&d.outbound.retransmitted)))
-        .with("acks_steered", replies(d, |r| n(&r.read)))
-        .with("ack_watch_wakeups", replies(d, |r| n(&r.woken)))
+        .with("acks_steered", replies(|r| r.read.load(Ordering::Relaxed)))
+        .with(
+            "ack_watch_wakeups",
+            replies(|r| r.woken.load(Ordering::Relaxed)),
+        )
         .with("refused_datagrams", n(&s.held_back))
         .with("held_now", n(&s.held_now))
         .with("held", n(&s.held))
