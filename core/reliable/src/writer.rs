@@ -321,7 +321,7 @@ impl Writer {
             None => Arc::new(Vec::new()),
         };
         if let Some(next) = self.pool.last() {
-            prefetch(next);
+            crate::prefetch::buffer(next);
         }
         // (The pool holds only buffers nobody else does.)
         let bytes = match Arc::get_mut(&mut shared) {
@@ -784,30 +784,6 @@ impl Default for Writer {
     fn default() -> Self {
         Self::new(WriterConfig::default())
     }
-}
-
-/// Asks the CPU to bring the next pooled buffer (its bytes and its
-/// reference count) into cache while this datagram is encoded: a buffer
-/// comes back from a window of hundreds of datagrams cold, and the next
-/// encoding would wait for every line of it.
-#[inline]
-fn prefetch(b: &Arc<Vec<u8>>) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let head = Arc::as_ptr(b).cast::<i8>();
-        let bytes = b.as_ptr().cast::<i8>();
-        // SAFETY: SSE is part of every x86_64 CPU, and a prefetch is a
-        // hint that makes no access (any address is allowed).
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(head);
-            for off in (0..b.capacity()).step_by(64) {
-                _mm_prefetch::<_MM_HINT_T0>(bytes.wrapping_add(off));
-            }
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = b;
 }
 
 #[cfg(test)]

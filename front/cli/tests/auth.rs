@@ -13,11 +13,11 @@
 
 use std::borrow::Cow;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
+use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tagwire::{Client, Domain, StatsKind, SubscribeOptions};
+use tagwire::{Domain, StatsKind, SubscribeOptions};
 use tagwire_daemon::peers::{DEFAULT_CONTROL_PORT, DEFAULT_DELIVERY_PORT};
 use tagwire_daemon::Daemon;
 use tagwire_wire::control::{Request, Response};
@@ -53,16 +53,6 @@ fn node_list(site: &Site, hosts: &[usize]) -> PathBuf {
         .collect();
     std::fs::write(&path, text).unwrap();
     path
-}
-
-/// A node's counter `name` in its node row, and in the peer row of `who`.
-fn counter(c: &Client, kind: StatsKind, who: &str, name: &str) -> u64 {
-    c.stats()
-        .unwrap()
-        .iter()
-        .filter(|r| r.kind == kind && r.who.contains(who))
-        .filter_map(|r| r.get(name))
-        .sum()
 }
 
 /// A forged batch datagram of `tag`, as if a publisher on `node` sent
@@ -120,14 +110,6 @@ fn spoof_hello_and_tag_down(target: Ipv4Addr, claim: Ipv4Addr, tag: &str) {
     let _ = t.set_read_timeout(Some(Duration::from_secs(3)));
     let mut sink = [0u8; 4096];
     while matches!(t.read(&mut sink), Ok(n) if n > 0) {}
-}
-
-fn send_from(src: Ipv4Addr, to: Ipv4Addr, datagrams: &[Vec<u8>]) {
-    let s = UdpSocket::bind((src, 0)).unwrap();
-    for d in datagrams {
-        s.send_to(d, SocketAddr::from((to, DEFAULT_DELIVERY_PORT)))
-            .unwrap();
-    }
 }
 
 #[test]

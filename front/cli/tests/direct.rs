@@ -544,16 +544,6 @@ fn a_direct_subscriber_whose_stream_flows_polls_before_it_sleeps() {
     );
 }
 
-/// A node-wide counter of `c`'s daemon (`tagwire stats`).
-fn node_counter(c: &tagwire::Client, name: &str) -> u64 {
-    c.stats()
-        .unwrap()
-        .iter()
-        .filter(|r| r.kind == tagwire::StatsKind::Node)
-        .filter_map(|r| r.get(name))
-        .sum()
-}
-
 /// The acknowledgements of a reliable stream reach the sending daemon's
 /// replies socket (steered there by the delivery port's program, read by
 /// the busy forwarder or its watcher: `runtime/daemon/src/replies.rs`),
@@ -573,7 +563,7 @@ fn acknowledgements_reach_the_senders_replies_socket_and_the_stream_flows() {
         .subscribe(tag, SubscribeOptions::default().lossless())
         .unwrap();
     wait_direct(&sub, true);
-    let before = node_counter(&clients[0], "acks_steered");
+    let before = counter(&clients[0], tagwire::StatsKind::Node, "", "acks_steered");
     // Far more datagrams than a window holds (1024): the stream stops
     // unless acknowledgements come back.
     const N: u64 = 20_000;
@@ -595,8 +585,13 @@ fn acknowledgements_reach_the_senders_replies_socket_and_the_stream_flows() {
         }
     });
     assert_eq!(sub.lost(), 0);
-    let steered = node_counter(&clients[0], "acks_steered") - before;
-    let woken = node_counter(&clients[0], "ack_watch_wakeups");
+    let steered = counter(&clients[0], tagwire::StatsKind::Node, "", "acks_steered") - before;
+    let woken = counter(
+        &clients[0],
+        tagwire::StatsKind::Node,
+        "",
+        "ack_watch_wakeups",
+    );
     println!("acknowledgements read from the replies socket: {steered}, watcher wake-ups {woken}");
     assert!(steered > 0, "no acknowledgement reached the replies socket");
     // Hostile ones: an acknowledgement's first bytes on a datagram too
@@ -604,26 +599,30 @@ fn acknowledgements_reach_the_senders_replies_socket_and_the_stream_flows() {
     // host 1: read from the replies socket, counted as malformed.
     let (a0, a1) = (site.lan.host(0).addr(), site.lan.host(1).addr());
     let (malformed, read) = (
-        node_counter(&clients[0], "malformed_datagrams"),
-        node_counter(&clients[0], "acks_steered"),
+        counter(
+            &clients[0],
+            tagwire::StatsKind::Node,
+            "",
+            "malformed_datagrams",
+        ),
+        counter(&clients[0], tagwire::StatsKind::Node, "", "acks_steered"),
     );
     let mut long = b"TD\x01\x03".to_vec();
     long.resize(3000, 7);
     let forged = [long, b"TD\x01\x03\x00".to_vec()];
     site.lan
         .host(1)
-        .spawn(move || {
-            let s = std::net::UdpSocket::bind((a1, 0)).unwrap();
-            for d in &forged {
-                s.send_to(d, (a0, tagwire_daemon::peers::DEFAULT_DELIVERY_PORT))
-                    .unwrap();
-            }
-        })
+        .spawn(move || send_from(a1, a0, &forged))
         .unwrap()
         .join()
         .unwrap();
     wait_until("the forged acknowledgements counted", || {
-        node_counter(&clients[0], "malformed_datagrams") >= malformed + 2
+        counter(
+            &clients[0],
+            tagwire::StatsKind::Node,
+            "",
+            "malformed_datagrams",
+        ) >= malformed + 2
     });
-    assert!(node_counter(&clients[0], "acks_steered") >= read + 2);
+    assert!(counter(&clients[0], tagwire::StatsKind::Node, "", "acks_steered") >= read + 2);
 }

@@ -300,3 +300,24 @@ pub(crate) fn ask(
         }
     }
 }
+
+/// A node's counter `name` in its rows of `kind` whose `who` contains
+/// `who` (`""`: every one), summed.
+pub(crate) fn counter(c: &Client, kind: tagwire::StatsKind, who: &str, name: &str) -> u64 {
+    c.stats()
+        .unwrap()
+        .iter()
+        .filter(|r| r.kind == kind && r.who.contains(who))
+        .filter_map(|r| r.get(name))
+        .sum()
+}
+
+/// Sends `datagrams` from `src` to `to`'s delivery port (run it in the
+/// namespace of the host that has `src`).
+pub(crate) fn send_from(src: std::net::Ipv4Addr, to: std::net::Ipv4Addr, datagrams: &[Vec<u8>]) {
+    let s = std::net::UdpSocket::bind((src, 0)).unwrap();
+    for d in datagrams {
+        s.send_to(d, (to, tagwire_daemon::peers::DEFAULT_DELIVERY_PORT))
+            .unwrap();
+    }
+}
