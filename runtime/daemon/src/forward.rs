@@ -271,7 +271,7 @@ impl Outbound {
     /// forwarder's, without waiting). Call without any session's lock.
     pub(crate) fn read_replies(&self, shared: &Shared) {
         if let Some(r) = &self.replies {
-            r.read(|from, bytes| self.reply(shared, from, bytes));
+            r.poll(|from, bytes| self.reply(shared, from, bytes));
         }
     }
 

@@ -11,8 +11,10 @@
 //! forwarder is busy:
 //!
 //! - A forwarder in its read loop ([`Replies::enter`] .. [`Replies::leave`])
-//!   reads the socket without waiting each time round the loop
-//!   ([`Replies::read`]) and hands each acknowledgement to its stream's
+//!   reads the socket without waiting each time round the loop once the
+//!   watch has fired and been left unarmed ([`Replies::poll`]; while it is
+//!   armed the watcher gets the next one, and the loop makes no system
+//!   call for it), and hands each acknowledgement to its stream's
 //!   forwarder (itself, or another route's, as the inbound thread did).
 //! - While no forwarder is busy, a watcher thread sleeps on the socket
 //!   through an epoll set in which the socket is armed for one event
@@ -32,7 +34,7 @@
 
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -53,6 +55,8 @@ pub(crate) struct Replies {
     sock: UdpSocket,
     epoll: OwnedFd,
     state: Mutex<State>,
+    /// `state.armed`, for a look without the lock ([`Replies::poll`]).
+    armed: AtomicBool,
     /// Held by the one reading.
     reading: Mutex<()>,
     /// Acknowledgements read here.
@@ -82,6 +86,7 @@ impl Replies {
                 busy: 0,
                 armed: true,
             }),
+            armed: AtomicBool::new(true),
             reading: Mutex::new(()),
             read: AtomicU64::new(0),
             woken: AtomicU64::new(0),
@@ -105,6 +110,18 @@ impl Replies {
             self.read(take);
             self.arm_if_idle();
         }
+    }
+
+    /// A busy forwarder's look: [`Replies::read`] once the watch has fired
+    /// and left the replies to the busy forwarders; nothing (no system
+    /// call) while it is armed, for the watcher is then woken by the next
+    /// one. (A forwarder that runs its loop once per message, at low
+    /// rates, so pays no read.)
+    pub(crate) fn poll(&self, take: impl FnMut(SocketAddr, &mut [u8])) -> usize {
+        if self.armed.load(Ordering::Acquire) {
+            return 0;
+        }
+        self.read(take)
     }
 
     /// Hands each acknowledgement that has arrived to `take`, in order,
@@ -143,6 +160,7 @@ impl Replies {
         if fired {
             self.woken.fetch_add(1, Ordering::Relaxed);
             lock(&self.state).armed = false;
+            self.armed.store(false, Ordering::Release);
         }
         self.read(take);
         self.arm_if_idle();
@@ -159,7 +177,10 @@ impl Replies {
                 epoll::EventData::new_u64(0),
                 armed(),
             ) {
-                Ok(()) => s.armed = true,
+                Ok(()) => {
+                    s.armed = true;
+                    self.armed.store(true, Ordering::Release);
+                }
                 Err(e) => tracing::warn!(error = %e, "acknowledgement watch not armed"),
             }
         }
@@ -235,6 +256,36 @@ mod tests {
         assert_eq!(r.woken.load(Ordering::Relaxed), 2);
     }
 
+    #[test]
+    fn a_busy_forwarder_reads_only_once_the_watch_has_fired() {
+        let (r, peer, to) = pair();
+        r.enter();
+        peer.send_to(&[1], to).unwrap();
+        // Armed: left to the watcher, which is woken by it.
+        assert!(got(&r, |r, f| {
+            r.poll(f);
+        })
+        .is_empty());
+        assert_eq!(got(&r, |r, f| r.watch(Duration::from_secs(5), f)), [1]);
+        // Fired while busy: the forwarder reads.
+        peer.send_to(&[2], to).unwrap();
+        assert_eq!(
+            got(&r, |r, f| {
+                r.poll(f);
+            }),
+            [2]
+        );
+        r.leave(|_, _| {});
+        peer.send_to(&[3], to).unwrap();
+        assert!(
+            got(&r, |r, f| {
+                r.poll(f);
+            })
+            .is_empty(),
+            "armed again once idle"
+        );
+    }
+
     /// Forwarders entering and leaving while acknowledgements arrive and a
     /// watcher waits: every one is read exactly once, in order.
     #[test]
@@ -245,7 +296,7 @@ mod tests {
         let take = |seen: &Mutex<Vec<u32>>, b: &[u8]| {
             lock(seen).push(u32::from_le_bytes(b.try_into().unwrap()));
         };
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
         let watcher = {
             let (r, seen, stop) = (r.clone(), seen.clone(), stop.clone());
             std::thread::spawn(move || {
@@ -260,7 +311,7 @@ mod tests {
                 while !stop.load(Ordering::Relaxed) {
                     r.enter();
                     for _ in 0..3 {
-                        r.read(|_, b| take(&seen, b));
+                        r.poll(|_, b| take(&seen, b));
                     }
                     r.leave(|_, b| take(&seen, b));
                 }
