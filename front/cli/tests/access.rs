@@ -395,3 +395,111 @@ fn twenty_thousand_connections_cost_no_thread_each_and_the_daemon_keeps_serving(
     }
     root.ping().unwrap();
 }
+
+/// The descriptors of this process whose link names `memfd:<label>` and
+/// which were opened read-only: what the daemon gave a subscriber.
+fn read_only_memfds(label: &str) -> Vec<i32> {
+    let want = format!("/memfd:{label}");
+    let mut fds = Vec::new();
+    for e in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Ok(n) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(link) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        if !link.to_string_lossy().starts_with(&want) {
+            continue;
+        }
+        // SAFETY: only asks for the flags of a descriptor listed just now.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(n) };
+        if let Ok(fl) = rustix::fs::fcntl_getfl(fd) {
+            if fl & rustix::fs::OFlags::ACCMODE == rustix::fs::OFlags::RDONLY {
+                fds.push(n);
+            }
+        }
+    }
+    fds
+}
+
+/// `sh` as `nobody`, holding the descriptors `fds` (by their numbers), trying
+/// to open each again writable through `/proc/self/fd` and write to it;
+/// prints `wrote N` or `refused N` for each.
+fn reopen_as_nobody(fds: &[i32]) -> String {
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg(
+            r#"for fd in "$@"; do
+                 if printf FORGED 1<>"/proc/self/fd/$fd" 2>/dev/null; then echo "wrote $fd"; else echo "refused $fd"; fi
+               done"#,
+        )
+        .arg("sh")
+        .args(fds.iter().map(|n| n.to_string()))
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let keep = fds.to_vec();
+    // SAFETY: between fork and exec; clears close-on-exec on descriptors this
+    // process holds (fcntl is async-signal-safe) so that `sh` inherits them.
+    unsafe {
+        c.pre_exec(move || {
+            for &n in &keep {
+                let fd = std::os::fd::BorrowedFd::borrow_raw(n);
+                rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
+            }
+            Ok(())
+        });
+    }
+    let (ok, out) = run(c);
+    assert!(ok, "{out}");
+    out
+}
+
+#[test]
+fn a_subscribers_read_only_descriptors_cannot_be_reopened_writable_by_another_user() {
+    if skipped() {
+        return;
+    }
+    let dir = shared_dir(false);
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!("[[grant]]\ntags = \"/ro/**\"\nusers = [{NOBODY}]\nrights = [\"subscribe\"]\n"),
+    )
+    .unwrap();
+    let (_d, socket) = daemon(dir.path(), |c| c.policy = Some(policy.clone()));
+    let root = root_client(&socket).unwrap();
+    let tag = format!("/ro/reopen{}", std::process::id());
+    root.create_tag(&tag, Domain::Global).unwrap();
+    let mut sub = root
+        .subscribe(&tag, tagwire::SubscribeOptions::default())
+        .unwrap();
+    // The records and the control segment, as every subscriber gets them
+    // (this one is root's; a process of `nobody` granted `subscribe`, as the
+    // policy above does, gets the same read-only descriptors). Handed to a
+    // process of `nobody`, which tries to reopen them writable.
+    let held = read_only_memfds(&format!("tagwire:{tag}"));
+    assert_eq!(held.len(), 2, "records and control segment: {held:?}");
+    let out = reopen_as_nobody(&held);
+    for n in &held {
+        assert!(out.contains(&format!("refused {n}")), "{out}");
+    }
+    // What the attack did before inode modes were set: a memfd of the
+    // default mode (0777) is reopened and written by the same script.
+    let plain =
+        rustix::fs::memfd_create("tagwire:control", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    let plain_ro = tagwire_unix::reopen_read_only(std::os::fd::AsFd::as_fd(&plain)).unwrap();
+    let n = std::os::fd::AsRawFd::as_raw_fd(&plain_ro);
+    let out = reopen_as_nobody(&[n]);
+    assert!(out.contains(&format!("wrote {n}")), "{out}");
+    let mut back = [0u8; 6];
+    rustix::io::pread(&plain, &mut back, 0).unwrap();
+    assert_eq!(&back, b"FORGED");
+    // The tag is untouched: the next message is root's, whole.
+    let mut p = root.publisher(&tag).unwrap();
+    p.send(b"real").unwrap();
+    let m = sub.receive(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(m.payload, b"real");
+    assert_eq!(m.seq, tagwire::SeqNum(1));
+}

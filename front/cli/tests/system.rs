@@ -949,16 +949,14 @@ fn a_subscriber_gets_the_records_read_only_and_cannot_put_a_message_into_the_tag
 }
 
 #[test]
-fn a_subscriber_gets_a_large_message_read_only_even_from_a_publisher_that_did_not_seal_it() {
+fn a_large_message_is_refused_unless_sealed_and_a_subscribers_copy_stays_unwritable() {
     use std::os::fd::AsFd;
-    use tagwire_wire::control::{Message, Request, Response};
+    use tagwire_wire::control::{ErrorCode, Message, Request, Response};
     let n = Node::new();
     let c = n.client();
     c.create_tag("/big", Domain::Global).unwrap();
     let name = tagwire::TagName::new("/big").unwrap();
     let connect = || raw_connect(&n.socket());
-    // A publisher that hands over a memfd it did not seal (the library
-    // seals its own).
     let publisher = connect();
     let (m, _) = ask(
         &publisher,
@@ -966,17 +964,35 @@ fn a_subscriber_gets_a_large_message_read_only_even_from_a_publisher_that_did_no
         None,
     );
     let tag = opened(m).tag;
-    let memfd = rustix::fs::memfd_create("x", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
-    rustix::io::write(&memfd, &[7u8; 64]).unwrap();
-    let (m, _) = ask(
-        &publisher,
-        Request::PutBlob {
-            tag,
-            len: 64,
-            done: 0,
-        },
-        Some(memfd.as_fd()),
-    );
+    let put = |fd: std::os::fd::BorrowedFd<'_>| {
+        ask(
+            &publisher,
+            Request::PutBlob {
+                tag,
+                len: 64,
+                done: 0,
+            },
+            Some(fd),
+        )
+        .0
+    };
+    // A memfd its publisher did not seal: whoever holds a writable
+    // descriptor of it could change the message under its readers.
+    let unsealed = rustix::fs::memfd_create("x", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    rustix::io::write(&unsealed, &[7u8; 64]).unwrap();
+    match put(unsealed.as_fd()) {
+        Message::Response {
+            body: Response::Error { code, message },
+            ..
+        } => assert!(
+            code == ErrorCode::BadRequest && message.contains("sealed"),
+            "{code:?}: {message}"
+        ),
+        m => panic!("an unsealed large message was taken: {m:?}"),
+    }
+    // Sealed as the library seals it: stored and shown to subscribers.
+    let sealed = tagwire_unix::sealed_memfd("x", &[7u8; 64]).unwrap();
+    let m = put(sealed.as_fd());
     let Message::Response {
         body: Response::BlobStored { blob_id },
         ..
@@ -984,7 +1000,6 @@ fn a_subscriber_gets_a_large_message_read_only_even_from_a_publisher_that_did_no
     else {
         panic!("{m:?}")
     };
-    // A subscriber's copy of the descriptor cannot write it.
     let subscriber = connect();
     let (m, _) = ask(
         &subscriber,
@@ -1010,6 +1025,19 @@ fn a_subscriber_gets_a_large_message_read_only_even_from_a_publisher_that_did_no
     );
     let fd = p.fd.expect("the message's descriptor");
     assert!(rustix::io::pwrite(&fd, &[0u8; 16], 0).is_err(), "writable");
+    // Reopened writable (root may open it; the seal still refuses writes).
+    use std::os::fd::AsRawFd;
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    if let Ok(rw) = rustix::fs::open(
+        path.as_str(),
+        rustix::fs::OFlags::RDWR,
+        rustix::fs::Mode::empty(),
+    ) {
+        assert!(
+            rustix::io::pwrite(&rw, &[0u8; 16], 0).is_err(),
+            "reopened writable"
+        );
+    }
     let mut back = [0u8; 64];
     rustix::io::pread(&fd, &mut back, 0).unwrap();
     assert_eq!(back, [7u8; 64]);

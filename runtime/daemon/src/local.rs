@@ -642,6 +642,15 @@ fn handle(
                     "large message on a tag without send access",
                 );
             }
+            // Subscribers get this file read-only; unsealed, its publisher
+            // (or anyone it leaked to) could still change a message others
+            // read, or shrink it under a reader's mapping.
+            if !tagwire_unix::is_sealed(fd.as_fd()) {
+                return error(
+                    ErrorCode::BadRequest,
+                    "a large message's memfd must be sealed against write, shrink and grow",
+                );
+            }
             match rustix::fs::fstat(&fd) {
                 Ok(s) if u64::try_from(s.st_size).unwrap_or(0) >= len => {}
                 _ => {

@@ -789,6 +789,39 @@ mod tests {
             )
         };
         assert_eq!(up.err(), Some(rustix::io::Errno::ACCESS));
+        // A private writable mapping is this process's own copy: what it
+        // writes there never reaches the segment others read.
+        let len = r.segment().len();
+        // SAFETY: the writer's mapping, read by value.
+        let before = unsafe { std::slice::from_raw_parts(w.segment().as_ptr(), 64) }.to_vec();
+        // SAFETY: a fresh private mapping, written and unmapped here only.
+        unsafe {
+            let private = rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::PRIVATE,
+                fd,
+                0,
+            )
+            .unwrap();
+            private.cast::<u8>().write_bytes(0xAB, 64);
+            rustix::mm::munmap(private, len).unwrap();
+        }
+        // SAFETY: as above.
+        let after = unsafe { std::slice::from_raw_parts(w.segment().as_ptr(), 64) };
+        assert_eq!(after, &before[..]);
+        // `fcntl` cannot change a descriptor's access mode (F_SETFL ignores
+        // it): still read-only, still no writable mapping.
+        let _ = rustix::fs::fcntl_setfl(fd, rustix::fs::OFlags::RDWR);
+        let mode = rustix::fs::fcntl_getfl(fd).unwrap() & rustix::fs::OFlags::ACCMODE;
+        assert_eq!(mode, rustix::fs::OFlags::RDONLY);
+        // Nor can another user open the inode again (writable or not): it
+        // is readable by its creator only.
+        let st = rustix::fs::fstat(fd).unwrap();
+        assert_eq!(st.st_mode & 0o7777, 0o400);
+        let st = rustix::fs::fstat(r.control()).unwrap();
+        assert_eq!(st.st_mode & 0o7777, 0o400);
         // Nor can it take a gate in the control segment: the daemon holds
         // one for it, which it moves through its seat.
         assert_eq!(r.attach_lossless_gate(0).err(), Some(RingError::ReadOnly));

@@ -46,6 +46,13 @@ unsafe impl Send for Segment {}
 // SAFETY: as above.
 unsafe impl Sync for Segment {}
 
+/// The mode of every segment's inode: readable by its creator only. The
+/// permission check of an `open` through `/proc/PID/fd` uses it, so a
+/// descriptor passed read-only to a process of another user cannot be
+/// reopened writable. The creator's own user (and root) can still change
+/// it: a client running as the daemon's user is trusted as that user is.
+pub(crate) const OWNER_READ_ONLY: fs::Mode = fs::Mode::RUSR;
+
 /// The longest memfd name Linux takes: NAME_MAX (255) less the "memfd:"
 /// prefix it adds; a longer one fails with EINVAL.
 const MEMFD_NAME_MAX: usize = 249;
@@ -75,6 +82,12 @@ impl Segment {
             MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
         )
         .map_err(sys("memfd_create"))?;
+        // memfd makes its inode 0777. A process of another user that gets a
+        // read-only descriptor could otherwise open `/proc/self/fd/N` again
+        // with O_RDWR and write the records it may only read: owner-read
+        // only leaves the daemon able to hand out read-only descriptors
+        // (`read_only_fd`) and nobody else able to open the inode at all.
+        fs::fchmod(&fd, OWNER_READ_ONLY).map_err(sys("fchmod"))?;
         fs::ftruncate(&fd, len as u64).map_err(sys("ftruncate"))?;
         fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
             .map_err(sys("F_ADD_SEALS"))?;

@@ -23,11 +23,14 @@ use rustix::net::{
 /// A sealed memfd holding `bytes`: what travels beside a control message
 /// when it is too large for a packet (large messages, pulled history,
 /// handed-over streams). Sealed, so the receiver can trust its length and
-/// contents not to change under it.
+/// contents not to change under it ([`is_sealed`] checks a received one);
+/// its inode is read-only to everyone (memfd's default is 0777), so no
+/// holder of another user reopens it writable even before the seals.
 pub fn sealed_memfd(name: &str, bytes: &[u8]) -> io::Result<OwnedFd> {
-    use rustix::fs::{MemfdFlags, SealFlags};
+    use rustix::fs::{MemfdFlags, Mode, SealFlags};
     use std::io::Write;
     let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
+    rustix::fs::fchmod(&fd, Mode::RUSR | Mode::RGRP | Mode::ROTH)?;
     let mut f = std::fs::File::from(fd);
     f.write_all(bytes)?;
     rustix::fs::fcntl_add_seals(
@@ -35,6 +38,16 @@ pub fn sealed_memfd(name: &str, bytes: &[u8]) -> io::Result<OwnedFd> {
         SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL,
     )?;
     Ok(OwnedFd::from(f))
+}
+
+/// Whether `fd` is sealed as [`sealed_memfd`] seals: no write, shrink or
+/// grow, ever again, through any descriptor or mapping. Only such a file may
+/// be shown to readers of another user: an unsealed one stays writable by
+/// whoever holds (or can reopen) a writable descriptor of it.
+pub fn is_sealed(fd: BorrowedFd<'_>) -> bool {
+    use rustix::fs::SealFlags;
+    let want = SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE;
+    rustix::fs::fcntl_get_seals(fd).is_ok_and(|s| s.contains(want))
 }
 
 /// The whole contents of a memfd (or file) another process sent, refused
@@ -361,6 +374,24 @@ impl AsFd for Listener {
 mod tests {
     use super::*;
     use std::io::{Read, Seek, Write};
+
+    #[test]
+    fn a_sealed_memfd_is_read_only_to_everyone_and_known_as_sealed() {
+        let fd = sealed_memfd("t", b"bytes").unwrap();
+        assert!(is_sealed(fd.as_fd()));
+        let st = rustix::fs::fstat(&fd).unwrap();
+        assert_eq!(st.st_mode & 0o7777, 0o444);
+        assert!(rustix::io::pwrite(&fd, b"x", 0).is_err());
+        let plain = rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        assert!(!is_sealed(plain.as_fd()));
+        let some = rustix::fs::memfd_create(
+            "t",
+            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
+        )
+        .unwrap();
+        rustix::fs::fcntl_add_seals(&some, rustix::fs::SealFlags::SHRINK).unwrap();
+        assert!(!is_sealed(some.as_fd()), "writable still");
+    }
 
     #[test]
     fn packets_keep_their_boundaries_and_carry_a_descriptor() {
