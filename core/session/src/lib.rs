@@ -99,7 +99,7 @@ use tagwire_wire::{NodeAddr, TagName};
 pub use handover::{Handover, MAX_HANDOVER_STREAMS};
 pub use plan::Mode;
 pub use route::Dest;
-pub use ticket::DirectCopy;
+pub use ticket::{DirectCopy, TicketEntry};
 
 /// Settings of a [`Session`].
 #[derive(Debug, Clone)]

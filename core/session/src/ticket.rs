@@ -166,12 +166,46 @@ impl Session {
     }
 }
 
-impl OfferDest {
-    /// The five words a shared-memory ticket carries per destination
-    /// (`tagwire_shm::TicketDest`): address (16 bytes, IPv4 as
-    /// IPv4-mapped IPv6), port, stream id, seq.
-    pub fn to_words(&self) -> [u64; 5] {
-        let ip = match self.addr.ip() {
+/// One destination as a send ticket carries it in shared memory: six
+/// words the forwarder writes and the publisher reads, which is all they
+/// share about it. The ticket itself (`tagwire_shm::Ticket`) treats the
+/// words as opaque; this type is their only reader and writer.
+///
+/// ```text
+///  word 0..1  address, 16 bytes (IPv4 as IPv4-mapped IPv6), little-endian halves
+///  word 2     bits 0..16: port; bits 16..64: grant of a direct receiver (0: none)
+///  word 3     stream id
+///  word 4     sequence number the publisher's datagram takes
+///  word 5     sealing counter reserved by the forwarder (0 without a domain key)
+/// ```
+///
+/// The words come from another process: [`TicketEntry::from_words`]
+/// refuses what names no port, and a publisher skips such an entry (the
+/// forwarder's window repairs the datagram it did not send).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TicketEntry {
+    /// Where the publisher sends its copy, and as what.
+    pub dest: OfferDest,
+    /// Under a domain key, the grant (member id) of the direct receiver
+    /// this copy is for: the publisher seals it with that holding's key.
+    /// At most [`TicketEntry::MEMBER_MASK`]; zero for a node's daemon.
+    pub member: u64,
+    /// Under a domain key, the sealing counter reserved for this copy
+    /// (never used twice); zero without a key.
+    pub counter: u64,
+}
+
+impl TicketEntry {
+    /// How many words an entry takes (`tagwire_shm::TICKET_DEST_WORDS`).
+    pub const WORDS: usize = 6;
+
+    /// The bits of a grant an entry carries above the port.
+    pub const MEMBER_MASK: u64 = (1 << 48) - 1;
+
+    /// The entry's words (see the type's diagram); a grant wider than
+    /// [`TicketEntry::MEMBER_MASK`] is cut to it.
+    pub fn to_words(&self) -> [u64; Self::WORDS] {
+        let ip = match self.dest.addr.ip() {
             IpAddr::V4(v4) => v4.to_ipv6_mapped(),
             IpAddr::V6(v6) => v6,
         };
@@ -183,28 +217,31 @@ impl OfferDest {
         [
             u64::from_le_bytes(hi),
             u64::from_le_bytes(lo),
-            u64::from(self.addr.port()),
-            self.stream,
-            self.seq,
+            u64::from(self.dest.addr.port()) | (self.member & Self::MEMBER_MASK) << 16,
+            self.dest.stream,
+            self.dest.seq,
+            self.counter,
         ]
     }
 
-    /// Reads [`OfferDest::to_words`] back (the node is the address's).
-    /// The port is the third word's low 16 bits (a keyed daemon names a
-    /// direct receiver's grant above them).
-    pub fn from_words(w: [u64; 5]) -> Option<Self> {
+    /// Reads [`TicketEntry::to_words`] back (the node is the address's);
+    /// `None` for port 0, which no destination has.
+    pub fn from_words(w: [u64; Self::WORDS]) -> Option<Self> {
         let mut b = [0u8; 16];
         b[..8].copy_from_slice(&w[0].to_le_bytes());
         b[8..].copy_from_slice(&w[1].to_le_bytes());
         let v6 = Ipv6Addr::from(b);
         let ip = v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4);
-        // (Above the port, a keyed daemon names a direct receiver's grant.)
-        let addr = SocketAddr::new(ip, u16::try_from(w[2] & 0xffff).ok()?);
+        let port = u16::try_from(w[2] & 0xffff).ok().filter(|p| *p != 0)?;
         Some(Self {
-            node: NodeAddr(ip),
-            addr,
-            stream: w[3],
-            seq: w[4],
+            dest: OfferDest {
+                node: NodeAddr(ip),
+                addr: SocketAddr::new(ip, port),
+                stream: w[3],
+                seq: w[4],
+            },
+            member: w[2] >> 16,
+            counter: w[5],
         })
     }
 }
@@ -248,19 +285,39 @@ mod tests {
     use tagwire_wire::{Pid, SenderInfo, SeqNum};
 
     #[test]
-    fn offered_destinations_survive_the_ticket_words_and_a_grant_above_the_port_changes_nothing() {
+    fn a_ticket_entry_survives_its_words_with_its_grant_and_counter() {
         for addr in ["10.0.0.2:7402", "[fe80::1]:7401"] {
-            let d = OfferDest {
-                node: NodeAddr(addr.parse::<SocketAddr>().unwrap().ip()),
-                addr: addr.parse().unwrap(),
-                stream: u64::MAX,
-                seq: 41,
+            let e = TicketEntry {
+                dest: OfferDest {
+                    node: NodeAddr(addr.parse::<SocketAddr>().unwrap().ip()),
+                    addr: addr.parse().unwrap(),
+                    stream: u64::MAX,
+                    seq: 41,
+                },
+                member: 5,
+                counter: 1 << 40,
             };
-            assert_eq!(OfferDest::from_words(d.to_words()), Some(d));
+            assert_eq!(TicketEntry::from_words(e.to_words()), Some(e));
+            let e = TicketEntry {
+                member: 0,
+                counter: 0,
+                ..e
+            };
+            assert_eq!(TicketEntry::from_words(e.to_words()), Some(e));
         }
-        // A keyed daemon names a direct receiver's grant above the port.
-        let d = OfferDest::from_words([0, 0, 7402 | (5 << 16), 1, 1]).unwrap();
-        assert_eq!(d.addr.port(), 7402);
+        // The grant sits above the port and never changes it.
+        let e = TicketEntry::from_words([0, 0, 7402 | (5 << 16), 1, 1, 9]).unwrap();
+        assert_eq!((e.dest.addr.port(), e.member, e.counter), (7402, 5, 9));
+        let wide = TicketEntry {
+            member: u64::MAX,
+            ..e
+        };
+        assert_eq!(
+            TicketEntry::from_words(wide.to_words()).unwrap().member,
+            TicketEntry::MEMBER_MASK
+        );
+        // Words that name no port (another process wrote them) are refused.
+        assert_eq!(TicketEntry::from_words([0; 6]), None);
     }
 
     #[test]

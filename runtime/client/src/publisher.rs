@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tagwire_session::{DirectCopy, OfferDest};
+use tagwire_session::{DirectCopy, TicketEntry};
 use tagwire_shm::{Ring, RingError};
 use tagwire_wire::control::{ErrorCode, Request, Response};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, FLAG_EXT, HEADER_LEN};
@@ -145,19 +145,15 @@ impl Direct {
         // (`fetch_keys`).
         if self.seal.is_some() {
             let mut decline = false;
-            for w in claim.dests() {
-                let member = w[2] >> 16;
-                let Some(d) = OfferDest::from_words([w[0], w[1], w[2], w[3], w[4]]) else {
-                    continue;
-                };
-                if member == 0 {
+            for e in claim.dests().filter_map(TicketEntry::from_words) {
+                if e.member == 0 {
                     continue;
                 }
-                match self.holders.get(&(d.addr, member)) {
+                match self.holders.get(&(e.dest.addr, e.member)) {
                     Some(Some(_)) => {}
                     Some(None) => decline = true,
                     None => {
-                        self.wanted.push((d.addr, member));
+                        self.wanted.push((e.dest.addr, e.member));
                         decline = true;
                     }
                 }
@@ -167,33 +163,27 @@ impl Direct {
                 return;
             }
         }
-        // (Words another process wrote: one that names no address is
-        // skipped, and the forwarder's window repairs the gap.) The last
-        // word is the sealing counter the forwarder reserved (domain key).
-        for w in claim.dests() {
-            let [a, b, c, e, f, counter] = w;
-            let Some(d) = OfferDest::from_words([a, b, c, e, f]) else {
-                continue;
-            };
-            self.copy.encode(tag, &d, &mut self.buf);
-            let member = c >> 16;
+        // (Words another process wrote: an entry that names no address is
+        // skipped, and the forwarder's window repairs the gap.)
+        for e in claim.dests().filter_map(TicketEntry::from_words) {
+            self.copy.encode(tag, &e.dest, &mut self.buf);
             let wire = match &self.seal {
-                Some(s) if member != 0 => {
-                    let Some(Some(k)) = self.holders.get(&(d.addr, member)) else {
+                Some(s) if e.member != 0 => {
+                    let Some(Some(k)) = self.holders.get(&(e.dest.addr, e.member)) else {
                         // (Declined above: not reached.)
                         continue;
                     };
-                    k.seal_direct_into(counter, s.encrypt, s.id, &self.buf, &mut self.sealed);
+                    k.seal_direct_into(e.counter, s.encrypt, s.id, &self.buf, &mut self.sealed);
                     &self.sealed
                 }
                 Some(s) => {
                     s.key
-                        .seal_tagged_into(counter, s.encrypt, s.id, &self.buf, &mut self.sealed);
+                        .seal_tagged_into(e.counter, s.encrypt, s.id, &self.buf, &mut self.sealed);
                     &self.sealed
                 }
                 None => &self.buf,
             };
-            let _ = self.sock.send_to(wire, d.addr);
+            let _ = self.sock.send_to(wire, e.dest.addr);
         }
     }
 

@@ -53,6 +53,9 @@ use tagwire_shm::{Gate, Ring};
 use tagwire_wire::TagName;
 
 mod ring_loop;
+mod tuning;
+
+use tuning::TUNING;
 
 use crate::acks::{Ack, AckInbox, Offered};
 use crate::guard::{Opened, Refusal};
@@ -81,13 +84,6 @@ pub(crate) const fn datagram(keyed: bool, ipv6: bool) -> usize {
 
 /// An Ethernet frame's IP packet.
 const ETHERNET_MTU: usize = 1500;
-
-/// Datagrams a reliable stream may have unacknowledged.
-const WINDOW: usize = 1024;
-
-/// How long the replies watcher sleeps at most (it looks whether the
-/// daemon stops).
-const REPLIES_WATCH: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The outbound side's sockets and the routes of acknowledgements.
 #[derive(Debug)]
@@ -194,7 +190,7 @@ impl Outbound {
                 batch_min: size,
                 batch_max: size,
                 writer: tagwire_reliable::WriterConfig {
-                    window: WINDOW,
+                    window: TUNING.window,
                     ..tagwire_reliable::WriterConfig::default()
                 },
                 // The receiving node's ring has as many slots: repairing a
@@ -295,7 +291,9 @@ impl Outbound {
             return;
         };
         while !shared.is_stopping() {
-            r.watch(REPLIES_WATCH, |from, bytes| self.reply(shared, from, bytes));
+            r.watch(TUNING.replies_watch, |from, bytes| {
+                self.reply(shared, from, bytes)
+            });
         }
     }
 

@@ -101,7 +101,7 @@ pub(crate) enum Refusal {
 }
 
 /// The bits of a grant (member id) a send ticket carries above a port.
-pub(crate) const MEMBER_MASK: u64 = (1 << 48) - 1;
+pub(crate) const MEMBER_MASK: u64 = tagwire_session::TicketEntry::MEMBER_MASK;
 
 /// What opened a datagram (see [`Guard::open`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,54 +3,31 @@
 //! queued for it there, `crate::acks`), sends what the session releases
 //! and sleeps on the ring or, held back, until an acknowledgement or a
 //! timer makes room (see the parent module for the routes and sockets).
+//!
+//! [`forward_loop`] is the driver; each step it takes is a method of
+//! [`Forwarder`]: follow the route's destinations, hold the publisher back
+//! with a gate while a reliable node receives, read the ring in groups,
+//! settle (flush, timers, maybe offer the send ticket), sleep, close the
+//! ticket.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tagwire_session::{Carrier, Dest, Event, TicketOutcome, Transmit};
-use tagwire_shm::{Closed, Gate, ReadOutcome, Ring, TicketDest, TICKET_DESTS};
+use tagwire_session::{Carrier, Dest, Event, Offer, Session, TicketEntry, TicketOutcome, Transmit};
+use tagwire_shm::{
+    Closed, Cursor, Gate, ReadOutcome, Ring, TicketDest, TICKET_DESTS, TICKET_DEST_WORDS,
+};
 use tagwire_wire::frame::{FrameHeader, FLAG_BLOB, HEADER_LEN};
 
+use super::tuning::TUNING;
 use super::{drain, take_acks, Outbound, Route};
-use crate::guard::MEMBER_MASK;
 use crate::tcpout::TcpOuts;
 use crate::{lock, Shared};
 
-/// How long a closing ticket waits for a publisher that holds it (it is
-/// between two `sendto`s); past that it is presumed stalled or dead.
-const TICKET_PATIENCE: Duration = Duration::from_millis(20);
-
-/// Longest sleep without a timer (route changes and stops wake the
-/// forwarder; this only bounds a sleep that missed its wake-up).
-const IDLE_WAKE: Duration = Duration::from_millis(250);
-
-/// A forwarder that read a record less than [`BUSY`] ago polls its ring
-/// this long before it sleeps: a publisher sending flat out then finds it
-/// awake (no wake-up system call per message on its side, no sleep and
-/// wake-up on ours, and longer trains of datagrams).
-const BUSY_SPIN: Duration = Duration::from_micros(50);
-
-/// See [`BUSY_SPIN`].
-const BUSY: Duration = Duration::from_millis(2);
-
-/// Most records a forwarder takes under one lock of its session, and
-/// most bytes of them (about one segmented send's worth: what it took is
-/// sent before it reads on, so the link and the receiver are kept busy).
-const GROUP: usize = 64;
-
-/// See [`GROUP`].
-const GROUP_BYTES: usize = 64 << 10;
-
-/// A forwarder's thread-local state.
-struct Forwarder<'a> {
-    shared: &'a Shared,
-    out: &'a Outbound,
-    route: &'a Arc<Route>,
-    tcp: TcpOuts,
-    dests: Arc<Vec<Dest>>,
-}
+// The session's ticket entries fill the ring's ticket slots exactly.
+const _: () = assert!(TicketEntry::WORDS == TICKET_DEST_WORDS);
 
 pub(super) fn forward_loop(
     shared: &Arc<Shared>,
@@ -61,269 +38,491 @@ pub(super) fn forward_loop(
 ) {
     let _ = route.thread.set(std::thread::current());
     lower_priority();
-    let me = shared.node();
-    let tag = &route.tag;
-    let mut cur = ring.cursor_from(start, ring.shape().slots);
-    let mut gate: Option<Gate> = None;
-    let (mut rec, mut blob) = (Vec::new(), Vec::new());
-    let mut head = [0u8; HEADER_LEN];
-    let mut f = Forwarder {
-        shared,
-        out,
-        route,
-        tcp: TcpOuts::default(),
-        dests: Arc::new(Vec::new()),
-    };
-    // The record whose publisher took (or abandoned) our last offer.
-    let mut direct: Option<(u64, TicketOutcome)> = None;
-    let mut last_read: Option<Instant> = None;
-    tracing::debug!(tag = %tag, "forwarder started");
-    while !route.stop.load(Ordering::Acquire) && !shared.is_stopping() {
-        let dests = lock(&route.dests).clone();
-        if !Arc::ptr_eq(&dests, &f.dests) {
-            lock(&route.session).set_routes(Instant::now(), tag, dests.to_vec());
-            f.tcp.retain(|a| dests.iter().any(|t| t.addr == a));
-            f.dests = dests;
+    tracing::debug!(tag = %route.tag, "forwarder started");
+    let mut f = Forwarder::new(shared, out, route, ring, start);
+    while f.running() {
+        f.follow_routes();
+        f.hold_back();
+        let progressed = f.read_ring();
+        let idle = f.settle(progressed);
+        if progressed && idle.room {
+            continue;
         }
+        let offered = idle.offer.and_then(|o| f.open_ticket(&o));
+        f.sleep(idle.timeout, idle.room);
+        if let Some(index) = offered {
+            f.close_ticket(index);
+        }
+    }
+    f.stop();
+    tracing::debug!(tag = %route.tag, "forwarder stopped");
+}
+
+/// A forwarder's thread-local state.
+struct Forwarder<'a> {
+    shared: &'a Shared,
+    out: &'a Outbound,
+    route: &'a Arc<Route>,
+    ring: &'a Ring,
+    tcp: TcpOuts,
+    /// The destinations the session was last given.
+    dests: Arc<Vec<Dest>>,
+    /// Where the forwarder reads the ring next.
+    cur: Cursor,
+    /// The gate holding the publisher back at `cur`, while the session has
+    /// a reliable or TCP destination.
+    gate: Option<Gate>,
+    /// The frame header of the record being read.
+    head: [u8; HEADER_LEN],
+    /// A large message's record, whose body is in the daemon's blob store,
+    /// and that body.
+    rec: Vec<u8>,
+    blob: Vec<u8>,
+    /// The record whose publisher took (or abandoned) the last offer.
+    direct: Option<(u64, TicketOutcome)>,
+    /// When the forwarder last read a record (it spins before sleeping
+    /// while that is recent).
+    last_read: Option<Instant>,
+}
+
+/// What one group of records read under the session's lock left to do.
+#[derive(Default)]
+struct Group {
+    taken: usize,
+    bytes: usize,
+    /// The ring had nothing more to read.
+    empty: bool,
+    /// The group ended at a large message's record, with the outcome of the
+    /// offer it was for, if any: its body is read after the lock.
+    large: Option<Option<TicketOutcome>>,
+}
+
+impl Group {
+    /// The group stopped at its bounds, not at the ring's end or the
+    /// session's room: more may be ready at once.
+    fn full(&self) -> bool {
+        !self.empty && (self.taken >= TUNING.group || self.bytes >= TUNING.group_bytes)
+    }
+}
+
+/// One record read from the ring.
+enum Record {
+    /// Nothing (more) to read.
+    Empty,
+    /// Overwritten before it was read (counted).
+    Lost,
+    /// A record of `len` bytes taken: handed to the session, skipped, or
+    /// (`large`) a large message's, whose body comes after the lock.
+    Taken {
+        len: usize,
+        large: Option<Option<TicketOutcome>>,
+    },
+}
+
+/// What settling left: the session's next timer, whether it has room for
+/// another record, and an offer to open the ticket with.
+struct Idle {
+    timeout: Option<Instant>,
+    room: bool,
+    offer: Option<Offer>,
+}
+
+/// A forwarder reading its ring: while one is, acknowledgements of its
+/// streams wait for it (`crate::acks`) and it reads those steered to the
+/// replies socket (`crate::replies`). Left on drop (without any session's
+/// lock held).
+struct Reading<'a> {
+    shared: &'a Shared,
+    out: &'a Outbound,
+    route: &'a Route,
+}
+
+impl<'a> Reading<'a> {
+    fn enter(shared: &'a Shared, out: &'a Outbound, route: &'a Route) -> Self {
+        route.acks.enter();
+        out.replies_enter();
+        Self { shared, out, route }
+    }
+
+    /// Runs `f` as if not reading: acknowledgements meanwhile go to the
+    /// thread that receives them.
+    fn pause<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.leave();
+        let r = f();
+        self.route.acks.enter();
+        self.out.replies_enter();
+        r
+    }
+
+    fn leave(&self) {
+        self.route.acks.leave();
+        self.out.replies_leave(self.shared);
+    }
+}
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        self.leave();
+    }
+}
+
+impl<'a> Forwarder<'a> {
+    fn new(
+        shared: &'a Shared,
+        out: &'a Outbound,
+        route: &'a Arc<Route>,
+        ring: &'a Ring,
+        start: u64,
+    ) -> Self {
+        Self {
+            shared,
+            out,
+            route,
+            ring,
+            tcp: TcpOuts::default(),
+            dests: Arc::new(Vec::new()),
+            cur: ring.cursor_from(start, ring.shape().slots),
+            gate: None,
+            head: [0u8; HEADER_LEN],
+            rec: Vec::new(),
+            blob: Vec::new(),
+            direct: None,
+            last_read: None,
+        }
+    }
+
+    fn running(&self) -> bool {
+        !self.route.stop.load(Ordering::Acquire) && !self.shared.is_stopping()
+    }
+
+    /// Gives the session the route's destinations when they changed, and
+    /// drops the TCP connections of nodes no longer among them.
+    fn follow_routes(&mut self) {
+        let dests = lock(&self.route.dests).clone();
+        if Arc::ptr_eq(&dests, &self.dests) {
+            return;
+        }
+        lock(&self.route.session).set_routes(Instant::now(), &self.route.tag, dests.to_vec());
+        self.tcp.retain(|a| dests.iter().any(|t| t.addr == a));
+        self.dests = dests;
+    }
+
+    /// While some node gets a reliable stream, a gate on the ring at the
+    /// read position holds the publisher back instead of letting it
+    /// overwrite what the session has not taken yet; otherwise none.
+    fn hold_back(&mut self) {
+        let route = self.route;
         if let Some(g) = lock(&route.offered_gate).take() {
             // (One of its own, if it has one, is further on.)
-            gate.get_or_insert(g);
-            pass(&gate, cur.position());
+            self.gate.get_or_insert(g);
+            self.pass();
         }
-        let holds_back = lock(&route.session).holds_back(tag);
+        let holds_back = lock(&route.session).holds_back(&route.tag);
         if !holds_back {
-            gate = None;
-        } else if gate.is_none() {
-            // While some node gets a reliable stream, a gate on the ring at
-            // our read position holds the publisher back instead of letting
-            // it overwrite what the session has not taken yet.
-            gate = match ring.attach_gate(cur.position()) {
+            self.gate = None;
+        } else if self.gate.is_none() {
+            self.gate = match self.ring.attach_gate(self.cur.position()) {
                 Ok(g) => Some(g),
                 Err(e) => {
-                    tracing::warn!(tag = %tag, error = %e, "forwarder runs without back-pressure");
+                    tracing::warn!(tag = %route.tag, error = %e, "forwarder runs without back-pressure");
                     None
                 }
             };
         }
-        route.gated.store(gate.is_some(), Ordering::Release);
+        route.gated.store(self.gate.is_some(), Ordering::Release);
+    }
+
+    /// Reads the ring group by group while the session takes records, and
+    /// sends what each group released; true if any record was taken.
+    fn read_ring(&mut self) -> bool {
+        let (shared, out, route) = (self.shared, self.out, self.route);
+        let reading = Reading::enter(shared, out, route);
         let mut progressed = false;
-        // Acknowledgements wait for us while we read (`crate::acks`), and
-        // we read those steered to the replies socket (`crate::replies`).
-        route.acks.enter();
-        out.replies_enter();
         loop {
             out.read_replies(shared);
-            // Up to GROUP records under one lock, one clock read and one
-            // drain (per record they cost as much as the rest of a small
-            // message's path). The ring is read under the lock: a record
-            // is read only once the session can take it.
-            let mut s = lock(&route.session);
-            let acked = take_acks(route, &mut s);
-            let now = Instant::now();
-            let (mut taken, mut bytes, mut empty) = (0, 0, false);
-            // A large message's record, whose body the daemon's state lock
-            // gives: handled after this lock.
-            let mut large: Option<Option<TicketOutcome>> = None;
-            while taken < GROUP && bytes < GROUP_BYTES && s.can_accept(tag) {
-                let at = cur.position();
-                // The frame header aside, the payload straight into a
-                // buffer of the session's, which a message sent alone
-                // keeps (no copy of it).
-                let mut body = s.buffer();
-                let (outcome, len) = ring.read_split(&mut cur, &mut head, &mut body);
-                match outcome {
-                    ReadOutcome::Record => {}
-                    ReadOutcome::Empty | ReadOutcome::Pending => {
-                        s.recycle(body);
-                        empty = true;
-                        break;
-                    }
-                    ReadOutcome::Lost(n) => {
-                        s.recycle(body);
-                        shared.stats.forward_lost.fetch_add(n, Ordering::Relaxed);
-                        // The record our publisher sent may be among them:
-                        // the numbers it used cannot go to another datagram.
-                        if direct.take_if(|(i, _)| *i < cur.position()).is_some() {
-                            s.abandon_offer(now, tag);
-                        }
-                        continue;
-                    }
-                }
-                taken += 1;
-                bytes += len;
-                let this = direct.take_if(|(i, _)| *i == at).map(|(_, o)| o);
-                // The record is copied out (taken by the session): its slot
-                // may be reused, once a large message it refers to is read
-                // too (the daemon keeps that for as long as a gate has not
-                // passed it).
-                let Ok((header, _)) = FrameHeader::parse(&head[..len.min(HEADER_LEN)]) else {
-                    s.recycle(body);
-                    pass(&gate, cur.position());
-                    shared.stats.forward_lost.fetch_add(1, Ordering::Relaxed);
-                    if this.is_some() {
-                        s.abandon_offer(now, tag);
-                    }
-                    continue;
+            let (group, tx, events) = {
+                let mut s = lock(&route.session);
+                let acked = take_acks(route, &mut s);
+                let now = Instant::now();
+                let group = self.read_group(&mut s, now);
+                let (tx, events) = if group.taken > 0 || acked {
+                    out.drain(shared, route, &mut s, now)
+                } else {
+                    (Vec::new(), Vec::new())
                 };
-                if header.flags & FLAG_BLOB != 0 {
-                    rec.clear();
-                    rec.extend_from_slice(&head);
-                    rec.extend_from_slice(&body);
-                    s.recycle(body);
-                    large = Some(this);
-                    break;
+                if group.taken > 0 {
+                    self.last_read = Some(now);
                 }
-                pass(&gate, cur.position());
-                if this.is_none() && !f.dests.iter().any(|t| t.carries(me, header.sender.node)) {
-                    // Came from another node, which sent it everywhere
-                    // itself (but to the nodes we proxy for).
-                    s.recycle(body);
-                    continue;
-                }
-                // `can_accept` held: the record is taken.
-                let _ = match this {
-                    Some(outcome) => {
-                        let r = s.handle_direct_record(now, tag, &header, &body, outcome);
-                        s.recycle(body);
-                        r
-                    }
-                    None => s.handle_record_buf(now, tag, &header, body),
-                };
-            }
-            let (tx, events) = if taken > 0 || acked {
-                out.drain(shared, route, &mut s, now)
-            } else {
-                (Vec::new(), Vec::new())
+                (group, tx, events)
             };
-            drop(s);
-            if taken > 0 {
+            if group.taken > 0 {
                 progressed = true;
-                last_read = Some(now);
                 out.send_ready(route);
             }
             if tx.iter().any(|t| t.carrier == Carrier::Tcp) {
                 // A TCP write may stall: acknowledgements of the UDP
                 // streams are not left waiting for it.
-                route.acks.leave();
-                out.replies_leave(shared);
-                out.take_acks_now(shared, route, Instant::now());
-                f.send(tx, events);
-                route.acks.enter();
-                out.replies_enter();
+                reading.pause(|| {
+                    out.take_acks_now(shared, route, Instant::now());
+                    self.send(tx, events);
+                });
             } else {
-                f.send(tx, events);
+                self.send(tx, events);
             }
-            if let Some(this) = large {
-                f.large(&rec, &mut blob, this, &gate, cur.position());
+            if let Some(this) = group.large {
+                self.large(this);
                 continue;
             }
-            if empty || (taken < GROUP && bytes < GROUP_BYTES) {
+            if !group.full() {
                 break;
             }
         }
-        route.acks.leave();
-        out.replies_leave(shared);
-        route.read_at.store(cur.position(), Ordering::Release);
-        // Nothing more is ready: send what was batched.
-        let now = Instant::now();
-        let (tx, events, offer, timeout, room) = {
-            let mut s = lock(&route.session);
-            // (What was left to us until we left the loop.)
-            take_acks(route, &mut s);
-            s.flush(now, tag);
-            s.handle_timeout(now);
-            let offer = (!progressed && gate.is_some())
-                .then(|| s.offer(tag, TICKET_DESTS))
-                .flatten();
-            let (tx, events) = out.drain(shared, route, &mut s, now);
-            (tx, events, offer, s.poll_timeout(), s.can_accept(tag))
-        };
-        f.send(tx, events);
-        // Everything the ring held is taken: what was gathered goes now.
-        out.send_train(route);
-        if progressed && room {
-            continue;
-        }
-        let wait = timeout.map_or(IDLE_WAKE, |t| {
-            t.saturating_duration_since(Instant::now()).min(IDLE_WAKE)
-        });
-        let offered = offer.and_then(|o| {
-            // With a domain key the publisher seals each datagram with its
-            // tag's key (another node's direct receiver: with its holding's
-            // data key, for the grant named above the port) and a counter
-            // reserved here (never used twice): the session's five words,
-            // then the counter.
-            let base = shared.guard.reserve(o.dests.len() as u64);
-            let keyed = shared.guard.is_keyed();
-            let ds: Vec<TicketDest> = o
-                .dests
-                .iter()
-                .zip(base..)
-                .map(|(d, counter)| {
-                    let [a, b, c, e, f] = d.to_words();
-                    let c = match shared.guard.holder_member(d.addr) {
-                        Some(m) => c | (m & MEMBER_MASK) << 16,
-                        None => c,
-                    };
-                    [a, b, c, e, f, if keyed { counter } else { 0 }]
-                })
-                .collect();
-            let index = cur.position();
-            ring.ticket().open(index, o.max_len, &ds).then_some(index)
-        });
-        if room {
-            let busy = last_read.is_some_and(|t| t.elapsed() < BUSY);
-            let spin = if busy { BUSY_SPIN } else { Duration::ZERO };
-            ring.wait(&cur, Some(wait), spin);
-        } else {
-            // Held back: an acknowledgement (the inbound thread) or a timer
-            // makes room.
-            route.parked.store(true, Ordering::Release);
-            if !lock(&route.session).can_accept(tag) {
-                std::thread::park_timeout(wait);
+        drop(reading);
+        route.read_at.store(self.cur.position(), Ordering::Release);
+        progressed
+    }
+
+    /// Up to a group's worth of records into the session, under its lock
+    /// (the ring is read under it: a record is read only once the session
+    /// can take it).
+    fn read_group(&mut self, s: &mut Session, now: Instant) -> Group {
+        let mut g = Group::default();
+        while g.taken < TUNING.group
+            && g.bytes < TUNING.group_bytes
+            && s.can_accept(&self.route.tag)
+        {
+            match self.read_record(s, now) {
+                Record::Empty => {
+                    g.empty = true;
+                    break;
+                }
+                Record::Lost => {}
+                Record::Taken { len, large } => {
+                    g.taken += 1;
+                    g.bytes += len;
+                    if large.is_some() {
+                        g.large = large;
+                        break;
+                    }
+                }
             }
-            route.parked.store(false, Ordering::Release);
         }
-        if let Some(index) = offered {
-            direct = match ring.ticket().close(index, TICKET_PATIENCE) {
-                Closed::Unclaimed => None,
-                Closed::Sent => Some((index, TicketOutcome::Sent)),
-                Closed::Abandoned => Some((index, TicketOutcome::Abandoned)),
+        g
+    }
+
+    /// Reads the next record and hands it to the session (which has room
+    /// for it), unless it came from another node that sent it everywhere
+    /// itself, or it is a large message's (see [`Group::large`]).
+    fn read_record(&mut self, s: &mut Session, now: Instant) -> Record {
+        let tag = &self.route.tag;
+        let at = self.cur.position();
+        // The frame header aside, the payload straight into a buffer of
+        // the session's, which a message sent alone keeps (no copy of it).
+        let mut body = s.buffer();
+        let (outcome, len) = self
+            .ring
+            .read_split(&mut self.cur, &mut self.head, &mut body);
+        match outcome {
+            ReadOutcome::Record => {}
+            ReadOutcome::Empty | ReadOutcome::Pending => {
+                s.recycle(body);
+                return Record::Empty;
+            }
+            ReadOutcome::Lost(n) => {
+                s.recycle(body);
+                self.shared
+                    .stats
+                    .forward_lost
+                    .fetch_add(n, Ordering::Relaxed);
+                // The record our publisher sent may be among them: the
+                // numbers it used cannot go to another datagram.
+                let position = self.cur.position();
+                if self.direct.take_if(|(i, _)| *i < position).is_some() {
+                    s.abandon_offer(now, tag);
+                }
+                return Record::Lost;
+            }
+        }
+        let this = self.direct.take_if(|(i, _)| *i == at).map(|(_, o)| o);
+        // The record is copied out (taken by the session): its slot may be
+        // reused, once a large message it refers to is read too (the daemon
+        // keeps that for as long as a gate has not passed it).
+        let Ok((header, _)) = FrameHeader::parse(&self.head[..len.min(HEADER_LEN)]) else {
+            s.recycle(body);
+            self.pass();
+            self.shared
+                .stats
+                .forward_lost
+                .fetch_add(1, Ordering::Relaxed);
+            if this.is_some() {
+                s.abandon_offer(now, tag);
+            }
+            return Record::Taken { len, large: None };
+        };
+        if header.flags & FLAG_BLOB != 0 {
+            self.rec.clear();
+            self.rec.extend_from_slice(&self.head);
+            self.rec.extend_from_slice(&body);
+            s.recycle(body);
+            return Record::Taken {
+                len,
+                large: Some(this),
             };
         }
-    }
-    drop(gate);
-    let events = {
-        let mut s = lock(&route.session);
-        s.set_routes(Instant::now(), tag, Vec::new());
-        drain(&mut s, Instant::now()).1
-    };
-    out.account(shared, route, events);
-    tracing::debug!(tag = %tag, "forwarder stopped");
-}
-
-impl Forwarder<'_> {
-    /// A large message's record (`rec`, read up to `position`): its body
-    /// from the daemon's blob store, then to the session like any other.
-    fn large(
-        &mut self,
-        rec: &[u8],
-        blob: &mut Vec<u8>,
-        this: Option<TicketOutcome>,
-        gate: &Option<Gate>,
-        position: u64,
-    ) {
-        let (shared, route, tag) = (self.shared, self.route, &self.route.tag);
-        let Ok((header, body)) = FrameHeader::parse(rec) else {
-            return;
+        self.pass();
+        if this.is_none() && !self.sends_on(header.sender.node) {
+            s.recycle(body);
+            return Record::Taken { len, large: None };
+        }
+        // `can_accept` held: the record is taken.
+        let _ = match this {
+            Some(outcome) => {
+                let r = s.handle_direct_record(now, tag, &header, &body, outcome);
+                s.recycle(body);
+                r
+            }
+            None => s.handle_record_buf(now, tag, &header, body),
         };
-        let origin = header.sender.node;
-        if this.is_none() && !self.dests.iter().any(|t| t.carries(shared.node(), origin)) {
-            pass(gate, position);
+        Record::Taken { len, large: None }
+    }
+
+    /// Whether a record from `origin` goes to any destination: one from
+    /// another node was sent everywhere by that node itself, but to the
+    /// nodes this one proxies for.
+    fn sends_on(&self, origin: tagwire_wire::NodeAddr) -> bool {
+        let me = self.shared.node();
+        self.dests.iter().any(|t| t.carries(me, origin))
+    }
+
+    /// Nothing more is ready: what was batched goes now, the session's
+    /// timers run, and an idle forwarder holding a gate (nothing read this
+    /// round) gets the session's offer for the ticket.
+    fn settle(&mut self, progressed: bool) -> Idle {
+        let route = self.route;
+        let now = Instant::now();
+        let (tx, events, idle) = {
+            let mut s = lock(&route.session);
+            // (What was left to us until we stopped reading.)
+            take_acks(route, &mut s);
+            s.flush(now, &route.tag);
+            s.handle_timeout(now);
+            let offer = (!progressed && self.gate.is_some())
+                .then(|| s.offer(&route.tag, TICKET_DESTS))
+                .flatten();
+            let (tx, events) = self.out.drain(self.shared, route, &mut s, now);
+            let idle = Idle {
+                timeout: s.poll_timeout(),
+                room: s.can_accept(&route.tag),
+                offer,
+            };
+            (tx, events, idle)
+        };
+        self.send(tx, events);
+        // Everything the ring held is taken: what was gathered goes now.
+        self.out.send_train(route);
+        idle
+    }
+
+    /// Opens the ticket for the next record with the session's offer;
+    /// the index it is for, if opened. With a domain key the publisher
+    /// seals each datagram with its tag's key (another node's direct
+    /// receiver: with its holding's data key, for the grant the entry
+    /// names) and a counter reserved here, never used twice.
+    fn open_ticket(&self, offer: &Offer) -> Option<u64> {
+        let guard = &self.shared.guard;
+        let base = guard.reserve(offer.dests.len() as u64);
+        let keyed = guard.is_keyed();
+        let entries: Vec<TicketDest> = offer
+            .dests
+            .iter()
+            .zip(base..)
+            .map(|(d, counter)| {
+                TicketEntry {
+                    dest: *d,
+                    member: guard.holder_member(d.addr).unwrap_or(0),
+                    counter: if keyed { counter } else { 0 },
+                }
+                .to_words()
+            })
+            .collect();
+        let index = self.cur.position();
+        self.ring
+            .ticket()
+            .open(index, offer.max_len, &entries)
+            .then_some(index)
+    }
+
+    /// Sleeps until the session's next timer (at most
+    /// [`Tuning::idle_wake`](super::tuning::Tuning::idle_wake)): on the ring
+    /// while the session has room (spinning first while busy), else parked
+    /// until an acknowledgement makes room.
+    fn sleep(&self, timeout: Option<Instant>, room: bool) {
+        let wait = timeout.map_or(TUNING.idle_wake, |t| {
+            t.saturating_duration_since(Instant::now())
+                .min(TUNING.idle_wake)
+        });
+        if room {
+            let busy = self.last_read.is_some_and(|t| t.elapsed() < TUNING.busy);
+            let spin = if busy {
+                TUNING.busy_spin
+            } else {
+                Duration::ZERO
+            };
+            self.ring.wait(&self.cur, Some(wait), spin);
             return;
         }
-        let read = crate::blob::read_blob(shared, tag, body, blob);
-        pass(gate, position);
+        // Held back: the thread that takes an acknowledgement, or a timer,
+        // makes room.
+        let route = self.route;
+        route.parked.store(true, Ordering::Release);
+        if !lock(&route.session).can_accept(&route.tag) {
+            std::thread::park_timeout(wait);
+        }
+        route.parked.store(false, Ordering::Release);
+    }
+
+    /// Closes the ticket opened for record `index`: whether its publisher
+    /// sent it, is read with the record.
+    fn close_ticket(&mut self, index: u64) {
+        self.direct = match self.ring.ticket().close(index, TUNING.ticket_patience) {
+            Closed::Unclaimed => None,
+            Closed::Sent => Some((index, TicketOutcome::Sent)),
+            Closed::Abandoned => Some((index, TicketOutcome::Abandoned)),
+        };
+    }
+
+    /// The route is gone: the session closes its streams.
+    fn stop(mut self) {
+        self.gate = None;
+        let route = self.route;
+        let events = {
+            let mut s = lock(&route.session);
+            s.set_routes(Instant::now(), &route.tag, Vec::new());
+            drain(&mut s, Instant::now()).1
+        };
+        self.out.account(self.shared, route, events);
+    }
+
+    /// Moves the gate, if there is one, past what has been read.
+    fn pass(&self) {
+        if let Some(g) = &self.gate {
+            g.advance(self.cur.position());
+        }
+    }
+
+    /// A large message's record (read into `rec`): its body from the
+    /// daemon's blob store, then to the session like any other.
+    fn large(&mut self, this: Option<TicketOutcome>) {
+        let (shared, route, tag) = (self.shared, self.route, &self.route.tag);
+        let Ok((header, body)) = FrameHeader::parse(&self.rec) else {
+            return;
+        };
+        if this.is_none() && !self.sends_on(header.sender.node) {
+            self.pass();
+            return;
+        }
+        let read = crate::blob::read_blob(shared, tag, body, &mut self.blob);
+        self.pass();
         let now = Instant::now();
         let (tx, events) = {
             let mut s = lock(&route.session);
@@ -339,8 +538,8 @@ impl Forwarder<'_> {
             }
             // `can_accept` held when it was read: the record is taken.
             let _ = match this {
-                Some(outcome) => s.handle_direct_record(now, tag, &header, blob, outcome),
-                None => s.handle_record(now, tag, &header, blob),
+                Some(outcome) => s.handle_direct_record(now, tag, &header, &self.blob, outcome),
+                None => s.handle_record(now, tag, &header, &self.blob),
             };
             self.out.drain(shared, route, &mut s, now)
         };
@@ -374,27 +573,12 @@ impl Forwarder<'_> {
     }
 }
 
-/// Moves the forwarder's gate, if it holds one, past what it has read.
-fn pass(gate: &Option<Gate>, position: u64) {
-    if let Some(g) = gate {
-        g.advance(position);
-    }
-}
-
-/// How much nicer than the daemon a forwarder thread runs.
-const FORWARDER_NICE: i32 = 10;
-
-/// Makes this (forwarder) thread yield to the inbound delivery thread and to
-/// clients. With the send ticket the forwarder's wake-up after a message its
-/// publisher sent is bookkeeping; measured on two vCPUs the scheduler ran it
-/// before the inbound thread woken at the same time, on the same CPU, and
-/// each round trip paid for it (remote-rtt 256 B: 1.56-1.64x raw UDP at the
-/// daemon's priority, 1.42-1.45x at +10, three alternating runs each). A busy
-/// forwarder still gets the CPU whenever its publisher waits for it.
+/// Makes this (forwarder) thread yield to the inbound delivery thread and
+/// to clients ([`Tuning::nice`](super::tuning::Tuning::nice) says why).
 fn lower_priority() {
     let me = rustix::thread::gettid();
     let now = rustix::process::getpriority_process(Some(me)).unwrap_or(0);
-    let nicer = (now + FORWARDER_NICE).min(19);
+    let nicer = (now + TUNING.nice).min(19);
     if let Err(e) = rustix::process::setpriority_process(Some(me), nicer) {
         tracing::debug!(error = %e, "forwarder priority unchanged");
     }
