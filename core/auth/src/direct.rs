@@ -1,4 +1,4 @@
-//! Direct delivery under a domain key (DESIGN.md §6 and §7): other nodes
+//! Direct delivery under a domain key (docs/design.md §6 and §7): other nodes
 //! send a tag's stream straight to its sole receiving process on a node,
 //! which must check what it receives without holding the domain key (with
 //! it, a subscriber could forge anything, on any tag).

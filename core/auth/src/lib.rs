@@ -1,4 +1,4 @@
-//! Authentication between tagwire daemons (DESIGN.md §7, "Between hosts"),
+//! Authentication between tagwire daemons (docs/design.md §7, "Between hosts"),
 //! sans-IO: bytes, counters and keys in, bytes and verdicts out. No socket,
 //! no clock, no thread. The runtime (`tagwire-daemon`) applies it at the
 //! socket boundary, so the protocol cores above it (membership, the

@@ -1,7 +1,7 @@
 //! # tagwire-instances: what a subscriber takes of each instance
 //!
 //! The per-instance QoS of DDS (and ORTE) for tagwire subscribers, as a
-//! sans-IO core (DESIGN.md §3, layer 1): samples and time go in, what to
+//! sans-IO core (docs/design.md §3, layer 1): samples and time go in, what to
 //! hand the application comes out. The client library runs one per
 //! subscription that asks for any of these:
 //!

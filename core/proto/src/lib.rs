@@ -1,6 +1,6 @@
 //! # tagwire-proto: the tag table and membership
 //!
-//! The global tag table of the distribution-tag model (DESIGN.md §1 rows 1-3) as a
+//! The global tag table of the distribution-tag model (docs/design.md §1 rows 1-3) as a
 //! pure data structure: which tags exist, and who holds send access to and
 //! subscriptions on each. Two views of it live here:
 //!

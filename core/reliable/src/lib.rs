@@ -1,9 +1,9 @@
 //! # tagwire-reliable: delivery between nodes, without I/O
 //!
 //! A publisher's messages reach a remote node over one datagram stream per
-//! node (DESIGN.md §2, "data path, across nodes"). This crate holds the state
+//! node (docs/design.md §2, "Data path across nodes"). This crate holds the state
 //! machines of that stream; `tagwire_wire::datagram` holds its bytes. It is
-//! layer 1 of DESIGN.md §3: no sockets, threads or clock reads — time comes in
+//! layer 1 of docs/design.md §3: no sockets, threads or clock reads — time comes in
 //! as `now: Instant` arguments, datagrams come in and go out as byte slices,
 //! so a whole lossy network can be simulated in a unit test on a virtual
 //! clock (see `tests/lossy_channel.rs`).

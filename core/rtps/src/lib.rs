@@ -1,6 +1,6 @@
 //! # tagwire-rtps: RTPS 2.x messages, sans-IO
 //!
-//! DESIGN.md §1 rows 10–11 and issue 20: tagwire speaks RTPS so that DDS
+//! docs/design.md §1 rows 10–11 and issue 20: tagwire speaks RTPS so that DDS
 //! applications (Cyclone DDS, Fast DDS, ROS 2) exchange data with its tags.
 //! This crate is the bottom of that: the RTPS message codec. It knows no
 //! sockets, threads or clocks; bytes go in and out.
@@ -31,8 +31,9 @@
 //!
 //! Every decoder takes bytes that may come from an attacker on the network:
 //! it returns an [`RtpsError`] and never panics (`proof/fuzz` target
-//! `rtps_decode`). The wire facts come from the RTPS specification and are
-//! collected, with their sources, in `shared/rtps-notes.md`.
+//! `rtps_decode`). The wire facts come from the OMG RTPS 2.x specification
+//! (sections cited where they are used) and from what Cyclone DDS sends
+//! and accepts (captured packets under `tests/`).
 
 mod cursor;
 pub mod discovery;

@@ -1,6 +1,5 @@
 //! The stateful reliable writer and reader of RTPS (specification §8.4.7
-//! to §8.4.12), sans-IO, as a Cyclone DDS peer expects them (see
-//! `shared/rtps-notes.md` §7):
+//! to §8.4.12), sans-IO, as a Cyclone DDS peer expects them:
 //!
 //! * the **writer** sends each sample once to every matched reader's
 //!   locators with a HEARTBEAT piggybacked, heartbeats while anything is

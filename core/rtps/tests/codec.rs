@@ -1,5 +1,5 @@
-//! The codec on hand-made input: wire facts from the specification (as
-//! collected in `shared/rtps-notes.md`), what Cyclone DDS refuses as
+//! The codec on hand-made input: wire facts from the RTPS specification,
+//! what Cyclone DDS refuses as
 //! malformed, and round trips of every submessage kind.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

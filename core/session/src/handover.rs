@@ -1,5 +1,5 @@
 //! Moving a tag's inbound streams from one receiving session to another on
-//! the same node (direct delivery, DESIGN.md §6): from the node's delivery
+//! the same node (direct delivery, docs/design.md §6): from the node's delivery
 //! manager to its sole receiving process when the second one leaves, and
 //! back when a second one subscribes.
 //!

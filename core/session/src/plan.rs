@@ -223,7 +223,7 @@ impl Plan {
     }
 }
 
-/// Direct delivery (DESIGN.md §6): whether the tag's stream to `node`
+/// Direct delivery (docs/design.md §6): whether the tag's stream to `node`
 /// goes straight to the socket of its sole receiving process, and which
 /// one (`key`) at which port. Every node decides it alike from the same
 /// table: yes when `node` has exactly one receiver, it asked for the

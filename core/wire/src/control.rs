@@ -4,7 +4,7 @@
 //! packet (so there is no length prefix). File descriptors (shared-memory
 //! segments, blobs) travel beside a message as `SCM_RIGHTS`; the message says
 //! when one is expected. The steady-state send and receive paths never use this
-//! protocol (DESIGN.md §1 row 4): it serves tag creation, rights, listings and
+//! protocol (docs/design.md §1 row 4): it serves tag creation, rights, listings and
 //! tag-table notifications.
 //!
 //! ```text
@@ -187,7 +187,7 @@ pub enum Request {
         rows: Vec<StatsRow>,
     },
     /// From the daemon to a client: give up your direct delivery of `tag`
-    /// (DESIGN.md §6). The client stops receiving the tag on its own
+    /// (docs/design.md §6). The client stops receiving the tag on its own
     /// socket and answers with [`Request::Streams`] numbered `query` = this
     /// request's id (not a response).
     GiveStreams {

@@ -1,7 +1,7 @@
 //! Data-path datagrams: what daemons exchange on their UDP delivery port.
 //!
 //! One datagram stream runs from a writer (a publisher's delivery service) to
-//! each remote node that has receivers (DESIGN.md §2, "data path, across
+//! each remote node that has receivers (docs/design.md §2, "Data path across
 //! nodes"). The writer picks a random 64-bit `stream` id; every datagram of the
 //! stream, in both directions, carries it. `tagwire-reliable` holds the state
 //! machines that give these datagrams their meaning (windows, ACK/NACK,
@@ -13,7 +13,7 @@
 //!  0                   1                   2                   3
 //!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |        magic "TD" (0x4454)    |  version = 1  |  kind 1..=3   |
+//! |        magic "TD" (0x4454)    |  version = 1  |  kind 1..=4   |
 //! +-------------------------------+---------------+---------------+
 //! |              stream id (u64, chosen by the writer)            |
 //! +                                                               +

@@ -1,7 +1,7 @@
 //! The data frame header: who sent a message, its sequence number and time.
 //!
 //! Every message payload travels behind this fixed 40-byte header, in a
-//! shared-memory slot today and in a datagram once messages cross nodes.
+//! shared-memory slot and in every data datagram between nodes.
 //!
 //! ```text
 //!  0                   1                   2                   3
@@ -31,8 +31,8 @@
 //! two it got.
 //!
 //! A message too large for a shared-memory slot is stored out of line by the
-//! daemon (a *blob*, DESIGN.md: "a slower path, with no change to the call"); the
-//! slot then carries [`BlobRef`] instead of the payload.
+//! daemon (a *blob*: the slower path of docs/design.md §2, with no change to
+//! the call); the slot then carries [`BlobRef`] instead of the payload.
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::ids::{NodeAddr, Pid, SenderInfo, SeqNum};

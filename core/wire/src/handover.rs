@@ -1,5 +1,5 @@
 //! A tag's inbound streams as they move between the receiving sessions of
-//! one node (direct delivery, DESIGN.md §6): from the node's delivery
+//! one node (direct delivery, docs/design.md §6): from the node's delivery
 //! manager to its sole receiving process and back.
 //!
 //! The bytes travel in a sealed memfd beside a control message

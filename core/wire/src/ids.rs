@@ -7,7 +7,7 @@ use thiserror::Error;
 
 use crate::codec::{DecodeError, Reader, Writer};
 
-/// Longest tag name, in bytes (DESIGN.md §4).
+/// Longest tag name, in bytes (docs/design.md §4).
 pub const MAX_TAG_NAME: usize = 255;
 
 /// Why a string is not a valid tag name.
@@ -356,7 +356,7 @@ impl fmt::Display for Proxy {
     }
 }
 
-/// What a subscription asks of the connection that feeds it (DESIGN.md §2:
+/// What a subscription asks of the connection that feeds it (docs/design.md §2:
 /// carrier and QoS per connection). Senders carry the default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ChannelQos {
@@ -372,7 +372,7 @@ pub struct ChannelQos {
     /// The UDP port of the subscribing process's own socket, on its node's
     /// address (0: none). While it is its node's only receiving process of
     /// the tag (and the tag has no publisher there), other nodes send the
-    /// tag's stream straight to it (direct delivery, DESIGN.md §6; see
+    /// tag's stream straight to it (direct delivery, docs/design.md §6; see
     /// `tagwire_session::plan::direct_port`).
     pub direct: u16,
 }

@@ -1,12 +1,12 @@
 //! # tagwire-wire: vocabulary and codecs
 //!
-//! This crate is the bottom of the tagwire stack (DESIGN.md §3, layer 1). It holds
+//! This crate is the bottom of the tagwire stack (docs/design.md §3, layer 1). It holds
 //! the identifiers every other crate speaks in ([`TagName`], [`Pid`], [`NodeAddr`],
 //! [`SeqNum`], [`TagId`], [`SenderInfo`]) and the byte layouts that cross a process
 //! boundary:
 //!
 //! * [`frame`]: the fixed header written in front of every message payload in a
-//!   shared-memory slot (and, later, in a datagram);
+//!   shared-memory slot and in every data datagram;
 //! * [`control`]: the client ⇄ daemon control protocol carried over the daemon's
 //!   Unix socket (requests, responses and tag-table notifications).
 //!

@@ -1,7 +1,7 @@
 //! Daemon ⇄ daemon messages: the update manager's table replication, liveness,
 //! and the discovery beacon.
 //!
-//! Daemons keep one tag table between them (DESIGN.md §2). Each pair of live
+//! Daemons keep one tag table between them (docs/design.md §2). Each pair of live
 //! daemons holds one TCP connection carrying [`PeerMessage`]s, each preceded by
 //! its length as a little-endian `u32` (at most [`MAX_PEER_MESSAGE`]):
 //!

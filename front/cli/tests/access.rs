@@ -1,4 +1,4 @@
-//! Access rights on one host (DESIGN.md §7): clients of another user need a
+//! Access rights on one host (docs/design.md §7): clients of another user need a
 //! grant for each right on each tag, and clients refuse a daemon of another
 //! user. The other user's processes are `tagwire` commands run as `nobody`.
 //!
@@ -485,8 +485,8 @@ fn a_subscribers_read_only_descriptors_cannot_be_reopened_writable_by_another_us
     for n in &held {
         assert!(out.contains(&format!("refused {n}")), "{out}");
     }
-    // What the attack did before inode modes were set: a memfd of the
-    // default mode (0777) is reopened and written by the same script.
+    // What the attack does where the inode mode is not set: a memfd of
+    // the default mode (0777) is reopened and written by the same script.
     let plain =
         rustix::fs::memfd_create("tagwire:control", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
     let plain_ro = tagwire_unix::reopen_read_only(std::os::fd::AsFd::as_fd(&plain)).unwrap();

@@ -1,4 +1,4 @@
-//! Direct delivery (DESIGN.md §6) end to end, between real network
+//! Direct delivery (docs/design.md §6) end to end, between real network
 //! namespaces: a node's sole subscriber of a tag gets the tag's stream on
 //! its own socket; a second subscriber, or a publisher of the tag, on its
 //! node moves the stream to the node's daemon, and its leaving moves it

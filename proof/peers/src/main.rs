@@ -1,6 +1,7 @@
 //! `tagwire-peers`: the peer middlewares `tagwire perf` measures beside
 //! tagwire in the same run, each side a process of its own the way each
-//! system's users run it (PEERS.md says how to run peers fairly):
+//! system's users run it (docs/design.md §5: peers in the same run, placed
+//! alike):
 //!
 //! * **Zenoh** (its Rust crate, TCP, peer mode, no scouting): a flat-out
 //!   publisher and a counting subscriber (`zenoh-pub` / `zenoh-sub`, the

@@ -20,7 +20,7 @@
 //! keyed `KeyedSeq`, its key `keyval` at offset 4); its pong reader sits in
 //! a partition named after its participant, so the pong topic is mapped
 //! with `partition=*`; and ddsperf answers only participants whose
-//! USER_DATA says `DDSPerf:0:<pid>:<host>` (see `shared/rtps-notes.md`).
+//! USER_DATA says `DDSPerf:0:<pid>:<host>` (seen in its discovery traffic).
 
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};

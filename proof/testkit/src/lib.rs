@@ -1,7 +1,7 @@
 //! Test support for tagwire: simulated networks and real multi-host networks
 //! on one Linux machine.
 //!
-//! Two tools, for two kinds of proof (DESIGN.md §6):
+//! Two tools, for two kinds of proof (docs/design.md §6):
 //!
 //! - [`sim`]: a deterministic network simulator. Many nodes' real sans-IO
 //!   cores run over simulated links (latency, jitter, bandwidth, loss,

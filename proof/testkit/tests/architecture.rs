@@ -1,4 +1,4 @@
-//! The workspace's shape (DESIGN.md §3, STYLE.md): no two modules of a
+//! The workspace's shape (docs/design.md §3): no two modules of a
 //! crate import each other. A module's imports are the `crate::name` paths
 //! and the names in `use crate::{…}` lists of its file (or directory),
 //! outside its tests and comments.

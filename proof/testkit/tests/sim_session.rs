@@ -2,7 +2,7 @@
 //! reliable delivery through loss, best-effort losses counted, lossless
 //! back-pressure, large messages, a receiver's restart, and direct
 //! delivery's switch between a node's delivery manager and its sole
-//! receiving process (DESIGN.md §6), under load, over many seeds.
+//! receiving process (docs/design.md §6), under load, over many seeds.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod sim_common;

@@ -6,7 +6,7 @@
 //! applies table updates to the replica under a short write lock. The send and
 //! receive paths take none of these locks: they only read two atomics of their
 //! endpoint (generation, destroyed), so a table update cannot delay them
-//! (no unbounded priority inversion, DESIGN.md §1 row 3).
+//! (no unbounded priority inversion, docs/design.md §1 row 3).
 //!
 //! When the daemon goes away the update thread fails every pending request with
 //! [`Error::DaemonUnreachable`], then reconnects every 100 ms; once connected it

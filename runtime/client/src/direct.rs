@@ -1,4 +1,4 @@
-//! Direct delivery at the subscriber (DESIGN.md §6): while this process is
+//! Direct delivery at the subscriber (docs/design.md §6): while this process is
 //! its node's only receiver of a tag (default carrier, no publisher of the
 //! tag on the node), other nodes send the tag's stream straight to this
 //! subscriber's own UDP socket, and the subscriber's thread receives it

@@ -19,7 +19,7 @@
 //! # Ok::<(), tagwire::Error>(())
 //! ```
 //!
-//! ## How it works (DESIGN.md §2)
+//! ## How it works (docs/design.md §2)
 //! This crate is the client library of the model: the **local request service**
 //! (blocking calls to the node's daemon with a timeout), the **update thread**
 //! (applies tag-table changes pushed by the daemon to the local replica, and

@@ -20,7 +20,8 @@
 //! poll adapts: after a sleep shorter than the longest poll ([`STRETCH`]
 //! times `flow_poll`: the reader gave up just before its data came) it
 //! polls that long; after a longer sleep, `flow_poll` again. A stream
-//! whose gaps are longer than the longest poll costs what it did.
+//! whose gaps are longer than the longest poll costs what `flow_poll`
+//! alone costs.
 //! (Doubling the poll at each short sleep instead measured no better than
 //! `flow_poll` alone: a sender held back by its window makes a long gap
 //! now and then, and the climb back slept between the next runs.)

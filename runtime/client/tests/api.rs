@@ -709,7 +709,7 @@ fn a_large_tag_table_fits_one_listing() {
         )
         .unwrap();
     }
-    // ~85 KB of listing: more than the old 64 KiB packet limit.
+    // ~85 KB of listing: more than one 64 KiB packet holds.
     assert_eq!(c.tags().unwrap().len(), 400);
     // A client connecting now receives the whole table as its snapshot.
     let late = n.client();

@@ -4,18 +4,19 @@
 //! ones), the replies watcher or another busy forwarder (`crate::replies`);
 //! the stream's session is the forwarder's, under the tag's lock. (Below,
 //! "the inbound thread" stands for whichever of them got one.) A forwarder sending flat out holds that lock nearly all the
-//! time (it reads its ring and encodes under it), so the inbound thread
-//! slept on it for most acknowledgements, and the forwarder paid a
-//! wake-up system call each time it let go (8 KiB flat out: 6.5 k sleeps
-//! and as many wake-ups a second, a tenth of the forwarder's CPU).
+//! time (it reads its ring and encodes under it), so an inbound thread
+//! that took the lock for each acknowledgement would sleep on it for most
+//! of them, and the forwarder would pay a wake-up system call each time it
+//! let go (8 KiB flat out: 6.5 k sleeps and as many wake-ups a second, a
+//! tenth of the forwarder's CPU).
 //!
 //! While the forwarder is in its read loop ([`AckInbox::enter`] ..
 //! [`AckInbox::leave`]) the inbound thread only queues an acknowledgement
 //! ([`AckInbox::offer`]); the forwarder takes the queue under the tag's
 //! lock each time it takes that lock, before anything else. Once it has
 //! left the loop (idle, or parked waiting for room) the inbound thread
-//! takes the queue and its own acknowledgement itself, under the lock, as
-//! before. Either way acknowledgements reach the session in arrival order
+//! takes the queue and its own acknowledgement itself, under the lock.
+//! Either way acknowledgements reach the session in arrival order
 //! (the queue is taken whole, under the tag's lock) and none is left
 //! behind:
 //!

@@ -1,4 +1,4 @@
-//! The daemon's trust boundary with other hosts (DESIGN.md §7): every
+//! The daemon's trust boundary with other hosts (docs/design.md §7): every
 //! datagram sent is sealed here and every datagram received is opened here,
 //! before anything of it is parsed (`tagwire_auth`). The delivery session
 //! above never sees a byte that did not pass.

@@ -1,6 +1,6 @@
 //! # tagwire-daemon: the per-node daemon `tagwired`
 //!
-//! DESIGN.md §2: one daemon per node owns this node's copy of the global tag
+//! docs/design.md §2: one daemon per node owns this node's copy of the global tag
 //! table. Only daemons change the table; clients hold replicas. Its roles each
 //! have a module:
 //!
@@ -24,7 +24,7 @@
 //!   `Proxy::Auto` ones); inbound, it writes what arrives into the local ring
 //!   once for all local subscribers. Same-node data never touches the daemon:
 //!   it goes from publisher to subscribers through the tag's shared-memory
-//!   ring (DESIGN.md §1 row 4).
+//!   ring (docs/design.md §1 row 4).
 //! * [`pull`]: the **pull manager** (push-pull): per-tag histories, and
 //!   pulls answered from them or from a peer's.
 //! * [`policy`]: who may publish, subscribe, create and destroy which tags

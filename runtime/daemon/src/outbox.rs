@@ -1,4 +1,4 @@
-//! A client's outbox (DESIGN.md §7): a bounded queue of what the daemon
+//! A client's outbox (docs/design.md §7): a bounded queue of what the daemon
 //! sends one client (responses and updates, in order), so a client that
 //! stops reading delays only itself, never a broadcast made under the
 //! state lock. While nothing waits in it, a packet goes straight to the

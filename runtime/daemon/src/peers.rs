@@ -56,7 +56,7 @@ pub struct NetConfig {
     /// UDP port of the multicast data carrier (the same on every node).
     pub multicast_port: u16,
     /// The static node list (same file on every node), if any. When given,
-    /// only its nodes are admitted as peers (DESIGN.md §7), also by discovery.
+    /// only its nodes are admitted as peers (docs/design.md §7), also by discovery.
     pub nodes_file: Option<PathBuf>,
     /// Multicast discovery, if on.
     pub discovery: Option<Discovery>,
@@ -94,7 +94,7 @@ impl NetConfig {
 
     /// The membership core's settings for this node's `incarnation`: the
     /// heartbeat a sixth of the lease, only listed nodes when a node list is
-    /// given (DESIGN.md §7).
+    /// given (docs/design.md §7).
     pub(crate) fn membership(&self, incarnation: u64) -> membership::Config {
         let mut c = membership::Config::new(
             NodeAddr(self.addr),

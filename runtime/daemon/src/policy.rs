@@ -1,4 +1,4 @@
-//! Who may do what on which tag (DESIGN.md §7, "on a host").
+//! Who may do what on which tag (docs/design.md §7, "on a host").
 //!
 //! Clients are known by the uid and groups the kernel reports for their
 //! socket (`SO_PEERCRED`, and the process's supplementary groups). Each tag

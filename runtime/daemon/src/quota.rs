@@ -1,4 +1,4 @@
-//! Bounded resources (DESIGN.md §7): what one user, and the daemon as a
+//! Bounded resources (docs/design.md §7): what one user, and the daemon as a
 //! whole, may hold. A request past a bound is refused with
 //! `ErrorCode::Quota` (the client's `Error::Quota { what, limit }`), and the
 //! daemon keeps serving everyone else.

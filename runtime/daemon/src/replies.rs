@@ -1,11 +1,11 @@
 //! Acknowledgements read by busy forwarders, without waking a thread.
 //!
-//! Every acknowledgement of a reliable stream used to reach the delivery
-//! socket, on which the inbound thread sleeps: each one woke it, and with
-//! a host's threads on one CPU each wake-up preempted the forwarder that
-//! was sending (8 KiB flat out: 3.7 k wake-ups a second, each two context
-//! switches on the sending CPU). The delivery port now has a third socket
-//! that the kernel gives every plain acknowledgement
+//! An acknowledgement that reaches the delivery socket, on which the
+//! inbound thread sleeps, wakes that thread, and with a host's threads on
+//! one CPU each wake-up preempts the forwarder that is sending (8 KiB flat
+//! out: 3.7 k wake-ups a second, each two context switches on the sending
+//! CPU). So the delivery port has a third socket that the kernel gives
+//! every plain acknowledgement
 //! (`tagwire_net::delivery_sockets`, steered by
 //! `tagwire_wire::datagram::ACKNACK_PREFIX`); nothing sleeps on it while a
 //! forwarder is busy:
@@ -15,7 +15,7 @@
 //!   watch has fired and been left unarmed ([`Replies::poll`]; while it is
 //!   armed the watcher gets the next one, and the loop makes no system
 //!   call for it), and hands each acknowledgement to its stream's
-//!   forwarder (itself, or another route's, as the inbound thread did).
+//!   forwarder (itself, or another route's, as the inbound thread does).
 //! - While no forwarder is busy, a watcher thread sleeps on the socket
 //!   through an epoll set in which the socket is armed for one event
 //!   (`EPOLLONESHOT`). Once it has fired it stays unarmed while a
@@ -29,8 +29,8 @@
 //!   arrival order.
 //!
 //! Sealed acknowledgements (under a domain key) do not begin with the
-//! prefix: they reach the delivery socket and the inbound thread, as
-//! before. So does everything where the kernel refuses the third socket.
+//! prefix: they reach the delivery socket and the inbound thread. So does
+//! everything where the kernel refuses the third socket.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::OwnedFd;

@@ -10,7 +10,7 @@
 //!
 //! Nothing waits for a train to fill: the forwarder sends it when it has
 //! taken everything its ring holds now, before it sleeps, so a lone
-//! message goes out as soon as it did before.
+//! message goes out at once, never waiting for company.
 //!
 //! **Two threads, one order, no send under a lock.** A route's datagrams
 //! come from its forwarder and from the thread that takes its
@@ -23,10 +23,10 @@
 //! and a run never overtakes one gathered before it.
 //!
 //! A run arrives at a router as a burst: through a short queue (a `tbf`
-//! of two packets) most of a long one is dropped. So, as the session's
-//! batches did when they were larger than a packet, a train is one
+//! of two packets) most of a long one is dropped. So a train is one
 //! datagram long after a retransmission and doubles after each clean
-//! stretch ([`Train::adapt`]).
+//! stretch ([`Train::adapt`]), as the session's batches do where they may
+//! grow past a packet (the daemon's sessions keep them to one).
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};

@@ -304,7 +304,7 @@ fn feed(shared: &Arc<Shared>, st: &mut State, now: Instant, input: Input) {
         }
         Input::DialFailed(node) => st.peers.handle_dial_failed(now, node),
         Input::Message(link, msg) => {
-            // A peer speaks for the address it connects from (DESIGN.md §7).
+            // A peer speaks for the address it connects from (docs/design.md §7).
             if let PeerMessage::Hello { node, .. } = &msg {
                 let from = st.peers.link_remote(link).map(|r| r.ip());
                 if from.is_some_and(|ip| ip != node.0) {

@@ -1,6 +1,6 @@
 //! # tagwire-net: IP sockets for daemon-to-daemon traffic
 //!
-//! DESIGN.md §3, layer 2. The daemons talk over three kinds of IP socket, all
+//! docs/design.md §3, layer 2. The daemons talk over three kinds of IP socket, all
 //! opened here so that socket options live in one place:
 //!
 //! * a UDP **multicast** socket for the discovery beacon ([`beacon_socket`]):
@@ -57,7 +57,7 @@ pub fn send_socket(ip: std::net::IpAddr) -> io::Result<UdpSocket> {
 /// sockets keep their places while it stays open) for every datagram, so
 /// replies to what the second sends still reach the first. Where the
 /// kernel refuses either option the second is a duplicate of the first's
-/// descriptor (as before: correct, and the cost above). Only a process of
+/// descriptor (correct, at the cost above). Only a process of
 /// the same user may join the group, and the program gives it nothing.
 pub fn udp_socket_with_sender(addr: SocketAddr) -> io::Result<(UdpSocket, UdpSocket)> {
     let s = delivery_sockets(addr, None)?;
@@ -85,7 +85,7 @@ pub struct DeliverySockets {
 /// socket of their own, without waiting on it, wake nobody. The replies
 /// socket is never sent from (nothing walks its wait queue but arrivals).
 /// Where the kernel refuses a third socket or the program, `replies` is
-/// `None` and everything reaches `recv`, as before.
+/// `None` and everything reaches `recv`.
 pub fn delivery_sockets(addr: SocketAddr, replies: Option<[u8; 4]>) -> io::Result<DeliverySockets> {
     // The port first, by a socket in no group: one in use is refused, as
     // without the group, and port 0 gets a free one. (The kernel would
@@ -309,7 +309,7 @@ pub fn tcp_listener(addr: SocketAddr) -> io::Result<TcpListener> {
 
 /// A TCP connection to `to` from this host's address `from` (any port), so
 /// that the other end sees the node's own address as the source even on a
-/// host with several (peers check it, DESIGN.md §7).
+/// host with several (peers check it, docs/design.md §7).
 pub fn tcp_connect_from(
     from: std::net::IpAddr,
     to: SocketAddr,
@@ -434,7 +434,7 @@ mod tests {
             send.recv_from(&mut buf).is_err(),
             "the sibling gets nothing"
         );
-        // A second daemon on the port is refused, as before the group.
+        // A second daemon on the port is refused, as without the group.
         let again = udp_socket_with_sender(me).map(|_| ()).unwrap_err();
         assert_eq!(again.kind(), io::ErrorKind::AddrInUse);
         // (Port 0 never lands in another group: runtime/daemon's

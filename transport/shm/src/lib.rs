@@ -1,9 +1,10 @@
 //! # tagwire-shm: same-node delivery through shared memory
 //!
-//! DESIGN.md §2: "publishing to N local subscribers costs O(1) copies (one write
-//! into a single broadcast ring, per-subscriber read cursors, a futex doorbell
-//! woken only when someone sleeps)". This crate is that mechanism and nothing else;
-//! it knows no tags, no daemon and no frame layout.
+//! docs/design.md §2, "Data path on one node": publishing to N local subscribers
+//! costs one copy, not N (one write into a broadcast ring that every subscriber
+//! reads with its own cursor, and a futex doorbell woken only when someone sleeps).
+//! This crate is that mechanism and nothing else; it knows no tags, no daemon and
+//! no frame layout.
 //!
 //! * [`Segment`]: a `memfd` mapping. The daemon creates it (so nothing is left in
 //!   `/dev/shm` after a crash and access follows the tag's rights) and passes the

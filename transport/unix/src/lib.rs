@@ -1,7 +1,7 @@
 //! # tagwire-unix: the local control transport
 //!
-//! Client ⇄ daemon control traffic (DESIGN.md §2: "unix socket (control only)")
-//! uses a Unix `SOCK_SEQPACKET` socket: it keeps message boundaries (one control
+//! Client ⇄ daemon control traffic (docs/design.md §2, "Control path": the
+//! Unix socket carries control only, never data) uses a Unix `SOCK_SEQPACKET` socket: it keeps message boundaries (one control
 //! message per packet, no framing code), carries file descriptors (`SCM_RIGHTS`:
 //! the daemon hands out memfd segments this way) and tells the daemon who the
 //! peer really is (`SO_PEERCRED`: a client cannot lie about its pid).

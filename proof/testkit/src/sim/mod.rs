@@ -1,7 +1,7 @@
 //! A deterministic network simulator: many nodes' real sans-IO cores over
 //! simulated links, on a virtual clock, from one seed.
 //!
-//! DESIGN.md §6 puts multi-node behaviour here: a scenario with loss,
+//! docs/design.md §6 puts multi-node behaviour here: a scenario with loss,
 //! reordering, duplication, partitions and crashes runs in milliseconds,
 //! without root, and replays bit for bit from its seed. Network namespaces
 //! ([`Lan`](crate::Lan)) remain the end-to-end proof.
@@ -9,7 +9,7 @@
 //! # Model
 //!
 //! * A node is anything that implements [`SimNode`], the sans-IO verbs of
-//!   STYLE.md §2.1: `handle_datagram(now, from, bytes)`,
+//!   docs/design.md §6: `handle_datagram(now, from, bytes)`,
 //!   `handle_timeout(now)`, `poll_transmit(now) -> Option<Outgoing>`,
 //!   `poll_timeout()`. Nodes are addressed by [`SocketAddr`](std::net::SocketAddr)
 //!   and send real bytes, so decoders run as on a socket. An [`Outgoing`]
@@ -73,7 +73,7 @@
 //! [`SimNode`]. [`member`] runs a daemon's update manager (the membership
 //! core and a tag table) over [`conn`], a small TCP-like transport on the
 //! simulated datagrams. [`session`] runs the delivery session core
-//! (`tagwire-session`, DESIGN.md §6) of one node's receiving socket: a
+//! (`tagwire-session`, docs/design.md §6) of one node's receiving socket: a
 //! daemon's delivery port, or a client process's own socket under direct
 //! delivery. [`rtps`] runs the RTPS participant core (`tagwire-rtps`):
 //! SPDP over a multicast group, SEDP, reliable and best-effort endpoints.

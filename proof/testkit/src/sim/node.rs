@@ -21,7 +21,7 @@ pub enum Destination {
 
 /// A datagram a node wants sent: what a sans-IO core's `poll_transmit`
 /// yields. `carrier` and `class` are what a delivery session core decides
-/// beside the bytes (DESIGN.md §6); the simulator records them in its trace
+/// beside the bytes (docs/design.md §6); the simulator records them in its trace
 /// and per-class link counters, and carries every carrier as datagrams over
 /// the same links (a stream carrier's framing is the core's business).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +59,7 @@ impl Outgoing {
 }
 
 /// A protocol core as the simulator drives it: the sans-IO verbs of
-/// STYLE.md §2.1. Time only comes in as `now`; a node must not read the real
+/// docs/design.md §6. Time only comes in as `now`; a node must not read the real
 /// clock, use threads or keep global state, or runs stop being reproducible.
 ///
 /// After every `handle_*` call (and after test code touched the node) the

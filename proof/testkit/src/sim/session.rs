@@ -1,6 +1,6 @@
 //! The delivery session core ([`tagwire_session::Session`]) as a
 //! [`SimNode`]: one receiving socket of a node, its daemon's delivery port
-//! or (direct delivery, DESIGN.md §6) a client process's own socket.
+//! or (direct delivery, docs/design.md §6) a client process's own socket.
 //!
 //! ```text
 //!  test: publish(tag, payload) ─▶ ring (this node's publishers) ─┐

@@ -1,4 +1,4 @@
-//! Direct delivery at the receiving node (DESIGN.md §6).
+//! Direct delivery at the receiving node (docs/design.md §6).
 //!
 //! While a tag has exactly one receiving process on this node, with the
 //! default carrier and its own socket, and no publisher here

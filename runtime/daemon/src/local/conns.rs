@@ -1,6 +1,6 @@
 //! The local manager's connections, served from one event loop: a held
 //! connection costs a descriptor and a few hundred bytes, not two threads
-//! (DESIGN.md §7; issue "Trust", item 4).
+//! (docs/design.md §7; issue "Trust", item 4).
 //!
 //! ```text
 //!  listener ──accept──▶ ┌─────────── loop thread (epoll) ────────────┐

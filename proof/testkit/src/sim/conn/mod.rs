@@ -1,6 +1,6 @@
 //! A small reliable, ordered, connection-oriented transport over the
 //! simulator's datagrams: what a kernel's TCP gives the membership core,
-//! which speaks over one stream per pair of daemons (DESIGN.md §6,
+//! which speaks over one stream per pair of daemons (docs/design.md §6,
 //! `runtime/daemon/src/peers.rs`).
 //!
 //! [`Conns`] is one node's endpoint: sans-IO like everything the simulator

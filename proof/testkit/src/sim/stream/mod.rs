@@ -3,7 +3,7 @@
 //!
 //! A [`StreamNode`] holds one outbound stream per destination it publishes
 //! to and one inbound stream per (sender, stream id) it hears from, as the
-//! delivery role does (`runtime/daemon/src/delivery.rs`):
+//! delivery role does (`runtime/daemon/src/delivery/mod.rs`):
 //!
 //! ```text
 //!  publish(to, msg) ─► fragments() ─► DataRef::encode ─► Writer::send ──► link
