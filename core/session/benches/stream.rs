@@ -14,7 +14,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion, Throughput};
-use tagwire_session::{Config, Dest, Mode, Session};
+use tagwire_session::{Batching, Config, Dest, Mode, Session};
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::{NodeAddr, Pid, SenderInfo, SeqNum, TagName};
 
@@ -46,8 +46,7 @@ impl Pair {
             me: node(i),
             seed: u64::from(i),
             datagram: DATAGRAM,
-            batch_min: DATAGRAM,
-            batch_max: DATAGRAM,
+            batch: Batching::fixed(DATAGRAM),
             ..Config::default()
         };
         let tag = TagName::new("/bench/stream").unwrap();

@@ -8,12 +8,12 @@
 //! without the setup (`bench/results/stop34/instructions.txt`).
 //!
 //! Usage: `per_message SIZE COUNT [buf]` (`buf`: records handed in buffers
-//! of the session's, as the forwarder reads its ring since stop 34).
+//! of the session's, as the daemon's forwarder reads its ring).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
-use tagwire_session::{Config, Dest, Mode, Session};
+use tagwire_session::{Batching, Config, Dest, Mode, Session};
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::{NodeAddr, Pid, SenderInfo, SeqNum, TagName};
 
@@ -35,8 +35,7 @@ fn main() {
     let mut a = Session::new(Config {
         me: NodeAddr(addr(1).ip()),
         datagram,
-        batch_min: datagram,
-        batch_max: datagram,
+        batch: Batching::fixed(datagram),
         max_unacked_messages: 4096,
         ..Config::default()
     });

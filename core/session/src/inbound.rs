@@ -180,31 +180,14 @@ impl Session {
         body: &Body<'_>,
         bytes: &[u8],
     ) {
-        if self.away.contains(tag) {
-            // Its streams moved to another session of this node:
-            // unacknowledged, it goes again, there.
-            if self.away_streams.len() < MAX_AWAY_STREAMS {
-                self.away_streams.insert(key, tag.clone());
-            }
-            self.events.push_back(Event::Away {
-                tag: tag.clone(),
-                from,
-            });
+        if self.gone_away(key, tag, from) {
             return;
         }
         if let Some(what) = self.over_peer_bound(key, body) {
             self.events.push_back(Event::PeerBound { from, what });
             return;
         }
-        let (reader, reasm) = (self.config.reader, self.config.reassembler);
-        let at_first = self.config.start_at_first;
-        let s = self.streams.entry(key).or_insert_with(|| {
-            let mut s = InStream::new(reader, reasm, now);
-            if at_first {
-                s.best = BestEffort::new();
-            }
-            s
-        });
+        let s = data_stream(&mut self.streams, &self.config, key, now);
         s.last = now;
         if flags & FLAG_DIRECT == 0 {
             s.reply = Some(from);
@@ -214,17 +197,7 @@ impl Session {
         }
         s.reliable.get_or_insert(flags & FLAG_RELIABLE != 0);
         if self.credit.get(tag) == Some(&0) {
-            // A best-effort datagram is just lost (the next one's gap
-            // counts it); a reliable one comes again once there is room.
-            // The stream knows its tag now, so its heartbeats are answered
-            // with no credit and no NACK.
-            if flags & FLAG_RELIABLE != 0 {
-                self.events.push_back(Event::Refused {
-                    tag: tag.clone(),
-                    from,
-                });
-                self.ack(now, key);
-            }
+            self.refuse(now, key, tag, from, flags);
             return;
         }
         if flags & FLAG_RELIABLE == 0 {
@@ -271,6 +244,43 @@ impl Session {
         if !self.ack_due.contains(&key) {
             self.ack_due.push(key);
         }
+    }
+
+    /// Data of `tag`, which has no room here: a best-effort datagram is
+    /// just lost (the next one's gap counts it); a reliable one comes again
+    /// once there is room. Its stream knows its tag now, so its heartbeats
+    /// are answered with no credit and no NACK.
+    fn refuse(
+        &mut self,
+        now: Instant,
+        key: (std::net::IpAddr, u64),
+        tag: &TagName,
+        from: SocketAddr,
+        flags: u8,
+    ) {
+        if flags & FLAG_RELIABLE != 0 {
+            self.events.push_back(Event::Refused {
+                tag: tag.clone(),
+                from,
+            });
+            self.ack(now, key);
+        }
+    }
+
+    /// Whether `tag`'s streams moved to another session of this node: its
+    /// data, unacknowledged here, goes again, there ([`Event::Away`]).
+    fn gone_away(&mut self, key: (std::net::IpAddr, u64), tag: &TagName, from: SocketAddr) -> bool {
+        if !self.away.contains(tag) {
+            return false;
+        }
+        if self.away_streams.len() < MAX_AWAY_STREAMS {
+            self.away_streams.insert(key, tag.clone());
+        }
+        self.events.push_back(Event::Away {
+            tag: tag.clone(),
+            from,
+        });
+        true
     }
 
     /// Sets the room for `tag`'s messages here (a lossless subscriber's
@@ -461,4 +471,22 @@ fn take(
         }
         Body::Heartbeat(_) | Body::AckNack(_) => {}
     }
+}
+
+/// The inbound stream `key` that data arrived on, new if it is the first
+/// (a best-effort one starting at its first datagram where the config
+/// says so).
+fn data_stream<'a>(
+    streams: &'a mut foldhash::HashMap<(std::net::IpAddr, u64), InStream>,
+    config: &crate::Config,
+    key: (std::net::IpAddr, u64),
+    now: Instant,
+) -> &'a mut InStream {
+    streams.entry(key).or_insert_with(|| {
+        let mut s = InStream::new(config.reader, config.reassembler, now);
+        if config.start_at_first {
+            s.best = BestEffort::new();
+        }
+        s
+    })
 }

@@ -1,7 +1,7 @@
 //! # tagwire-session: the delivery session between nodes, without I/O
 //!
 //! Everything that crosses a host boundary on the data path is decided
-//! here and only moved by the runtime (DESIGN.md §6, quinn-proto style).
+//! here and only moved by the runtime (docs/design.md §6, quinn-proto style).
 //! A [`Session`] owns streams of data datagrams, each per tag, destination
 //! node and carrier:
 //!
@@ -67,7 +67,7 @@
 //! * **Best effort** and **multicast** datagrams are numbered per stream;
 //!   the receiver delivers only newer ones and reports every gap
 //!   ([`Event::BestEffortLost`]).
-//! * **Scaling and relay** follow the routes ([`Dest::takes`]): the session
+//! * **Scaling and relay** follow the routes ([`Dest::forwards`]): the session
 //!   filters every n-th sample and a proxy relays others' samples.
 //! * **Send ticket** bookkeeping: [`Session::offer`] says what a publisher
 //!   may send itself (a batch of one per reliable node, numbered as the
@@ -112,12 +112,8 @@ pub struct Config {
     /// Largest fragment datagram (a message larger than a batch is cut into
     /// datagrams of at most this many bytes).
     pub datagram: usize,
-    /// A batch datagram's limit after a retransmission: one packet.
-    pub batch_min: usize,
-    /// Its limit after clean stretches (it doubles after each).
-    pub batch_max: usize,
-    /// A clean stretch.
-    pub batch_grow_after: Duration,
+    /// How large batches of small messages grow.
+    pub batch: Batching,
     /// Reliable streams' windows.
     pub writer: WriterConfig,
     /// Reliable streams' readers.
@@ -158,9 +154,7 @@ impl Default for Config {
             me: NodeAddr::LOCALHOST,
             seed: 1,
             datagram: 60 * 1024,
-            batch_min: 1472,
-            batch_max: 16 * 1024,
-            batch_grow_after: Duration::from_millis(200),
+            batch: Batching::default(),
             writer: WriterConfig {
                 window: 1024,
                 ..WriterConfig::default()
@@ -169,17 +163,18 @@ impl Default for Config {
             // datagrams (a writer held back below that asks with a
             // heartbeat): each one costs the receiver a send, the sender's
             // forwarder the session's lock and, where no busy forwarder
-            // reads it, a thread's wake-up (the daemon's replies socket:
-            // since stop 41 a busy forwarder reads them itself). 16 -> 64: remote throughput 8 KiB 265-277k -> 309-311k
-            // msg/s, 256 B 2.89-2.91M -> 3.27-3.30M, lossless alike
-            // (bench/results/stop34/ab5-ack-every.txt, each side's threads
-            // left to the scheduler). 64 -> 256, with each host's threads
-            // on one CPU (`tagwire perf --pin`, where the sending CPU pays
-            // each wake-up of the inbound thread, ~11 us): acknowledgements
-            // 7.6k -> 3.5k a second at 8 KiB, 8 KiB +6 % and 256 B +12 %
-            // (medians of 6 and 3 alternated runs); 512 was not kept: 8 KiB
-            // +6 % alternated (4 of 4) but the full run with the peers
-            // after it no better, 256 B lossless lower in 2 of 3
+            // reads it from the daemon's replies socket, a thread's
+            // wake-up. Measured on remote throughput: 64 against 16, 8 KiB
+            // 309-311k msg/s against 265-277k, 256 B 3.27-3.30M against
+            // 2.89-2.91M, lossless alike (bench/results/stop34/
+            // ab5-ack-every.txt, each side's threads left to the
+            // scheduler); 256 against 64, with each host's threads on one
+            // CPU (`tagwire perf --pin`, where the sending CPU pays each
+            // wake-up of the inbound thread, ~11 us), 3.5k acknowledgements
+            // a second against 7.6k at 8 KiB, 8 KiB +6 % and 256 B +12 %
+            // (medians of 6 and 3 alternated runs). 512 is no better: 8 KiB
+            // +6 % alternated (4 of 4) but no better in the full run with
+            // the peers after it, 256 B lossless lower in 2 of 3
             // (bench/results/stop40/ab-throughput). A writer whose
             // congestion window is smaller asks when it is full.
             reader: ReaderConfig {
@@ -194,6 +189,41 @@ impl Default for Config {
             max_peer_streams: 1024,
             max_peer_reassembly: 2 * ReassemblerConfig::default().max_bytes,
             start_at_first: false,
+        }
+    }
+}
+
+/// The limits of a batch datagram (small messages packed together): one
+/// packet after a retransmission, doubling after each clean stretch up to
+/// `max` (fewer datagrams per message on a clean link; whole packets through
+/// a short router queue after a loss). `min == max` fixes the size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batching {
+    /// The limit after a retransmission (default 1472: one packet).
+    pub min: usize,
+    /// The limit after clean stretches (default 16 KiB).
+    pub max: usize,
+    /// A clean stretch (default 200 ms).
+    pub grow_after: Duration,
+}
+
+impl Batching {
+    /// Batches of exactly `size` bytes at most, never adapted.
+    pub fn fixed(size: usize) -> Self {
+        Self {
+            min: size,
+            max: size,
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for Batching {
+    fn default() -> Self {
+        Self {
+            min: 1472,
+            max: 16 * 1024,
+            grow_after: Duration::from_millis(200),
         }
     }
 }
@@ -477,8 +507,8 @@ pub const SPARE_CAPACITY: usize = 64 << 10;
 #[derive(Debug)]
 pub struct Session {
     config: Config,
-    /// Ids handed out so far (splitmix64 of the seed and this).
-    ids: u64,
+    /// Stream ids handed out.
+    ids: StreamIds,
     /// Outbound state per tag with routes.
     out: BTreeMap<TagName, outbound::Outbound>,
     /// Our reliable streams by id: their tag (acknowledgement dispatch).
@@ -509,8 +539,11 @@ impl Session {
     /// A session with no routes and no streams.
     pub fn new(config: Config) -> Self {
         Self {
+            ids: StreamIds {
+                seed: config.seed,
+                issued: 0,
+            },
             config,
-            ids: 0,
             out: BTreeMap::new(),
             owned: HashMap::new(),
             streams: HashMap::new(),
@@ -608,6 +641,23 @@ impl Session {
 /// Stream id number `n` of a session seeded `seed`: odd (0 is never an id),
 /// and distinct for distinct `n` but for a 2⁻⁶³ chance (splitmix64 is a
 /// bijection; the low bit is forced).
+/// The ids a session gives its streams: distinct per session (the seed)
+/// and per stream, and hard to guess for another host.
+#[derive(Debug)]
+pub(crate) struct StreamIds {
+    seed: u64,
+    /// How many were handed out.
+    issued: u64,
+}
+
+impl StreamIds {
+    /// The next id.
+    pub(crate) fn next(&mut self) -> u64 {
+        self.issued += 1;
+        stream_id(self.seed, self.issued)
+    }
+}
+
 fn stream_id(seed: u64, n: u64) -> u64 {
     splitmix64(seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1
 }

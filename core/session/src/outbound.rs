@@ -36,7 +36,7 @@ use crate::{
 
 mod item;
 pub(crate) use item::{batch_ref, clean, Outgoing};
-use item::{encode, message, Payload};
+use item::{message, Payload, Piece};
 
 /// One tag's outbound state.
 #[derive(Debug)]
@@ -123,6 +123,59 @@ impl Outbound {
             spare_sent: Vec::new(),
         }
     }
+
+    /// Numbers an item of `datagrams` datagrams on every stream without a
+    /// window that takes it (best effort, TCP, multicast), opening the
+    /// streams it needs: each stream's id, address, the item's first seq
+    /// and the carrier.
+    fn number(
+        &mut self,
+        tag: &TagName,
+        skip: &[NodeAddr],
+        datagrams: usize,
+        ids: &mut crate::StreamIds,
+        mcast_port: Option<u16>,
+    ) -> Vec<(u64, SocketAddr, u64, Carrier)> {
+        let mut numbered = Vec::new();
+        // (By index, not collected: no allocation per item.)
+        for k in 0..self.dests.len() {
+            let t = self.dests[k];
+            if skip.contains(&t.node) {
+                continue;
+            }
+            let (map, carrier) = match t.mode {
+                Mode::BestEffort => (&mut self.best, Carrier::Udp),
+                Mode::Tcp => (&mut self.tcp, Carrier::Tcp),
+                Mode::Reliable | Mode::Multicast => continue,
+            };
+            let s = map.entry(t.node).or_insert_with(|| Numbered {
+                // TCP streams need no id (one connection per node).
+                id: if carrier == Carrier::Tcp {
+                    1
+                } else {
+                    ids.next()
+                },
+                addr: t.addr,
+                next_seq: 1,
+            });
+            numbered.push((s.id, s.addr, s.next_seq, carrier));
+            s.next_seq += datagrams as u64;
+        }
+        let multicast = self
+            .dests
+            .iter()
+            .any(|t| t.mode == Mode::Multicast && !skip.contains(&t.node));
+        if let (true, Some(port)) = (multicast, mcast_port) {
+            let s = self.mcast.get_or_insert_with(|| Numbered {
+                id: ids.next(),
+                addr: SocketAddr::from((tag_group(tag), port)),
+                next_seq: 1,
+            });
+            numbered.push((s.id, s.addr, s.next_seq, Carrier::Multicast));
+            s.next_seq += datagrams as u64;
+        }
+        numbered
+    }
 }
 
 impl Session {
@@ -130,7 +183,7 @@ impl Session {
     /// them). Streams to nodes that left, or whose mode changed, end; items
     /// waiting only for them are done. A node whose address alone changed
     /// (its stream moved between its delivery manager and a sole
-    /// receiving process, DESIGN.md §6) keeps its streams and numbers:
+    /// receiving process, docs/design.md §6) keeps its streams and numbers:
     /// what its reliable stream holds unacknowledged goes again to the new
     /// address, whose session took the stream over
     /// ([`Session::import_inbound`]).
@@ -143,7 +196,7 @@ impl Session {
             }
             return;
         }
-        let batch_min = self.config.batch_min;
+        let batch_min = self.config.batch.min;
         let o = self
             .out
             .entry(tag.clone())
@@ -254,7 +307,7 @@ impl Session {
         }
         o.offer = None;
         let (seq, origin) = (header.seq.0, header.sender.node);
-        if !o.dests.iter().any(|t| t.carries(me, origin)) {
+        if !o.dests.iter().any(|t| t.forwards_from(me, origin)) {
             // Another node's sample, which it sent everywhere itself.
             payload.recycle(&mut self.spare);
             return Ok(());
@@ -264,29 +317,63 @@ impl Session {
             payload.recycle(&mut self.spare);
             return Ok(());
         };
-        if o.dests.iter().any(|t| !t.takes(me, origin, seq)) {
-            // Alone, to the nodes that take it.
-            let skip = left_out(&o.dests, me, header);
-            let scaled = o
-                .dests
-                .iter()
-                .filter(|t| t.carries(me, origin) && !t.takes(me, origin, seq))
-                .count() as u64;
-            if scaled > 0 {
-                self.events.push_back(Event::ScaledOut {
-                    tag: tag.clone(),
-                    count: scaled,
-                });
-            }
-            if skip.len() < self.out.get(tag).map_or(0, |o| o.dests.len()) {
-                self.flush(now, tag);
-                let m = message(header, payload, &mut self.spare);
-                self.emit(now, tag, skip, m);
-            } else {
-                payload.recycle(&mut self.spare);
-            }
+        if o.dests.iter().any(|t| !t.forwards(me, origin, seq)) {
+            self.record_alone(now, tag, header, payload);
             return Ok(());
         }
+        self.record_batched(now, tag, header, payload);
+        Ok(())
+    }
+
+    /// A record some destinations do not take (scaling, or relaying
+    /// another node's sample): alone, to the nodes that take it.
+    fn record_alone(
+        &mut self,
+        now: Instant,
+        tag: &TagName,
+        header: &FrameHeader,
+        payload: Payload<'_>,
+    ) {
+        let me = self.config.me;
+        let (seq, origin) = (header.seq.0, header.sender.node);
+        let Some(o) = self.out.get(tag) else {
+            payload.recycle(&mut self.spare);
+            return;
+        };
+        let skip = left_out(&o.dests, me, header);
+        let scaled = o
+            .dests
+            .iter()
+            .filter(|t| t.forwards_from(me, origin) && !t.forwards(me, origin, seq))
+            .count() as u64;
+        if scaled > 0 {
+            self.events.push_back(Event::ScaledOut {
+                tag: tag.clone(),
+                count: scaled,
+            });
+        }
+        if skip.len() < self.out.get(tag).map_or(0, |o| o.dests.len()) {
+            self.flush(now, tag);
+            let m = message(header, payload, &mut self.spare);
+            self.emit(now, tag, skip, m);
+        } else {
+            payload.recycle(&mut self.spare);
+        }
+    }
+
+    /// A record every destination takes: into the batch being filled if
+    /// it fits a batch, else alone (as fragments when large).
+    fn record_batched(
+        &mut self,
+        now: Instant,
+        tag: &TagName,
+        header: &FrameHeader,
+        payload: Payload<'_>,
+    ) {
+        let Some(o) = self.out.get_mut(tag) else {
+            payload.recycle(&mut self.spare);
+            return;
+        };
         let need = BATCH_ENTRY_OVERHEAD + payload.len();
         let budget = o.batch_limit.saturating_sub(batch_len(tag, 0));
         // No batch carries more messages than a receiver's credit: it could
@@ -305,7 +392,7 @@ impl Session {
             }
             let Some(o) = self.out.get_mut(tag) else {
                 payload.recycle(&mut self.spare);
-                return Ok(());
+                return;
             };
             if o.entries.is_empty() {
                 // A buffer given back, or one allocation per batch, not
@@ -321,12 +408,11 @@ impl Session {
             push_batch_entry(&mut o.entries, &clean(header), payload.as_slice());
             o.count += 1;
             payload.recycle(&mut self.spare);
-            return Ok(());
+            return;
         }
         self.flush(now, tag);
         let m = message(header, payload, &mut self.spare);
         self.emit(now, tag, Vec::new(), m);
-        Ok(())
     }
 
     /// Sends what `tag` has batched (call when nothing more is ready).
@@ -347,7 +433,8 @@ impl Session {
 
     /// Datagrams `tag`'s reliable streams sent again so far: a runtime
     /// that sends datagrams in runs shortens them after a retransmission,
-    /// as the session's batches once did.
+    /// as the session shortens its batches when `batch_max` lets them grow
+    /// past `batch_min`.
     pub fn retransmitted(&self, tag: &TagName) -> u64 {
         self.out.get(tag).map_or(0, |o| {
             o.reliable
@@ -486,58 +573,21 @@ impl Session {
         let Some(o) = self.out.get_mut(tag) else {
             return;
         };
-        let mut numbered: Vec<(u64, SocketAddr, u64, Carrier)> = Vec::new();
-        // (By index, not collected: no allocation per item.)
-        for k in 0..o.dests.len() {
-            let t = o.dests[k];
-            if skip.contains(&t.node) {
-                continue;
-            }
-            let (map, carrier) = match t.mode {
-                Mode::BestEffort => (&mut o.best, Carrier::Udp),
-                Mode::Tcp => (&mut o.tcp, Carrier::Tcp),
-                Mode::Reliable | Mode::Multicast => continue,
-            };
-            let ids = &mut self.ids;
-            let seed = self.config.seed;
-            let s = map.entry(t.node).or_insert_with(|| Numbered {
-                // TCP streams need no id (one connection per node).
-                id: if carrier == Carrier::Tcp {
-                    1
-                } else {
-                    *ids += 1;
-                    crate::stream_id(seed, *ids)
-                },
-                addr: t.addr,
-                next_seq: 1,
-            });
-            numbered.push((s.id, s.addr, s.next_seq, carrier));
-            s.next_seq += datagrams as u64;
-        }
-        let taken = |m: Mode| {
-            o.dests
-                .iter()
-                .any(|t| t.mode == m && !skip.contains(&t.node))
-        };
-        let (multicast, reliable) = (taken(Mode::Multicast), taken(Mode::Reliable));
-        if let (true, Some(port)) = (multicast, mcast_port) {
-            if o.mcast.is_none() {
-                self.ids += 1;
-                o.mcast = Some(Numbered {
-                    id: crate::stream_id(self.config.seed, self.ids),
-                    addr: SocketAddr::from((tag_group(tag), port)),
-                    next_seq: 1,
-                });
-            }
-            if let Some(s) = o.mcast.as_mut() {
-                numbered.push((s.id, s.addr, s.next_seq, Carrier::Multicast));
-                s.next_seq += datagrams as u64;
-            }
-        }
+        let numbered = o.number(tag, &skip, datagrams, &mut self.ids, mcast_port);
+        let reliable = o
+            .dests
+            .iter()
+            .any(|t| t.mode == Mode::Reliable && !skip.contains(&t.node));
         for (id, addr, first, carrier) in numbered {
-            for i in 0..datagrams {
+            for index in 0..datagrams {
                 let mut bytes = crate::spare_buffer(&mut self.spare);
-                encode(tag, &out, i, max, first + i as u64, 0, id, &mut bytes);
+                let piece = Piece {
+                    tag,
+                    out: &out,
+                    index,
+                    max,
+                };
+                piece.encode(id, first + index as u64, 0, &mut bytes);
                 self.transmits.push_back(Transmit {
                     dest: addr,
                     carrier,
@@ -566,17 +616,25 @@ impl Session {
     /// Sends waiting items, in order, to their reliable nodes as far as
     /// each node's window, bounds and credit allow.
     pub(crate) fn pump(&mut self, now: Instant, tag: &TagName) {
-        let (max_msgs, max_bytes, datagram, period) = (
-            self.config.max_unacked_messages,
-            self.config.max_unacked_bytes,
-            self.config.datagram,
-            self.config.writer.heartbeat_period,
-        );
+        let bounds = Unacked {
+            messages: self.config.max_unacked_messages,
+            bytes: self.config.max_unacked_bytes,
+        };
+        let (datagram, period) = (self.config.datagram, self.config.writer.heartbeat_period);
         let max = max_fragment_payload(tag, datagram);
         let mut opened = Vec::new();
         while let Some(o) = self.out.get_mut(tag) {
             let Some(p) = o.pending.front_mut() else {
                 break;
+            };
+            let mut cx = Sending {
+                tag,
+                now,
+                max,
+                bounds,
+                probe_after: period,
+                spare: &mut self.spare,
+                transmits: &mut self.transmits,
             };
             let mut all = true;
             for t in o.dests.iter().filter(|t| t.mode == Mode::Reliable) {
@@ -584,8 +642,7 @@ impl Session {
                     continue;
                 }
                 let s = o.reliable.entry(t.node).or_insert_with(|| {
-                    self.ids += 1;
-                    let id = crate::stream_id(self.config.seed, self.ids);
+                    let id = self.ids.next();
                     opened.push((t.node, id));
                     RelStream {
                         id,
@@ -595,48 +652,13 @@ impl Session {
                         probe_at: None,
                     }
                 });
-                let at = match p
-                    .sent
-                    .iter()
-                    .position(|(n, id, _)| *n == t.node && *id == s.id)
-                {
-                    Some(i) => i,
-                    None => {
-                        p.sent.push((t.node, s.id, 0));
-                        p.sent.len() - 1
-                    }
-                };
-                while p.sent[at].2 < p.datagrams {
-                    let i = p.sent[at].2;
-                    let spare = &mut self.spare;
-                    match send_one(s, tag, &p.out, i, max, now, max_msgs, max_bytes, spare) {
-                        Ok(bytes) => {
-                            self.transmits.push_back(Transmit {
-                                dest: s.addr,
-                                carrier: Carrier::Udp,
-                                class: Class::Data,
-                                bytes,
-                            });
-                            p.sent[at].2 += 1;
-                        }
-                        Err(b) => {
-                            if b == Blocked::Credit && s.probe_at.is_none() {
-                                s.probe_at = Some(now + period);
-                            }
-                            // Whatever holds it back, the reader's answer
-                            // (progress, credit) is what moves it on.
-                            s.writer.request_ack();
-                            break;
-                        }
-                    }
-                }
-                all &= p.sent[at].2 == p.datagrams;
+                all &= send_pending(s, t.node, p, &mut cx);
             }
             if !all {
                 break;
             }
             if let Some(p) = o.pending.pop_front() {
-                crate::keep_spare(&mut self.spare, p.out.into_bytes());
+                crate::keep_spare(cx.spare, p.out.into_bytes());
                 if o.spare_sent.len() < SPARE_SENT {
                     let mut sent = p.sent;
                     sent.clear();
@@ -659,9 +681,9 @@ impl Session {
     /// stay at one packet).
     fn adapt_batch(&mut self, now: Instant, tag: &TagName) {
         let (min, max, after) = (
-            self.config.batch_min,
-            self.config.batch_max,
-            self.config.batch_grow_after,
+            self.config.batch.min,
+            self.config.batch.max,
+            self.config.batch.grow_after,
         );
         let Some(o) = self.out.get_mut(tag) else {
             return;
@@ -697,24 +719,84 @@ impl Session {
     }
 }
 
-/// Sends datagram `i` of `out` on `s`, or says why it must wait.
-#[allow(clippy::too_many_arguments)]
+/// What sending an item's datagrams on a reliable stream needs beside the
+/// stream and the item.
+struct Sending<'a> {
+    tag: &'a TagName,
+    now: Instant,
+    /// Most payload bytes of a message's piece.
+    max: usize,
+    bounds: Unacked,
+    /// How long a stream held back by credit waits before it asks again.
+    probe_after: std::time::Duration,
+    spare: &'a mut Vec<Vec<u8>>,
+    transmits: &'a mut VecDeque<Transmit>,
+}
+
+/// Sends what `p` still owes `node` on its stream `s`, as far as the
+/// stream's window, bounds and credit allow; true once all of it went.
+fn send_pending(s: &mut RelStream, node: NodeAddr, p: &mut Pending, cx: &mut Sending<'_>) -> bool {
+    let at = match p
+        .sent
+        .iter()
+        .position(|(n, id, _)| *n == node && *id == s.id)
+    {
+        Some(i) => i,
+        None => {
+            p.sent.push((node, s.id, 0));
+            p.sent.len() - 1
+        }
+    };
+    while p.sent[at].2 < p.datagrams {
+        let piece = Piece {
+            tag: cx.tag,
+            out: &p.out,
+            index: p.sent[at].2,
+            max: cx.max,
+        };
+        match send_one(s, piece, cx.bounds, cx.now, cx.spare) {
+            Ok(bytes) => {
+                cx.transmits.push_back(Transmit {
+                    dest: s.addr,
+                    carrier: Carrier::Udp,
+                    class: Class::Data,
+                    bytes,
+                });
+                p.sent[at].2 += 1;
+            }
+            Err(b) => {
+                if b == Blocked::Credit && s.probe_at.is_none() {
+                    s.probe_at = Some(cx.now + cx.probe_after);
+                }
+                // Whatever holds it back, the reader's answer (progress,
+                // credit) is what moves it on.
+                s.writer.request_ack();
+                break;
+            }
+        }
+    }
+    p.sent[at].2 == p.datagrams
+}
+
+/// The most a reliable stream may have unacknowledged ([`crate::Config`]'s
+/// `max_unacked_messages` and `max_unacked_bytes`).
+#[derive(Debug, Clone, Copy)]
+struct Unacked {
+    messages: usize,
+    bytes: usize,
+}
+
+/// Sends `piece` on `s`, or says why it must wait.
 fn send_one(
     s: &mut RelStream,
-    tag: &TagName,
-    out: &Outgoing,
-    i: usize,
-    max: usize,
+    piece: Piece<'_>,
+    bounds: Unacked,
     now: Instant,
-    max_msgs: usize,
-    max_bytes: usize,
     spare: &mut Vec<Vec<u8>>,
 ) -> Result<TxBuf, Blocked> {
+    let (max_msgs, max_bytes) = (bounds.messages, bounds.bytes);
     let w = &s.writer;
-    let (messages, len) = match out {
-        Outgoing::Batch { count, entries } => (usize::from(*count), entries.len()),
-        Outgoing::Message { message, .. } => (usize::from(i == 0), max.min(message.len())),
-    };
+    let (messages, len) = piece.size();
     if messages > 0 {
         if let Some(c) = s.credit {
             let c = c as usize;
@@ -733,14 +815,14 @@ fn send_one(
         return Err(Blocked::Window);
     }
     let id = s.id;
-    let write = |seq, buf: &mut Vec<u8>| encode(tag, out, i, max, seq, FLAG_RELIABLE, id, buf);
+    let write = |seq, buf: &mut Vec<u8>| piece.encode(id, seq, FLAG_RELIABLE, buf);
     // A message's own datagrams (the pieces of a large one) are shared
     // with the window, not copied; a batch of small messages is copied
-    // into a spare buffer, as before. Measured (alternated runs,
+    // into a spare buffer. Measured (alternated runs,
     // bench/results/stop40/ab-throughput): sharing 8 KiB messages' pieces
     // +11 %, sharing batches too -8 % at 256 B (why was not measured; the
     // window takes a buffer back only once the sender let go of it).
-    let bytes = match out {
+    let bytes = match piece.out {
         Outgoing::Message { .. } => s
             .writer
             .send_shared(now, messages, write)
@@ -757,7 +839,7 @@ fn send_one(
         // only every `ack_every` datagrams: a ring of 256 small messages
         // fills long before), so that its answer comes before the bound
         // holds the stream back. Once per answer. (The congestion window
-        // asks when it is full, as before.)
+        // asks when it is full.)
         s.writer.request_ack();
     }
     Ok(bytes)
@@ -769,7 +851,7 @@ pub(crate) fn left_out(dests: &[Dest], me: NodeAddr, header: &FrameHeader) -> Ve
     let (seq, origin) = (header.seq.0, header.sender.node);
     dests
         .iter()
-        .filter(|t| !t.takes(me, origin, seq))
+        .filter(|t| !t.forwards(me, origin, seq))
         .map(|t| t.node)
         .collect()
 }

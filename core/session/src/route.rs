@@ -28,14 +28,17 @@ pub struct Dest {
 }
 
 impl Dest {
-    /// Whether the node gets a sample `origin` published, numbered `seq`,
-    /// from this node (`me`).
-    pub fn takes(&self, me: NodeAddr, origin: NodeAddr, seq: u64) -> bool {
-        self.carries(me, origin) && (self.every <= 1 || seq % u64::from(self.every) == 0)
+    /// Whether this node (`me`) sends the node the sample `origin`
+    /// published, numbered `seq`: it forwards `origin`'s samples there
+    /// ([`Dest::forwards_from`]) and the scaling keeps this one.
+    pub fn forwards(&self, me: NodeAddr, origin: NodeAddr, seq: u64) -> bool {
+        self.forwards_from(me, origin) && (self.every <= 1 || seq % u64::from(self.every) == 0)
     }
 
-    /// Whether samples `origin` published go to the node from this one.
-    pub fn carries(&self, me: NodeAddr, origin: NodeAddr) -> bool {
+    /// Whether this node (`me`) sends the node any of `origin`'s samples:
+    /// its own, and others' where it is the node's proxy (but never the
+    /// node's own back to it). Scaling aside: see [`Dest::forwards`].
+    pub fn forwards_from(&self, me: NodeAddr, origin: NodeAddr) -> bool {
         origin == me || (self.relay && origin != self.node)
     }
 }

@@ -428,7 +428,7 @@ fn a_lone_message_above_the_batch_limit_is_still_offered_up_to_a_datagram() {
     // The batch limit starts at one packet; a 4 KiB message would go out
     // whole from the forwarder all the same.
     let config = net.nodes[0].session.config().clone();
-    assert!(config.batch_min < 4096);
+    assert!(config.batch.min < 4096);
     assert_eq!(offer.max_len, config.datagram);
 }
 

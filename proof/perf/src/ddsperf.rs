@@ -90,32 +90,13 @@ pub fn bundled_config() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(CONFIG_FILE_NAME)
 }
 
-/// Looks for the loopback configuration, in order:
-/// `$TAGWIRE_CYCLONE_CONFIG`, `../shared/peers/cyclone-loopback.xml` relative
-/// to the current directory, the same relative to the workspace root, and
-/// finally the copy shipped in this crate ([`bundled_config`]).
+/// The loopback configuration: `$TAGWIRE_CYCLONE_CONFIG` if it names a
+/// file, else the copy shipped in this crate ([`bundled_config`]).
 pub fn default_config() -> Option<PathBuf> {
-    let mut candidates = Vec::new();
-    if let Some(p) = std::env::var_os("TAGWIRE_CYCLONE_CONFIG") {
-        candidates.push(PathBuf::from(p));
-    }
-    let rel = Path::new("..")
-        .join("shared")
-        .join("peers")
-        .join(CONFIG_FILE_NAME);
-    if let Ok(cwd) = std::env::current_dir() {
-        candidates.push(cwd.join(&rel));
-    }
-    // CARGO_MANIFEST_DIR = <workspace>/proof/perf.
-    candidates.push(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join("..")
-            .join(&rel),
-    );
-    candidates.push(bundled_config());
-    candidates
+    let chosen = std::env::var_os("TAGWIRE_CYCLONE_CONFIG").map(PathBuf::from);
+    [chosen, Some(bundled_config())]
         .into_iter()
+        .flatten()
         .find(|p| p.is_file())
         .map(|p| p.canonicalize().unwrap_or(p))
 }

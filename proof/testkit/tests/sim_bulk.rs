@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use tagwire_session::{Config, Dest, Mode};
+use tagwire_session::{Batching, Config, Dest, Mode};
 use tagwire_testkit::sim::session::{Lossless, SessionNode};
 use tagwire_testkit::sim::{Addr, LinkConfig, Sim, SimConfig};
 use tagwire_wire::{NodeAddr, TagName};
@@ -32,8 +32,7 @@ fn stream(seed: u64, datagram: usize, lossless: bool) -> (Duration, u64, u64, u6
     });
     let config = Config {
         datagram,
-        batch_min: datagram,
-        batch_max: datagram,
+        batch: Batching::fixed(datagram),
         max_unacked_messages: 512,
         ..Config::default()
     };

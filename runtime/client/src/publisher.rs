@@ -434,21 +434,7 @@ impl Publisher {
         if self.ep.destroyed.load(Ordering::Acquire) {
             return Err(Error::TagDestroyed(self.ep.name.to_string()));
         }
-        let g = self.ep.generation.load(Ordering::Acquire);
-        if g != self.generation {
-            // The daemon restarted and we were re-registered onto a new ring.
-            self.ring = self.ep.current_ring();
-            self.generation = g;
-            self.sender = self.client.me();
-            self.last_blob = 0;
-            // Its new life has new keys.
-            if let Some(d) = self.direct.as_mut() {
-                match tag_seal(&self.client, &self.ep.name) {
-                    Some(seal) => d.seal = seal,
-                    None => self.direct = None,
-                }
-            }
-        }
+        self.follow_restart();
         if payload.len() > MAX_MESSAGE {
             return Err(Error::TooLarge {
                 len: payload.len(),
@@ -499,20 +485,36 @@ impl Publisher {
         };
         match res {
             Ok(_) => Ok(SeqNum(self.seq)),
-            Err(RingError::TooLarge { len, max }) => {
+            Err(e) => {
+                // Nothing was published: the number is not used.
                 self.seq -= 1;
-                Err(Error::TooLarge { len, max })
-            }
-            Err(RingError::Full { waited }) => {
-                self.seq -= 1;
-                Err(Error::WindowFull {
-                    tag: self.ep.name.to_string(),
-                    waited,
+                Err(match e {
+                    RingError::TooLarge { len, max } => Error::TooLarge { len, max },
+                    RingError::Full { waited } => Error::WindowFull {
+                        tag: self.ep.name.to_string(),
+                        waited,
+                    },
+                    e => Error::Io(e.to_string()),
                 })
             }
-            Err(e) => {
-                self.seq -= 1;
-                Err(Error::Io(e.to_string()))
+        }
+    }
+
+    /// After a daemon restart the client re-registered this publisher onto
+    /// a new ring, with a new identity and new keys: take them.
+    fn follow_restart(&mut self) {
+        let g = self.ep.generation.load(Ordering::Acquire);
+        if g == self.generation {
+            return;
+        }
+        self.ring = self.ep.current_ring();
+        self.generation = g;
+        self.sender = self.client.me();
+        self.last_blob = 0;
+        if let Some(d) = self.direct.as_mut() {
+            match tag_seal(&self.client, &self.ep.name) {
+                Some(seal) => d.seal = seal,
+                None => self.direct = None,
             }
         }
     }

@@ -307,98 +307,24 @@ impl Subscriber {
             // Direct delivery, not holding: what came on the socket before
             // the daemon took the stream back comes before the ring.
             if let Some(d) = direct {
-                let mut st = d.lock();
-                if st.overflowed > 0 {
-                    let lost = std::mem::take(&mut st.overflowed);
-                    // Counted here: the gaps this leaves are not counted again.
-                    self.gaps.forget();
-                    self.lost += lost;
-                    self.count();
-                    return Err(Error::Overflowed { lost });
-                }
-                d.recycle(&mut st, &mut self.spare);
-                if let Some(m) = (!st.holder).then(|| d.pop(&mut st)).flatten() {
-                    drop(st);
-                    match self.direct_message(m, payload) {
-                        Some(r) => return r,
-                        None => continue,
-                    }
+                match self.look_at_socket(d, false, payload) {
+                    Step::Done(r) => return r,
+                    Step::Again => continue,
+                    Step::Nothing => {}
                 }
             }
-            // The frame header goes aside, the payload to the caller's buffer.
-            let read = self.ring.read_split(&mut self.cursor, &mut raw, payload);
-            match read {
-                (ReadOutcome::Record, len) => {
-                    let header = parse_header(&raw, len);
-                    // Temporal scaling at the subscriber: skip the samples not
-                    // asked for before anything else (no blob fetched for them).
-                    if !self.wanted(header.as_ref().ok()) {
-                        self.advance();
-                        continue;
-                    }
-                    let h = match header {
-                        Ok(h) => h,
-                        Err(e) => {
-                            self.advance();
-                            return Err(e);
-                        }
-                    };
-                    let missing = self
-                        .gaps
-                        .note(h.sender, h.stream, h.seq.0, self.opts.qos.every);
-                    let decoded = self.decode(h, payload);
-                    // Past the record only now: the daemon keeps a large
-                    // message until every gate has passed its record.
-                    self.advance();
-                    match decoded {
-                        Ok(m) if missing == 0 => {
-                            self.received += 1;
-                            self.count();
-                            return Ok(m);
-                        }
-                        Ok(m) => {
-                            // Report the gap first; the message comes next.
-                            self.backlog
-                                .push_front(Message::from_parts(std::mem::take(payload), m));
-                            self.lost += missing;
-                            self.missing += missing;
-                            self.count();
-                            return Err(Error::Overflowed { lost: missing });
-                        }
-                        Err(Error::Overflowed { lost }) => {
-                            self.lost += lost + missing;
-                            self.missing += missing;
-                            self.count();
-                            return Err(Error::Overflowed {
-                                lost: lost + missing,
-                            });
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-                (ReadOutcome::Lost(n), _) => {
-                    self.advance();
-                    // Counted here: the gaps this leaves are not counted again.
-                    self.gaps.forget();
-                    self.lost += n;
-                    self.count();
-                    return Err(Error::Overflowed { lost: n });
-                }
-                (ReadOutcome::Empty | ReadOutcome::Pending, _) => {}
+            match self.look_at_ring(&mut raw, payload) {
+                Step::Done(r) => return r,
+                Step::Again => continue,
+                Step::Nothing => {}
             }
             // Holding: the ring (what the daemon wrote before handing the
             // stream over) came first; now the socket.
             if let Some(d) = direct {
-                let mut st = d.lock();
-                if st.holder {
-                    d.pump_if_due(&mut st);
-                    if let Some(m) = d.pop(&mut st) {
-                        drop(st);
-                        match self.direct_message(m, payload) {
-                            Some(r) => return r,
-                            None => continue,
-                        }
-                    }
+                match self.look_at_socket(d, true, payload) {
+                    Step::Done(r) => return r,
+                    Step::Again => continue,
+                    Step::Nothing => {}
                 }
             }
             if self.ep.destroyed.load(Ordering::Acquire) {
@@ -406,45 +332,9 @@ impl Subscriber {
             }
             let deadline = *deadline
                 .get_or_insert_with(|| timeout.and_then(|t| Instant::now().checked_add(t)));
-            let remaining = match deadline {
-                None => None,
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return Err(Error::Timeout);
-                    }
-                    Some(d - now)
-                }
-            };
-            // Wake periodically to notice a destroyed tag or a daemon restart.
-            let slice = remaining.map_or(Duration::from_millis(200), |r| {
-                r.min(Duration::from_millis(200))
-            });
+            let slice = wait_slice(deadline)?;
             if let Some(d) = direct {
-                let st = d.lock();
-                if st.holder {
-                    // A flowing stream looks at the socket a while before
-                    // sleeping, as at the ring below: a sleeping reader is
-                    // woken by its sender's send, and the sender pays for
-                    // that wake-up. It polls longer while its sender's
-                    // runs come soon after it gave up
-                    // (`crate::socket_spin`, with the figures).
-                    let spin = ring_spin(&self.opts, self.since_wait);
-                    let adapts = self.opts.busy_poll.is_none() && !spin.is_zero();
-                    let spin = if adapts {
-                        self.socket_spin.poll(self.opts.flow_poll)
-                    } else {
-                        spin
-                    };
-                    let began = Instant::now();
-                    if d.wait(st, slice, spin, self.opts.busy_poll.is_none()) {
-                        if adapts {
-                            let slept = began.elapsed().saturating_sub(spin);
-                            self.socket_spin.slept(self.opts.flow_poll, slept);
-                        }
-                        self.sleeps += 1;
-                        self.since_wait = 0;
-                    }
+                if self.wait_socket(d, slice) {
                     continue;
                 }
             }
@@ -463,6 +353,144 @@ impl Subscriber {
                 self.since_wait = 0;
             }
         }
+    }
+
+    /// The next message from the direct socket's queue, when the
+    /// subscription is (`holding`) or is not the stream's holder (else
+    /// nothing): a loss it counted comes first.
+    fn look_at_socket(&mut self, d: &Direct, holding: bool, payload: &mut Vec<u8>) -> Step {
+        let mut st = d.lock();
+        if !holding && st.overflowed > 0 {
+            let lost = std::mem::take(&mut st.overflowed);
+            // Counted here: the gaps this leaves are not counted again.
+            self.gaps.forget();
+            self.lost += lost;
+            self.count();
+            return Step::Done(Err(Error::Overflowed { lost }));
+        }
+        if !holding {
+            d.recycle(&mut st, &mut self.spare);
+        }
+        if st.holder != holding {
+            return Step::Nothing;
+        }
+        if holding {
+            d.pump_if_due(&mut st);
+        }
+        let Some(m) = d.pop(&mut st) else {
+            return Step::Nothing;
+        };
+        drop(st);
+        match self.direct_message(m, payload) {
+            Some(r) => Step::Done(r),
+            None => Step::Again,
+        }
+    }
+
+    /// The next record of the ring: its message, a loss, or nothing yet.
+    fn look_at_ring(&mut self, raw: &mut [u8; HEADER_LEN], payload: &mut Vec<u8>) -> Step {
+        // The frame header goes aside, the payload to the caller's buffer.
+        let (outcome, len) = self.ring.read_split(&mut self.cursor, raw, payload);
+        match outcome {
+            ReadOutcome::Record => {}
+            ReadOutcome::Lost(n) => {
+                self.advance();
+                // Counted here: the gaps this leaves are not counted again.
+                self.gaps.forget();
+                self.lost += n;
+                self.count();
+                return Step::Done(Err(Error::Overflowed { lost: n }));
+            }
+            ReadOutcome::Empty | ReadOutcome::Pending => return Step::Nothing,
+        }
+        let header = parse_header(raw, len);
+        // Temporal scaling at the subscriber: skip the samples not asked
+        // for before anything else (no blob fetched for them).
+        if !self.wanted(header.as_ref().ok()) {
+            self.advance();
+            return Step::Again;
+        }
+        let h = match header {
+            Ok(h) => h,
+            Err(e) => {
+                self.advance();
+                return Step::Done(Err(e));
+            }
+        };
+        let missing = self
+            .gaps
+            .note(h.sender, h.stream, h.seq.0, self.opts.qos.every);
+        let decoded = self.decode(h, payload);
+        // Past the record only now: the daemon keeps a large message until
+        // every gate has passed its record.
+        self.advance();
+        Step::Done(self.with_gap(decoded, missing, payload))
+    }
+
+    /// A decoded record's result, after `missing` messages its sender's
+    /// numbering says never reached this subscription.
+    fn with_gap(
+        &mut self,
+        decoded: Result<MessageInfo>,
+        missing: u64,
+        payload: &mut Vec<u8>,
+    ) -> Result<MessageInfo> {
+        match decoded {
+            Ok(m) if missing == 0 => {
+                self.received += 1;
+                self.count();
+                Ok(m)
+            }
+            Ok(m) => {
+                // Report the gap first; the message comes next.
+                self.backlog
+                    .push_front(Message::from_parts(std::mem::take(payload), m));
+                self.lost += missing;
+                self.missing += missing;
+                self.count();
+                Err(Error::Overflowed { lost: missing })
+            }
+            Err(Error::Overflowed { lost }) => {
+                self.lost += lost + missing;
+                self.missing += missing;
+                self.count();
+                Err(Error::Overflowed {
+                    lost: lost + missing,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sleeps on the direct socket for at most `slice` if the subscription
+    /// holds the stream (true; false: it does not, sleep on the ring).
+    fn wait_socket(&mut self, d: &Direct, slice: Duration) -> bool {
+        let st = d.lock();
+        if !st.holder {
+            return false;
+        }
+        // A flowing stream looks at the socket a while before sleeping, as
+        // at the ring: a sleeping reader is woken by its sender's send, and
+        // the sender pays for that wake-up. It polls longer while its
+        // sender's runs come soon after it gave up (`crate::socket_spin`,
+        // with the figures).
+        let spin = ring_spin(&self.opts, self.since_wait);
+        let adapts = self.opts.busy_poll.is_none() && !spin.is_zero();
+        let spin = if adapts {
+            self.socket_spin.poll(self.opts.flow_poll)
+        } else {
+            spin
+        };
+        let began = Instant::now();
+        if d.wait(st, slice, spin, self.opts.busy_poll.is_none()) {
+            if adapts {
+                let slept = began.elapsed().saturating_sub(spin);
+                self.socket_spin.slept(self.opts.flow_poll, slept);
+            }
+            self.sleeps += 1;
+            self.since_wait = 0;
+        }
+        true
     }
 
     /// A message that came by direct delivery, as `receive` hands it out:
@@ -742,6 +770,31 @@ fn ring_spin(opts: &SubscribeOptions, since_wait: u32) -> Duration {
     } else {
         Duration::ZERO
     })
+}
+
+/// What one look at a source of messages gave [`Subscriber::receive`].
+enum Step {
+    /// A message or an error: the call returns it.
+    Done(Result<MessageInfo>),
+    /// A record skipped (scaling, pulled already): look again at once.
+    Again,
+    /// Nothing there: look at the next source, or sleep.
+    Nothing,
+}
+
+/// How long to sleep before looking again: until `deadline`, but at most
+/// 200 ms, to notice a destroyed tag or a daemon restart; `Timeout` once
+/// the deadline passed.
+fn wait_slice(deadline: Option<Instant>) -> Result<Duration> {
+    const WAKE: Duration = Duration::from_millis(200);
+    let Some(d) = deadline else {
+        return Ok(WAKE);
+    };
+    let now = Instant::now();
+    if now >= d {
+        return Err(Error::Timeout);
+    }
+    Ok((d - now).min(WAKE))
 }
 
 #[cfg(test)]

@@ -69,8 +69,7 @@ use crate::{lock, Shared};
 /// cut into datagrams this large and small ones batched up to it; runs of
 /// them go out in one segmented send (`crate::train`), so the kernel's
 /// per-call cost is paid once per up to 64 datagrams, and a loss costs one
-/// datagram, never an IP-fragmented 60 KiB one (which is what this was
-/// before). Without a key the whole payload is used: an 8 KiB message
+/// datagram, never an IP-fragmented 60 KiB one. Without a key the whole payload is used: an 8 KiB message
 /// takes 6 datagrams over IPv4, not 7 (each costs both ends' session and
 /// kernel about as much as its bytes).
 pub(crate) const fn datagram(keyed: bool, ipv6: bool) -> usize {
@@ -187,8 +186,7 @@ impl Outbound {
                 me: shared.node(),
                 seed: random_id(),
                 datagram: size,
-                batch_min: size,
-                batch_max: size,
+                batch: tagwire_session::Batching::fixed(size),
                 writer: tagwire_reliable::WriterConfig {
                     window: TUNING.window,
                     ..tagwire_reliable::WriterConfig::default()

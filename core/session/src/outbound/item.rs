@@ -21,53 +21,67 @@ pub(crate) enum Outgoing {
     },
 }
 
-/// Encodes datagram `i` of `out` (numbered `seq`) into `buf`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn encode(
-    tag: &TagName,
-    out: &Outgoing,
-    i: usize,
-    max: usize,
-    seq: u64,
-    flags: u8,
-    id: u64,
-    buf: &mut Vec<u8>,
-) {
-    match out {
-        Outgoing::Batch { count, entries } => BatchRef {
-            seq,
-            flags,
-            count: *count,
-            tag: Cow::Borrowed(tag),
-            entries,
+/// Datagram `index` of an item: the whole batch, or one piece of a
+/// message cut into pieces of at most `max` payload bytes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Piece<'a> {
+    pub(super) tag: &'a TagName,
+    pub(super) out: &'a Outgoing,
+    pub(super) index: usize,
+    pub(super) max: usize,
+}
+
+impl Piece<'_> {
+    /// Messages this datagram counts for (a batch: all of them; a
+    /// message: its first piece) and its payload bytes.
+    pub(super) fn size(&self) -> (usize, usize) {
+        match self.out {
+            Outgoing::Batch { count, entries } => (usize::from(*count), entries.len()),
+            Outgoing::Message { message, .. } => {
+                (usize::from(self.index == 0), self.max.min(message.len()))
+            }
         }
-        .encode(id, buf),
-        Outgoing::Message { header, message } => {
-            // `emit` checked the count fits a u16.
-            let frags = fragment_count(message.len(), max.max(1)) as u16;
-            // Cut evenly (`encode` pads the last piece): every datagram of
-            // a stream of equal messages has one length, so the runtime
-            // can hand many to the kernel in one segmented send.
-            let (range, flags) = if frags > 1 {
-                (
-                    even_piece(message.len(), frags, i as u16).0,
-                    flags | FLAG_EVEN,
-                )
-            } else {
-                (0..message.len(), flags)
-            };
-            DataRef {
+    }
+
+    /// Encodes the datagram for stream `stream`, numbered `seq`, into `buf`.
+    pub(super) fn encode(&self, stream: u64, seq: u64, flags: u8, buf: &mut Vec<u8>) {
+        let (tag, i, max) = (self.tag, self.index, self.max);
+        match self.out {
+            Outgoing::Batch { count, entries } => BatchRef {
                 seq,
                 flags,
-                frag: i as u16,
-                frags,
-                // A message ≤ MAX_MESSAGE (the caller's ring bounds it).
-                msg_len: message.len() as u32,
-                header: *header,
+                count: *count,
                 tag: Cow::Borrowed(tag),
-                payload: &message[range],
+                entries,
             }
-            .encode(id, buf)
+            .encode(stream, buf),
+            Outgoing::Message { header, message } => {
+                // `emit` checked the count fits a u16.
+                let frags = fragment_count(message.len(), max.max(1)) as u16;
+                // Cut evenly (`encode` pads the last piece): every datagram of
+                // a stream of equal messages has one length, so the runtime
+                // can hand many to the kernel in one segmented send.
+                let (range, flags) = if frags > 1 {
+                    (
+                        even_piece(message.len(), frags, i as u16).0,
+                        flags | FLAG_EVEN,
+                    )
+                } else {
+                    (0..message.len(), flags)
+                };
+                DataRef {
+                    seq,
+                    flags,
+                    frag: i as u16,
+                    frags,
+                    // A message ≤ MAX_MESSAGE (the caller's ring bounds it).
+                    msg_len: message.len() as u32,
+                    header: *header,
+                    tag: Cow::Borrowed(tag),
+                    payload: &message[range],
+                }
+                .encode(stream, buf)
+            }
         }
     }
 }

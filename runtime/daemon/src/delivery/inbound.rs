@@ -27,16 +27,7 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
     // Direct delivery: streams to take back or to give away.
     let mut waiting = direct::Waiting::default();
     while !shared.is_stopping() {
-        if !credits.limited.is_empty() {
-            // The tags' drainers move what is held (and wake us with an
-            // empty datagram): announce the room it left.
-            let rooms: Vec<(TagId, Option<u32>)> = credits
-                .limited
-                .iter()
-                .filter_map(|id| Some((*id, sinks.room(shared, credits.names.get(id)?))))
-                .collect();
-            credits.update(&mut session, Instant::now(), &rooms);
-        }
+        announce_room(shared, &mut credits, &mut sinks, &mut session);
         let now = Instant::now();
         let want = session
             .poll_timeout()
@@ -69,7 +60,12 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
             for one in gso::segments_mut(&mut buf[..m.len], m.segment) {
                 match shared.guard.open(m.from, one) {
                     Ok((raw, opened)) => {
-                        handle(shared, d, &mut session, multicast, now, m.from, raw, opened)
+                        let got = Received {
+                            from: m.from,
+                            raw,
+                            opened,
+                        };
+                        handle(shared, d, &mut session, multicast, now, got);
                     }
                     Err(why) => crate::stats::refused(shared, m.from.ip(), why),
                 }
@@ -92,19 +88,45 @@ pub(super) fn inbound_loop(shared: &Arc<Shared>, d: &Delivery, sock: &UdpSocket,
     }
 }
 
+/// The tags' drainers move what is held (and wake the inbound thread with
+/// an empty datagram): the session announces the room that left to the
+/// senders of the tags whose room is limited.
+fn announce_room(
+    shared: &Shared,
+    credits: &mut Credits,
+    sinks: &mut SinkCache,
+    session: &mut Session,
+) {
+    if credits.limited.is_empty() {
+        return;
+    }
+    let rooms: Vec<(TagId, Option<u32>)> = credits
+        .limited
+        .iter()
+        .filter_map(|id| Some((*id, sinks.room(shared, credits.names.get(id)?))))
+        .collect();
+    credits.update(session, Instant::now(), &rooms);
+}
+
+/// A datagram as the guard opened it: its sender, its bytes (opened, if it
+/// was sealed) and what opened it.
+struct Received<'a> {
+    from: SocketAddr,
+    raw: &'a [u8],
+    opened: Opened,
+}
+
 /// One datagram, opened: an acknowledgement of our own stream goes to its
 /// forwarder, data to the inbound session.
-#[allow(clippy::too_many_arguments)]
 fn handle(
     shared: &Shared,
     d: &Delivery,
     session: &mut Session,
     multicast: bool,
     now: Instant,
-    from: SocketAddr,
-    raw: &[u8],
-    opened: Opened,
+    got: Received<'_>,
 ) {
+    let Received { from, raw, opened } = got;
     match Datagram::decode(raw) {
         // Sealed by a peer's client with a tag's key: only that tag's
         // data. Sealed by another node's direct receiver: only
@@ -323,7 +345,6 @@ const MAX_TCP_FRAME: usize = tagwire_wire::datagram::MAX_DATAGRAM;
 /// datagram, delivered in order. A malformed frame is counted and ends the
 /// connection (the sender reconnects).
 fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr) {
-    use std::io::Read;
     let _ = conn.set_nonblocking(false);
     // With a key, the connection authenticates first (as a control link
     // does); its frames are then Noise transport messages.
@@ -345,36 +366,9 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
     let mut session = inbound_session(shared, true);
     let mut sinks = SinkCache::default();
     let mut buf = vec![0u8; MAX_TCP_FRAME];
-    // Reads exactly `out.len()` bytes; None on EOF, error or shutdown.
-    type Conn = std::io::BufReader<crate::secure::SecureRead<std::net::TcpStream>>;
-    let read_exact = |conn: &mut Conn, out: &mut [u8]| {
-        let mut done = 0;
-        while done < out.len() {
-            match conn.read(&mut out[done..]) {
-                Ok(0) => return None,
-                Ok(n) => done += n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock
-                            | std::io::ErrorKind::TimedOut
-                            | std::io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    // Stop, or the peer is gone (a TCP backing off through
-                    // a lossy link may stay silent for long: no idle limit).
-                    if shared.is_stopping() || !shared.guard.is_up(from.ip()) {
-                        return None;
-                    }
-                }
-                Err(_) => return None,
-            }
-        }
-        Some(())
-    };
     loop {
         let mut len = [0u8; 4];
-        if read_exact(&mut conn, &mut len).is_none() {
+        if read_exact(shared, from, &mut conn, &mut len).is_none() {
             break;
         }
         let n = u32::from_le_bytes(len) as usize;
@@ -383,49 +377,93 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
             tracing::debug!(%from, len = n, "oversized TCP data frame; closing");
             break;
         }
-        if read_exact(&mut conn, &mut buf[..n]).is_none() {
+        if read_exact(shared, from, &mut conn, &mut buf[..n]).is_none() {
             break;
         }
-        match Datagram::decode(&buf[..n]) {
-            Ok(g) if matches!(g.body, Body::Data(_) | Body::Batch(_)) => {
-                shared.stats.tcp_frames.fetch_add(1, Ordering::Relaxed);
-                // A lossless subscriber a ring behind: stop reading, and TCP
-                // holds the sender back.
-                let tag = match &g.body {
-                    Body::Data(d) => Some(&d.tag),
-                    Body::Batch(b) => Some(&b.tag),
-                    _ => None,
-                };
-                while tag.is_some_and(|t| held_full(shared, &mut sinks, t)) && !shared.is_stopping()
-                {
-                    drain_held(shared);
-                    if let Some(d) = shared.delivery.get() {
-                        d.wait_for_room(MAX_SLEEP);
-                    }
-                }
-                let now = Instant::now();
-                session.handle_datagram(now, from, &buf[..n]);
-                // No credit here: a session that heard "no room" would
-                // drop the next frames as data to be sent again, which TCP
-                // never does (a lossless subscriber lost the rest of its
-                // stream without a word, found with 8 KiB through 3 %
-                // drops); waiting to read is this carrier's back-pressure.
-                deliver_all(shared, &mut session, None, &mut sinks, now);
-                // (Best-effort numbering: nothing to acknowledge.)
-                while let Some(t) = session.poll_transmit(now) {
-                    session.recycle_transmit(t.bytes);
-                }
-                while let Some(e) = session.poll_event() {
-                    account(shared, e);
-                }
-            }
-            _ => {
-                shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(%from, "malformed TCP data frame; closing");
-                break;
-            }
+        if !tcp_frame(shared, &mut session, &mut sinks, from, &buf[..n]) {
+            shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%from, "malformed TCP data frame; closing");
+            break;
         }
     }
+}
+
+/// A TCP data connection's reader (authenticated and opened under a key).
+type TcpConn = std::io::BufReader<crate::secure::SecureRead<std::net::TcpStream>>;
+
+/// Reads exactly `out.len()` bytes of `conn`; `None` on end of stream, an
+/// error, the daemon stopping or the peer going down (a TCP backing off
+/// through a lossy link may stay silent for long: no idle limit).
+fn read_exact(shared: &Shared, from: SocketAddr, conn: &mut TcpConn, out: &mut [u8]) -> Option<()> {
+    use std::io::Read;
+    let mut done = 0;
+    while done < out.len() {
+        match conn.read(&mut out[done..]) {
+            Ok(0) => return None,
+            Ok(n) => done += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                if shared.is_stopping() || !shared.guard.is_up(from.ip()) {
+                    return None;
+                }
+            }
+            Err(_) => return None,
+        }
+    }
+    Some(())
+}
+
+/// One frame of a TCP data connection into its session and on to the
+/// rings; false if it is no data or batch datagram (the connection ends).
+fn tcp_frame(
+    shared: &Arc<Shared>,
+    session: &mut Session,
+    sinks: &mut SinkCache,
+    from: SocketAddr,
+    frame: &[u8],
+) -> bool {
+    let tag = match Datagram::decode(frame) {
+        Ok(Datagram {
+            body: Body::Data(d),
+            ..
+        }) => d.tag.into_owned(),
+        Ok(Datagram {
+            body: Body::Batch(b),
+            ..
+        }) => b.tag.into_owned(),
+        _ => return false,
+    };
+    shared.stats.tcp_frames.fetch_add(1, Ordering::Relaxed);
+    // A lossless subscriber a ring behind: stop reading, and TCP holds the
+    // sender back.
+    while held_full(shared, sinks, &tag) && !shared.is_stopping() {
+        drain_held(shared);
+        if let Some(d) = shared.delivery.get() {
+            d.wait_for_room(MAX_SLEEP);
+        }
+    }
+    let now = Instant::now();
+    session.handle_datagram(now, from, frame);
+    // No credit here: a session that heard "no room" would drop the next
+    // frames as data to be sent again, which TCP never does (a lossless
+    // subscriber lost the rest of its stream without a word, found with
+    // 8 KiB through 3 % drops); waiting to read is this carrier's
+    // back-pressure.
+    deliver_all(shared, session, None, sinks, now);
+    // (Best-effort numbering: nothing to acknowledge.)
+    while let Some(t) = session.poll_transmit(now) {
+        session.recycle_transmit(t.bytes);
+    }
+    while let Some(e) = session.poll_event() {
+        account(shared, e);
+    }
+    true
 }
 
 #[cfg(test)]

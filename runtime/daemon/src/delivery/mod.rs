@@ -1,4 +1,4 @@
-//! The delivery manager: data between nodes (DESIGN.md §2).
+//! The delivery manager: data between nodes (docs/design.md §2).
 //!
 //! * **Outbound** (`forward`): for every global tag with receivers on other
 //!   nodes, a forwarder thread reads the tag's ring like a subscriber and
@@ -113,32 +113,8 @@ impl Delivery {
         } = tagwire_net::delivery_sockets(addr, Some(ACKNACK_PREFIX))
             .map_err(|e| crate::naming(e, "the delivery port (UDP)", addr))?;
         sock.set_read_timeout(Some(MAX_SLEEP))?;
-        // Without a usable multicast socket the carrier is off (a warning);
-        // everything else still works.
-        let msock = match addr.ip() {
-            std::net::IpAddr::V4(ip) => tagwire_net::multicast_data_socket(multicast_port, ip)
-                .and_then(|m| {
-                    m.set_read_timeout(Some(MAX_SLEEP))?;
-                    Ok((m, multicast_port))
-                })
-                .map_err(|e| {
-                    tracing::warn!(port = multicast_port, error = %e, "multicast carrier unavailable");
-                })
-                .ok(),
-            std::net::IpAddr::V6(_) => None,
-        };
-        // Acknowledgements steered to a socket nobody could read would be
-        // lost: without its watch, they go to the delivery socket again.
-        let replies = match replies.map(crate::replies::Replies::new) {
-            Some(Ok(r)) => Some(r),
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "acknowledgements go to the inbound thread");
-                tagwire_net::unsteer(&sock)
-                    .map_err(|e| crate::naming(e, "the delivery port (UDP)", addr))?;
-                None
-            }
-            None => None,
-        };
+        let msock = multicast_socket(addr, multicast_port);
+        let replies = watch_replies(replies, &sock, addr)?;
         let outbound = Arc::new(Outbound::new(sender, msock.as_ref(), replies)?);
         let d = Arc::new(Self {
             sock,
@@ -150,18 +126,30 @@ impl Delivery {
             tcp_listener: std::sync::OnceLock::new(),
             direct: direct::Direct::default(),
         });
-        let (s, d2) = (shared.clone(), d.clone());
+        d.spawn_threads(shared, addr)?;
+        Ok(d)
+    }
+
+    /// The inbound thread, the replies watcher (if acknowledgements are
+    /// steered), the multicast receiver (if the carrier is on) and the TCP
+    /// carrier's accept loop on the delivery port's number.
+    fn spawn_threads(
+        self: &Arc<Self>,
+        shared: &Arc<Shared>,
+        addr: SocketAddr,
+    ) -> std::io::Result<()> {
+        let (s, d2) = (shared.clone(), self.clone());
         std::thread::Builder::new()
             .name("tagwired-delivery".into())
             .spawn(move || inbound_loop(&s, &d2, &d2.sock, false))?;
-        if d.outbound.replies.is_some() {
-            let (s, d2) = (shared.clone(), d.clone());
+        if self.outbound.replies.is_some() {
+            let (s, d2) = (shared.clone(), self.clone());
             std::thread::Builder::new()
                 .name("tagwired-acks".into())
                 .spawn(move || d2.outbound.watch_replies(&s))?;
         }
-        if d.msock.is_some() {
-            let (s, d2) = (shared.clone(), d.clone());
+        if self.msock.is_some() {
+            let (s, d2) = (shared.clone(), self.clone());
             std::thread::Builder::new()
                 .name("tagwired-mcast".into())
                 .spawn(move || {
@@ -175,12 +163,12 @@ impl Delivery {
         let listener = tagwire_net::tcp_listener(addr)
             .map_err(|e| crate::naming(e, "the delivery port (TCP carrier)", addr))?;
         listener.set_nonblocking(false)?;
-        let _ = d.tcp_listener.set(listener.try_clone()?);
+        let _ = self.tcp_listener.set(listener.try_clone()?);
         let s = shared.clone();
         std::thread::Builder::new()
             .name("tagwired-delivery-tcp".into())
             .spawn(move || tcp_accept_loop(&s, &listener))?;
-        Ok(d)
+        Ok(())
     }
 
     /// Starts, updates or stops forwarders after a table change (called under
@@ -405,3 +393,39 @@ pub(crate) const MAX_SLEEP: Duration = Duration::from_millis(250);
 
 /// Shortest (a due timer).
 pub(crate) const MIN_SLEEP: Duration = Duration::from_micros(50);
+/// The multicast carrier's socket on `port`, or none (a warning): without
+/// it the carrier is off and everything else still works.
+fn multicast_socket(addr: SocketAddr, port: u16) -> Option<(UdpSocket, u16)> {
+    match addr.ip() {
+        std::net::IpAddr::V4(ip) => tagwire_net::multicast_data_socket(port, ip)
+            .and_then(|m| {
+                m.set_read_timeout(Some(MAX_SLEEP))?;
+                Ok((m, port))
+            })
+            .map_err(|e| {
+                tracing::warn!(port, error = %e, "multicast carrier unavailable");
+            })
+            .ok(),
+        std::net::IpAddr::V6(_) => None,
+    }
+}
+
+/// The replies socket's watch. Acknowledgements steered to a socket nobody
+/// could read would be lost: without its watch, the delivery port stops
+/// steering them and they reach the delivery socket (`sock`) again.
+fn watch_replies(
+    replies: Option<UdpSocket>,
+    sock: &UdpSocket,
+    addr: SocketAddr,
+) -> std::io::Result<Option<crate::replies::Replies>> {
+    match replies.map(crate::replies::Replies::new) {
+        Some(Ok(r)) => Ok(Some(r)),
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "acknowledgements go to the inbound thread");
+            tagwire_net::unsteer(sock)
+                .map_err(|e| crate::naming(e, "the delivery port (UDP)", addr))?;
+            Ok(None)
+        }
+        None => Ok(None),
+    }
+}

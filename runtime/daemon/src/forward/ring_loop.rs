@@ -391,7 +391,7 @@ impl<'a> Forwarder<'a> {
     /// nodes this one proxies for.
     fn sends_on(&self, origin: tagwire_wire::NodeAddr) -> bool {
         let me = self.shared.node();
-        self.dests.iter().any(|t| t.carries(me, origin))
+        self.dests.iter().any(|t| t.forwards_from(me, origin))
     }
 
     /// Nothing more is ready: what was batched goes now, the session's
