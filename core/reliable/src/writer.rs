@@ -32,6 +32,9 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
+mod state;
+use state::{Asking, Congestion, Nacked, Pool, RoundTrip, Timer, Timers};
+
 /// Settings of a [`Writer`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriterConfig {
@@ -135,42 +138,14 @@ pub struct Writer {
     held_messages: usize,
     /// Seqs to retransmit, in the order they were asked for.
     resend: VecDeque<u64>,
-    /// When the resend timer next scans the window.
-    resend_check: Option<Instant>,
-    next_heartbeat: Option<Instant>,
-    /// Buffers of freed datagrams, reused by `send` (none shared).
-    pool: Vec<Arc<Vec<u8>>>,
-    /// The capacities of `pool`'s buffers, summed (at most [`POOL_BYTES`]).
-    pool_bytes: usize,
-    /// Held datagrams sent (or resent) with no news since: neither
-    /// acknowledged, sacked nor named missing.
-    flight: usize,
-    /// Congestion window: most datagrams in flight.
-    cwnd: usize,
-    /// Slow start below this, one more per window above.
-    ssthresh: usize,
-    /// Datagrams acknowledged towards the next `cwnd` increment.
-    cwnd_acc: usize,
-    /// Bumped by every shrink of the window: a datagram lost from a
-    /// transmission of an earlier epoch belongs to a loss already counted.
-    epoch: u64,
-    /// The resend timer's current period (backs off while no news comes).
-    rto: Duration,
+    pool: Pool,
+    cc: Congestion,
+    timers: Timers,
+    ask: Asking,
+    rtt: RoundTrip,
     /// When the acknowledged prefix last moved (or the first datagram of an
     /// empty window went out).
     progress_at: Option<Instant>,
-    /// The writer waits for room: a heartbeat asks for an acknowledgement
-    /// now (once per AckNack received).
-    ack_wanted: bool,
-    ack_asked: bool,
-    /// The reader has no room: the resend timer asks, it resends nothing.
-    paused: bool,
-    /// When the last heartbeat went out.
-    heartbeat_at: Option<Instant>,
-    /// A NACK was held off: ask the reader again at this instant.
-    recheck: Option<Instant>,
-    /// Smoothed round trip of a heartbeat that asked and its answer.
-    srtt: Option<Duration>,
     stats: WriterStats,
 }
 
@@ -212,29 +187,28 @@ impl Writer {
                 min_cwnd,
                 ..config
             },
-            flight: 0,
-            cwnd,
-            ssthresh: window,
-            cwnd_acc: 0,
-            epoch: 0,
-            rto: config.resend_after,
-            progress_at: None,
-            ack_wanted: false,
-            ack_asked: false,
-            paused: false,
-            heartbeat_at: None,
-            recheck: None,
-            srtt: None,
             next_seq: 1,
             base: 1,
             held: VecDeque::new(),
             held_bytes: 0,
             held_messages: 0,
             resend: VecDeque::new(),
-            resend_check: None,
-            next_heartbeat: None,
-            pool: Vec::new(),
-            pool_bytes: 0,
+            pool: Pool::default(),
+            cc: Congestion {
+                flight: 0,
+                cwnd,
+                ssthresh: window,
+                acc: 0,
+                epoch: 0,
+            },
+            timers: Timers::default(),
+            ask: Asking::default(),
+            rtt: RoundTrip {
+                srtt: None,
+                rto: config.resend_after,
+                heartbeat_at: None,
+            },
+            progress_at: None,
             stats: WriterStats::default(),
         }
     }
@@ -307,20 +281,20 @@ impl Writer {
         if full {
             // Ask the reader where it stands rather than wait for the
             // heartbeat timer: its answer opens the window.
-            self.ack_wanted = true;
+            self.ask.wanted = true;
             return Err(WindowFull {
                 window: self.config.window,
             });
         }
         let seq = self.next_seq;
-        let mut shared = match self.pool.pop() {
+        let mut shared = match self.pool.bufs.pop() {
             Some(b) => {
-                self.pool_bytes -= b.capacity();
+                self.pool.bytes -= b.capacity();
                 b
             }
             None => Arc::new(Vec::new()),
         };
-        if let Some(next) = self.pool.last() {
+        if let Some(next) = self.pool.bufs.last() {
             crate::prefetch::buffer(next);
         }
         // (The pool holds only buffers nobody else does.)
@@ -337,15 +311,16 @@ impl Writer {
         self.next_seq += 1;
         self.stats.sent += 1;
         if self.held.is_empty() {
-            self.next_heartbeat = Some(now + self.config.heartbeat_period);
+            self.timers
+                .set(Timer::Heartbeat, now + self.config.heartbeat_period);
             self.progress_at = Some(now);
         }
-        if self.resend_check.is_none() {
-            self.resend_check = Some(now + self.rto);
+        if self.timers.get(Timer::Resend).is_none() {
+            self.timers.set(Timer::Resend, now + self.rtt.rto);
         }
         self.held_bytes += bytes.len();
         self.held_messages += messages;
-        self.flight += 1;
+        self.cc.flight += 1;
         self.held.push_back(Slot {
             bytes,
             messages,
@@ -353,7 +328,7 @@ impl Writer {
             sacked: false,
             queued: false,
             in_flight: true,
-            epoch: self.epoch,
+            epoch: self.cc.epoch,
         });
         match self.held.back() {
             Some(s) => Ok((seq, &s.bytes)),
@@ -369,6 +344,32 @@ impl Writer {
     pub fn handle_acknack(&mut self, now: Instant, ack_through: u64, missing: &[u64]) {
         // A reader cannot acknowledge what was never sent.
         let ack_through = ack_through.min(self.next_seq - 1);
+        let acked = self.free_through(now, ack_through);
+        self.resend.retain(|&s| s >= self.base);
+        self.mark_sacked(ack_through, missing);
+        let nacked = self.take_missing(now, missing);
+        self.answered(now, acked > 0 || nacked.queued);
+        // (A loss reported with progress halves the window as it was.)
+        if nacked.lost_new {
+            self.shrink(self.config.min_cwnd.max(self.cc.cwnd / 2));
+        } else if acked > 0 {
+            self.grow(acked);
+        }
+        if !self.held.is_empty() && self.timers.get(Timer::Heartbeat).is_none() {
+            self.timers
+                .set(Timer::Heartbeat, now + self.config.heartbeat_period);
+        }
+        if self.held.is_empty() || (nacked.queued && nacked.held_off.is_none()) {
+            // (What was held off before is named and queued now.)
+            self.timers.stop(Timer::Recheck);
+        } else if let Some(due) = nacked.held_off {
+            self.timers.set_earliest(Timer::Recheck, due);
+        }
+    }
+
+    /// Frees every held seq ≤ `ack_through` (its buffer back to the pool if
+    /// nobody else holds it); how many.
+    fn free_through(&mut self, now: Instant, ack_through: u64) -> usize {
         let mut acked = 0usize;
         while self.base <= ack_through {
             let Some(slot) = self.held.pop_front() else {
@@ -380,52 +381,58 @@ impl Writer {
             self.held_bytes -= slot.bytes.len();
             self.held_messages -= slot.messages;
             if slot.in_flight {
-                self.flight -= 1;
+                self.cc.flight -= 1;
             }
             let cap = slot.bytes.capacity();
             // (One the I/O layer still holds is its to free.)
-            if Arc::strong_count(&slot.bytes) == 1 && self.pool_bytes + cap <= POOL_BYTES {
-                self.pool_bytes += cap;
-                self.pool.push(slot.bytes);
+            if Arc::strong_count(&slot.bytes) == 1 && self.pool.bytes + cap <= POOL_BYTES {
+                self.pool.bytes += cap;
+                self.pool.bufs.push(slot.bytes);
             }
         }
         if acked > 0 {
-            self.rto = self.config.resend_after;
+            self.rtt.rto = self.config.resend_after;
             self.progress_at = Some(now);
-            self.resend_check = Some(now + self.rto);
+            self.timers.set(Timer::Resend, now + self.rtt.rto);
         }
         if self.held.is_empty() {
-            self.next_heartbeat = None;
-            self.resend_check = None;
+            self.timers.stop(Timer::Heartbeat);
+            self.timers.stop(Timer::Resend);
             self.progress_at = None;
         }
-        self.resend.retain(|&s| s >= self.base);
-        // Seqs between the acknowledged prefix and the last missing one that
-        // are not missing are held by the reader (out of order): no timer
-        // resend for them.
+        acked
+    }
+
+    /// Seqs between the acknowledged prefix and the last missing one that
+    /// are not missing are held by the reader (out of order): no timer
+    /// resend for them.
+    fn mark_sacked(&mut self, ack_through: u64, missing: &[u64]) {
         let sorted = missing.windows(2).all(|w| w[0] < w[1]);
+        if !sorted {
+            return;
+        }
         let last_missing = missing.last().copied().unwrap_or(0);
-        if sorted {
-            for s in ack_through.saturating_add(1)..last_missing.min(self.next_seq) {
-                if s < self.base || missing.binary_search(&s).is_ok() {
-                    continue;
-                }
-                if let Some(slot) = self.slot_mut(s) {
-                    slot.sacked = true;
-                    if std::mem::take(&mut slot.in_flight) {
-                        self.flight -= 1;
-                    }
+        for s in ack_through.saturating_add(1)..last_missing.min(self.next_seq) {
+            if s < self.base || missing.binary_search(&s).is_ok() {
+                continue;
+            }
+            if let Some(slot) = self.slot_mut(s) {
+                slot.sacked = true;
+                if std::mem::take(&mut slot.in_flight) {
+                    self.cc.flight -= 1;
                 }
             }
         }
+    }
+
+    /// Queues the `missing` seqs for one resend each, but those sent too
+    /// recently (held off: see [`Nacked::held_off`]).
+    fn take_missing(&mut self, now: Instant, missing: &[u64]) -> Nacked {
         let holdoff = self.config.nack_holdoff;
-        let heartbeat_at = self.heartbeat_at;
-        let mut lost_new = false;
-        let mut news = acked > 0;
-        let mut held_off: Option<Instant> = None;
-        let mut queued_any = false;
+        let heartbeat_at = self.rtt.heartbeat_at;
+        let epoch = self.cc.epoch;
+        let mut n = Nacked::default();
         for &s in missing {
-            let epoch = self.epoch;
             let Some(slot) = self.slot_mut(s) else {
                 continue;
             };
@@ -444,7 +451,7 @@ impl Writer {
                 // period: 50 ms a loss, found by the simulator with 8 KiB
                 // messages in MTU-sized datagrams through 3 % loss.
                 let due = slot.sent_at + holdoff;
-                held_off = Some(held_off.map_or(due, |d: Instant| d.min(due)));
+                n.held_off = Some(n.held_off.map_or(due, |d: Instant| d.min(due)));
                 continue;
             }
             let was_in_flight = std::mem::take(&mut slot.in_flight);
@@ -452,54 +459,44 @@ impl Writer {
             if !slot.queued {
                 slot.queued = true;
                 self.resend.push_back(s);
-                news = true;
-                queued_any = true;
+                n.queued = true;
             }
             if was_in_flight {
-                self.flight -= 1;
-                lost_new |= slot_epoch == epoch;
+                self.cc.flight -= 1;
+                n.lost_new |= slot_epoch == epoch;
             }
         }
-        // An answer with news answers our request for one; one without
-        // (the losses it names are still held off) leaves the next request
-        // to the heartbeat timer, or writer and reader would ping-pong.
+        n
+    }
+
+    /// An answer with news (`news`: progress or a loss queued) answers our
+    /// request for one; one without (the losses it names are still held
+    /// off) leaves the next request to the heartbeat timer, or writer and
+    /// reader would ping-pong.
+    fn answered(&mut self, now: Instant, news: bool) {
         if news {
-            if self.ack_asked {
+            if self.ask.asked {
                 // The answer to our request: a round-trip sample.
-                if let Some(h) = self.heartbeat_at {
+                if let Some(h) = self.rtt.heartbeat_at {
                     let sample = now.saturating_duration_since(h);
-                    self.srtt = Some(self.srtt.map_or(sample, |r| (r * 7 + sample) / 8));
+                    self.rtt.srtt = Some(self.rtt.srtt.map_or(sample, |r| (r * 7 + sample) / 8));
                 }
             }
-            self.ack_wanted = false;
-            self.ack_asked = false;
-        } else if self.ack_asked && !self.held.is_empty() {
+            self.ask.wanted = false;
+            self.ask.asked = false;
+        } else if self.ask.asked && !self.held.is_empty() {
             // Answered without news: the request was not lost, so the
             // next one waits for the heartbeat period.
-            if let Some(h) = self.heartbeat_at {
-                self.next_heartbeat = Some(h + self.config.heartbeat_period);
+            if let Some(h) = self.rtt.heartbeat_at {
+                self.timers
+                    .set(Timer::Heartbeat, h + self.config.heartbeat_period);
             }
-        }
-        // (A loss reported with progress halves the window as it was.)
-        if lost_new {
-            self.shrink(self.config.min_cwnd.max(self.cwnd / 2));
-        } else if acked > 0 {
-            self.grow(acked);
-        }
-        if !self.held.is_empty() && self.next_heartbeat.is_none() {
-            self.next_heartbeat = Some(now + self.config.heartbeat_period);
-        }
-        if self.held.is_empty() || (queued_any && held_off.is_none()) {
-            // (What was held off before is named and queued now.)
-            self.recheck = None;
-        } else if let Some(due) = held_off {
-            self.recheck = Some(self.recheck.map_or(due, |r| r.min(due)));
         }
     }
 
     /// The next retransmission or heartbeat to send, if any is due.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit<'_>> {
-        if self.resend_check.is_some_and(|t| t <= now) {
+        if self.timers.is_due(Timer::Resend, now) {
             self.check_progress(now);
         }
         // The oldest unacknowledged datagram goes again whatever the
@@ -515,7 +512,7 @@ impl Writer {
         // through 3 % drops between two namespaces).
         self.base_first();
         while let Some(&seq) = self.resend.front() {
-            if self.flight >= self.cwnd && seq != self.base {
+            if self.cc.flight >= self.cc.cwnd && seq != self.base {
                 break;
             }
             self.resend.pop_front();
@@ -526,9 +523,9 @@ impl Writer {
                 continue;
             }
             slot.sent_at = now;
-            slot.epoch = self.epoch;
+            slot.epoch = self.cc.epoch;
             if !std::mem::replace(&mut slot.in_flight, true) {
-                self.flight += 1;
+                self.cc.flight += 1;
             }
             self.stats.retransmitted += 1;
             let slot = &self.held[i];
@@ -539,32 +536,32 @@ impl Writer {
         }
         if !self.resend.is_empty() {
             // Resends wait for room in the congestion window.
-            self.ack_wanted = true;
+            self.ask.wanted = true;
         }
-        if self.recheck.is_some_and(|t| t <= now) {
+        if self.timers.is_due(Timer::Recheck, now) {
             // A NACK held off: its answer now names what is still missing.
-            self.recheck = None;
+            self.timers.stop(Timer::Recheck);
             if !self.held.is_empty() {
-                self.ack_wanted = true;
-                self.ack_asked = false;
+                self.ask.wanted = true;
+                self.ask.asked = false;
             }
         }
-        let asked = self.ack_wanted && !self.ack_asked;
-        if (asked || self.next_heartbeat.is_some_and(|t| t <= now)) && !self.held.is_empty() {
-            self.ack_asked |= asked;
+        let asked = self.ask.wanted && !self.ask.asked;
+        if (asked || self.timers.is_due(Timer::Heartbeat, now)) && !self.held.is_empty() {
+            self.ask.asked |= asked;
             // A writer waiting for room asks again after a few round trips
             // when the request or its answer was lost, not after a whole
             // heartbeat period: below `ack_every` datagrams in flight the
             // reader says nothing unasked.
-            let period = match (self.ack_asked, self.srtt) {
-                (true, Some(rtt)) if !self.paused => {
+            let period = match (self.ask.asked, self.rtt.srtt) {
+                (true, Some(rtt)) if !self.ask.paused => {
                     (rtt * 3).clamp(RETRY_MIN, self.config.heartbeat_period)
                 }
                 _ => self.config.heartbeat_period,
             };
-            self.next_heartbeat = Some(now + period);
+            self.timers.set(Timer::Heartbeat, now + period);
             self.stats.heartbeats += 1;
-            self.heartbeat_at = Some(now);
+            self.rtt.heartbeat_at = Some(now);
             return Some(self.heartbeat());
         }
         None
@@ -574,16 +571,13 @@ impl Writer {
     /// without new input.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let due_now = (!self.resend.is_empty()
-            && (self.flight < self.cwnd || self.held.front().is_some_and(|s| s.queued)))
-            || (self.ack_wanted && !self.ack_asked && !self.held.is_empty());
+            && (self.cc.flight < self.cc.cwnd || self.held.front().is_some_and(|s| s.queued)))
+            || (self.ask.wanted && !self.ask.asked && !self.held.is_empty());
         if due_now {
             // Due now; any instant in the past works, the caller compares.
             return self.held.front().map(|s| s.sent_at);
         }
-        [self.next_heartbeat, self.resend_check, self.recheck]
-            .into_iter()
-            .flatten()
-            .min()
+        self.timers.next()
     }
 
     /// The current heartbeat (`first > last` when nothing is unacknowledged),
@@ -610,7 +604,7 @@ impl Writer {
     /// caller holds data back for a bound of its own.
     pub fn request_ack(&mut self) {
         if !self.held.is_empty() {
-            self.ack_wanted = true;
+            self.ask.wanted = true;
         }
     }
 
@@ -625,16 +619,17 @@ impl Writer {
             slot.in_flight = false;
             slot.queued = true;
         }
-        self.flight = 0;
+        self.cc.flight = 0;
         self.resend.extend(self.base..self.next_seq);
-        self.rto = self.config.resend_after;
-        self.paused = false;
+        self.rtt.rto = self.config.resend_after;
+        self.ask.paused = false;
         if !self.held.is_empty() {
             self.progress_at = Some(now);
-            self.resend_check = Some(now + self.rto);
-            self.next_heartbeat = Some(now + self.config.heartbeat_period);
-            self.ack_wanted = true;
-            self.ack_asked = false;
+            self.timers.set(Timer::Resend, now + self.rtt.rto);
+            self.timers
+                .set(Timer::Heartbeat, now + self.config.heartbeat_period);
+            self.ask.wanted = true;
+            self.ask.asked = false;
         }
     }
 
@@ -642,7 +637,7 @@ impl Writer {
     /// only asks the reader where it stands: resending what it refuses
     /// would come back refused. NACKed datagrams are still resent.
     pub fn set_paused(&mut self, paused: bool) {
-        self.paused = paused;
+        self.ask.paused = paused;
     }
 
     /// Unacknowledged datagrams held, O(1) (read by the pacing controller).
@@ -652,19 +647,19 @@ impl Writer {
 
     /// Datagrams sent with no news yet (at most [`Writer::cwnd`]).
     pub fn in_flight(&self) -> usize {
-        self.flight
+        self.cc.flight
     }
 
     /// The congestion window: most datagrams in flight.
     pub fn cwnd(&self) -> usize {
-        self.cwnd
+        self.cc.cwnd
     }
 
     /// Datagrams [`Writer::send`] takes now: room in both the window and
     /// the congestion window.
     pub fn room(&self) -> usize {
         let window = self.config.window.saturating_sub(self.held.len());
-        window.min(self.cwnd.saturating_sub(self.flight))
+        window.min(self.cc.cwnd.saturating_sub(self.cc.flight))
     }
 
     /// Whether [`Writer::send`] takes a datagram now.
@@ -720,11 +715,11 @@ impl Writer {
     /// backs off and a heartbeat asks the reader what else it lacks.
     fn check_progress(&mut self, now: Instant) {
         let Some(since) = self.progress_at else {
-            self.resend_check = None;
+            self.timers.stop(Timer::Resend);
             return;
         };
-        if now < since + self.rto {
-            self.resend_check = Some(since + self.rto);
+        if now < since + self.rtt.rto {
+            self.timers.set(Timer::Resend, since + self.rtt.rto);
             return;
         }
         self.stats.timeouts += 1;
@@ -732,13 +727,13 @@ impl Writer {
         for slot in self.held.iter_mut() {
             slot.in_flight = false;
         }
-        self.flight = 0;
-        self.ssthresh = self.config.min_cwnd.max(self.cwnd / 2);
-        self.cwnd = self.config.min_cwnd;
-        self.cwnd_acc = 0;
-        self.epoch += 1;
+        self.cc.flight = 0;
+        self.cc.ssthresh = self.config.min_cwnd.max(self.cc.cwnd / 2);
+        self.cc.cwnd = self.config.min_cwnd;
+        self.cc.acc = 0;
+        self.cc.epoch += 1;
         let base = self.base;
-        let head = (!self.paused)
+        let head = (!self.ask.paused)
             .then(|| self.held.iter().position(|s| !s.sacked))
             .flatten();
         if let Some(i) = head {
@@ -748,35 +743,36 @@ impl Writer {
                 self.resend.push_front(base + i as u64);
             }
         }
-        self.ack_wanted = true;
-        self.ack_asked = false;
-        self.rto = (self.rto * 2).min(self.config.max_resend_after.max(self.config.resend_after));
+        self.ask.wanted = true;
+        self.ask.asked = false;
+        self.rtt.rto =
+            (self.rtt.rto * 2).min(self.config.max_resend_after.max(self.config.resend_after));
         self.progress_at = Some(now);
-        self.resend_check = Some(now + self.rto);
+        self.timers.set(Timer::Resend, now + self.rtt.rto);
     }
 
     /// `acked` datagrams were acknowledged: slow start below `ssthresh`,
     /// one more per window's worth above.
     fn grow(&mut self, acked: usize) {
-        if self.cwnd < self.ssthresh {
-            self.cwnd = (self.cwnd + acked).min(self.ssthresh);
+        if self.cc.cwnd < self.cc.ssthresh {
+            self.cc.cwnd = (self.cc.cwnd + acked).min(self.cc.ssthresh);
         } else {
-            self.cwnd_acc += acked;
-            if self.cwnd_acc >= self.cwnd {
-                self.cwnd_acc -= self.cwnd;
-                self.cwnd += 1;
+            self.cc.acc += acked;
+            if self.cc.acc >= self.cc.cwnd {
+                self.cc.acc -= self.cc.cwnd;
+                self.cc.cwnd += 1;
             }
         }
-        self.cwnd = self.cwnd.min(self.config.window);
+        self.cc.cwnd = self.cc.cwnd.min(self.config.window);
     }
 
     /// A loss: the window falls to `to` for the data sent so far.
     fn shrink(&mut self, to: usize) {
         self.stats.congestion_events += 1;
-        self.cwnd = to;
-        self.ssthresh = to;
-        self.cwnd_acc = 0;
-        self.epoch += 1;
+        self.cc.cwnd = to;
+        self.cc.ssthresh = to;
+        self.cc.acc = 0;
+        self.cc.epoch += 1;
     }
 }
 
