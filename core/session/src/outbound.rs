@@ -465,6 +465,14 @@ impl Session {
         rows
     }
 
+    /// An acknowledgement of stream `stream`, already decoded (a runtime
+    /// that sorts acknowledgements from data decodes them once): true if
+    /// the stream is this session's. As [`Session::handle_datagram`] with
+    /// the datagram.
+    pub fn handle_ack(&mut self, now: Instant, stream: u64, ack: &AckNack) -> bool {
+        self.handle_acknack(now, stream, ack)
+    }
+
     /// An acknowledgement of stream `id`, if it is ours: frees its window,
     /// takes the receiver's credit and sends what now fits.
     pub(crate) fn handle_acknack(&mut self, now: Instant, id: u64, a: &AckNack) -> bool {

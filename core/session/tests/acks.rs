@@ -61,3 +61,43 @@ fn a_burst_of_data_is_acknowledged_once() {
     assert!(b.poll_transmit(now).is_none());
     assert_eq!(std::iter::from_fn(|| b.poll_deliver()).count() as u64, n);
 }
+
+#[test]
+fn an_acknowledgement_decoded_by_the_caller_frees_the_window_as_its_datagram_does() {
+    use tagwire_wire::datagram::{Body, Datagram};
+    let now = Instant::now();
+    let mut a = Session::new(Config {
+        me: node(0),
+        ..Config::default()
+    });
+    a.set_routes(now, &tag(), vec![dest(1, Mode::Reliable)]);
+    let mut b = Session::new(Config {
+        me: node(1),
+        ..Config::default()
+    });
+    for seq in 1..=3 {
+        a.handle_record(now, &tag(), &header(0, seq), &payload(seq, 1000))
+            .unwrap();
+        a.flush(now, &tag());
+    }
+    // Fewer than `ack_every` datagrams: the writer's heartbeat asks.
+    let later = now + std::time::Duration::from_millis(60);
+    for at in [now, later] {
+        while let Some(t) = a.poll_transmit(at) {
+            b.handle_datagram(at, addr(0), &t.bytes);
+        }
+    }
+    let ack = b.poll_transmit(later).expect("an acknowledgement");
+    let Datagram {
+        stream,
+        body: Body::AckNack(decoded),
+    } = Datagram::decode(&ack.bytes).unwrap()
+    else {
+        panic!("not an acknowledgement")
+    };
+    assert!(!a.handle_ack(later, stream ^ 1, &decoded), "not its stream");
+    assert_eq!(a.stream_stats()[0].unacked, 3);
+    assert!(a.handle_ack(later, stream, &decoded));
+    let s = &a.stream_stats()[0];
+    assert_eq!((s.writer.acked, s.unacked), (3, 0));
+}

@@ -31,10 +31,11 @@
 //!   hold it), so a flood of acknowledgements costs bounded memory.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
+
+use tagwire_wire::datagram::AckNack;
 
 use crate::lock;
 
@@ -45,8 +46,10 @@ pub(crate) const MAX_QUEUED: usize = 256;
 #[derive(Debug)]
 pub(crate) struct Ack {
     pub(crate) now: Instant,
-    pub(crate) from: SocketAddr,
-    pub(crate) bytes: Vec<u8>,
+    /// The stream it acknowledges.
+    pub(crate) stream: u64,
+    /// Decoded once, by the thread that read it.
+    pub(crate) ack: AckNack,
 }
 
 /// What the inbound thread does with an acknowledgement it offered.
@@ -110,11 +113,11 @@ mod tests {
     use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
 
-    fn ack(n: u8) -> Ack {
+    fn ack(n: u64) -> Ack {
         Ack {
             now: Instant::now(),
-            from: "127.0.0.1:9".parse().unwrap(),
-            bytes: vec![n],
+            stream: n,
+            ack: AckNack::default(),
         }
     }
 
@@ -122,7 +125,7 @@ mod tests {
     fn an_idle_forwarder_leaves_its_acknowledgements_to_the_inbound_thread() {
         let inbox = AckInbox::default();
         assert_eq!(inbox.offer(ack(1)), Offered::TakeIt);
-        let taken: Vec<u8> = inbox.take().into_iter().map(|a| a.bytes[0]).collect();
+        let taken: Vec<u64> = inbox.take().into_iter().map(|a| a.stream).collect();
         assert_eq!(taken, [1]);
         assert!(inbox.take().is_empty());
     }
@@ -134,7 +137,7 @@ mod tests {
         for n in 0..5 {
             assert_eq!(inbox.offer(ack(n)), Offered::Left);
         }
-        let taken: Vec<u8> = inbox.take().into_iter().map(|a| a.bytes[0]).collect();
+        let taken: Vec<u64> = inbox.take().into_iter().map(|a| a.stream).collect();
         assert_eq!(taken, [0, 1, 2, 3, 4]);
         inbox.leave();
         assert_eq!(inbox.offer(ack(5)), Offered::TakeIt);
@@ -145,7 +148,7 @@ mod tests {
         let inbox = AckInbox::default();
         inbox.enter();
         for n in 0..MAX_QUEUED - 1 {
-            assert_eq!(inbox.offer(ack(n as u8)), Offered::Left);
+            assert_eq!(inbox.offer(ack(n as u64)), Offered::Left);
         }
         assert_eq!(inbox.offer(ack(0)), Offered::TakeIt);
         assert_eq!(inbox.take().len(), MAX_QUEUED);
@@ -166,18 +169,14 @@ mod tests {
         let take = |inbox: &AckInbox, session: &Mutex<Vec<u64>>| {
             let mut s = lock(session);
             for a in inbox.take() {
-                s.push(u64::from_le_bytes(a.bytes.try_into().unwrap()));
+                s.push(a.stream);
             }
         };
         let inbound = {
             let (inbox, session, offered) = (inbox.clone(), session.clone(), offered.clone());
             std::thread::spawn(move || {
                 for n in 0..N {
-                    let a = Ack {
-                        now: Instant::now(),
-                        from: "127.0.0.1:9".parse().unwrap(),
-                        bytes: n.to_le_bytes().to_vec(),
-                    };
+                    let a = ack(n);
                     if inbox.offer(a) == Offered::TakeIt {
                         take(&inbox, &session);
                     }

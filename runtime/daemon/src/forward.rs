@@ -50,6 +50,7 @@ use std::time::Instant;
 
 use tagwire_session::{Carrier, Class, Config, Dest, Event, Session, Transmit};
 use tagwire_shm::{Gate, Ring};
+use tagwire_wire::datagram::AckNack;
 use tagwire_wire::TagName;
 
 mod ring_loop;
@@ -226,17 +227,16 @@ impl Outbound {
         }
     }
 
-    /// An acknowledgement datagram for stream `stream`, if one of our
-    /// forwarders owns it: its session takes it (under the tag's lock), what
-    /// it frees is sent, and a forwarder waiting for room wakes. False: not
-    /// ours.
+    /// An acknowledgement of stream `stream`, decoded by the thread that
+    /// read it, if one of our forwarders owns it: its session takes it
+    /// (under the tag's lock), what it frees is sent, and a forwarder
+    /// waiting for room wakes. False: not ours.
     pub(crate) fn handle_ack(
         &self,
         shared: &Shared,
         now: Instant,
         stream: u64,
-        from: SocketAddr,
-        bytes: &[u8],
+        ack: AckNack,
         only: Option<u64>,
     ) -> bool {
         let Some(route) = lock(&self.acks).get(&stream).cloned() else {
@@ -246,11 +246,7 @@ impl Outbound {
         if only.is_some_and(|id| id != tagwire_auth::tag_id(route.tag.as_str())) {
             return false;
         }
-        let ack = Ack {
-            now,
-            from,
-            bytes: bytes.to_vec(),
-        };
+        let ack = Ack { now, stream, ack };
         if route.acks.offer(ack) == Offered::Left {
             // Its forwarder is reading its ring: it takes it under the
             // lock it holds most of the time (`crate::acks`).
@@ -321,9 +317,9 @@ impl Outbound {
         match Datagram::decode(raw) {
             Ok(Datagram {
                 stream,
-                body: Body::AckNack(_),
+                body: Body::AckNack(a),
             }) => {
-                self.handle_ack(shared, now, stream, from, raw, only);
+                self.handle_ack(shared, now, stream, a, only);
             }
             // (Its prefix says acknowledgement; its body does not.)
             _ => {
@@ -533,7 +529,7 @@ impl Outbound {
 fn take_acks(route: &Route, s: &mut Session) -> bool {
     let acks = route.acks.take();
     for a in &acks {
-        s.handle_datagram(a.now, a.from, &a.bytes);
+        s.handle_ack(a.now, a.stream, &a.ack);
     }
     !acks.is_empty()
 }

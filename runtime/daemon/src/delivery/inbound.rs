@@ -137,14 +137,14 @@ fn handle(
         Ok(dg) if multicast && !d.joined(&dg.body) => {}
         Ok(Datagram {
             stream,
-            body: Body::AckNack(_),
+            body: Body::AckNack(a),
         }) => {
             // Our own stream's acknowledgement: its forwarder's session.
             let only = match opened {
                 Opened::Holder(tag) => Some(tag),
                 _ => None,
             };
-            d.outbound.handle_ack(shared, now, stream, from, raw, only);
+            d.outbound.handle_ack(shared, now, stream, a, only);
         }
         Ok(_) => session.handle_datagram(now, from, raw),
         Err(e) => {
