@@ -56,6 +56,7 @@
 //!   in proportion to a number read off the wire.
 
 pub mod fragment;
+pub mod pacer;
 mod prefetch;
 pub mod reader;
 pub mod writer;

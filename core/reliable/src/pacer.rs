@@ -1,0 +1,405 @@
+//! The pacing controller of a reliable stream (NAPA: Martin-Carrascosa et
+//! al., "NAPA: an algorithm to auto-tune unicast reliable communications
+//! over DDS"), sans-IO: fed the stream's sends and acknowledgements with
+//! their times, it says when the next datagram may go.
+//!
+//! ```text
+//!  on_send(now, seq, bytes) ──▶ ┌──────────────────────────────┐ ──▶ next_release()
+//!  on_ack(now, through, N,      │ min RTT (windowed)           │     interval() = T
+//!         loss)            ──▶  │ delivery rate (windowed max) │     window()   = W
+//!                               │ K (datagrams per ack)        │
+//!                               │ T, gain                      │
+//!                               └──────────────────────────────┘
+//! ```
+//!
+//! **The law** (the paper's): once per control period the writer's
+//! occupancy N (datagrams sent, not yet acknowledged) is compared with a
+//! band: below `low` the interval T between datagrams shrinks by the gain,
+//! above W it grows by it, in between it stays, but for a small probe
+//! towards a shorter T (without it a stream paced below the path's
+//! capacity would measure only its own rate and stay there). W is
+//! `RTT₁·C/size + (K − 1)`: the datagrams the path holds at its capacity C
+//! over the one-datagram round trip RTT₁, and the K − 1 the reader lets
+//! arrive before it acknowledges.
+//!
+//! **Measured, not configured** (the paper's future work): RTT₁ is the
+//! least round trip seen over `rtt_window`; C the highest delivery rate
+//! over `rate_window`, each sample the bytes acknowledged between a
+//! datagram's send and its acknowledgement over the time between (robust
+//! to acknowledgements that come in bursts); K the mean number of
+//! datagrams one acknowledgement frees. The gain starts at `gain_start`
+//! and decays to `gain_end` over `gain_decay`, and starts again when RTT₁
+//! or C move by more than a quarter (a bottleneck that changed).
+//!
+//! **Loss is not always congestion**: a NACK whose round trip has not grown
+//! beyond RTT₁ (with `rtt_slack`) and the queue the band itself allows
+//! (the K − 1 datagrams a reader waits for) is taken for random loss and
+//! leaves T; one with a grown round trip lengthens T by the gain at once.
+//!
+//! Invariants: T stays within `[min_interval, max_interval]`; before the
+//! first estimates T is zero (unpaced) and the window alone bounds the
+//! stream; every table this keeps is bounded (`max_unacked` datagrams in
+//! flight, one sample per control period in each window).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Settings of a [`Pacer`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PacerConfig {
+    /// Below this occupancy T shrinks (the paper's `low`, 1).
+    pub low: usize,
+    /// The gain at the start and after the estimates move (the paper: 1).
+    pub gain_start: f64,
+    /// The gain it decays to (the paper: 0.2).
+    pub gain_end: f64,
+    /// How long the decay takes (the paper: 30 s).
+    pub gain_decay: Duration,
+    /// The probe towards a shorter T while N is in the band, as a share of
+    /// the gain.
+    pub probe: f64,
+    /// How long the least round trip is remembered.
+    pub rtt_window: Duration,
+    /// How long the highest delivery rate is remembered.
+    pub rate_window: Duration,
+    /// A round trip this much above RTT₁ (as a share) still counts as an
+    /// empty queue: a loss then is not congestion.
+    pub rtt_slack: f64,
+    /// The shortest control period (the period is otherwise RTT₁).
+    pub min_period: Duration,
+    /// T never falls below this (timer resolution; zero: no floor).
+    pub min_interval: Duration,
+    /// T never grows above this.
+    pub max_interval: Duration,
+    /// Most datagrams in flight whose send this remembers (the stream's
+    /// window).
+    pub max_unacked: usize,
+}
+
+impl Default for PacerConfig {
+    fn default() -> Self {
+        Self {
+            low: 1,
+            gain_start: 1.0,
+            gain_end: 0.2,
+            gain_decay: Duration::from_secs(30),
+            probe: 0.125,
+            rtt_window: Duration::from_secs(10),
+            rate_window: Duration::from_secs(1),
+            rtt_slack: 0.25,
+            min_period: Duration::from_millis(1),
+            min_interval: Duration::ZERO,
+            max_interval: Duration::from_millis(100),
+            max_unacked: 1024,
+        }
+    }
+}
+
+/// What a [`Pacer`] estimates now (`tagwire stats`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PacerStats {
+    /// T, the interval between two datagrams (zero: unpaced).
+    pub interval: Duration,
+    /// W, the occupancy band's top (`None` before the estimates).
+    pub window: Option<usize>,
+    /// RTT₁, the least round trip seen recently.
+    pub min_rtt: Option<Duration>,
+    /// C, the highest delivery rate seen recently, bytes per second.
+    pub rate: Option<f64>,
+    /// K, datagrams one acknowledgement frees on average.
+    pub per_ack: f64,
+    /// The gain now.
+    pub gain: f64,
+    /// Losses taken for random loss (T left alone).
+    pub random_losses: u64,
+    /// Losses taken for congestion (T lengthened).
+    pub congestion_losses: u64,
+}
+
+/// One datagram in flight: when it went, and what had been delivered then.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    seq: u64,
+    at: Instant,
+    bytes: usize,
+    delivered: u64,
+    delivered_at: Instant,
+}
+
+/// The pacing controller of one reliable stream (see the module docs).
+#[derive(Debug)]
+pub struct Pacer {
+    config: PacerConfig,
+    flight: VecDeque<Sent>,
+    /// Bytes acknowledged so far, and when the last acknowledgement came.
+    delivered: u64,
+    delivered_at: Option<Instant>,
+    /// (when, sample): round trips and delivery rates, each window's
+    /// extreme at the front end of its deque after pruning.
+    rtts: VecDeque<(Instant, Duration)>,
+    rates: VecDeque<(Instant, f64)>,
+    last_rtt: Option<Duration>,
+    /// Mean datagram size and datagrams per acknowledgement (moving
+    /// averages).
+    size: f64,
+    per_ack: f64,
+    interval: Duration,
+    next_release: Option<Instant>,
+    next_control: Option<Instant>,
+    /// When the gain last started again, and the estimates it started from.
+    gain_from: Option<Instant>,
+    anchor: Option<(Duration, f64)>,
+    stats: PacerStats,
+}
+
+impl Pacer {
+    /// A pacer with no estimates yet: unpaced until its first samples.
+    pub fn new(config: PacerConfig) -> Self {
+        Self {
+            config,
+            flight: VecDeque::new(),
+            delivered: 0,
+            delivered_at: None,
+            rtts: VecDeque::new(),
+            rates: VecDeque::new(),
+            last_rtt: None,
+            size: 0.0,
+            per_ack: 1.0,
+            interval: Duration::ZERO,
+            next_release: None,
+            next_control: None,
+            gain_from: None,
+            anchor: None,
+            stats: PacerStats::default(),
+        }
+    }
+
+    /// When the next datagram may go (`None`: now).
+    pub fn next_release(&self) -> Option<Instant> {
+        self.next_release
+    }
+
+    /// Whether a datagram may go at `now`.
+    pub fn may_send(&self, now: Instant) -> bool {
+        self.next_release.is_none_or(|t| t <= now)
+    }
+
+    /// Datagram `seq` of `bytes` bytes went at `now`: the next may go one
+    /// interval later.
+    pub fn on_send(&mut self, now: Instant, seq: u64, bytes: usize) {
+        self.size = if self.size == 0.0 {
+            bytes as f64
+        } else {
+            self.size * 0.875 + bytes as f64 * 0.125
+        };
+        if self.flight.len() >= self.config.max_unacked {
+            self.flight.pop_front();
+        }
+        self.flight.push_back(Sent {
+            seq,
+            at: now,
+            bytes,
+            delivered: self.delivered,
+            delivered_at: self.delivered_at.unwrap_or(now),
+        });
+        // Released from its slot, not from `now`: a late wake-up does not
+        // slow the stream (the slot after it may be due already).
+        let base = self
+            .next_release
+            .map_or(now, |t| t.max(now - self.interval));
+        self.next_release = (!self.interval.is_zero()).then(|| base + self.interval);
+    }
+
+    /// The reader acknowledged every seq up to `through` at `now`, and the
+    /// writer holds `occupancy` datagrams unacknowledged after it; `loss`:
+    /// the acknowledgement named a missing datagram.
+    pub fn on_ack(&mut self, now: Instant, through: u64, occupancy: usize, loss: bool) {
+        let mut freed = 0usize;
+        let mut newest: Option<Sent> = None;
+        while self.flight.front().is_some_and(|s| s.seq <= through) {
+            if let Some(s) = self.flight.pop_front() {
+                self.delivered += s.bytes as u64;
+                freed += 1;
+                newest = Some(s);
+            }
+        }
+        if let Some(s) = newest {
+            self.delivered_at = Some(now);
+            self.per_ack = self.per_ack * 0.875 + freed as f64 * 0.125;
+            self.sample(now, s);
+        }
+        if loss {
+            self.on_loss(now);
+        }
+        if self.next_control.is_none_or(|t| now >= t) {
+            self.control(now, occupancy);
+        }
+    }
+
+    /// The interval T now.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// W, the top of the occupancy band (`None` before the estimates).
+    pub fn window(&self) -> Option<usize> {
+        let (rtt, rate) = (self.min_rtt()?, self.rate()?);
+        if self.size <= 0.0 {
+            return None;
+        }
+        let bdp = rtt.as_secs_f64() * rate / self.size;
+        let k = self.per_ack.max(1.0);
+        Some((bdp + k - 1.0).ceil().max(1.0) as usize)
+    }
+
+    /// What the pacer estimates now.
+    pub fn stats(&self) -> PacerStats {
+        PacerStats {
+            interval: self.interval,
+            window: self.window(),
+            min_rtt: self.min_rtt(),
+            rate: self.rate(),
+            per_ack: self.per_ack,
+            gain: self.stats.gain,
+            ..self.stats
+        }
+    }
+
+    /// A round trip and a delivery rate from datagram `s`, acknowledged at
+    /// `now`.
+    fn sample(&mut self, now: Instant, s: Sent) {
+        let rtt = now.saturating_duration_since(s.at);
+        self.last_rtt = Some(rtt);
+        push_windowed(&mut self.rtts, now, rtt, self.config.rtt_window, |a, b| {
+            a <= b
+        });
+        let elapsed = now.saturating_duration_since(s.delivered_at);
+        if !elapsed.is_zero() {
+            let rate = (self.delivered - s.delivered) as f64 / elapsed.as_secs_f64();
+            push_windowed(
+                &mut self.rates,
+                now,
+                rate,
+                self.config.rate_window,
+                |a, b| a >= b,
+            );
+        }
+    }
+
+    /// A NACK: congestion if the round trip grew beyond what the band
+    /// itself lets queue (the K − 1 datagrams a reader waits for, at the
+    /// rate seen), else random loss.
+    fn on_loss(&mut self, now: Instant) {
+        let (Some(min), Some(last), Some(rate)) = (self.min_rtt(), self.last_rtt, self.rate())
+        else {
+            return;
+        };
+        let band = (self.per_ack - 1.0).max(0.0) * self.size / rate.max(1.0);
+        if last.as_secs_f64() <= min.as_secs_f64() * (1.0 + self.config.rtt_slack) + band {
+            self.stats.random_losses += 1;
+            return;
+        }
+        self.stats.congestion_losses += 1;
+        let g = self.gain(now);
+        self.scale_interval(1.0 + g);
+    }
+
+    /// One step of the law (see the module docs).
+    fn control(&mut self, now: Instant, occupancy: usize) {
+        let (Some(rtt), Some(rate), Some(w)) = (self.min_rtt(), self.rate(), self.window()) else {
+            return;
+        };
+        self.next_control = Some(now + rtt.max(self.config.min_period));
+        self.restart_gain_if_moved(now, rtt, rate);
+        let g = self.gain(now);
+        self.stats.gain = g;
+        if self.interval.is_zero() {
+            // First estimates: one datagram per its time at the rate seen.
+            self.set_interval(self.size / rate.max(1.0));
+            return;
+        }
+        let factor = if occupancy < self.config.low {
+            1.0 - g / 2.0
+        } else if occupancy > w {
+            1.0 + g
+        } else {
+            1.0 - g * self.config.probe
+        };
+        self.scale_interval(factor);
+    }
+
+    /// The gain starts again when RTT₁ or C moved by more than a quarter
+    /// since it last did.
+    fn restart_gain_if_moved(&mut self, now: Instant, rtt: Duration, rate: f64) {
+        let moved = self.anchor.is_none_or(|(r, c)| {
+            let dr = (rtt.as_secs_f64() / r.as_secs_f64().max(1e-9) - 1.0).abs();
+            let dc = (rate / c.max(1.0) - 1.0).abs();
+            dr > 0.25 || dc > 0.25
+        });
+        if moved {
+            self.anchor = Some((rtt, rate));
+            self.gain_from = Some(now);
+        }
+    }
+
+    /// The gain at `now`: from `gain_start` to `gain_end`, linearly over
+    /// `gain_decay` since it last started.
+    fn gain(&self, now: Instant) -> f64 {
+        let c = &self.config;
+        let Some(from) = self.gain_from else {
+            return c.gain_start;
+        };
+        let f = if c.gain_decay.is_zero() {
+            1.0
+        } else {
+            (now.saturating_duration_since(from).as_secs_f64() / c.gain_decay.as_secs_f64())
+                .min(1.0)
+        };
+        c.gain_start + (c.gain_end - c.gain_start) * f
+    }
+
+    fn scale_interval(&mut self, factor: f64) {
+        self.set_interval(self.interval.as_secs_f64() * factor);
+    }
+
+    /// T = `secs`, within the configured bounds (whatever the gains: a
+    /// negative, infinite or NaN product is a bound, never a panic).
+    fn set_interval(&mut self, secs: f64) {
+        let (lo, hi) = (self.config.min_interval, self.config.max_interval);
+        let t = Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(hi);
+        self.interval = t.clamp(lo, hi.max(lo));
+    }
+
+    fn min_rtt(&self) -> Option<Duration> {
+        self.rtts.front().map(|(_, r)| *r)
+    }
+
+    fn rate(&self) -> Option<f64> {
+        self.rates.front().map(|(_, r)| *r)
+    }
+}
+
+/// Keeps in `q` the samples that can still be the extreme of the last
+/// `window` (`better(a, b)`: `a` is at least as extreme as `b`): the front
+/// is the extreme. Each sample is pushed once and popped once.
+fn push_windowed<T: Copy>(
+    q: &mut VecDeque<(Instant, T)>,
+    now: Instant,
+    v: T,
+    window: Duration,
+    better: impl Fn(T, T) -> bool,
+) {
+    while q.back().is_some_and(|(_, b)| better(v, *b)) {
+        q.pop_back();
+    }
+    q.push_back((now, v));
+    while q
+        .front()
+        .is_some_and(|(t, _)| now.saturating_duration_since(*t) > window)
+    {
+        q.pop_front();
+    }
+}
+
+#[cfg(test)]
+mod tests;
