@@ -638,9 +638,6 @@ impl Session {
     }
 }
 
-/// Stream id number `n` of a session seeded `seed`: odd (0 is never an id),
-/// and distinct for distinct `n` but for a 2⁻⁶³ chance (splitmix64 is a
-/// bijection; the low bit is forced).
 /// The ids a session gives its streams: distinct per session (the seed)
 /// and per stream, and hard to guess for another host.
 #[derive(Debug)]
@@ -658,6 +655,9 @@ impl StreamIds {
     }
 }
 
+/// Stream id number `n` of a session seeded `seed`: odd (0 is never an id),
+/// and distinct for distinct `n` but for a 2⁻⁶³ chance (splitmix64 is a
+/// bijection; the low bit is forced).
 fn stream_id(seed: u64, n: u64) -> u64 {
     splitmix64(seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1
 }
