@@ -17,9 +17,10 @@ pub(crate) struct Args {
     /// Exit if nothing arrives for this many seconds.
     #[arg(long)]
     idle_timeout: Option<f64>,
-    /// Queue depth.
-    #[arg(long, default_value_t = 64)]
-    depth: u32,
+    /// Queue depth (default: 64, or the tag's ring slots when it has fewer;
+    /// a depth given must fit them).
+    #[arg(long)]
+    depth: Option<u32>,
     /// Busy-poll for this many microseconds before blocking.
     #[arg(long)]
     spin_us: Option<u64>,
@@ -57,10 +58,8 @@ pub(crate) struct Args {
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let client = a.connect.connect()?;
     client.create_tag(&a.tag, Domain::Global)?;
-    let mut opts = SubscribeOptions::default()
-        .depth(a.depth)
-        .every(a.every)
-        .proxy(a.proxy);
+    let mut opts = SubscribeOptions::default().every(a.every).proxy(a.proxy);
+    opts.depth = a.depth;
     if let Some(us) = a.spin_us {
         opts = opts.busy_poll(Duration::from_micros(us));
     }
@@ -84,10 +83,10 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         let m = match sub.receive(idle) {
             Ok(m) => m,
             Err(Error::Overflowed { lost }) => {
-                println!(
-                    "{label}LOST {lost} messages (queue depth {} exceeded)",
-                    a.depth
-                );
+                let depth = a
+                    .depth
+                    .map_or_else(|| "default".to_owned(), |d| d.to_string());
+                println!("{label}LOST {lost} messages (queue depth {depth} exceeded)");
                 continue;
             }
             Err(Error::Timeout) => break,

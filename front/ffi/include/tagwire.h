@@ -209,7 +209,9 @@ typedef struct tw_member {
 
 // Options of one subscription; start from [`tw_subscribe_options_default`].
 typedef struct tw_subscribe_options {
-  // Unread messages kept before the oldest is dropped (default 64).
+  // Unread messages kept before the oldest is dropped: 0 (the default)
+  // keeps 64, or the tag's ring slots when it has fewer; another value
+  // must fit the ring's slots (else `TW_ERR_DEPTH_TOO_LARGE`).
   uint32_t depth;
   // `TW_RELIABLE` or `TW_BEST_EFFORT`.
   uint32_t reliability;
@@ -565,7 +567,8 @@ void tw_message_list_free(struct tw_message_list *list);
 // `TAGWIRE_AUTOSTART=1`).
 struct tw_client_options tw_client_options_default(void);
 
-// The defaults: depth 64, reliable UDP, every sample, filter in this library.
+// The defaults: depth unset (0: 64, or the ring's slots if fewer),
+// reliable UDP, every sample, filter in this library.
 struct tw_subscribe_options tw_subscribe_options_default(void);
 
 // Prints a node address ("10.0.0.1" for IPv4-mapped ones) into `buf` (NUL

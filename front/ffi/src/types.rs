@@ -123,7 +123,9 @@ pub struct tw_tag_params {
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct tw_subscribe_options {
-    /// Unread messages kept before the oldest is dropped (default 64).
+    /// Unread messages kept before the oldest is dropped: 0 (the default)
+    /// keeps 64, or the tag's ring slots when it has fewer; another value
+    /// must fit the ring's slots (else `TW_ERR_DEPTH_TOO_LARGE`).
     pub depth: u32,
     /// `TW_RELIABLE` or `TW_BEST_EFFORT`.
     pub reliability: u32,
@@ -203,11 +205,12 @@ pub extern "C" fn tw_client_options_default() -> tw_client_options {
     }
 }
 
-/// The defaults: depth 64, reliable UDP, every sample, filter in this library.
+/// The defaults: depth unset (0: 64, or the ring's slots if fewer),
+/// reliable UDP, every sample, filter in this library.
 #[no_mangle]
 pub extern "C" fn tw_subscribe_options_default() -> tw_subscribe_options {
     tw_subscribe_options {
-        depth: SubscribeOptions::default().depth,
+        depth: 0,
         reliability: TW_RELIABLE,
         carrier: TW_CARRIER_UDP,
         every: 1,
@@ -362,9 +365,11 @@ impl tw_history_query {
 
 impl tw_subscribe_options {
     pub(crate) fn to_rust(self) -> Result<SubscribeOptions, Failure> {
-        let mut o = SubscribeOptions::default()
-            .depth(self.depth.max(1))
-            .every(self.every);
+        let mut o = SubscribeOptions::default().every(self.every);
+        // 0: unset (the default depth, or a smaller ring's slots).
+        if self.depth > 0 {
+            o = o.depth(self.depth);
+        }
         match self.carrier {
             TW_CARRIER_UDP => {}
             TW_CARRIER_TCP => o = o.tcp(),

@@ -146,7 +146,9 @@ impl PyClient {
     /// after this call (and first `history`, if given).
     ///
     /// - `depth`: unread messages kept before the oldest is dropped
-    ///   (`Overflowed`); at most the tag's slot count.
+    ///   (`Overflowed`); at most the tag's slot count (else
+    ///   `DepthTooLarge`). None (the default): 64, or the tag's slots if
+    ///   fewer.
     /// - `reliability`: `"reliable"` or `"best_effort"` (from other nodes:
     ///   newest data, never retransmitted, never holding publishers back).
     /// - `carrier`: `"udp"`, `"tcp"` or `"multicast"` (multicast is
@@ -169,13 +171,13 @@ impl PyClient {
     /// - `history`: `tagwire.Last(n)`, `tagwire.Since(seq)` or
     ///   `tagwire.Between(from_ns, to_ns)`: receive those messages from the
     ///   tag's history first, then live ones, with no gap or duplicate.
-    #[pyo3(signature = (name, depth=64, reliability="reliable", carrier="udp", every=1, proxy="subscriber", delay_bound=None, lossless=false, busy_poll=None, history=None, exclusive=false, deadline=None, min_separation=None))]
+    #[pyo3(signature = (name, depth=None, reliability="reliable", carrier="udp", every=1, proxy="subscriber", delay_bound=None, lossless=false, busy_poll=None, history=None, exclusive=false, deadline=None, min_separation=None))]
     #[allow(clippy::too_many_arguments)]
     fn subscribe(
         &self,
         py: Python<'_>,
         name: &str,
-        depth: u32,
+        depth: Option<u32>,
         reliability: &str,
         carrier: &str,
         every: u32,

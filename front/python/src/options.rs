@@ -54,7 +54,8 @@ fn positive(what: &str, s: f64) -> PyResult<Duration> {
 
 /// The keyword arguments of `Client.subscribe`, checked.
 pub(crate) struct Subscribe<'a> {
-    pub(crate) depth: u32,
+    /// `None`: the library's default (64, or a smaller ring's slots).
+    pub(crate) depth: Option<u32>,
     pub(crate) reliability: &'a str,
     pub(crate) carrier: &'a str,
     pub(crate) every: u32,
@@ -70,10 +71,13 @@ pub(crate) struct Subscribe<'a> {
 impl Subscribe<'_> {
     /// The Rust options, applied in the order of the Rust builder calls.
     pub(crate) fn build(&self) -> PyResult<tagwire::SubscribeOptions> {
-        if self.depth == 0 {
+        if self.depth == Some(0) {
             return Err(bad_arg("depth must be at least 1"));
         }
-        let mut o = tagwire::SubscribeOptions::default().depth(self.depth);
+        let mut o = tagwire::SubscribeOptions::default();
+        if let Some(d) = self.depth {
+            o = o.depth(d);
+        }
         match self.reliability {
             "reliable" => {}
             "best_effort" | "best-effort" => o = o.best_effort(),

@@ -247,6 +247,10 @@ def test_a_depth_beyond_the_rings_slots_is_a_typed_error(client, tag):
     assert (e.value.depth, e.value.limit, e.value.tag) == (17, 16, tag)
     assert "16 slots" in str(e.value)
     client.subscribe(tag, depth=16).close()
+    # Unset, the depth fits the ring; 64 asked for is checked like any.
+    client.subscribe(tag).close()
+    with pytest.raises(tagwire.DepthTooLarge):
+        client.subscribe(tag, depth=64)
 
 
 def _children_named(name: str) -> set:

@@ -8,9 +8,11 @@ use tagwire_wire::{Carrier, ChannelQos, Proxy, Reliability};
 /// Options of one subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SubscribeOptions {
-    /// How many unread messages are kept before the oldest is dropped
-    /// ([`DEFAULT_DEPTH`]; at most the tag's slot count).
-    pub depth: u32,
+    /// How many unread messages are kept before the oldest is dropped:
+    /// `None` (the default) keeps [`DEFAULT_DEPTH`], or the tag's ring slots
+    /// when it has fewer; a depth asked for must fit the ring's slots
+    /// (else [`crate::Error::DepthTooLarge`]).
+    pub depth: Option<u32>,
     /// Spin this long before sleeping in `receive` (default: none, block at once).
     /// For latency-critical users with a core to spare.
     pub busy_poll: Option<Duration>,
@@ -47,7 +49,7 @@ pub const FLOW_POLL: Duration = Duration::from_micros(20);
 impl Default for SubscribeOptions {
     fn default() -> Self {
         Self {
-            depth: DEFAULT_DEPTH,
+            depth: None,
             busy_poll: None,
             flow_poll: FLOW_POLL,
             qos: ChannelQos::default(),
@@ -60,11 +62,18 @@ impl Default for SubscribeOptions {
 
 impl SubscribeOptions {
     /// Sets the queue depth: at most the tag's ring slots (256 by default),
-    /// else subscribing fails with [`crate::Error::DepthTooLarge`] (the
-    /// default, [`DEFAULT_DEPTH`], is cut to a smaller ring's slots instead).
+    /// else subscribing fails with [`crate::Error::DepthTooLarge`]. Unset,
+    /// the depth is [`DEFAULT_DEPTH`] or a smaller ring's slots.
     pub fn depth(mut self, depth: u32) -> Self {
-        self.depth = depth.max(1);
+        self.depth = Some(depth.max(1));
         self
+    }
+
+    /// The depth a subscription gets on a ring of `slots` slots: the one
+    /// asked for, else [`DEFAULT_DEPTH`] or the slots if fewer.
+    pub fn depth_on(&self, slots: u32) -> u32 {
+        self.depth
+            .unwrap_or_else(|| DEFAULT_DEPTH.min(slots.max(1)))
     }
 
     /// Best-effort delivery from other nodes: the newest data, never

@@ -96,12 +96,12 @@ impl Subscriber {
     pub(crate) fn new(client: Client, ep: Arc<Endpoint>, opts: SubscribeOptions) -> Result<Self> {
         let ring = ep.current_ring();
         let slots = ring.shape().slots;
-        // The default depth is cut to a smaller ring; one asked for is not.
-        if !opts.lossless && opts.depth > slots && opts.depth != DEFAULT_DEPTH {
+        // A depth asked for must fit the ring; an unset one is chosen to.
+        if let Some(depth) = opts.depth.filter(|d| !opts.lossless && *d > slots) {
             ep.close(&client.core);
             return Err(Error::DepthTooLarge {
                 tag: ep.name.to_string(),
-                depth: opts.depth,
+                depth,
                 slots,
             });
         }
@@ -641,12 +641,13 @@ impl Subscriber {
 }
 
 impl SubscribeOptions {
-    /// The cursor's depth: a lossless subscriber keeps a whole ring.
+    /// The cursor's depth: a lossless subscriber keeps a whole ring (the
+    /// ring clamps a depth to its slots).
     fn ring_depth(&self) -> u32 {
         if self.lossless {
             u32::MAX
         } else {
-            self.depth
+            self.depth.unwrap_or(DEFAULT_DEPTH)
         }
     }
 
@@ -704,7 +705,7 @@ impl Client {
         let ep = self.open(
             name,
             EndpointKind::Subscriber {
-                depth: opts.depth,
+                depth: opts.depth.unwrap_or(DEFAULT_DEPTH),
                 qos,
                 lossless: opts.lossless,
             },
@@ -734,7 +735,7 @@ impl Client {
             std::net::UdpSocket::from(fd),
             self.me().node,
             tag,
-            opts.depth,
+            opts.depth.unwrap_or(DEFAULT_DEPTH),
             opts.lossless,
         )
         .map_err(|e| tracing::debug!(error = %e, "no socket for direct delivery"))

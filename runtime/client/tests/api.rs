@@ -129,6 +129,40 @@ fn a_depth_beyond_the_rings_slots_is_refused_and_withdrawn() {
 }
 
 #[test]
+fn an_unset_depth_fits_a_small_ring_and_an_explicit_default_is_checked_like_any() {
+    let n = node();
+    let c = n.client();
+    let small = RingParams {
+        slots: 16,
+        slot_payload: 0,
+    };
+    c.create_tag_with("/small", Domain::Global, small).unwrap();
+    assert_eq!(SubscribeOptions::default().depth, None);
+    assert_eq!(SubscribeOptions::default().depth_on(16), 16);
+    assert_eq!(
+        SubscribeOptions::default().depth_on(256),
+        tagwire::DEFAULT_DEPTH
+    );
+    // Asking for 64 is asking, whether or not it is the default's value.
+    match c.subscribe("/small", SubscribeOptions::default().depth(64)) {
+        Err(Error::DepthTooLarge { depth, slots, .. }) => assert_eq!((depth, slots), (64, 16)),
+        other => panic!("expected DepthTooLarge, got {other:?}"),
+    }
+    // Unset: the ring's 16 slots, and it keeps 16 unread messages.
+    let mut sub = c.subscribe("/small", SubscribeOptions::default()).unwrap();
+    let mut publ = c.publisher("/small").unwrap();
+    for i in 0..20u32 {
+        publ.send(&i.to_le_bytes()).unwrap();
+    }
+    match sub.receive(Some(Duration::from_secs(5))) {
+        Err(Error::Overflowed { lost }) => assert_eq!(lost, 4),
+        other => panic!("expected 4 lost, got {other:?}"),
+    }
+    let m = sub.receive(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(m.payload, 4u32.to_le_bytes());
+}
+
+#[test]
 fn a_scaled_subscription_gets_every_nth_sample_with_the_publishers_seqs() {
     let n = node();
     let c = n.client();

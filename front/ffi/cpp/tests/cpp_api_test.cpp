@@ -68,6 +68,9 @@ TEST(CppApi, errors_are_exceptions_of_their_kind) {
   c.create_tag(small, tagwire::Domain::local, tagwire::TagParams{16, 0, 0, 0});
   EXPECT_THROW(c.subscribe(small, SubscribeOptions().depth(17)), tagwire::DepthTooLarge);
   EXPECT_NO_THROW(c.subscribe(small, SubscribeOptions().depth(16)));
+  // Unset (0), the depth fits the ring; 64 asked for is checked like any.
+  EXPECT_NO_THROW(c.subscribe(small));
+  EXPECT_THROW(c.subscribe(small, SubscribeOptions().depth(64)), tagwire::DepthTooLarge);
 }
 
 TEST(CppApi, a_destroyed_tag_wakes_a_blocked_receiver) {

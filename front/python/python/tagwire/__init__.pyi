@@ -346,7 +346,7 @@ class Client:
     def subscribe(
         self,
         name: str,
-        depth: int = 64,
+        depth: int | None = None,
         reliability: Literal["reliable", "best_effort"] = "reliable",
         carrier: Literal["udp", "tcp", "multicast"] = "udp",
         every: int = 1,

@@ -10,7 +10,7 @@ import java.time.Duration;
 /**
  * Options of one subscription, chainable, as the Rust
  * {@code SubscribeOptions}: {@code new SubscribeOptions().depth(256).lossless()}.
- * Unset fields keep the library's defaults (depth 64, reliable UDP, every
+ * Unset fields keep the library's defaults (depth 64 or a smaller ring's slots, reliable UDP, every
  * sample, filter in this library, blocking receive).
  */
 public final class SubscribeOptions {
@@ -35,7 +35,11 @@ public final class SubscribeOptions {
         return new SubscribeOptions();
     }
 
-    /** Unread messages kept before the oldest is dropped (default 64). */
+    /**
+     * Unread messages kept before the oldest is dropped: at most the tag's ring
+     * slots, else {@link TagwireException.DepthTooLarge}. Unset: 64, or the
+     * ring's slots when it has fewer.
+     */
     public SubscribeOptions depth(int depth) {
         if (depth <= 0) {
             throw new IllegalArgumentException("depth must be positive: " + depth);

@@ -51,6 +51,10 @@ class ErrorsTest {
             assertEquals(TagwireException.Kind.DEPTH_TOO_LARGE, deep.kind());
             assertTrue(deep.getMessage().contains("16"), deep.getMessage());
             c.subscribe(small, new SubscribeOptions().depth(16)).close();
+            // Unset, the depth fits the ring; 64 asked for is checked like any.
+            c.subscribe(small).close();
+            assertThrows(TagwireException.DepthTooLarge.class,
+                    () -> c.subscribe(small, new SubscribeOptions().depth(64)));
         }
     }
 
