@@ -204,9 +204,8 @@ impl Pacer {
         });
         // Released from its slot, not from `now`: a late wake-up does not
         // slow the stream (the slot after it may be due already).
-        let base = self
-            .next_release
-            .map_or(now, |t| t.max(now - self.interval));
+        let slot_back = now.checked_sub(self.interval).unwrap_or(now);
+        let base = self.next_release.map_or(now, |t| t.max(slot_back));
         self.next_release = (!self.interval.is_zero()).then(|| base + self.interval);
     }
 
