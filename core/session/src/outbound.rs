@@ -25,18 +25,18 @@ use std::time::Instant;
 use tagwire_reliable::{fragment_count, Transmit as WriterTransmit, Writer};
 use tagwire_wire::datagram::{
     batch_len, max_fragment_payload, push_batch_entry, tag_group, AckNack, Heartbeat,
-    BATCH_ENTRY_OVERHEAD, FLAG_RELIABLE,
+    BATCH_ENTRY_OVERHEAD,
 };
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::{NodeAddr, TagName};
 
-use crate::{
-    Carrier, Class, Dest, Event, Held, Mode, Offer, Session, StreamStats, Transmit, TxBuf,
-};
+use crate::{Carrier, Class, Dest, Event, Held, Mode, Offer, Session, StreamStats, Transmit};
 
 mod item;
+mod window;
 pub(crate) use item::{batch_ref, clean, Outgoing};
 use item::{message, Payload, Piece};
+use window::{send_pending, Sending, Unacked};
 
 /// One tag's outbound state.
 #[derive(Debug)]
@@ -96,13 +96,6 @@ pub(crate) struct Pending {
     skip: Vec<NodeAddr>,
     /// Datagrams sent so far per (node, stream id).
     sent: Vec<(NodeAddr, u64, usize)>,
-}
-
-/// Why a reliable stream takes no datagram now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Blocked {
-    Window,
-    Credit,
 }
 
 impl Outbound {
@@ -725,132 +718,6 @@ impl Session {
             stream: id,
         });
     }
-}
-
-/// What sending an item's datagrams on a reliable stream needs beside the
-/// stream and the item.
-struct Sending<'a> {
-    tag: &'a TagName,
-    now: Instant,
-    /// Most payload bytes of a message's piece.
-    max: usize,
-    bounds: Unacked,
-    /// How long a stream held back by credit waits before it asks again.
-    probe_after: std::time::Duration,
-    spare: &'a mut Vec<Vec<u8>>,
-    transmits: &'a mut VecDeque<Transmit>,
-}
-
-/// Sends what `p` still owes `node` on its stream `s`, as far as the
-/// stream's window, bounds and credit allow; true once all of it went.
-fn send_pending(s: &mut RelStream, node: NodeAddr, p: &mut Pending, cx: &mut Sending<'_>) -> bool {
-    let at = match p
-        .sent
-        .iter()
-        .position(|(n, id, _)| *n == node && *id == s.id)
-    {
-        Some(i) => i,
-        None => {
-            p.sent.push((node, s.id, 0));
-            p.sent.len() - 1
-        }
-    };
-    while p.sent[at].2 < p.datagrams {
-        let piece = Piece {
-            tag: cx.tag,
-            out: &p.out,
-            index: p.sent[at].2,
-            max: cx.max,
-        };
-        match send_one(s, piece, cx.bounds, cx.now, cx.spare) {
-            Ok(bytes) => {
-                cx.transmits.push_back(Transmit {
-                    dest: s.addr,
-                    carrier: Carrier::Udp,
-                    class: Class::Data,
-                    bytes,
-                });
-                p.sent[at].2 += 1;
-            }
-            Err(b) => {
-                if b == Blocked::Credit && s.probe_at.is_none() {
-                    s.probe_at = Some(cx.now + cx.probe_after);
-                }
-                // Whatever holds it back, the reader's answer (progress,
-                // credit) is what moves it on.
-                s.writer.request_ack();
-                break;
-            }
-        }
-    }
-    p.sent[at].2 == p.datagrams
-}
-
-/// The most a reliable stream may have unacknowledged ([`crate::Config`]'s
-/// `max_unacked_messages` and `max_unacked_bytes`).
-#[derive(Debug, Clone, Copy)]
-struct Unacked {
-    messages: usize,
-    bytes: usize,
-}
-
-/// Sends `piece` on `s`, or says why it must wait.
-fn send_one(
-    s: &mut RelStream,
-    piece: Piece<'_>,
-    bounds: Unacked,
-    now: Instant,
-    spare: &mut Vec<Vec<u8>>,
-) -> Result<TxBuf, Blocked> {
-    let (max_msgs, max_bytes) = (bounds.messages, bounds.bytes);
-    let w = &s.writer;
-    let (messages, len) = piece.size();
-    if messages > 0 {
-        if let Some(c) = s.credit {
-            let c = c as usize;
-            // (Anything is allowed into an empty window with some credit,
-            // or a batch larger than the credit would never go.)
-            if c == 0 || (w.held_messages() > 0 && w.held_messages() + messages > c) {
-                return Err(Blocked::Credit);
-            }
-        }
-        // (A batch larger than either bound goes once the window is empty.)
-        if w.occupancy() > 0 && w.held_messages() + messages > max_msgs {
-            return Err(Blocked::Window);
-        }
-    }
-    if w.occupancy() > 0 && w.held_bytes() + len > max_bytes {
-        return Err(Blocked::Window);
-    }
-    let id = s.id;
-    let write = |seq, buf: &mut Vec<u8>| piece.encode(id, seq, FLAG_RELIABLE, buf);
-    // A message's own datagrams (the pieces of a large one) are shared
-    // with the window, not copied; a batch of small messages is copied
-    // into a spare buffer. Measured (alternated runs,
-    // bench/results/stop40/ab-throughput): sharing 8 KiB messages' pieces
-    // +11 %, sharing batches too -8 % at 256 B (why was not measured; the
-    // window takes a buffer back only once the sender let go of it).
-    let bytes = match piece.out {
-        Outgoing::Message { .. } => s
-            .writer
-            .send_shared(now, messages, write)
-            .map(|(_, bytes)| TxBuf::Shared(bytes)),
-        Outgoing::Batch { .. } => s
-            .writer
-            .send_counted(now, messages, write)
-            .map(|(_, bytes)| TxBuf::Own(crate::copied(spare, bytes))),
-    }
-    .map_err(|_| Blocked::Window)?;
-    let w = &s.writer;
-    if w.held_messages() * 2 > max_msgs || w.held_bytes() * 2 > max_bytes {
-        // Half a bound used: ask the reader now (it acknowledges unasked
-        // only every `ack_every` datagrams: a ring of 256 small messages
-        // fills long before), so that its answer comes before the bound
-        // holds the stream back. Once per answer. (The congestion window
-        // asks when it is full.)
-        s.writer.request_ack();
-    }
-    Ok(bytes)
 }
 
 /// The nodes that do not take this sample (scaling, or a relayed sample
