@@ -49,6 +49,13 @@ fn daemon(dir: &Path, cfg: impl FnOnce(&mut Config)) -> (Daemon, PathBuf) {
     (d, socket)
 }
 
+/// [`daemon`] with a policy file of `grants` in `dir` (as `policy.toml`).
+fn policed_daemon(dir: &Path, grants: &str) -> (Daemon, PathBuf) {
+    let policy = dir.join("policy.toml");
+    std::fs::write(&policy, grants).unwrap();
+    daemon(dir, |c| c.policy = Some(policy))
+}
+
 fn rand_suffix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -160,16 +167,13 @@ fn a_policy_file_grants_per_tag_pattern_and_right() {
         return;
     }
     let dir = shared_dir(false);
-    let policy = dir.path().join("policy.toml");
-    std::fs::write(
-        &policy,
-        format!(
+    let (_d, socket) = policed_daemon(
+        dir.path(),
+        &format!(
             "[[grant]]\ntags = \"/robot/**\"\ngroups = [{NOBODY}]\nrights = [\"subscribe\"]\n\n\
              [[grant]]\ntags = \"/robot/cmd\"\nusers = [{NOBODY}]\nrights = [\"publish\"]\n"
         ),
-    )
-    .unwrap();
-    let (_d, socket) = daemon(dir.path(), |c| c.policy = Some(policy.clone()));
+    );
     let root = root_client(&socket).unwrap();
     root.create_tag("/robot/pose", Domain::Global).unwrap();
     root.create_tag("/robot/cmd", Domain::Global).unwrap();
@@ -462,13 +466,10 @@ fn a_subscribers_read_only_descriptors_cannot_be_reopened_writable_by_another_us
         return;
     }
     let dir = shared_dir(false);
-    let policy = dir.path().join("policy.toml");
-    std::fs::write(
-        &policy,
-        format!("[[grant]]\ntags = \"/ro/**\"\nusers = [{NOBODY}]\nrights = [\"subscribe\"]\n"),
-    )
-    .unwrap();
-    let (_d, socket) = daemon(dir.path(), |c| c.policy = Some(policy.clone()));
+    let (_d, socket) = policed_daemon(
+        dir.path(),
+        &format!("[[grant]]\ntags = \"/ro/**\"\nusers = [{NOBODY}]\nrights = [\"subscribe\"]\n"),
+    );
     let root = root_client(&socket).unwrap();
     let tag = format!("/ro/reopen{}", std::process::id());
     root.create_tag(&tag, Domain::Global).unwrap();
