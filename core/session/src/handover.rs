@@ -33,9 +33,9 @@ use tagwire_wire::handover::{PartialState, StreamState};
 use tagwire_wire::TagName;
 
 use crate::inbound::InStream;
-use crate::Session;
+use crate::ReceiveSession;
 
-/// Most streams one [`Session::import_inbound`] takes (a handover may come
+/// Most streams one [`ReceiveSession::import_inbound`] takes (a handover may come
 /// from another process); the rest are ignored and start afresh.
 pub use tagwire_wire::handover::MAX_STREAMS as MAX_HANDOVER_STREAMS;
 
@@ -48,11 +48,11 @@ pub use tagwire_wire::handover::MAX_STREAMS as MAX_HANDOVER_STREAMS;
 /// holder had some fragments of.
 pub type Handover = StreamState;
 
-impl Session {
+impl ReceiveSession {
     /// Gives up `tag`'s inbound streams to another session of this node:
     /// returns their state and from now on drops the tag's data here
     /// unacknowledged (the sender sends it again to the new holder). Take
-    /// what [`Session::poll_deliver`] holds first: it stays here.
+    /// what [`ReceiveSession::poll_deliver`] holds first: it stays here.
     pub fn export_inbound(&mut self, tag: &TagName) -> Vec<Handover> {
         self.away.insert(tag.clone());
         let keys: Vec<_> = self
@@ -90,7 +90,7 @@ impl Session {
     }
 
     /// Takes `tag`'s inbound streams over from another session of this
-    /// node ([`Session::export_inbound`]); the tag is received here again.
+    /// node ([`ReceiveSession::export_inbound`]); the tag is received here again.
     /// Each reliable stream announces its state to its sender at once.
     pub fn import_inbound(&mut self, now: Instant, tag: &TagName, streams: Vec<Handover>) {
         self.away.remove(tag);
@@ -130,7 +130,7 @@ impl Session {
     }
 
     /// Whether `tag`'s inbound streams were given up
-    /// ([`Session::export_inbound`]).
+    /// ([`ReceiveSession::export_inbound`]).
     pub fn is_away(&self, tag: &TagName) -> bool {
         self.away.contains(tag)
     }

@@ -27,7 +27,7 @@ use tagwire_wire::datagram::{
 };
 use tagwire_wire::TagName;
 
-use crate::{Carrier, Class, Delivery, Event, Session, Transmit};
+use crate::{Carrier, Class, Delivery, ReceiveEvent as Event, ReceiveSession, Transmit};
 
 /// Most streams of tags that moved away remembered (their heartbeats go
 /// unanswered); more are treated as new.
@@ -88,38 +88,50 @@ impl InStream {
     }
 }
 
-impl Session {
+impl ReceiveSession {
     /// One datagram from `from` (the delivery port's, or a TCP frame's
-    /// body). Whole messages come out of [`Session::poll_deliver`],
-    /// acknowledgements and what they free out of
-    /// [`Session::poll_transmit`].
-    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+    /// body). Whole messages come out of [`ReceiveSession::poll_deliver`],
+    /// the acknowledgements they make due out of
+    /// [`ReceiveSession::poll_transmit`]. An acknowledgement is another
+    /// role's: it comes back, with its stream id, for the node's sending
+    /// session ([`crate::SendSession::handle_ack`]).
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        bytes: &[u8],
+    ) -> Option<(u64, AckNack)> {
         // The tag the last data datagram named is taken out for the decoder
         // to borrow and put back after: a stream's datagrams neither
         // allocate a name nor touch its reference count (its atomic
         // increments and decrements were a third of this function's time
         // on a flat-out 8 KiB stream).
         let known = self.known_tag.take();
-        let named = self.handle_decoded(now, from, bytes, known.as_ref());
+        let (named, ack) = self.handle_decoded(now, from, bytes, known.as_ref());
         self.known_tag = named.or(known);
+        ack
     }
 
-    /// [`Session::handle_datagram`] with the tag the last one named;
-    /// returns the tag this one named if it was another.
+    /// [`ReceiveSession::handle_datagram`] with the tag the last one named;
+    /// returns the tag this one named if it was another, and the
+    /// acknowledgement it was if it was one.
     fn handle_decoded(
         &mut self,
         now: Instant,
         from: SocketAddr,
         bytes: &[u8],
         known: Option<&TagName>,
-    ) -> Option<TagName> {
+    ) -> (Option<TagName>, Option<(u64, AckNack)>) {
         let dg = match Datagram::decode_known(bytes, known) {
             Ok(dg) => dg,
             Err(_) => {
                 self.events.push_back(Event::Malformed { from });
-                return None;
+                return (None, None);
             }
         };
+        if let Body::AckNack(a) = dg.body {
+            return (None, Some((dg.stream, a)));
+        }
         let key = (from.ip(), dg.stream);
         match dg.body {
             Body::Data(DataRef {
@@ -140,11 +152,11 @@ impl Session {
                     std::borrow::Cow::Borrowed(_) => None,
                 };
                 self.handle_data(now, from, key, (seq, flags, tag), &dg.body, bytes);
-                named
+                (named, None)
             }
             Body::Heartbeat(Heartbeat { first, last }) => {
                 if self.away_streams.contains_key(&key) {
-                    return None; // (see `Event::Away`)
+                    return (None, None); // (see `Event::Away`)
                 }
                 // A heartbeat may be the first we hear of a stream whose
                 // first datagrams were all lost: its answer asks for them.
@@ -160,12 +172,9 @@ impl Session {
                 // after it deliverable (found by the simulator, seed 684).
                 s.take_buffered(from, &mut self.deliveries, &mut self.spare);
                 self.ack(now, key);
-                None
+                (None, None)
             }
-            Body::AckNack(ref a) => {
-                self.handle_acknack(now, dg.stream, a);
-                None
-            }
+            Body::AckNack(_) => (None, None), // (returned above)
         }
     }
 
@@ -459,7 +468,7 @@ fn take(
         }
         Body::Batch(b) => {
             for (header, payload) in b.messages() {
-                // Into a buffer a reader gave back (`Session::recycle`),
+                // Into a buffer a reader gave back (`ReceiveSession::recycle`),
                 // if there is one: no allocation per small message.
                 out.push_back(Delivery {
                     tag: b.tag.as_ref().clone(),

@@ -1,9 +1,25 @@
 //! # tagwire-session: the delivery session between nodes, without I/O
 //!
 //! Everything that crosses a host boundary on the data path is decided
-//! here and only moved by the runtime (docs/design.md §6, quinn-proto style).
-//! A [`Session`] owns streams of data datagrams, each per tag, destination
-//! node and carrier:
+//! here and only moved by the runtime (docs/design.md §6, quinn-proto style),
+//! in two roles that share the codecs and the reliable core:
+//!
+//! * a [`SendSession`] owns the streams from this node's publishers to
+//!   other nodes, per tag, destination node and carrier (routes, scaling,
+//!   batching, fragments, reliable windows, the send ticket);
+//! * a [`ReceiveSession`] owns the streams from other nodes (reassembly,
+//!   order, loss counting, credit, acknowledgements);
+//! * a [`Session`] is both for one node (the simulator, the fuzz targets, a
+//!   process that sends and receives on one socket), acknowledgements
+//!   routed from its receiving role to its sending one.
+//!
+//! Where each role's work is: `send` (the sending session and its events),
+//! `outbound` (per tag: routes, filtering, batching, numbering, and in
+//! `outbound/window.rs` the reliable windows), `ticket` (what a publisher
+//! sends itself); `receive` (the receiving session and its events),
+//! `inbound` (per datagram: order, loss, reassembly, credit,
+//! acknowledgements), `handover` (streams moving between receiving
+//! sessions of one node); `node` (both roles as one [`Session`]).
 //!
 //! ```text
 //!             set_routes(now, tag, [Dest])     set_credit(tag, room)
@@ -33,62 +49,64 @@
 //! bytes come in as slices and go out as [`Transmit`]s, addresses are
 //! `SocketAddr`s. A runtime (or a simulator) drives it:
 //!
-//! 1. feed inputs: [`Session::handle_record`] for each record this node's
-//!    publishers wrote (while [`Session::can_accept`]), then
-//!    [`Session::flush`] once nothing more is ready (a lone message goes out
-//!    at once: batching only packs what is already queued);
-//!    [`Session::handle_datagram`] for each datagram received;
-//! 2. drain [`Session::poll_transmit`], [`Session::poll_deliver`] and
-//!    [`Session::poll_event`] after every input;
-//! 3. sleep until [`Session::poll_timeout`] or the next input, then call
-//!    [`Session::handle_timeout`] and drain again.
+//! 1. feed inputs: [`SendSession::handle_record`] for each record this
+//!    node's publishers wrote (while [`SendSession::can_accept`]), then
+//!    [`SendSession::flush`] once nothing more is ready (a lone message goes
+//!    out at once: batching only packs what is already queued);
+//!    [`ReceiveSession::handle_datagram`] for each datagram received (an
+//!    acknowledgement comes back from it, for [`SendSession::handle_ack`]);
+//! 2. drain `poll_transmit`, [`ReceiveSession::poll_deliver`] and
+//!    `poll_event` after every input;
+//! 3. sleep until `poll_timeout` or the next input, then call
+//!    `handle_timeout` and drain again.
 //!
-//! A node may run one session for everything, or several (the daemon runs
-//! one per tag it forwards, on that tag's thread, and one per receiving
-//! socket): a session ignores acknowledgements of streams it does not own.
+//! A node may run one [`Session`] for everything, or its roles apart (the
+//! daemon runs a sending session per tag it forwards, on that tag's
+//! thread, and a receiving session per socket): a sending session ignores
+//! acknowledgements of streams it does not own.
 //!
 //! ## What the session guarantees
 //!
 //! * **Reliable** destinations get every record handed in, in order, once,
 //!   through a `tagwire_reliable::Writer` per node, or
-//!   [`Session::handle_record`] says [`Held`]: the window, the congestion
+//!   [`SendSession::handle_record`] says [`Held`]: the window, the congestion
 //!   window, the bounds on unacknowledged messages and bytes, or the
 //!   receiver's credit is full, and the caller keeps the record (and its
 //!   publisher, through the ring's gate) waiting. Nothing reliable is
 //!   dropped inside.
 //! * **Receiver credit.** A receiving session told its room for a tag
-//!   ([`Session::set_credit`], in messages: a lossless subscriber's ring
+//!   ([`ReceiveSession::set_credit`], in messages: a lossless subscriber's ring
 //!   and held-back queue) puts it in every acknowledgement
 //!   (`AckNack::credit`); the sender keeps its unacknowledged messages
 //!   within it, so data is not sent to be refused. At zero room the
-//!   receiver refuses data ([`Event::Refused`], not acknowledged, not
+//!   receiver refuses data ([`ReceiveEvent::Refused`], not acknowledged, not
 //!   NACKed) and the sender holds; a heartbeat probes while it waits, and
 //!   room coming back is announced at once.
 //! * **Best effort** and **multicast** datagrams are numbered per stream;
 //!   the receiver delivers only newer ones and reports every gap
-//!   ([`Event::BestEffortLost`]).
+//!   ([`ReceiveEvent::BestEffortLost`]).
 //! * **Scaling and relay** follow the routes ([`Dest::forwards`]): the session
 //!   filters every n-th sample and a proxy relays others' samples.
-//! * **Send ticket** bookkeeping: [`Session::offer`] says what a publisher
+//! * **Send ticket** bookkeeping: [`SendSession::offer`] says what a publisher
 //!   may send itself (a batch of one per reliable node, numbered as the
-//!   session would), [`Session::handle_direct_record`] keeps such a record
-//!   for resends without sending it again, [`Session::abandon_offer`]
+//!   session would), [`SendSession::handle_direct_record`] keeps such a
+//!   record for resends without sending it again, [`SendSession::abandon_offer`]
 //!   retires the streams whose numbers an unrecorded record used.
 //! * Every input may come from an attacker: malformed datagrams are
-//!   [`Event::Malformed`], never a panic.
+//!   [`ReceiveEvent::Malformed`], never a panic.
 
 mod handover;
 mod inbound;
+mod node;
 mod outbound;
 pub mod plan;
+mod receive;
 mod route;
+mod send;
 mod ticket;
 
-use std::collections::{BTreeMap, VecDeque};
-
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
-use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::time::Duration;
 
 use thiserror::Error;
 
@@ -97,11 +115,15 @@ use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::{NodeAddr, TagName};
 
 pub use handover::{Handover, MAX_HANDOVER_STREAMS};
+pub use node::Session;
 pub use plan::Mode;
+pub use receive::{ReceiveEvent, ReceiveSession};
 pub use route::Dest;
+pub use send::{SendEvent, SendSession};
 pub use ticket::{DirectCopy, TicketEntry};
 
-/// Settings of a [`Session`].
+/// Settings of a [`SendSession`] and a [`ReceiveSession`] (each reads its
+/// own).
 #[derive(Debug, Clone)]
 pub struct Config {
     /// This node: samples it published go to every destination; others'
@@ -267,7 +289,7 @@ pub struct Transmit {
 /// A [`Transmit`]'s bytes: a buffer of its own, or one a reliable stream's
 /// window shares with it (a datagram's first transmission: sent without a
 /// copy, kept there for resends). Reads as `&[u8]`; give it back with
-/// [`Session::recycle_transmit`] once sent.
+/// [`SendSession::recycle_transmit`] once sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TxBuf {
     /// Its own.
@@ -316,102 +338,25 @@ pub struct Delivery {
     pub payload: Vec<u8>,
 }
 
-/// Something the runtime may count or show (`tagwire stats`).
+/// Something a [`Session`] tells the runtime: its sending role's events
+/// or its receiving role's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// A reliable stream to `node` started (new id).
-    StreamOpened {
-        /// Its tag.
-        tag: TagName,
-        /// Its destination node.
-        node: NodeAddr,
-        /// Its id.
-        stream: u64,
-    },
-    /// A reliable stream ended (route gone, changed, or its numbers spoiled).
-    StreamClosed {
-        /// Its tag.
-        tag: TagName,
-        /// Its destination node.
-        node: NodeAddr,
-        /// Its id.
-        stream: u64,
-    },
-    /// Best-effort datagrams that never came (counted from the gap).
-    BestEffortLost {
-        /// Their tag.
-        tag: TagName,
-        /// The sender.
-        from: SocketAddr,
-        /// How many.
-        count: u64,
-    },
-    /// A reliable data datagram refused: the tag has no credit here.
-    Refused {
-        /// Its tag.
-        tag: TagName,
-        /// The sender.
-        from: SocketAddr,
-    },
-    /// A data datagram of a tag whose streams moved to another session
-    /// of this node ([`Session::export_inbound`]): dropped unacknowledged.
-    Away {
-        /// Its tag.
-        tag: TagName,
-        /// The sender.
-        from: SocketAddr,
-    },
-    /// A datagram that does not decode (or a TCP frame that is no data).
-    Malformed {
-        /// The sender.
-        from: SocketAddr,
-    },
-    /// A data datagram dropped because its sending node is at one of its
-    /// bounds here ([`Config::max_peer_streams`],
-    /// [`Config::max_peer_reassembly`]); reliable data comes again.
-    PeerBound {
-        /// The sender.
-        from: SocketAddr,
-        /// Which bound.
-        what: &'static str,
-    },
-    /// Copies of a sample not sent because of temporal scaling.
-    ScaledOut {
-        /// Its tag.
-        tag: TagName,
-        /// Nodes that skipped it.
-        count: u64,
-    },
-    /// A message that no stream can carry (more fragments than a datagram
-    /// numbers): dropped.
-    Dropped {
-        /// Its tag.
-        tag: TagName,
-    },
-    /// A record its publisher sent itself was kept for resends on a
-    /// stream to `node` (send ticket).
-    DirectKept {
-        /// Its tag.
-        tag: TagName,
-        /// The node.
-        node: NodeAddr,
-    },
-    /// A publisher's own first copy arrived and was new to its stream.
-    DirectReceived {
-        /// Its tag.
-        tag: TagName,
-    },
+    /// From the sending role.
+    Send(SendEvent),
+    /// From the receiving role.
+    Receive(ReceiveEvent),
 }
 
-/// [`Session::handle_record`] did not take the record: a reliable
+/// [`SendSession::handle_record`] did not take the record: a reliable
 /// destination cannot take more now. Keep it, read nothing more, and hand
-/// it in again once [`Session::can_accept`] (after acknowledgements or
+/// it in again once [`SendSession::can_accept`] (after acknowledgements or
 /// timeouts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[error("held: a reliable destination's window or credit is full")]
 pub struct Held;
 
-/// How a send ticket offered with [`Session::offer`] ended.
+/// How a send ticket offered with [`SendSession::offer`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TicketOutcome {
     /// The publisher sent the record to every destination offered.
@@ -435,7 +380,7 @@ pub struct OfferDest {
     pub seq: u64,
 }
 
-/// What a publisher may send itself (see [`Session::offer`]).
+/// What a publisher may send itself (see [`SendSession::offer`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Offer {
     /// The largest datagram the publisher may send the record in (a
@@ -469,7 +414,7 @@ pub struct StreamStats {
     pub credit: Option<u32>,
 }
 
-/// `bytes` in a buffer from `spare` (see [`Session::recycle`]), or a new one.
+/// `bytes` in a buffer from `spare` (see [`ReceiveSession::recycle`]), or a new one.
 pub(crate) fn copied(spare: &mut Vec<Vec<u8>>, bytes: &[u8]) -> Vec<u8> {
     let mut buf = spare_buffer(spare);
     buf.extend_from_slice(bytes);
@@ -484,7 +429,7 @@ pub(crate) fn spare_buffer(spare: &mut Vec<Vec<u8>>) -> Vec<u8> {
 }
 
 /// Keeps `buf` in `spare` for [`copied`] if there is room and it is not
-/// too large (see [`Session::recycle`]).
+/// too large (see [`ReceiveSession::recycle`]).
 pub(crate) fn keep_spare(spare: &mut Vec<Vec<u8>>, buf: Vec<u8>) {
     let cap = buf.capacity();
     if spare.len() < SPARE_BUFFERS && cap > 0 && cap <= SPARE_CAPACITY {
@@ -497,146 +442,11 @@ pub(crate) fn keep_spare(spare: &mut Vec<Vec<u8>>, buf: Vec<u8>) {
 /// window of 1024).
 pub const ACK_EVERY: u32 = 256;
 
-/// Most buffers [`Session::recycle`] keeps.
+/// Most buffers [`ReceiveSession::recycle`] keeps.
 pub const SPARE_BUFFERS: usize = 256;
 
-/// Largest buffer [`Session::recycle`] keeps, bytes.
+/// Largest buffer [`ReceiveSession::recycle`] keeps, bytes.
 pub const SPARE_CAPACITY: usize = 64 << 10;
-
-/// The delivery session (see the crate documentation).
-#[derive(Debug)]
-pub struct Session {
-    config: Config,
-    /// Stream ids handed out.
-    ids: StreamIds,
-    /// Outbound state per tag with routes.
-    out: BTreeMap<TagName, outbound::Outbound>,
-    /// Our reliable streams by id: their tag (acknowledgement dispatch).
-    owned: HashMap<u64, TagName>,
-    /// Inbound streams by (sender address, id).
-    streams: HashMap<(IpAddr, u64), inbound::InStream>,
-    /// Room per tag for a lossless subscriber (absent: unlimited).
-    credit: HashMap<TagName, u32>,
-    /// Tags whose inbound streams moved to another session of this node,
-    /// and those streams (their heartbeats are not answered here).
-    away: HashSet<TagName>,
-    away_streams: HashMap<(IpAddr, u64), TagName>,
-    transmits: VecDeque<Transmit>,
-    deliveries: VecDeque<Delivery>,
-    /// Inbound streams that received data since the last `poll_transmit`
-    /// (their acknowledgements, if due, go then).
-    ack_due: Vec<(IpAddr, u64)>,
-    /// Buffers given back by the reader (`recycle`), for the next
-    /// deliveries' payloads.
-    spare: Vec<Vec<u8>>,
-    /// The tag the last data datagram named: the next one's decoding
-    /// borrows it (`Datagram::decode_known`) instead of allocating.
-    known_tag: Option<TagName>,
-    events: VecDeque<Event>,
-}
-
-impl Session {
-    /// A session with no routes and no streams.
-    pub fn new(config: Config) -> Self {
-        Self {
-            ids: StreamIds {
-                seed: config.seed,
-                issued: 0,
-            },
-            config,
-            out: BTreeMap::new(),
-            owned: HashMap::new(),
-            streams: HashMap::new(),
-            credit: HashMap::new(),
-            away: HashSet::new(),
-            away_streams: HashMap::new(),
-            transmits: VecDeque::new(),
-            deliveries: VecDeque::new(),
-            ack_due: Vec::new(),
-            spare: Vec::new(),
-            known_tag: None,
-            events: VecDeque::new(),
-        }
-    }
-
-    /// The settings.
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
-    /// The next thing to send, if any (resends and heartbeats that fall
-    /// due at `now` included).
-    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        if !self.ack_due.is_empty() {
-            self.ack_bursts(now);
-        }
-        if let Some(t) = self.transmits.pop_front() {
-            return Some(t);
-        }
-        if let Some(t) = self.poll_outbound(now) {
-            return Some(t);
-        }
-        self.poll_inbound(now);
-        self.transmits.pop_front()
-    }
-
-    /// The next whole message received, in its stream's order.
-    pub fn poll_deliver(&mut self) -> Option<Delivery> {
-        self.deliveries.pop_front()
-    }
-
-    /// Gives a delivered message's buffer, a sent transmit's, or any other
-    /// back for the next deliveries and transmits: a reader that hands
-    /// each payload on by swapping buffers, and a sender that gives each
-    /// transmit's bytes back once sent, allocate nothing per message. At
-    /// most [`SPARE_BUFFERS`] are kept, none larger than [`SPARE_CAPACITY`].
-    pub fn recycle(&mut self, buf: Vec<u8>) {
-        keep_spare(&mut self.spare, buf);
-    }
-
-    /// Gives a sent transmit's bytes back: its own buffer (or a shared one
-    /// its window let go of) for the next transmits; a shared one the window
-    /// still holds stays there (for resends, and then its next datagram).
-    pub fn recycle_transmit(&mut self, bytes: TxBuf) {
-        if let Some(v) = bytes.into_vec() {
-            keep_spare(&mut self.spare, v);
-        }
-    }
-
-    /// An empty buffer: one given back earlier ([`Session::recycle`]), or
-    /// a new one.
-    pub fn buffer(&mut self) -> Vec<u8> {
-        spare_buffer(&mut self.spare)
-    }
-
-    /// The next event.
-    pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
-    }
-
-    /// When [`Session::handle_timeout`] (and [`Session::poll_transmit`])
-    /// next have something to do without new input.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        // Acknowledgements made due by data (when it came) go at once.
-        let acks = self
-            .ack_due
-            .iter()
-            .filter_map(|k| self.streams.get(k).map(|s| s.last))
-            .min();
-        [acks, self.outbound_timeout(), self.inbound_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-
-    /// Runs the timers due at `now` (heartbeats, resends and credit probes
-    /// come out of the next [`Session::poll_transmit`]; silent inbound
-    /// streams are forgotten).
-    pub fn handle_timeout(&mut self, now: Instant) {
-        self.expire_inbound(now);
-        self.pump_all(now);
-    }
-}
 
 /// The ids a session gives its streams: distinct per session (the seed)
 /// and per stream, and hard to guess for another host.

@@ -30,7 +30,9 @@ use tagwire_wire::datagram::{
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::{NodeAddr, TagName};
 
-use crate::{Carrier, Class, Dest, Event, Held, Mode, Offer, Session, StreamStats, Transmit};
+use crate::{
+    Carrier, Class, Dest, Held, Mode, Offer, SendEvent as Event, SendSession, StreamStats, Transmit,
+};
 
 mod item;
 mod window;
@@ -171,7 +173,7 @@ impl Outbound {
     }
 }
 
-impl Session {
+impl SendSession {
     /// Sets where `tag`'s samples go from this node (an empty list ends
     /// them). Streams to nodes that left, or whose mode changed, end; items
     /// waiting only for them are done. A node whose address alone changed
@@ -179,7 +181,7 @@ impl Session {
     /// receiving process, docs/design.md §6) keeps its streams and numbers:
     /// what its reliable stream holds unacknowledged goes again to the new
     /// address, whose session took the stream over
-    /// ([`Session::import_inbound`]).
+    /// ([`crate::ReceiveSession::import_inbound`]).
     pub fn set_routes(&mut self, now: Instant, tag: &TagName, dests: Vec<Dest>) {
         if dests.is_empty() {
             if let Some(o) = self.out.remove(tag) {
@@ -267,9 +269,9 @@ impl Session {
         self.record(now, tag, header, Payload::Slice(payload))
     }
 
-    /// [`Session::handle_record`] with the payload in a buffer of the
+    /// [`SendSession::handle_record`] with the payload in a buffer of the
     /// caller's (say, read from its ring straight into one from
-    /// [`Session::buffer`]): a message sent alone (fragmented) keeps the
+    /// [`SendSession::buffer`]): a message sent alone (fragmented) keeps the
     /// buffer, not a copy; otherwise the buffer goes back to the spare
     /// ones.
     pub fn handle_record_buf(
@@ -458,17 +460,11 @@ impl Session {
         rows
     }
 
-    /// An acknowledgement of stream `stream`, already decoded (a runtime
-    /// that sorts acknowledgements from data decodes them once): true if
-    /// the stream is this session's. As [`Session::handle_datagram`] with
-    /// the datagram.
-    pub fn handle_ack(&mut self, now: Instant, stream: u64, ack: &AckNack) -> bool {
-        self.handle_acknack(now, stream, ack)
-    }
-
-    /// An acknowledgement of stream `id`, if it is ours: frees its window,
-    /// takes the receiver's credit and sends what now fits.
-    pub(crate) fn handle_acknack(&mut self, now: Instant, id: u64, a: &AckNack) -> bool {
+    /// An acknowledgement of stream `id`, decoded once by whoever received
+    /// it (a [`crate::ReceiveSession`] returns the ones it is given): true if
+    /// the stream is this session's. Frees its window, takes the
+    /// receiver's credit and sends what now fits.
+    pub fn handle_ack(&mut self, now: Instant, id: u64, a: &AckNack) -> bool {
         let Some(tag) = self.owned.get(&id).cloned() else {
             return false;
         };

@@ -23,7 +23,7 @@
 //!
 //! Pure: no sockets, no locks; unit-tested below. The daemon computes a
 //! plan per tag from its table and hands this node's legs, with addresses,
-//! to [`crate::Session::set_routes`] as [`crate::Dest`]s.
+//! to [`crate::SendSession::set_routes`] as [`crate::Dest`]s.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -24,10 +24,11 @@ use tagwire_wire::{NodeAddr, TagName};
 
 use crate::outbound::{batch_ref, clean, left_out, Outgoing};
 use crate::{
-    Carrier, Class, Event, Held, Mode, Offer, OfferDest, Session, TicketOutcome, Transmit,
+    Carrier, Class, Held, Mode, Offer, OfferDest, SendEvent as Event, SendSession, TicketOutcome,
+    Transmit,
 };
 
-impl Session {
+impl SendSession {
     /// Offers the next record of `tag` to its publisher (send ticket), if
     /// every reliable node can take it now: its stream has sent before (so
     /// the node knows where to answer), has room for a batch datagram,
@@ -83,7 +84,7 @@ impl Session {
     /// the node no longer wants it (the number is used); after an abandoned
     /// claim it is sent again too. Other nodes get it as usual. Without an
     /// offer, or for a record too large for it, this is
-    /// [`Session::handle_record`].
+    /// [`SendSession::handle_record`].
     pub fn handle_direct_record(
         &mut self,
         now: Instant,

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use net::*;
 use proptest::prelude::*;
-use tagwire_session::{Carrier, Class, Config, Dest, Event, Mode, TicketOutcome};
+use tagwire_session::{
+    Carrier, Class, Config, Dest, Event, Mode, ReceiveEvent, SendEvent, TicketOutcome,
+};
 use tagwire_wire::datagram::{push_batch_entry, BatchRef, FLAG_DIRECT, FLAG_RELIABLE};
 
 fn secs(n: u64) -> Duration {
@@ -123,7 +125,7 @@ fn best_effort_delivers_newer_only_and_counts_every_gap() {
         .events
         .iter()
         .map(|e| match e {
-            Event::BestEffortLost { count, .. } => *count,
+            Event::Receive(ReceiveEvent::BestEffortLost { count, .. }) => *count,
             _ => 0,
         })
         .sum();
@@ -156,7 +158,7 @@ fn a_scaled_route_gets_every_nth_sample_and_counts_the_rest() {
         .events
         .iter()
         .map(|e| match e {
-            Event::ScaledOut { count, .. } => *count,
+            Event::Send(SendEvent::ScaledOut { count, .. }) => *count,
             _ => 0,
         })
         .sum();
@@ -262,7 +264,7 @@ fn a_receiver_without_credit_holds_the_sender_which_resends_nothing_and_resumes(
     let refused = net.nodes[1]
         .events
         .iter()
-        .filter(|e| matches!(e, Event::Refused { .. }))
+        .filter(|e| matches!(e, Event::Receive(ReceiveEvent::Refused { .. })))
         .count();
     // Only datagrams crossing the last credit in flight were refused, each
     // sent again once room came back.
@@ -304,7 +306,7 @@ fn senders_on_two_nodes_share_the_credit_and_refused_data_comes_back_once() {
     let refused = net.nodes[1]
         .events
         .iter()
-        .filter(|e| matches!(e, Event::Refused { .. }))
+        .filter(|e| matches!(e, Event::Receive(ReceiveEvent::Refused { .. })))
         .count();
     // Each sender gets half the room: what still races past it (the first
     // flight, before any credit is known, and credit crossing data in
@@ -340,7 +342,7 @@ fn data_refused_at_zero_credit_is_not_resent_in_a_loop() {
     let refused = net.nodes[1]
         .events
         .iter()
-        .filter(|e| matches!(e, Event::Refused { .. }))
+        .filter(|e| matches!(e, Event::Receive(ReceiveEvent::Refused { .. })))
         .count();
     assert!(refused > 0);
     // The resend timer backs off (100 ms doubling to 1 s): a handful of
@@ -415,7 +417,7 @@ fn a_record_its_publisher_sent_is_kept_for_resends_and_not_sent_again() {
     assert!(net.nodes[1]
         .events
         .iter()
-        .any(|e| matches!(e, Event::DirectReceived { .. })));
+        .any(|e| matches!(e, Event::Receive(ReceiveEvent::DirectReceived { .. }))));
 }
 
 #[test]
@@ -444,10 +446,10 @@ fn an_offered_record_that_never_comes_retires_its_streams() {
     assert!(net.nodes[0]
         .events
         .iter()
-        .all(|e| !matches!(e, Event::StreamClosed { .. })));
+        .all(|e| !matches!(e, Event::Send(SendEvent::StreamClosed { .. }))));
     net.step();
     assert!(net.nodes[0].events.iter().any(
-        |e| matches!(e, Event::StreamClosed { stream, .. } if *stream == offer.dests[0].stream)
+        |e| matches!(e, Event::Send(SendEvent::StreamClosed { stream, .. }) if *stream == offer.dests[0].stream)
     ));
     // The next record goes on a fresh stream, from its first number.
     net.publish(0, [3], |_| 10);
@@ -489,7 +491,7 @@ fn garbage_is_counted_as_malformed() {
     net.step();
     assert_eq!(
         net.nodes[1].events,
-        vec![Event::Malformed { from: addr(0) }]
+        vec![Event::Receive(ReceiveEvent::Malformed { from: addr(0) })]
     );
 }
 
@@ -563,7 +565,7 @@ fn a_stream_started_at_its_first_datagram_counts_nothing_before_it_lost() {
         }
         let mut counted = 0;
         while let Some(e) = rx.poll_event() {
-            if let Event::BestEffortLost { count, .. } = e {
+            if let Event::Receive(ReceiveEvent::BestEffortLost { count, .. }) = e {
                 counted += count;
             }
         }

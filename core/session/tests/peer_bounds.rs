@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use tagwire_session::{Config, Event, Session};
+use tagwire_session::{Config, Event, ReceiveEvent, Session};
 use tagwire_wire::datagram::{DataRef, FLAG_RELIABLE};
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::{NodeAddr, Pid, SenderInfo, SeqNum, TagName};
@@ -74,7 +74,7 @@ fn nodes() -> (SocketAddr, SocketAddr) {
 
 fn bounded(events: &mut Session) -> usize {
     std::iter::from_fn(|| events.poll_event())
-        .filter(|e| matches!(e, Event::PeerBound { .. }))
+        .filter(|e| matches!(e, Event::Receive(ReceiveEvent::PeerBound { .. })))
         .count()
 }
 

@@ -43,7 +43,7 @@ use tagwire_auth::{Holder, HoldingKey};
 
 use crate::clock::coarse_us;
 use tagwire_net::gso;
-use tagwire_session::{Config, Delivery, Session};
+use tagwire_session::{Config, Delivery, ReceiveSession};
 use tagwire_wire::datagram::peek_tag;
 use tagwire_wire::handover::StreamState;
 use tagwire_wire::{NodeAddr, TagName};
@@ -75,7 +75,7 @@ pub(crate) struct Direct {
 
 #[derive(Debug)]
 pub(crate) struct State {
-    session: Session,
+    session: ReceiveSession,
     tag: TagName,
     /// This process holds the tag's inbound streams.
     pub(crate) holder: bool,
@@ -123,7 +123,7 @@ impl Direct {
             .map_or(0, |d| d.as_nanos() as u64)
             ^ (u64::from(std::process::id()) << 32)
             ^ u64::from(port);
-        let mut session = Session::new(Config {
+        let mut session = ReceiveSession::new(Config {
             me: node,
             seed,
             ..Config::default()
@@ -297,7 +297,9 @@ impl Direct {
                                     }
                                 },
                             };
-                            session.handle_datagram(now, m.from, body);
+                            // (No stream of ours to acknowledge: an
+                            // acknowledgement that comes back is dropped.)
+                            let _ = session.handle_datagram(now, m.from, body);
                         }
                         self.collect(st);
                     }
@@ -322,7 +324,7 @@ impl Direct {
         self.credit(st, now);
         self.transmit(st, now);
         while let Some(e) = st.session.poll_event() {
-            if matches!(e, tagwire_session::Event::Refused { .. }) {
+            if matches!(e, tagwire_session::ReceiveEvent::Refused { .. }) {
                 st.no_room += 1;
             }
         }
@@ -529,7 +531,7 @@ impl Drop for Presence<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tagwire_session::{Dest, Mode};
+    use tagwire_session::{Dest, Mode, Session};
     use tagwire_wire::frame::FrameHeader;
     use tagwire_wire::{Pid, SenderInfo, SeqNum};
 

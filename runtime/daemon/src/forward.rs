@@ -1,11 +1,11 @@
 //! The delivery manager's outbound side: one forwarder thread per global tag
 //! with receivers on other nodes, the glue between the tag's ring, the
-//! sockets and the tag's [`tagwire_session::Session`] (which decides
+//! sockets and the tag's [`tagwire_session::SendSession`] (which decides
 //! everything: batches, fragments, reliable windows, numbering, credit,
 //! the send ticket's bookkeeping; see its crate documentation).
 //!
 //! ```text
-//!  ring ──read──▶ forwarder thread ──handle_record / flush──▶ Session (tag)
+//!  ring ──read──▶ forwarder thread ──handle_record / flush──▶ SendSession (tag)
 //!   ▲  gate         │      ▲  sleeps in ring.wait / park       │  ▲
 //!   │ (holds the    │      │  until poll_timeout               │  │ ACKs
 //!   │  publisher)   ▼      │                                   │  │
@@ -23,7 +23,7 @@
 //!   gate on the ring at the forwarder's read position holds the publisher
 //!   back (for its configured time) instead of letting it overwrite what
 //!   the session has not taken: the forwarder reads only while
-//!   `Session::can_accept`, and a TCP write blocks while the receiver is
+//!   `SendSession::can_accept`, and a TCP write blocks while the receiver is
 //!   slow.
 //! * **Send ticket.** While the forwarder is idle (it has read everything
 //!   and the session has room) it opens the ticket with the session's
@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use tagwire_session::{Carrier, Class, Config, Dest, Event, Session, Transmit};
+use tagwire_session::{Carrier, Class, Config, Dest, SendEvent as Event, SendSession, Transmit};
 use tagwire_shm::{Gate, Ring};
 use tagwire_wire::datagram::AckNack;
 use tagwire_wire::TagName;
@@ -110,7 +110,7 @@ pub(crate) struct Route {
     dests: Mutex<Arc<Vec<Dest>>>,
     stop: AtomicBool,
     tag: TagName,
-    session: Mutex<Session>,
+    session: Mutex<SendSession>,
     /// The forwarder thread, and whether it is parked waiting for room.
     thread: std::sync::OnceLock<std::thread::Thread>,
     parked: AtomicBool,
@@ -203,7 +203,7 @@ impl Outbound {
                 dests: Mutex::new(Arc::new(dests)),
                 stop: AtomicBool::new(false),
                 tag: name.clone(),
-                session: Mutex::new(Session::new(config)),
+                session: Mutex::new(SendSession::new(config)),
                 thread: std::sync::OnceLock::new(),
                 parked: AtomicBool::new(false),
                 ring: ring.clone(),
@@ -378,13 +378,6 @@ impl Outbound {
                 Event::DirectKept { .. } => {
                     shared.stats.direct_sent.fetch_add(1, Ordering::Relaxed);
                 }
-                // Inbound events: this session receives acknowledgements only.
-                Event::BestEffortLost { .. }
-                | Event::Refused { .. }
-                | Event::Malformed { .. }
-                | Event::Away { .. }
-                | Event::PeerBound { .. }
-                | Event::DirectReceived { .. } => {}
             }
         }
     }
@@ -471,7 +464,7 @@ impl Outbound {
         &self,
         shared: &Shared,
         route: &Route,
-        s: &mut Session,
+        s: &mut SendSession,
         now: Instant,
     ) -> (Vec<Transmit>, Vec<Event>) {
         let mut rest = Vec::new();
@@ -526,7 +519,7 @@ impl Outbound {
 
 /// The acknowledgements queued for `route`'s session (under its lock), in
 /// the order they arrived; true if there were any.
-fn take_acks(route: &Route, s: &mut Session) -> bool {
+fn take_acks(route: &Route, s: &mut SendSession) -> bool {
     let acks = route.acks.take();
     for a in &acks {
         s.handle_ack(a.now, a.stream, &a.ack);
@@ -535,7 +528,7 @@ fn take_acks(route: &Route, s: &mut Session) -> bool {
 }
 
 /// Everything the session has to send, and its events.
-fn drain(s: &mut Session, now: Instant) -> (Vec<Transmit>, Vec<Event>) {
+fn drain(s: &mut SendSession, now: Instant) -> (Vec<Transmit>, Vec<Event>) {
     let mut out = Vec::new();
     while let Some(t) = s.poll_transmit(now) {
         out.push(t);

@@ -23,7 +23,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use tagwire_session::{Carrier as SessionCarrier, Class, Config, Event, Handover, Session};
+use tagwire_session::{
+    Carrier as SessionCarrier, Class, Config, Event, Handover, ReceiveEvent, Session,
+};
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::{Carrier, NodeAddr, Pid, SenderInfo, SeqNum, TagName};
 
@@ -263,10 +265,12 @@ impl SessionNode {
         while let Some(e) = self.session.poll_event() {
             let c = &mut self.counters;
             match e {
-                Event::BestEffortLost { count, .. } => c.best_effort_lost += count,
-                Event::Refused { .. } => c.refused += 1,
-                Event::Malformed { .. } => c.malformed += 1,
-                Event::Away { .. } => c.away += 1,
+                Event::Receive(ReceiveEvent::BestEffortLost { count, .. }) => {
+                    c.best_effort_lost += count
+                }
+                Event::Receive(ReceiveEvent::Refused { .. }) => c.refused += 1,
+                Event::Receive(ReceiveEvent::Malformed { .. }) => c.malformed += 1,
+                Event::Receive(ReceiveEvent::Away { .. }) => c.away += 1,
                 _ => {}
             }
         }

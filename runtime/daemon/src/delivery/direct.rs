@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use tagwire_proto::{ClientId, Holder, Role};
 use tagwire_session::plan::{direct_port, Plan};
-use tagwire_session::{Handover, Session};
+use tagwire_session::{Handover, ReceiveSession};
 use tagwire_wire::control::{Message, Request};
 use tagwire_wire::handover::StreamState;
 use tagwire_wire::{NodeAddr, TagId, TagName};
@@ -211,7 +211,7 @@ impl Direct {
     /// streams given away once the tag holds nothing back (`drained`).
     pub(crate) fn apply(
         &self,
-        session: &mut Session,
+        session: &mut ReceiveSession,
         now: Instant,
         w: &mut Waiting,
         mut drained: impl FnMut(&TagName) -> bool,

@@ -9,7 +9,7 @@ use tagwire_net::gso;
 
 /// Receives on `sock` (the delivery port, or with `multicast` the multicast
 /// carrier's, where only data of tags joined for is taken): the glue around
-/// this thread's own inbound [`Session`], which owns the streams from other
+/// this thread's own inbound [`ReceiveSession`], which owns the streams from other
 /// nodes (order, acknowledgements with credit, gaps, reassembly). It sleeps
 /// in `recv` until the session's next timer (or, while messages are held
 /// back for lossless subscribers, until it looks for room again).
@@ -95,7 +95,7 @@ fn announce_room(
     shared: &Shared,
     credits: &mut Credits,
     sinks: &mut SinkCache,
-    session: &mut Session,
+    session: &mut ReceiveSession,
 ) {
     if credits.limited.is_empty() {
         return;
@@ -121,7 +121,7 @@ struct Received<'a> {
 fn handle(
     shared: &Shared,
     d: &Delivery,
-    session: &mut Session,
+    session: &mut ReceiveSession,
     multicast: bool,
     now: Instant,
     got: Received<'_>,
@@ -146,7 +146,10 @@ fn handle(
             };
             d.outbound.handle_ack(shared, now, stream, a, only);
         }
-        Ok(_) => session.handle_datagram(now, from, raw),
+        Ok(_) => {
+            // (An acknowledgement was taken above: none comes back.)
+            let _ = session.handle_datagram(now, from, raw);
+        }
         Err(e) => {
             shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
             shared.tallies.peers.add(&from.ip(), |c| c.malformed += 1);
@@ -175,8 +178,8 @@ fn names_tag(body: &Body<'_>, id: u64) -> bool {
 }
 
 /// An inbound thread's own session (see `SessionConfig::start_at_first`).
-fn inbound_session(shared: &Shared, start_at_first: bool) -> Session {
-    Session::new(SessionConfig {
+fn inbound_session(shared: &Shared, start_at_first: bool) -> ReceiveSession {
+    ReceiveSession::new(SessionConfig {
         me: shared.node(),
         seed: crate::forward::random_id(),
         start_at_first,
@@ -191,7 +194,7 @@ fn inbound_session(shared: &Shared, start_at_first: bool) -> Session {
 /// buffers go back to the session for the next messages.
 fn deliver_all(
     shared: &Shared,
-    session: &mut Session,
+    session: &mut ReceiveSession,
     mut credits: Option<&mut Credits>,
     sinks: &mut SinkCache,
     now: Instant,
@@ -240,7 +243,12 @@ struct Credits {
 
 impl Credits {
     /// Takes the rooms of the tags in `rooms` (`None`: no limit).
-    fn update(&mut self, session: &mut Session, now: Instant, rooms: &[(TagId, Option<u32>)]) {
+    fn update(
+        &mut self,
+        session: &mut ReceiveSession,
+        now: Instant,
+        rooms: &[(TagId, Option<u32>)],
+    ) {
         for (id, room) in rooms {
             let Some(t) = self.names.get(id) else {
                 continue;
@@ -284,12 +292,6 @@ fn account(shared: &Shared, e: Event) {
         // Data of a tag a direct receiver holds, from a sender that had
         // not heard yet: it sends again there.
         Event::Away { .. } => {}
-        // Outbound events: this session sends acknowledgements only.
-        Event::StreamOpened { .. }
-        | Event::StreamClosed { .. }
-        | Event::ScaledOut { .. }
-        | Event::Dropped { .. }
-        | Event::DirectKept { .. } => {}
     }
 }
 
@@ -423,7 +425,7 @@ fn read_exact(shared: &Shared, from: SocketAddr, conn: &mut TcpConn, out: &mut [
 /// rings; false if it is no data or batch datagram (the connection ends).
 fn tcp_frame(
     shared: &Arc<Shared>,
-    session: &mut Session,
+    session: &mut ReceiveSession,
     sinks: &mut SinkCache,
     from: SocketAddr,
     frame: &[u8],

@@ -3,7 +3,7 @@
 //! * **Outbound** (`forward`): for every global tag with receivers on other
 //!   nodes, a forwarder thread reads the tag's ring like a subscriber and
 //!   hands each message published on *this* node to the tag's
-//!   `tagwire_session::Session`, which batches, fragments, numbers and
+//!   `tagwire_session::SendSession`, which batches, fragments, numbers and
 //!   keeps the reliable windows (see that crate); the forwarder sends what
 //!   it says. Messages that arrived from other nodes are not forwarded
 //!   (their publisher's node already sent one copy to every node), except
@@ -13,7 +13,7 @@
 //!   does not import this module.
 //! * **Inbound**: one thread receives on the delivery port (and one on the
 //!   multicast carrier's), each the glue around its own inbound
-//!   `tagwire_session::Session`: reliable data in order, exactly once, ACK
+//!   `tagwire_session::ReceiveSession`: reliable data in order, exactly once, ACK
 //!   every K, NACK on gaps; best-effort data newer than the last only, gaps
 //!   counted (`Daemon::best_effort_losses`); fragments reassembled. Each
 //!   whole message is written into the tag's local ring with the
@@ -64,7 +64,7 @@ use crate::blob::{self, Limits, Owner, RingState};
 use crate::forward::Outbound;
 use crate::{lock, Shared, State};
 use tagwire_session::plan::{Mode, Plan};
-use tagwire_session::{Config as SessionConfig, Dest, Event, Session};
+use tagwire_session::{Config as SessionConfig, Dest, ReceiveEvent as Event, ReceiveSession};
 use tagwire_wire::control::{StatsKind, StatsRow};
 
 mod direct;

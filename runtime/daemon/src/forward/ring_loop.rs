@@ -15,7 +15,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tagwire_session::{Carrier, Dest, Event, Offer, Session, TicketEntry, TicketOutcome, Transmit};
+use tagwire_session::{
+    Carrier, Dest, Offer, SendEvent as Event, SendSession, TicketEntry, TicketOutcome, Transmit,
+};
 use tagwire_shm::{
     Closed, Cursor, Gate, ReadOutcome, Ring, TicketDest, TICKET_DESTS, TICKET_DEST_WORDS,
 };
@@ -285,7 +287,7 @@ impl<'a> Forwarder<'a> {
     /// Up to a group's worth of records into the session, under its lock
     /// (the ring is read under it: a record is read only once the session
     /// can take it).
-    fn read_group(&mut self, s: &mut Session, now: Instant) -> Group {
+    fn read_group(&mut self, s: &mut SendSession, now: Instant) -> Group {
         let mut g = Group::default();
         while g.taken < TUNING.group
             && g.bytes < TUNING.group_bytes
@@ -313,7 +315,7 @@ impl<'a> Forwarder<'a> {
     /// Reads the next record and hands it to the session (which has room
     /// for it), unless it came from another node that sent it everywhere
     /// itself, or it is a large message's (see [`Group::large`]).
-    fn read_record(&mut self, s: &mut Session, now: Instant) -> Record {
+    fn read_record(&mut self, s: &mut SendSession, now: Instant) -> Record {
         let tag = &self.route.tag;
         let at = self.cur.position();
         // The frame header aside, the payload straight into a buffer of
