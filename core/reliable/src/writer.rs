@@ -200,6 +200,7 @@ impl Writer {
                 ssthresh: window,
                 acc: 0,
                 epoch: 0,
+                paced: false,
             },
             timers: Timers::default(),
             ask: Asking::default(),
@@ -349,8 +350,9 @@ impl Writer {
         self.mark_sacked(ack_through, missing);
         let nacked = self.take_missing(now, missing);
         self.answered(now, acked > 0 || nacked.queued);
-        // (A loss reported with progress halves the window as it was.)
-        if nacked.lost_new {
+        // (A loss reported with progress halves the window as it was,
+        // unless a pacer sets the rate.)
+        if nacked.lost_new && !self.cc.paced {
             self.shrink(self.config.min_cwnd.max(self.cc.cwnd / 2));
         } else if acked > 0 {
             self.grow(acked);
@@ -605,6 +607,26 @@ impl Writer {
     pub fn request_ack(&mut self) {
         if !self.held.is_empty() {
             self.ask.wanted = true;
+        }
+    }
+
+    /// Whether a pacing controller sets this stream's rate: then a NACK no
+    /// longer halves the congestion window (the controller lengthens its
+    /// interval for a loss that comes with a grown round trip, and leaves
+    /// it for random loss); a resend timeout still collapses it.
+    pub fn set_paced(&mut self, paced: bool) {
+        self.cc.paced = paced;
+    }
+
+    /// Asks the reader for an acknowledgement at once even if an earlier
+    /// request is still unanswered (a heartbeat from the next
+    /// [`Writer::poll_transmit`]): a paced stream asks every few datagrams,
+    /// so that the reader's answers, not the queue, set how many
+    /// datagrams one answer frees.
+    pub fn ask_again(&mut self) {
+        if !self.held.is_empty() {
+            self.ask.wanted = true;
+            self.ask.asked = false;
         }
     }
 

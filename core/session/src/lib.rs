@@ -110,12 +110,14 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use tagwire_reliable::pacer::{PacerConfig, PacerStats};
 use tagwire_reliable::{ReaderConfig, ReassemblerConfig, WriterConfig, WriterStats};
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::{NodeAddr, TagName};
 
 pub use handover::{Handover, MAX_HANDOVER_STREAMS};
 pub use node::Session;
+pub use outbound::PACED_LEAD;
 pub use plan::Mode;
 pub use receive::{ReceiveEvent, ReceiveSession};
 pub use route::Dest;
@@ -140,6 +142,12 @@ pub struct Config {
     pub writer: WriterConfig,
     /// Reliable streams' readers.
     pub reader: ReaderConfig,
+    /// Reliable streams' pacing (NAPA, `tagwire_reliable::pacer`): each
+    /// stream's datagrams go at the interval its controller sets from the
+    /// measured round trip and delivery rate, so that the path's queue
+    /// stays short; `None`: a stream sends as fast as its windows allow.
+    /// [`SendSession::set_pacing`] changes it per tag.
+    pub pacing: Option<PacerConfig>,
     /// Reassembly bounds per inbound stream.
     pub reassembler: ReassemblerConfig,
     /// Messages a reliable stream may have unacknowledged (the daemon: the
@@ -204,6 +212,7 @@ impl Default for Config {
                 ..ReaderConfig::default()
             },
             reassembler: ReassemblerConfig::default(),
+            pacing: None,
             max_unacked_messages: 256,
             max_unacked_bytes: 4 << 20,
             multicast_port: None,
@@ -392,7 +401,7 @@ pub struct Offer {
 }
 
 /// Counters and state of one outbound reliable stream (`tagwire stats`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StreamStats {
     /// Its tag.
     pub tag: TagName,
@@ -412,6 +421,8 @@ pub struct StreamStats {
     pub cwnd: u64,
     /// The receiver's last credit (`None`: unlimited).
     pub credit: Option<u32>,
+    /// The pacing controller's estimates (`None`: not paced).
+    pub pacing: Option<PacerStats>,
 }
 
 /// `bytes` in a buffer from `spare` (see [`ReceiveSession::recycle`]), or a new one.

@@ -8,6 +8,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use tagwire_reliable::pacer::PacerConfig;
 use tagwire_wire::datagram::AckNack;
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::TagName;
@@ -184,8 +185,13 @@ impl Session {
     }
 
     /// See [`SendSession::offer`].
-    pub fn offer(&mut self, tag: &TagName, max_dests: usize) -> Option<Offer> {
-        self.send.offer(tag, max_dests)
+    pub fn offer(&mut self, now: Instant, tag: &TagName, max_dests: usize) -> Option<Offer> {
+        self.send.offer(now, tag, max_dests)
+    }
+
+    /// See [`SendSession::set_pacing`].
+    pub fn set_pacing(&mut self, now: Instant, tag: &TagName, pacing: Option<PacerConfig>) {
+        self.send.set_pacing(now, tag, pacing);
     }
 
     /// See [`SendSession::handle_direct_record`].

@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use tagwire_reliable::pacer::{Pacer, PacerConfig};
 use tagwire_reliable::{fragment_count, Transmit as WriterTransmit, Writer};
 use tagwire_wire::datagram::{
     batch_len, max_fragment_payload, push_batch_entry, tag_group, AckNack, Heartbeat,
@@ -63,7 +64,18 @@ pub(crate) struct Outbound {
     /// Progress lists of items sent everywhere, for the next items (at
     /// most [`SPARE_SENT`]).
     spare_sent: Vec<Vec<(NodeAddr, u64, usize)>>,
+    /// Its reliable streams' pacing (`None`: unpaced).
+    pacing: Option<PacerConfig>,
+    /// Mean bytes of the records handed in (a moving average), for
+    /// [`SendSession::paced_lead`].
+    record_bytes: f64,
 }
+
+/// How long a paced tag's records may wait ahead of its session
+/// ([`SendSession::paced_lead`]): enough for a forwarder that wakes late to
+/// find the next records there, short beside a round trip through a
+/// bottleneck's queue.
+pub const PACED_LEAD: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Most progress lists an [`Outbound`] keeps for reuse.
 const SPARE_SENT: usize = 64;
@@ -78,6 +90,10 @@ pub(crate) struct RelStream {
     pub(crate) credit: Option<u32>,
     /// While held back by credit: when to ask the receiver again.
     probe_at: Option<Instant>,
+    /// Its pacing controller (`None`: unpaced).
+    pub(crate) pacer: Option<Pacer>,
+    /// While held back by its pace: when the next datagram may go.
+    pub(crate) paced_until: Option<Instant>,
 }
 
 /// A stream without a window: numbers only (best effort, multicast, TCP).
@@ -101,7 +117,7 @@ pub(crate) struct Pending {
 }
 
 impl Outbound {
-    fn new(batch_min: usize) -> Self {
+    fn new(batch_min: usize, pacing: Option<PacerConfig>) -> Self {
         Self {
             dests: Vec::new(),
             reliable: BTreeMap::new(),
@@ -116,6 +132,8 @@ impl Outbound {
             grow_at: None,
             offer: None,
             spare_sent: Vec::new(),
+            pacing,
+            record_bytes: 0.0,
         }
     }
 
@@ -191,11 +209,11 @@ impl SendSession {
             }
             return;
         }
-        let batch_min = self.config.batch.min;
+        let (batch_min, pacing) = (self.config.batch.min, self.config.pacing);
         let o = self
             .out
             .entry(tag.clone())
-            .or_insert_with(|| Outbound::new(batch_min));
+            .or_insert_with(|| Outbound::new(batch_min, pacing));
         let addr_of = |mode: Mode, node: &NodeAddr| {
             dests
                 .iter()
@@ -210,6 +228,10 @@ impl SendSession {
                     s.writer.retarget(now);
                     s.credit = None;
                     s.probe_at = None;
+                    // Another path: its estimates start again.
+                    s.pacer = o.pacing.map(Pacer::new);
+                    s.paced_until = None;
+                    s.writer.set_paced(s.pacer.is_some());
                 }
                 true
             }
@@ -241,7 +263,43 @@ impl SendSession {
         self.pump(now, tag);
     }
 
-    /// Whether [`Session::handle_record`] takes a record of `tag` now.
+    /// Paces `tag`'s reliable streams with `pacing` from now on (`None`:
+    /// unpaced); a change starts each stream's controller afresh. Tags
+    /// without routes yet take the session's [`crate::Config::pacing`].
+    pub fn set_pacing(&mut self, now: Instant, tag: &TagName, pacing: Option<PacerConfig>) {
+        let Some(o) = self.out.get_mut(tag) else {
+            return;
+        };
+        if o.pacing == pacing {
+            return;
+        }
+        o.pacing = pacing;
+        for s in o.reliable.values_mut() {
+            s.pacer = pacing.map(Pacer::new);
+            s.paced_until = None;
+            s.writer.set_paced(pacing.is_some());
+        }
+        self.pump(now, tag);
+    }
+
+    /// For a paced tag, how many records its publishers may be ahead of
+    /// what the session took: [`PACED_LEAD`] at the slowest stream's
+    /// pace, at least 2. A runtime holds them back there (the
+    /// daemon's forwarder: `tagwire_shm::Gate::advance_within`), so that
+    /// the queue pacing keeps off the network does not build in the ring
+    /// instead. `None`: not paced, or no estimate yet.
+    pub fn paced_lead(&self, tag: &TagName) -> Option<usize> {
+        let o = self.out.get(tag)?;
+        let rate = o
+            .reliable
+            .values()
+            .filter_map(|s| s.pacer.as_ref()?.pace_rate())
+            .reduce(f64::min)?;
+        let n = rate * PACED_LEAD.as_secs_f64() / o.record_bytes.max(1.0);
+        Some((n.ceil() as usize).max(2))
+    }
+
+    /// Whether [`SendSession::handle_record`] takes a record of `tag` now.
     pub fn can_accept(&self, tag: &TagName) -> bool {
         self.out.get(tag).is_none_or(|o| o.pending.is_empty())
     }
@@ -301,6 +359,12 @@ impl SendSession {
             return Err(Held);
         }
         o.offer = None;
+        let len = payload.as_slice().len().max(1) as f64;
+        o.record_bytes = if o.record_bytes == 0.0 {
+            len
+        } else {
+            o.record_bytes * 0.875 + len * 0.125
+        };
         let (seq, origin) = (header.seq.0, header.sender.node);
         if !o.dests.iter().any(|t| t.forwards_from(me, origin)) {
             // Another node's sample, which it sent everywhere itself.
@@ -454,6 +518,7 @@ impl SendSession {
                     unacked_bytes: s.writer.held_bytes() as u64,
                     cwnd: s.writer.cwnd() as u64,
                     credit: s.credit,
+                    pacing: s.pacer.as_ref().map(Pacer::stats),
                 });
             }
         }
@@ -478,6 +543,14 @@ impl SendSession {
         // resends what it names, and while the credit is 0 its timer only
         // asks.)
         s.writer.handle_acknack(now, a.ack_through, &a.missing);
+        if let Some(p) = &mut s.pacer {
+            p.on_ack(
+                now,
+                a.ack_through,
+                s.writer.occupancy(),
+                !a.missing.is_empty(),
+            );
+        }
         s.writer.set_paused(a.credit == Some(0));
         s.credit = a.credit;
         if a.credit.is_none_or(|c| c > 0) {
@@ -536,7 +609,7 @@ impl SendSession {
         self.out
             .values()
             .flat_map(|o| o.reliable.values())
-            .flat_map(|s| [s.writer.poll_timeout(), s.probe_at])
+            .flat_map(|s| [s.writer.poll_timeout(), s.probe_at, s.paced_until])
             .flatten()
             .min()
     }
@@ -641,12 +714,16 @@ impl SendSession {
                 let s = o.reliable.entry(t.node).or_insert_with(|| {
                     let id = self.ids.next();
                     opened.push((t.node, id));
+                    let mut writer = Writer::new(self.config.writer);
+                    writer.set_paced(o.pacing.is_some());
                     RelStream {
                         id,
                         addr: t.addr,
-                        writer: Writer::new(self.config.writer),
+                        writer,
                         credit: None,
                         probe_at: None,
+                        pacer: o.pacing.map(Pacer::new),
+                        paced_until: None,
                     }
                 });
                 all &= send_pending(s, t.node, p, &mut cx);

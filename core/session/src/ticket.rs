@@ -32,10 +32,10 @@ impl SendSession {
     /// Offers the next record of `tag` to its publisher (send ticket), if
     /// every reliable node can take it now: its stream has sent before (so
     /// the node knows where to answer), has room for a batch datagram,
-    /// credit for one message, and does not scale the tag down; at most
-    /// `max_dests` of them. The session remembers the offer until the next
-    /// record is handed in.
-    pub fn offer(&mut self, tag: &TagName, max_dests: usize) -> Option<Offer> {
+    /// credit for one message, its pace lets a datagram go at `now`, and it
+    /// does not scale the tag down; at most `max_dests` of them. The
+    /// session remembers the offer until the next record is handed in.
+    pub fn offer(&mut self, now: Instant, tag: &TagName, max_dests: usize) -> Option<Offer> {
         let (max_msgs, max_bytes) = (
             self.config.max_unacked_messages,
             self.config.max_unacked_bytes,
@@ -52,7 +52,8 @@ impl SendSession {
             let room = w.can_send()
                 && w.held_messages() < max_msgs
                 && w.held_bytes() + o.batch_limit <= max_bytes
-                && s.credit.is_none_or(|c| w.held_messages() < c as usize);
+                && s.credit.is_none_or(|c| w.held_messages() < c as usize)
+                && s.pacer.as_ref().is_none_or(|p| p.may_send(now));
             if t.every > 1 || w.next_seq() <= 1 || !room || dests.len() == max_dests {
                 return None;
             }
@@ -119,7 +120,8 @@ impl SendSession {
             let kept = s.writer.send_sent(now, 1, |seq, out| {
                 batch_ref(tag, seq, 1, &entries).encode(id, out)
             });
-            if let Ok((_, bytes)) = kept {
+            if let Ok((seq, bytes)) = kept {
+                let len = bytes.len();
                 if outcome == TicketOutcome::Abandoned {
                     self.transmits.push_back(Transmit {
                         dest: addr,
@@ -127,6 +129,13 @@ impl SendSession {
                         class: Class::Data,
                         bytes: bytes.to_vec().into(),
                     });
+                }
+                // The publisher's copy went on the stream's pace too.
+                if let Some(p) = &mut s.pacer {
+                    p.on_send(now, seq, len);
+                    if p.take_ask() {
+                        s.writer.ask_again();
+                    }
                 }
                 self.events.push_back(Event::DirectKept {
                     tag: tag.clone(),

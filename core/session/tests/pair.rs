@@ -361,7 +361,7 @@ fn a_record_its_publisher_sent_is_kept_for_resends_and_not_sent_again() {
     assert!(net.run_until(secs(1), delivered(1)));
     let offer = net.nodes[0]
         .session
-        .offer(&t, 6)
+        .offer(net.now, &t, 6)
         .expect("an idle stream offers");
     assert_eq!(offer.dests.len(), 1);
     let d = offer.dests[0];
@@ -391,7 +391,7 @@ fn a_record_its_publisher_sent_is_kept_for_resends_and_not_sent_again() {
     assert!(net.run_until(secs(1), delivered(2)));
     assert_eq!(net.count(0, Class::Resend, since), 1);
     // A copy the publisher did deliver is taken once.
-    let offer = net.nodes[0].session.offer(&t, 6).unwrap();
+    let offer = net.nodes[0].session.offer(net.now, &t, 6).unwrap();
     let d = offer.dests[0];
     let (h, p) = (header(0, 3), payload(3, 10));
     entries.clear();
@@ -426,7 +426,7 @@ fn a_lone_message_above_the_batch_limit_is_still_offered_up_to_a_datagram() {
     let t = tag();
     net.publish(0, [1], |_| 10);
     assert!(net.run_until(secs(1), delivered(1)));
-    let offer = net.nodes[0].session.offer(&t, 6).unwrap();
+    let offer = net.nodes[0].session.offer(net.now, &t, 6).unwrap();
     // The batch limit starts at one packet; a 4 KiB message would go out
     // whole from the forwarder all the same.
     let config = net.nodes[0].session.config().clone();
@@ -440,7 +440,7 @@ fn an_offered_record_that_never_comes_retires_its_streams() {
     let t = tag();
     net.publish(0, [1], |_| 10);
     assert!(net.run_until(secs(1), delivered(1)));
-    let offer = net.nodes[0].session.offer(&t, 6).unwrap();
+    let offer = net.nodes[0].session.offer(net.now, &t, 6).unwrap();
     let now = net.now;
     net.nodes[0].session.abandon_offer(now, &t);
     assert!(net.nodes[0]

@@ -42,6 +42,11 @@ pub(crate) struct Args {
     /// UDP port of the multicast data carrier (the same on every node).
     #[arg(long, default_value_t = tagwire_daemon::peers::DEFAULT_MULTICAST_PORT)]
     multicast_port: u16,
+    /// Pace reliable streams to other nodes (NAPA): each stream keeps the
+    /// path's queue short from its measured round trip and delivery rate,
+    /// holding its publishers back meanwhile.
+    #[arg(long, requires = "node")]
+    pacing: bool,
     /// A peer silent this long (ms) is declared dead.
     #[arg(long, default_value_t = 3000)]
     lease_ms: u64,
@@ -118,6 +123,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         net.multicast_port = a.multicast_port;
         net.lease = Duration::from_millis(a.lease_ms);
         net.apply_timeout = Duration::from_millis(a.apply_timeout_ms);
+        net.pacing = a.pacing.then(tagwire_daemon::PacerConfig::default);
         net.discovery = (!a.no_discovery).then(|| tagwire_daemon::Discovery {
             group: *a.discovery_group.ip(),
             port: a.discovery_group.port(),

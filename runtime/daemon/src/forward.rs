@@ -197,6 +197,7 @@ impl Outbound {
                 // queue.
                 max_unacked_messages: ring.shape().slots as usize,
                 multicast_port: self.msock.as_ref().map(|(_, p)| *p),
+                pacing: shared.config.net.as_ref().and_then(|n| n.pacing),
                 ..Config::default()
             };
             let route = Arc::new(Route {

@@ -66,6 +66,7 @@ pub use guard::{read_key_file, KeyFileError};
 pub use peers::{Discovery, NetConfig, NodeListEntry};
 pub use tagwire_auth::key::KEY_LEN as DOMAIN_KEY_LEN;
 pub use tagwire_auth::DomainKey;
+pub use tagwire_reliable::pacer::PacerConfig;
 
 use std::collections::HashMap;
 use std::io;

@@ -71,6 +71,13 @@ pub struct NetConfig {
     pub lease: Duration,
     /// How long a table change waits for every live peer to apply it.
     pub apply_timeout: Duration,
+    /// Pace reliable streams to other nodes (NAPA, see
+    /// `tagwire_reliable::pacer`): each stream's datagrams go at the
+    /// interval its controller sets from the measured round trip and
+    /// delivery rate, so that a bottleneck's queue stays short; its
+    /// publishers are held back meanwhile. Off: as fast as the windows
+    /// allow.
+    pub pacing: Option<crate::PacerConfig>,
 }
 
 impl NetConfig {
@@ -89,6 +96,7 @@ impl NetConfig {
             encrypt: false,
             lease: Duration::from_secs(3),
             apply_timeout: Duration::from_secs(1),
+            pacing: None,
         }
     }
 

@@ -7,6 +7,8 @@
 //!  24  gate epoch (AtomicU32): bumped when a gate is attached
 //! 128  doorbell (AtomicU32 futex word) | waiters (AtomicU32) — sleepers' line
 //! 192  gate bell (AtomicU32 futex word) | gate waiters (AtomicU32)
+//! 200  gate step (AtomicU32): the room a waiting gated writer waits for,
+//!        0 = a quarter of the ring (see `Gate::advance_within`)
 //! 240  gate want (AtomicU64): the lowest gate position a waiting gated
 //!        writer needs, u64::MAX = none
 //! 256  send ticket (see `ring/ticket.rs`), to 512
@@ -97,6 +99,7 @@ const DOORBELL_OFF: usize = 128;
 const WAITERS_OFF: usize = 132;
 const GATE_BELL_OFF: usize = 192;
 const GATE_WAITERS_OFF: usize = 196;
+const GATE_STEP_OFF: usize = 200;
 const GATE_WANT_OFF: usize = 240;
 /// Gates a ring has room for.
 pub const GATES: usize = 8;
@@ -677,7 +680,7 @@ mod tests {
         Segment::open(r.control().as_fd().try_clone_to_owned().unwrap()).unwrap()
     }
 
-    fn reopen(r: &Ring) -> Ring {
+    pub(super) fn reopen(r: &Ring) -> Ring {
         let fd = r.segment().as_fd().try_clone_to_owned().unwrap();
         Ring::open(Segment::open(fd).unwrap(), ctl_of(r)).unwrap()
     }

@@ -28,6 +28,9 @@ pub(super) struct Congestion {
     /// Bumped by every shrink of the window: a datagram lost from a
     /// transmission of an earlier epoch belongs to a loss already counted.
     pub(super) epoch: u64,
+    /// A pacing controller sets the stream's rate: a NACK does not halve
+    /// the window (the controller tells congestion from random loss).
+    pub(super) paced: bool,
 }
 
 /// The writer's timers (quinn's timer table): each is a deadline or off.

@@ -17,6 +17,8 @@ use crate::{Carrier, Class, Transmit, TxBuf};
 enum Blocked {
     Window,
     Credit,
+    /// Its pacing controller's next release is later.
+    Pace,
 }
 
 /// What sending an item's datagrams on a reliable stream needs beside the
@@ -52,6 +54,7 @@ pub(super) fn send_pending(
             p.sent.len() - 1
         }
     };
+    s.paced_until = None;
     while p.sent[at].2 < p.datagrams {
         let piece = Piece {
             tag: cx.tag,
@@ -68,6 +71,11 @@ pub(super) fn send_pending(
                     bytes,
                 });
                 p.sent[at].2 += 1;
+            }
+            Err(Blocked::Pace) => {
+                // The timer moves it on (`poll_timeout`), not an answer.
+                s.paced_until = s.pacer.as_ref().and_then(|p| p.next_release());
+                break;
             }
             Err(b) => {
                 if b == Blocked::Credit && s.probe_at.is_none() {
@@ -119,6 +127,9 @@ fn send_one(
     if w.occupancy() > 0 && w.held_bytes() + len > max_bytes {
         return Err(Blocked::Window);
     }
+    if s.pacer.as_ref().is_some_and(|p| !p.may_send(now)) {
+        return Err(Blocked::Pace);
+    }
     let id = s.id;
     let write = |seq, buf: &mut Vec<u8>| piece.encode(id, seq, FLAG_RELIABLE, buf);
     // A message's own datagrams (the pieces of a large one) are shared
@@ -127,17 +138,25 @@ fn send_one(
     // bench/results/stop40/ab-throughput): sharing 8 KiB messages' pieces
     // +11 %, sharing batches too -8 % at 256 B (why was not measured; the
     // window takes a buffer back only once the sender let go of it).
-    let bytes = match piece.out {
+    let (seq, bytes) = match piece.out {
         Outgoing::Message { .. } => s
             .writer
             .send_shared(now, messages, write)
-            .map(|(_, bytes)| TxBuf::Shared(bytes)),
+            .map(|(seq, bytes)| (seq, TxBuf::Shared(bytes))),
         Outgoing::Batch { .. } => s
             .writer
             .send_counted(now, messages, write)
-            .map(|(_, bytes)| TxBuf::Own(crate::copied(spare, bytes))),
+            .map(|(seq, bytes)| (seq, TxBuf::Own(crate::copied(spare, bytes)))),
     }
     .map_err(|_| Blocked::Window)?;
+    if let Some(p) = &mut s.pacer {
+        p.on_send(now, seq, bytes.len());
+        if p.take_ask() {
+            // The law's K: a paced stream is answered every few datagrams,
+            // not every `ack_every`, or the band would let that many queue.
+            s.writer.ask_again();
+        }
+    }
     let w = &s.writer;
     if w.held_messages() * 2 > max_msgs || w.held_bytes() * 2 > max_bytes {
         // Half a bound used: ask the reader now (it acknowledges unasked

@@ -47,6 +47,9 @@ pub struct Got {
     pub checksum: u64,
     /// The datagram's source.
     pub from: Addr,
+    /// From its publishing to its delivery, in virtual time (the
+    /// publisher stamps the time since the run began in its header).
+    pub latency: Duration,
 }
 
 /// A subscriber that reads slowly and holds the senders back (lossless).
@@ -89,6 +92,8 @@ pub struct SessionCounters {
 pub struct SessionNode {
     session: Session,
     me: Addr,
+    /// The run's start, which every node's stamps count from.
+    origin: Instant,
     ring: VecDeque<(TagName, FrameHeader, Vec<u8>)>,
     published: BTreeMap<TagName, u64>,
     delivered: Vec<Got>,
@@ -100,6 +105,18 @@ pub struct SessionNode {
     /// What arrives goes into the ring too (a proxy node's daemon: its
     /// forwarder reads others' samples from its ring and relays them).
     reflect: bool,
+    /// A publisher flat out (see [`SessionNode::set_source`]).
+    source: Option<Source>,
+}
+
+/// A publisher that publishes whenever its ring has room: its tag, its
+/// messages' length, and how many records the ring holds (a publisher
+/// held back as soon as that many wait).
+#[derive(Debug, Clone)]
+struct Source {
+    tag: TagName,
+    len: usize,
+    depth: usize,
 }
 
 impl SessionNode {
@@ -114,6 +131,7 @@ impl SessionNode {
                 ..config
             }),
             me: init.addr,
+            origin: init.now - init.elapsed,
             ring: VecDeque::new(),
             published: BTreeMap::new(),
             delivered: Vec::new(),
@@ -122,6 +140,7 @@ impl SessionNode {
             next_read: None,
             counters: SessionCounters::default(),
             reflect: false,
+            source: None,
         }
     }
 
@@ -139,6 +158,14 @@ impl SessionNode {
     /// Publishes `payload` on `tag` from this node (numbered 1, 2, … per
     /// tag): it waits in the ring until the session takes it.
     pub fn publish(&mut self, now: Instant, tag: &TagName, payload: Vec<u8>) -> u64 {
+        let n = self.stamp(now, tag, payload);
+        self.pump(now);
+        n
+    }
+
+    /// Puts a record of `payload` on `tag` into the ring, numbered and
+    /// stamped `now`.
+    fn stamp(&mut self, now: Instant, tag: &TagName, payload: Vec<u8>) -> u64 {
         let seq = self.published.entry(tag.clone()).or_insert(0);
         *seq += 1;
         let header = FrameHeader {
@@ -149,13 +176,25 @@ impl SessionNode {
             },
             stream: 1,
             seq: SeqNum(*seq),
-            timestamp_ns: *seq,
+            timestamp_ns: (now - self.origin).as_nanos() as u64,
         };
         let n = *seq;
         self.ring.push_back((tag.clone(), header, payload));
         self.counters.most_queued = self.counters.most_queued.max(self.ring.len() as u64);
-        self.pump(now);
         n
+    }
+
+    /// Publishes `len`-byte messages on `tag` flat out from now on: a new
+    /// one whenever fewer than `depth` records wait in the ring (each
+    /// stamped as it is published, so its latency counts the ring);
+    /// `depth` 0 stops.
+    pub fn set_source(&mut self, now: Instant, tag: &TagName, len: usize, depth: usize) {
+        self.source = (depth > 0).then(|| Source {
+            tag: tag.clone(),
+            len,
+            depth,
+        });
+        self.pump(now);
     }
 
     /// Records still waiting in the ring.
@@ -217,7 +256,20 @@ impl SessionNode {
     /// collects what it delivered and reported.
     fn pump(&mut self, now: Instant) {
         let mut fed: Vec<TagName> = Vec::new();
-        while let Some((tag, header, payload)) = self.ring.front() {
+        // (A source publishes at most this many per input: to a destination
+        // that never holds it back, it would publish for ever.)
+        let mut budget = 4096;
+        loop {
+            if let Some(src) = &self.source {
+                if self.ring.len() < src.depth && budget > 0 {
+                    budget -= 1;
+                    let (tag, len) = (src.tag.clone(), src.len);
+                    self.stamp(now, &tag, vec![7; len]);
+                }
+            }
+            let Some((tag, header, payload)) = self.ring.front() else {
+                break;
+            };
             if !self.session.can_accept(tag) {
                 break;
             }
@@ -260,6 +312,8 @@ impl SessionNode {
                 seq: d.header.seq.0,
                 tag: d.tag,
                 from: d.from,
+                latency: (now - self.origin)
+                    .saturating_sub(Duration::from_nanos(d.header.timestamp_ns)),
             });
         }
         while let Some(e) = self.session.poll_event() {

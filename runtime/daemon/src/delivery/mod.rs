@@ -275,15 +275,26 @@ impl Delivery {
             .into_iter()
             .map(|s| {
                 let w = s.writer;
-                StatsRow::new(StatsKind::Outbound, s.tag.as_str(), s.addr.ip().to_string())
-                    .with("sent", w.sent)
-                    .with("resent", w.retransmitted)
-                    .with("acked", w.acked)
-                    .with("heartbeats", w.heartbeats)
-                    .with("unacked", s.unacked)
-                    .with("unacked_bytes", s.unacked_bytes)
-                    .with("cwnd", s.cwnd)
-                    .with("congestion", w.congestion_events)
+                let row =
+                    StatsRow::new(StatsKind::Outbound, s.tag.as_str(), s.addr.ip().to_string())
+                        .with("sent", w.sent)
+                        .with("resent", w.retransmitted)
+                        .with("acked", w.acked)
+                        .with("heartbeats", w.heartbeats)
+                        .with("unacked", s.unacked)
+                        .with("unacked_bytes", s.unacked_bytes)
+                        .with("cwnd", s.cwnd)
+                        .with("congestion", w.congestion_events);
+                match s.pacing {
+                    Some(p) => row
+                        .with("pace_interval_ns", p.interval.as_nanos() as u64)
+                        .with("pace_window", p.window.unwrap_or(0) as u64)
+                        .with("min_rtt_us", p.min_rtt.map_or(0, |r| r.as_micros() as u64))
+                        .with("rate_bytes_per_s", p.rate.map_or(0, |r| r as u64))
+                        .with("random_losses", p.random_losses)
+                        .with("congestion_losses", p.congestion_losses),
+                    None => row,
+                }
             })
             .collect();
         rows.sort_by(|a, b| (&a.tag, &a.who).cmp(&(&b.tag, &b.who)));

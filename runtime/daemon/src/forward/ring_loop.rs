@@ -74,6 +74,9 @@ struct Forwarder<'a> {
     /// The gate holding the publisher back at `cur`, while the session has
     /// a reliable or TCP destination.
     gate: Option<Gate>,
+    /// While the tag is paced: how many records its publisher may be ahead
+    /// of what was read (`SendSession::paced_lead`).
+    lead: Option<usize>,
     /// The frame header of the record being read.
     head: [u8; HEADER_LEN],
     /// A large message's record, whose body is in the daemon's blob store,
@@ -185,6 +188,7 @@ impl<'a> Forwarder<'a> {
             dests: Arc::new(Vec::new()),
             cur: ring.cursor_from(start, ring.shape().slots),
             gate: None,
+            lead: None,
             head: [0u8; HEADER_LEN],
             rec: Vec::new(),
             blob: Vec::new(),
@@ -289,6 +293,7 @@ impl<'a> Forwarder<'a> {
     /// can take it).
     fn read_group(&mut self, s: &mut SendSession, now: Instant) -> Group {
         let mut g = Group::default();
+        self.lead = s.paced_lead(&self.route.tag);
         while g.taken < TUNING.group
             && g.bytes < TUNING.group_bytes
             && s.can_accept(&self.route.tag)
@@ -409,7 +414,7 @@ impl<'a> Forwarder<'a> {
             s.flush(now, &route.tag);
             s.handle_timeout(now);
             let offer = (!progressed && self.gate.is_some())
-                .then(|| s.offer(&route.tag, TICKET_DESTS))
+                .then(|| s.offer(now, &route.tag, TICKET_DESTS))
                 .flatten();
             let (tx, events) = self.out.drain(self.shared, route, &mut s, now);
             let idle = Idle {
@@ -508,7 +513,10 @@ impl<'a> Forwarder<'a> {
     /// Moves the gate, if there is one, past what has been read.
     fn pass(&self) {
         if let Some(g) = &self.gate {
-            g.advance(self.cur.position());
+            // A paced stream's publisher waits, not the ring (unpaced: the
+            // whole ring, a plain gate).
+            let lead = self.lead.map_or(u64::MAX, |l| l as u64);
+            g.advance_within(self.cur.position(), lead);
         }
     }
 

@@ -47,6 +47,30 @@ impl Gate {
         }
     }
 
+    /// Moves the gate as [`Gate::advance`] to `position` would, but lets
+    /// gated writers run at most `lead` records ahead of `position`: a
+    /// paced stream's forwarder holds its publisher back this way, so that
+    /// what the network may not take yet waits in the publisher, not in
+    /// the ring. A writer that had to wait waits for half the lead (not a
+    /// quarter of the ring, which may be more than the lead lets free).
+    /// The gate never moves back; a `lead` of the ring's slots or more is
+    /// [`Gate::advance`].
+    pub fn advance_within(&self, position: u64, lead: u64) {
+        let GateAt::Ctl(_) = &self.at else {
+            return self.advance(position);
+        };
+        let slots = u64::from(self.ring.shape.slots);
+        if lead >= slots {
+            self.ring.gate_step().store(0, Ordering::Relaxed);
+            return self.advance(position);
+        }
+        let lead = lead.max(1);
+        let step = u32::try_from((lead / 2).max(1)).unwrap_or(u32::MAX);
+        self.ring.gate_step().store(step, Ordering::Relaxed);
+        let held = position.saturating_sub(slots - lead);
+        self.advance(held.max(self.position()).min(position));
+    }
+
     /// The gate's position.
     pub fn position(&self) -> u64 {
         let v = match &self.at {
@@ -56,6 +80,9 @@ impl Gate {
         v.saturating_sub(1).min(MAX_INDEX)
     }
 }
+
+#[cfg(test)]
+mod tests;
 
 #[cfg(test)]
 impl Gate {
@@ -523,9 +550,15 @@ impl Ring {
     }
 
     /// How far a gate moves between wake-ups of waiting writers, and so how
-    /// much room a writer that had to wait waits for (at least one slot).
+    /// much room a writer that had to wait waits for (at least one slot):
+    /// a quarter of the ring, or less where a holder asks for less
+    /// ([`Gate::advance_within`]).
     pub(super) fn refill_step(&self) -> u64 {
-        (u64::from(self.shape.slots) / 4).max(1)
+        let quarter = (u64::from(self.shape.slots) / 4).max(1);
+        match u64::from(self.gate_step().load(Ordering::Relaxed)) {
+            0 => quarter,
+            asked => asked.min(quarter),
+        }
     }
 
     /// Sleeps on the gate bell for up to `nap`, unless it moved from `seen`
@@ -576,6 +609,10 @@ impl Ring {
         self.ctl_u32(GATE_WAITERS_OFF)
     }
 
+    pub(super) fn gate_step(&self) -> &AtomicU32 {
+        self.ctl_u32(GATE_STEP_OFF)
+    }
+
     pub(super) fn gate_want(&self) -> &AtomicU64 {
         self.ctl_u64(GATE_WANT_OFF)
     }
@@ -604,108 +641,4 @@ pub(super) fn process_alive(pid: u32) -> bool {
         rustix::process::test_kill_process(p),
         Err(rustix::io::Errno::SRCH)
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::tests::shape;
-    use super::*;
-
-    #[test]
-    fn a_gate_held_for_a_process_holds_writers_until_taken_over_or_released() {
-        let r = Ring::create("held", shape(4, 64)).unwrap();
-        let me = std::process::id();
-        let idx = r.hold_lossless_gate_for(0, me).unwrap();
-        for _ in 0..4 {
-            r.publish_gated(&[b"x"], Duration::ZERO).unwrap();
-        }
-        assert!(
-            matches!(
-                r.publish_gated(&[b"x"], Duration::from_millis(10)),
-                Err(RingError::Full { .. })
-            ),
-            "the held gate holds writers back before anyone took it over"
-        );
-        assert!(!r.release_held_gate(idx, me + 1), "held for another pid");
-        let g = r.adopt_gate(idx, me).unwrap();
-        assert!(r.adopt_gate(idx, me).is_err(), "taken over once");
-        assert!(
-            !r.release_held_gate(idx, me),
-            "no longer the holder's to free"
-        );
-        g.advance(4);
-        r.publish_gated(&[b"x"], Duration::ZERO).unwrap();
-        drop(g);
-        // Released before being taken over: writers go on, the gate is free.
-        let idx = r.hold_lossless_gate_for(r.head_index(), me).unwrap();
-        assert!(r.release_held_gate(idx, me));
-        assert!(r.adopt_gate(idx, me).is_err());
-        for _ in 0..8 {
-            r.publish_gated(&[b"x"], Duration::ZERO).unwrap();
-        }
-    }
-
-    #[test]
-    fn a_gate_held_for_a_process_that_died_is_reaped() {
-        let r = Ring::create("held-dead", shape(4, 64)).unwrap();
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
-        r.hold_lossless_gate_for(0, dead).unwrap();
-        for _ in 0..12 {
-            r.publish_gated(&[b"x"], Duration::from_millis(200))
-                .unwrap();
-        }
-    }
-
-    #[test]
-    fn the_holder_of_held_back_records_sleeps_until_a_lossless_reader_makes_room() {
-        let r = Ring::create("held-room", shape(8, 64)).unwrap();
-        let gate = r.attach_lossless_gate(0).unwrap();
-        for _ in 0..8 {
-            assert!(r.publish_lossless_quietly(&[b"x"]).unwrap().is_some());
-        }
-        assert_eq!(r.publish_lossless_quietly(&[b"x"]).unwrap(), None);
-        assert!(!r.wait_lossless_room(Duration::from_millis(5)));
-        // (Started before the reader: it moves 30 ms after this at the
-        // earliest, whenever this thread runs again.)
-        let start = Instant::now();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(Duration::from_millis(30));
-                gate.advance(4);
-            });
-            assert!(r.wait_lossless_room(Duration::from_secs(10)));
-            let took = start.elapsed();
-            // Woken by the reader's bell, not before it read.
-            assert!(took >= Duration::from_millis(25), "{took:?}");
-            assert!(took < Duration::from_secs(5), "{took:?}");
-        });
-        assert!(r.publish_lossless_quietly(&[b"x"]).unwrap().is_some());
-    }
-
-    #[test]
-    fn a_writer_waiting_for_the_slowest_reader_wakes_when_it_moves() {
-        let r = Ring::create("lowest-moves", shape(8, 64)).unwrap();
-        assert!(
-            r.wait_lowest_gate_moves(Duration::ZERO),
-            "no gate: nothing to wait for"
-        );
-        let slow = r.attach_lossless_gate(3).unwrap();
-        let _fast = r.attach_gate(6).unwrap();
-        assert!(!r.wait_lowest_gate_moves(Duration::from_millis(5)));
-        // (Started before the reader: it moves 30 ms after this at the
-        // earliest, whenever this thread runs again.)
-        let start = Instant::now();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(Duration::from_millis(30));
-                slow.advance(4);
-            });
-            assert!(r.wait_lowest_gate_moves(Duration::from_secs(10)));
-            let took = start.elapsed();
-            assert!(took >= Duration::from_millis(25), "{took:?}");
-            assert!(took < Duration::from_secs(5), "{took:?}");
-        });
-    }
 }
