@@ -56,6 +56,7 @@ impl Pair {
             now,
             &tag,
             vec![Dest {
+                priority: Default::default(),
                 node: node(2),
                 addr: addr(2),
                 mode: Mode::Reliable,

@@ -43,6 +43,7 @@ fn main() {
         now,
         &tag,
         vec![Dest {
+            priority: Default::default(),
             node: NodeAddr(addr(2).ip()),
             addr: addr(2),
             mode: Mode::Reliable,

@@ -440,6 +440,7 @@ impl ReceiveSession {
                 dest: to,
                 carrier: Carrier::Udp,
                 class: Class::Control,
+                priority: tagwire_wire::Priority::Normal,
                 bytes: bytes.into(),
             });
         }

@@ -113,7 +113,7 @@ use thiserror::Error;
 use tagwire_reliable::pacer::{PacerConfig, PacerStats};
 use tagwire_reliable::{ReaderConfig, ReassemblerConfig, WriterConfig, WriterStats};
 use tagwire_wire::frame::FrameHeader;
-use tagwire_wire::{NodeAddr, TagName};
+use tagwire_wire::{NodeAddr, Priority, TagName};
 
 pub use handover::{Handover, MAX_HANDOVER_STREAMS};
 pub use node::Session;
@@ -291,6 +291,9 @@ pub struct Transmit {
     pub carrier: Carrier,
     /// What kind of packet.
     pub class: Class,
+    /// Its packet class on the network (its stream's destination's; a
+    /// runtime sets the TOS byte from it).
+    pub priority: Priority,
     /// One whole datagram.
     pub bytes: TxBuf,
 }
@@ -387,6 +390,9 @@ pub struct OfferDest {
     pub stream: u64,
     /// The datagram's sequence number on that stream.
     pub seq: u64,
+    /// The stream's packet class (the publisher sends its copy with this
+    /// TOS byte too).
+    pub priority: Priority,
 }
 
 /// What a publisher may send itself (see [`SendSession::offer`]).

@@ -29,7 +29,7 @@ use tagwire_wire::datagram::{
     BATCH_ENTRY_OVERHEAD,
 };
 use tagwire_wire::frame::FrameHeader;
-use tagwire_wire::{NodeAddr, TagName};
+use tagwire_wire::{NodeAddr, Priority, TagName};
 
 use crate::{
     Carrier, Class, Dest, Held, Mode, Offer, SendEvent as Event, SendSession, StreamStats, Transmit,
@@ -92,6 +92,8 @@ pub(crate) struct RelStream {
     probe_at: Option<Instant>,
     /// Its pacing controller (`None`: unpaced).
     pub(crate) pacer: Option<Pacer>,
+    /// Its destination's packet class.
+    pub(crate) priority: Priority,
     /// While held back by its pace: when the next datagram may go.
     pub(crate) paced_until: Option<Instant>,
 }
@@ -102,6 +104,7 @@ struct Numbered {
     id: u64,
     addr: SocketAddr,
     next_seq: u64,
+    priority: Priority,
 }
 
 /// An item not yet in every reliable window.
@@ -148,7 +151,7 @@ impl Outbound {
         datagrams: usize,
         ids: &mut crate::StreamIds,
         mcast_port: Option<u16>,
-    ) -> Vec<(u64, SocketAddr, u64, Carrier)> {
+    ) -> Vec<(u64, SocketAddr, u64, Carrier, Priority)> {
         let mut numbered = Vec::new();
         // (By index, not collected: no allocation per item.)
         for k in 0..self.dests.len() {
@@ -170,21 +173,27 @@ impl Outbound {
                 },
                 addr: t.addr,
                 next_seq: 1,
+                priority: t.priority,
             });
-            numbered.push((s.id, s.addr, s.next_seq, carrier));
+            numbered.push((s.id, s.addr, s.next_seq, carrier, s.priority));
             s.next_seq += datagrams as u64;
         }
         let multicast = self
             .dests
             .iter()
-            .any(|t| t.mode == Mode::Multicast && !skip.contains(&t.node));
-        if let (true, Some(port)) = (multicast, mcast_port) {
+            .filter(|t| t.mode == Mode::Multicast && !skip.contains(&t.node))
+            .map(|t| t.priority)
+            .reduce(crate::plan::highest);
+        if let (Some(priority), Some(port)) = (multicast, mcast_port) {
             let s = self.mcast.get_or_insert_with(|| Numbered {
                 id: ids.next(),
                 addr: SocketAddr::from((tag_group(tag), port)),
                 next_seq: 1,
+                priority,
             });
-            numbered.push((s.id, s.addr, s.next_seq, Carrier::Multicast));
+            // (The group's class follows the highest of its nodes'.)
+            s.priority = priority;
+            numbered.push((s.id, s.addr, s.next_seq, Carrier::Multicast, s.priority));
             s.next_seq += datagrams as u64;
         }
         numbered
@@ -218,11 +227,12 @@ impl SendSession {
             dests
                 .iter()
                 .find(|t| t.mode == mode && t.node == *node)
-                .map(|t| t.addr)
+                .map(|t| (t.addr, t.priority))
         };
         let mut closed = Vec::new();
         o.reliable.retain(|n, s| match addr_of(Mode::Reliable, n) {
-            Some(addr) => {
+            Some((addr, priority)) => {
+                s.priority = priority;
                 if addr != s.addr {
                     s.addr = addr;
                     s.writer.retarget(now);
@@ -241,15 +251,21 @@ impl SendSession {
             }
         });
         o.best.retain(|n, s| match addr_of(Mode::BestEffort, n) {
-            Some(addr) => {
+            Some((addr, priority)) => {
                 s.addr = addr;
+                s.priority = priority;
                 true
             }
             None => false,
         });
         // A TCP connection is to one address.
-        o.tcp
-            .retain(|n, s| addr_of(Mode::Tcp, n).is_some_and(|a| a == s.addr));
+        o.tcp.retain(|n, s| match addr_of(Mode::Tcp, n) {
+            Some((addr, priority)) if addr == s.addr => {
+                s.priority = priority;
+                true
+            }
+            _ => false,
+        });
         if !dests.iter().any(|t| t.mode == Mode::Multicast) {
             o.mcast = None;
         }
@@ -580,6 +596,7 @@ impl SendSession {
                         dest: s.addr,
                         carrier: Carrier::Udp,
                         class,
+                        priority: s.priority,
                         bytes: bytes.into(),
                     });
                 }
@@ -596,6 +613,7 @@ impl SendSession {
                         dest: s.addr,
                         carrier: Carrier::Udp,
                         class: Class::Control,
+                        priority: s.priority,
                         bytes: bytes.into(),
                     });
                 }
@@ -648,7 +666,7 @@ impl SendSession {
             .dests
             .iter()
             .any(|t| t.mode == Mode::Reliable && !skip.contains(&t.node));
-        for (id, addr, first, carrier) in numbered {
+        for (id, addr, first, carrier, priority) in numbered {
             for index in 0..datagrams {
                 let mut bytes = crate::spare_buffer(&mut self.spare);
                 let piece = Piece {
@@ -662,6 +680,7 @@ impl SendSession {
                     dest: addr,
                     carrier,
                     class: Class::Data,
+                    priority,
                     bytes: bytes.into(),
                 });
             }
@@ -724,6 +743,7 @@ impl SendSession {
                         probe_at: None,
                         pacer: o.pacing.map(Pacer::new),
                         paced_until: None,
+                        priority: t.priority,
                     }
                 });
                 all &= send_pending(s, t.node, p, &mut cx);

@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tagwire_wire::{Carrier, ChannelQos, NodeAddr, Proxy, Reliability};
+use tagwire_wire::{Carrier, ChannelQos, NodeAddr, Priority, Proxy, Reliability};
 
 /// How a node gets its copy: the strongest any of its receivers asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -67,6 +67,9 @@ pub struct Leg {
     /// Also samples other nodes published (this node is the proxy of
     /// `node`), except those `node` published itself.
     pub relay: bool,
+    /// The packet class: the highest its receivers ask (a proxy's: the
+    /// highest of the nodes it serves too).
+    pub priority: Priority,
 }
 
 /// What a node's receivers ask, folded.
@@ -78,6 +81,8 @@ struct Need {
     /// The proxy node all receivers name; `None` once one names another
     /// place.
     proxy: Option<NodeAddr>,
+    /// The highest packet class its receivers ask.
+    priority: Priority,
 }
 
 /// One tag's routes, seen from any node.
@@ -87,7 +92,7 @@ pub struct Plan {
     /// Subscribers' node → the proxy node feeding it.
     via: BTreeMap<NodeAddr, NodeAddr>,
     /// Proxy node → the strongest mode of the nodes it feeds.
-    fed: BTreeMap<NodeAddr, Mode>,
+    fed: BTreeMap<NodeAddr, (Mode, Priority)>,
 }
 
 /// Greatest common divisor (`gcd(a, 0) == a`).
@@ -96,6 +101,15 @@ pub fn gcd(a: u32, b: u32) -> u32 {
         a
     } else {
         gcd(b, a % b)
+    }
+}
+
+/// The one of two packet classes that goes first ([`Priority::rank`]).
+pub fn highest(a: Priority, b: Priority) -> Priority {
+    if b.rank() > a.rank() {
+        b
+    } else {
+        a
     }
 }
 
@@ -119,6 +133,7 @@ impl Plan {
                 Proxy::Publisher | Proxy::Auto { .. } => (q.every.max(1), None),
                 Proxy::Node(p) => (q.every.max(1), Some(p)),
             };
+            let priority = q.priority;
             needs
                 .entry(node)
                 .and_modify(|n| {
@@ -127,36 +142,43 @@ impl Plan {
                     if n.proxy != proxy {
                         n.proxy = None;
                     }
+                    n.priority = highest(n.priority, priority);
                 })
-                .or_insert(Need { mode, every, proxy });
+                .or_insert(Need {
+                    mode,
+                    every,
+                    proxy,
+                    priority,
+                });
         }
         let named: BTreeSet<NodeAddr> = needs
             .iter()
             .filter_map(|(node, n)| n.proxy.filter(|p| p != node))
             .collect();
         let mut via = BTreeMap::new();
-        let mut fed: BTreeMap<NodeAddr, Mode> = BTreeMap::new();
+        let mut fed: BTreeMap<NodeAddr, (Mode, Priority)> = BTreeMap::new();
         for (node, n) in &needs {
             let Some(p) = n.proxy else { continue };
             if n.mode == Mode::Multicast || named.contains(node) || !up(p) {
                 continue;
             }
             via.insert(*node, p);
-            let m = fed.entry(p).or_insert(n.mode);
-            *m = (*m).max(n.mode);
+            let m = fed.entry(p).or_insert((n.mode, n.priority));
+            *m = (m.0.max(n.mode), highest(m.1, n.priority));
         }
         Self { needs, via, fed }
     }
 
     /// How `node` gets its copy from a node that does not proxy for it:
     /// `None` if it needs none.
-    fn direct(&self, node: NodeAddr) -> Option<(Mode, u32)> {
-        let own = self.needs.get(&node).map(|n| (n.mode, n.every));
+    fn direct(&self, node: NodeAddr) -> Option<(Mode, u32, Priority)> {
+        let own = self.needs.get(&node).map(|n| (n.mode, n.every, n.priority));
         match (own, self.fed.get(&node)) {
             (None, None) => None,
             (Some(own), None) => Some(own),
-            (own, Some(&feed)) => {
+            (own, Some(&(feed, feed_priority))) => {
                 let mode = own.map_or(feed, |o| o.0.max(feed));
+                let priority = own.map_or(feed_priority, |o| highest(o.2, feed_priority));
                 // A fed proxy needs every sample on one unicast stream; its
                 // own multicast receivers take them from it.
                 let mode = if mode == Mode::Multicast {
@@ -164,7 +186,7 @@ impl Plan {
                 } else {
                     mode
                 };
-                Some((mode, 1))
+                Some((mode, 1, priority))
             }
         }
     }
@@ -188,17 +210,19 @@ impl Plan {
                             mode: n.mode,
                             every: n.every,
                             relay: true,
+                            priority: n.priority,
                         });
                     }
                 }
                 Some(_) => {} // its proxy node is fed instead
                 None => {
-                    if let Some((mode, every)) = self.direct(node) {
+                    if let Some((mode, every, priority)) = self.direct(node) {
                         legs.push(Leg {
                             node,
                             mode,
                             every,
                             relay: false,
+                            priority,
                         });
                     }
                 }
@@ -218,7 +242,7 @@ impl Plan {
     pub fn mode_of(&self, me: NodeAddr) -> Option<Mode> {
         match self.via.get(&me) {
             Some(_) => self.needs.get(&me).map(|n| n.mode),
-            None => self.direct(me).map(|(mode, _)| mode),
+            None => self.direct(me).map(|(mode, _, _)| mode),
         }
     }
 }
@@ -275,6 +299,7 @@ mod tests {
 
     fn leg(n: u8, mode: Mode, every: u32, relay: bool) -> Leg {
         Leg {
+            priority: Default::default(),
             node: node(n),
             mode,
             every,

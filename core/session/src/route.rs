@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use tagwire_wire::NodeAddr;
+use tagwire_wire::{NodeAddr, Priority};
 
 use crate::plan::Mode;
 
@@ -25,6 +25,8 @@ pub struct Dest {
     /// This node is the node's proxy (see [`crate::plan`]): it also gets
     /// the samples other nodes published, except its own.
     pub relay: bool,
+    /// The packet class of its datagrams.
+    pub priority: Priority,
 }
 
 impl Dest {

@@ -20,7 +20,7 @@ use tagwire_wire::datagram::{
     batch_len, push_batch_entry, BatchRef, BATCH_ENTRY_OVERHEAD, FLAG_DIRECT, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::{FrameHeader, FLAG_BLOB};
-use tagwire_wire::{NodeAddr, TagName};
+use tagwire_wire::{NodeAddr, Priority, TagName};
 
 use crate::outbound::{batch_ref, clean, left_out, Outgoing};
 use crate::{
@@ -62,6 +62,7 @@ impl SendSession {
                 addr: s.addr,
                 stream: s.id,
                 seq: w.next_seq(),
+                priority: s.priority,
             });
         }
         if dests.is_empty() {
@@ -116,7 +117,7 @@ impl SendSession {
             if s.id != d.stream || s.writer.next_seq() != d.seq {
                 continue;
             }
-            let (id, addr) = (s.id, s.addr);
+            let (id, addr, priority) = (s.id, s.addr, s.priority);
             let kept = s.writer.send_sent(now, 1, |seq, out| {
                 batch_ref(tag, seq, 1, &entries).encode(id, out)
             });
@@ -127,6 +128,7 @@ impl SendSession {
                         dest: addr,
                         carrier: Carrier::Udp,
                         class: Class::Data,
+                        priority,
                         bytes: bytes.to_vec().into(),
                     });
                 }
@@ -183,7 +185,8 @@ impl SendSession {
 ///
 /// ```text
 ///  word 0..1  address, 16 bytes (IPv4 as IPv4-mapped IPv6), little-endian halves
-///  word 2     bits 0..16: port; bits 16..64: grant of a direct receiver (0: none)
+///  word 2     bits 0..16: port; bits 16..56: grant of a direct receiver (0: none);
+///             bits 56..64: the packet class (`Priority::to_u8`)
 ///  word 3     stream id
 ///  word 4     sequence number the publisher's datagram takes
 ///  word 5     sealing counter reserved by the forwarder (0 without a domain key)
@@ -210,7 +213,7 @@ impl TicketEntry {
     pub const WORDS: usize = 6;
 
     /// The bits of a grant an entry carries above the port.
-    pub const MEMBER_MASK: u64 = (1 << 48) - 1;
+    pub const MEMBER_MASK: u64 = (1 << 40) - 1;
 
     /// The entry's words (see the type's diagram); a grant wider than
     /// [`TicketEntry::MEMBER_MASK`] is cut to it.
@@ -227,7 +230,9 @@ impl TicketEntry {
         [
             u64::from_le_bytes(hi),
             u64::from_le_bytes(lo),
-            u64::from(self.dest.addr.port()) | (self.member & Self::MEMBER_MASK) << 16,
+            u64::from(self.dest.addr.port())
+                | (self.member & Self::MEMBER_MASK) << 16
+                | u64::from(self.dest.priority.to_u8()) << 56,
             self.dest.stream,
             self.dest.seq,
             self.counter,
@@ -249,8 +254,11 @@ impl TicketEntry {
                 addr: SocketAddr::new(ip, port),
                 stream: w[3],
                 seq: w[4],
+                // (Another process's word: a code it does not know is
+                // the default class.)
+                priority: Priority::from_u8((w[2] >> 56) as u8).unwrap_or_default(),
             },
-            member: w[2] >> 16,
+            member: (w[2] >> 16) & Self::MEMBER_MASK,
             counter: w[5],
         })
     }
@@ -296,9 +304,13 @@ mod tests {
 
     #[test]
     fn a_ticket_entry_survives_its_words_with_its_grant_and_counter() {
-        for addr in ["10.0.0.2:7402", "[fe80::1]:7401"] {
+        for (addr, priority) in [
+            ("10.0.0.2:7402", Priority::Critical),
+            ("[fe80::1]:7401", Priority::Dscp(63)),
+        ] {
             let e = TicketEntry {
                 dest: OfferDest {
+                    priority,
                     node: NodeAddr(addr.parse::<SocketAddr>().unwrap().ip()),
                     addr: addr.parse().unwrap(),
                     stream: u64::MAX,
@@ -322,10 +334,25 @@ mod tests {
             member: u64::MAX,
             ..e
         };
+        let back = TicketEntry::from_words(wide.to_words()).unwrap();
+        assert_eq!(back.member, TicketEntry::MEMBER_MASK);
+        // A wide grant never spills into the class, nor the class into it.
+        assert_eq!(back.dest.priority, Priority::Normal);
+        let classed = TicketEntry {
+            dest: OfferDest {
+                priority: Priority::High,
+                ..e.dest
+            },
+            ..wide
+        };
+        let back = TicketEntry::from_words(classed.to_words()).unwrap();
         assert_eq!(
-            TicketEntry::from_words(wide.to_words()).unwrap().member,
-            TicketEntry::MEMBER_MASK
+            (back.member, back.dest.priority),
+            (TicketEntry::MEMBER_MASK, Priority::High)
         );
+        // A class code another process made up is the default class.
+        let e = TicketEntry::from_words([0, 0, 7402 | (0x7f << 56), 1, 1, 9]).unwrap();
+        assert_eq!(e.dest.priority, Priority::Normal);
         // Words that name no port (another process wrote them) are refused.
         assert_eq!(TicketEntry::from_words([0; 6]), None);
     }
@@ -346,6 +373,7 @@ mod tests {
         let mut c = DirectCopy::default();
         let len = c.prepare(&tag, &header, b"hello");
         let dest = OfferDest {
+            priority: Default::default(),
             node: NodeAddr::LOCALHOST,
             addr: "127.0.0.1:7402".parse().unwrap(),
             stream: 77,

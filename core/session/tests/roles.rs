@@ -51,6 +51,7 @@ fn acknowledgements_come_back_from_the_receiving_role_for_the_sending_one() {
     let mut tx_port = ReceiveSession::new(config(1));
     let mut rx = ReceiveSession::new(config(2));
     let dest = Dest {
+        priority: Default::default(),
         node: node(2),
         addr: addr(2),
         mode: Mode::Reliable,

@@ -31,8 +31,8 @@ pub use stats::{StatsKind, StatsRow, MAX_COUNTERS};
 
 /// First two bytes of every control message ("TW" little-endian).
 pub const MAGIC: u16 = 0x5754;
-/// Control protocol version.
-pub const VERSION: u8 = 2;
+/// Control protocol version (3: `ChannelQos` carries a priority).
+pub const VERSION: u8 = 3;
 /// Largest control message either side accepts (a tag listing grows with the
 /// table). Receivers size their buffer to each packet, so this costs nothing.
 pub const MAX_MESSAGE: usize = 16 << 20;

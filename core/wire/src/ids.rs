@@ -375,6 +375,8 @@ pub struct ChannelQos {
     /// tag's stream straight to it (direct delivery, docs/design.md §6; see
     /// `tagwire_session::plan::direct_port`).
     pub direct: u16,
+    /// The packet class of the connection's datagrams ([`crate::Priority`]).
+    pub priority: crate::Priority,
 }
 
 impl Default for ChannelQos {
@@ -385,6 +387,7 @@ impl Default for ChannelQos {
             every: 1,
             proxy: Proxy::Subscriber,
             direct: 0,
+            priority: crate::Priority::Normal,
         }
     }
 }
@@ -400,7 +403,7 @@ impl ChannelQos {
             .u8(self.carrier.to_u8())
             .u32(self.every);
         self.proxy.encode(w);
-        w.u16(self.direct);
+        w.u16(self.direct).u8(self.priority.to_u8());
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -419,6 +422,7 @@ impl ChannelQos {
             every,
             proxy: Proxy::decode(r)?,
             direct: r.u16()?,
+            priority: crate::Priority::from_u8(r.u8()?)?,
         })
     }
 }
@@ -434,8 +438,9 @@ pub(crate) fn arb_qos() -> impl proptest::strategy::Strategy<Value = ChannelQos>
         0u8..4,
         any::<[u8; 16]>(),
         any::<u16>(),
+        any::<u8>(),
     )
-        .prop_map(|(be, c, every, at, node, direct)| ChannelQos {
+        .prop_map(|(be, c, every, at, node, direct, class)| ChannelQos {
             reliability: if be {
                 Reliability::BestEffort
             } else {
@@ -452,6 +457,8 @@ pub(crate) fn arb_qos() -> impl proptest::strategy::Strategy<Value = ChannelQos>
                 },
             },
             direct,
+            priority: crate::Priority::from_u8(class)
+                .unwrap_or(crate::Priority::Dscp(class & 0x3f)),
         })
 }
 

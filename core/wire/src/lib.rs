@@ -23,9 +23,11 @@ pub mod handover;
 mod ids;
 pub mod instance;
 pub mod peer;
+mod priority;
 
 pub use codec::DecodeError;
 pub use ids::{
     Carrier, ChannelQos, Domain, Member, NameError, NodeAddr, Pid, Proxy, Reliability, SenderInfo,
     SeqNum, TagId, TagName, MAX_TAG_NAME,
 };
+pub use priority::Priority;

@@ -32,8 +32,8 @@ use crate::ids::{ChannelQos, Domain, Member, NodeAddr, TagName};
 pub const PEER_MAGIC: u16 = 0x5054;
 /// Magic of a discovery beacon ("TB" little-endian).
 pub const BEACON_MAGIC: u16 = 0x4254;
-/// Peer protocol version.
-pub const PEER_VERSION: u8 = 2;
+/// Peer protocol version (3: `ChannelQos` carries a priority).
+pub const PEER_VERSION: u8 = 3;
 /// Largest peer message either side accepts (a full table sync grows with the
 /// table).
 pub const MAX_PEER_MESSAGE: usize = 16 << 20;

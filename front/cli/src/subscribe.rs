@@ -51,6 +51,12 @@ pub(crate) struct Args {
     /// `SubscribeOptions::through_daemon`).
     #[arg(long)]
     through_daemon: bool,
+    /// The packet class of the datagrams that bring this subscription's
+    /// messages from other nodes: `low` (AF11, last), `normal`, `high`
+    /// (AF42, first in the sending host's queue), `critical` (VOICE-ADMIT,
+    /// first) or `dscp:N`.
+    #[arg(long, default_value = "normal", value_parser = str::parse::<tagwire::Priority>)]
+    class: tagwire::Priority,
     #[command(flatten)]
     connect: ConnectArgs,
 }
@@ -58,7 +64,10 @@ pub(crate) struct Args {
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let client = a.connect.connect()?;
     client.create_tag(&a.tag, Domain::Global)?;
-    let mut opts = SubscribeOptions::default().every(a.every).proxy(a.proxy);
+    let mut opts = SubscribeOptions::default()
+        .every(a.every)
+        .proxy(a.proxy)
+        .priority(a.class);
     opts.depth = a.depth;
     if let Some(us) = a.spin_us {
         opts = opts.busy_poll(Duration::from_micros(us));

@@ -32,6 +32,7 @@ fuzz_target!(|data: &[u8]| {
         mode,
         every,
         relay: false,
+        priority: Default::default(),
     };
     s.set_routes(
         Instant::now(),

@@ -328,6 +328,37 @@ impl Host {
         ])
     }
 
+    /// Limits what this host sends to `rate_bit_per_s` through an `htb`
+    /// class whose leaf is a `pfifo_fast` queue (the channel-prioritisation
+    /// paper's setup): packets wait in the leaf's three bands, band 0 first,
+    /// each packet's band from its priority (the TOS byte's mapping, or
+    /// `SO_PRIORITY`). Replaces any earlier shaping.
+    pub fn shape_htb(&self, rate_bit_per_s: u64) -> Result<(), Error> {
+        let rate = format!("{rate_bit_per_s}bit");
+        let n = self.netns.as_str();
+        tc(&["-n", n, "qdisc", "del", "dev", ETH, "root"]).ok();
+        tc(&[
+            "-n", n, "qdisc", "add", "dev", ETH, "root", "handle", "1:", "htb", "default", "10",
+        ])?;
+        tc(&[
+            "-n", n, "class", "add", "dev", ETH, "parent", "1:", "classid", "1:10", "htb", "rate",
+            &rate, "ceil", &rate,
+        ])?;
+        tc(&[
+            "-n",
+            n,
+            "qdisc",
+            "add",
+            "dev",
+            ETH,
+            "parent",
+            "1:10",
+            "handle",
+            "10:",
+            "pfifo_fast",
+        ])
+    }
+
     /// Bytes received so far on this host's `eth0` (its interface counter,
     /// from `ip -s link`): what crossed the link toward the host.
     pub fn rx_bytes(&self) -> Result<u64, Error> {

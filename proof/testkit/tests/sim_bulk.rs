@@ -44,6 +44,7 @@ fn stream(seed: u64, datagram: usize, lossless: bool) -> (Duration, u64, u64, u6
     let tag = TagName::new("/sim/bulk").unwrap();
     let now = sim.now();
     let route = Dest {
+        priority: Default::default(),
         node: NodeAddr(b.ip()),
         addr: b,
         mode: Mode::Reliable,

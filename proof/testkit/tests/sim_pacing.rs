@@ -105,6 +105,7 @@ fn run(case: &Case) -> Run {
     let tag = TagName::new("/sim/paced").unwrap();
     let now = sim.now();
     let route = Dest {
+        priority: Default::default(),
         node: NodeAddr(b.ip()),
         addr: b,
         mode: Mode::Reliable,

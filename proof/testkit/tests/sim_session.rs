@@ -34,6 +34,7 @@ fn tag() -> TagName {
 
 fn route(to: Addr, mode: Mode) -> Dest {
     Dest {
+        priority: Default::default(),
         node: NodeAddr(to.ip()),
         addr: to,
         mode,

@@ -547,6 +547,7 @@ mod tests {
             ..Config::default()
         });
         let dest = Dest {
+            priority: Default::default(),
             node: NodeAddr::LOCALHOST,
             addr: to,
             mode: Mode::Reliable,

@@ -60,8 +60,8 @@ pub use tagwire_wire::control::{
 };
 pub use tagwire_wire::instance::{Ext, InstanceState, Key, Origin};
 pub use tagwire_wire::{
-    Carrier, ChannelQos, Domain, Member, NodeAddr, Pid, Proxy, Reliability, SenderInfo, SeqNum,
-    TagName,
+    Carrier, ChannelQos, Domain, Member, NodeAddr, Pid, Priority, Proxy, Reliability, SenderInfo,
+    SeqNum, TagName,
 };
 
 /// Largest message [`Publisher::send`] accepts (the blob path); above this,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tagwire_wire::{Carrier, ChannelQos, Proxy, Reliability};
+use tagwire_wire::{Carrier, ChannelQos, Priority, Proxy, Reliability};
 
 /// Options of one subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +91,17 @@ impl SubscribeOptions {
     /// a node asks for TCP, the node's copy comes over TCP.
     pub fn tcp(mut self) -> Self {
         self.qos.carrier = Carrier::Tcp;
+        self
+    }
+
+    /// The packet class of the datagrams that bring this subscription its
+    /// messages from other nodes ([`Priority`]): `High` and `Critical` go
+    /// first in the sending host's `pfifo_fast` queue and carry a DSCP
+    /// (AF42, VOICE-ADMIT) for the network's; `Low` goes last (AF11). A
+    /// node whose receivers of a tag ask for different classes gets the
+    /// tag in the highest of them. Default: `Normal`.
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.qos.priority = priority;
         self
     }
 

@@ -183,7 +183,14 @@ impl Direct {
                 }
                 None => &self.buf,
             };
-            let _ = self.sock.send_to(wire, e.dest.addr);
+            let tos = e.dest.priority.tos();
+            let _ = tagwire_net::gso::send_parts_classed(
+                &self.sock,
+                e.dest.addr,
+                &[wire],
+                wire.len(),
+                tos,
+            );
         }
     }
 

@@ -389,15 +389,13 @@ impl Outbound {
         }
         SEALED.with_borrow_mut(|sealed| match t.carrier {
             Carrier::Udp => {
-                let _ = self
-                    .sock
-                    .send_to(shared.guard.seal_to(&t.bytes, sealed, t.dest), t.dest);
+                let b = shared.guard.seal_to(&t.bytes, sealed, t.dest);
+                let _ = send_classed(&self.sock, t.dest, b, t.priority);
             }
             Carrier::Multicast => {
                 if let Some((m, _)) = &self.msock {
-                    if m.send_to(shared.guard.seal_to(&t.bytes, sealed, t.dest), t.dest)
-                        .is_ok()
-                    {
+                    let b = shared.guard.seal_to(&t.bytes, sealed, t.dest);
+                    if send_classed(m, t.dest, b, t.priority).is_ok() {
                         shared.stats.multicast_sent.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -408,6 +406,16 @@ impl Outbound {
             }
         });
     }
+}
+
+/// One datagram to `dest` in packet class `priority` (its TOS byte).
+fn send_classed(
+    sock: &UdpSocket,
+    dest: SocketAddr,
+    bytes: &[u8],
+    priority: tagwire_wire::Priority,
+) -> std::io::Result<usize> {
+    tagwire_net::gso::send_parts_classed(sock, dest, &[bytes], bytes.len(), priority.tos())
 }
 
 thread_local! {
@@ -497,7 +505,7 @@ impl Outbound {
             } else {
                 t.bytes
             };
-            train.push(t.dest, datagram);
+            train.push(t.dest, t.priority.tos(), datagram);
         }
         let mut events = Vec::new();
         while let Some(e) = s.poll_event() {

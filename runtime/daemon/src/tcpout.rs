@@ -296,6 +296,7 @@ mod tests {
         let guard = Guard::new(None, false, LO, 1);
         let ((a, ra), (b, rb)) = (listen(), listen());
         let t = |dest, carrier, bytes: &[u8]| Transmit {
+            priority: Default::default(),
             dest,
             carrier,
             class: Class::Data,

@@ -46,6 +46,8 @@ const CLEAN_STRETCH: Duration = Duration::from_millis(200);
 #[derive(Debug, Default)]
 struct Run {
     dest: Option<SocketAddr>,
+    /// The datagrams' TOS byte (their packet class; 0: the socket's).
+    tos: u8,
     /// The datagrams, each in a buffer of its own (sent where they are:
     /// one `iovec` each, no copy into one buffer).
     parts: Vec<TxBuf>,
@@ -75,7 +77,8 @@ impl Run {
             // EIO / EINVAL: no offload here (the datagrams of a refused
             // send never left; ENOBUFS and the like lose this train,
             // which the reliable windows repair as any loss).
-            if gso::send_parts(sock, dest, refs, self.segment).is_err() && !gso::gso_supported(sock)
+            if gso::send_parts_classed(sock, dest, refs, self.segment, self.tos).is_err()
+                && !gso::gso_supported(sock)
             {
                 gso_off.store(true, Ordering::Relaxed);
                 one_by_one = true;
@@ -83,7 +86,7 @@ impl Run {
         }
         if one_by_one {
             for d in &self.parts {
-                let _ = sock.send_to(d, dest);
+                let _ = gso::send_parts_classed(sock, dest, &[d], d.len(), self.tos);
             }
         }
         self.parts
@@ -145,13 +148,15 @@ impl Train {
         }
     }
 
-    /// Adds `datagram` for `dest` to the forming run, or, if it cannot
-    /// join it, to a new one after it.
-    pub(crate) fn push(&mut self, dest: SocketAddr, datagram: impl Into<TxBuf>) {
+    /// Adds `datagram` for `dest` with TOS byte `tos` to the forming run,
+    /// or, if it cannot join it, to a new one after it (a run is one
+    /// address and one packet class).
+    pub(crate) fn push(&mut self, dest: SocketAddr, tos: u8, datagram: impl Into<TxBuf>) {
         let datagram = datagram.into();
         let len = datagram.len();
         let f = &self.forming;
         let joins = f.dest == Some(dest)
+            && f.tos == tos
             && !f.closed
             && len <= f.segment
             && f.parts.len() < self.limit
@@ -162,6 +167,7 @@ impl Train {
         let f = &mut self.forming;
         if f.parts.is_empty() {
             f.dest = Some(dest);
+            f.tos = tos;
             f.segment = len;
         }
         f.parts.push(datagram);
@@ -291,10 +297,10 @@ mod tests {
         {
             let mut t = line.gather();
             for d in &want {
-                t.push(to, d.clone());
+                t.push(to, 0, d.clone());
             }
-            t.push(elsewhere, vec![7; 10]);
-            t.push(to, vec![11; 50]);
+            t.push(elsewhere, 0, vec![7; 10]);
+            t.push(to, 0, vec![11; 50]);
         }
         line.send_all(&tx, &off);
         want.push(vec![11; 50]);
@@ -304,7 +310,7 @@ mod tests {
         {
             let mut t = line.gather();
             for i in 0..(MAX_SEGMENTS + 3) {
-                t.push(to, vec![(i % 251) as u8; 20]);
+                t.push(to, 0, vec![(i % 251) as u8; 20]);
             }
             assert_eq!(t.ready.len(), 1);
             assert_eq!(t.ready[0].parts.len(), MAX_SEGMENTS);
@@ -336,13 +342,27 @@ mod tests {
         // At a limit of one, every datagram is a run of its own.
         t.adapt(5, t0);
         let to: SocketAddr = "127.0.0.1:9".parse().unwrap();
-        t.push(to, vec![1; 50]);
-        t.push(to, vec![2; 50]);
+        t.push(to, 0, vec![1; 50]);
+        t.push(to, 0, vec![2; 50]);
         assert!(
             t.forming.parts.is_empty(),
             "a one-datagram run waits for nothing"
         );
         assert_eq!(t.ready.len(), 2);
+    }
+
+    #[test]
+    fn datagrams_of_two_packet_classes_never_share_a_run() {
+        let mut t = Train::default();
+        let to: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        t.push(to, 0, vec![1; 50]);
+        t.push(to, 0, vec![2; 50]);
+        t.push(to, 0x90, vec![3; 50]);
+        t.push(to, 0x90, vec![4; 50]);
+        t.push(to, 0, vec![5; 50]);
+        t.close();
+        let runs: Vec<(u8, usize)> = t.ready.iter().map(|r| (r.tos, r.parts.len())).collect();
+        assert_eq!(runs, vec![(0, 2), (0x90, 2), (0, 1)]);
     }
 
     #[test]
@@ -354,7 +374,7 @@ mod tests {
         let bufs: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i; 64]).collect();
         let at: Vec<usize> = bufs.iter().map(|b| b.as_ptr() as usize).collect();
         for b in bufs {
-            line.gather().push(rx.local_addr().unwrap(), b);
+            line.gather().push(rx.local_addr().unwrap(), 0, b);
         }
         assert_eq!(line.gather().returned().count(), 0, "nothing sent yet");
         line.send_all(&tx, &off);
@@ -379,9 +399,10 @@ mod tests {
         let off = AtomicBool::new(false);
         let line = Line::default();
         for i in 0..5u8 {
-            line.gather().push(rx.local_addr().unwrap(), vec![i; 100]);
+            line.gather()
+                .push(rx.local_addr().unwrap(), 0, vec![i; 100]);
         }
-        line.gather().push(rx.local_addr().unwrap(), vec![5; 30]);
+        line.gather().push(rx.local_addr().unwrap(), 0, vec![5; 30]);
         line.send_all(&tx, &off);
         // Loopback hands a segmented send to a coalescing socket whole.
         let mut buf = vec![0u8; gso::RECV_BUFFER];
@@ -402,7 +423,7 @@ mod tests {
         // Another thread holds the right to send (it is in its system
         // call): ours wait for it, and this thread does not.
         line.sending.store(true, Ordering::Release);
-        line.gather().push(rx.local_addr().unwrap(), vec![1; 10]);
+        line.gather().push(rx.local_addr().unwrap(), 0, vec![1; 10]);
         line.send_all(&tx, &off);
         assert!(recv_all(&rx).is_empty(), "left to the sending thread");
         assert_eq!(line.gather().ready.len(), 1);
@@ -437,7 +458,7 @@ mod tests {
                             let mut n = lock(&order);
                             let mut t = line.gather();
                             for _ in 0..3 {
-                                t.push(to, n.to_be_bytes().to_vec());
+                                t.push(to, 0, n.to_be_bytes().to_vec());
                                 *n += 1;
                             }
                             if round % 2 == 0 {

@@ -68,6 +68,7 @@ pub(super) fn send_pending(
                     dest: s.addr,
                     carrier: Carrier::Udp,
                     class: Class::Data,
+                    priority: s.priority,
                     bytes,
                 });
                 p.sent[at].2 += 1;

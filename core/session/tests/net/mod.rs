@@ -35,6 +35,7 @@ pub fn tag() -> TagName {
 
 pub fn dest(i: usize, mode: Mode) -> Dest {
     Dest {
+        priority: Default::default(),
         node: node(i),
         addr: addr(i),
         mode,

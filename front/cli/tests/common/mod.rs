@@ -208,6 +208,30 @@ pub(crate) fn drain(sub: &mut tagwire::Subscriber, n: usize) -> Vec<(u64, String
 /// captured by tshark in `h`'s namespace; `None` (with a printed reason)
 /// without tshark, after running `f` all the same.
 pub(crate) fn captured(h: &Host, filter: &str, f: impl FnOnce()) -> Option<Vec<Vec<u8>>> {
+    let rows = captured_fields(h, filter, &["data.data"], f)?;
+    Some(
+        rows.into_iter()
+            .map(|r| hex(r[0].trim()))
+            .filter(|p| !p.is_empty())
+            .collect(),
+    )
+}
+
+/// Bytes from tshark's hex (`0a1b…`).
+pub(crate) fn hex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .filter_map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok())
+        .collect()
+}
+
+/// What [`captured`] captures, as tshark's `fields` (one row per packet,
+/// one string per field, `-e` order).
+pub(crate) fn captured_fields(
+    h: &Host,
+    filter: &str,
+    fields: &[&str],
+    f: impl FnOnce(),
+) -> Option<Vec<Vec<String>>> {
     if std::process::Command::new("tshark")
         .arg("--version")
         .output()
@@ -242,27 +266,23 @@ pub(crate) fn captured(h: &Host, filter: &str, f: impl FnOnce()) -> Option<Vec<V
     let pid = rustix::process::Pid::from_child(&cap);
     rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
     cap.wait().unwrap();
-    let out = std::process::Command::new("tshark")
-        .arg("-r")
+    let mut cmd = std::process::Command::new("tshark");
+    cmd.arg("-r")
         .arg(&file)
-        .args(["-T", "fields", "-e", "data.data"])
-        .output()
-        .unwrap();
+        .args(["-T", "fields", "-E", "separator=|"]);
+    for field in fields {
+        cmd.args(["-e", field]);
+    }
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let hex = |s: &str| -> Vec<u8> {
-        (0..s.len() / 2)
-            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-            .collect()
-    };
     Some(
         String::from_utf8_lossy(&out.stdout)
             .lines()
-            .map(|l| hex(l.trim()))
-            .filter(|p| !p.is_empty())
+            .map(|l| l.split('|').map(str::to_owned).collect())
             .collect(),
     )
 }

@@ -210,6 +210,7 @@ impl Delivery {
                         mode: l.mode,
                         every: l.every,
                         relay: l.relay,
+                        priority: l.priority,
                     })
                 })
                 .collect();

@@ -1,0 +1,175 @@
+//! Channel priorities between two hosts (network namespaces): a
+//! subscription's packet class (`SubscribeOptions::priority`) is the DSCP
+//! its datagrams carry on the wire (checked with tshark), and a critical
+//! channel passes a bulk channel that saturates the sending host's link (an
+//! `htb` class of 50 Mbit/s with a `pfifo_fast` leaf, the channel
+//! prioritisation paper's setup) where a normal one waits behind it.
+//!
+//! These tests need root (network namespaces) and tshark for the first;
+//! without them they print `skipped: <reason>` and pass. `.ci/run`
+//! installs tshark and runs them as root.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use tagwire::{Priority, SubscribeOptions};
+
+mod common;
+use common::*;
+
+#[test]
+fn each_class_leaves_the_sending_host_with_its_dscp() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, _clients) = site.mesh(&Find::List);
+    let (c0, c1) = (site.client(0), site.client(1));
+    let classes = [
+        ("/prio/low", Priority::Low, 10),
+        ("/prio/normal", Priority::Normal, 0),
+        ("/prio/high", Priority::High, 36),
+        ("/prio/critical", Priority::Critical, 44),
+        ("/prio/raw", Priority::Dscp(18), 18),
+    ];
+    let mut subs = Vec::new();
+    for (tag, class, _) in classes {
+        c0.create_tag(tag, tagwire::Domain::Global).unwrap();
+        let opts = SubscribeOptions::default().priority(class);
+        subs.push(c1.subscribe(tag, opts).unwrap());
+        wait_until("the subscriber is known on host 0", || {
+            !c0.receivers(tag).unwrap().is_empty()
+        });
+    }
+    let from = site.lan.host(0).addr();
+    let filter = format!("udp and src host {from}");
+    let Some(rows) = captured_fields(
+        site.lan.host(1),
+        &filter,
+        &["ip.dsfield.dscp", "data.data"],
+        || {
+            for (tag, _, _) in classes {
+                let mut p = c0.publisher(tag).unwrap();
+                for i in 0..20u32 {
+                    p.send(&[i as u8; 600]).unwrap();
+                }
+            }
+            for s in &mut subs {
+                for _ in 0..20 {
+                    s.receive(Some(Duration::from_secs(10))).unwrap();
+                }
+            }
+        },
+    ) else {
+        return;
+    };
+    for (tag, class, dscp) in classes {
+        let seen: Vec<u32> = rows
+            .iter()
+            .filter(|r| r.len() == 2)
+            .filter(|r| {
+                let data = hex(r[1].trim());
+                data.windows(tag.len()).any(|w| w == tag.as_bytes())
+            })
+            .map(|r| r[0].trim().parse().unwrap())
+            .collect();
+        println!("{tag} ({class}): DSCP {seen:?}");
+        assert!(!seen.is_empty(), "{tag}: no datagram captured");
+        assert!(
+            seen.iter().all(|d| *d == dscp),
+            "{tag} ({class}): DSCP {seen:?}, not {dscp}"
+        );
+    }
+}
+
+/// One-way latencies of a 256 B message every 5 ms on tag `ping` (class
+/// `class`) from host 0 to host 1 while host 0 publishes 1400 B messages
+/// flat out on `/prio/bulk` to host 1.
+fn ping_behind_bulk(site: &Site, ping: &str, class: Priority) -> Vec<Duration> {
+    let (c0, c1) = (site.client(0), site.client(1));
+    let bulk = "/prio/bulk";
+    deep_tag(&c0, bulk, 256, 2048);
+    c0.create_tag(ping, tagwire::Domain::Global).unwrap();
+    let mut bulk_sub = c1.subscribe(bulk, SubscribeOptions::default()).unwrap();
+    let mut ping_sub = c1
+        .subscribe(ping, SubscribeOptions::default().priority(class))
+        .unwrap();
+    for tag in [bulk, ping] {
+        wait_until("the subscriber is known on host 0", || {
+            !c0.receivers(tag).unwrap().is_empty()
+        });
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut p = c0.publisher(bulk).unwrap();
+            p.set_send_timeout(Duration::from_secs(30));
+            let m = vec![3u8; 1400];
+            while !stop.load(Ordering::Relaxed) {
+                p.send(&m).unwrap();
+            }
+        });
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = bulk_sub.receive(Some(Duration::from_millis(200)));
+            }
+        });
+        // The bulk stream fills the link's queue first.
+        std::thread::sleep(Duration::from_secs(1));
+        let mut p = c0.publisher(ping).unwrap();
+        let mut lat = Vec::new();
+        for _ in 0..200 {
+            p.send(&[1u8; 256]).unwrap();
+            let m = ping_sub.receive(Some(Duration::from_secs(10))).unwrap();
+            lat.push(
+                SystemTime::now()
+                    .duration_since(m.timestamp)
+                    .unwrap_or_default(),
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+        lat.sort();
+        lat
+    })
+}
+
+fn pct(v: &[Duration], p: usize) -> Duration {
+    v[(v.len() * p / 100).min(v.len() - 1)]
+}
+
+#[test]
+fn a_critical_channel_passes_bulk_traffic_that_saturates_the_link() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, _clients) = site.mesh(&Find::List);
+    site.lan.host(0).shape_htb(50_000_000).unwrap();
+    let normal = ping_behind_bulk(&site, "/prio/ping-normal", Priority::Normal);
+    let critical = ping_behind_bulk(&site, "/prio/ping-critical", Priority::Critical);
+    println!(
+        "256 B beside 1400 B flat out through 50 Mbit/s (htb, pfifo_fast): \
+         normal p50 {:?} p99 {:?}; critical p50 {:?} p99 {:?}",
+        pct(&normal, 50),
+        pct(&normal, 99),
+        pct(&critical, 50),
+        pct(&critical, 99)
+    );
+    // Behind the bulk tag's queue a normal message waits milliseconds; a
+    // critical one goes first (band 0). The margins are wide: this test
+    // says which queue a class waits in, `tagwire perf` says how long.
+    assert!(
+        pct(&critical, 50) * 5 <= pct(&normal, 50),
+        "critical p50 {:?}, normal p50 {:?}",
+        pct(&critical, 50),
+        pct(&normal, 50)
+    );
+    assert!(
+        pct(&normal, 50) >= Duration::from_millis(5),
+        "the bulk stream did not fill the queue: normal p50 {:?}",
+        pct(&normal, 50)
+    );
+}
