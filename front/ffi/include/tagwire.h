@@ -39,6 +39,21 @@
 // `tw_subscribe_options.carrier`: UDP multicast (best effort).
 #define TW_CARRIER_MULTICAST 2
 
+// `tw_subscribe_options.priority`: the default class (DSCP 0).
+#define TW_PRIORITY_NORMAL 0
+
+// `tw_subscribe_options.priority`: behind everything else (AF11).
+#define TW_PRIORITY_LOW 1
+
+// `tw_subscribe_options.priority`: ahead of normal traffic (AF42).
+#define TW_PRIORITY_HIGH 2
+
+// `tw_subscribe_options.priority`: ahead of normal traffic (VOICE-ADMIT).
+#define TW_PRIORITY_CRITICAL 3
+
+// `tw_subscribe_options.priority`: `TW_PRIORITY_DSCP | n` is DSCP n.
+#define TW_PRIORITY_DSCP 128
+
 // `tw_subscribe_options.proxy`: the every-n-th filter runs in this library.
 #define TW_PROXY_SUBSCRIBER 0
 
@@ -237,6 +252,10 @@ typedef struct tw_subscribe_options {
   // At most one message per instance per interval (ns), the newest (0:
   // all).
   uint64_t min_separation_ns;
+  // The packet class of the datagrams that bring the messages from
+  // other nodes: `TW_PRIORITY_NORMAL` (0, the default), `_LOW`, `_HIGH`,
+  // `_CRITICAL`, or `TW_PRIORITY_DSCP | n` for DSCP n (0..=63).
+  uint32_t priority;
 } tw_subscribe_options;
 
 // A history query for `tw_pull` and `tw_subscribe_with_history`.

@@ -301,6 +301,11 @@ struct SubscribeOptions {
     raw.min_separation_ns = static_cast<std::uint64_t>(interval.count());
     return *this;
   }
+  /// The packet class of the datagrams from other nodes: TW_PRIORITY_LOW,
+  /// _NORMAL, _HIGH, _CRITICAL.
+  SubscribeOptions& priority(std::uint32_t klass) { raw.priority = klass; return *this; }
+  /// The packet class of a DSCP of one's own (0..63).
+  SubscribeOptions& dscp(std::uint8_t value) { raw.priority = TW_PRIORITY_DSCP | value; return *this; }
 };
 
 /// How to reach the daemon.

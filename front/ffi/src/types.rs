@@ -30,6 +30,16 @@ pub const TW_CARRIER_TCP: u32 = 1;
 /// `tw_subscribe_options.carrier`: UDP multicast (best effort).
 pub const TW_CARRIER_MULTICAST: u32 = 2;
 
+/// `tw_subscribe_options.priority`: the default class (DSCP 0).
+pub const TW_PRIORITY_NORMAL: u32 = 0;
+/// `tw_subscribe_options.priority`: behind everything else (AF11).
+pub const TW_PRIORITY_LOW: u32 = 1;
+/// `tw_subscribe_options.priority`: ahead of normal traffic (AF42).
+pub const TW_PRIORITY_HIGH: u32 = 2;
+/// `tw_subscribe_options.priority`: ahead of normal traffic (VOICE-ADMIT).
+pub const TW_PRIORITY_CRITICAL: u32 = 3;
+/// `tw_subscribe_options.priority`: `TW_PRIORITY_DSCP | n` is DSCP n.
+pub const TW_PRIORITY_DSCP: u32 = 0x80;
 /// `tw_subscribe_options.proxy`: the every-n-th filter runs in this library.
 pub const TW_PROXY_SUBSCRIBER: u32 = 0;
 /// `tw_subscribe_options.proxy`: in the publishing node's daemon.
@@ -151,6 +161,10 @@ pub struct tw_subscribe_options {
     /// At most one message per instance per interval (ns), the newest (0:
     /// all).
     pub min_separation_ns: u64,
+    /// The packet class of the datagrams that bring the messages from
+    /// other nodes: `TW_PRIORITY_NORMAL` (0, the default), `_LOW`, `_HIGH`,
+    /// `_CRITICAL`, or `TW_PRIORITY_DSCP | n` for DSCP n (0..=63).
+    pub priority: u32,
 }
 
 /// A history query for `tw_pull` and `tw_subscribe_with_history`.
@@ -222,6 +236,7 @@ pub extern "C" fn tw_subscribe_options_default() -> tw_subscribe_options {
         exclusive: false,
         deadline_ns: 0,
         min_separation_ns: 0,
+        priority: TW_PRIORITY_NORMAL,
     }
 }
 
@@ -417,7 +432,16 @@ impl tw_subscribe_options {
         if self.min_separation_ns > 0 {
             o = o.min_separation(Duration::from_nanos(self.min_separation_ns));
         }
-        Ok(o)
+        let class = u8::try_from(self.priority)
+            .ok()
+            .and_then(|c| tagwire::Priority::from_u8(c).ok())
+            .ok_or_else(|| {
+                Failure::invalid(format!(
+                    "priority {} is neither a TW_PRIORITY_* value nor TW_PRIORITY_DSCP | n (n <= 63)",
+                    self.priority
+                ))
+            })?;
+        Ok(o.priority(class))
     }
 }
 

@@ -168,10 +168,13 @@ impl PyClient {
     ///   message (with `exclusive`, its owner then loses it).
     /// - `min_separation`: seconds; at most one message per instance per
     ///   interval, the newest.
+    /// - `priority`: the packet class of the datagrams that bring the
+    ///   messages from other nodes: `"low"`, `"normal"`, `"high"`,
+    ///   `"critical"` or `"dscp:N"` (N in 0..=63).
     /// - `history`: `tagwire.Last(n)`, `tagwire.Since(seq)` or
     ///   `tagwire.Between(from_ns, to_ns)`: receive those messages from the
     ///   tag's history first, then live ones, with no gap or duplicate.
-    #[pyo3(signature = (name, depth=None, reliability="reliable", carrier="udp", every=1, proxy="subscriber", delay_bound=None, lossless=false, busy_poll=None, history=None, exclusive=false, deadline=None, min_separation=None))]
+    #[pyo3(signature = (name, depth=None, reliability="reliable", carrier="udp", every=1, proxy="subscriber", delay_bound=None, lossless=false, busy_poll=None, history=None, exclusive=false, deadline=None, min_separation=None, priority="normal"))]
     #[allow(clippy::too_many_arguments)]
     fn subscribe(
         &self,
@@ -189,6 +192,7 @@ impl PyClient {
         exclusive: bool,
         deadline: Option<f64>,
         min_separation: Option<f64>,
+        priority: &str,
     ) -> PyResult<PySubscriber> {
         let opts = Subscribe {
             depth,
@@ -202,6 +206,7 @@ impl PyClient {
             exclusive,
             deadline,
             min_separation,
+            priority,
         }
         .build()?;
         let query = history.map(history_query).transpose()?;

@@ -66,6 +66,7 @@ pub(crate) struct Subscribe<'a> {
     pub(crate) exclusive: bool,
     pub(crate) deadline: Option<f64>,
     pub(crate) min_separation: Option<f64>,
+    pub(crate) priority: &'a str,
 }
 
 impl Subscribe<'_> {
@@ -78,6 +79,11 @@ impl Subscribe<'_> {
         if let Some(d) = self.depth {
             o = o.depth(d);
         }
+        let class: tagwire::Priority = self
+            .priority
+            .parse()
+            .map_err(|e: String| bad_arg(format!("priority: {e}")))?;
+        o = o.priority(class);
         match self.reliability {
             "reliable" => {}
             "best_effort" | "best-effort" => o = o.best_effort(),

@@ -123,6 +123,10 @@ def test_subscribe_option_errors(client, tag):
         client.subscribe(tag, proxy="publisher", delay_bound=0.01)
     with pytest.raises(ValueError, match="depth"):
         client.subscribe(tag, depth=0)
+    with pytest.raises(ValueError, match="priority"):
+        client.subscribe(tag, priority="urgent")
+    with pytest.raises(ValueError, match="priority"):
+        client.subscribe(tag, priority="dscp:64")
     # Valid combinations subscribe (single node: same delivery either way).
     for kw in (
         dict(carrier="tcp"),
@@ -130,6 +134,10 @@ def test_subscribe_option_errors(client, tag):
         dict(proxy="publisher", every=2),
         dict(proxy="10.0.0.7", every=2),
         dict(busy_poll=0.0001),
+        dict(priority="low"),
+        dict(priority="high"),
+        dict(priority="critical"),
+        dict(priority="dscp:18"),
     ):
         client.subscribe(tag, **kw).close()
 

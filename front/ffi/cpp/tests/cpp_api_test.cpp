@@ -150,6 +150,22 @@ TEST(CppApi, every_nth_sample_and_best_effort_options_reach_the_library) {
   EXPECT_EQ(seqs, (std::vector<std::uint64_t>{5, 10, 15, 20}));
 }
 
+TEST(CppApi, every_packet_class_is_a_subscription_option_and_a_bad_one_an_error) {
+  Client c(test_options());
+  auto tag = unique_tag("classes");
+  c.create_tag(tag);
+  std::vector<tagwire::Subscriber> subs;
+  for (auto k : {TW_PRIORITY_LOW, TW_PRIORITY_NORMAL, TW_PRIORITY_HIGH, TW_PRIORITY_CRITICAL}) {
+    subs.push_back(c.subscribe(tag, SubscribeOptions().priority(k)));
+  }
+  subs.push_back(c.subscribe(tag, SubscribeOptions().dscp(18)));
+  auto pub = c.publisher(tag);
+  pub.send("x");
+  for (auto& s : subs) EXPECT_EQ(s.receive(5s).seq, 1u);
+  EXPECT_THROW(c.subscribe(tag, SubscribeOptions().priority(9)), tagwire::InvalidArgument);
+  EXPECT_THROW(c.subscribe(tag, SubscribeOptions().dscp(64)), tagwire::InvalidArgument);
+}
+
 TEST(CppApi, history_is_pulled_and_handed_to_a_late_joiner) {
   Client c(test_options());
   auto tag = unique_tag("history");

@@ -72,7 +72,9 @@ final class Native {
             JAVA_BOOLEAN.withName("exclusive"),
             MemoryLayout.paddingLayout(7),
             JAVA_LONG.withName("deadline_ns"),
-            JAVA_LONG.withName("min_separation_ns"));
+            JAVA_LONG.withName("min_separation_ns"),
+            JAVA_INT.withName("priority"),
+            MemoryLayout.paddingLayout(4));
 
     /** {@code tw_history_query}. */
     static final GroupLayout HISTORY_QUERY = MemoryLayout.structLayout(

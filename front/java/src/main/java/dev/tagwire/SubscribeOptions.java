@@ -26,6 +26,7 @@ public final class SubscribeOptions {
     private Boolean exclusive;
     private Long deadlineNs;
     private Long minSeparationNs;
+    private Integer priority;
 
     /** The defaults. */
     public SubscribeOptions() {}
@@ -147,6 +148,21 @@ public final class SubscribeOptions {
         return this;
     }
 
+    /** The packet class of the datagrams that bring the messages from other nodes (default NORMAL). */
+    public SubscribeOptions priority(Priority priority) {
+        this.priority = priority.code;
+        return this;
+    }
+
+    /** A packet class of one's own: the datagrams from other nodes carry DSCP {@code value} (0..63). */
+    public SubscribeOptions dscp(int value) {
+        if (value < 0 || value > 63) {
+            throw new IllegalArgumentException("a DSCP is 0..63: " + value);
+        }
+        this.priority = 0x80 | value;
+        return this;
+    }
+
     /** At most one message per instance per {@code interval}: the newest. */
     public SubscribeOptions minSeparation(Duration interval) {
         this.minSeparationNs = positive("minimum separation", interval);
@@ -204,6 +220,9 @@ public final class SubscribeOptions {
         if (minSeparationNs != null) {
             o.set(ValueLayout.JAVA_LONG, 72, minSeparationNs);
         }
+        if (priority != null) {
+            o.set(ValueLayout.JAVA_INT, 80, priority);
+        }
         return o;
     }
 
@@ -216,7 +235,8 @@ public final class SubscribeOptions {
                     + ", carrier=" + new String[] {"udp", "tcp", "multicast"}[Math.min(2, o.get(ValueLayout.JAVA_INT, 8))]
                     + ", every=" + o.get(ValueLayout.JAVA_INT, 12)
                     + ", lossless=" + o.get(ValueLayout.JAVA_BOOLEAN, 40)
-                    + ", busyPollNs=" + o.get(ValueLayout.JAVA_LONG, 48) + "]";
+                    + ", busyPollNs=" + o.get(ValueLayout.JAVA_LONG, 48)
+                    + ", priority=" + o.get(ValueLayout.JAVA_INT, 80) + "]";
         }
     }
 }

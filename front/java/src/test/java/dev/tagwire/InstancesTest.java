@@ -33,7 +33,8 @@ class InstancesTest {
         assertEquals(Native.INFO_HAS_KEY, Native.MESSAGE_INFO.byteOffset(PathElement.groupElement("has_key")));
         assertEquals(Native.INFO_STATE, Native.MESSAGE_INFO.byteOffset(PathElement.groupElement("state")));
         assertEquals(Native.INFO_STRENGTH, Native.MESSAGE_INFO.byteOffset(PathElement.groupElement("strength")));
-        assertEquals(80, Native.SUBSCRIBE_OPTIONS.byteSize());
+        assertEquals(88, Native.SUBSCRIBE_OPTIONS.byteSize());
+        assertEquals(80, Native.SUBSCRIBE_OPTIONS.byteOffset(PathElement.groupElement("priority")));
         assertEquals(56, Native.SUBSCRIBE_OPTIONS.byteOffset(PathElement.groupElement("exclusive")));
         assertEquals(64, Native.SUBSCRIBE_OPTIONS.byteOffset(PathElement.groupElement("deadline_ns")));
         assertEquals(72, Native.SUBSCRIBE_OPTIONS.byteOffset(PathElement.groupElement("min_separation_ns")));

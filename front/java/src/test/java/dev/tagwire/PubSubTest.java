@@ -206,4 +206,28 @@ class PubSubTest {
             }
         }
     }
+
+    @Test
+    void everyPacketClassIsASubscriptionOptionAndABadDscpIsRefused() {
+        // (The struct's layout: InstancesTest.theLayoutsMatchTheCStructs.)
+        TestDaemon d = TestDaemon.shared();
+        try (Client c = d.connect()) {
+            String tag = TestDaemon.uniqueTag("classes");
+            c.createTag(tag);
+            java.util.List<Subscriber> subs = new java.util.ArrayList<>();
+            for (Priority p : Priority.values()) {
+                subs.add(c.subscribe(tag, new SubscribeOptions().priority(p)));
+            }
+            subs.add(c.subscribe(tag, new SubscribeOptions().dscp(18)));
+            assertTrue(new SubscribeOptions().dscp(18).toString().contains("priority=146"));
+            try (Publisher pub = c.publisher(tag)) {
+                pub.send("x");
+                for (Subscriber s : subs) {
+                    assertEquals(1, s.receive(SECOND).seq());
+                    s.close();
+                }
+            }
+            assertThrows(IllegalArgumentException.class, () -> new SubscribeOptions().dscp(64));
+        }
+    }
 }
