@@ -88,14 +88,51 @@ pub(crate) struct RelStream {
     pub(crate) writer: Writer,
     /// The receiver's room after what it acknowledged (`None`: no limit).
     pub(crate) credit: Option<u32>,
-    /// While held back by credit: when to ask the receiver again.
-    probe_at: Option<Instant>,
+    /// Its own timers (beside the writer's): the credit probe and the
+    /// pace's next release.
+    pub(crate) timers: StreamTimers,
     /// Its pacing controller (`None`: unpaced).
     pub(crate) pacer: Option<Pacer>,
     /// Its destination's packet class.
     pub(crate) priority: Priority,
-    /// While held back by its pace: when the next datagram may go.
-    pub(crate) paced_until: Option<Instant>,
+}
+
+/// A reliable stream's timers beside its writer's (quinn's timer table):
+/// each a deadline or off.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StreamTimers([Option<Instant>; 2]);
+
+/// The timers of [`StreamTimers`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StreamTimer {
+    /// Held back by credit with nothing unacknowledged: when to ask the
+    /// receiver again (no heartbeat runs then).
+    Probe = 0,
+    /// Held back by its pace: when the next datagram may go.
+    Pace = 1,
+}
+
+impl StreamTimers {
+    pub(crate) fn set(&mut self, t: StreamTimer, at: Instant) {
+        self.0[t as usize] = Some(at);
+    }
+
+    pub(crate) fn stop(&mut self, t: StreamTimer) {
+        self.0[t as usize] = None;
+    }
+
+    pub(crate) fn get(&self, t: StreamTimer) -> Option<Instant> {
+        self.0[t as usize]
+    }
+
+    pub(crate) fn is_due(&self, t: StreamTimer, now: Instant) -> bool {
+        self.get(t).is_some_and(|at| at <= now)
+    }
+
+    /// The earliest running timer.
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.0.iter().flatten().min().copied()
+    }
 }
 
 /// A stream without a window: numbers only (best effort, multicast, TCP).
@@ -237,10 +274,9 @@ impl SendSession {
                     s.addr = addr;
                     s.writer.retarget(now);
                     s.credit = None;
-                    s.probe_at = None;
+                    s.timers = StreamTimers::default();
                     // Another path: its estimates start again.
                     s.pacer = o.pacing.map(Pacer::new);
-                    s.paced_until = None;
                     s.writer.set_paced(s.pacer.is_some());
                 }
                 true
@@ -292,7 +328,7 @@ impl SendSession {
         o.pacing = pacing;
         for s in o.reliable.values_mut() {
             s.pacer = pacing.map(Pacer::new);
-            s.paced_until = None;
+            s.timers.stop(StreamTimer::Pace);
             s.writer.set_paced(pacing.is_some());
         }
         self.pump(now, tag);
@@ -570,7 +606,7 @@ impl SendSession {
         s.writer.set_paused(a.credit == Some(0));
         s.credit = a.credit;
         if a.credit.is_none_or(|c| c > 0) {
-            s.probe_at = None;
+            s.timers.stop(StreamTimer::Probe);
         }
         self.pump(now, &tag);
         true
@@ -600,10 +636,13 @@ impl SendSession {
                         bytes: bytes.into(),
                     });
                 }
-                if s.probe_at.is_some_and(|t| t <= now) {
+                if s.timers.is_due(StreamTimer::Probe, now) {
                     // Held back by the receiver's credit with nothing
                     // unacknowledged: no heartbeat runs, so ask.
-                    s.probe_at = Some(now + self.config.writer.heartbeat_period);
+                    s.timers.set(
+                        StreamTimer::Probe,
+                        now + self.config.writer.heartbeat_period,
+                    );
                     let WriterTransmit::Heartbeat { first, last } = s.writer.heartbeat() else {
                         continue;
                     };
@@ -627,7 +666,7 @@ impl SendSession {
         self.out
             .values()
             .flat_map(|o| o.reliable.values())
-            .flat_map(|s| [s.writer.poll_timeout(), s.probe_at, s.paced_until])
+            .flat_map(|s| [s.writer.poll_timeout(), s.timers.next()])
             .flatten()
             .min()
     }
@@ -740,9 +779,8 @@ impl SendSession {
                         addr: t.addr,
                         writer,
                         credit: None,
-                        probe_at: None,
+                        timers: StreamTimers::default(),
                         pacer: o.pacing.map(Pacer::new),
-                        paced_until: None,
                         priority: t.priority,
                     }
                 });

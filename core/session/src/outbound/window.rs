@@ -9,7 +9,7 @@ use tagwire_wire::datagram::FLAG_RELIABLE;
 use tagwire_wire::{NodeAddr, TagName};
 
 use super::item::{Outgoing, Piece};
-use super::{Pending, RelStream};
+use super::{Pending, RelStream, StreamTimer};
 use crate::{Carrier, Class, Transmit, TxBuf};
 
 /// Why a reliable stream takes no datagram now.
@@ -54,7 +54,7 @@ pub(super) fn send_pending(
             p.sent.len() - 1
         }
     };
-    s.paced_until = None;
+    s.timers.stop(StreamTimer::Pace);
     while p.sent[at].2 < p.datagrams {
         let piece = Piece {
             tag: cx.tag,
@@ -75,12 +75,14 @@ pub(super) fn send_pending(
             }
             Err(Blocked::Pace) => {
                 // The timer moves it on (`poll_timeout`), not an answer.
-                s.paced_until = s.pacer.as_ref().and_then(|p| p.next_release());
+                if let Some(at) = s.pacer.as_ref().and_then(|p| p.next_release()) {
+                    s.timers.set(StreamTimer::Pace, at);
+                }
                 break;
             }
             Err(b) => {
-                if b == Blocked::Credit && s.probe_at.is_none() {
-                    s.probe_at = Some(cx.now + cx.probe_after);
+                if b == Blocked::Credit && s.timers.get(StreamTimer::Probe).is_none() {
+                    s.timers.set(StreamTimer::Probe, cx.now + cx.probe_after);
                 }
                 // Whatever holds it back, the reader's answer (progress,
                 // credit) is what moves it on.
