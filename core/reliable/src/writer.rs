@@ -353,9 +353,10 @@ impl Writer {
         // (A loss reported with progress halves the window as it was,
         // unless a pacer sets the rate.)
         if nacked.lost_new && !self.cc.paced {
-            self.shrink(self.config.min_cwnd.max(self.cc.cwnd / 2));
+            self.stats.congestion_events += 1;
+            self.cc.shrink(self.config.min_cwnd.max(self.cc.cwnd / 2));
         } else if acked > 0 {
-            self.grow(acked);
+            self.cc.grow(acked, self.config.window);
         }
         if !self.held.is_empty() && self.timers.get(Timer::Heartbeat).is_none() {
             self.timers
@@ -771,30 +772,6 @@ impl Writer {
             (self.rtt.rto * 2).min(self.config.max_resend_after.max(self.config.resend_after));
         self.progress_at = Some(now);
         self.timers.set(Timer::Resend, now + self.rtt.rto);
-    }
-
-    /// `acked` datagrams were acknowledged: slow start below `ssthresh`,
-    /// one more per window's worth above.
-    fn grow(&mut self, acked: usize) {
-        if self.cc.cwnd < self.cc.ssthresh {
-            self.cc.cwnd = (self.cc.cwnd + acked).min(self.cc.ssthresh);
-        } else {
-            self.cc.acc += acked;
-            if self.cc.acc >= self.cc.cwnd {
-                self.cc.acc -= self.cc.cwnd;
-                self.cc.cwnd += 1;
-            }
-        }
-        self.cc.cwnd = self.cc.cwnd.min(self.config.window);
-    }
-
-    /// A loss: the window falls to `to` for the data sent so far.
-    fn shrink(&mut self, to: usize) {
-        self.stats.congestion_events += 1;
-        self.cc.cwnd = to;
-        self.cc.ssthresh = to;
-        self.cc.acc = 0;
-        self.cc.epoch += 1;
     }
 }
 

@@ -36,9 +36,13 @@ use crate::{
 };
 
 mod item;
+mod pacing;
+mod timers;
 mod window;
 pub(crate) use item::{batch_ref, clean, Outgoing};
 use item::{message, Payload, Piece};
+pub use pacing::PACED_LEAD;
+pub(crate) use timers::{StreamTimer, StreamTimers};
 use window::{send_pending, Sending, Unacked};
 
 /// One tag's outbound state.
@@ -71,12 +75,6 @@ pub(crate) struct Outbound {
     record_bytes: f64,
 }
 
-/// How long a paced tag's records may wait ahead of its session
-/// ([`SendSession::paced_lead`]): enough for a forwarder that wakes late to
-/// find the next records there, short beside a round trip through a
-/// bottleneck's queue.
-pub const PACED_LEAD: std::time::Duration = std::time::Duration::from_millis(2);
-
 /// Most progress lists an [`Outbound`] keeps for reuse.
 const SPARE_SENT: usize = 64;
 
@@ -95,44 +93,6 @@ pub(crate) struct RelStream {
     pub(crate) pacer: Option<Pacer>,
     /// Its destination's packet class.
     pub(crate) priority: Priority,
-}
-
-/// A reliable stream's timers beside its writer's (quinn's timer table):
-/// each a deadline or off.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct StreamTimers([Option<Instant>; 2]);
-
-/// The timers of [`StreamTimers`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StreamTimer {
-    /// Held back by credit with nothing unacknowledged: when to ask the
-    /// receiver again (no heartbeat runs then).
-    Probe = 0,
-    /// Held back by its pace: when the next datagram may go.
-    Pace = 1,
-}
-
-impl StreamTimers {
-    pub(crate) fn set(&mut self, t: StreamTimer, at: Instant) {
-        self.0[t as usize] = Some(at);
-    }
-
-    pub(crate) fn stop(&mut self, t: StreamTimer) {
-        self.0[t as usize] = None;
-    }
-
-    pub(crate) fn get(&self, t: StreamTimer) -> Option<Instant> {
-        self.0[t as usize]
-    }
-
-    pub(crate) fn is_due(&self, t: StreamTimer, now: Instant) -> bool {
-        self.get(t).is_some_and(|at| at <= now)
-    }
-
-    /// The earliest running timer.
-    pub(crate) fn next(&self) -> Option<Instant> {
-        self.0.iter().flatten().min().copied()
-    }
 }
 
 /// A stream without a window: numbers only (best effort, multicast, TCP).
@@ -313,42 +273,6 @@ impl SendSession {
         // timer of a closed stream would move it (found by the simulator:
         // a proxy's death left its publisher held for good).
         self.pump(now, tag);
-    }
-
-    /// Paces `tag`'s reliable streams with `pacing` from now on (`None`:
-    /// unpaced); a change starts each stream's controller afresh. Tags
-    /// without routes yet take the session's [`crate::Config::pacing`].
-    pub fn set_pacing(&mut self, now: Instant, tag: &TagName, pacing: Option<PacerConfig>) {
-        let Some(o) = self.out.get_mut(tag) else {
-            return;
-        };
-        if o.pacing == pacing {
-            return;
-        }
-        o.pacing = pacing;
-        for s in o.reliable.values_mut() {
-            s.pacer = pacing.map(Pacer::new);
-            s.timers.stop(StreamTimer::Pace);
-            s.writer.set_paced(pacing.is_some());
-        }
-        self.pump(now, tag);
-    }
-
-    /// For a paced tag, how many records its publishers may be ahead of
-    /// what the session took: [`PACED_LEAD`] at the slowest stream's
-    /// pace, at least 2. A runtime holds them back there (the
-    /// daemon's forwarder: `tagwire_shm::Gate::advance_within`), so that
-    /// the queue pacing keeps off the network does not build in the ring
-    /// instead. `None`: not paced, or no estimate yet.
-    pub fn paced_lead(&self, tag: &TagName) -> Option<usize> {
-        let o = self.out.get(tag)?;
-        let rate = o
-            .reliable
-            .values()
-            .filter_map(|s| s.pacer.as_ref()?.pace_rate())
-            .reduce(f64::min)?;
-        let n = rate * PACED_LEAD.as_secs_f64() / o.record_bytes.max(1.0);
-        Some((n.ceil() as usize).max(2))
     }
 
     /// Whether [`SendSession::handle_record`] takes a record of `tag` now.

@@ -33,6 +33,31 @@ pub(super) struct Congestion {
     pub(super) paced: bool,
 }
 
+impl Congestion {
+    /// `acked` datagrams were acknowledged: slow start below `ssthresh`,
+    /// one more per window's worth above, never above `window`.
+    pub(super) fn grow(&mut self, acked: usize, window: usize) {
+        if self.cwnd < self.ssthresh {
+            self.cwnd = (self.cwnd + acked).min(self.ssthresh);
+        } else {
+            self.acc += acked;
+            if self.acc >= self.cwnd {
+                self.acc -= self.cwnd;
+                self.cwnd += 1;
+            }
+        }
+        self.cwnd = self.cwnd.min(window);
+    }
+
+    /// A loss: the window falls to `to` for the data sent so far.
+    pub(super) fn shrink(&mut self, to: usize) {
+        self.cwnd = to;
+        self.ssthresh = to;
+        self.acc = 0;
+        self.epoch += 1;
+    }
+}
+
 /// The writer's timers (quinn's timer table): each is a deadline or off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Timer {
