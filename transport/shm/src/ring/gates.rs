@@ -59,14 +59,25 @@ impl Gate {
         let GateAt::Ctl(_) = &self.at else {
             return self.advance(position);
         };
+        if self.ring.ctl.is_read_only() {
+            // (A reader's mapping cannot write the step.)
+            return self.advance(position);
+        }
         let slots = u64::from(self.ring.shape.slots);
-        if lead >= slots {
-            self.ring.gate_step().store(0, Ordering::Relaxed);
+        let step = if lead >= slots {
+            0
+        } else {
+            u32::try_from((lead / 2).max(1)).unwrap_or(u32::MAX)
+        };
+        // (Written only when it changes: the line is the waiting writers'.)
+        let word = self.ring.gate_step();
+        if word.load(Ordering::Relaxed) != step {
+            word.store(step, Ordering::Relaxed);
+        }
+        if step == 0 {
             return self.advance(position);
         }
         let lead = lead.max(1);
-        let step = u32::try_from((lead / 2).max(1)).unwrap_or(u32::MAX);
-        self.ring.gate_step().store(step, Ordering::Relaxed);
         let held = position.saturating_sub(slots - lead);
         self.advance(held.max(self.position()).min(position));
     }
