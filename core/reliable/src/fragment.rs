@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, VecDeque};
 use foldhash::{HashSet, HashSetExt};
 use std::ops::Range;
 
-use tagwire_wire::datagram::{DataRef, MAX_MESSAGE};
+use tagwire_wire::datagram::{DataView, MAX_MESSAGE};
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::TagName;
 
@@ -122,9 +122,11 @@ impl Reassembler {
         }
     }
 
-    /// Takes one fragment; returns its message if this fragment completed it.
-    pub fn handle_fragment(&mut self, d: &DataRef<'_>) -> Option<Reassembled> {
-        self.handle_fragment_with(d, &mut Vec::new())
+    /// Takes one fragment of a message on `tag` (the name the stream's
+    /// datagrams give, which the caller holds: `d.tag()` as a [`TagName`]);
+    /// returns its message if this fragment completed it.
+    pub fn handle_fragment(&mut self, d: &DataView<'_>, tag: &TagName) -> Option<Reassembled> {
+        self.handle_fragment_with(d, tag, &mut Vec::new())
     }
 
     /// [`Reassembler::handle_fragment`], building messages in buffers
@@ -134,7 +136,8 @@ impl Reassembler {
     /// warm.
     pub fn handle_fragment_with(
         &mut self,
-        d: &DataRef<'_>,
+        d: &DataView<'_>,
+        tag: &TagName,
         spare: &mut Vec<Vec<u8>>,
     ) -> Option<Reassembled> {
         let first = d.first_seq();
@@ -142,37 +145,34 @@ impl Reassembler {
             self.stats.duplicates += 1;
             return None;
         }
-        let msg_len = d.msg_len as usize;
-        // Checked here too: a DataRef may be built by hand rather than decoded.
-        if d.frags == 0 || d.frag >= d.frags || d.payload.len() > msg_len {
-            self.stats.inconsistent += 1;
-            return None;
-        }
+        // (The view is checked: 0 ≤ frag < frags, payload ≤ msg_len.)
+        let (frag, frags, msg_len, payload) = (d.frag(), d.frags(), d.msg_len(), d.payload());
+        let msg_len = msg_len as usize;
         if msg_len > self.config.max_bytes {
             self.stats.too_large += 1;
             return None;
         }
-        if d.frags == 1 {
-            if d.payload.len() != msg_len {
+        if frags == 1 {
+            if payload.len() != msg_len {
                 self.stats.inconsistent += 1;
                 return None;
             }
-            let mut payload = spare.pop().unwrap_or_default();
-            payload.clear();
-            payload.extend_from_slice(d.payload);
-            return Some(self.complete(first, d.header, d.tag.as_ref().clone(), payload));
+            let mut whole = spare.pop().unwrap_or_default();
+            whole.clear();
+            whole.extend_from_slice(payload);
+            return Some(self.complete(first, d.header(), tag.clone(), whole));
         }
         if let Some(p) = self.partials.get_mut(&first) {
-            if !p.matches(d) {
+            if !p.matches(d, tag) {
                 self.stats.inconsistent += 1;
                 return None;
             }
-            if p.has(d.frag) {
+            if p.has(frag) {
                 self.stats.duplicates += 1;
                 return None;
             }
         } else {
-            let mut p = Partial::new(d.frags, d.msg_len, d.header, d.tag.as_ref().clone());
+            let mut p = Partial::new(frags, d.msg_len(), d.header(), tag.clone());
             if let Some(cuts) = self.spare_cuts.pop() {
                 p.cuts = cuts;
             }
@@ -182,16 +182,16 @@ impl Reassembler {
             }
             // (A hostile length reserves at most RESERVE_CAP: memory still
             // grows with what arrives past it.)
-            p.prefix.reserve((d.msg_len as usize).min(RESERVE_CAP));
+            p.prefix.reserve(msg_len.min(RESERVE_CAP));
             self.partials.insert(first, p);
         }
-        self.make_room(first, d.payload.len());
+        self.make_room(first, payload.len());
         let Some(p) = self.partials.get_mut(&first) else {
             // make_room evicted this message itself: it alone exceeds the bounds.
             return None;
         };
-        p.put(d.frag, d.payload);
-        self.bytes += d.payload.len();
+        p.put(frag, payload);
+        self.bytes += payload.len();
         if p.count() < usize::from(p.frags) {
             return None;
         }
@@ -218,8 +218,8 @@ impl Reassembler {
     }
 
     /// Whether fragment `d` would begin a message not held yet.
-    pub fn would_begin(&self, d: &DataRef<'_>) -> bool {
-        d.frags > 1
+    pub fn would_begin(&self, d: &DataView<'_>) -> bool {
+        d.frags() > 1
             && !self.partials.contains_key(&d.first_seq())
             && !self.completed.contains(&d.first_seq())
     }
@@ -454,12 +454,12 @@ impl Partial {
         all
     }
 
-    fn matches(&self, d: &DataRef<'_>) -> bool {
-        self.frags == d.frags
-            && self.msg_len == d.msg_len
-            && self.header == d.header
-            && self.tag == *d.tag
-            && self.held + d.payload.len() <= self.msg_len as usize
+    fn matches(&self, d: &DataView<'_>, tag: &TagName) -> bool {
+        self.frags == d.frags()
+            && self.msg_len == d.msg_len()
+            && self.header == d.header()
+            && self.tag == *tag
+            && self.held + d.payload().len() <= self.msg_len as usize
     }
 }
 
@@ -467,7 +467,7 @@ impl Partial {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::borrow::Cow;
+    use tagwire_wire::datagram::DataRepr;
     use tagwire_wire::{SenderInfo, SeqNum};
 
     fn header(n: u64) -> FrameHeader {
@@ -502,16 +502,26 @@ mod tests {
         lie: u32,
     ) -> Option<Reassembled> {
         let (seq, frag, frags, range) = part;
-        r.handle_fragment(&DataRef {
-            seq: *seq,
-            flags: 0,
-            frag: *frag,
-            frags: *frags,
-            msg_len: msg.len() as u32 + lie,
-            header: header(n),
-            tag: Cow::Borrowed(tag),
-            payload: &msg[range.clone()],
-        })
+        offer(
+            r,
+            DataRepr {
+                seq: *seq,
+                flags: 0,
+                frag: *frag,
+                frags: *frags,
+                msg_len: msg.len() as u32 + lie,
+                header: header(n),
+                tag,
+                payload: &msg[range.clone()],
+            },
+        )
+    }
+
+    /// Hands `d`, as the wire carries it, to `r`.
+    fn offer(r: &mut Reassembler, d: DataRepr<'_>) -> Option<Reassembled> {
+        let mut bytes = Vec::new();
+        d.encode(1, &mut bytes);
+        r.handle_fragment(&DataView::new_checked(&bytes).unwrap(), d.tag)
     }
 
     fn feed(
@@ -559,18 +569,18 @@ mod tests {
     fn pieces_that_do_not_add_up_are_discarded() {
         let tag = TagName::new("/a").unwrap();
         let mut r = Reassembler::default();
-        let d = |frag, payload: &'static [u8]| DataRef {
+        let d = |frag, payload: &'static [u8]| DataRepr {
             seq: 5 + u64::from(frag),
             flags: 0,
             frag,
             frags: 2,
             msg_len: 10,
             header: header(1),
-            tag: Cow::Borrowed(&tag),
+            tag: &tag,
             payload,
         };
-        assert!(r.handle_fragment(&d(0, b"abc")).is_none());
-        assert!(r.handle_fragment(&d(1, b"def")).is_none());
+        assert!(offer(&mut r, d(0, b"abc")).is_none());
+        assert!(offer(&mut r, d(1, b"def")).is_none());
         assert_eq!(r.stats().inconsistent, 1);
         assert_eq!(r.partials(), 0);
     }

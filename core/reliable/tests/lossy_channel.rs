@@ -3,7 +3,6 @@
 //! arrive exactly once, in order, byte-identical.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
@@ -14,7 +13,7 @@ use tagwire_reliable::{
     Writer, WriterConfig,
 };
 use tagwire_wire::datagram::{
-    max_fragment_payload, Body, DataRef, Datagram, Heartbeat, FLAG_RELIABLE,
+    max_fragment_payload, Body, DataRepr, DataView, Datagram, Heartbeat, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::{SenderInfo, SeqNum, TagName};
@@ -143,18 +142,18 @@ impl Sim {
             let (n, f) = self.cursor;
             let frags = fragment_count(msg.len(), self.max_payload);
             let range = fragments(msg.len(), self.max_payload).nth(f).unwrap();
-            let d = DataRef {
+            let d = DataRepr {
                 seq: 0,
                 flags: FLAG_RELIABLE,
                 frag: f as u16,
                 frags: frags as u16,
                 msg_len: msg.len() as u32,
                 header: header(n),
-                tag: Cow::Borrowed(&self.tag),
+                tag: &self.tag,
                 payload: &msg[range],
             };
             let Ok((_, bytes)) = self.writer.send(now, |seq, out| {
-                DataRef { seq, ..d }.encode(STREAM, out);
+                DataRepr { seq, ..d }.encode(STREAM, out);
             }) else {
                 break;
             };
@@ -173,7 +172,7 @@ impl Sim {
         assert_eq!(g.stream, STREAM);
         match (to_reader, g.body) {
             (true, Body::Data(d)) => {
-                if self.reader.handle_data(now, d.seq, bytes) == Arrival::Deliver {
+                if self.reader.handle_data(now, d.seq(), bytes) == Arrival::Deliver {
                     self.reassemble(&d);
                 }
                 while let Some(buffered) = self.reader.poll_event() {
@@ -184,13 +183,16 @@ impl Sim {
                 }
             }
             (true, Body::Heartbeat(h)) => self.reader.handle_heartbeat(now, h.first, h.last),
-            (false, Body::AckNack(a)) => self.writer.handle_acknack(now, a.ack_through, &a.missing),
+            (false, Body::AckNack(a)) => {
+                let missing: Vec<u64> = a.missing().collect();
+                self.writer.handle_acknack(now, a.ack_through(), &missing);
+            }
             (to, body) => panic!("unexpected datagram (to reader: {to}): {body:?}"),
         }
     }
 
-    fn reassemble(&mut self, d: &DataRef<'_>) {
-        if let Some(m) = self.reassembler.handle_fragment(d) {
+    fn reassemble(&mut self, d: &DataView<'_>) {
+        if let Some(m) = self.reassembler.handle_fragment(d, &self.tag) {
             self.delivered.push(m);
         }
     }

@@ -22,9 +22,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use tagwire_reliable::{Arrival, BestEffort, Reader, ReaderConfig, Reassembler, ReassemblerConfig};
-use tagwire_wire::datagram::{
-    AckNack, BatchRef, Body, DataRef, Datagram, Heartbeat, FLAG_DIRECT, FLAG_RELIABLE,
-};
+use tagwire_wire::datagram::{AckNack, Body, Datagram, Heartbeat, FLAG_DIRECT, FLAG_RELIABLE};
 use tagwire_wire::TagName;
 
 use crate::{Carrier, Class, Delivery, ReceiveEvent as Event, ReceiveSession, Transmit};
@@ -81,9 +79,20 @@ impl InStream {
         spare: &mut Vec<Vec<u8>>,
     ) {
         while let Some(buffered) = self.reader.poll_event() {
-            if let Ok(g) = Datagram::decode(&buffered) {
-                take(&mut self.reasm, &g.body, from, out, spare);
-            }
+            let Ok(g) = Datagram::decode(&buffered) else {
+                continue;
+            };
+            let Some((_, _, name)) = g.data() else {
+                continue;
+            };
+            let tag = match &self.tag {
+                Some(t) if t.as_str() == name => t.clone(),
+                _ => match TagName::new(name) {
+                    Ok(t) => t,
+                    Err(_) => continue,
+                },
+            };
+            take(&mut self.reasm, &g.body, &tag, from, out, spare);
         }
     }
 }
@@ -101,84 +110,73 @@ impl ReceiveSession {
         from: SocketAddr,
         bytes: &[u8],
     ) -> Option<(u64, AckNack)> {
-        // The tag the last data datagram named is taken out for the decoder
-        // to borrow and put back after: a stream's datagrams neither
-        // allocate a name nor touch its reference count (its atomic
-        // increments and decrements were a third of this function's time
-        // on a flat-out 8 KiB stream).
-        let known = self.known_tag.take();
-        let (named, ack) = self.handle_decoded(now, from, bytes, known.as_ref());
-        self.known_tag = named.or(known);
-        ack
+        let Ok(dg) = Datagram::decode(bytes) else {
+            self.events.push_back(Event::Malformed { from });
+            return None;
+        };
+        self.handle_checked(now, from, dg)
     }
 
-    /// [`ReceiveSession::handle_datagram`] with the tag the last one named;
-    /// returns the tag this one named if it was another, and the
-    /// acknowledgement it was if it was one.
-    fn handle_decoded(
+    /// [`ReceiveSession::handle_datagram`] for a datagram the caller has
+    /// already checked (to route it by kind or tag): it is not checked
+    /// twice.
+    pub fn handle_checked(
         &mut self,
         now: Instant,
         from: SocketAddr,
-        bytes: &[u8],
-        known: Option<&TagName>,
-    ) -> (Option<TagName>, Option<(u64, AckNack)>) {
-        let dg = match Datagram::decode_known(bytes, known) {
-            Ok(dg) => dg,
-            Err(_) => {
-                self.events.push_back(Event::Malformed { from });
-                return (None, None);
-            }
-        };
-        if let Body::AckNack(a) = dg.body {
-            return (None, Some((dg.stream, a)));
-        }
+        dg: Datagram<'_>,
+    ) -> Option<(u64, AckNack)> {
         let key = (from.ip(), dg.stream);
         match dg.body {
-            Body::Data(DataRef {
-                seq,
-                flags,
-                ref tag,
-                ..
-            })
-            | Body::Batch(BatchRef {
-                seq,
-                flags,
-                ref tag,
-                ..
-            }) => {
-                // (Borrowed: it is the known one.)
-                let named = match tag {
-                    std::borrow::Cow::Owned(t) => Some(t.clone()),
-                    std::borrow::Cow::Borrowed(_) => None,
+            Body::AckNack(a) => return Some((dg.stream, a.to_acknack())),
+            Body::Heartbeat(h) => self.handle_heartbeat(now, from, key, h),
+            Body::Data(_) | Body::Batch(_) => {
+                let (seq, flags, name) = dg.data()?;
+                // The name the last data datagram gave serves while the
+                // next ones give the same: a stream's datagrams neither
+                // allocate a name nor touch its reference count (its
+                // atomic increments and decrements were a third of this
+                // function's time on a flat-out 8 KiB stream).
+                let tag = match self.last_tag.take() {
+                    Some(t) if t.as_str() == name => t,
+                    // (The view checked the name: `new` does not fail.)
+                    _ => TagName::new(name).ok()?,
                 };
-                self.handle_data(now, from, key, (seq, flags, tag), &dg.body, bytes);
-                (named, None)
+                self.handle_data(now, from, key, (seq, flags, &tag), &dg.body);
+                self.last_tag = Some(tag);
             }
-            Body::Heartbeat(Heartbeat { first, last }) => {
-                if self.away_streams.contains_key(&key) {
-                    return (None, None); // (see `Event::Away`)
-                }
-                // A heartbeat may be the first we hear of a stream whose
-                // first datagrams were all lost: its answer asks for them.
-                let (reader, reasm) = (self.config.reader, self.config.reassembler);
-                let s = self
-                    .streams
-                    .entry(key)
-                    .or_insert_with(|| InStream::new(reader, reasm, now));
-                s.last = now;
-                s.reply = Some(from);
-                s.reader.handle_heartbeat(now, first, last);
-                // A heartbeat that gives up on a gap makes what was buffered
-                // after it deliverable (found by the simulator, seed 684).
-                s.take_buffered(from, &mut self.deliveries, &mut self.spare);
-                self.ack(now, key);
-                (None, None)
-            }
-            Body::AckNack(_) => (None, None), // (returned above)
         }
+        None
     }
 
-    /// A data or batch datagram (`body`, all of it in `bytes`) of stream
+    /// A heartbeat of stream `key`, from `from`.
+    fn handle_heartbeat(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        key: (std::net::IpAddr, u64),
+        Heartbeat { first, last }: Heartbeat,
+    ) {
+        if self.away_streams.contains_key(&key) {
+            return; // (see `Event::Away`)
+        }
+        // A heartbeat may be the first we hear of a stream whose first
+        // datagrams were all lost: its answer asks for them.
+        let (reader, reasm) = (self.config.reader, self.config.reassembler);
+        let s = self
+            .streams
+            .entry(key)
+            .or_insert_with(|| InStream::new(reader, reasm, now));
+        s.last = now;
+        s.reply = Some(from);
+        s.reader.handle_heartbeat(now, first, last);
+        // A heartbeat that gives up on a gap makes what was buffered after
+        // it deliverable (found by the simulator, seed 684).
+        s.take_buffered(from, &mut self.deliveries, &mut self.spare);
+        self.ack(now, key);
+    }
+
+    /// A data or batch datagram (`body`) of stream
     /// `key`: its seq, flags and tag.
     fn handle_data(
         &mut self,
@@ -187,7 +185,6 @@ impl ReceiveSession {
         key: (std::net::IpAddr, u64),
         (seq, flags, tag): (u64, u8, &TagName),
         body: &Body<'_>,
-        bytes: &[u8],
     ) {
         if self.gone_away(key, tag, from) {
             return;
@@ -225,12 +222,18 @@ impl ReceiveSession {
             take(
                 &mut s.reasm,
                 body,
+                tag,
                 from,
                 &mut self.deliveries,
                 &mut self.spare,
             );
             return;
         }
+        let bytes = match body {
+            Body::Data(d) => d.as_bytes(),
+            Body::Batch(b) => b.as_bytes(),
+            Body::Heartbeat(_) | Body::AckNack(_) => return,
+        };
         let arrival = s.reader.handle_data(now, seq, bytes);
         if flags & FLAG_DIRECT != 0 && matches!(arrival, Arrival::Deliver | Arrival::Buffered) {
             self.events
@@ -240,6 +243,7 @@ impl ReceiveSession {
             take(
                 &mut s.reasm,
                 body,
+                tag,
                 from,
                 &mut self.deliveries,
                 &mut self.spare,
@@ -399,11 +403,11 @@ impl ReceiveSession {
             return Some("streams per sending node");
         }
         let Body::Data(d) = body else { return None };
-        if stream.is_some_and(|s| !s.reasm.would_begin(d)) || d.frags <= 1 {
+        if stream.is_some_and(|s| !s.reasm.would_begin(d)) || d.frags() <= 1 {
             return None;
         }
         let reserved: usize = peer().map(|(_, s)| s.reasm.reserved_bytes()).sum();
-        (reserved + d.msg_len as usize > self.config.max_peer_reassembly)
+        (reserved + d.msg_len() as usize > self.config.max_peer_reassembly)
             .then_some("bytes of partial messages per sending node")
     }
 
@@ -452,13 +456,14 @@ impl ReceiveSession {
 fn take(
     reasm: &mut Reassembler,
     body: &Body<'_>,
+    tag: &TagName,
     from: SocketAddr,
     out: &mut std::collections::VecDeque<Delivery>,
     spare: &mut Vec<Vec<u8>>,
 ) {
     match body {
         Body::Data(data) => {
-            if let Some(m) = reasm.handle_fragment_with(data, spare) {
+            if let Some(m) = reasm.handle_fragment_with(data, tag, spare) {
                 out.push_back(Delivery {
                     tag: m.tag,
                     from,
@@ -472,7 +477,7 @@ fn take(
                 // Into a buffer a reader gave back (`ReceiveSession::recycle`),
                 // if there is one: no allocation per small message.
                 out.push_back(Delivery {
-                    tag: b.tag.as_ref().clone(),
+                    tag: tag.clone(),
                     from,
                     header,
                     payload: crate::copied(spare, payload),

@@ -39,7 +39,7 @@ mod item;
 mod pacing;
 mod timers;
 mod window;
-pub(crate) use item::{batch_ref, clean, Outgoing};
+pub(crate) use item::{batch_repr, clean, Outgoing};
 use item::{message, Payload, Piece};
 pub use pacing::PACED_LEAD;
 pub(crate) use timers::{StreamTimer, StreamTimers};

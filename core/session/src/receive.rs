@@ -34,9 +34,9 @@ pub struct ReceiveSession {
     /// Buffers given back by the reader (`recycle`), for the next
     /// deliveries' payloads and acknowledgements.
     pub(crate) spare: Vec<Vec<u8>>,
-    /// The tag the last data datagram named: the next one's decoding
-    /// borrows it (`Datagram::decode_known`) instead of allocating.
-    pub(crate) known_tag: Option<TagName>,
+    /// The tag the last data datagram named, for the next ones that name
+    /// it (see `handle_datagram`).
+    pub(crate) last_tag: Option<TagName>,
     pub(crate) events: VecDeque<ReceiveEvent>,
 }
 
@@ -102,7 +102,7 @@ impl ReceiveSession {
             deliveries: VecDeque::new(),
             ack_due: Vec::new(),
             spare: Vec::new(),
-            known_tag: None,
+            last_tag: None,
             events: VecDeque::new(),
         }
     }

@@ -12,17 +12,16 @@
 //!  abandon_offer        ◀── record `index` lost or unreadable
 //! ```
 
-use std::borrow::Cow;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::Instant;
 
 use tagwire_wire::datagram::{
-    batch_len, push_batch_entry, BatchRef, BATCH_ENTRY_OVERHEAD, FLAG_DIRECT, FLAG_RELIABLE,
+    batch_len, push_batch_entry, BatchRepr, BATCH_ENTRY_OVERHEAD, FLAG_DIRECT, FLAG_RELIABLE,
 };
 use tagwire_wire::frame::{FrameHeader, FLAG_BLOB};
 use tagwire_wire::{NodeAddr, Priority, TagName};
 
-use crate::outbound::{batch_ref, clean, left_out, Outgoing};
+use crate::outbound::{batch_repr, clean, left_out, Outgoing};
 use crate::{
     Carrier, Class, Held, Mode, Offer, OfferDest, SendEvent as Event, SendSession, TicketOutcome,
     Transmit,
@@ -119,7 +118,7 @@ impl SendSession {
             }
             let (id, addr, priority) = (s.id, s.addr, s.priority);
             let kept = s.writer.send_sent(now, 1, |seq, out| {
-                batch_ref(tag, seq, 1, &entries).encode(id, out)
+                batch_repr(tag, seq, 1, &entries).encode(id, out)
             });
             if let Ok((seq, bytes)) = kept {
                 let len = bytes.len();
@@ -285,11 +284,11 @@ impl DirectCopy {
     /// Encodes the prepared record's datagram for `dest` into `out`.
     pub fn encode(&self, tag: &TagName, dest: &OfferDest, out: &mut Vec<u8>) {
         out.clear();
-        BatchRef {
+        BatchRepr {
             seq: dest.seq,
             flags: FLAG_RELIABLE | FLAG_DIRECT,
             count: 1,
-            tag: Cow::Borrowed(tag),
+            tag,
             entries: &self.entries,
         }
         .encode(dest.stream, out);
@@ -387,8 +386,8 @@ mod tests {
         let Body::Batch(b) = dg.body else {
             panic!("not a batch")
         };
-        assert_eq!((b.seq, b.count), (3, 1));
-        assert_eq!(b.flags, FLAG_RELIABLE | FLAG_DIRECT);
+        assert_eq!((b.seq(), b.count()), (3, 1));
+        assert_eq!(b.flags(), FLAG_RELIABLE | FLAG_DIRECT);
         let (h, p) = b.messages().next().unwrap();
         assert_eq!(p, b"hello");
         assert_eq!(h.flags & FLAG_BLOB, 0, "the ring's blob flag stays home");

@@ -95,6 +95,7 @@ fn an_acknowledgement_decoded_by_the_caller_frees_the_window_as_its_datagram_doe
     else {
         panic!("not an acknowledgement")
     };
+    let decoded = decoded.to_acknack();
     assert!(!a.handle_ack(later, stream ^ 1, &decoded), "not its stream");
     assert_eq!(a.stream_stats()[0].unacked, 3);
     assert!(a.handle_ack(later, stream, &decoded));

@@ -3,7 +3,6 @@
 
 mod net;
 
-use std::borrow::Cow;
 use std::time::Duration;
 
 use net::*;
@@ -11,7 +10,7 @@ use proptest::prelude::*;
 use tagwire_session::{
     Carrier, Class, Config, Dest, Event, Mode, ReceiveEvent, SendEvent, TicketOutcome,
 };
-use tagwire_wire::datagram::{push_batch_entry, BatchRef, FLAG_DIRECT, FLAG_RELIABLE};
+use tagwire_wire::datagram::{push_batch_entry, BatchRepr, FLAG_DIRECT, FLAG_RELIABLE};
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -371,11 +370,11 @@ fn a_record_its_publisher_sent_is_kept_for_resends_and_not_sent_again() {
     let mut entries = Vec::new();
     push_batch_entry(&mut entries, &h, &p);
     let mut bytes = Vec::new();
-    BatchRef {
+    BatchRepr {
         seq: d.seq,
         flags: FLAG_RELIABLE | FLAG_DIRECT,
         count: 1,
-        tag: Cow::Borrowed(&t),
+        tag: &t,
         entries: &entries,
     }
     .encode(d.stream, &mut bytes);
@@ -397,11 +396,11 @@ fn a_record_its_publisher_sent_is_kept_for_resends_and_not_sent_again() {
     entries.clear();
     push_batch_entry(&mut entries, &h, &p);
     bytes.clear();
-    BatchRef {
+    BatchRepr {
         seq: d.seq,
         flags: FLAG_RELIABLE | FLAG_DIRECT,
         count: 1,
-        tag: Cow::Borrowed(&t),
+        tag: &t,
         entries: &entries,
     }
     .encode(d.stream, &mut bytes);

@@ -5,12 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use tagwire_session::{Config, Event, ReceiveEvent, Session};
-use tagwire_wire::datagram::{DataRef, FLAG_RELIABLE};
+use tagwire_wire::datagram::{DataRepr, FLAG_RELIABLE};
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::{NodeAddr, Pid, SenderInfo, SeqNum, TagName};
 
@@ -50,14 +49,14 @@ fn fragment(
     };
     let payload = vec![frag as u8; len];
     let mut out = Vec::new();
-    DataRef {
+    DataRepr {
         seq: first + u64::from(frag),
         flags: if reliable { FLAG_RELIABLE } else { 0 },
         frag,
         frags,
         msg_len,
         header: header(first),
-        tag: Cow::Owned(tag()),
+        tag: &tag(),
         payload: &payload,
     }
     .encode(stream, &mut out);

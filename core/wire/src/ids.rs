@@ -53,6 +53,14 @@ impl std::hash::Hash for TagName {
     }
 }
 
+// A set or map of names can be asked with a datagram's borrowed name:
+// `Hash`, `Eq` and `Ord` agree with those of the `str`.
+impl std::borrow::Borrow<str> for TagName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl PartialOrd for TagName {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
@@ -71,6 +79,13 @@ impl Ord for TagName {
 impl TagName {
     /// Validates `s` as a tag name.
     pub fn new(s: &str) -> Result<Self, NameError> {
+        Self::check(s)?;
+        Ok(Self(s.into()))
+    }
+
+    /// Whether `s` is a valid tag name (what [`TagName::new`] checks),
+    /// without building one.
+    pub fn check(s: &str) -> Result<(), NameError> {
         if s.is_empty() {
             return Err(NameError::Empty);
         }
@@ -85,7 +100,7 @@ impl TagName {
         {
             return Err(NameError::BadSegment(s.to_owned()));
         }
-        Ok(Self(s.into()))
+        Ok(())
     }
 
     /// The name as a string slice.

@@ -11,7 +11,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::borrow::Cow;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -21,7 +20,7 @@ use tagwire::{Domain, StatsKind, SubscribeOptions};
 use tagwire_daemon::peers::{DEFAULT_CONTROL_PORT, DEFAULT_DELIVERY_PORT};
 use tagwire_daemon::Daemon;
 use tagwire_wire::control::{Request, Response};
-use tagwire_wire::datagram::{push_batch_entry, BatchRef, FLAG_RELIABLE};
+use tagwire_wire::datagram::{push_batch_entry, BatchRepr, FLAG_RELIABLE};
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::peer::{PeerMessage, TableOp, Version};
 use tagwire_wire::{NodeAddr, Pid, SenderInfo, SeqNum, TagName};
@@ -70,11 +69,12 @@ fn forged_batch(tag: &str, node: Ipv4Addr, payload: &[u8], reliable: bool) -> Ve
     };
     let mut entries = Vec::new();
     push_batch_entry(&mut entries, &header, payload);
-    let batch = BatchRef {
+    let tag = TagName::new(tag).unwrap();
+    let batch = BatchRepr {
         seq: 1_000_000,
         flags: if reliable { FLAG_RELIABLE } else { 0 },
         count: 1,
-        tag: Cow::Owned(TagName::new(tag).unwrap()),
+        tag: &tag,
         entries: &entries,
     };
     let mut out = Vec::new();

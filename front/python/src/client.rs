@@ -102,7 +102,6 @@ impl PyClient {
     /// from the start, for `pull` and `subscribe(history=...)` (0: none;
     /// max bytes 0: the daemon's default). Returns True when this call
     /// created the tag.
-    #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (name, domain="global", slots=None, slot_payload=None, history_depth=0, history_max_bytes=0))]
     fn create_tag(
         &self,
@@ -175,7 +174,6 @@ impl PyClient {
     ///   `tagwire.Between(from_ns, to_ns)`: receive those messages from the
     ///   tag's history first, then live ones, with no gap or duplicate.
     #[pyo3(signature = (name, depth=None, reliability="reliable", carrier="udp", every=1, proxy="subscriber", delay_bound=None, lossless=false, busy_poll=None, history=None, exclusive=false, deadline=None, min_separation=None, priority="normal"))]
-    #[allow(clippy::too_many_arguments)]
     fn subscribe(
         &self,
         py: Python<'_>,

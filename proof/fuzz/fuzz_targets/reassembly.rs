@@ -11,7 +11,8 @@ use libfuzzer_sys::fuzz_target;
 use tagwire_reliable::{
     Arrival, Reader, ReaderConfig, Reassembler, ReassemblerConfig, Writer, WriterConfig,
 };
-use tagwire_wire::datagram::{BatchRef, Body, DataRef, Datagram};
+use tagwire_wire::datagram::{BatchView, Body, Datagram};
+use tagwire_wire::TagName;
 
 const PARTIALS: usize = 4;
 const BYTES: usize = 4096;
@@ -40,14 +41,14 @@ fuzz_target!(|data: &[u8]| {
     let mut deliver = |body: &Body<'_>, reassembler: &mut Reassembler| {
         let seq = match body {
             Body::Data(d) => {
-                if let Some(m) = reassembler.handle_fragment(d) {
-                    assert_eq!(m.payload.len(), d.msg_len as usize);
+                if let Some(m) = reassembler.handle_fragment(d, &tag_of(d.tag())) {
+                    assert_eq!(m.payload.len(), d.msg_len() as usize);
                 }
-                d.seq
+                d.seq()
             }
             Body::Batch(b) => {
                 check_batch(b);
-                b.seq
+                b.seq()
             }
             _ => panic!("reader buffered something that is neither data nor a batch"),
         };
@@ -67,14 +68,17 @@ fuzz_target!(|data: &[u8]| {
             continue;
         };
         match &g.body {
-            Body::Data(DataRef { seq, .. }) | Body::Batch(BatchRef { seq, .. }) => {
+            Body::Data(_) | Body::Batch(_) => {
+                let Some((seq, _, _)) = g.data() else {
+                    panic!("data without a seq");
+                };
                 // Best-effort path: fragments go straight into the reassembler.
                 if let Body::Data(d) = &g.body {
-                    let _ = reassembler.handle_fragment(d);
+                    let _ = reassembler.handle_fragment(d, &tag_of(d.tag()));
                 } else if let Body::Batch(b) = &g.body {
                     check_batch(b);
                 }
-                if reader.handle_data(now, *seq, bytes) == Arrival::Deliver {
+                if reader.handle_data(now, seq, bytes) == Arrival::Deliver {
                     deliver(&g.body, &mut reassembler);
                 }
                 while let Some(b) = reader.poll_event() {
@@ -86,7 +90,10 @@ fuzz_target!(|data: &[u8]| {
                 assert!(reader.buffered() <= BUFFERED);
             }
             Body::Heartbeat(h) => reader.handle_heartbeat(now, h.first, h.last),
-            Body::AckNack(a) => writer.handle_acknack(now, a.ack_through, &a.missing),
+            Body::AckNack(a) => {
+                let missing: Vec<u64> = a.missing().collect();
+                writer.handle_acknack(now, a.ack_through(), &missing)
+            }
         }
         while reader.poll_transmit(now).is_some() {}
         while writer.poll_transmit(now).is_some() {}
@@ -97,13 +104,18 @@ fuzz_target!(|data: &[u8]| {
 
 /// Every message a batch yields lies inside its entries, and there are at
 /// most as many as the entries could hold.
-fn check_batch(b: &BatchRef<'_>) {
+fn check_batch(b: &BatchView<'_>) {
     let mut total = 0usize;
     let mut n = 0usize;
     for (_, payload) in b.messages() {
         total += payload.len();
         n += 1;
     }
-    assert!(total <= b.entries.len());
-    assert!(n <= b.entries.len() / tagwire_wire::frame::HEADER_LEN + 1);
+    assert!(total <= b.entries().len());
+    assert!(n <= b.entries().len() / tagwire_wire::frame::HEADER_LEN + 1);
+}
+
+/// A checked view's tag as a name (the view validated it).
+fn tag_of(name: &str) -> TagName {
+    TagName::new(name).expect("the view checked the name")
 }

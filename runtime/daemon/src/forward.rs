@@ -320,7 +320,7 @@ impl Outbound {
                 stream,
                 body: Body::AckNack(a),
             }) => {
-                self.handle_ack(shared, now, stream, a, only);
+                self.handle_ack(shared, now, stream, a.to_acknack(), only);
             }
             // (Its prefix says acknowledgement; its body does not.)
             _ => {

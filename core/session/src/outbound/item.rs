@@ -1,10 +1,8 @@
 //! What one outbound item is (a message, fragmented when large, or a
 //! batch of small ones) and how its datagrams are encoded.
 
-use std::borrow::Cow;
-
 use tagwire_reliable::fragment_count;
-use tagwire_wire::datagram::{even_piece, BatchRef, DataRef, FLAG_EVEN, FLAG_RELIABLE};
+use tagwire_wire::datagram::{even_piece, BatchRepr, DataRepr, FLAG_EVEN, FLAG_RELIABLE};
 use tagwire_wire::frame::{FrameHeader, FLAG_BLOB};
 use tagwire_wire::TagName;
 
@@ -47,11 +45,11 @@ impl Piece<'_> {
     pub(super) fn encode(&self, stream: u64, seq: u64, flags: u8, buf: &mut Vec<u8>) {
         let (tag, i, max) = (self.tag, self.index, self.max);
         match self.out {
-            Outgoing::Batch { count, entries } => BatchRef {
+            Outgoing::Batch { count, entries } => BatchRepr {
                 seq,
                 flags,
                 count: *count,
-                tag: Cow::Borrowed(tag),
+                tag,
                 entries,
             }
             .encode(stream, buf),
@@ -69,7 +67,7 @@ impl Piece<'_> {
                 } else {
                     (0..message.len(), flags)
                 };
-                DataRef {
+                DataRepr {
                     seq,
                     flags,
                     frag: i as u16,
@@ -77,7 +75,7 @@ impl Piece<'_> {
                     // A message ≤ MAX_MESSAGE (the caller's ring bounds it).
                     msg_len: message.len() as u32,
                     header: *header,
-                    tag: Cow::Borrowed(tag),
+                    tag,
                     payload: &message[range],
                 }
                 .encode(stream, buf)
@@ -86,17 +84,17 @@ impl Piece<'_> {
     }
 }
 
-pub(crate) fn batch_ref<'a>(
+pub(crate) fn batch_repr<'a>(
     tag: &'a TagName,
     seq: u64,
     count: u16,
     entries: &'a [u8],
-) -> BatchRef<'a> {
-    BatchRef {
+) -> BatchRepr<'a> {
+    BatchRepr {
         seq,
         flags: FLAG_RELIABLE,
         count,
-        tag: Cow::Borrowed(tag),
+        tag,
         entries,
     }
 }

@@ -144,11 +144,12 @@ fn handle(
                 Opened::Holder(tag) => Some(tag),
                 _ => None,
             };
-            d.outbound.handle_ack(shared, now, stream, a, only);
+            d.outbound
+                .handle_ack(shared, now, stream, a.to_acknack(), only);
         }
-        Ok(_) => {
+        Ok(dg) => {
             // (An acknowledgement was taken above: none comes back.)
-            let _ = session.handle_datagram(now, from, raw);
+            let _ = session.handle_checked(now, from, dg);
         }
         Err(e) => {
             shared.stats.bad_datagrams.fetch_add(1, Ordering::Relaxed);
@@ -170,11 +171,11 @@ fn allowed(opened: Opened, body: &Body<'_>) -> bool {
 /// Whether `body` is data of the tag whose id is `id`.
 fn names_tag(body: &Body<'_>, id: u64) -> bool {
     let tag = match body {
-        Body::Data(d) => d.tag.as_ref(),
-        Body::Batch(b) => b.tag.as_ref(),
+        Body::Data(d) => d.tag(),
+        Body::Batch(b) => b.tag(),
         Body::Heartbeat(_) | Body::AckNack(_) => return false,
     };
-    tagwire_auth::tag_id(tag.as_str()) == id
+    tagwire_auth::tag_id(tag) == id
 }
 
 /// An inbound thread's own session (see `SessionConfig::start_at_first`).
@@ -430,15 +431,11 @@ fn tcp_frame(
     from: SocketAddr,
     frame: &[u8],
 ) -> bool {
-    let tag = match Datagram::decode(frame) {
-        Ok(Datagram {
-            body: Body::Data(d),
-            ..
-        }) => d.tag.into_owned(),
-        Ok(Datagram {
-            body: Body::Batch(b),
-            ..
-        }) => b.tag.into_owned(),
+    let tag = match Datagram::decode(frame).map(|dg| dg.data()) {
+        Ok(Some((_, _, name))) => match TagName::new(name) {
+            Ok(t) => t,
+            Err(_) => return false,
+        },
         _ => return false,
     };
     shared.stats.tcp_frames.fetch_add(1, Ordering::Relaxed);
@@ -471,8 +468,7 @@ fn tcp_frame(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::borrow::Cow;
-    use tagwire_wire::datagram::{AckNack, BatchRef};
+    use tagwire_wire::datagram::{AckNack, BatchRepr};
 
     #[test]
     fn a_direct_receivers_key_carries_acknowledgements_only_and_a_tag_key_its_tags_data_only() {
@@ -491,11 +487,11 @@ mod tests {
         let mut entries = Vec::new();
         tagwire_wire::datagram::push_batch_entry(&mut entries, &header, b"x");
         let mut batch = Vec::new();
-        BatchRef {
+        BatchRepr {
             seq: 1,
             flags: FLAG_RELIABLE,
             count: 1,
-            tag: Cow::Owned(TagName::new("/d").unwrap()),
+            tag: &TagName::new("/d").unwrap(),
             entries: &entries,
         }
         .encode(1, &mut batch);

@@ -391,8 +391,8 @@ impl Delivery {
     /// (groups are shared by tags; anything else is not for us).
     fn joined(&self, body: &Body<'_>) -> bool {
         let (tag, flags) = match body {
-            Body::Data(d) => (d.tag.as_ref(), d.flags),
-            Body::Batch(b) => (b.tag.as_ref(), b.flags),
+            Body::Data(d) => (d.tag(), d.flags()),
+            Body::Batch(b) => (b.tag(), b.flags()),
             Body::Heartbeat(_) | Body::AckNack(_) => return false,
         };
         flags & FLAG_RELIABLE == 0 && lock(&self.mtags).contains(tag)

@@ -7,7 +7,8 @@ use std::time::Instant;
 use tagwire_reliable::{
     Arrival, BestEffort, BestEffortStats, Reader, ReaderStats, Reassembler, ReassemblerStats,
 };
-use tagwire_wire::datagram::{Body, DataRef, Datagram, FLAG_RELIABLE};
+use tagwire_wire::datagram::{Body, DataView, Datagram, FLAG_RELIABLE};
+use tagwire_wire::TagName;
 
 use super::{Delivery, DeliveryLog, ReaderStart, StreamConfig};
 use crate::sim::node::{Addr, Outgoing};
@@ -60,20 +61,20 @@ impl InStream {
         &mut self,
         now: Instant,
         here: &Here<'_>,
-        d: &DataRef<'_>,
+        d: &DataView<'_>,
         bytes: &[u8],
     ) -> bool {
-        let reliable = d.flags & FLAG_RELIABLE != 0;
+        let reliable = d.flags() & FLAG_RELIABLE != 0;
         match &mut self.kind {
             Kind::Reliable(r) if reliable => {
-                if r.handle_data(now, d.seq, bytes) == Arrival::Deliver {
+                if r.handle_data(now, d.seq(), bytes) == Arrival::Deliver {
                     reassemble(&mut self.reassembler, now, here, d);
                 }
                 drain(r, &mut self.reassembler, now, here);
                 true
             }
             Kind::BestEffort(b) if !reliable => {
-                if b.handle_seq(d.seq) {
+                if b.handle_seq(d.seq()) {
                     reassemble(&mut self.reassembler, now, here, d);
                 }
                 true
@@ -159,8 +160,11 @@ fn drain(r: &mut Reader, reassembler: &mut Reassembler, now: Instant, here: &Her
     }
 }
 
-fn reassemble(r: &mut Reassembler, now: Instant, here: &Here<'_>, d: &DataRef<'_>) {
-    let Some(m) = r.handle_fragment(d) else {
+fn reassemble(r: &mut Reassembler, now: Instant, here: &Here<'_>, d: &DataView<'_>) {
+    let Some(m) = TagName::new(d.tag())
+        .ok()
+        .and_then(|tag| r.handle_fragment(d, &tag))
+    else {
         return;
     };
     here.log.push(Delivery {

@@ -6,7 +6,7 @@
 //! delivery role does (`runtime/daemon/src/delivery/mod.rs`):
 //!
 //! ```text
-//!  publish(to, msg) ─► fragments() ─► DataRef::encode ─► Writer::send ──► link
+//!  publish(to, msg) ─► fragments() ─► DataRepr::encode ─► Writer::send ──► link
 //!                       (u16 count)    (FLAG_RELIABLE)    (window; a message
 //!                                                          waits for room, the
 //!                                                          next one is HeldBack)
@@ -340,7 +340,7 @@ impl SimNode for StreamNode {
                 let s = self
                     .inbound
                     .entry((from, g.stream))
-                    .or_insert_with(|| InStream::new(config, d.flags));
+                    .or_insert_with(|| InStream::new(config, d.flags()));
                 if !s.handle_data(now, &here, &d, bytes) {
                     self.stats.ignored += 1;
                 }
@@ -355,7 +355,10 @@ impl SimNode for StreamNode {
                 }
             }
             Body::AckNack(a) => match self.out.get_mut(&from) {
-                Some(s) if s.id() == g.stream => s.handle_acknack(now, a.ack_through, &a.missing),
+                Some(s) if s.id() == g.stream => {
+                    let missing: Vec<u64> = a.missing().collect();
+                    s.handle_acknack(now, a.ack_through(), &missing)
+                }
                 _ => self.stats.unknown_stream += 1,
             },
             // No writer here batches; a batch is a datagram this node

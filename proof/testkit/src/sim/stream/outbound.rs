@@ -1,13 +1,12 @@
 //! One outbound stream: a writer (or a best-effort counter) and the message
 //! waiting for window space.
 
-use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::time::Instant;
 
 use tagwire_reliable::{fragment_count, fragments, Transmit, Writer};
-use tagwire_wire::datagram::{max_fragment_payload, DataRef, Heartbeat, FLAG_RELIABLE};
+use tagwire_wire::datagram::{max_fragment_payload, DataRepr, Heartbeat, FLAG_RELIABLE};
 use tagwire_wire::frame::FrameHeader;
 use tagwire_wire::{SenderInfo, SeqNum};
 
@@ -123,21 +122,21 @@ impl OutStream {
             };
             // Both fit a u16: publish checked the fragment count.
             let (frag, frags) = (p.next as u16, p.ranges.len() as u16);
-            let d = DataRef {
+            let d = DataRepr {
                 seq: 0,
                 flags: if config.reliable { FLAG_RELIABLE } else { 0 },
                 frag,
                 frags,
                 msg_len: p.payload.len() as u32,
                 header: p.header,
-                tag: Cow::Borrowed(&config.tag),
+                tag: &config.tag,
                 payload: &p.payload[range],
             };
             let id = self.id;
             let bytes = match &mut self.kind {
                 Kind::Reliable(w) => {
                     let Ok((_, bytes)) =
-                        w.send(now, |seq, buf| DataRef { seq, ..d }.encode(id, buf))
+                        w.send(now, |seq, buf| DataRepr { seq, ..d }.encode(id, buf))
                     else {
                         break;
                     };
@@ -145,7 +144,7 @@ impl OutStream {
                 }
                 Kind::BestEffort { next_seq } => {
                     let mut buf = Vec::new();
-                    DataRef {
+                    DataRepr {
                         seq: *next_seq,
                         ..d
                     }
