@@ -95,6 +95,9 @@ impl Replica {
                     remove_one(&mut e.receivers, member);
                 }
             }
+            // (A client's replica keeps who is on a tag, not what each
+            // receiver asks of its connections.)
+            TableEvent::ReceiverQos { .. } => {}
         }
         true
     }

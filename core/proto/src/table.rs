@@ -6,7 +6,7 @@ use thiserror::Error;
 
 use tagwire_wire::control::{RingParams, TableEvent, TagSummary, Update};
 use tagwire_wire::peer::{MemberKey, Role, TableOp, Version};
-use tagwire_wire::{ChannelQos, Domain, Member, NodeAddr, TagId, TagName};
+use tagwire_wire::{ChannelQos, Domain, Member, NodeAddr, Priority, TagId, TagName};
 
 /// A daemon-local id for one client connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -294,6 +294,51 @@ impl TagTable {
         self.grant(Role::Receiver, tag, client, member, qos)
     }
 
+    /// Gives this node's subscriptions to `tag` that `pick` chooses the
+    /// packet class `priority`, each by a newer `Join` of the same right
+    /// for the peers (last writer wins; this node holds the rights, so its
+    /// statement survives syncs). Returns the receivers whose class
+    /// changed (none when they had it already); `NotSubscribed` when this
+    /// node holds no subscription `pick` chooses.
+    pub fn set_receiver_priority(
+        &mut self,
+        tag: TagId,
+        pick: impl Fn(&Right) -> bool,
+        priority: Priority,
+    ) -> Result<(Vec<Member>, Change), TableError> {
+        let e = self.entry_mut(tag)?;
+        let chosen: Vec<Right> = e
+            .rights(Role::Receiver)
+            .iter()
+            .filter(|r| matches!(r.holder, Holder::Local(_)) && pick(r))
+            .copied()
+            .collect();
+        if chosen.is_empty() {
+            return Err(TableError::NotSubscribed(e.name.to_string()));
+        }
+        let (name, domain) = (e.name.clone(), e.domain);
+        let mut change = Change::default();
+        let mut members = Vec::new();
+        for r in chosen.into_iter().filter(|r| r.qos.priority != priority) {
+            let version = self.tick();
+            let op = TableOp::Join {
+                name: name.clone(),
+                domain,
+                role: Role::Receiver,
+                key: r.key,
+                member: r.member,
+                qos: ChannelQos { priority, ..r.qos },
+                version,
+            };
+            self.apply_op(&op, r.holder, &mut change.updates);
+            if domain == Domain::Global {
+                change.ops.push(op);
+            }
+            members.push(r.member);
+        }
+        Ok((members, change))
+    }
+
     /// Cancels one subscription of `client`.
     pub fn remove_receiver(&mut self, tag: TagId, client: ClientId) -> Result<Change, TableError> {
         self.release(Role::Receiver, tag, client)
@@ -542,7 +587,24 @@ impl TagTable {
                 let Some(e) = self.tags.get_mut(name) else {
                     return;
                 };
-                if e.rights(*role).iter().any(|r| r.key == *key) {
+                if let Some(r) = e.list(*role).iter_mut().find(|r| r.key == *key) {
+                    // A newer statement of a right already here restates
+                    // its QoS (last writer wins); an older or equal one is
+                    // old news.
+                    if *version <= r.version {
+                        return;
+                    }
+                    r.version = *version;
+                    if r.qos == *qos || *role == Role::Sender {
+                        return;
+                    }
+                    r.qos = *qos;
+                    let ev = TableEvent::ReceiverQos {
+                        tag: id,
+                        member: r.member,
+                        qos: *qos,
+                    };
+                    out.push(self.bump(ev));
                     return;
                 }
                 e.list(*role).push(Right {
@@ -766,6 +828,8 @@ mod tests {
             Unsend(usize, u8, u8),
             Sub(usize, u8, u8),
             Unsub(usize, u8, u8),
+            /// Give a client's subscriptions one of four classes.
+            Class(usize, u8, u8, u8),
             Drop(usize, u8),
             /// Deliver the oldest pending op from one node to another.
             Deliver(usize, usize),
@@ -780,6 +844,7 @@ mod tests {
                 (n.clone(), 0..3u8, 0..2u8).prop_map(|(k, t, c)| Act::Unsend(k, t, c)),
                 (n.clone(), 0..3u8, 0..2u8).prop_map(|(k, t, c)| Act::Sub(k, t, c)),
                 (n.clone(), 0..3u8, 0..2u8).prop_map(|(k, t, c)| Act::Unsub(k, t, c)),
+                (n.clone(), 0..3u8, 0..2u8, 0..4u8).prop_map(|(k, t, c, p)| Act::Class(k, t, c, p)),
                 (n.clone(), 0..2u8).prop_map(|(k, c)| Act::Drop(k, c)),
                 (n.clone(), n.clone()).prop_map(|(a, b)| Act::Deliver(a, b)),
                 (n.clone(), n).prop_map(|(a, b)| Act::Deliver(a, b)),
@@ -824,20 +889,40 @@ mod tests {
                 Act::Unsub(_, n, c) => id(t, n)
                     .and_then(|i| t.remove_receiver(i, ClientId(c.into())).ok())
                     .unwrap_or_default(),
+                Act::Class(_, n, c, p) => id(t, n)
+                    .and_then(|i| {
+                        let holder = Holder::Local(ClientId(c.into()));
+                        let class = Priority::from_u8(p).ok()?;
+                        t.set_receiver_priority(i, |r| r.holder == holder, class)
+                            .ok()
+                    })
+                    .map(|(_, c)| c)
+                    .unwrap_or_default(),
                 Act::Drop(_, c) => t.remove_client(ClientId(c.into())),
                 Act::Deliver(..) => Change::default(),
             };
             c.ops
         }
 
-        type View = Vec<(String, Vec<(u32, [u8; 16])>, Vec<(u32, [u8; 16])>)>;
+        type View = Vec<(String, Vec<(u32, [u8; 16])>, Vec<(u32, [u8; 16], u8)>)>;
 
+        /// Each tag's senders, and its receivers with their class.
         fn view(t: &TagTable) -> View {
             let key = |m: &Member| (m.who.pid.0, m.who.node.to_bytes());
             t.entries()
                 .map(|e| {
                     let mut s: Vec<_> = e.senders().map(key).collect();
-                    let mut r: Vec<_> = e.receivers().map(key).collect();
+                    let mut r: Vec<_> = e
+                        .rights(Role::Receiver)
+                        .iter()
+                        .map(|r| {
+                            (
+                                r.member.who.pid.0,
+                                r.member.who.node.to_bytes(),
+                                r.qos.priority.to_u8(),
+                            )
+                        })
+                        .collect();
                     s.sort_unstable();
                     r.sort_unstable();
                     (e.name.to_string(), s, r)
@@ -847,7 +932,8 @@ mod tests {
 
         proptest! {
             /// Daemons that make concurrent, conflicting changes (creating,
-            /// destroying and joining the same tags at once) and receive each
+            /// destroying and joining the same tags at once, changing their
+            /// subscriptions' classes) and receive each
             /// other's operations in any interleaving (each link in order) end
             /// with the same table.
             #[test]
@@ -866,7 +952,7 @@ mod tests {
                         }
                         Act::Create(k, ..) | Act::Destroy(k, ..) | Act::Send(k, ..)
                         | Act::Unsend(k, ..) | Act::Sub(k, ..) | Act::Unsub(k, ..)
-                        | Act::Drop(k, ..) => {
+                        | Act::Class(k, ..) | Act::Drop(k, ..) => {
                             for op in local(&mut tables[k], k, a) {
                                 for (to, link) in links[k].iter_mut().enumerate() {
                                     if to != k {
@@ -902,7 +988,7 @@ mod tests {
                     let k = match *a {
                         Act::Create(k, ..) | Act::Destroy(k, ..) | Act::Send(k, ..)
                         | Act::Unsend(k, ..) | Act::Sub(k, ..) | Act::Unsub(k, ..)
-                        | Act::Drop(k, ..) => k.min(1),
+                        | Act::Class(k, ..) | Act::Drop(k, ..) => k.min(1),
                         Act::Deliver(..) => continue,
                     };
                     for op in local(&mut tables[k], k, a) {
@@ -949,6 +1035,65 @@ mod tests {
             assert_eq!(b.entry(&name("/x")).unwrap().receivers().count(), 0);
             // Our own clients' rights survive the loss of another node.
             assert_eq!(a.drop_node(node(1)).len(), 0);
+        }
+
+        #[test]
+        fn a_class_change_is_a_newer_join_that_only_the_holding_node_issues() {
+            let mut a = TagTable::for_node(node(0), RingParams::default(), 0);
+            let mut b = TagTable::for_node(node(1), RingParams::default(), 0);
+            let (id, c) = a.create(name("/x"), Domain::Global, RingParams::default());
+            let member = Member {
+                who: SenderInfo {
+                    pid: Pid(5),
+                    node: node(0),
+                },
+                since_unix_ns: 1,
+            };
+            let sub = a.add_receiver(id, ClientId(1), member).unwrap();
+            for op in c.ops.iter().chain(&sub.ops) {
+                b.apply_remote(op);
+            }
+            let mine = |r: &Right| r.holder == Holder::Local(ClientId(1));
+            let (changed, ch) = a
+                .set_receiver_priority(id, mine, Priority::Critical)
+                .unwrap();
+            assert_eq!(changed, vec![member]);
+            assert_eq!(ch.ops.len(), 1);
+            assert!(matches!(
+                ch.updates[..],
+                [Update { event: TableEvent::ReceiverQos { qos, .. }, .. }] if qos.priority == Priority::Critical
+            ));
+            // Asking again for the class it has changes nothing.
+            let (again, none) = a
+                .set_receiver_priority(id, mine, Priority::Critical)
+                .unwrap();
+            assert!(again.is_empty() && none == Change::default());
+            // The peer takes the newer statement, and not the older one after it.
+            let ups = b.apply_remote(&ch.ops[0]);
+            assert!(matches!(
+                ups[..],
+                [Update {
+                    event: TableEvent::ReceiverQos { .. },
+                    ..
+                }]
+            ));
+            assert!(b.apply_remote(&sub.ops[0]).is_empty());
+            let class = |t: &TagTable| {
+                t.entry(&name("/x")).unwrap().rights(Role::Receiver)[0]
+                    .qos
+                    .priority
+            };
+            assert_eq!(class(&b), Priority::Critical);
+            // A node without the subscription cannot change it.
+            let bid = b.entry(&name("/x")).unwrap().id;
+            assert!(matches!(
+                b.set_receiver_priority(bid, |_| true, Priority::Low),
+                Err(TableError::NotSubscribed(_))
+            ));
+            // A daemon that missed it learns it from the holder's sync.
+            let mut late = TagTable::for_node(node(2), RingParams::default(), 0);
+            late.apply_sync(node(0), &a.sync_ops());
+            assert_eq!(class(&late), Priority::Critical);
         }
 
         #[test]

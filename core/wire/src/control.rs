@@ -26,13 +26,15 @@ mod encoding;
 mod stats;
 
 use crate::ids::{ChannelQos, Domain, Member, NodeAddr, Pid, TagId, TagName};
+use crate::Priority;
 use encoding::*;
 pub use stats::{StatsKind, StatsRow, MAX_COUNTERS};
 
 /// First two bytes of every control message ("TW" little-endian).
 pub const MAGIC: u16 = 0x5754;
-/// Control protocol version (3: `ChannelQos` carries a priority).
-pub const VERSION: u8 = 3;
+/// Control protocol version (4: a subscription's class changes at run
+/// time, `Request::SetChannelQos`).
+pub const VERSION: u8 = 4;
 /// Largest control message either side accepts (a tag listing grows with the
 /// table). Receivers size their buffer to each packet, so this costs nothing.
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -238,6 +240,25 @@ pub enum Request {
         tag: TagId,
         /// The seat's generation.
         seat: u32,
+    },
+    /// List a tag's senders and its receivers with what each asks of the
+    /// connections that feed it: answered with `Response::Channels`.
+    Channels {
+        /// Tag name.
+        name: TagName,
+    },
+    /// Change the packet class of this node's subscriptions to a tag: those
+    /// of process `pid` (`None`: every process). Answered with
+    /// `Response::Members`, the receivers whose class changed (none when
+    /// they already had it). The change is a table operation this node
+    /// issues for the subscriptions it holds: every sending node re-routes.
+    SetChannelQos {
+        /// Tag name.
+        name: TagName,
+        /// The subscriber's process (`None`: all of them).
+        pid: Option<Pid>,
+        /// The class asked for.
+        priority: Priority,
     },
 }
 
@@ -465,6 +486,13 @@ pub enum Response {
         /// Receivers.
         receivers: Vec<Member>,
     },
+    /// A tag's senders, and its receivers each with its `ChannelQos`.
+    Channels {
+        /// Senders.
+        senders: Vec<Member>,
+        /// Receivers and what each asks for.
+        receivers: Vec<(Member, ChannelQos)>,
+    },
     /// Every tag, as of table version `version`.
     Tags {
         /// Table version the snapshot reflects.
@@ -577,6 +605,15 @@ pub enum TableEvent {
         tag: TagId,
         /// Who.
         member: Member,
+    },
+    /// A receiver's `ChannelQos` changed (`Request::SetChannelQos`).
+    ReceiverQos {
+        /// Tag.
+        tag: TagId,
+        /// Who.
+        member: Member,
+        /// What it asks for now.
+        qos: ChannelQos,
     },
 }
 
@@ -725,6 +762,19 @@ mod tests {
                 tag: TagId(t),
                 seat
             }),
+            name().prop_map(|name| Request::Channels { name }),
+            (name(), proptest::option::of(1..u32::MAX), 0u8..68).prop_map(|(name, pid, v)| {
+                Request::SetChannelQos {
+                    name,
+                    pid: pid.map(Pid),
+                    // The four named classes, then every raw DSCP.
+                    priority: if v < 4 {
+                        Priority::from_u8(v).unwrap()
+                    } else {
+                        Priority::Dscp(v - 4)
+                    },
+                }
+            }),
             name().prop_map(|name| Request::ListMembers { name }),
             Just(Request::ListTags),
             (any::<u32>(), any::<u64>()).prop_map(|(t, len)| Request::PutBlob {
@@ -851,6 +901,11 @@ mod tests {
             (members(), members())
                 .prop_map(|(senders, receivers)| Response::Members { senders, receivers }),
             (
+                members(),
+                proptest::collection::vec((member(), crate::ids::arb_qos()), 0..5)
+            )
+                .prop_map(|(senders, receivers)| Response::Channels { senders, receivers }),
+            (
                 any::<u64>(),
                 proptest::collection::vec(
                     (any::<u32>(), name(), domain(), members(), members()),
@@ -906,6 +961,13 @@ mod tests {
             (any::<u32>(), member()).prop_map(|(t, member)| TableEvent::ReceiverLeft {
                 tag: TagId(t),
                 member
+            }),
+            (any::<u32>(), member(), crate::ids::arb_qos()).prop_map(|(t, member, qos)| {
+                TableEvent::ReceiverQos {
+                    tag: TagId(t),
+                    member,
+                    qos,
+                }
             }),
         ]
     }

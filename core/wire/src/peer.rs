@@ -32,8 +32,10 @@ use crate::ids::{ChannelQos, Domain, Member, NodeAddr, TagName};
 pub const PEER_MAGIC: u16 = 0x5054;
 /// Magic of a discovery beacon ("TB" little-endian).
 pub const BEACON_MAGIC: u16 = 0x4254;
-/// Peer protocol version (3: `ChannelQos` carries a priority).
-pub const PEER_VERSION: u8 = 3;
+/// Peer protocol version (4: a `TableOp::Join` of a right already known,
+/// newer than it, restates its `ChannelQos`: how a class changed at run
+/// time travels).
+pub const PEER_VERSION: u8 = 4;
 /// Largest peer message either side accepts (a full table sync grows with the
 /// table).
 pub const MAX_PEER_MESSAGE: usize = 16 << 20;
@@ -100,7 +102,10 @@ pub enum TableOp {
         /// When.
         version: Version,
     },
-    /// A right was granted (this also asserts that the tag exists).
+    /// A right was granted (this also asserts that the tag exists). A
+    /// `Join` of a right already known and newer than it restates the
+    /// right: its `qos` replaces the old one (last writer wins; only the
+    /// node that holds the right issues one).
     Join {
         /// The tag.
         name: TagName,

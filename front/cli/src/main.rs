@@ -9,6 +9,7 @@ mod nodes;
 mod perf;
 mod place;
 mod publish;
+mod qos;
 mod stats;
 mod subscribe;
 mod tags;
@@ -46,6 +47,9 @@ enum Command {
     History(history::HistoryArgs),
     /// Pull messages from a tag's history: --last N, --since SEQ or a time range.
     Pull(history::PullArgs),
+    /// A tag's channels and their packet classes; `--class` changes this
+    /// node's subscriptions' class at run time.
+    Qos(qos::Args),
     /// Start a daemon if needed, a publisher and subscribers, and print live latencies.
     Demo(demo::Args),
     /// Benchmarks: rtt, fanout, throughput (with raw baselines and Cyclone DDS).
@@ -88,6 +92,7 @@ fn main() {
         Command::Demo(a) => demo::run(a),
         Command::History(a) => history::set(a),
         Command::Pull(a) => history::pull(a),
+        Command::Qos(a) => qos::run(a),
         Command::Perf(a) => perf::run(a),
         Command::Place(a) => place::run(a),
         Command::PerfWorker(a) => perf::worker(a),

@@ -205,6 +205,74 @@ fn a_policy_file_grants_per_tag_pattern_and_right() {
     assert!(status.success());
 }
 
+/// `tagwire qos TAG --class C` changes what its user may: root every
+/// subscription, another user only those of its own processes.
+#[test]
+fn another_user_changes_the_class_of_its_own_subscriptions_only() {
+    if skipped() {
+        return;
+    }
+    let dir = shared_dir(false);
+    let (_d, socket) = policed_daemon(
+        dir.path(),
+        &format!("[[grant]]\ntags = \"/shared\"\nusers = [{NOBODY}]\nrights = [\"subscribe\"]\n"),
+    );
+    let root = root_client(&socket).unwrap();
+    root.create_tag("/shared", Domain::Global).unwrap();
+    let _mine = root.subscribe("/shared", Default::default()).unwrap();
+    // The other user's class change of root's subscription is refused, and
+    // says who may.
+    let (ok, out) = run(as_nobody(
+        &socket,
+        &["qos", "/shared", "--class", "critical"],
+    ));
+    assert!(!ok && out.contains("subscriber's own user"), "{out}");
+    // Its own subscription (a `tagwire sub` running as it) it may change,
+    // and only that one.
+    let mut sub = as_nobody(&socket, &["sub", "/shared", "--count", "1"])
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while root.receivers("/shared").unwrap().len() < 2 {
+        assert!(start.elapsed() < Duration::from_secs(20), "watchdog");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (ok, out) = run(as_nobody(&socket, &["qos", "/shared", "--class", "high"]));
+    assert!(ok && out.contains("class high for 1 "), "{out}");
+    let classes: Vec<(u32, tagwire::Priority)> = root
+        .channels("/shared")
+        .unwrap()
+        .receivers
+        .iter()
+        .map(|(m, q)| (m.who.pid.0, q.priority))
+        .collect();
+    let me = std::process::id();
+    assert!(
+        classes.contains(&(me, tagwire::Priority::Normal)),
+        "{classes:?}"
+    );
+    assert!(
+        classes.contains(&(sub.id(), tagwire::Priority::High)),
+        "{classes:?}"
+    );
+    // Listing is open to whoever can connect.
+    let (ok, out) = run(as_nobody(&socket, &["qos", "/shared"]));
+    assert!(
+        ok && out.contains("high") && out.contains("normal"),
+        "{out}"
+    );
+    let mut p = root.publisher("/shared").unwrap();
+    let status = loop {
+        p.send(b"x").unwrap();
+        if let Some(s) = sub.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "watchdog");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+}
+
 #[test]
 fn a_client_refuses_a_daemon_of_another_user() {
     if skipped() {

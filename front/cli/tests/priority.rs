@@ -173,3 +173,99 @@ fn a_critical_channel_passes_bulk_traffic_that_saturates_the_link() {
         pct(&normal, 50)
     );
 }
+
+/// `Client::set_channel_qos` (`tagwire qos TAG --class C`) on the
+/// subscriber's host while a reliable stream runs at 10 kHz: its datagrams
+/// leave the publisher's host with the new DSCP within 100 ms of the call,
+/// none with the old one after that, and the subscriber gets every message
+/// once, in order.
+#[test]
+fn a_class_changed_at_run_time_takes_effect_within_100_ms_losing_nothing() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, _clients) = site.mesh(&Find::List);
+    let (c0, c1) = (site.client(0), site.client(1));
+    let tag = "/prio/live";
+    deep_tag(&c0, tag, 1024, 512);
+    let mut sub = c1.subscribe(tag, SubscribeOptions::default()).unwrap();
+    wait_until("the subscriber is known on host 0", || {
+        !c0.receivers(tag).unwrap().is_empty()
+    });
+    const N: u32 = 15_000;
+    let epoch = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap();
+    let mut asked = Duration::ZERO;
+    let filter = format!("udp and src host {}", site.lan.host(0).addr());
+    let fields = ["frame.time_epoch", "ip.dsfield.dscp", "data.data"];
+    let Some(rows) = captured_fields(site.lan.host(1), &filter, &fields, || {
+        std::thread::scope(|s| {
+            let publisher = s.spawn(|| {
+                let mut p = c0.publisher(tag).unwrap();
+                p.set_send_timeout(Duration::from_secs(30));
+                let start = std::time::Instant::now();
+                for i in 0..N {
+                    // One every 100 µs, on a schedule (no drift).
+                    let due = start + Duration::from_micros(100) * i;
+                    if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    let mut m = [0u8; 200];
+                    m[..4].copy_from_slice(&i.to_le_bytes());
+                    p.send(&m).unwrap();
+                }
+            });
+            let receiver = s.spawn(|| {
+                let mut got = Vec::with_capacity(N as usize);
+                while got.len() < N as usize {
+                    let m = sub.receive(Some(Duration::from_secs(10))).unwrap();
+                    got.push(u32::from_le_bytes(m.payload[..4].try_into().unwrap()));
+                }
+                got
+            });
+            std::thread::sleep(Duration::from_millis(600));
+            asked = epoch(SystemTime::now());
+            let changed = c1.set_channel_qos(tag, None, Priority::Critical).unwrap();
+            assert_eq!(changed.len(), 1, "one subscription changes class");
+            publisher.join().unwrap();
+            let got = receiver.join().unwrap();
+            let expected: Vec<u32> = (0..N).collect();
+            assert!(got == expected, "messages lost, repeated or reordered");
+        });
+    }) else {
+        return;
+    };
+    // (time, DSCP) of the tag's data datagrams, in capture order.
+    let seen: Vec<(Duration, u32)> = rows
+        .iter()
+        .filter(|r| r.len() == 3)
+        .filter(|r| {
+            hex(r[2].trim())
+                .windows(tag.len())
+                .any(|w| w == tag.as_bytes())
+        })
+        .map(|r| {
+            let t: f64 = r[0].trim().parse().unwrap();
+            (Duration::from_secs_f64(t), r[1].trim().parse().unwrap())
+        })
+        .collect();
+    let first = seen
+        .iter()
+        .find(|(_, d)| *d == 44)
+        .map(|(t, _)| *t)
+        .expect("no datagram with the critical class's DSCP");
+    let before = seen.iter().filter(|(_, d)| *d == 0).count();
+    let late = seen.iter().filter(|(t, d)| *d == 0 && *t > first).count();
+    println!(
+        "class change: first critical datagram {:?} after the call; {before} normal \
+         datagrams before it, {late} after",
+        first.saturating_sub(asked)
+    );
+    assert!(before > 0, "the stream did not run before the change");
+    assert!(
+        first.saturating_sub(asked) <= Duration::from_millis(100),
+        "the new class took {:?}",
+        first.saturating_sub(asked)
+    );
+    assert_eq!(late, 0, "datagrams of the old class after the new one");
+}

@@ -389,6 +389,20 @@ enum tw_status tw_set_history(const struct tw_client *client,
                               uint32_t depth,
                               uint64_t max_bytes);
 
+// Gives this node's subscriptions to a tag (those of process `pid`; 0:
+// every process) the packet class `priority` (a `TW_PRIORITY_*` value or
+// `TW_PRIORITY_DSCP | n`) at run time: every sending node's streams carry
+// it from their next datagram, losing nothing. `*changed` (may be `NULL`):
+// how many subscriptions changed class. `TW_ERR_DENIED` unless the caller
+// is root, the tag's owner, allowed to destroy the tag, or of the
+// subscriber's user; `TW_ERR_NOT_SUBSCRIBED` when no such subscription is
+// held on this node.
+enum tw_status tw_set_channel_qos(const struct tw_client *client,
+                                  const char *name,
+                                  uint32_t pid,
+                                  uint32_t priority,
+                                  size_t *changed);
+
 // The processes holding send access to a tag: up to `cap` into `out`
 // (`NULL` with `cap` 0 just counts), the total into `*count`. More than
 // `cap`: `TW_ERR_BUFFER_TOO_SMALL`, with `*count` the size needed.

@@ -564,6 +564,15 @@ class Client {
     return out;
   }
 
+  // Gives this node's subscriptions to `name` (of process `pid`; 0: every
+  // process) the packet class `klass` (a TW_PRIORITY_* value, or
+  // TW_PRIORITY_DSCP | n) at run time; returns how many changed.
+  std::size_t set_channel_qos(const std::string& name, std::uint32_t klass, std::uint32_t pid = 0) {
+    std::size_t changed = 0;
+    detail::check(tw_set_channel_qos(c_.get(), name.c_str(), pid, klass, &changed));
+    return changed;
+  }
+
   void set_history(const std::string& name, std::uint32_t depth, std::uint64_t max_bytes = 0) {
     detail::check(tw_set_history(c_.get(), name.c_str(), depth, max_bytes));
   }

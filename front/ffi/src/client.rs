@@ -170,6 +170,39 @@ pub unsafe extern "C" fn tw_set_history(
     })
 }
 
+/// Gives this node's subscriptions to a tag (those of process `pid`; 0:
+/// every process) the packet class `priority` (a `TW_PRIORITY_*` value or
+/// `TW_PRIORITY_DSCP | n`) at run time: every sending node's streams carry
+/// it from their next datagram, losing nothing. `*changed` (may be `NULL`):
+/// how many subscriptions changed class. `TW_ERR_DENIED` unless the caller
+/// is root, the tag's owner, allowed to destroy the tag, or of the
+/// subscriber's user; `TW_ERR_NOT_SUBSCRIBED` when no such subscription is
+/// held on this node.
+#[no_mangle]
+pub unsafe extern "C" fn tw_set_channel_qos(
+    client: *const tw_client,
+    name: *const c_char,
+    pid: u32,
+    priority: u32,
+    changed: *mut usize,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { handle(client, "client") }?;
+        // SAFETY: forwarded contract.
+        let name = unsafe { str_arg(name, "name") }?;
+        let class = crate::types::priority(priority)?;
+        let list = c
+            .inner
+            .set_channel_qos(name, (pid != 0).then_some(pid), class)?;
+        if !changed.is_null() {
+            // SAFETY: non-null, and the caller passes a writable `size_t`.
+            unsafe { put(changed, list.len(), "changed") }?;
+        }
+        Ok(())
+    })
+}
+
 /// The processes holding send access to a tag: up to `cap` into `out`
 /// (`NULL` with `cap` 0 just counts), the total into `*count`. More than
 /// `cap`: `TW_ERR_BUFFER_TOO_SMALL`, with `*count` the size needed.

@@ -432,17 +432,20 @@ impl tw_subscribe_options {
         if self.min_separation_ns > 0 {
             o = o.min_separation(Duration::from_nanos(self.min_separation_ns));
         }
-        let class = u8::try_from(self.priority)
-            .ok()
-            .and_then(|c| tagwire::Priority::from_u8(c).ok())
-            .ok_or_else(|| {
-                Failure::invalid(format!(
-                    "priority {} is neither a TW_PRIORITY_* value nor TW_PRIORITY_DSCP | n (n <= 63)",
-                    self.priority
-                ))
-            })?;
-        Ok(o.priority(class))
+        Ok(o.priority(priority(self.priority)?))
     }
+}
+
+/// A `TW_PRIORITY_*` value (or `TW_PRIORITY_DSCP | n`) as a class.
+pub(crate) fn priority(code: u32) -> Result<tagwire::Priority, Failure> {
+    u8::try_from(code)
+        .ok()
+        .and_then(|c| tagwire::Priority::from_u8(c).ok())
+        .ok_or_else(|| {
+            Failure::invalid(format!(
+                "priority {code} is neither a TW_PRIORITY_* value nor TW_PRIORITY_DSCP | n (n <= 63)"
+            ))
+        })
 }
 
 /// Reads an optional C string.

@@ -256,6 +256,32 @@ impl PyClient {
             .py_err(py)
     }
 
+    /// Gives this node's subscriptions to a tag (those of process `pid`;
+    /// None: every process) the packet class `priority` (`"low"`,
+    /// `"normal"`, `"high"`, `"critical"` or `"dscp:N"`) at run time: every
+    /// sending node's streams carry it from their next datagram, losing
+    /// nothing. Returns the receivers whose class changed (a list of
+    /// `Member`; empty when they had it already). `tagwire.Denied` unless
+    /// this process's user may change them; `tagwire.NotSubscribed` when
+    /// no such subscription is held on this node.
+    #[pyo3(signature = (name, priority, pid=None))]
+    fn set_channel_qos(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        priority: &str,
+        pid: Option<u32>,
+    ) -> PyResult<Vec<Member>> {
+        let class: tagwire::Priority = priority
+            .parse()
+            .map_err(|e: String| bad_arg(format!("priority: {e}")))?;
+        let c = self.client(py)?;
+        let v = py
+            .detach(|| c.set_channel_qos(name, pid, class))
+            .py_err(py)?;
+        Ok(v.into_iter().map(Member::from).collect())
+    }
+
     /// Messages from a tag's history (see `set_history`), oldest first, with
     /// their senders: a list of `Message`. `query`: `tagwire.Last(n)`,
     /// `tagwire.Since(seq)` or `tagwire.Between(from_ns, to_ns)`.

@@ -142,6 +142,22 @@ def test_subscribe_option_errors(client, tag):
         client.subscribe(tag, **kw).close()
 
 
+def test_a_subscriptions_class_changes_at_run_time(client, tag):
+    sub = client.subscribe(tag)
+    changed = client.set_channel_qos(tag, "critical")
+    assert [m.pid for m in changed] == [os.getpid()]
+    # The class it has already: nothing changes.
+    assert client.set_channel_qos(tag, "critical") == []
+    assert len(client.set_channel_qos(tag, "dscp:18", pid=os.getpid())) == 1
+    with pytest.raises(tagwire.NotSubscribed):
+        client.set_channel_qos(tag, "high", pid=1)
+    with pytest.raises(ValueError, match="priority"):
+        client.set_channel_qos(tag, "urgent")
+    pub = client.publisher(tag)
+    pub.send(b"x")
+    assert sub.receive(5).payload == b"x"
+
+
 def test_error_unknown_tag_and_invalid_name(client):
     with pytest.raises(tagwire.UnknownTag) as e:
         client.publisher("/no/such/tag")

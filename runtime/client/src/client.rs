@@ -35,6 +35,8 @@ use tagwire_wire::{
 
 use crate::{autostart, Error, Result};
 
+mod channels;
+pub use channels::Channels;
 mod keys;
 mod update;
 

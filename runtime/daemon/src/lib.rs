@@ -295,6 +295,8 @@ pub(crate) struct State {
 pub(crate) struct Outbox {
     pub(crate) conn: Arc<SeqPacket>,
     pub(crate) tx: outbox::OutTx,
+    /// The client's uid (`SO_PEERCRED`): who may change its subscriptions.
+    pub(crate) uid: u32,
 }
 
 /// Packets queued for one client before it counts as stuck and is disconnected.

@@ -20,6 +20,7 @@ use tagwire_wire::{ChannelQos, Member, NodeAddr, Pid, Proxy, SenderInfo, TagName
 use crate::policy::{Cred, Right};
 
 mod admission;
+mod channels;
 pub(crate) mod conns;
 mod grant;
 use crate::outbox::OutTx;
@@ -46,6 +47,7 @@ fn open_client(
         Outbox {
             conn: conn.clone(),
             tx: tx.clone(),
+            uid: cred.uid,
         },
     );
     tracing::trace!(client = id.0, pid = pid.0, "client connected");
@@ -612,6 +614,12 @@ fn handle(
             nodes.extend(st.peers.summaries(std::time::Instant::now()));
             (Response::Nodes { nodes }, None)
         }
+        Request::Channels { name } => channels::list(&st, &name),
+        Request::SetChannelQos {
+            name,
+            pid,
+            priority,
+        } => channels::set(shared, &mut st, client, (name, pid, priority), ops),
         Request::ListMembers { name } => match st.table.entry(&name) {
             Some(e) => (
                 Response::Members {

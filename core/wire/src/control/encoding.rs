@@ -31,6 +31,8 @@ pub(super) fn request_kind(r: &Request) -> u8 {
         Request::Seat { .. } => 22,
         Request::Holding { .. } => 23,
         Request::DirectKey { .. } => 24,
+        Request::Channels { .. } => 25,
+        Request::SetChannelQos { .. } => 26,
     }
 }
 
@@ -52,6 +54,7 @@ pub(super) fn encode_request(r: &Request, w: &mut Writer) {
         Request::DestroyTag { name }
         | Request::GetSendAccess { name }
         | Request::ListMembers { name }
+        | Request::Channels { name }
         | Request::TagKey { name } => {
             w.str(name.as_str());
         }
@@ -107,6 +110,16 @@ pub(super) fn encode_request(r: &Request, w: &mut Writer) {
         Request::Pull { name, query } => {
             w.str(name.as_str());
             query.encode(w);
+        }
+        Request::SetChannelQos {
+            name,
+            pid,
+            priority,
+        } => {
+            // (Pid 0 is no process: it stands for every one.)
+            w.str(name.as_str())
+                .u32(pid.map_or(0, |p| p.0))
+                .u8(priority.to_u8());
         }
     }
 }
@@ -199,6 +212,14 @@ pub(super) fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, De
             tag: TagId(r.u32()?),
             seat: r.u32()?,
         },
+        25 => Request::Channels {
+            name: TagName::decode(r)?,
+        },
+        26 => Request::SetChannelQos {
+            name: TagName::decode(r)?,
+            pid: Some(r.u32()?).filter(|&p| p != 0).map(Pid),
+            priority: Priority::from_u8(r.u8()?)?,
+        },
         k => {
             return Err(DecodeError::Unknown {
                 what: "request kind",
@@ -224,6 +245,7 @@ pub(super) fn response_kind(r: &Response) -> u8 {
         Response::Pulled { .. } => 75,
         Response::Stats { .. } => 76,
         Response::TagKey { .. } => 77,
+        Response::Channels { .. } => 78,
     }
 }
 
@@ -260,6 +282,14 @@ pub(super) fn encode_response(r: &Response, w: &mut Writer) {
         Response::Members { senders, receivers } => {
             encode_members(senders, w);
             encode_members(receivers, w);
+        }
+        Response::Channels { senders, receivers } => {
+            encode_members(senders, w);
+            w.count(receivers.len());
+            for (m, qos) in receivers {
+                m.encode(w);
+                qos.encode(w);
+            }
         }
         Response::Tags { version, tags } => {
             w.u64(*version).count(tags.len());
@@ -338,6 +368,16 @@ pub(super) fn decode_response(kind: u8, r: &mut Reader<'_>) -> Result<Response, 
             senders: decode_members(r)?,
             receivers: decode_members(r)?,
         },
+        78 => {
+            let senders = decode_members(r)?;
+            // A member and a ChannelQos take at least 28 + 10 bytes.
+            let n = r.count(Member::ENCODED_LEN + 10)?;
+            let mut receivers = Vec::with_capacity(n);
+            for _ in 0..n {
+                receivers.push((Member::decode(r)?, ChannelQos::decode(r)?));
+            }
+            Response::Channels { senders, receivers }
+        }
         69 => {
             let version = r.u64()?;
             // Each summary is at least id + empty name + domain + two counts.
@@ -420,6 +460,10 @@ pub(super) fn encode_update(u: &Update, w: &mut Writer) {
         TableEvent::SenderLeft { tag, member } => member_event(w, 4, *tag, member),
         TableEvent::ReceiverJoined { tag, member } => member_event(w, 5, *tag, member),
         TableEvent::ReceiverLeft { tag, member } => member_event(w, 6, *tag, member),
+        TableEvent::ReceiverQos { tag, member, qos } => {
+            member_event(w, 7, *tag, member);
+            qos.encode(w);
+        }
     }
 }
 
@@ -451,6 +495,11 @@ pub(super) fn decode_update(r: &mut Reader<'_>) -> Result<Update, DecodeError> {
                 _ => TableEvent::ReceiverLeft { tag, member },
             }
         }
+        7 => TableEvent::ReceiverQos {
+            tag: TagId(r.u32()?),
+            member: Member::decode(r)?,
+            qos: ChannelQos::decode(r)?,
+        },
         c => {
             return Err(DecodeError::Unknown {
                 what: "table event",

@@ -112,6 +112,9 @@ TEST(CApi, bad_arguments_are_errors_not_crashes) {
   EXPECT_NE(std::string(tw_last_error()).find("priority 4"), std::string::npos) << tw_last_error();
   o.priority = TW_PRIORITY_DSCP | 64;
   EXPECT_EQ(tw_subscribe(c, "/x", &o, &s), TW_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(tw_set_channel_qos(c, "/x", 0, 4, nullptr), TW_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tw_last_error()).find("priority 4"), std::string::npos) << tw_last_error();
+  EXPECT_EQ(tw_set_channel_qos(nullptr, "/x", 0, TW_PRIORITY_HIGH, nullptr), TW_ERR_INVALID_ARGUMENT);
   tw_history_query q{99, 0, 0};
   tw_message_list* l = nullptr;
   EXPECT_EQ(tw_pull(c, "/x", &q, &l), TW_ERR_INVALID_ARGUMENT);

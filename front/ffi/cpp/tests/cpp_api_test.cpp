@@ -166,6 +166,23 @@ TEST(CppApi, every_packet_class_is_a_subscription_option_and_a_bad_one_an_error)
   EXPECT_THROW(c.subscribe(tag, SubscribeOptions().dscp(64)), tagwire::InvalidArgument);
 }
 
+TEST(CppApi, a_subscriptions_class_changes_at_run_time) {
+  Client c(test_options());
+  auto tag = unique_tag("reclass");
+  c.create_tag(tag);
+  auto sub = c.subscribe(tag, SubscribeOptions());
+  EXPECT_EQ(c.set_channel_qos(tag, TW_PRIORITY_CRITICAL), 1u);
+  // Asking for the class it has now changes nothing.
+  EXPECT_EQ(c.set_channel_qos(tag, TW_PRIORITY_CRITICAL), 0u);
+  EXPECT_EQ(c.set_channel_qos(tag, TW_PRIORITY_DSCP | 18, static_cast<std::uint32_t>(getpid())), 1u);
+  // No subscription of that process here; no such class.
+  EXPECT_THROW(c.set_channel_qos(tag, TW_PRIORITY_HIGH, 1), tagwire::NotSubscribed);
+  EXPECT_THROW(c.set_channel_qos(tag, 9), tagwire::InvalidArgument);
+  auto pub = c.publisher(tag);
+  pub.send("x");
+  EXPECT_EQ(sub.receive(5s).seq, 1u);
+}
+
 TEST(CppApi, history_is_pulled_and_handed_to_a_late_joiner) {
   Client c(test_options());
   auto tag = unique_tag("history");

@@ -162,6 +162,40 @@ public final class Client implements AutoCloseable {
     }
 
     /**
+     * Gives this node's subscriptions to a tag (those of process {@code pid}; 0: every process) the
+     * packet class {@code priority} at run time: every sending node's streams carry it from their
+     * next datagram, losing nothing. Returns how many subscriptions changed class (0 when they had
+     * it already). A {@code DENIED} error unless this process's user may change them; {@code
+     * NOT_SUBSCRIBED} when no such subscription is held on this node.
+     */
+    public long setChannelQos(String name, Priority priority, int pid) {
+        Objects.requireNonNull(priority, "priority");
+        return setChannelClass(name, priority.code, pid);
+    }
+
+    /** {@link #setChannelQos} with a DSCP of one's own (0..63). */
+    public long setChannelDscp(String name, int dscp, int pid) {
+        if (dscp < 0 || dscp > 63) {
+            throw new IllegalArgumentException("a DSCP is 0..63: " + dscp);
+        }
+        return setChannelClass(name, 0x80 | dscp, pid);
+    }
+
+    private long setChannelClass(String name, int code, int pid) {
+        Objects.requireNonNull(name, "name");
+        long stamp = enter();
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment changed = a.allocate(JAVA_LONG);
+            Native.check((int) Native.H.set_channel_qos.invokeExact(handle, a.allocateFrom(name), pid, code, changed));
+            return changed.get(JAVA_LONG, 0);
+        } catch (Throwable t) {
+            throw Native.rethrow(t);
+        } finally {
+            exit(stamp);
+        }
+    }
+
+    /**
      * Makes this node's daemon keep the last {@code depth} messages of a tag
      * (at most {@code maxBytes}, 0: its default) for {@link #pull}; 0 stops.
      */

@@ -230,4 +230,28 @@ class PubSubTest {
             assertThrows(IllegalArgumentException.class, () -> new SubscribeOptions().dscp(64));
         }
     }
+
+    @Test
+    void aSubscriptionsClassChangesAtRunTime() {
+        TestDaemon d = TestDaemon.shared();
+        try (Client c = d.connect()) {
+            String tag = TestDaemon.uniqueTag("reclass");
+            c.createTag(tag);
+            try (Subscriber sub = c.subscribe(tag, new SubscribeOptions())) {
+                assertEquals(1, c.setChannelQos(tag, Priority.CRITICAL, 0));
+                // The class it has already: nothing changes.
+                assertEquals(0, c.setChannelQos(tag, Priority.CRITICAL, 0));
+                int me = (int) ProcessHandle.current().pid();
+                assertEquals(1, c.setChannelDscp(tag, 18, me));
+                TagwireException none =
+                        assertThrows(TagwireException.class, () -> c.setChannelQos(tag, Priority.HIGH, 1));
+                assertEquals(TagwireException.Kind.NOT_SUBSCRIBED, none.kind());
+                assertThrows(IllegalArgumentException.class, () -> c.setChannelDscp(tag, 64, 0));
+                try (Publisher pub = c.publisher(tag)) {
+                    pub.send("x");
+                    assertEquals(1, sub.receive(SECOND).seq());
+                }
+            }
+        }
+    }
 }
