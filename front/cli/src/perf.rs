@@ -2,6 +2,7 @@
 //! Cyclone DDS measured in the same run. The library behind it is `tagwire-perf`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use tagwire_perf::remote;
@@ -57,6 +58,10 @@ pub(crate) struct Args {
     /// both in the same run (`on,off`: `tagwire+auth` paired with `tagwire`).
     #[arg(long, global = true, value_delimiter = ',', default_value = "off")]
     auth: Vec<String>,
+    /// The multi-host benchmarks: every daemon paces its reliable streams
+    /// (`tagwire daemon --pacing`).
+    #[arg(long, global = true)]
+    pacing: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -194,6 +199,31 @@ enum Bench {
         #[arg(long, default_value_t = 4)]
         size: usize,
     },
+    /// A reliable stream flat out through a deep bottleneck (`tc tbf`),
+    /// paced (NAPA) and unpaced, beside the idle link's one-way latency
+    /// (NAPA paper Figures 7 and 8; network namespaces; root).
+    Napa {
+        /// Bottleneck rates: `100M`, `1G` or bit/s.
+        #[arg(long, value_delimiter = ',', default_value = "100M,1G")]
+        rates: Vec<String>,
+        /// Message sizes, bytes.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "5000,20000,65536,100000,200000"
+        )]
+        sizes: Vec<usize>,
+        /// Flat-out seconds before the measured window (the pacer settles,
+        /// the unpaced queue fills).
+        #[arg(long, default_value_t = 3.0)]
+        settle: f64,
+        /// Measured seconds per run.
+        #[arg(long, default_value_t = 4.0)]
+        seconds: f64,
+        /// The bottleneck's queue, in ms at its rate.
+        #[arg(long, default_value_t = 100)]
+        queue_ms: u64,
+    },
     /// Round trip against the number of receivers spread over three other
     /// hosts, all acknowledging (paper Figure 4-7; network namespaces; root).
     MultiNode {
@@ -296,6 +326,9 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     if let Bench::Place { max_nodes } = a.bench {
         return place(&a, max_nodes);
     }
+    if let Bench::Napa { .. } = a.bench {
+        return napa(&a);
+    }
     if a.bench.is_remote() {
         return remote(&a);
     }
@@ -318,6 +351,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let (name, records) = match &a.bench {
         Bench::Footprint
         | Bench::Place { .. }
+        | Bench::Napa { .. }
         | Bench::RemoteRtt { .. }
         | Bench::RemoteFanout { .. }
         | Bench::ProxyRtt { .. }
@@ -466,9 +500,11 @@ fn remote(a: &Args) -> anyhow::Result<()> {
         Bench::Throughput { .. } => parse_pin(&a.pin)?,
         _ => None,
     };
-    let site = remote::Site::with_key(hosts, if on && !off { key() } else { None }, placed)?;
+    let pacing = a.pacing.then(tagwire_daemon::PacerConfig::default);
+    let site =
+        remote::Site::with_net(hosts, if on && !off { key() } else { None }, placed, pacing)?;
     let keyed = if both {
-        Some(remote::Site::with_key(hosts, key(), placed)?)
+        Some(remote::Site::with_net(hosts, key(), placed, pacing)?)
     } else {
         None
     };
@@ -518,6 +554,7 @@ fn remote(a: &Args) -> anyhow::Result<()> {
         | Bench::Footprint
         | Bench::Pull { .. }
         | Bench::Table2 { .. }
+        | Bench::Napa { .. }
         | Bench::Place { .. } => {
             unreachable!("not a multi-host benchmark")
         }
@@ -583,6 +620,71 @@ fn footprint(a: &Args) -> anyhow::Result<()> {
     std::fs::write(a.out.join("footprint.json"), format!("{json}\n"))?;
     std::fs::write(a.out.join("footprint.txt"), table)?;
     Ok(())
+}
+
+fn napa(a: &Args) -> anyhow::Result<()> {
+    let Bench::Napa {
+        rates,
+        sizes,
+        settle,
+        seconds,
+        queue_ms,
+    } = &a.bench
+    else {
+        unreachable!("napa() is called for Bench::Napa");
+    };
+    let rates = rates
+        .iter()
+        .map(|r| parse_rate(r))
+        .collect::<anyhow::Result<Vec<u64>>>()?;
+    let spec = tagwire_perf::napa::Spec {
+        rates,
+        sizes: sizes.clone(),
+        warmup: Duration::from_secs_f64(*settle),
+        measure: Duration::from_secs_f64(*seconds),
+        queue: Duration::from_millis(*queue_ms),
+        reps: a.reps.max(1),
+    };
+    let pin = parse_pin(&a.pin)?;
+    let paced = remote::Site::with_net(2, None, pin, Some(tagwire_daemon::PacerConfig::default()))?;
+    let unpaced = remote::Site::with_net(2, None, pin, None)?;
+    let records = tagwire_perf::napa::napa(&paced, &unpaced, &spec, |line| {
+        eprintln!("perf napa: {line}");
+    })?;
+    let mut json = String::new();
+    for r in &records {
+        json += &serde_json::to_string(r)?;
+        json.push('\n');
+    }
+    let table = tagwire_perf::napa::table(&records);
+    if a.json {
+        print!("{json}");
+    } else {
+        print!("{table}");
+    }
+    std::fs::create_dir_all(&a.out)?;
+    std::fs::write(a.out.join("napa.json"), json)?;
+    std::fs::write(a.out.join("napa.txt"), table)?;
+    eprintln!("perf: results in {}/napa.{{json,txt}}", a.out.display());
+    Ok(())
+}
+
+/// `100M`, `1G`, `500k` or plain bit/s.
+fn parse_rate(s: &str) -> anyhow::Result<u64> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last() {
+        Some('k' | 'K') => (&s[..s.len() - 1], 1_000),
+        Some('m' | 'M') => (&s[..s.len() - 1], 1_000_000),
+        Some('g' | 'G') => (&s[..s.len() - 1], 1_000_000_000),
+        _ => (s, 1),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| anyhow::anyhow!("a rate is like 100M, 1G or bit/s: {s:?}"))?;
+    if n.is_nan() || n <= 0.0 {
+        anyhow::bail!("a rate must be more than 0: {s:?}");
+    }
+    Ok((n * mul as f64) as u64)
 }
 
 fn place(a: &Args, max_nodes: usize) -> anyhow::Result<()> {

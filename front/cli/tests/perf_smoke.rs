@@ -236,6 +236,35 @@ fn remote_throughput_counts_messages_across_the_link() {
 }
 
 #[test]
+fn napa_streams_through_the_bottleneck_paced_and_unpaced_losing_nothing() {
+    if no_namespaces() {
+        return;
+    }
+    let recs = perf(&[
+        "napa",
+        "--rates",
+        "100M",
+        "--sizes",
+        "20000",
+        "--settle",
+        "0.5",
+        "--seconds",
+        "0.5",
+    ]);
+    assert_eq!(systems(&recs), ["tagwire paced", "tagwire unpaced"]);
+    for r in &recs {
+        assert_eq!(r["size"], 20000);
+        assert_eq!(r["rate_bit_per_s"], 100_000_000);
+        assert_eq!(r["lost"], 0, "{r}");
+        let mbit = r["mbit_s"][0].as_f64().unwrap();
+        // Through a 100 Mbit/s bucket: something, and not more than it.
+        assert!(mbit > 1.0 && mbit < 110.0, "{r}");
+        assert!(r["floor_ms"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["p99_ms"][0].as_f64().unwrap() >= r["p50_ms"][0].as_f64().unwrap());
+    }
+}
+
+#[test]
 fn pull_times_a_whole_history_beside_receiving_it() {
     let recs = perf(&["pull", "--count", "200", "--iters", "5"]);
     let s = systems(&recs);

@@ -39,6 +39,7 @@ pub mod ddsgateway;
 pub mod ddsperf;
 pub mod footprint;
 pub mod lang;
+pub mod napa;
 pub mod peers;
 pub mod place;
 pub mod plot;

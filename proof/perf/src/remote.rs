@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use tagwire::{Client, ClientOptions, NodeState, Proxy};
-use tagwire_daemon::{Config, Daemon, DomainKey, NetConfig};
+use tagwire_daemon::{Config, Daemon, DomainKey, NetConfig, PacerConfig};
 use tagwire_testkit::{Host, Lan};
 
 use crate::ddsperf::{self, DdsOpts};
@@ -67,14 +67,26 @@ impl Site {
         key: Option<DomainKey>,
         cpus: Option<(usize, usize)>,
     ) -> anyhow::Result<Site> {
+        Self::with_net(hosts, key, cpus, None)
+    }
+
+    /// [`Site::with_key`], every daemon pacing its reliable streams with
+    /// `pacing` (`tagwire daemon --pacing`; `None`: unpaced).
+    pub fn with_net(
+        hosts: usize,
+        key: Option<DomainKey>,
+        cpus: Option<(usize, usize)>,
+        pacing: Option<PacerConfig>,
+    ) -> anyhow::Result<Site> {
         if let Some(reason) = tagwire_testkit::skip_reason() {
             bail!("the multi-host benchmarks need network namespaces: {reason}");
         }
         let lan = Lan::new(hosts).context("building the test hosts")?;
         let dir = std::env::temp_dir().join(format!(
-            "tagwire-perf-site-{}-{}",
+            "tagwire-perf-site-{}-{}{}",
             std::process::id(),
-            if key.is_some() { "auth" } else { "plain" }
+            if key.is_some() { "auth" } else { "plain" },
+            if pacing.is_some() { "-paced" } else { "" }
         ));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let list: String = lan
@@ -96,6 +108,7 @@ impl Site {
             net.nodes_file = Some(nodes_file.clone());
             net.discovery = None;
             net.key = key.clone();
+            net.pacing = pacing;
             let cfg = Config {
                 socket: site.socket(i),
                 net: Some(net),
@@ -156,7 +169,8 @@ impl Site {
         self.lan.hosts().len()
     }
 
-    fn client(&self, i: usize) -> anyhow::Result<Client> {
+    /// A client of host `i`'s daemon.
+    pub fn client(&self, i: usize) -> anyhow::Result<Client> {
         Ok(Client::with_options(ClientOptions {
             socket: self.socket(i),
             timeout: Duration::from_secs(5),

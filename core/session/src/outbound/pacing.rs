@@ -39,7 +39,9 @@ impl SendSession {
 
     /// For a paced tag, how many records its publishers may be ahead of
     /// what the session took: [`PACED_LEAD`] at the slowest stream's
-    /// pace, at least 2. A runtime holds them back there (the
+    /// pace, at least 1 (a message longer than the lead on the wire waits
+    /// behind one other, not two: at 100 Mbit/s and 200 kB that is 16 ms
+    /// of each message's latency). A runtime holds them back there (the
     /// daemon's forwarder: `tagwire_shm::Gate::advance_within`), so that
     /// the queue pacing keeps off the network does not build in the ring
     /// instead. `None`: not paced, or no estimate yet.
@@ -51,6 +53,6 @@ impl SendSession {
             .filter_map(|s| s.pacer.as_ref()?.pace_rate())
             .reduce(f64::min)?;
         let n = rate * PACED_LEAD.as_secs_f64() / o.record_bytes.max(1.0);
-        Some((n.ceil() as usize).max(2))
+        Some((n.ceil() as usize).max(1))
     }
 }
