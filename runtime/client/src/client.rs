@@ -180,7 +180,14 @@ pub(crate) struct Endpoint {
     pub(crate) counters: ReceiveCounters,
     /// A subscriber's own socket for direct delivery (`crate::direct`).
     pub(crate) direct: Option<Arc<crate::direct::Direct>>,
+    /// A subscriber's packet class as last changed at run time
+    /// (`TableEvent::ReceiverQos`), as `Priority::to_u8`; [`CLASS_ASKED`]:
+    /// the one it subscribed with. A re-registration asks for it.
+    pub(crate) class: std::sync::atomic::AtomicU8,
 }
+
+/// [`Endpoint::class`] when no run-time change came (no class has this code).
+pub(crate) const CLASS_ASKED: u8 = u8::MAX;
 
 /// Refuses a daemon that runs as neither root nor this process's user: it
 /// would see (and could forge) everything sent through it.
@@ -251,6 +258,18 @@ impl Endpoint {
 
     pub(crate) fn current_ring(&self) -> Ring {
         lock(&self.ring).clone()
+    }
+
+    /// The request that registers this endpoint again (its daemon
+    /// restarted): its kind's, in the class a run-time change last gave it.
+    pub(crate) fn register_again(&self) -> Request {
+        let mut req = self.kind.request(&self.name, true);
+        if let Request::Subscribe { qos, .. } = &mut req {
+            if let Ok(class) = tagwire_wire::Priority::from_u8(self.class.load(Ordering::Acquire)) {
+                qos.priority = class;
+            }
+        }
+        req
     }
 
     /// The request that gives this endpoint's right on `tag` back.
@@ -574,6 +593,7 @@ impl Client {
             held_gate: Mutex::new(opened.gate),
             counters: ReceiveCounters::default(),
             direct,
+            class: std::sync::atomic::AtomicU8::new(CLASS_ASKED),
         });
         let stale = {
             let mut eps = lock(&self.core.endpoints);

@@ -630,6 +630,29 @@ fn restart(n: &mut Node, c: &Client) {
     );
 }
 
+/// A subscription's class changed at run time (`Client::set_channel_qos`)
+/// is what its client asks for when it registers again with a restarted
+/// daemon, not the class it first subscribed with.
+#[test]
+fn a_class_changed_at_run_time_survives_a_daemon_restart() {
+    let mut n = node();
+    let c = n.client();
+    c.create_tag("/cls", Domain::Global).unwrap();
+    let _s = c.subscribe("/cls", SubscribeOptions::default()).unwrap();
+    let admin = n.client();
+    let changed = admin
+        .set_channel_qos("/cls", None, tagwire::Priority::High)
+        .unwrap();
+    assert_eq!(changed.len(), 1);
+    let class = |c: &Client| c.channels("/cls").unwrap().receivers[0].1.priority;
+    assert_eq!(class(&admin), tagwire::Priority::High);
+    // (The subscriber's update thread hears of it before its next answer.)
+    c.ping().unwrap();
+    restart(&mut n, &c);
+    wait_until(|| c.ping().is_ok() && c.receivers("/cls").is_ok_and(|v| v.len() == 1));
+    assert_eq!(class(&c), tagwire::Priority::High);
+}
+
 #[test]
 fn clients_reconnect_and_reregister_after_a_daemon_restart() {
     let mut n = node();

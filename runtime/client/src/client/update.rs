@@ -369,6 +369,18 @@ impl Core {
                 }
             }
         }
+        // A class change is per process and tag (`Request::SetChannelQos`):
+        // every subscription of this process to the tag has the new class,
+        // and asks for it again after a daemon restart.
+        if let TableEvent::ReceiverQos { tag, member, qos } = &u.event {
+            if member.who == *lock(&self.me) {
+                for ep in lock(&self.endpoints).iter().filter_map(Weak::upgrade) {
+                    if ep.tag() == *tag && matches!(ep.kind, EndpointKind::Subscriber { .. }) {
+                        ep.class.store(qos.priority.to_u8(), Ordering::Release);
+                    }
+                }
+            }
+        }
     }
 
     pub(super) fn reconnect(&self) {
@@ -452,7 +464,7 @@ impl Core {
             }
             // A lossless subscriber's gate is held on the new ring too, from
             // where it starts there (it reads the old one to its end first).
-            let req = ep.kind.request(&ep.name, true);
+            let req = ep.register_again();
             match self.direct_call_fd(sock, req, None)? {
                 (Response::TagOpened(o), Some(fd)) => {
                     let ring = map_ring(fd)?;
