@@ -260,18 +260,6 @@ impl Endpoint {
         lock(&self.ring).clone()
     }
 
-    /// The request that registers this endpoint again (its daemon
-    /// restarted): its kind's, in the class a run-time change last gave it.
-    pub(crate) fn register_again(&self) -> Request {
-        let mut req = self.kind.request(&self.name, true);
-        if let Request::Subscribe { qos, .. } = &mut req {
-            if let Ok(class) = tagwire_wire::Priority::from_u8(self.class.load(Ordering::Acquire)) {
-                qos.priority = class;
-            }
-        }
-        req
-    }
-
     /// The request that gives this endpoint's right on `tag` back.
     fn release_request(&self, tag: TagId) -> Request {
         match self.kind {

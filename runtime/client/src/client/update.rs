@@ -484,3 +484,17 @@ impl Core {
         Ok(eps.len())
     }
 }
+
+impl Endpoint {
+    /// The request that registers this endpoint again (its daemon
+    /// restarted): its kind's, in the class a run-time change last gave it.
+    fn register_again(&self) -> Request {
+        let mut req = self.kind.request(&self.name, true);
+        if let Request::Subscribe { qos, .. } = &mut req {
+            if let Ok(class) = tagwire_wire::Priority::from_u8(self.class.load(Ordering::Acquire)) {
+                qos.priority = class;
+            }
+        }
+        req
+    }
+}
