@@ -41,7 +41,7 @@ pub enum Priority {
 
 impl Priority {
     /// The DSCP code point (6 bits).
-    pub fn dscp(self) -> u8 {
+    pub const fn dscp(self) -> u8 {
         match self {
             Priority::Low => 10,
             Priority::Normal => 0,
@@ -53,14 +53,14 @@ impl Priority {
 
     /// The TOS byte (IPv4) or traffic class (IPv6): the DSCP, ECN bits
     /// clear.
-    pub fn tos(self) -> u8 {
+    pub const fn tos(self) -> u8 {
         self.dscp() << 2
     }
 
     /// Which of two classes goes first: a leg that carries a tag to several
     /// receivers of one node takes the highest of theirs. Ordered by the
     /// band the class lands in, then by DSCP.
-    pub fn rank(self) -> (u8, u8) {
+    pub const fn rank(self) -> (u8, u8) {
         let band = match self.tos() & 0x1e {
             // `rt_tos2priority`: interactive (band 0) for TOS bits 0x10
             // and 0x12, bulk (band 2) for 0x08 and 0x0a, else band 1.

@@ -224,6 +224,36 @@ enum Bench {
         #[arg(long, default_value_t = 100)]
         queue_ms: u64,
     },
+    /// A 256 B request/reply channel beside a load channel through a
+    /// shaped link (`htb` with a `pfifo_fast` leaf), its subscriptions
+    /// critical and normal (channel-prioritisation paper Figure 5a;
+    /// network namespaces; root).
+    Priority {
+        /// The shaped rate of the publishing host's egress: `50M` or bit/s.
+        #[arg(long, default_value = "50M")]
+        rate: String,
+        /// Load levels, percent of the shaped rate (0: idle link).
+        #[arg(long, value_delimiter = ',', default_value = "0,20,70,120")]
+        loads: Vec<u32>,
+        /// Load message size, bytes.
+        #[arg(long, default_value_t = 1400)]
+        load_size: usize,
+        /// Request and reply size, bytes.
+        #[arg(long, default_value_t = 256)]
+        size: usize,
+        /// Pause between a reply and the next request, ms.
+        #[arg(long, default_value_t = 2.0)]
+        gap_ms: f64,
+        /// Seconds of load before the measured window.
+        #[arg(long, default_value_t = 1.0)]
+        settle: f64,
+        /// Measured seconds per run.
+        #[arg(long, default_value_t = 4.0)]
+        seconds: f64,
+        /// Busy threads at the default policy competing for the CPUs.
+        #[arg(long, default_value_t = 0)]
+        hogs: usize,
+    },
     /// Round trip against the number of receivers spread over three other
     /// hosts, all acknowledging (paper Figure 4-7; network namespaces; root).
     MultiNode {
@@ -329,6 +359,9 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     if let Bench::Napa { .. } = a.bench {
         return napa(&a);
     }
+    if let Bench::Priority { .. } = a.bench {
+        return priority(&a);
+    }
     if a.bench.is_remote() {
         return remote(&a);
     }
@@ -352,6 +385,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         Bench::Footprint
         | Bench::Place { .. }
         | Bench::Napa { .. }
+        | Bench::Priority { .. }
         | Bench::RemoteRtt { .. }
         | Bench::RemoteFanout { .. }
         | Bench::ProxyRtt { .. }
@@ -555,6 +589,7 @@ fn remote(a: &Args) -> anyhow::Result<()> {
         | Bench::Pull { .. }
         | Bench::Table2 { .. }
         | Bench::Napa { .. }
+        | Bench::Priority { .. }
         | Bench::Place { .. } => {
             unreachable!("not a multi-host benchmark")
         }
@@ -666,6 +701,54 @@ fn napa(a: &Args) -> anyhow::Result<()> {
     std::fs::write(a.out.join("napa.json"), json)?;
     std::fs::write(a.out.join("napa.txt"), table)?;
     eprintln!("perf: results in {}/napa.{{json,txt}}", a.out.display());
+    Ok(())
+}
+
+fn priority(a: &Args) -> anyhow::Result<()> {
+    let Bench::Priority {
+        rate,
+        loads,
+        load_size,
+        size,
+        gap_ms,
+        settle,
+        seconds,
+        hogs,
+    } = &a.bench
+    else {
+        unreachable!("priority() is called for Bench::Priority");
+    };
+    let spec = tagwire_perf::priority::Spec {
+        rate: parse_rate(rate)?,
+        loads: loads.clone(),
+        load_size: *load_size,
+        probe_size: *size,
+        gap: Duration::from_secs_f64(gap_ms / 1000.0),
+        warmup: Duration::from_secs_f64(*settle),
+        measure: Duration::from_secs_f64(*seconds),
+        reps: a.reps.max(1),
+        hogs: *hogs,
+    };
+    let site = remote::Site::with_net(2, None, parse_pin(&a.pin)?, None)?;
+    let records = tagwire_perf::priority::priority(&site, &spec, |line| {
+        eprintln!("perf priority: {line}");
+    })?;
+    drop(site);
+    let mut json = String::new();
+    for r in &records {
+        json += &serde_json::to_string(r)?;
+        json.push('\n');
+    }
+    let table = tagwire_perf::priority::table(&records);
+    if a.json {
+        print!("{json}");
+    } else {
+        print!("{table}");
+    }
+    std::fs::create_dir_all(&a.out)?;
+    std::fs::write(a.out.join("priority.json"), json)?;
+    std::fs::write(a.out.join("priority.txt"), table)?;
+    eprintln!("perf: results in {}/priority.{{json,txt}}", a.out.display());
     Ok(())
 }
 

@@ -43,6 +43,7 @@ pub mod napa;
 pub mod peers;
 pub mod place;
 pub mod plot;
+pub mod priority;
 pub mod raw;
 pub mod remote;
 pub mod report;

@@ -44,14 +44,14 @@
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tagwire_session::{Carrier, Class, Config, Dest, SendEvent as Event, SendSession, Transmit};
 use tagwire_shm::{Gate, Ring};
 use tagwire_wire::datagram::AckNack;
-use tagwire_wire::TagName;
+use tagwire_wire::{Priority, TagName};
 
 mod ring_loop;
 mod tuning;
@@ -100,6 +100,10 @@ pub(crate) struct Outbound {
     gso_off: AtomicBool,
     /// Acknowledgements steered to a socket of their own (`crate::replies`).
     pub(crate) replies: Option<Replies>,
+    /// The best band any leg of this node's tags is sent in
+    /// (`Priority::rank`'s first element): trains of worse bands yield to
+    /// it (`crate::train`).
+    urgent: AtomicU8,
 }
 
 /// A forwarder's instructions and its session.
@@ -151,6 +155,7 @@ impl Outbound {
             acks: Mutex::new(HashMap::new()),
             routes: Mutex::new(HashMap::new()),
             retransmitted: AtomicU64::new(0),
+            urgent: AtomicU8::new(0),
         })
     }
 
@@ -163,6 +168,12 @@ impl Outbound {
         wanted: HashMap<TagName, Vec<Dest>>,
         mut start: impl FnMut(&TagName) -> Option<(Ring, u64)>,
     ) {
+        let urgent = wanted
+            .values()
+            .flatten()
+            .map(|d| d.priority.rank().0)
+            .fold(0, u8::max);
+        self.urgent.store(urgent, Ordering::Relaxed);
         let mut routes = lock(&self.routes);
         routes.retain(|name, r| {
             let keep = wanted.contains_key(name);
@@ -413,7 +424,7 @@ fn send_classed(
     sock: &UdpSocket,
     dest: SocketAddr,
     bytes: &[u8],
-    priority: tagwire_wire::Priority,
+    priority: Priority,
 ) -> std::io::Result<usize> {
     tagwire_net::gso::send_parts_classed(sock, dest, &[bytes], bytes.len(), priority.tos())
 }
@@ -483,6 +494,7 @@ impl Outbound {
             s.recycle_transmit(b);
         }
         train.adapt(s.retransmitted(&route.tag), now);
+        train.yield_to(self.urgent.load(Ordering::Relaxed));
         let keyed = shared.guard.is_keyed();
         // Straight from the session into the train (no list of them).
         while let Some(t) = s.poll_transmit(now) {

@@ -27,6 +27,17 @@
 //! datagram long after a retransmission and doubles after each clean
 //! stretch ([`Train::adapt`]), as the session's batches do where they may
 //! grow past a packet (the daemon's sessions keep them to one).
+//!
+//! **A train does not hold back a more urgent class.** To a qdisc a
+//! segmented send is one packet: a `pfifo_fast` leaf under a shaping
+//! `htb` class dequeues the whole train (up to 94 kB) at once, and the
+//! class then owes its bytes, so a band-0 datagram that came just after
+//! waits out the train's time at the shaped rate (15 ms at 50 Mbit/s)
+//! although its band is first. So while a class of a better band is in
+//! use on this node ([`Train::yield_to`]), the datagrams of worse bands go
+//! one per send. Measured through 50 Mbit/s at 120 % load (`tagwire perf
+//! priority`): the critical channel's round trip p50 1.7 ms with trains,
+//! 0.21 ms with one datagram per send (0.61 ms with four).
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
@@ -36,6 +47,7 @@ use std::time::{Duration, Instant};
 
 use tagwire_net::gso::{self, MAX_BYTES, MAX_SEGMENTS};
 use tagwire_session::TxBuf;
+use tagwire_wire::Priority;
 
 use crate::lock;
 
@@ -101,6 +113,9 @@ pub(crate) struct Train {
     ready: VecDeque<Run>,
     /// Most datagrams a run takes now (see [`Train::adapt`]).
     limit: usize,
+    /// The best band (as [`Priority::rank`]'s first element) in use on
+    /// this node: datagrams of a worse one go alone.
+    urgent: u8,
     /// Retransmissions seen so far, and when the limit may next grow.
     resent: u64,
     grow_at: Option<Instant>,
@@ -110,6 +125,11 @@ pub(crate) struct Train {
     /// Emptied lists of sent runs, for the next runs (a new one grew from
     /// nothing, five reallocations for a run of 64).
     lists: Vec<Vec<TxBuf>>,
+}
+
+/// The band rank of a TOS byte.
+fn rank_of(tos: u8) -> u8 {
+    Priority::Dscp(tos >> 2).rank().0
 }
 
 /// Most emptied lists a train keeps.
@@ -124,6 +144,7 @@ impl Default for Train {
             forming: Run::default(),
             ready: VecDeque::new(),
             limit: MAX_SEGMENTS,
+            urgent: 0,
             resent: 0,
             grow_at: None,
             sent: Vec::new(),
@@ -148,18 +169,29 @@ impl Train {
         }
     }
 
+    /// Datagrams of a band worse than `rank` (the best band in use on this
+    /// node, [`Priority::rank`]'s first element) go one per send.
+    pub(crate) fn yield_to(&mut self, rank: u8) {
+        self.urgent = rank;
+    }
+
     /// Adds `datagram` for `dest` with TOS byte `tos` to the forming run,
     /// or, if it cannot join it, to a new one after it (a run is one
     /// address and one packet class).
     pub(crate) fn push(&mut self, dest: SocketAddr, tos: u8, datagram: impl Into<TxBuf>) {
         let datagram = datagram.into();
         let len = datagram.len();
+        let limit = if rank_of(tos) < self.urgent {
+            1
+        } else {
+            self.limit
+        };
         let f = &self.forming;
         let joins = f.dest == Some(dest)
             && f.tos == tos
             && !f.closed
             && len <= f.segment
-            && f.parts.len() < self.limit
+            && f.parts.len() < limit
             && f.bytes + len <= MAX_BYTES;
         if !joins {
             self.close();
@@ -173,7 +205,7 @@ impl Train {
         f.parts.push(datagram);
         f.bytes += len;
         f.closed = len < f.segment;
-        if len > MAX_BYTES / 2 || f.parts.len() >= self.limit {
+        if len > MAX_BYTES / 2 || f.parts.len() >= limit {
             // Full (or a datagram too large to share a send).
             self.close();
         }
@@ -349,6 +381,53 @@ mod tests {
             "a one-datagram run waits for nothing"
         );
         assert_eq!(t.ready.len(), 2);
+    }
+
+    #[test]
+    fn while_a_better_band_is_in_use_worse_ones_go_one_per_send() {
+        let to: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let (critical, normal, low) = (
+            Priority::Critical.tos(),
+            Priority::Normal.tos(),
+            Priority::Low.tos(),
+        );
+        let runs = |t: &mut Train| -> Vec<(u8, usize)> {
+            t.close();
+            let r = t.ready.iter().map(|r| (r.tos, r.parts.len())).collect();
+            t.ready.clear();
+            r
+        };
+        let mut t = Train::default();
+        let push_all = |t: &mut Train| {
+            for tos in [normal, normal, normal, critical, critical, low, low] {
+                t.push(to, tos, vec![1; 50]);
+            }
+        };
+        // Only the default class in use: everything in trains.
+        push_all(&mut t);
+        assert_eq!(runs(&mut t), vec![(normal, 3), (critical, 2), (low, 2)]);
+        // A critical leg on this node: normal and low go alone, critical
+        // still in trains.
+        t.yield_to(Priority::Critical.rank().0);
+        push_all(&mut t);
+        assert_eq!(
+            runs(&mut t),
+            vec![
+                (normal, 1),
+                (normal, 1),
+                (normal, 1),
+                (critical, 2),
+                (low, 1),
+                (low, 1)
+            ]
+        );
+        // A normal one at best: low yields to it, normal does not.
+        t.yield_to(Priority::Normal.rank().0);
+        push_all(&mut t);
+        assert_eq!(
+            runs(&mut t),
+            vec![(normal, 3), (critical, 2), (low, 1), (low, 1)]
+        );
     }
 
     #[test]

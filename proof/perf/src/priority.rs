@@ -1,0 +1,433 @@
+//! `tagwire perf priority`: a measured request/reply channel beside a load
+//! channel through a shaped link, with and without a packet class (the
+//! channel-prioritisation paper's Figure 5a on this machine).
+//!
+//! Two hosts in network namespaces; host 0's egress is an `htb` class of
+//! the given rate whose leaf is a `pfifo_fast` queue (three bands, band 0
+//! first). On host 0 a prober sends a 256 B request on one tag and waits
+//! for the reply that an echo thread on host 1 publishes on another; beside
+//! it a load publisher on host 0 sends 1400 B messages on a third tag to a
+//! reliable subscriber on host 1, at a share of the shaped rate (20 %, 70 %,
+//! 120 %: overload, where the load stream is held back by its window and
+//! the leaf's queue stays full). The measured channel's two subscriptions
+//! are `critical` in one system and `normal` (the default) in the other;
+//! the load is always `normal`. The two systems alternate repetition by
+//! repetition on the same daemons, and each load's cells run back to back,
+//! so both see the same machine. Optional CPU hogs (busy threads at the
+//! default scheduling policy) compete with every tagwire thread for the
+//! two cores.
+//!
+//! Figures: the round trip's mean, standard deviation, p50, p99, p99.9 and
+//! maximum over the measured window, medians over repetitions; the load
+//! actually carried (payload Mbit/s at the subscriber).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+use tagwire::{Domain, Priority, SubscribeOptions};
+
+use crate::remote::Site;
+use crate::stats::{median, percentile_sorted};
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// The shaped rate of host 0's egress, bit/s.
+    pub rate: u64,
+    /// Load levels, percent of `rate` (0: the idle link).
+    pub loads: Vec<u32>,
+    /// Load message size, bytes.
+    pub load_size: usize,
+    /// Request and reply size, bytes.
+    pub probe_size: usize,
+    /// Pause between one reply and the next request.
+    pub gap: Duration,
+    /// Seconds of load before the measured window.
+    pub warmup: Duration,
+    /// Measured seconds.
+    pub measure: Duration,
+    /// Repetitions of every cell.
+    pub reps: usize,
+    /// Busy threads at the default policy, running through every cell.
+    pub hogs: usize,
+}
+
+/// One cell's runs: one system and load.
+#[derive(Debug, Clone, Serialize)]
+pub struct PriorityRecord {
+    /// `tagwire critical` or `tagwire normal`.
+    pub system: String,
+    /// Offered load, percent of the shaped rate.
+    pub load_pct: u32,
+    /// The shaped rate, bit/s.
+    pub rate_bit_per_s: u64,
+    /// Repetitions.
+    pub reps: usize,
+    /// CPU hogs running.
+    pub hogs: usize,
+    /// Round trips measured, total over reps.
+    pub round_trips: usize,
+    /// Round trip mean, µs: median, min, max over reps.
+    pub mean_us: [f64; 3],
+    /// Round trip standard deviation, µs: median, min, max over reps.
+    pub std_us: [f64; 3],
+    /// Round trip p50, µs: median, min, max over reps.
+    pub p50_us: [f64; 3],
+    /// Round trip p99, µs: median, min, max over reps.
+    pub p99_us: [f64; 3],
+    /// Round trip p99.9, µs: median over reps.
+    pub p999_us: f64,
+    /// Longest round trip, µs: median over reps.
+    pub max_us: f64,
+    /// Load payload carried, Mbit/s at the subscriber: median over reps.
+    pub load_mbit_s: f64,
+    /// Load messages lost (reported to the reliable subscriber): total.
+    pub load_lost: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Run {
+    n: usize,
+    mean: f64,
+    std: f64,
+    p50: f64,
+    p99: f64,
+    p999: f64,
+    max: f64,
+    load_mbit_s: f64,
+    load_lost: u64,
+}
+
+const SYSTEMS: [(&str, Priority); 2] = [
+    ("tagwire critical", Priority::Critical),
+    ("tagwire normal", Priority::Normal),
+];
+
+/// Runs every cell `spec.reps` times and returns one record per system and
+/// load; `progress` is told each run as it ends.
+pub fn priority(
+    site: &Site,
+    spec: &Spec,
+    mut progress: impl FnMut(&str),
+) -> anyhow::Result<Vec<PriorityRecord>> {
+    site.host(0)
+        .shape_htb(spec.rate)
+        .context("shaping host 0's link (tc htb + pfifo_fast)")?;
+    let stop = AtomicBool::new(false);
+    let result = std::thread::scope(|s| {
+        for _ in 0..spec.hogs {
+            s.spawn(|| {
+                let mut x = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            });
+        }
+        let r = cells(site, spec, &mut progress);
+        stop.store(true, Ordering::Relaxed);
+        r
+    });
+    site.host(0).unshape()?;
+    result
+}
+
+fn cells(
+    site: &Site,
+    spec: &Spec,
+    progress: &mut impl FnMut(&str),
+) -> anyhow::Result<Vec<PriorityRecord>> {
+    let mut records = Vec::new();
+    for &load in &spec.loads {
+        let mut runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
+        for rep in 0..spec.reps {
+            // Alternate which goes first: neither gets the warmer machine.
+            let order = if rep % 2 == 0 { [0, 1] } else { [1, 0] };
+            for which in order {
+                let (name, class) = SYSTEMS[which];
+                let id = format!("{load}-{rep}-{which}");
+                let run = cell(site, spec, load, class, &id)?;
+                progress(&format!(
+                    "{name} load {load} % rep {}: p50 {:.0} us p99 {:.0} us max {:.0} us, load {:.1} Mbit/s",
+                    rep + 1,
+                    run.p50,
+                    run.p99,
+                    run.max,
+                    run.load_mbit_s
+                ));
+                runs[which].push(run);
+            }
+        }
+        for (which, (name, _)) in SYSTEMS.iter().enumerate() {
+            records.push(record(name, load, spec, &runs[which]));
+        }
+    }
+    Ok(records)
+}
+
+/// Wire bytes of one load message: its payload with tagwire's data header
+/// (about 60 bytes with the tag) and UDP, IP and Ethernet headers.
+fn wire_bytes(size: usize) -> usize {
+    size + 60 + 8 + 20 + 14
+}
+
+/// One run of one cell: the prober's round trips while the load runs.
+fn cell(site: &Site, spec: &Spec, load: u32, class: Priority, id: &str) -> anyhow::Result<Run> {
+    let (c0, c1) = (site.client(0)?, site.client(1)?);
+    let base = format!("/perf/priority/{id}-{}", std::process::id());
+    let (ping, pong, bulk) = (
+        format!("{base}/ping"),
+        format!("{base}/pong"),
+        format!("{base}/load"),
+    );
+    for (c, t) in [(&c0, &ping), (&c1, &pong), (&c0, &bulk)] {
+        c.create_tag(t, Domain::Global)?;
+    }
+    let classed = SubscribeOptions::default().priority(class);
+    let mut ping_sub = c1.subscribe(&ping, classed.clone())?;
+    let mut pong_sub = c0.subscribe(&pong, classed)?;
+    let mut load_sub = c1.subscribe(&bulk, SubscribeOptions::default())?;
+    let mut ping_pub = c0.publisher(&ping)?;
+    let mut pong_pub = c1.publisher(&pong)?;
+    let mut load_pub = c0.publisher(&bulk)?;
+    load_pub.set_send_timeout(Duration::from_secs(30));
+    wait_known(&c0, &ping)?;
+    wait_known(&c1, &pong)?;
+    wait_known(&c0, &bulk)?;
+    let done = AtomicBool::new(false);
+    let load_bytes = AtomicU64::new(0);
+    let result = std::thread::scope(|s| -> anyhow::Result<Run> {
+        let echo = s.spawn(|| -> anyhow::Result<()> {
+            while !done.load(Ordering::Relaxed) {
+                match ping_sub.receive(Some(Duration::from_millis(100))) {
+                    Ok(m) => {
+                        pong_pub.send(&m.payload)?;
+                    }
+                    Err(tagwire::Error::Timeout) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(())
+        });
+        let counter = s.spawn(|| -> anyhow::Result<u64> {
+            while !done.load(Ordering::Relaxed) {
+                match load_sub.receive(Some(Duration::from_millis(100))) {
+                    Ok(m) => {
+                        load_bytes.fetch_add(m.payload.len() as u64, Ordering::Relaxed);
+                    }
+                    Err(tagwire::Error::Timeout) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(load_sub.lost())
+        });
+        let loader = s.spawn(|| -> anyhow::Result<()> {
+            if load == 0 {
+                return Ok(());
+            }
+            let per_s = spec.rate as f64 / 8.0 * f64::from(load)
+                / 100.0
+                / wire_bytes(spec.load_size) as f64;
+            let payload = vec![0x5au8; spec.load_size];
+            let start = Instant::now();
+            let mut sent = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                let owed = (start.elapsed().as_secs_f64() * per_s) as u64;
+                while sent < owed && !done.load(Ordering::Relaxed) {
+                    load_pub.send(&payload)?;
+                    sent += 1;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(())
+        });
+        let probed = probe(spec, &mut ping_pub, &mut pong_sub, &load_bytes);
+        done.store(true, Ordering::Relaxed);
+        joined(loader.join(), "load publisher")?;
+        joined(echo.join(), "echo")?;
+        let lost = joined(counter.join(), "load subscriber")?;
+        let (rtts, load_mbit_s) = probed?;
+        let mut run = summarise(rtts).context("no round trip in the measured window")?;
+        run.load_mbit_s = load_mbit_s;
+        run.load_lost = lost;
+        Ok(run)
+    });
+    drop((ping_pub, pong_pub, load_pub));
+    for t in [&ping, &bulk] {
+        let _ = c0.destroy_tag(t);
+    }
+    let _ = c1.destroy_tag(&pong);
+    result
+}
+
+fn joined<T>(r: std::thread::Result<anyhow::Result<T>>, what: &str) -> anyhow::Result<T> {
+    r.map_err(|_| anyhow::anyhow!("the {what} thread panicked"))?
+}
+
+/// Round trips (µs) in the measured window, and the load's payload Mbit/s
+/// over it.
+fn probe(
+    spec: &Spec,
+    ping: &mut tagwire::Publisher,
+    pong: &mut tagwire::Subscriber,
+    load_bytes: &AtomicU64,
+) -> anyhow::Result<(Vec<f64>, f64)> {
+    let payload = vec![0x11u8; spec.probe_size];
+    let start = Instant::now();
+    let from = start + spec.warmup;
+    let until = from + spec.measure;
+    let mut rtts = Vec::new();
+    let mut bytes_from = None;
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            break;
+        }
+        if now >= from && bytes_from.is_none() {
+            bytes_from = Some((now, load_bytes.load(Ordering::Relaxed)));
+        }
+        let t0 = Instant::now();
+        ping.send(&payload)?;
+        match pong.receive(Some(Duration::from_secs(5))) {
+            Ok(_) => {}
+            Err(tagwire::Error::Timeout) => bail!("no reply within 5 s"),
+            Err(e) => return Err(e.into()),
+        }
+        let rtt = t0.elapsed();
+        if t0 >= from {
+            rtts.push(rtt.as_secs_f64() * 1e6);
+        }
+        std::thread::sleep(spec.gap);
+    }
+    let mbit = bytes_from.map_or(0.0, |(t, b)| {
+        let bytes = load_bytes.load(Ordering::Relaxed).saturating_sub(b);
+        bytes as f64 * 8.0 / t.elapsed().as_secs_f64().max(1e-9) / 1e6
+    });
+    Ok((rtts, mbit))
+}
+
+fn summarise(mut v: Vec<f64>) -> Option<Run> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let mean = v.iter().sum::<f64>() / n as f64;
+    let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n as f64;
+    Some(Run {
+        n,
+        mean,
+        std: var.sqrt(),
+        p50: percentile_sorted(&v, 50.0)?,
+        p99: percentile_sorted(&v, 99.0)?,
+        p999: percentile_sorted(&v, 99.9)?,
+        max: *v.last()?,
+        load_mbit_s: 0.0,
+        load_lost: 0,
+    })
+}
+
+fn wait_known(c: &tagwire::Client, tag: &str) -> anyhow::Result<()> {
+    let start = Instant::now();
+    while c.receivers(tag)?.is_empty() {
+        if start.elapsed() > Duration::from_secs(10) {
+            bail!("the subscriber of {tag} is not known after 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+fn record(system: &str, load: u32, spec: &Spec, runs: &[Run]) -> PriorityRecord {
+    let spread = |f: fn(&Run) -> f64| -> [f64; 3] {
+        let v: Vec<f64> = runs.iter().map(f).collect();
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        [median(&v).unwrap_or(0.0), lo, hi]
+    };
+    PriorityRecord {
+        system: system.to_owned(),
+        load_pct: load,
+        rate_bit_per_s: spec.rate,
+        reps: runs.len(),
+        hogs: spec.hogs,
+        round_trips: runs.iter().map(|r| r.n).sum(),
+        mean_us: spread(|r| r.mean),
+        std_us: spread(|r| r.std),
+        p50_us: spread(|r| r.p50),
+        p99_us: spread(|r| r.p99),
+        p999_us: spread(|r| r.p999)[0],
+        max_us: spread(|r| r.max)[0],
+        load_mbit_s: spread(|r| r.load_mbit_s)[0],
+        load_lost: runs.iter().map(|r| r.load_lost).sum(),
+    }
+}
+
+/// The records as a table, then the bars' ratios: each system's p99 over
+/// the critical channel's unloaded p50, and normal ÷ critical per load.
+pub fn table(records: &[PriorityRecord]) -> String {
+    let mut out = String::from(
+        "system            load  load Mbit/s  mean us (min-max)      std us      p50 us (min-max)       p99 us (min-max)         p99.9 us   max us  RTs   lost\n",
+    );
+    for r in records {
+        out += &format!(
+            "{:<17} {:>3} %  {:>10.1}  {:>7.0} ({:.0}-{:.0})  {:>9.0}  {:>7.0} ({:.0}-{:.0})  {:>8.0} ({:.0}-{:.0})  {:>9.0} {:>8.0} {:>5} {:>5}\n",
+            r.system,
+            r.load_pct,
+            r.load_mbit_s,
+            r.mean_us[0],
+            r.mean_us[1],
+            r.mean_us[2],
+            r.std_us[0],
+            r.p50_us[0],
+            r.p50_us[1],
+            r.p50_us[2],
+            r.p99_us[0],
+            r.p99_us[1],
+            r.p99_us[2],
+            r.p999_us,
+            r.max_us,
+            r.round_trips,
+            r.load_lost,
+        );
+    }
+    let find = |system: &str, load: u32| {
+        records
+            .iter()
+            .find(|r| r.system == system && r.load_pct == load)
+    };
+    let idle = find("tagwire critical", 0).map(|r| r.p50_us[0]);
+    out += "\nper load: critical p99 / critical unloaded p50, normal p99 / critical p99, mean and std critical / normal\n";
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    for r in records.iter().filter(|r| r.system == "tagwire critical") {
+        let Some(n) = find("tagwire normal", r.load_pct) else {
+            continue;
+        };
+        out += &format!(
+            "{:>3} %  critical p99/idle p50 {:>7.2}  normal/critical p99 {:>7.2}  mean {:.3}  std {:.3}\n",
+            r.load_pct,
+            idle.map_or(0.0, |i| ratio(r.p99_us[0], i)),
+            ratio(n.p99_us[0], r.p99_us[0]),
+            ratio(r.mean_us[0], n.mean_us[0]),
+            ratio(r.std_us[0], n.std_us[0]),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_summary_has_the_population_spread() {
+        let r = summarise(vec![1.0, 2.0, 3.0, 4.0, f64::NAN]).unwrap();
+        assert_eq!(r.n, 4);
+        assert!((r.mean - 2.5).abs() < 1e-9);
+        assert!((r.std - 1.25f64.sqrt()).abs() < 1e-9);
+        assert_eq!(r.max, 4.0);
+        assert!(summarise(vec![]).is_none());
+    }
+}
