@@ -185,7 +185,7 @@ fn cell(site: &Site, spec: &Spec, load: u32, class: Priority, id: &str) -> anyho
         c.create_tag(t, Domain::Global)?;
     }
     let classed = SubscribeOptions::default().priority(class);
-    let mut ping_sub = c1.subscribe(&ping, classed.clone())?;
+    let mut ping_sub = c1.subscribe(&ping, classed)?;
     let mut pong_sub = c0.subscribe(&pong, classed)?;
     let mut load_sub = c1.subscribe(&bulk, SubscribeOptions::default())?;
     let mut ping_pub = c0.publisher(&ping)?;
