@@ -2,13 +2,15 @@
 //! Cyclone DDS measured in the same run. The library behind it is `tagwire-perf`.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context;
 use tagwire_perf::remote;
 use tagwire_perf::report::{self, Record};
 use tagwire_perf::suite::{self, Mode, SuiteOpts};
 use tagwire_perf::workload::{self, Acks, Env};
+
+mod own;
+use own::{footprint, napa, place, priority};
 
 /// Arguments of `tagwire perf`.
 #[derive(Debug, clap::Args)]
@@ -636,159 +638,6 @@ fn emit(a: &Args, name: &str, records: &[Record]) -> anyhow::Result<()> {
         eprintln!("perf: no plot: {e:#}");
     }
     eprintln!("perf: results in {}/{name}.{{json,txt}}", a.out.display());
-    Ok(())
-}
-
-fn footprint(a: &Args) -> anyhow::Result<()> {
-    let dir = tempfile_dir()?;
-    let f = tagwire_perf::footprint::measure(&std::env::current_exe()?, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    let f = f?;
-    let json = serde_json::to_string(&f)?;
-    let table = tagwire_perf::footprint::table(&f);
-    if a.json {
-        println!("{json}");
-    } else {
-        print!("{table}");
-    }
-    std::fs::create_dir_all(&a.out)?;
-    std::fs::write(a.out.join("footprint.json"), format!("{json}\n"))?;
-    std::fs::write(a.out.join("footprint.txt"), table)?;
-    Ok(())
-}
-
-fn napa(a: &Args) -> anyhow::Result<()> {
-    let Bench::Napa {
-        rates,
-        sizes,
-        settle,
-        seconds,
-        queue_ms,
-    } = &a.bench
-    else {
-        unreachable!("napa() is called for Bench::Napa");
-    };
-    let rates = rates
-        .iter()
-        .map(|r| parse_rate(r))
-        .collect::<anyhow::Result<Vec<u64>>>()?;
-    let spec = tagwire_perf::napa::Spec {
-        rates,
-        sizes: sizes.clone(),
-        warmup: Duration::from_secs_f64(*settle),
-        measure: Duration::from_secs_f64(*seconds),
-        queue: Duration::from_millis(*queue_ms),
-        reps: a.reps.max(1),
-    };
-    let pin = parse_pin(&a.pin)?;
-    let paced = remote::Site::with_net(2, None, pin, Some(tagwire_daemon::PacerConfig::default()))?;
-    let unpaced = remote::Site::with_net(2, None, pin, None)?;
-    let records = tagwire_perf::napa::napa(&paced, &unpaced, &spec, |line| {
-        eprintln!("perf napa: {line}");
-    })?;
-    let mut json = String::new();
-    for r in &records {
-        json += &serde_json::to_string(r)?;
-        json.push('\n');
-    }
-    let table = tagwire_perf::napa::table(&records);
-    if a.json {
-        print!("{json}");
-    } else {
-        print!("{table}");
-    }
-    std::fs::create_dir_all(&a.out)?;
-    std::fs::write(a.out.join("napa.json"), json)?;
-    std::fs::write(a.out.join("napa.txt"), table)?;
-    eprintln!("perf: results in {}/napa.{{json,txt}}", a.out.display());
-    Ok(())
-}
-
-fn priority(a: &Args) -> anyhow::Result<()> {
-    let Bench::Priority {
-        rate,
-        loads,
-        load_size,
-        size,
-        gap_ms,
-        settle,
-        seconds,
-        hogs,
-    } = &a.bench
-    else {
-        unreachable!("priority() is called for Bench::Priority");
-    };
-    let spec = tagwire_perf::priority::Spec {
-        rate: parse_rate(rate)?,
-        loads: loads.clone(),
-        load_size: *load_size,
-        probe_size: *size,
-        gap: Duration::from_secs_f64(gap_ms / 1000.0),
-        warmup: Duration::from_secs_f64(*settle),
-        measure: Duration::from_secs_f64(*seconds),
-        reps: a.reps.max(1),
-        hogs: *hogs,
-    };
-    let site = remote::Site::with_net(2, None, parse_pin(&a.pin)?, None)?;
-    let records = tagwire_perf::priority::priority(&site, &spec, |line| {
-        eprintln!("perf priority: {line}");
-    })?;
-    drop(site);
-    let mut json = String::new();
-    for r in &records {
-        json += &serde_json::to_string(r)?;
-        json.push('\n');
-    }
-    let table = tagwire_perf::priority::table(&records);
-    if a.json {
-        print!("{json}");
-    } else {
-        print!("{table}");
-    }
-    std::fs::create_dir_all(&a.out)?;
-    std::fs::write(a.out.join("priority.json"), json)?;
-    std::fs::write(a.out.join("priority.txt"), table)?;
-    eprintln!("perf: results in {}/priority.{{json,txt}}", a.out.display());
-    Ok(())
-}
-
-/// `100M`, `1G`, `500k` or plain bit/s.
-fn parse_rate(s: &str) -> anyhow::Result<u64> {
-    let s = s.trim();
-    let (num, mul) = match s.chars().last() {
-        Some('k' | 'K') => (&s[..s.len() - 1], 1_000),
-        Some('m' | 'M') => (&s[..s.len() - 1], 1_000_000),
-        Some('g' | 'G') => (&s[..s.len() - 1], 1_000_000_000),
-        _ => (s, 1),
-    };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| anyhow::anyhow!("a rate is like 100M, 1G or bit/s: {s:?}"))?;
-    if n.is_nan() || n <= 0.0 {
-        anyhow::bail!("a rate must be more than 0: {s:?}");
-    }
-    Ok((n * mul as f64) as u64)
-}
-
-fn place(a: &Args, max_nodes: usize) -> anyhow::Result<()> {
-    let records = tagwire_perf::place::measure(max_nodes, a.reps, |name| {
-        eprintln!("perf place: {name}");
-    })?;
-    let mut json = String::new();
-    for r in &records {
-        json += &serde_json::to_string(r)?;
-        json.push('\n');
-    }
-    let table = tagwire_perf::place::table(&records);
-    if a.json {
-        print!("{json}");
-    } else {
-        print!("{table}");
-    }
-    std::fs::create_dir_all(&a.out)?;
-    std::fs::write(a.out.join("place.json"), json)?;
-    std::fs::write(a.out.join("place.txt"), table)?;
-    eprintln!("perf: results in {}/place.{{json,txt}}", a.out.display());
     Ok(())
 }
 

@@ -265,6 +265,58 @@ fn napa_streams_through_the_bottleneck_paced_and_unpaced_losing_nothing() {
 }
 
 #[test]
+fn priority_measures_a_critical_and_a_normal_channel_beside_the_load() {
+    if no_namespaces() {
+        return;
+    }
+    let recs = perf(&[
+        "priority",
+        "--loads",
+        "0,120",
+        "--settle",
+        "0.5",
+        "--seconds",
+        "1",
+    ]);
+    let cells: Vec<(String, u64)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["system"].as_str().unwrap().to_owned(),
+                r["load_pct"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want = [
+        ("tagwire critical", 0),
+        ("tagwire normal", 0),
+        ("tagwire critical", 120),
+        ("tagwire normal", 120),
+    ];
+    assert_eq!(
+        cells,
+        want.map(|(s, l)| (s.to_owned(), l)).to_vec(),
+        "{recs:?}"
+    );
+    for r in &recs {
+        assert_eq!(r["load_lost"], 0, "{r}");
+        assert!(r["round_trips"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["p99_us"][0].as_f64().unwrap() >= r["p50_us"][0].as_f64().unwrap());
+        let load = r["load_mbit_s"].as_f64().unwrap();
+        if r["load_pct"] == 120 {
+            // Overload through 50 Mbit/s: the link full, not more.
+            assert!(load > 30.0 && load < 50.0, "{r}");
+        } else {
+            assert_eq!(load, 0.0, "{r}");
+        }
+    }
+    // Overloaded, the normal channel waits in the full band-1 queue (tens
+    // of ms here) and the critical one passes it in band 0.
+    let p50 = |i: usize| recs[i]["p50_us"][0].as_f64().unwrap();
+    assert!(p50(3) > 5.0 * p50(2), "{recs:?}");
+}
+
+#[test]
 fn pull_times_a_whole_history_beside_receiving_it() {
     let recs = perf(&["pull", "--count", "200", "--iters", "5"]);
     let s = systems(&recs);

@@ -23,7 +23,7 @@ use serde::Serialize;
 use tagwire::{Domain, RingParams, SubscribeOptions};
 
 use crate::remote::Site;
-use crate::stats::{median, Summary};
+use crate::stats::{median, spread, Summary};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -322,11 +322,13 @@ fn idle_one_way(site: &Site, size: usize, rep: usize) -> anyhow::Result<f64> {
     Ok(s.p50_us / 1000.0)
 }
 
-fn wait_known(c0: &tagwire::Client, tag: &str) -> anyhow::Result<()> {
+/// Waits (up to 10 s) until the publishing node (`c0`'s) sees a receiver
+/// of `tag`.
+pub(crate) fn wait_known(c0: &tagwire::Client, tag: &str) -> anyhow::Result<()> {
     let start = Instant::now();
     while c0.receivers(tag)?.is_empty() {
         if start.elapsed() > Duration::from_secs(10) {
-            bail!("the subscriber of {tag} is not known on host 0 after 10 s");
+            bail!("the subscriber of {tag} is not known to the publishing node after 10 s");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -334,12 +336,7 @@ fn wait_known(c0: &tagwire::Client, tag: &str) -> anyhow::Result<()> {
 }
 
 fn record(system: &str, rate: u64, size: usize, runs: &[Run], floor: f64) -> NapaRecord {
-    let spread = |f: fn(&Run) -> f64| -> [f64; 3] {
-        let v: Vec<f64> = runs.iter().map(f).collect();
-        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        [median(&v).unwrap_or(0.0), lo, hi]
-    };
+    let spread = |f: fn(&Run) -> f64| spread(&runs.iter().map(f).collect::<Vec<_>>());
     let p99 = spread(|r| r.p99_ms);
     let mbit = spread(|r| r.mbit_s);
     NapaRecord {

@@ -28,8 +28,9 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use tagwire::{Domain, Priority, SubscribeOptions};
 
+use crate::napa::wait_known;
 use crate::remote::Site;
-use crate::stats::{median, percentile_sorted};
+use crate::stats::{percentile_sorted, spread};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -329,24 +330,8 @@ fn summarise(mut v: Vec<f64>) -> Option<Run> {
     })
 }
 
-fn wait_known(c: &tagwire::Client, tag: &str) -> anyhow::Result<()> {
-    let start = Instant::now();
-    while c.receivers(tag)?.is_empty() {
-        if start.elapsed() > Duration::from_secs(10) {
-            bail!("the subscriber of {tag} is not known after 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Ok(())
-}
-
 fn record(system: &str, load: u32, spec: &Spec, runs: &[Run]) -> PriorityRecord {
-    let spread = |f: fn(&Run) -> f64| -> [f64; 3] {
-        let v: Vec<f64> = runs.iter().map(f).collect();
-        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        [median(&v).unwrap_or(0.0), lo, hi]
-    };
+    let spread = |f: fn(&Run) -> f64| spread(&runs.iter().map(f).collect::<Vec<_>>());
     PriorityRecord {
         system: system.to_owned(),
         load_pct: load,

@@ -171,14 +171,22 @@ fn one() -> u32 {
     1
 }
 
-/// Writes one JSON object per record, one per line.
-pub fn write_json_lines(records: &[Record], out: &mut impl Write) -> anyhow::Result<()> {
+/// Writes one JSON object per record, one per line (any benchmark's
+/// records).
+pub fn write_json_lines<R: Serialize>(records: &[R], out: &mut impl Write) -> anyhow::Result<()> {
     for r in records {
         serde_json::to_writer(&mut *out, r).context("serialising a record")?;
         out.write_all(b"\n").context("writing a record")?;
     }
     out.flush().context("flushing records")?;
     Ok(())
+}
+
+/// [`write_json_lines`] into a buffer.
+pub fn json_lines<R: Serialize>(records: &[R]) -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    write_json_lines(records, &mut out)?;
+    Ok(out)
 }
 
 /// Reads records written by [`write_json_lines`]; blank lines are skipped.

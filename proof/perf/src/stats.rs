@@ -89,6 +89,14 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
     Some(sorted[idx])
 }
 
+/// Median, minimum and maximum of `values` (zeros where none is finite
+/// for the median; ±infinity bounds for an empty slice).
+pub fn spread(values: &[f64]) -> [f64; 3] {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    [median(values).unwrap_or(0.0), lo, hi]
+}
+
 /// Median of the finite values (mean of the two middle values for an even
 /// count). Returns `None` if there is no finite value.
 pub fn median(values: &[f64]) -> Option<f64> {
