@@ -32,9 +32,8 @@ pub use stats::{StatsKind, StatsRow, MAX_COUNTERS};
 
 /// First two bytes of every control message ("TW" little-endian).
 pub const MAGIC: u16 = 0x5754;
-/// Control protocol version (4: a subscription's class changes at run
-/// time, `Request::SetChannelQos`).
-pub const VERSION: u8 = 4;
+/// Control protocol version (5: `ChannelQos` carries thread scheduling).
+pub const VERSION: u8 = 5;
 /// Largest control message either side accepts (a tag listing grows with the
 /// table). Receivers size their buffer to each packet, so this costs nothing.
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -369,6 +368,10 @@ pub enum ErrorCode {
     Denied,
     /// A resource bound was reached (`quota: <what> (limit <n>)`).
     Quota,
+    /// The client may not ask for this itself (a real-time thread policy
+    /// without `CAP_SYS_NICE` or the matching limit; the message says what
+    /// would grant it).
+    NotPermitted,
     /// A code this build does not know.
     Unknown(u16),
 }
@@ -388,6 +391,7 @@ impl ErrorCode {
             ErrorCode::BlobsHeld => 10,
             ErrorCode::Denied => 11,
             ErrorCode::Quota => 12,
+            ErrorCode::NotPermitted => 13,
             ErrorCode::Unknown(v) => v,
         }
     }
@@ -406,6 +410,7 @@ impl ErrorCode {
             10 => ErrorCode::BlobsHeld,
             11 => ErrorCode::Denied,
             12 => ErrorCode::Quota,
+            13 => ErrorCode::NotPermitted,
             v => ErrorCode::Unknown(v),
         }
     }

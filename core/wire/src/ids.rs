@@ -392,6 +392,10 @@ pub struct ChannelQos {
     pub direct: u16,
     /// The packet class of the connection's datagrams ([`crate::Priority`]).
     pub priority: crate::Priority,
+    /// The scheduling of the threads that move the connection's data
+    /// ([`crate::Sched`]): a subscription's, at the receiving end and at
+    /// the sending node's forwarder.
+    pub sched: crate::Sched,
 }
 
 impl Default for ChannelQos {
@@ -403,6 +407,7 @@ impl Default for ChannelQos {
             proxy: Proxy::Subscriber,
             direct: 0,
             priority: crate::Priority::Normal,
+            sched: crate::Sched::Other { nice: 0 },
         }
     }
 }
@@ -419,6 +424,8 @@ impl ChannelQos {
             .u32(self.every);
         self.proxy.encode(w);
         w.u16(self.direct).u8(self.priority.to_u8());
+        let [policy, value] = self.sched.to_bytes();
+        w.u8(policy).u8(value);
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -438,6 +445,7 @@ impl ChannelQos {
             proxy: Proxy::decode(r)?,
             direct: r.u16()?,
             priority: crate::Priority::from_u8(r.u8()?)?,
+            sched: crate::Sched::from_bytes([r.u8()?, r.u8()?])?,
         })
     }
 }
@@ -454,27 +462,32 @@ pub(crate) fn arb_qos() -> impl proptest::strategy::Strategy<Value = ChannelQos>
         any::<[u8; 16]>(),
         any::<u16>(),
         any::<u8>(),
+        any::<[u8; 2]>(),
     )
-        .prop_map(|(be, c, every, at, node, direct, class)| ChannelQos {
-            reliability: if be {
-                Reliability::BestEffort
-            } else {
-                Reliability::Reliable
-            },
-            carrier: Carrier::from_u8(c).unwrap_or(Carrier::Udp),
-            every,
-            proxy: match at {
-                0 => Proxy::Subscriber,
-                1 => Proxy::Publisher,
-                2 => Proxy::Node(NodeAddr::from_bytes(node)),
-                _ => Proxy::Auto {
-                    delay_bound_us: u32::from_le_bytes([node[0], node[1], node[2], node[3]]),
+        .prop_map(
+            |(be, c, every, at, node, direct, class, sched)| ChannelQos {
+                reliability: if be {
+                    Reliability::BestEffort
+                } else {
+                    Reliability::Reliable
                 },
+                carrier: Carrier::from_u8(c).unwrap_or(Carrier::Udp),
+                every,
+                proxy: match at {
+                    0 => Proxy::Subscriber,
+                    1 => Proxy::Publisher,
+                    2 => Proxy::Node(NodeAddr::from_bytes(node)),
+                    _ => Proxy::Auto {
+                        delay_bound_us: u32::from_le_bytes([node[0], node[1], node[2], node[3]]),
+                    },
+                },
+                direct,
+                priority: crate::Priority::from_u8(class)
+                    .unwrap_or(crate::Priority::Dscp(class & 0x3f)),
+                sched: crate::Sched::from_bytes(sched)
+                    .unwrap_or(crate::Sched::Fifo(sched[1] % 99 + 1)),
             },
-            direct,
-            priority: crate::Priority::from_u8(class)
-                .unwrap_or(crate::Priority::Dscp(class & 0x3f)),
-        })
+        )
 }
 
 impl fmt::Display for Domain {

@@ -24,6 +24,7 @@ mod ids;
 pub mod instance;
 pub mod peer;
 mod priority;
+mod sched;
 
 pub use codec::DecodeError;
 pub use ids::{
@@ -31,3 +32,4 @@ pub use ids::{
     SeqNum, TagId, TagName, MAX_TAG_NAME,
 };
 pub use priority::Priority;
+pub use sched::Sched;

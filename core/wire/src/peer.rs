@@ -32,10 +32,10 @@ use crate::ids::{ChannelQos, Domain, Member, NodeAddr, TagName};
 pub const PEER_MAGIC: u16 = 0x5054;
 /// Magic of a discovery beacon ("TB" little-endian).
 pub const BEACON_MAGIC: u16 = 0x4254;
-/// Peer protocol version (4: a `TableOp::Join` of a right already known,
-/// newer than it, restates its `ChannelQos`: how a class changed at run
-/// time travels).
-pub const PEER_VERSION: u8 = 4;
+/// Peer protocol version (5: `ChannelQos` carries thread scheduling; since
+/// 4 a `TableOp::Join` of a right already known, newer than it, restates
+/// its `ChannelQos`: how a class changes at run time).
+pub const PEER_VERSION: u8 = 5;
 /// Largest peer message either side accepts (a full table sync grows with the
 /// table).
 pub const MAX_PEER_MESSAGE: usize = 16 << 20;

@@ -67,6 +67,18 @@ pub(crate) struct Args {
     /// Without --policy: a group whose members get every right on every tag.
     #[arg(long, conflicts_with = "policy")]
     shared_group: Option<String>,
+    /// The scheduling of the daemon's roles, `ROLE=POLICY,...`: roles
+    /// delivery, forward, update, local; policies other[:NICE], fifo:P,
+    /// rr:P. The paper's order is delivery above update above local, e.g.
+    /// `delivery=fifo:40,forward=fifo:35,update=fifo:20,local=fifo:10`. A
+    /// policy the daemon may not use is named in a warning at start and
+    /// the role runs at the default.
+    #[arg(long, env = "TAGWIRE_SCHED", default_value = "", value_parser = str::parse::<tagwire_daemon::roles::Roles>)]
+    sched: tagwire_daemon::roles::Roles,
+    /// Lock the daemon's memory (mlockall), so that no page fault stalls a
+    /// real-time role; refused, it is a warning.
+    #[arg(long)]
+    mlock: bool,
     /// The domain key file (`tagwire keygen`; the same on every node, mode
     /// 0600): peers must hold it, and every datagram and control link is
     /// authenticated with it.
@@ -106,6 +118,8 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     cfg.topology = a.topology;
     cfg.policy = a.policy;
     cfg.shared_group = a.shared_group;
+    cfg.sched = a.sched;
+    cfg.mlock = a.mlock;
     if let Some(addr) = a.node {
         let mut net = tagwire_daemon::NetConfig::new(addr);
         if let Some(n) = a.name {

@@ -57,6 +57,12 @@ pub(crate) struct Args {
     /// first) or `dscp:N`.
     #[arg(long, default_value = "normal", value_parser = str::parse::<tagwire::Priority>)]
     class: tagwire::Priority,
+    /// The scheduling of the threads that bring this subscription its
+    /// messages, and of this command's receiving thread: `other`,
+    /// `other:NICE`, `fifo:P` or `rr:P` (P in 1..=99; a real-time policy
+    /// needs CAP_SYS_NICE or `ulimit -r`).
+    #[arg(long, default_value = "other", value_parser = str::parse::<tagwire::Sched>)]
+    sched: tagwire::Sched,
     #[command(flatten)]
     connect: ConnectArgs,
 }
@@ -67,7 +73,8 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let mut opts = SubscribeOptions::default()
         .every(a.every)
         .proxy(a.proxy)
-        .priority(a.class);
+        .priority(a.class)
+        .sched(a.sched);
     opts.depth = a.depth;
     if let Some(us) = a.spin_us {
         opts = opts.busy_poll(Duration::from_micros(us));
@@ -79,6 +86,9 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         opts = opts.through_daemon();
     }
     let mut sub = client.subscribe(&a.tag, opts)?;
+    if !a.sched.is_default() {
+        tagwire::set_thread_sched(a.sched)?;
+    }
     let idle = a.idle_timeout.map(Duration::from_secs_f64);
     let mut n = 0u64;
     let mut window: Vec<f64> = Vec::new();

@@ -572,3 +572,31 @@ fn a_subscribers_read_only_descriptors_cannot_be_reopened_writable_by_another_us
     assert_eq!(m.payload, b"real");
     assert_eq!(m.seq, tagwire::SeqNum(1));
 }
+
+#[test]
+fn a_real_time_policy_is_refused_to_a_user_who_may_not_run_at_one_and_says_why() {
+    if skipped() {
+        return;
+    }
+    let dir = shared_dir(false);
+    let (_d, socket) = policed_daemon(
+        dir.path(),
+        &format!("[[grant]]\ntags = \"/rt\"\nusers = [{NOBODY}]\nrights = [\"subscribe\"]\n"),
+    );
+    let root = root_client(&socket).unwrap();
+    root.create_tag("/rt", Domain::Global).unwrap();
+    // The daemon's threads would run at it for nobody: refused, with what
+    // would grant it, and no subscription is left behind.
+    let (ok, out) = run(as_nobody(
+        &socket,
+        &["sub", "/rt", "--sched", "fifo:20", "--count", "1"],
+    ));
+    assert!(!ok, "{out}");
+    assert!(out.contains("not run at fifo:20"), "{out}");
+    assert!(out.contains("CAP_SYS_NICE"), "{out}");
+    assert!(root.receivers("/rt").unwrap().is_empty());
+    // Root's own subscription at it is granted.
+    let opts = tagwire::SubscribeOptions::default().sched(tagwire::Sched::Fifo(20));
+    let _sub = root.subscribe("/rt", opts).unwrap();
+    assert_eq!(root.receivers("/rt").unwrap().len(), 1);
+}

@@ -155,6 +155,9 @@ typedef enum tw_status {
   TW_ERR_QUOTA = 24,
   // An instance got no sample for a deadline period (receive again).
   TW_ERR_DEADLINE_MISSED = 25,
+  // The process may not ask for a thread policy (a real-time one, or a
+  // nice below 0) without `CAP_SYS_NICE` or the matching limit.
+  TW_ERR_NOT_PERMITTED = 26,
 } tw_status;
 
 // A connection to the node's tagwire daemon. Thread-safe.

@@ -62,6 +62,7 @@ enum class Errc : int {
   foreign_daemon = TW_ERR_FOREIGN_DAEMON,
   quota = TW_ERR_QUOTA,
   deadline_missed = TW_ERR_DEADLINE_MISSED,
+  not_permitted = TW_ERR_NOT_PERMITTED,
 };
 
 /// Every tagwire failure: what() says what happened and what to do, kind()
@@ -106,6 +107,7 @@ TAGWIRE_ERROR_KIND(Denied, denied)
 TAGWIRE_ERROR_KIND(ForeignDaemon, foreign_daemon)
 TAGWIRE_ERROR_KIND(Quota, quota)
 TAGWIRE_ERROR_KIND(DeadlineMissed, deadline_missed)
+TAGWIRE_ERROR_KIND(NotPermitted, not_permitted)
 #undef TAGWIRE_ERROR_KIND
 
 /// The subscriber fell behind: lost() messages were dropped, oldest first.
@@ -147,6 +149,7 @@ namespace detail {
     case TW_ERR_FOREIGN_DAEMON: throw ForeignDaemon(w);
     case TW_ERR_QUOTA: throw Quota(w);
     case TW_ERR_DEADLINE_MISSED: throw DeadlineMissed(w);
+    case TW_ERR_NOT_PERMITTED: throw NotPermitted(w);
     default: throw InternalError(w.empty() ? std::string("unknown tagwire status") : w);
   }
 }

@@ -66,6 +66,9 @@ pub enum tw_status {
     TW_ERR_QUOTA = 24,
     /// An instance got no sample for a deadline period (receive again).
     TW_ERR_DEADLINE_MISSED = 25,
+    /// The process may not ask for a thread policy (a real-time one, or a
+    /// nice below 0) without `CAP_SYS_NICE` or the matching limit.
+    TW_ERR_NOT_PERMITTED = 26,
 }
 
 impl tw_status {
@@ -89,6 +92,7 @@ impl tw_status {
             E::ForeignDaemon { .. } => Self::TW_ERR_FOREIGN_DAEMON,
             E::Quota { .. } => Self::TW_ERR_QUOTA,
             E::DeadlineMissed { .. } => Self::TW_ERR_DEADLINE_MISSED,
+            E::NotPermitted(_) => Self::TW_ERR_NOT_PERMITTED,
             E::Timeout => Self::TW_ERR_TIMEOUT,
             E::PeersUnresponsive(_) => Self::TW_ERR_PEERS_UNRESPONSIVE,
             E::NoPlacement(_) => Self::TW_ERR_NO_PLACEMENT,
@@ -127,6 +131,7 @@ impl tw_status {
             Self::TW_ERR_FOREIGN_DAEMON => c"ERR_FOREIGN_DAEMON",
             Self::TW_ERR_QUOTA => c"ERR_QUOTA",
             Self::TW_ERR_DEADLINE_MISSED => c"ERR_DEADLINE_MISSED",
+            Self::TW_ERR_NOT_PERMITTED => c"ERR_NOT_PERMITTED",
         }
     }
 }

@@ -34,6 +34,7 @@ fn class_name(e: &tagwire::Error) -> &'static str {
         E::ForeignDaemon { .. } => "ForeignDaemon",
         E::Quota { .. } => "Quota",
         E::DeadlineMissed { .. } => "DeadlineMissed",
+        E::NotPermitted(_) => "NotPermitted",
         E::Timeout => "Timeout",
         E::PeersUnresponsive(_) => "PeersUnresponsive",
         E::NoPlacement(_) => "NoPlacement",

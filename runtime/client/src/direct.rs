@@ -46,7 +46,7 @@ use tagwire_net::gso;
 use tagwire_session::{Config, Delivery, ReceiveSession};
 use tagwire_wire::datagram::peek_tag;
 use tagwire_wire::handover::StreamState;
-use tagwire_wire::{NodeAddr, TagName};
+use tagwire_wire::{NodeAddr, Sched, TagName};
 
 /// How long the subscriber may stay out of `receive` before the keeper
 /// thread reads its socket.
@@ -64,6 +64,8 @@ pub(crate) struct Direct {
     sock: UdpSocket,
     /// The socket's port (the subscription's `ChannelQos::direct`).
     pub(crate) port: u16,
+    /// The subscription's thread policy: the keeper's.
+    sched: Sched,
     state: Mutex<State>,
     /// The subscriber is inside `receive` (the keeper keeps off).
     present: AtomicBool,
@@ -110,6 +112,7 @@ impl Direct {
         tag: TagName,
         depth: u32,
         lossless: bool,
+        sched: Sched,
     ) -> std::io::Result<Arc<Self>> {
         sock.set_nonblocking(true)?;
         // Bursts from many senders wait here, not in the kernel's drops
@@ -133,6 +136,7 @@ impl Direct {
         Ok(Arc::new(Self {
             sock,
             port,
+            sched,
             state: Mutex::new(State {
                 session,
                 tag,
@@ -479,6 +483,12 @@ impl Direct {
 
     /// The keeper thread: reads the socket while the subscriber stays away.
     fn keep(self: Arc<Self>) {
+        if !self.sched.is_default() {
+            // (The daemon checked at `subscribe` that this process may.)
+            if let Err(e) = tagwire_sched::apply(self.sched) {
+                tracing::warn!(tag = %self.lock().tag, "the direct-delivery keeper runs below {}: {e}", self.sched);
+            }
+        }
         while !self.closed.load(Ordering::Acquire) {
             let now_us = coarse_us();
             let away =
@@ -597,7 +607,15 @@ mod tests {
         let tag = TagName::new("/direct/test").unwrap();
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         let addr = sock.local_addr().unwrap();
-        let d = Direct::open(sock, NodeAddr::LOCALHOST, tag.clone(), depth, lossless).unwrap();
+        let d = Direct::open(
+            sock,
+            NodeAddr::LOCALHOST,
+            tag.clone(),
+            depth,
+            lossless,
+            Sched::default(),
+        )
+        .unwrap();
         (d, tag, addr)
     }
 

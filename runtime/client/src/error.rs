@@ -163,6 +163,12 @@ pub enum Error {
         /// The bound.
         limit: u64,
     },
+    /// This process may not ask for a thread policy (a real-time one, or a
+    /// nice below 0): neither for its own threads nor, through its
+    /// subscription, for the daemons'. The message says what would grant
+    /// it.
+    #[error("{0}")]
+    NotPermitted(String),
     /// The daemon refused a request for a reason not listed above.
     #[error("daemon refused the request ({code:?}): {message}")]
     Refused {
@@ -199,6 +205,7 @@ impl Error {
                 let (what, limit) = parsed.unwrap_or((message, 0));
                 Error::Quota { what, limit }
             }
+            ErrorCode::NotPermitted => Error::NotPermitted(message),
             ErrorCode::Denied => Error::Denied {
                 tag: tag.to_owned(),
                 message,

@@ -60,9 +60,21 @@ pub use tagwire_wire::control::{
 };
 pub use tagwire_wire::instance::{Ext, InstanceState, Key, Origin};
 pub use tagwire_wire::{
-    Carrier, ChannelQos, Domain, Member, NodeAddr, Pid, Priority, Proxy, Reliability, SenderInfo,
-    SeqNum, TagName,
+    Carrier, ChannelQos, Domain, Member, NodeAddr, Pid, Priority, Proxy, Reliability, Sched,
+    SenderInfo, SeqNum, TagName,
 };
+
+/// Runs the calling thread at `sched` (for the thread that publishes or
+/// calls `receive` on a prioritised channel; the library's own threads
+/// follow [`SubscribeOptions::sched`]). A real-time policy or a nice below
+/// 0 without the privilege for it: [`Error::NotPermitted`], saying what
+/// would grant it.
+pub fn set_thread_sched(sched: Sched) -> Result<()> {
+    tagwire_sched::apply(sched).map_err(|e| match e {
+        tagwire_sched::SchedError::NotPermitted { .. } => Error::NotPermitted(e.to_string()),
+        tagwire_sched::SchedError::Os { .. } => Error::Io(e.to_string()),
+    })
+}
 
 /// Largest message [`Publisher::send`] accepts (the blob path); above this,
 /// [`Error::TooLarge`].

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tagwire_wire::{Carrier, ChannelQos, Priority, Proxy, Reliability};
+use tagwire_wire::{Carrier, ChannelQos, Priority, Proxy, Reliability, Sched};
 
 /// Options of one subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +102,21 @@ impl SubscribeOptions {
     /// tag in the highest of them. Default: `Normal`.
     pub fn priority(mut self, priority: Priority) -> Self {
         self.qos.priority = priority;
+        self
+    }
+
+    /// The scheduling of the threads that bring this subscription its
+    /// messages from other nodes ([`Sched`]): the publishing nodes'
+    /// forwarders of the tag, this node's inbound delivery threads (which
+    /// serve every tag of the node, so they run at the highest policy any
+    /// of its subscriptions asks), and this process's direct-delivery
+    /// keeper. A real-time policy or a nice below 0 needs the privilege to
+    /// run at it (`CAP_SYS_NICE` or the matching limit); without it
+    /// `subscribe` fails with [`Error::NotPermitted`](crate::Error). The
+    /// thread that calls `receive` is the caller's: run it at a policy
+    /// with [`crate::set_thread_sched`]. Default: `Other { nice: 0 }`.
+    pub fn sched(mut self, sched: Sched) -> Self {
+        self.qos.sched = sched;
         self
     }
 

@@ -737,6 +737,7 @@ impl Client {
             tag,
             opts.depth.unwrap_or(DEFAULT_DEPTH),
             opts.lossless,
+            opts.qos.sched,
         )
         .map_err(|e| tracing::debug!(error = %e, "no socket for direct delivery"))
         .ok()

@@ -51,7 +51,7 @@ use std::time::Instant;
 use tagwire_session::{Carrier, Class, Config, Dest, SendEvent as Event, SendSession, Transmit};
 use tagwire_shm::{Gate, Ring};
 use tagwire_wire::datagram::AckNack;
-use tagwire_wire::{Priority, TagName};
+use tagwire_wire::{Priority, Sched, TagName};
 
 mod ring_loop;
 mod tuning;
@@ -132,6 +132,10 @@ pub(crate) struct Route {
     line: Line,
     /// Acknowledgements the inbound thread left to the forwarder.
     acks: AckInbox,
+    /// The highest policy the tag's receivers on other nodes ask for the
+    /// threads that move it (`None`: none beyond the default): the
+    /// forwarder runs at it (`ring_loop`).
+    sched: Mutex<Option<Sched>>,
 }
 
 impl Outbound {
@@ -166,6 +170,7 @@ impl Outbound {
         self: &Arc<Self>,
         shared: &Arc<Shared>,
         wanted: HashMap<TagName, Vec<Dest>>,
+        asked: &HashMap<TagName, Sched>,
         mut start: impl FnMut(&TagName) -> Option<(Ring, u64)>,
     ) {
         let urgent = wanted
@@ -185,6 +190,7 @@ impl Outbound {
         });
         for (name, dests) in wanted {
             if let Some(r) = routes.get(&name) {
+                *lock(&r.sched) = asked.get(&name).copied();
                 r.hold_back(&dests);
                 *lock(&r.dests) = Arc::new(dests);
                 r.wake();
@@ -224,6 +230,7 @@ impl Outbound {
                 read_at: AtomicU64::new(from),
                 line: Line::default(),
                 acks: AckInbox::default(),
+                sched: Mutex::new(asked.get(&name).copied()),
             });
             route.hold_back(&lock(&route.dests));
             let (s, o, r) = (shared.clone(), self.clone(), route.clone());

@@ -56,6 +56,7 @@ pub mod pull;
 pub mod quota;
 mod replies;
 mod ring;
+pub mod roles;
 mod secure;
 mod stats;
 mod tcpout;
@@ -114,6 +115,12 @@ pub struct Config {
     pub shared_group: Option<String>,
     /// What one user and the daemon as a whole may hold.
     pub quotas: quota::Quotas,
+    /// The scheduling policy of each role's threads (see [`roles`]).
+    pub sched: roles::Roles,
+    /// Lock the daemon's memory (`mlockall`), so that no page fault stalls
+    /// a real-time role; refused (no `CAP_IPC_LOCK`, too low a limit): a
+    /// warning, and the daemon runs unlocked.
+    pub mlock: bool,
 }
 
 impl Default for Config {
@@ -132,6 +139,8 @@ impl Default for Config {
             policy: None,
             shared_group: None,
             quotas: quota::Quotas::default(),
+            sched: roles::Roles::default(),
+            mlock: false,
         }
     }
 }
@@ -217,6 +226,9 @@ pub(crate) struct Shared {
     pub(crate) delivery: std::sync::OnceLock<Arc<delivery::Delivery>>,
     /// Where `Proxy::Auto` subscriptions are placed, if a topology was given.
     pub(crate) placer: Option<auto::Placer>,
+    /// The policies the roles' threads run at (`config.sched`, less what
+    /// the system refused).
+    pub(crate) roles: roles::Granted,
     /// Ourselves, for threads started from code that holds only `&Shared`.
     pub(crate) this: std::sync::OnceLock<std::sync::Weak<Shared>>,
     listener: Listener,
@@ -349,6 +361,13 @@ impl Daemon {
             (None, None) => policy::Policy::open(me, None),
         };
         quota::raise_descriptor_limit();
+        if config.mlock {
+            match tagwire_sched::lock_memory() {
+                Ok(()) => tracing::info!("memory locked"),
+                Err(e) => tracing::warn!("--mlock: the daemon runs with its memory unlocked: {e}"),
+            }
+        }
+        let roles = roles::Granted::check(config.sched);
         let listener = bind(&config.socket)?;
         let conns = local::conns::Conns::new(&listener).map_err(|source| DaemonError::Bind {
             path: config.socket.clone(),
@@ -390,6 +409,7 @@ impl Daemon {
             }
         }
         let shared = Arc::new(Shared {
+            roles,
             state: Mutex::new(State {
                 table,
                 rings: HashMap::new(),
@@ -446,9 +466,11 @@ impl Daemon {
         }
         local::conns::start_workers(&shared);
         let s = shared.clone();
-        let accept = std::thread::Builder::new()
-            .name("tagwired-local".into())
-            .spawn(move || local::conns::run(s))
+        let accept = shared
+            .roles
+            .spawn(roles::Role::Local, "tagwired-local", move || {
+                local::conns::run(s)
+            })
             .map_err(|e| DaemonError::Bind {
                 path: shared.config.socket.clone(),
                 source: e,

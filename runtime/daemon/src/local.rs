@@ -572,6 +572,12 @@ fn handle(
             if let Err(why) = admit(shared, &st, &name, &qos) {
                 return error(ErrorCode::NoPlacement, why);
             }
+            // The node's inbound threads and other nodes' forwarders will
+            // run at the policy asked: only for a process that may run at
+            // it itself.
+            if let Err(why) = tagwire_sched::may_use(client.who.pid.0, qos.sched) {
+                return error(ErrorCode::NotPermitted, format!("{name}: {why}"));
+            }
             let who = Opening::Subscriber {
                 client: client.id,
                 pid: client.who.pid.0,

@@ -289,7 +289,7 @@ pub(crate) fn start(shared: &Arc<Shared>, net: &NetConfig) -> io::Result<()> {
     );
     let _ = shared.net.listener.set(listener.clone());
     let s = shared.clone();
-    spawn("tagwired-peer-accept", move || {
+    spawn(shared, "tagwired-peer-accept", move || {
         // Blocks in accept; `stop` shuts the listener down to end it.
         while !s.is_stopping() {
             match listener.accept() {
@@ -331,7 +331,7 @@ pub(crate) fn start(shared: &Arc<Shared>, net: &NetConfig) -> io::Result<()> {
         if shared.guard.is_keyed() && net.discovery.is_some() {
             tracing::debug!("beacons are sealed with the domain key");
         }
-        spawn("tagwired-discovery", move || {
+        spawn(shared, "tagwired-discovery", move || {
             discovery_loop(&s, &sock, &beacon, group, interval)
         })?;
     }
@@ -365,7 +365,7 @@ pub(crate) fn flush(shared: &Arc<Shared>, st: &mut State) {
             }
             Transmit::Dial { node, addr } => {
                 let s = shared.clone();
-                let spawned = spawn("tagwired-dial", move || {
+                let spawned = spawn(shared, "tagwired-dial", move || {
                     let me = s.node().0;
                     let dialed =
                         tagwire_net::tcp_connect_from(me, addr, Duration::from_millis(500))
@@ -426,9 +426,11 @@ pub(crate) fn open(
     let writer = SecureWrite::new(writer, sender);
     let reader = SecureRead::new(stream, receiver);
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
-    let w = spawn("tagwired-link-tx", move || write_loop(writer, &rx));
+    let w = spawn(shared, "tagwired-link-tx", move || write_loop(writer, &rx));
     let s = shared.clone();
-    let r = spawn("tagwired-link-rx", move || read_loop(&s, link, reader));
+    let r = spawn(shared, "tagwired-link-rx", move || {
+        read_loop(&s, link, reader)
+    });
     if w.is_err() || r.is_err() {
         return false;
     }
@@ -501,7 +503,7 @@ fn accepted(shared: &Arc<Shared>, stream: TcpStream, remote: SocketAddr) {
         *mine += 1;
     }
     let s = shared.clone();
-    let spawned = spawn("tagwired-handshake", move || {
+    let spawned = spawn(shared, "tagwired-handshake", move || {
         let result = secure::handshake(&stream, &s.guard, false);
         {
             let mut hs = lock(&s.net.handshakes);
@@ -551,10 +553,11 @@ fn refused_link(shared: &Shared, from: IpAddr) {
         .add(&from, |c| c.unauthenticated_links += 1);
 }
 
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<()> {
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(f)
+/// A thread of the update manager's (the peer links and discovery).
+fn spawn(shared: &Shared, name: &str, f: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    shared
+        .roles
+        .spawn(crate::roles::Role::Update, name, f)
         .map(|_| ())
 }
 

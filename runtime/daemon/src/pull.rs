@@ -102,9 +102,11 @@ impl Keepers {
             stop: AtomicBool::new(false),
         });
         let (s, k, t) = (shared.clone(), keeper.clone(), tag.clone());
-        std::thread::Builder::new()
-            .name("tagwired-pull".into())
-            .spawn(move || keep(&s, &k, &t))
+        shared
+            .roles
+            .spawn(crate::roles::Role::Local, "tagwired-pull", move || {
+                keep(&s, &k, &t)
+            })
             .map_err(|e| format!("cannot start the history keeper: {e}"))?;
         map.insert(tag.clone(), keeper);
         Ok(())

@@ -227,9 +227,11 @@ pub(crate) fn start(shared: &Arc<Shared>) -> std::io::Result<()> {
         return Err(std::io::Error::other("the update manager runs already"));
     };
     let s = shared.clone();
-    std::thread::Builder::new()
-        .name("tagwired-update".into())
-        .spawn(move || run(&s, &inputs))
+    shared
+        .roles
+        .spawn(crate::roles::Role::Update, "tagwired-update", move || {
+            run(&s, &inputs)
+        })
         .map(|_| ())
 }
 

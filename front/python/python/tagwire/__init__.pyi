@@ -20,6 +20,7 @@ from .errors import DepthTooLarge as DepthTooLarge
 from .errors import Denied as Denied
 from .errors import ForeignDaemon as ForeignDaemon
 from .errors import Quota as Quota
+from .errors import NotPermitted as NotPermitted
 from .errors import NoPlacement as NoPlacement
 from .errors import NoSendAccess as NoSendAccess
 from .errors import NotSubscribed as NotSubscribed
@@ -68,6 +69,7 @@ __all__ = [
     "Denied",
     "ForeignDaemon",
     "Quota",
+    "NotPermitted",
     "Timeout",
     "PeersUnresponsive",
     "NoPlacement",

@@ -31,6 +31,7 @@ __all__ = [
     "ForeignDaemon",
     "Quota",
     "DeadlineMissed",
+    "NotPermitted",
     "Timeout",
     "PeersUnresponsive",
     "NoPlacement",
@@ -161,6 +162,12 @@ class DeadlineMissed(Error):
 
     tag: str = ""
     key: "bytes | None" = None
+
+
+class NotPermitted(Error, PermissionError):
+    """The process may not ask for a thread policy (a real-time one, or a
+    nice below 0): the message says what would grant it (CAP_SYS_NICE, or
+    the matching limit)."""
 
 
 class Timeout(Error, TimeoutError):

@@ -249,9 +249,11 @@ fn deliver_one(
     if !held.drainer {
         if let Some(me) = shared.this.get().and_then(std::sync::Weak::upgrade) {
             let sink = sink.clone();
-            held.drainer = std::thread::Builder::new()
-                .name("tagwired-held".into())
-                .spawn(move || held_drainer(&me, &sink))
+            held.drainer = shared
+                .roles
+                .spawn(Role::Delivery, "tagwired-held", move || {
+                    held_drainer(&me, &sink)
+                })
                 .is_ok();
         }
     }

@@ -53,11 +53,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tagwire_proto::Role;
+use crate::roles::Role;
+use tagwire_proto::Role as Right;
 use tagwire_shm::{Ring, Segment};
 use tagwire_wire::datagram::{tag_group, Body, Datagram, FLAG_RELIABLE};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
-use tagwire_wire::{NodeAddr, TagId, TagName};
+use tagwire_wire::{NodeAddr, Sched, TagId, TagName};
 
 use crate::auto::Placer;
 use crate::blob::{self, Limits, Owner, RingState};
@@ -94,6 +95,9 @@ pub(crate) struct Delivery {
     tcp_listener: std::sync::OnceLock<std::net::TcpListener>,
     /// This node's direct receivers (see `direct`).
     pub(crate) direct: direct::Direct,
+    /// The inbound threads (UDP, multicast, TCP): at the delivery role's
+    /// policy, raised to the highest this node's subscriptions ask.
+    pub(crate) inbound: crate::roles::Pool,
 }
 
 impl Delivery {
@@ -125,6 +129,7 @@ impl Delivery {
             room: (Mutex::new(0), std::sync::Condvar::new()),
             tcp_listener: std::sync::OnceLock::new(),
             direct: direct::Direct::default(),
+            inbound: crate::roles::Pool::new(Role::Delivery),
         });
         d.spawn_threads(shared, addr)?;
         Ok(d)
@@ -141,18 +146,24 @@ impl Delivery {
         let (s, d2) = (shared.clone(), self.clone());
         std::thread::Builder::new()
             .name("tagwired-delivery".into())
-            .spawn(move || inbound_loop(&s, &d2, &d2.sock, false))?;
+            .spawn(move || {
+                d2.inbound.join(&s.roles);
+                inbound_loop(&s, &d2, &d2.sock, false)
+            })?;
         if self.outbound.replies.is_some() {
             let (s, d2) = (shared.clone(), self.clone());
-            std::thread::Builder::new()
-                .name("tagwired-acks".into())
-                .spawn(move || d2.outbound.watch_replies(&s))?;
+            shared
+                .roles
+                .spawn(Role::Delivery, "tagwired-acks", move || {
+                    d2.outbound.watch_replies(&s)
+                })?;
         }
         if self.msock.is_some() {
             let (s, d2) = (shared.clone(), self.clone());
             std::thread::Builder::new()
                 .name("tagwired-mcast".into())
                 .spawn(move || {
+                    d2.inbound.join(&s.roles);
                     if let Some((m, _)) = &d2.msock {
                         inbound_loop(&s, &d2, m, true);
                     }
@@ -165,9 +176,11 @@ impl Delivery {
         listener.set_nonblocking(false)?;
         let _ = self.tcp_listener.set(listener.try_clone()?);
         let s = shared.clone();
-        std::thread::Builder::new()
-            .name("tagwired-delivery-tcp".into())
-            .spawn(move || tcp_accept_loop(&s, &listener))?;
+        shared
+            .roles
+            .spawn(Role::Delivery, "tagwired-delivery-tcp", move || {
+                tcp_accept_loop(&s, &listener)
+            })?;
         Ok(())
     }
 
@@ -182,7 +195,26 @@ impl Delivery {
         let mut groups: HashSet<TagName> = HashSet::new();
         let mut holders = HashMap::new();
         let mut remote_holders = HashMap::new();
+        // The threads each connection's subscriber asks for: the forwarder
+        // of each tag takes the highest its receivers on other nodes ask,
+        // the inbound threads the highest of this node's.
+        let mut forwarders: HashMap<TagName, Sched> = HashMap::new();
+        let mut inbound: Option<Sched> = None;
         for e in st.table.entries() {
+            for r in e.rights(Right::Receiver) {
+                let asked = r.qos.sched;
+                if asked.is_default() {
+                    continue;
+                }
+                if r.key.node == me {
+                    inbound = Some(inbound.map_or(asked, |s| s.max(asked)));
+                } else {
+                    forwarders
+                        .entry(e.name.clone())
+                        .and_modify(|s| *s = s.max(asked))
+                        .or_insert(asked);
+                }
+            }
             let plan = plan_of(st, me, shared.placer.as_ref(), e);
             if plan.mode_of(me) == Some(Mode::Multicast) {
                 groups.insert(e.name.clone());
@@ -224,7 +256,8 @@ impl Delivery {
         if self.direct.switch(st, &shared.guard, holders) {
             self.wake_inbound();
         }
-        self.outbound.reroute(shared, wanted, |name| {
+        self.inbound.raise(&shared.roles, inbound);
+        self.outbound.reroute(shared, wanted, &forwarders, |name| {
             let shared_ring = st.table.entry(name).and_then(|e| st.rings.get(&e.id))?;
             // Forward from the grant on: a publisher that saw this receiver
             // counted publishes at or after this index.
@@ -307,7 +340,7 @@ impl Delivery {
 /// with `Auto` proxies placed by `placer`.
 fn plan_of(st: &State, me: NodeAddr, placer: Option<&Placer>, e: &tagwire_proto::Entry) -> Plan {
     let mut receivers = e
-        .rights(Role::Receiver)
+        .rights(Right::Receiver)
         .iter()
         .map(|r| (r.key.node, r.qos))
         .collect::<Vec<_>>();
@@ -315,7 +348,8 @@ fn plan_of(st: &State, me: NodeAddr, placer: Option<&Placer>, e: &tagwire_proto:
     // Without a topology `Auto` stays unresolved, and the plan filters it
     // at the publisher.
     if let Some(p) = placer {
-        let publishers: Vec<NodeAddr> = e.rights(Role::Sender).iter().map(|r| r.key.node).collect();
+        let publishers: Vec<NodeAddr> =
+            e.rights(Right::Sender).iter().map(|r| r.key.node).collect();
         p.resolve(&e.name, &publishers, &mut receivers, up);
     }
     Plan::new(receivers, up)
@@ -333,10 +367,10 @@ fn direct_addr(
         return None;
     }
     let receivers = e
-        .rights(Role::Receiver)
+        .rights(Right::Receiver)
         .iter()
         .map(|r| (r.key.node, r.qos, r.key.id));
-    let senders = e.rights(Role::Sender).iter().map(|r| r.key.node);
+    let senders = e.rights(Right::Sender).iter().map(|r| r.key.node);
     let (member, port) =
         tagwire_session::plan::direct_port(node, receivers, senders, plan.feeds_others(node))?;
     Some((SocketAddr::new(node.0, port), member))

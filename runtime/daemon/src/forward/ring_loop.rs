@@ -22,9 +22,11 @@ use tagwire_shm::{
     Closed, Cursor, Gate, ReadOutcome, Ring, TicketDest, TICKET_DESTS, TICKET_DEST_WORDS,
 };
 use tagwire_wire::frame::{FrameHeader, FLAG_BLOB, HEADER_LEN};
+use tagwire_wire::Sched;
 
 use super::tuning::TUNING;
 use super::{drain, take_acks, Outbound, Route};
+use crate::roles::Role;
 use crate::tcpout::TcpOuts;
 use crate::{lock, Shared};
 
@@ -39,9 +41,13 @@ pub(super) fn forward_loop(
     start: u64,
 ) {
     let _ = route.thread.set(std::thread::current());
-    lower_priority();
     tracing::debug!(tag = %route.tag, "forwarder started");
     let mut f = Forwarder::new(shared, out, route, ring, start);
+    f.base = match shared.roles.get(Role::Forward) {
+        Some(s) => s,
+        None => nicer(),
+    };
+    f.schedule();
     while f.running() {
         f.follow_routes();
         f.hold_back();
@@ -88,6 +94,10 @@ struct Forwarder<'a> {
     /// When the forwarder last read a record (it spins before sleeping
     /// while that is recent).
     last_read: Option<Instant>,
+    /// The policy it runs at while its receivers ask for none (the forward
+    /// role's, or [`nicer`]), and the one it runs at now.
+    base: Sched,
+    applied: Option<Sched>,
 }
 
 /// What one group of records read under the session's lock left to do.
@@ -194,6 +204,24 @@ impl<'a> Forwarder<'a> {
             blob: Vec::new(),
             direct: None,
             last_read: None,
+            base: Sched::default(),
+            applied: None,
+        }
+    }
+
+    /// Runs this thread at the higher of `base` and what the tag's
+    /// receivers on other nodes ask (`Route::sched`), when that changed.
+    fn schedule(&mut self) {
+        let want = match *lock(&self.route.sched) {
+            Some(asked) => self.base.max(asked),
+            None => self.base,
+        };
+        if self.applied == Some(want) {
+            return;
+        }
+        self.applied = Some(want);
+        if let Err(e) = tagwire_sched::apply(want) {
+            tracing::warn!(tag = %self.route.tag, "the forwarder runs below {want}: {e}");
         }
     }
 
@@ -208,6 +236,7 @@ impl<'a> Forwarder<'a> {
         if Arc::ptr_eq(&dests, &self.dests) {
             return;
         }
+        self.schedule();
         lock(&self.route.session).set_routes(Instant::now(), &self.route.tag, dests.to_vec());
         self.tcp.retain(|a| dests.iter().any(|t| t.addr == a));
         self.dests = dests;
@@ -583,13 +612,14 @@ impl<'a> Forwarder<'a> {
     }
 }
 
-/// Makes this (forwarder) thread yield to the inbound delivery thread and
-/// to clients ([`Tuning::nice`](super::tuning::Tuning::nice) says why).
-fn lower_priority() {
+/// A forwarder's policy without a forward role's: nicer than the thread
+/// that started it, so that it yields to the inbound delivery thread and to
+/// clients ([`Tuning::nice`](super::tuning::Tuning::nice) says why).
+fn nicer() -> Sched {
     let me = rustix::thread::gettid();
     let now = rustix::process::getpriority_process(Some(me)).unwrap_or(0);
-    let nicer = (now + TUNING.nice).min(19);
-    if let Err(e) = rustix::process::setpriority_process(Some(me), nicer) {
-        tracing::debug!(error = %e, "forwarder priority unchanged");
+    let nice = (now + TUNING.nice).clamp(-20, 19);
+    Sched::Other {
+        nice: i8::try_from(nice).unwrap_or(19),
     }
 }

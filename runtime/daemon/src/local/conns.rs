@@ -410,9 +410,11 @@ fn dispatch(shared: &Arc<Shared>, job: Job) {
 
 fn spawn_worker(shared: &Arc<Shared>, p: &mut PoolState) {
     let s = shared.clone();
-    let spawned = std::thread::Builder::new()
-        .name("tagwired-worker".into())
-        .spawn(move || worker(&s));
+    let spawned = shared
+        .roles
+        .spawn(crate::roles::Role::Local, "tagwired-worker", move || {
+            worker(&s)
+        });
     match spawned {
         Ok(_) => {
             p.threads += 1;

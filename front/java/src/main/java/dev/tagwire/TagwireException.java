@@ -60,7 +60,19 @@ public class TagwireException extends RuntimeException {
         INVALID_ARGUMENT(18),
         /** The caller's buffer is too small; the message is kept for the next call. */
         BUFFER_TOO_SMALL(19),
-        /** A bug in tagwire (a panic was caught at the boundary); please report it. */
+        /**
+     * The process may not ask for a thread policy (a real-time one, or a nice below 0):
+     * the message says what would grant it (CAP_SYS_NICE, or the matching limit).
+     */
+    public static final class NotPermitted extends TagwireException {
+        private static final long serialVersionUID = 1L;
+
+        NotPermitted(String m) {
+            super(Kind.NOT_PERMITTED, m);
+        }
+    }
+
+    /** A bug in tagwire (a panic was caught at the boundary); please report it. */
         INTERNAL(20),
         /** A subscription's depth exceeds the tag's ring slots. */
         DEPTH_TOO_LARGE(21),
@@ -71,7 +83,9 @@ public class TagwireException extends RuntimeException {
         /** A resource bound of the daemon was reached. */
         QUOTA(24),
         /** An instance got no sample for a deadline period (receive again). */
-        DEADLINE_MISSED(25);
+        DEADLINE_MISSED(25),
+        /** The process may not ask for a thread policy (real-time, or a nice below 0). */
+        NOT_PERMITTED(26);
 
         private final int code;
 
@@ -140,6 +154,7 @@ public class TagwireException extends RuntimeException {
             case FOREIGN_DAEMON -> new ForeignDaemon(message);
             case QUOTA -> new Quota(message);
             case DEADLINE_MISSED -> new DeadlineMissed(message);
+            case NOT_PERMITTED -> new NotPermitted(message);
             case INTERNAL -> new InternalError(status == Kind.INTERNAL.code() ? message
                     : "unknown tagwire status " + status + ": " + message);
         };

@@ -1,0 +1,142 @@
+//! Thread scheduling between two hosts (network namespaces, one daemon
+//! each, in this process): a subscription's policy (`SubscribeOptions::sched`)
+//! runs the threads that carry its tag (the sending node's forwarder, the
+//! receiving node's inbound threads) while it lasts, and the daemon's roles
+//! run at the policies `--sched` gives them.
+//!
+//! The daemons are in this process, so their threads are read from
+//! `/proc/self/task` by name. The tests need root (namespaces, real-time
+//! policies); without it they print `skipped: <reason>` and pass.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use tagwire::{Domain, Sched, SubscribeOptions};
+use tagwire_daemon::roles::Roles;
+
+mod common;
+use common::*;
+
+/// The policy of every thread of this process named `name` (as the
+/// kernel keeps it: its first 15 bytes).
+fn threads(name: &str) -> Vec<Sched> {
+    let name = &name[..name.len().min(15)];
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() == name {
+            if let Ok(s) = tagwire_sched::of_thread(tagwire_sched::Tid(tid)) {
+                out.push(s);
+            }
+        }
+    }
+    out
+}
+
+fn count(name: &str, s: Sched) -> usize {
+    threads(name).into_iter().filter(|t| *t == s).count()
+}
+
+#[test]
+fn a_subscriptions_policy_runs_the_forwarder_and_the_inbound_thread_while_it_lasts() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, _clients) = site.mesh(&Find::List);
+    let (c0, c1) = (site.client(0), site.client(1));
+    let tag = "/sched/fast";
+    let fast = Sched::Fifo(21);
+    c0.create_tag(tag, Domain::Global).unwrap();
+    let mut sub = c1
+        .subscribe(
+            tag,
+            SubscribeOptions::default().sched(fast).through_daemon(),
+        )
+        .unwrap();
+    wait_until("the subscriber is known on host 0", || {
+        !c0.receivers(tag).unwrap().is_empty()
+    });
+    let mut p = c0.publisher(tag).unwrap();
+    p.send(b"one").unwrap();
+    assert_eq!(
+        sub.receive(Some(Duration::from_secs(10))).unwrap().payload,
+        b"one"
+    );
+    // Host 0's forwarder of the tag, and host 1's inbound thread (host 0's
+    // has no subscriber that asks).
+    wait_until("the forwarder at fifo:21", || {
+        count("tagwired-forward", fast) == 1
+    });
+    wait_until("one inbound thread at fifo:21", || {
+        count("tagwired-delivery", fast) == 1
+    });
+    let inbound = threads("tagwired-delivery");
+    println!("inbound threads: {inbound:?}");
+    drop(sub);
+    wait_until("the inbound threads back from fifo:21", || {
+        count("tagwired-delivery", fast) == 0
+    });
+    wait_until("the forwarder gone", || {
+        count("tagwired-forward", fast) == 0
+    });
+}
+
+#[test]
+fn the_daemons_roles_run_at_the_policies_they_are_given() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let roles: Roles = "delivery=fifo:30,forward=rr:25,update=fifo:20,local=other:3"
+        .parse()
+        .unwrap();
+    let daemons: Vec<_> = (0..2)
+        .map(|i| {
+            let mut cfg = site.config(i, &Find::List);
+            cfg.sched = roles;
+            start_in(site.lan.host(i), cfg)
+        })
+        .collect();
+    let (c0, c1) = (site.client(0), site.client(1));
+    for c in [&c0, &c1] {
+        wait_until("both daemons up", || up_peers(c) == 1);
+    }
+    assert!(
+        count("tagwired-delivery", Sched::Fifo(30)) >= 2,
+        "{:?}",
+        threads("tagwired-delivery")
+    );
+    assert!(
+        count("tagwired-update", Sched::Fifo(20)) >= 2,
+        "{:?}",
+        threads("tagwired-update")
+    );
+    assert!(
+        count("tagwired-link-rx", Sched::Fifo(20)) >= 2,
+        "{:?}",
+        threads("tagwired-link-rx")
+    );
+    assert!(
+        count("tagwired-local", Sched::Other { nice: 3 }) >= 2,
+        "{:?}",
+        threads("tagwired-local")
+    );
+    // A forwarder starts for a subscription that asks nothing: the role's.
+    let tag = "/sched/roles";
+    c0.create_tag(tag, Domain::Global).unwrap();
+    let mut sub = c1.subscribe(tag, SubscribeOptions::default()).unwrap();
+    wait_until("the subscriber is known on host 0", || {
+        !c0.receivers(tag).unwrap().is_empty()
+    });
+    c0.publisher(tag).unwrap().send(b"x").unwrap();
+    sub.receive(Some(Duration::from_secs(10))).unwrap();
+    wait_until("the forwarder at rr:25", || {
+        count("tagwired-forward", Sched::RoundRobin(25)) == 1
+    });
+    drop(daemons);
+}
