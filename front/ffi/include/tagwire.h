@@ -54,6 +54,18 @@
 // `tw_subscribe_options.priority`: `TW_PRIORITY_DSCP | n` is DSCP n.
 #define TW_PRIORITY_DSCP 128
 
+// `tw_subscribe_options.sched`: `TW_SCHED_OTHER | (nice & 0xff)`, the
+// time-sharing policy at nice -20..=19 (0, the default: nice 0).
+#define TW_SCHED_OTHER 0
+
+// `tw_subscribe_options.sched`: `TW_SCHED_FIFO | p`, `SCHED_FIFO` at
+// priority p (1..=99).
+#define TW_SCHED_FIFO 256
+
+// `tw_subscribe_options.sched`: `TW_SCHED_RR | p`, `SCHED_RR` at
+// priority p (1..=99).
+#define TW_SCHED_RR 512
+
 // `tw_subscribe_options.proxy`: the every-n-th filter runs in this library.
 #define TW_PROXY_SUBSCRIBER 0
 
@@ -259,6 +271,12 @@ typedef struct tw_subscribe_options {
   // other nodes: `TW_PRIORITY_NORMAL` (0, the default), `_LOW`, `_HIGH`,
   // `_CRITICAL`, or `TW_PRIORITY_DSCP | n` for DSCP n (0..=63).
   uint32_t priority;
+  // The scheduling of the threads that bring the messages from other
+  // nodes: `TW_SCHED_OTHER | (nice & 0xff)` (0, the default),
+  // `TW_SCHED_FIFO | p` or `TW_SCHED_RR | p` (p in 1..=99). A real-time
+  // policy without `CAP_SYS_NICE` or the limit for it:
+  // `TW_ERR_NOT_PERMITTED`.
+  uint32_t sched;
 } tw_subscribe_options;
 
 // A history query for `tw_pull` and `tw_subscribe_with_history`.

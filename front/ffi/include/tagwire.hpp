@@ -309,6 +309,18 @@ struct SubscribeOptions {
   SubscribeOptions& priority(std::uint32_t klass) { raw.priority = klass; return *this; }
   /// The packet class of a DSCP of one's own (0..63).
   SubscribeOptions& dscp(std::uint8_t value) { raw.priority = TW_PRIORITY_DSCP | value; return *this; }
+  /// The threads that bring the messages from other nodes run SCHED_FIFO
+  /// at `priority` (1..99; needs CAP_SYS_NICE or `ulimit -r`, else
+  /// subscribe throws NotPermitted).
+  SubscribeOptions& sched_fifo(std::uint8_t priority) { raw.sched = TW_SCHED_FIFO | priority; return *this; }
+  /// ... SCHED_RR at `priority` (1..99).
+  SubscribeOptions& sched_rr(std::uint8_t priority) { raw.sched = TW_SCHED_RR | priority; return *this; }
+  /// ... the time-sharing policy at `nice` (-20..19; below 0 needs the
+  /// privilege too).
+  SubscribeOptions& sched_other(std::int8_t nice) {
+    raw.sched = TW_SCHED_OTHER | static_cast<std::uint8_t>(nice);
+    return *this;
+  }
 };
 
 /// How to reach the daemon.

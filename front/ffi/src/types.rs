@@ -40,6 +40,15 @@ pub const TW_PRIORITY_HIGH: u32 = 2;
 pub const TW_PRIORITY_CRITICAL: u32 = 3;
 /// `tw_subscribe_options.priority`: `TW_PRIORITY_DSCP | n` is DSCP n.
 pub const TW_PRIORITY_DSCP: u32 = 0x80;
+/// `tw_subscribe_options.sched`: `TW_SCHED_OTHER | (nice & 0xff)`, the
+/// time-sharing policy at nice -20..=19 (0, the default: nice 0).
+pub const TW_SCHED_OTHER: u32 = 0;
+/// `tw_subscribe_options.sched`: `TW_SCHED_FIFO | p`, `SCHED_FIFO` at
+/// priority p (1..=99).
+pub const TW_SCHED_FIFO: u32 = 0x100;
+/// `tw_subscribe_options.sched`: `TW_SCHED_RR | p`, `SCHED_RR` at
+/// priority p (1..=99).
+pub const TW_SCHED_RR: u32 = 0x200;
 /// `tw_subscribe_options.proxy`: the every-n-th filter runs in this library.
 pub const TW_PROXY_SUBSCRIBER: u32 = 0;
 /// `tw_subscribe_options.proxy`: in the publishing node's daemon.
@@ -165,6 +174,12 @@ pub struct tw_subscribe_options {
     /// other nodes: `TW_PRIORITY_NORMAL` (0, the default), `_LOW`, `_HIGH`,
     /// `_CRITICAL`, or `TW_PRIORITY_DSCP | n` for DSCP n (0..=63).
     pub priority: u32,
+    /// The scheduling of the threads that bring the messages from other
+    /// nodes: `TW_SCHED_OTHER | (nice & 0xff)` (0, the default),
+    /// `TW_SCHED_FIFO | p` or `TW_SCHED_RR | p` (p in 1..=99). A real-time
+    /// policy without `CAP_SYS_NICE` or the limit for it:
+    /// `TW_ERR_NOT_PERMITTED`.
+    pub sched: u32,
 }
 
 /// A history query for `tw_pull` and `tw_subscribe_with_history`.
@@ -237,6 +252,7 @@ pub extern "C" fn tw_subscribe_options_default() -> tw_subscribe_options {
         deadline_ns: 0,
         min_separation_ns: 0,
         priority: TW_PRIORITY_NORMAL,
+        sched: TW_SCHED_OTHER,
     }
 }
 
@@ -432,8 +448,22 @@ impl tw_subscribe_options {
         if self.min_separation_ns > 0 {
             o = o.min_separation(Duration::from_nanos(self.min_separation_ns));
         }
-        Ok(o.priority(priority(self.priority)?))
+        Ok(o.priority(priority(self.priority)?)
+            .sched(sched(self.sched)?))
     }
+}
+
+/// A `TW_SCHED_*` code as a thread policy.
+pub(crate) fn sched(code: u32) -> Result<tagwire::Sched, Failure> {
+    u16::try_from(code)
+        .ok()
+        .and_then(|v| tagwire::Sched::from_bytes(v.to_be_bytes()).ok())
+        .ok_or_else(|| {
+            Failure::invalid(format!(
+                "sched {code:#x} is neither TW_SCHED_OTHER | nice (-20..=19, as a byte) nor \
+                 TW_SCHED_FIFO or TW_SCHED_RR | p (1..=99)"
+            ))
+        })
 }
 
 /// A `TW_PRIORITY_*` value (or `TW_PRIORITY_DSCP | n`) as a class.

@@ -170,10 +170,16 @@ impl PyClient {
     /// - `priority`: the packet class of the datagrams that bring the
     ///   messages from other nodes: `"low"`, `"normal"`, `"high"`,
     ///   `"critical"` or `"dscp:N"` (N in 0..=63).
+    /// - `sched`: the scheduling of the threads that bring the messages
+    ///   from other nodes: `"other"`, `"other:NICE"`, `"fifo:P"` or
+    ///   `"rr:P"` (P in 1..=99; a real-time policy needs CAP_SYS_NICE or
+    ///   `ulimit -r`, else `tagwire.NotPermitted`).
     /// - `history`: `tagwire.Last(n)`, `tagwire.Since(seq)` or
     ///   `tagwire.Between(from_ns, to_ns)`: receive those messages from the
     ///   tag's history first, then live ones, with no gap or duplicate.
-    #[pyo3(signature = (name, depth=None, reliability="reliable", carrier="udp", every=1, proxy="subscriber", delay_bound=None, lossless=false, busy_poll=None, history=None, exclusive=false, deadline=None, min_separation=None, priority="normal"))]
+    #[pyo3(signature = (name, depth=None, reliability="reliable", carrier="udp", every=1, proxy="subscriber", delay_bound=None, lossless=false, busy_poll=None, history=None, exclusive=false, deadline=None, min_separation=None, priority="normal", sched="other"))]
+    // Each is a Python keyword argument (the Rust builder's calls).
+    #[allow(clippy::too_many_arguments)]
     fn subscribe(
         &self,
         py: Python<'_>,
@@ -191,6 +197,7 @@ impl PyClient {
         deadline: Option<f64>,
         min_separation: Option<f64>,
         priority: &str,
+        sched: &str,
     ) -> PyResult<PySubscriber> {
         let opts = Subscribe {
             depth,
@@ -205,6 +212,7 @@ impl PyClient {
             deadline,
             min_separation,
             priority,
+            sched,
         }
         .build()?;
         let query = history.map(history_query).transpose()?;

@@ -67,6 +67,7 @@ pub(crate) struct Subscribe<'a> {
     pub(crate) deadline: Option<f64>,
     pub(crate) min_separation: Option<f64>,
     pub(crate) priority: &'a str,
+    pub(crate) sched: &'a str,
 }
 
 impl Subscribe<'_> {
@@ -84,6 +85,11 @@ impl Subscribe<'_> {
             .parse()
             .map_err(|e: String| bad_arg(format!("priority: {e}")))?;
         o = o.priority(class);
+        let sched: tagwire::Sched = self
+            .sched
+            .parse()
+            .map_err(|e: String| bad_arg(format!("sched: {e}")))?;
+        o = o.sched(sched);
         match self.reliability {
             "reliable" => {}
             "best_effort" | "best-effort" => o = o.best_effort(),

@@ -127,6 +127,9 @@ def test_subscribe_option_errors(client, tag):
         client.subscribe(tag, priority="urgent")
     with pytest.raises(ValueError, match="priority"):
         client.subscribe(tag, priority="dscp:64")
+    for bad in ("fifo", "fifo:0", "rr:100", "other:20", "idle"):
+        with pytest.raises(ValueError, match="sched"):
+            client.subscribe(tag, sched=bad)
     # Valid combinations subscribe (single node: same delivery either way).
     for kw in (
         dict(carrier="tcp"),
@@ -138,8 +141,19 @@ def test_subscribe_option_errors(client, tag):
         dict(priority="high"),
         dict(priority="critical"),
         dict(priority="dscp:18"),
+        dict(sched="other:5"),
     ):
         client.subscribe(tag, **kw).close()
+
+
+def test_a_real_time_policy_subscribes_where_permitted_and_is_refused_elsewhere(client, tag):
+    if os.geteuid() == 0:
+        sub = client.subscribe(tag, sched="fifo:10")
+        client.publisher(tag).send(b"x")
+        assert sub.receive(5).payload == b"x"
+    else:
+        with pytest.raises(tagwire.NotPermitted, match="CAP_SYS_NICE"):
+            client.subscribe(tag, sched="fifo:10")
 
 
 def test_a_subscriptions_class_changes_at_run_time(client, tag):

@@ -112,6 +112,13 @@ TEST(CApi, bad_arguments_are_errors_not_crashes) {
   EXPECT_NE(std::string(tw_last_error()).find("priority 4"), std::string::npos) << tw_last_error();
   o.priority = TW_PRIORITY_DSCP | 64;
   EXPECT_EQ(tw_subscribe(c, "/x", &o, &s), TW_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(tw_subscribe_options_default().sched, TW_SCHED_OTHER);
+  for (uint32_t bad : {TW_SCHED_FIFO | 0u, TW_SCHED_RR | 100u, TW_SCHED_OTHER | 20u, 0x300u | 1u, 0x10000u}) {
+    o = tw_subscribe_options_default();
+    o.sched = bad;
+    EXPECT_EQ(tw_subscribe(c, "/x", &o, &s), TW_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(std::string(tw_last_error()).find("sched"), std::string::npos) << tw_last_error();
+  }
   EXPECT_EQ(tw_set_channel_qos(c, "/x", 0, 4, nullptr), TW_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(tw_last_error()).find("priority 4"), std::string::npos) << tw_last_error();
   EXPECT_EQ(tw_set_channel_qos(nullptr, "/x", 0, TW_PRIORITY_HIGH, nullptr), TW_ERR_INVALID_ARGUMENT);

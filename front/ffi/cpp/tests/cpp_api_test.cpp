@@ -7,6 +7,8 @@
 #include <cstring>
 #include <thread>
 
+#include <unistd.h>
+
 #include "common.hpp"
 
 using namespace std::chrono_literals;
@@ -181,6 +183,25 @@ TEST(CppApi, a_subscriptions_class_changes_at_run_time) {
   auto pub = c.publisher(tag);
   pub.send("x");
   EXPECT_EQ(sub.receive(5s).seq, 1u);
+}
+
+TEST(CppApi, a_thread_policy_is_a_subscription_option) {
+  Client c(test_options());
+  auto tag = unique_tag("sched");
+  c.create_tag(tag);
+  std::vector<tagwire::Subscriber> subs;
+  subs.push_back(c.subscribe(tag, SubscribeOptions().sched_other(5)));
+  // Root may ask for a real-time policy; anyone else is told why not.
+  if (geteuid() == 0) {
+    subs.push_back(c.subscribe(tag, SubscribeOptions().sched_fifo(10)));
+    subs.push_back(c.subscribe(tag, SubscribeOptions().sched_rr(10)));
+  } else {
+    EXPECT_THROW(c.subscribe(tag, SubscribeOptions().sched_fifo(10)), tagwire::NotPermitted);
+  }
+  auto pub = c.publisher(tag);
+  pub.send("x");
+  for (auto& s : subs) EXPECT_EQ(s.receive(5s).seq, 1u);
+  EXPECT_THROW(c.subscribe(tag, SubscribeOptions().sched_fifo(0)), tagwire::InvalidArgument);
 }
 
 TEST(CppApi, history_is_pulled_and_handed_to_a_late_joiner) {

@@ -167,6 +167,7 @@ static_assert(offsetof(tw_message_info, has_strength) == 74);
 static_assert(offsetof(tw_message_info, strength) == 76);
 // The Java binding writes the subscription options at these offsets.
 static_assert(offsetof(tw_subscribe_options, priority) == 80);
+static_assert(offsetof(tw_subscribe_options, sched) == 84);
 static_assert(sizeof(tw_subscribe_options) == 88);
 static_assert(offsetof(tw_subscribe_options, exclusive) == 56);
 static_assert(offsetof(tw_subscribe_options, deadline_ns) == 64);

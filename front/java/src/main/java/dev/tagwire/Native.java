@@ -74,7 +74,7 @@ final class Native {
             JAVA_LONG.withName("deadline_ns"),
             JAVA_LONG.withName("min_separation_ns"),
             JAVA_INT.withName("priority"),
-            MemoryLayout.paddingLayout(4));
+            JAVA_INT.withName("sched"));
 
     /** {@code tw_history_query}. */
     static final GroupLayout HISTORY_QUERY = MemoryLayout.structLayout(

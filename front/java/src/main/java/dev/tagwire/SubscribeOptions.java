@@ -27,6 +27,7 @@ public final class SubscribeOptions {
     private Long deadlineNs;
     private Long minSeparationNs;
     private Integer priority;
+    private Sched sched;
 
     /** The defaults. */
     public SubscribeOptions() {}
@@ -163,6 +164,12 @@ public final class SubscribeOptions {
         return this;
     }
 
+    /** The scheduling of the threads that bring the messages from other nodes (default other). */
+    public SubscribeOptions sched(Sched sched) {
+        this.sched = java.util.Objects.requireNonNull(sched, "sched");
+        return this;
+    }
+
     /** At most one message per instance per {@code interval}: the newest. */
     public SubscribeOptions minSeparation(Duration interval) {
         this.minSeparationNs = positive("minimum separation", interval);
@@ -223,6 +230,9 @@ public final class SubscribeOptions {
         if (priority != null) {
             o.set(ValueLayout.JAVA_INT, 80, priority);
         }
+        if (sched != null) {
+            o.set(ValueLayout.JAVA_INT, 84, sched.code);
+        }
         return o;
     }
 
@@ -236,7 +246,8 @@ public final class SubscribeOptions {
                     + ", every=" + o.get(ValueLayout.JAVA_INT, 12)
                     + ", lossless=" + o.get(ValueLayout.JAVA_BOOLEAN, 40)
                     + ", busyPollNs=" + o.get(ValueLayout.JAVA_LONG, 48)
-                    + ", priority=" + o.get(ValueLayout.JAVA_INT, 80) + "]";
+                    + ", priority=" + o.get(ValueLayout.JAVA_INT, 80)
+                    + ", sched=0x" + Integer.toHexString(o.get(ValueLayout.JAVA_INT, 84)) + "]";
         }
     }
 }

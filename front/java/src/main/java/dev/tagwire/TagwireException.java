@@ -60,19 +60,7 @@ public class TagwireException extends RuntimeException {
         INVALID_ARGUMENT(18),
         /** The caller's buffer is too small; the message is kept for the next call. */
         BUFFER_TOO_SMALL(19),
-        /**
-     * The process may not ask for a thread policy (a real-time one, or a nice below 0):
-     * the message says what would grant it (CAP_SYS_NICE, or the matching limit).
-     */
-    public static final class NotPermitted extends TagwireException {
-        private static final long serialVersionUID = 1L;
-
-        NotPermitted(String m) {
-            super(Kind.NOT_PERMITTED, m);
-        }
-    }
-
-    /** A bug in tagwire (a panic was caught at the boundary); please report it. */
+        /** A bug in tagwire (a panic was caught at the boundary); please report it. */
         INTERNAL(20),
         /** A subscription's depth exceeds the tag's ring slots. */
         DEPTH_TOO_LARGE(21),
@@ -398,6 +386,18 @@ public class TagwireException extends RuntimeException {
 
         DeadlineMissed(String m) {
             super(Kind.DEADLINE_MISSED, m);
+        }
+    }
+
+    /**
+     * The process may not ask for a thread policy (a real-time one, or a nice below 0):
+     * the message says what would grant it (CAP_SYS_NICE, or the matching limit).
+     */
+    public static final class NotPermitted extends TagwireException {
+        private static final long serialVersionUID = 1L;
+
+        NotPermitted(String m) {
+            super(Kind.NOT_PERMITTED, m);
         }
     }
 

@@ -35,6 +35,7 @@ class InstancesTest {
         assertEquals(Native.INFO_STRENGTH, Native.MESSAGE_INFO.byteOffset(PathElement.groupElement("strength")));
         assertEquals(88, Native.SUBSCRIBE_OPTIONS.byteSize());
         assertEquals(80, Native.SUBSCRIBE_OPTIONS.byteOffset(PathElement.groupElement("priority")));
+        assertEquals(84, Native.SUBSCRIBE_OPTIONS.byteOffset(PathElement.groupElement("sched")));
         assertEquals(56, Native.SUBSCRIBE_OPTIONS.byteOffset(PathElement.groupElement("exclusive")));
         assertEquals(64, Native.SUBSCRIBE_OPTIONS.byteOffset(PathElement.groupElement("deadline_ns")));
         assertEquals(72, Native.SUBSCRIBE_OPTIONS.byteOffset(PathElement.groupElement("min_separation_ns")));

@@ -208,6 +208,37 @@ class PubSubTest {
     }
 
     @Test
+    void aThreadPolicyIsASubscriptionOptionAndABadOneIsRefused() {
+        TestDaemon d = TestDaemon.shared();
+        try (Client c = d.connect()) {
+            String tag = TestDaemon.uniqueTag("sched");
+            c.createTag(tag);
+            java.util.List<Subscriber> subs = new java.util.ArrayList<>();
+            subs.add(c.subscribe(tag, new SubscribeOptions().sched(Sched.other(5))));
+            boolean root = "root".equals(System.getProperty("user.name"));
+            if (root) {
+                subs.add(c.subscribe(tag, new SubscribeOptions().sched(Sched.fifo(10))));
+                subs.add(c.subscribe(tag, new SubscribeOptions().sched(Sched.roundRobin(10))));
+            } else {
+                assertThrows(TagwireException.NotPermitted.class,
+                        () -> c.subscribe(tag, new SubscribeOptions().sched(Sched.fifo(10))));
+            }
+            assertTrue(new SubscribeOptions().sched(Sched.fifo(10)).toString().contains("sched=0x10a"));
+            try (Publisher pub = c.publisher(tag)) {
+                pub.send("x");
+                for (Subscriber s : subs) {
+                    assertEquals(1, s.receive(SECOND).seq());
+                    s.close();
+                }
+            }
+            assertThrows(IllegalArgumentException.class, () -> Sched.fifo(0));
+            assertThrows(IllegalArgumentException.class, () -> Sched.roundRobin(100));
+            assertThrows(IllegalArgumentException.class, () -> Sched.other(20));
+            assertEquals("other:-3", Sched.other(-3).toString());
+        }
+    }
+
+    @Test
     void everyPacketClassIsASubscriptionOptionAndABadDscpIsRefused() {
         // (The struct's layout: InstancesTest.theLayoutsMatchTheCStructs.)
         TestDaemon d = TestDaemon.shared();
