@@ -295,16 +295,28 @@ impl TagTable {
     }
 
     /// Gives this node's subscriptions to `tag` that `pick` chooses the
-    /// packet class `priority`, each by a newer `Join` of the same right
-    /// for the peers (last writer wins; this node holds the rights, so its
-    /// statement survives syncs). Returns the receivers whose class
-    /// changed (none when they had it already); `NotSubscribed` when this
-    /// node holds no subscription `pick` chooses.
+    /// packet class `priority` ([`TagTable::set_receiver_qos`]).
     pub fn set_receiver_priority(
         &mut self,
         tag: TagId,
         pick: impl Fn(&Right) -> bool,
         priority: Priority,
+    ) -> Result<(Vec<Member>, Change), TableError> {
+        self.set_receiver_qos(tag, pick, |q| ChannelQos { priority, ..q })
+    }
+
+    /// Gives this node's subscriptions to `tag` that `pick` chooses the
+    /// QoS `new_qos` makes of theirs (a packet class, a thread policy),
+    /// each by a newer `Join` of the same right for the peers (last writer
+    /// wins; this node holds the rights, so its statement survives syncs).
+    /// Returns the receivers whose QoS changed (none when they had it
+    /// already); `NotSubscribed` when this node holds no subscription
+    /// `pick` chooses.
+    pub fn set_receiver_qos(
+        &mut self,
+        tag: TagId,
+        pick: impl Fn(&Right) -> bool,
+        new_qos: impl Fn(ChannelQos) -> ChannelQos,
     ) -> Result<(Vec<Member>, Change), TableError> {
         let e = self.entry_mut(tag)?;
         let chosen: Vec<Right> = e
@@ -319,7 +331,11 @@ impl TagTable {
         let (name, domain) = (e.name.clone(), e.domain);
         let mut change = Change::default();
         let mut members = Vec::new();
-        for r in chosen.into_iter().filter(|r| r.qos.priority != priority) {
+        for (r, qos) in chosen
+            .into_iter()
+            .map(|r| (r, new_qos(r.qos)))
+            .filter(|(r, qos)| *qos != r.qos)
+        {
             let version = self.tick();
             let op = TableOp::Join {
                 name: name.clone(),
@@ -327,7 +343,7 @@ impl TagTable {
                 role: Role::Receiver,
                 key: r.key,
                 member: r.member,
-                qos: ChannelQos { priority, ..r.qos },
+                qos,
                 version,
             };
             self.apply_op(&op, r.holder, &mut change.updates);
@@ -844,7 +860,7 @@ mod tests {
                 (n.clone(), 0..3u8, 0..2u8).prop_map(|(k, t, c)| Act::Unsend(k, t, c)),
                 (n.clone(), 0..3u8, 0..2u8).prop_map(|(k, t, c)| Act::Sub(k, t, c)),
                 (n.clone(), 0..3u8, 0..2u8).prop_map(|(k, t, c)| Act::Unsub(k, t, c)),
-                (n.clone(), 0..3u8, 0..2u8, 0..4u8).prop_map(|(k, t, c, p)| Act::Class(k, t, c, p)),
+                (n.clone(), 0..3u8, 0..2u8, 0..8u8).prop_map(|(k, t, c, p)| Act::Class(k, t, c, p)),
                 (n.clone(), 0..2u8).prop_map(|(k, c)| Act::Drop(k, c)),
                 (n.clone(), n.clone()).prop_map(|(a, b)| Act::Deliver(a, b)),
                 (n.clone(), n).prop_map(|(a, b)| Act::Deliver(a, b)),
@@ -892,9 +908,19 @@ mod tests {
                 Act::Class(_, n, c, p) => id(t, n)
                     .and_then(|i| {
                         let holder = Holder::Local(ClientId(c.into()));
-                        let class = Priority::from_u8(p).ok()?;
-                        t.set_receiver_priority(i, |r| r.holder == holder, class)
-                            .ok()
+                        // Classes 0..=3 alone; 4..=7 with a policy too.
+                        let class = Priority::from_u8(p & 3).ok()?;
+                        let sched = (p > 3).then_some(tagwire_wire::Sched::Fifo(p));
+                        t.set_receiver_qos(
+                            i,
+                            |r| r.holder == holder,
+                            |q| ChannelQos {
+                                priority: class,
+                                sched: sched.unwrap_or(q.sched),
+                                ..q
+                            },
+                        )
+                        .ok()
                     })
                     .map(|(_, c)| c)
                     .unwrap_or_default(),
@@ -904,9 +930,13 @@ mod tests {
             c.ops
         }
 
-        type View = Vec<(String, Vec<(u32, [u8; 16])>, Vec<(u32, [u8; 16], u8)>)>;
+        type View = Vec<(
+            String,
+            Vec<(u32, [u8; 16])>,
+            Vec<(u32, [u8; 16], u8, [u8; 2])>,
+        )>;
 
-        /// Each tag's senders, and its receivers with their class.
+        /// Each tag's senders, and its receivers with their class and policy.
         fn view(t: &TagTable) -> View {
             let key = |m: &Member| (m.who.pid.0, m.who.node.to_bytes());
             t.entries()
@@ -920,6 +950,7 @@ mod tests {
                                 r.member.who.pid.0,
                                 r.member.who.node.to_bytes(),
                                 r.qos.priority.to_u8(),
+                                r.qos.sched.to_bytes(),
                             )
                         })
                         .collect();

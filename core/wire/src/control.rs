@@ -26,7 +26,7 @@ mod encoding;
 mod stats;
 
 use crate::ids::{ChannelQos, Domain, Member, NodeAddr, Pid, TagId, TagName};
-use crate::Priority;
+use crate::{Priority, Sched};
 use encoding::*;
 pub use stats::{StatsKind, StatsRow, MAX_COUNTERS};
 
@@ -246,18 +246,21 @@ pub enum Request {
         /// Tag name.
         name: TagName,
     },
-    /// Change the packet class of this node's subscriptions to a tag: those
-    /// of process `pid` (`None`: every process). Answered with
-    /// `Response::Members`, the receivers whose class changed (none when
-    /// they already had it). The change is a table operation this node
-    /// issues for the subscriptions it holds: every sending node re-routes.
+    /// Change the packet class or thread policy of this node's
+    /// subscriptions to a tag: those of process `pid` (`None`: every
+    /// process). Answered with `Response::Members`, the receivers whose
+    /// QoS changed (none when they already had it). The change is a table
+    /// operation this node issues for the subscriptions it holds: every
+    /// sending node re-routes.
     SetChannelQos {
         /// Tag name.
         name: TagName,
         /// The subscriber's process (`None`: all of them).
         pid: Option<Pid>,
-        /// The class asked for.
-        priority: Priority,
+        /// The class asked for (`None`: unchanged).
+        priority: Option<Priority>,
+        /// The thread policy asked for (`None`: unchanged).
+        sched: Option<Sched>,
     },
 }
 
@@ -768,18 +771,28 @@ mod tests {
                 seat
             }),
             name().prop_map(|name| Request::Channels { name }),
-            (name(), proptest::option::of(1..u32::MAX), 0u8..68).prop_map(|(name, pid, v)| {
-                Request::SetChannelQos {
-                    name,
-                    pid: pid.map(Pid),
-                    // The four named classes, then every raw DSCP.
-                    priority: if v < 4 {
-                        Priority::from_u8(v).unwrap()
-                    } else {
-                        Priority::Dscp(v - 4)
-                    },
-                }
-            }),
+            (
+                name(),
+                proptest::option::of(1..u32::MAX),
+                proptest::option::of(0u8..68),
+                proptest::option::of(any::<[u8; 2]>()),
+            )
+                .prop_map(|(name, pid, v, s)| {
+                    Request::SetChannelQos {
+                        name,
+                        pid: pid.map(Pid),
+                        // The four named classes, then every raw DSCP.
+                        priority: v.map(|v| {
+                            if v < 4 {
+                                Priority::from_u8(v).unwrap()
+                            } else {
+                                Priority::Dscp(v - 4)
+                            }
+                        }),
+                        sched: s
+                            .map(|s| Sched::from_bytes(s).unwrap_or(Sched::Fifo(s[1] % 99 + 1))),
+                    }
+                }),
             name().prop_map(|name| Request::ListMembers { name }),
             Just(Request::ListTags),
             (any::<u32>(), any::<u64>()).prop_map(|(t, len)| Request::PutBlob {

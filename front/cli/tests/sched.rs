@@ -140,3 +140,77 @@ fn the_daemons_roles_run_at_the_policies_they_are_given() {
     });
     drop(daemons);
 }
+
+#[test]
+fn a_policy_changed_at_run_time_reaches_both_ends_within_100_ms_and_loses_nothing() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, _clients) = site.mesh(&Find::List);
+    let (c0, c1) = (site.client(0), site.client(1));
+    let tag = "/sched/changed";
+    let to = Sched::Fifo(22);
+    // Room for 0.4 s of the stream: the subscriber's thread, at the
+    // default policy, may wait while the real-time ones run.
+    deep_tag(&c0, tag, 4096, 64);
+    let mut sub = c1
+        .subscribe(
+            tag,
+            SubscribeOptions::default().depth(4096).through_daemon(),
+        )
+        .unwrap();
+    wait_until("the subscriber is known on host 0", || {
+        !c0.receivers(tag).unwrap().is_empty()
+    });
+    // A reliable stream at about 10 kHz across the change.
+    let total = 6000u32;
+    let sender = std::thread::spawn(move || {
+        let mut p = c0.publisher(tag).unwrap();
+        let start = std::time::Instant::now();
+        for i in 0..total {
+            p.send(&i.to_le_bytes()).unwrap();
+            let due = start + Duration::from_micros(100 * u64::from(i + 1));
+            if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+    });
+    // The subscriber reads on its own thread while this one watches.
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+    let receiver = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        while got.len() < total as usize {
+            let m = sub.receive(Some(Duration::from_secs(10))).unwrap();
+            got.push(u32::from_le_bytes(m.payload[..4].try_into().unwrap()));
+            if got.len() == 2000 {
+                seen_tx.send(()).unwrap();
+            }
+        }
+        got
+    });
+    seen_rx.recv().unwrap();
+    assert_eq!(count("tagwired-forward", to), 0);
+    let asked = std::time::Instant::now();
+    let changed = c1.set_channel_sched(tag, None, to).unwrap();
+    assert_eq!(changed.len(), 1);
+    let mut both = None;
+    while both.is_none() && asked.elapsed() < Duration::from_secs(5) {
+        if count("tagwired-forward", to) == 1 && count("tagwired-delivery", to) == 1 {
+            both = Some(asked.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let took = both.expect("the policy did not reach both ends in 5 s");
+    println!("fifo:22 on both ends {took:?} after the call");
+    assert!(took < Duration::from_millis(100), "{took:?}");
+    let listed = c1.channels(tag).unwrap();
+    assert_eq!(listed.receivers[0].1.sched, to);
+    let got = receiver.join().unwrap();
+    sender.join().unwrap();
+    assert_eq!(
+        got,
+        (0..total).collect::<Vec<_>>(),
+        "lost, duplicated or reordered"
+    );
+}

@@ -180,14 +180,11 @@ pub(crate) struct Endpoint {
     pub(crate) counters: ReceiveCounters,
     /// A subscriber's own socket for direct delivery (`crate::direct`).
     pub(crate) direct: Option<Arc<crate::direct::Direct>>,
-    /// A subscriber's packet class as last changed at run time
-    /// (`TableEvent::ReceiverQos`), as `Priority::to_u8`; [`CLASS_ASKED`]:
-    /// the one it subscribed with. A re-registration asks for it.
-    pub(crate) class: std::sync::atomic::AtomicU8,
+    /// A subscriber's packet class and thread policy as last changed at
+    /// run time (`TableEvent::ReceiverQos`); `None`: those it subscribed
+    /// with. A re-registration asks for them.
+    pub(crate) changed: Mutex<Option<(tagwire_wire::Priority, tagwire_wire::Sched)>>,
 }
-
-/// [`Endpoint::class`] when no run-time change came (no class has this code).
-pub(crate) const CLASS_ASKED: u8 = u8::MAX;
 
 /// Refuses a daemon that runs as neither root nor this process's user: it
 /// would see (and could forge) everything sent through it.
@@ -581,7 +578,7 @@ impl Client {
             held_gate: Mutex::new(opened.gate),
             counters: ReceiveCounters::default(),
             direct,
-            class: std::sync::atomic::AtomicU8::new(CLASS_ASKED),
+            changed: Mutex::new(None),
         });
         let stale = {
             let mut eps = lock(&self.core.endpoints);

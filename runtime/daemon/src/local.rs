@@ -625,7 +625,8 @@ fn handle(
             name,
             pid,
             priority,
-        } => channels::set(shared, &mut st, client, (name, pid, priority), ops),
+            sched,
+        } => channels::set(shared, &mut st, client, (name, pid, priority, sched), ops),
         Request::ListMembers { name } => match st.table.entry(&name) {
             Some(e) => (
                 Response::Members {

@@ -1,8 +1,9 @@
 //! A tag's channels at run time: who receives it with which QoS, and the
-//! admin command that changes a subscription's packet class.
+//! admin commands that change a subscription's packet class and thread
+//! policy.
 
 use tagwire_wire::control::{Request, Response};
-use tagwire_wire::{ChannelQos, Member, Pid, Priority, TagName};
+use tagwire_wire::{ChannelQos, Member, Pid, Priority, Sched, TagName};
 
 use super::{unexpected, Client};
 use crate::Result;
@@ -49,11 +50,39 @@ impl Client {
         pid: Option<u32>,
         priority: Priority,
     ) -> Result<Vec<Member>> {
+        self.change_channels(name, pid, Some(priority), None)
+    }
+
+    /// Gives the subscriptions to `name` held on this node (by process
+    /// `pid`, or by every process) the thread policy `sched` at run time:
+    /// the sending nodes' forwarders of the tag and this node's inbound
+    /// threads run at it from their next wake-up (a direct-delivery
+    /// keeper keeps the policy it subscribed with). Returns the receivers
+    /// whose policy changed. Who may: as [`Client::set_channel_qos`]; a
+    /// real-time policy or a nice below 0 also needs this process to be
+    /// able to run at it ([`crate::Error::NotPermitted`]).
+    pub fn set_channel_sched(
+        &self,
+        name: &str,
+        pid: Option<u32>,
+        sched: Sched,
+    ) -> Result<Vec<Member>> {
+        self.change_channels(name, pid, None, Some(sched))
+    }
+
+    fn change_channels(
+        &self,
+        name: &str,
+        pid: Option<u32>,
+        priority: Option<Priority>,
+        sched: Option<Sched>,
+    ) -> Result<Vec<Member>> {
         let name = TagName::new(name)?;
         let req = Request::SetChannelQos {
             name: name.clone(),
             pid: pid.map(Pid),
             priority,
+            sched,
         };
         match self.core.call(req, None)? {
             (Response::Members { receivers, .. }, _) => Ok(receivers),

@@ -369,14 +369,15 @@ impl Core {
                 }
             }
         }
-        // A class change is per process and tag (`Request::SetChannelQos`):
-        // every subscription of this process to the tag has the new class,
-        // and asks for it again after a daemon restart.
+        // A class or policy change is per process and tag
+        // (`Request::SetChannelQos`): every subscription of this process to
+        // the tag has the new one, and asks for it again after a daemon
+        // restart.
         if let TableEvent::ReceiverQos { tag, member, qos } = &u.event {
             if member.who == *lock(&self.me) {
                 for ep in lock(&self.endpoints).iter().filter_map(Weak::upgrade) {
                     if ep.tag() == *tag && matches!(ep.kind, EndpointKind::Subscriber { .. }) {
-                        ep.class.store(qos.priority.to_u8(), Ordering::Release);
+                        *lock(&ep.changed) = Some((qos.priority, qos.sched));
                     }
                 }
             }
@@ -491,8 +492,9 @@ impl Endpoint {
     fn register_again(&self) -> Request {
         let mut req = self.kind.request(&self.name, true);
         if let Request::Subscribe { qos, .. } = &mut req {
-            if let Ok(class) = tagwire_wire::Priority::from_u8(self.class.load(Ordering::Acquire)) {
-                qos.priority = class;
+            if let Some((priority, sched)) = *lock(&self.changed) {
+                qos.priority = priority;
+                qos.sched = sched;
             }
         }
         req

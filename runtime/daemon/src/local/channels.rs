@@ -1,8 +1,8 @@
 //! A tag's channels at run time: who receives it with which `ChannelQos`
-//! (`Request::Channels`), and changing the packet class of this node's
-//! subscriptions (`Request::SetChannelQos`).
+//! (`Request::Channels`), and changing the packet class or thread policy
+//! of this node's subscriptions (`Request::SetChannelQos`).
 //!
-//! A class change is a table operation: this node holds the subscription,
+//! A change is a table operation: this node holds the subscription,
 //! so it restates the right with the new class (a newer `Join`, last writer
 //! wins) and replicates it; every sending node re-routes when it applies it
 //! and its streams carry the new class from their next datagram, with no
@@ -13,7 +13,7 @@ use std::os::fd::OwnedFd;
 use tagwire_proto::{Holder, Role};
 use tagwire_wire::control::{ErrorCode, Response};
 use tagwire_wire::peer::TableOp;
-use tagwire_wire::{Pid, Priority, TagName};
+use tagwire_wire::{ChannelQos, Pid, Priority, Sched, TagName};
 
 use super::{error, permit, table_error, Client};
 use crate::policy::Right;
@@ -39,7 +39,7 @@ pub(super) fn list(st: &State, name: &TagName) -> (Response, Option<OwnedFd>) {
 }
 
 /// Gives the subscriptions this node holds to `name` (of process `pid`, or
-/// all) the class `priority`. Who may: root, the daemon's user, the tag's
+/// all) the class `priority` and the policy `sched` (each if given). Who may: root, the daemon's user, the tag's
 /// owner and whoever the policy lets destroy the tag, for every
 /// subscription; anyone else for the subscriptions of processes of their
 /// own uid.
@@ -47,12 +47,19 @@ pub(super) fn set(
     shared: &Shared,
     st: &mut State,
     client: &Client,
-    (name, pid, priority): (TagName, Option<Pid>, Priority),
+    (name, pid, priority, sched): (TagName, Option<Pid>, Option<Priority>, Option<Sched>),
     ops: &mut Vec<TableOp>,
 ) -> (Response, Option<OwnedFd>) {
     let Some(tag) = st.table.entry(&name).map(|e| e.id) else {
         return error(ErrorCode::UnknownTag, format!("unknown tag {name}"));
     };
+    // The daemons' threads would run at it: only for a process that may
+    // run at it itself, whoever's subscription it is.
+    if let Some(s) = sched {
+        if let Err(why) = tagwire_sched::may_use(client.who.pid.0, s) {
+            return error(ErrorCode::NotPermitted, format!("{name}: {why}"));
+        }
+    }
     let admin = permit(shared, st, client, &name, Right::Destroy).is_ok();
     let uid = client.cred.uid;
     let clients = &st.clients;
@@ -92,13 +99,18 @@ pub(super) fn set(
             ErrorCode::Denied,
             format!(
                 "only root, the tag's owner, a user the policy lets destroy {name}, or the \
-                 subscriber's own user may change its class"
+                 subscriber's own user may change its class or policy"
             ),
         );
     }
+    let change = |q: ChannelQos| ChannelQos {
+        priority: priority.unwrap_or(q.priority),
+        sched: sched.unwrap_or(q.sched),
+        ..q
+    };
     match st
         .table
-        .set_receiver_priority(tag, |r| allowed.contains(&r.key), priority)
+        .set_receiver_qos(tag, |r| allowed.contains(&r.key), change)
     {
         Ok((changed, c)) => {
             update::effects(shared, st, &c.updates);
