@@ -68,8 +68,8 @@ pub(crate) struct Args {
     #[arg(long, conflicts_with = "policy")]
     shared_group: Option<String>,
     /// The scheduling of the daemon's roles, `ROLE=POLICY,...`: roles
-    /// delivery, forward, update, local; policies other[:NICE], fifo:P,
-    /// rr:P. The paper's order is delivery above update above local, e.g.
+    /// delivery, forward, update, local; policies `other[:NICE]`, `fifo:P`,
+    /// `rr:P`. The paper's order is delivery above update above local, e.g.
     /// `delivery=fifo:40,forward=fifo:35,update=fifo:20,local=fifo:10`. A
     /// policy the daemon may not use is named in a warning at start and
     /// the role runs at the default.

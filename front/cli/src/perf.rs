@@ -255,6 +255,12 @@ enum Bench {
         /// Busy threads at the default policy competing for the CPUs.
         #[arg(long, default_value_t = 0)]
         hogs: usize,
+        /// The prioritised channel also runs its threads at this policy
+        /// (`fifo:P`, `rr:P`, `other:NICE`): the prober and the echo, and
+        /// through its subscriptions the daemons' forwarders and inbound
+        /// threads. Default: the class alone.
+        #[arg(long, value_parser = str::parse::<tagwire::Sched>)]
+        sched: Option<tagwire::Sched>,
     },
     /// Round trip against the number of receivers spread over three other
     /// hosts, all acknowledging (paper Figure 4-7; network namespaces; root).

@@ -265,7 +265,7 @@ fn napa_streams_through_the_bottleneck_paced_and_unpaced_losing_nothing() {
 }
 
 #[test]
-fn priority_measures_a_critical_and_a_normal_channel_beside_the_load() {
+fn priority_measures_a_critical_and_a_normal_channel_and_the_floor_beside_the_load() {
     if no_namespaces() {
         return;
     }
@@ -277,6 +277,8 @@ fn priority_measures_a_critical_and_a_normal_channel_beside_the_load() {
         "0.5",
         "--seconds",
         "1",
+        "--sched",
+        "fifo:30",
     ]);
     let cells: Vec<(String, u64)> = recs
         .iter()
@@ -290,8 +292,10 @@ fn priority_measures_a_critical_and_a_normal_channel_beside_the_load() {
     let want = [
         ("tagwire critical", 0),
         ("tagwire normal", 0),
+        ("udp floor", 0),
         ("tagwire critical", 120),
         ("tagwire normal", 120),
+        ("udp floor", 120),
     ];
     assert_eq!(
         cells,
@@ -299,6 +303,12 @@ fn priority_measures_a_critical_and_a_normal_channel_beside_the_load() {
         "{recs:?}"
     );
     for r in &recs {
+        let sched = if r["system"] == "tagwire normal" {
+            "other"
+        } else {
+            "fifo:30"
+        };
+        assert_eq!(r["sched"], sched, "{r}");
         assert_eq!(r["load_lost"], 0, "{r}");
         assert!(r["round_trips"].as_u64().unwrap() > 0, "{r}");
         assert!(r["p99_us"][0].as_f64().unwrap() >= r["p50_us"][0].as_f64().unwrap());
@@ -311,9 +321,10 @@ fn priority_measures_a_critical_and_a_normal_channel_beside_the_load() {
         }
     }
     // Overloaded, the normal channel waits in the full band-1 queue (tens
-    // of ms here) and the critical one passes it in band 0.
+    // of ms here) and the critical one, like the floor, passes it in band 0.
     let p50 = |i: usize| recs[i]["p50_us"][0].as_f64().unwrap();
-    assert!(p50(3) > 5.0 * p50(2), "{recs:?}");
+    assert!(p50(4) > 5.0 * p50(3), "{recs:?}");
+    assert!(p50(4) > 5.0 * p50(5), "{recs:?}");
 }
 
 #[test]

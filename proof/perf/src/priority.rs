@@ -11,22 +11,26 @@
 //! 120 %: overload, where the load stream is held back by its window and
 //! the leaf's queue stays full). The measured channel's two subscriptions
 //! are `critical` in one system and `normal` (the default) in the other;
-//! the load is always `normal`. The two systems alternate repetition by
-//! repetition on the same daemons, and each load's cells run back to back,
-//! so both see the same machine. Optional CPU hogs (busy threads at the
-//! default scheduling policy) compete with every tagwire thread for the
-//! two cores.
+//! the load is always `normal`. A third system is the floor: the same
+//! request and reply between plain UDP sockets in the two namespaces, with
+//! the critical class's TOS, beside the same load. The systems rotate
+//! repetition by repetition on the same daemons, and each load's cells run
+//! back to back, so all see the same machine. Optional CPU hogs (busy
+//! threads at the default scheduling policy) compete with every thread for
+//! the two cores; `Spec::sched` runs the prioritised channel's threads (and
+//! the floor's) at a policy of their own.
 //!
 //! Figures: the round trip's mean, standard deviation, p50, p99, p99.9 and
 //! maximum over the measured window, medians over repetitions; the load
 //! actually carried (payload Mbit/s at the subscriber).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use serde::Serialize;
-use tagwire::{Domain, Priority, SubscribeOptions};
+use tagwire::{Domain, Priority, Sched, SubscribeOptions};
 
 use crate::napa::wait_known;
 use crate::remote::Site;
@@ -53,6 +57,10 @@ pub struct Spec {
     pub reps: usize,
     /// Busy threads at the default policy, running through every cell.
     pub hogs: usize,
+    /// The prioritised channel's thread policy, if any: its prober and
+    /// echo threads run at it, and its subscriptions ask it of the
+    /// daemons' threads (`SubscribeOptions::sched`).
+    pub sched: Option<Sched>,
 }
 
 /// One cell's runs: one system and load.
@@ -68,6 +76,8 @@ pub struct PriorityRecord {
     pub reps: usize,
     /// CPU hogs running.
     pub hogs: usize,
+    /// The measured channel's thread policy (`other`: the default).
+    pub sched: String,
     /// Round trips measured, total over reps.
     pub round_trips: usize,
     /// Round trip mean, µs: median, min, max over reps.
@@ -101,10 +111,31 @@ struct Run {
     load_lost: u64,
 }
 
-const SYSTEMS: [(&str, Priority); 2] = [
-    ("tagwire critical", Priority::Critical),
-    ("tagwire normal", Priority::Normal),
+/// What carries the request and the reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    /// Two tagwire tags whose subscriptions have this class.
+    Tagwire(Priority),
+    /// A plain UDP socket per host with the critical class's TOS, beside
+    /// the same load: the floor this machine puts under the prioritised
+    /// channel (the same namespaces, link, queue, hogs and thread policy).
+    Floor,
+}
+
+const SYSTEMS: [(&str, Probe); 3] = [
+    ("tagwire critical", Probe::Tagwire(Priority::Critical)),
+    ("tagwire normal", Probe::Tagwire(Priority::Normal)),
+    ("udp floor", Probe::Floor),
 ];
+
+/// The thread policy of a system's probe: the prioritised channel's and
+/// the floor's are the spec's, the normal one's the default.
+fn sched_of(spec: &Spec, probe: Probe) -> Sched {
+    match probe {
+        Probe::Tagwire(Priority::Normal) => Sched::default(),
+        _ => spec.sched.unwrap_or_default(),
+    }
+}
 
 /// Runs every cell `spec.reps` times and returns one record per system and
 /// load; `progress` is told each run as it ends.
@@ -141,14 +172,14 @@ fn cells(
 ) -> anyhow::Result<Vec<PriorityRecord>> {
     let mut records = Vec::new();
     for &load in &spec.loads {
-        let mut runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
+        let mut runs: [Vec<Run>; 3] = Default::default();
         for rep in 0..spec.reps {
-            // Alternate which goes first: neither gets the warmer machine.
-            let order = if rep % 2 == 0 { [0, 1] } else { [1, 0] };
-            for which in order {
-                let (name, class) = SYSTEMS[which];
+            // Rotate which goes first: none gets the warmer machine.
+            for k in 0..SYSTEMS.len() {
+                let which = (rep + k) % SYSTEMS.len();
+                let (name, probe) = SYSTEMS[which];
                 let id = format!("{load}-{rep}-{which}");
-                let run = cell(site, spec, load, class, &id)?;
+                let run = cell(site, spec, load, probe, &id)?;
                 progress(&format!(
                     "{name} load {load} % rep {}: p50 {:.0} us p99 {:.0} us max {:.0} us, load {:.1} Mbit/s",
                     rep + 1,
@@ -160,8 +191,9 @@ fn cells(
                 runs[which].push(run);
             }
         }
-        for (which, (name, _)) in SYSTEMS.iter().enumerate() {
-            records.push(record(name, load, spec, &runs[which]));
+        for (which, (name, probe)) in SYSTEMS.iter().enumerate() {
+            let sched = sched_of(spec, *probe);
+            records.push(record(name, load, spec, sched, &runs[which]));
         }
     }
     Ok(records)
@@ -173,8 +205,16 @@ fn wire_bytes(size: usize) -> usize {
     size + 60 + 8 + 20 + 14
 }
 
+/// The tags of the measured channel (the floor's run keeps them idle).
+struct Channel {
+    ping_sub: tagwire::Subscriber,
+    pong_sub: tagwire::Subscriber,
+    ping_pub: tagwire::Publisher,
+    pong_pub: tagwire::Publisher,
+}
+
 /// One run of one cell: the prober's round trips while the load runs.
-fn cell(site: &Site, spec: &Spec, load: u32, class: Priority, id: &str) -> anyhow::Result<Run> {
+fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::Result<Run> {
     let (c0, c1) = (site.client(0)?, site.client(1)?);
     let base = format!("/perf/priority/{id}-{}", std::process::id());
     let (ping, pong, bulk) = (
@@ -182,35 +222,59 @@ fn cell(site: &Site, spec: &Spec, load: u32, class: Priority, id: &str) -> anyho
         format!("{base}/pong"),
         format!("{base}/load"),
     );
-    for (c, t) in [(&c0, &ping), (&c1, &pong), (&c0, &bulk)] {
-        c.create_tag(t, Domain::Global)?;
-    }
-    let classed = SubscribeOptions::default().priority(class);
-    let mut ping_sub = c1.subscribe(&ping, classed)?;
-    let mut pong_sub = c0.subscribe(&pong, classed)?;
-    let mut load_sub = c1.subscribe(&bulk, SubscribeOptions::default())?;
-    let mut ping_pub = c0.publisher(&ping)?;
-    let mut pong_pub = c1.publisher(&pong)?;
-    let mut load_pub = c0.publisher(&bulk)?;
-    load_pub.set_send_timeout(Duration::from_secs(30));
+    let sched = sched_of(spec, probe);
+    // The floor's run keeps an idle critical channel too: the load's
+    // sender then yields to band 0 as it does beside the critical probe
+    // (one datagram per send, `Train::yield_to`), so both face one load.
+    let class = match probe {
+        Probe::Tagwire(class) => class,
+        Probe::Floor => Priority::Critical,
+    };
+    c0.create_tag(&ping, Domain::Global)?;
+    c1.create_tag(&pong, Domain::Global)?;
+    let classed = SubscribeOptions::default().priority(class).sched(sched);
+    let mut channel = Channel {
+        ping_sub: c1.subscribe(&ping, classed)?,
+        pong_sub: c0.subscribe(&pong, classed)?,
+        ping_pub: c0.publisher(&ping)?,
+        pong_pub: c1.publisher(&pong)?,
+    };
     wait_known(&c0, &ping)?;
     wait_known(&c1, &pong)?;
+    c0.create_tag(&bulk, Domain::Global)?;
+    let mut load_sub = c1.subscribe(&bulk, SubscribeOptions::default())?;
+    let mut load_pub = c0.publisher(&bulk)?;
+    load_pub.set_send_timeout(Duration::from_secs(30));
     wait_known(&c0, &bulk)?;
     let done = AtomicBool::new(false);
-    let load_bytes = AtomicU64::new(0);
+    let load_bytes = Arc::new(AtomicU64::new(0));
     let result = std::thread::scope(|s| -> anyhow::Result<Run> {
-        let echo = s.spawn(|| -> anyhow::Result<()> {
-            while !done.load(Ordering::Relaxed) {
-                match ping_sub.receive(Some(Duration::from_millis(100))) {
-                    Ok(m) => {
-                        pong_pub.send(&m.payload)?;
+        let Channel {
+            ping_sub,
+            pong_sub,
+            ping_pub,
+            pong_pub,
+        } = &mut channel;
+        let (mut measured, echo) = match probe {
+            Probe::Floor => (None, None),
+            Probe::Tagwire(_) => {
+                let done = &done;
+                let echo = s.spawn(move || -> anyhow::Result<()> {
+                    tagwire::set_thread_sched(sched)?;
+                    while !done.load(Ordering::Relaxed) {
+                        match ping_sub.receive(Some(Duration::from_millis(100))) {
+                            Ok(m) => {
+                                pong_pub.send(&m.payload)?;
+                            }
+                            Err(tagwire::Error::Timeout) => {}
+                            Err(e) => return Err(e.into()),
+                        }
                     }
-                    Err(tagwire::Error::Timeout) => {}
-                    Err(e) => return Err(e.into()),
-                }
+                    Ok(())
+                });
+                (Some((ping_pub, pong_sub)), Some(echo))
             }
-            Ok(())
-        });
+        };
         let counter = s.spawn(|| -> anyhow::Result<u64> {
             while !done.load(Ordering::Relaxed) {
                 match load_sub.receive(Some(Duration::from_millis(100))) {
@@ -243,35 +307,112 @@ fn cell(site: &Site, spec: &Spec, load: u32, class: Priority, id: &str) -> anyho
             }
             Ok(())
         });
-        let probed = probe(spec, &mut ping_pub, &mut pong_sub, &load_bytes);
+        let probed = match measured.as_mut() {
+            // The prober is this thread: at the channel's policy for the run.
+            Some((ping_pub, pong_sub)) => tagwire::set_thread_sched(sched)
+                .map_err(anyhow::Error::from)
+                .and_then(|()| {
+                    let mut round_trip = |payload: &[u8]| -> anyhow::Result<()> {
+                        ping_pub.send(payload)?;
+                        match pong_sub.receive(Some(Duration::from_secs(5))) {
+                            Ok(_) => Ok(()),
+                            Err(tagwire::Error::Timeout) => bail!("no reply within 5 s"),
+                            Err(e) => Err(e.into()),
+                        }
+                    };
+                    round_trips(spec, &mut round_trip, &load_bytes)
+                }),
+            None => udp_floor(site, spec, sched, &load_bytes),
+        };
+        let back = tagwire::set_thread_sched(Sched::default());
         done.store(true, Ordering::Relaxed);
         joined(loader.join(), "load publisher")?;
-        joined(echo.join(), "echo")?;
+        if let Some(echo) = echo {
+            joined(echo.join(), "echo")?;
+        }
         let lost = joined(counter.join(), "load subscriber")?;
+        back?;
         let (rtts, load_mbit_s) = probed?;
         let mut run = summarise(rtts).context("no round trip in the measured window")?;
         run.load_mbit_s = load_mbit_s;
         run.load_lost = lost;
         Ok(run)
     });
-    drop((ping_pub, pong_pub, load_pub));
-    for t in [&ping, &bulk] {
-        let _ = c0.destroy_tag(t);
-    }
+    drop((channel, load_pub));
+    let _ = c0.destroy_tag(&ping);
     let _ = c1.destroy_tag(&pong);
+    let _ = c0.destroy_tag(&bulk);
     result
+}
+
+/// The floor's round trips: a thread in host 0's namespace sends each
+/// request from a UDP socket with the critical class's TOS to an echo
+/// thread's in host 1's, both at `sched`, paced as the tagwire probe.
+fn udp_floor(
+    site: &Site,
+    spec: &Spec,
+    sched: Sched,
+    load_bytes: &Arc<AtomicU64>,
+) -> anyhow::Result<(Vec<f64>, f64)> {
+    use std::net::{SocketAddr, UdpSocket};
+    let tos = Priority::Critical.tos();
+    let classed = move |addr: std::net::Ipv4Addr| -> std::io::Result<UdpSocket> {
+        let s = UdpSocket::bind(SocketAddr::from((addr, 0)))?;
+        rustix::net::sockopt::set_ip_tos(&s, tos)?;
+        s.set_read_timeout(Some(Duration::from_millis(100)))?;
+        Ok(s)
+    };
+    let done = Arc::new(AtomicBool::new(false));
+    let (addr0, addr1) = (site.host(0).addr(), site.host(1).addr());
+    let (port_tx, port_rx) = std::sync::mpsc::channel();
+    let stop = done.clone();
+    let echo = site.host(1).spawn(move || -> anyhow::Result<()> {
+        tagwire::set_thread_sched(sched)?;
+        let s = classed(addr1)?;
+        port_tx.send(s.local_addr()?)?;
+        let mut buf = [0u8; 2048];
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok((n, from)) = s.recv_from(&mut buf) {
+                s.send_to(&buf[..n], from)?;
+            }
+        }
+        Ok(())
+    })?;
+    let to = port_rx
+        .recv_timeout(Duration::from_secs(5))
+        .context("the floor's echo did not start")?;
+    let (spec, load_bytes) = (spec.clone(), load_bytes.clone());
+    let prober = site
+        .host(0)
+        .spawn(move || -> anyhow::Result<(Vec<f64>, f64)> {
+            tagwire::set_thread_sched(sched)?;
+            let s = classed(addr0)?;
+            s.set_read_timeout(Some(Duration::from_secs(5)))?;
+            let mut buf = [0u8; 2048];
+            let mut round_trip = |payload: &[u8]| -> anyhow::Result<()> {
+                s.send_to(payload, to)?;
+                match s.recv_from(&mut buf) {
+                    Ok(_) => Ok(()),
+                    Err(e) => bail!("no reply within 5 s: {e}"),
+                }
+            };
+            round_trips(&spec, &mut round_trip, &load_bytes)
+        })?;
+    let probed = joined(prober.join(), "floor prober");
+    done.store(true, Ordering::Relaxed);
+    joined(echo.join(), "floor echo")?;
+    probed
 }
 
 fn joined<T>(r: std::thread::Result<anyhow::Result<T>>, what: &str) -> anyhow::Result<T> {
     r.map_err(|_| anyhow::anyhow!("the {what} thread panicked"))?
 }
 
-/// Round trips (µs) in the measured window, and the load's payload Mbit/s
-/// over it.
-fn probe(
+/// Round trips (µs) in the measured window, each `round_trip` one request
+/// and its reply, and the load's payload Mbit/s over it.
+fn round_trips(
     spec: &Spec,
-    ping: &mut tagwire::Publisher,
-    pong: &mut tagwire::Subscriber,
+    round_trip: &mut impl FnMut(&[u8]) -> anyhow::Result<()>,
     load_bytes: &AtomicU64,
 ) -> anyhow::Result<(Vec<f64>, f64)> {
     let payload = vec![0x11u8; spec.probe_size];
@@ -289,12 +430,7 @@ fn probe(
             bytes_from = Some((now, load_bytes.load(Ordering::Relaxed)));
         }
         let t0 = Instant::now();
-        ping.send(&payload)?;
-        match pong.receive(Some(Duration::from_secs(5))) {
-            Ok(_) => {}
-            Err(tagwire::Error::Timeout) => bail!("no reply within 5 s"),
-            Err(e) => return Err(e.into()),
-        }
+        round_trip(&payload)?;
         let rtt = t0.elapsed();
         if t0 >= from {
             rtts.push(rtt.as_secs_f64() * 1e6);
@@ -330,7 +466,7 @@ fn summarise(mut v: Vec<f64>) -> Option<Run> {
     })
 }
 
-fn record(system: &str, load: u32, spec: &Spec, runs: &[Run]) -> PriorityRecord {
+fn record(system: &str, load: u32, spec: &Spec, sched: Sched, runs: &[Run]) -> PriorityRecord {
     let spread = |f: fn(&Run) -> f64| spread(&runs.iter().map(f).collect::<Vec<_>>());
     PriorityRecord {
         system: system.to_owned(),
@@ -338,6 +474,7 @@ fn record(system: &str, load: u32, spec: &Spec, runs: &[Run]) -> PriorityRecord 
         rate_bit_per_s: spec.rate,
         reps: runs.len(),
         hogs: spec.hogs,
+        sched: sched.to_string(),
         round_trips: runs.iter().map(|r| r.n).sum(),
         mean_us: spread(|r| r.mean),
         std_us: spread(|r| r.std),
@@ -354,12 +491,13 @@ fn record(system: &str, load: u32, spec: &Spec, runs: &[Run]) -> PriorityRecord 
 /// the critical channel's unloaded p50, and normal ÷ critical per load.
 pub fn table(records: &[PriorityRecord]) -> String {
     let mut out = String::from(
-        "system            load  load Mbit/s  mean us (min-max)      std us      p50 us (min-max)       p99 us (min-max)         p99.9 us   max us  RTs   lost\n",
+        "system            sched     load  load Mbit/s  mean us (min-max)      std us      p50 us (min-max)       p99 us (min-max)         p99.9 us   max us  RTs   lost\n",
     );
     for r in records {
         out += &format!(
-            "{:<17} {:>3} %  {:>10.1}  {:>7.0} ({:.0}-{:.0})  {:>9.0}  {:>7.0} ({:.0}-{:.0})  {:>8.0} ({:.0}-{:.0})  {:>9.0} {:>8.0} {:>5} {:>5}\n",
+            "{:<17} {:<9} {:>3} %  {:>10.1}  {:>7.0} ({:.0}-{:.0})  {:>9.0}  {:>7.0} ({:.0}-{:.0})  {:>8.0} ({:.0}-{:.0})  {:>9.0} {:>8.0} {:>5} {:>5}\n",
             r.system,
+            r.sched,
             r.load_pct,
             r.load_mbit_s,
             r.mean_us[0],
@@ -384,16 +522,25 @@ pub fn table(records: &[PriorityRecord]) -> String {
             .find(|r| r.system == system && r.load_pct == load)
     };
     let idle = find("tagwire critical", 0).map(|r| r.p50_us[0]);
-    out += "\nper load: critical p99 / critical unloaded p50, normal p99 / critical p99, mean and std critical / normal\n";
+    let floor_idle = find("udp floor", 0).map(|r| r.p50_us[0]);
+    out += "\nper load: critical p99 / critical unloaded p50 (the bar: <= 2), the same for the UDP floor \
+            (what this machine allows), critical p99 / floor p99, normal p99 / critical p99, mean and std \
+            critical / normal\n";
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     for r in records.iter().filter(|r| r.system == "tagwire critical") {
         let Some(n) = find("tagwire normal", r.load_pct) else {
             continue;
         };
+        let floor = find("udp floor", r.load_pct);
         out += &format!(
-            "{:>3} %  critical p99/idle p50 {:>7.2}  normal/critical p99 {:>7.2}  mean {:.3}  std {:.3}\n",
+            "{:>3} %  critical p99/idle p50 {:>7.2}  floor p99/idle p50 {:>7.2}  critical/floor p99 {:>6.2}  \
+             normal/critical p99 {:>7.2}  mean {:.3}  std {:.3}\n",
             r.load_pct,
             idle.map_or(0.0, |i| ratio(r.p99_us[0], i)),
+            floor
+                .zip(floor_idle)
+                .map_or(0.0, |(f, i)| ratio(f.p99_us[0], i)),
+            floor.map_or(0.0, |f| ratio(r.p99_us[0], f.p99_us[0])),
             ratio(n.p99_us[0], r.p99_us[0]),
             ratio(r.mean_us[0], n.mean_us[0]),
             ratio(r.std_us[0], n.std_us[0]),

@@ -90,6 +90,7 @@ pub(super) fn priority(a: &Args) -> anyhow::Result<()> {
         settle,
         seconds,
         hogs,
+        sched,
     } = &a.bench
     else {
         unreachable!("priority() is called for Bench::Priority");
@@ -104,6 +105,7 @@ pub(super) fn priority(a: &Args) -> anyhow::Result<()> {
         measure: Duration::from_secs_f64(*seconds),
         reps: a.reps.max(1),
         hogs: *hogs,
+        sched: *sched,
     };
     let site = remote::Site::with_net(2, None, parse_pin(&a.pin)?, None)?;
     let records = tagwire_perf::priority::priority(&site, &spec, |line| {

@@ -499,7 +499,12 @@ impl<'a> Forwarder<'a> {
         });
         if room {
             let busy = self.last_read.is_some_and(|t| t.elapsed() < TUNING.busy);
-            let spin = if busy {
+            // A real-time forwarder never spins: it would keep a thread of
+            // its own priority (the connection's prober, echo, inbound
+            // thread) off the processor for the spin, which the scheduler's
+            // wake-up preemption does not end among equals.
+            let real_time = self.applied.is_some_and(Sched::is_real_time);
+            let spin = if busy && !real_time {
                 TUNING.busy_spin
             } else {
                 Duration::ZERO

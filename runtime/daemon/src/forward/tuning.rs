@@ -29,7 +29,8 @@ pub(crate) struct Tuning {
     /// How long a forwarder that read a record less than
     /// [`Tuning::busy`] ago polls its ring before it sleeps: a publisher
     /// sending flat out then finds it awake, so neither side pays a
-    /// wake-up system call per message and trains grow longer.
+    /// wake-up system call per message and trains grow longer. Not at a
+    /// real-time policy (`ring_loop`'s `sleep` says why).
     pub(crate) busy_spin: Duration,
     /// See [`Tuning::busy_spin`]: how recent a read makes a forwarder busy.
     pub(crate) busy: Duration,
