@@ -70,10 +70,26 @@ pub use tagwire_wire::{
 /// 0 without the privilege for it: [`Error::NotPermitted`], saying what
 /// would grant it.
 pub fn set_thread_sched(sched: Sched) -> Result<()> {
-    tagwire_sched::apply(sched).map_err(|e| match e {
+    tagwire_sched::apply(sched).map_err(sched_error)
+}
+
+/// Locks this process's memory, now and as it grows (`mlockall`), as a
+/// real-time application does: every page is mapped when its mapping is
+/// made (a tag's ring when the publisher or subscriber opens it), so a
+/// send or receive never takes a page fault, which could wait for the
+/// kernel's memory map lock held by a lower-priority thread of the process
+/// (mapping or unmapping another tag's ring). Costs the rings' full size
+/// in resident memory. Without `CAP_IPC_LOCK` or a large enough
+/// `ulimit -l`: [`Error::NotPermitted`].
+pub fn lock_memory() -> Result<()> {
+    tagwire_sched::lock_memory().map_err(sched_error)
+}
+
+fn sched_error(e: tagwire_sched::SchedError) -> Error {
+    match e {
         tagwire_sched::SchedError::NotPermitted { .. } => Error::NotPermitted(e.to_string()),
         tagwire_sched::SchedError::Os { .. } => Error::Io(e.to_string()),
-    })
+    }
 }
 
 /// Largest message [`Publisher::send`] accepts (the blob path); above this,

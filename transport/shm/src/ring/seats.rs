@@ -332,7 +332,24 @@ impl Ring {
     /// Rebuilds the snapshot from the directory: keeps the seats still
     /// live, adds those received, notes whether none is missing.
     fn refresh_seats(&self) {
-        let mut pending = lock(&self.seats.edit);
+        self.rebuild_seats(&mut lock(&self.seats.edit));
+    }
+
+    /// [`Self::refresh_seats`] unless another thread holds the rebuilding
+    /// lock (it rebuilds then): for `publish`, which must never wait for a
+    /// lock a thread of lower priority may hold (the update thread adding
+    /// a seat, preempted while it holds it). Whether it rebuilt.
+    fn try_refresh_seats(&self) -> bool {
+        let mut pending = match self.seats.edit.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
+        self.rebuild_seats(&mut pending);
+        true
+    }
+
+    fn rebuild_seats(&self, pending: &mut Vec<Arc<Seat>>) {
         let before = self.seat_epoch().load(Ordering::SeqCst);
         let old = self.seats.snap.load_full();
         let mut seats: Vec<Arc<Seat>> = Vec::new();
@@ -371,11 +388,12 @@ impl Ring {
         let epoch = self.seat_epoch().load(Ordering::Relaxed);
         if snap.epoch != Some(epoch) {
             // Only what left can be dropped here; a new seat comes through
-            // `add_seat`. Once per change of the directory.
-            if self.seats.tried.swap(epoch, Ordering::Relaxed) != epoch && !self.ctl.is_read_only()
-            {
+            // `add_seat`. Once per change of the directory (the rebuild
+            // notes it), and never waiting: while another thread holds
+            // the rebuilding lock, the next record tries again.
+            if self.seats.tried.load(Ordering::Relaxed) != epoch && !self.ctl.is_read_only() {
                 drop(snap);
-                self.refresh_seats();
+                self.try_refresh_seats();
             }
             return true;
         }
