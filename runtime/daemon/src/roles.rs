@@ -217,15 +217,18 @@ impl Pool {
         }
     }
 
-    /// The calling thread joins: it runs at the role's policy, or the
-    /// raised one.
-    pub(crate) fn join(&self, granted: &Granted) {
+    /// The calling thread joins until the returned guard drops (before
+    /// the thread ends: a thread id is reused once its thread is gone): it
+    /// runs at the role's policy, or the raised one.
+    pub(crate) fn join(&self, granted: &Granted) -> Joined<'_> {
         granted.enter(self.role);
         let mut r = crate::lock(&self.inner);
         if let Some(s) = r.now {
             let _ = tagwire_sched::apply(s);
         }
-        r.tids.push(Tid::current());
+        let tid = Tid::current();
+        r.tids.push(tid);
+        Joined { pool: self, tid }
     }
 
     /// The threads run at the higher of the role's policy and `asked` (the
@@ -258,6 +261,21 @@ impl Pool {
         }
         r.now = want;
         Some(to)
+    }
+}
+
+/// A thread's membership of a [`Pool`] (see [`Pool::join`]).
+#[derive(Debug)]
+pub(crate) struct Joined<'a> {
+    pool: &'a Pool,
+    tid: Tid,
+}
+
+impl Drop for Joined<'_> {
+    fn drop(&mut self) {
+        crate::lock(&self.pool.inner)
+            .tids
+            .retain(|t| *t != self.tid);
     }
 }
 
@@ -300,7 +318,7 @@ mod tests {
         let (t2, g2) = (threads.clone(), std::sync::Arc::new(granted));
         let g3 = g2.clone();
         let worker = std::thread::spawn(move || {
-            t2.join(&g3);
+            let _in = t2.join(&g3);
             tx.send(Tid::current()).unwrap();
             std::thread::park();
         });
@@ -323,5 +341,7 @@ mod tests {
         assert_eq!(at(), Sched::Other { nice: 3 });
         worker.thread().unpark();
         worker.join().unwrap();
+        // Gone, it is out of the pool: nothing is applied to its old id.
+        assert!(crate::lock(&threads.inner).tids.is_empty());
     }
 }

@@ -320,9 +320,7 @@ pub(super) fn tcp_accept_loop(shared: &Arc<Shared>, listener: &std::net::TcpList
                 let spawned = std::thread::Builder::new()
                     .name("tagwired-tcp-in".into())
                     .spawn(move || {
-                        if let Some(d) = s.delivery.get() {
-                            d.inbound.join(&s.roles);
-                        }
+                        let _in = s.delivery.get().map(|d| d.inbound.join(&s.roles));
                         tcp_inbound(&s, conn, from);
                         if let Some(n) = lock(&o).get_mut(&ip) {
                             *n -= 1;

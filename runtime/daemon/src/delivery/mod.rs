@@ -147,7 +147,7 @@ impl Delivery {
         std::thread::Builder::new()
             .name("tagwired-delivery".into())
             .spawn(move || {
-                d2.inbound.join(&s.roles);
+                let _in = d2.inbound.join(&s.roles);
                 inbound_loop(&s, &d2, &d2.sock, false)
             })?;
         if self.outbound.replies.is_some() {
@@ -163,7 +163,7 @@ impl Delivery {
             std::thread::Builder::new()
                 .name("tagwired-mcast".into())
                 .spawn(move || {
-                    d2.inbound.join(&s.roles);
+                    let _in = d2.inbound.join(&s.roles);
                     if let Some((m, _)) = &d2.msock {
                         inbound_loop(&s, &d2, m, true);
                     }
