@@ -265,9 +265,15 @@ fn group(
         };
         out[idx].points.push((xv, yv, spread));
     }
-    // Several series of one system: vary the shade so they stay apart.
+    apart(&mut out);
+    out
+}
+
+/// Sorts each series by x and, where several share a colour (one system
+/// in several modes), varies the shade so they stay apart.
+fn apart(out: &mut [Series]) {
     let mut seen: Vec<RGBColor> = Vec::new();
-    for s in &mut out {
+    for s in out {
         let n = seen.iter().filter(|c| **c == s.color).count();
         seen.push(s.color);
         if n > 0 {
@@ -276,7 +282,6 @@ fn group(
         }
         s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
-    out
 }
 
 fn latency_y(r: &Record) -> Option<(f64, Option<(f64, f64)>)> {
@@ -521,6 +526,56 @@ pub fn fanout_plot(path: &Path, records: &[Record]) -> anyhow::Result<()> {
     )
 }
 
+/// PNG of `tagwire perf priority`: the measured channel's round trip p99
+/// (µs, log) against the load (% of the shaped rate), one line per system
+/// and thread policy, error bars for the spread over repetitions (the
+/// channel-prioritisation paper's Figure 5, with the p99 for its mean).
+pub fn priority_plot(
+    path: &Path,
+    records: &[crate::priority::PriorityRecord],
+) -> anyhow::Result<()> {
+    let mut series: Vec<Series> = Vec::new();
+    for r in records {
+        let label = match r.sched.as_str() {
+            "other" => r.system.clone(),
+            s => format!("{} {s}", r.system),
+        };
+        let idx = match series.iter().position(|s| s.label == label) {
+            Some(i) => i,
+            None => {
+                let color = match r.system.as_str() {
+                    "udp floor" => system_color("raw-udp", 0),
+                    s if s.ends_with("normal") => RGBColor(31, 119, 180),
+                    _ => system_color("tagwire", 0),
+                };
+                series.push(Series {
+                    color,
+                    label,
+                    points: Vec::new(),
+                });
+                series.len() - 1
+            }
+        };
+        let [p99, lo, hi] = r.p99_us;
+        if p99.is_finite() && p99 > 0.0 {
+            let spread = (lo > 0.0 && hi >= lo).then_some((lo, hi));
+            series[idx]
+                .points
+                .push((f64::from(r.load_pct), p99, spread));
+        }
+    }
+    apart(&mut series);
+    draw_chart(
+        path,
+        "Round trip p99 beside a load through a shaped link",
+        "load (% of the shaped rate)",
+        "round trip p99 (µs)",
+        &series,
+        XKind::Count,
+        text_enabled(),
+    )
+}
+
 /// PNG of messages per second (log) vs message size (log2), one line per
 /// system. Uses records with `bench == "throughput"`.
 pub fn throughput_plot(path: &Path, records: &[Record]) -> anyhow::Result<()> {
@@ -643,5 +698,39 @@ mod tests {
     fn empty_input_is_an_error() {
         let dir = tempfile::tempdir().expect("tempdir");
         assert!(rtt_plot(&dir.path().join("x.png"), &[]).is_err());
+        assert!(priority_plot(&dir.path().join("p.png"), &[]).is_err());
+    }
+
+    #[test]
+    fn draws_the_priority_figure_one_line_per_system_and_policy() {
+        let rec =
+            |system: &str, sched: &str, load: u32, p99: f64| crate::priority::PriorityRecord {
+                system: system.to_owned(),
+                load_pct: load,
+                rate_bit_per_s: 50_000_000,
+                reps: 3,
+                hogs: 2,
+                sched: sched.to_owned(),
+                round_trips: 100,
+                mean_us: [p99 / 3.0; 3],
+                std_us: [p99 / 4.0; 3],
+                p50_us: [p99 / 2.0; 3],
+                p99_us: [p99, p99 * 0.8, p99 * 1.2],
+                p999_us: p99 * 2.0,
+                max_us: p99 * 3.0,
+                load_mbit_s: f64::from(load) / 2.5,
+                load_lost: 0,
+            };
+        let mut recs = Vec::new();
+        for load in [0, 20, 70, 120] {
+            let f = f64::from(load + 10);
+            recs.push(rec("tagwire critical", "fifo:40", load, 30.0 * f));
+            recs.push(rec("tagwire normal", "other", load, 300.0 * f));
+            recs.push(rec("udp floor", "fifo:40", load, 20.0 * f));
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("priority.png");
+        priority_plot(&p, &recs).expect("priority plot");
+        assert!(is_png(&p));
     }
 }

@@ -117,7 +117,13 @@ pub(super) fn priority(a: &Args) -> anyhow::Result<()> {
         "priority",
         &report::json_lines(&records)?,
         &tagwire_perf::priority::table(&records),
-    )
+    )?;
+    let png = a.out.join("priority.png");
+    match tagwire_perf::plot::priority_plot(&png, &records) {
+        Ok(()) => eprintln!("perf: chart in {}", png.display()),
+        Err(e) => eprintln!("perf: no plot: {e:#}"),
+    }
+    Ok(())
 }
 
 /// `100M`, `1G`, `500k` or plain bit/s.
