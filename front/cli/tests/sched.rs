@@ -75,8 +75,14 @@ fn a_subscriptions_policy_runs_the_forwarder_and_the_inbound_thread_while_it_las
     wait_until("one inbound thread at fifo:21", || {
         count("tagwired-delivery", fast) == 1
     });
+    // Host 0's acknowledgement watcher too (where the kernel steers
+    // acknowledgements to a socket of their own, there is one).
+    wait_until("host 0's acknowledgement watcher at fifo:21", || {
+        threads("tagwired-acks").is_empty() || count("tagwired-acks", fast) == 1
+    });
     let inbound = threads("tagwired-delivery");
     println!("inbound threads: {inbound:?}");
+    println!("acknowledgement watchers: {:?}", threads("tagwired-acks"));
     drop(sub);
     wait_until("the inbound threads back from fifo:21", || {
         count("tagwired-delivery", fast) == 0
@@ -84,6 +90,7 @@ fn a_subscriptions_policy_runs_the_forwarder_and_the_inbound_thread_while_it_las
     wait_until("the forwarder gone", || {
         count("tagwired-forward", fast) == 0
     });
+    wait_until("the watcher back", || count("tagwired-acks", fast) == 0);
 }
 
 #[test]

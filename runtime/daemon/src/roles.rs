@@ -19,7 +19,8 @@
 //! threads that move its data: on its node, the inbound threads (which
 //! serve every tag: they run at the highest any of the node's
 //! subscriptions asks, and at least the role's); on a sending node, the
-//! tag's forwarder (the highest its remote receivers ask).
+//! tag's forwarder (the highest its remote receivers ask) and the
+//! acknowledgement watcher (the highest any remote receiver asks).
 
 use std::fmt;
 use std::str::FromStr;

@@ -98,6 +98,10 @@ pub(crate) struct Delivery {
     /// The inbound threads (UDP, multicast, TCP): at the delivery role's
     /// policy, raised to the highest this node's subscriptions ask.
     pub(crate) inbound: crate::roles::Pool,
+    /// The acknowledgement watcher: raised to the highest any remote
+    /// subscription of this node's tags asks (it frees their forwarders'
+    /// windows).
+    acks: crate::roles::Pool,
 }
 
 impl Delivery {
@@ -130,6 +134,7 @@ impl Delivery {
             tcp_listener: std::sync::OnceLock::new(),
             direct: direct::Direct::default(),
             inbound: crate::roles::Pool::new(Role::Delivery),
+            acks: crate::roles::Pool::new(Role::Delivery),
         });
         d.spawn_threads(shared, addr)?;
         Ok(d)
@@ -152,9 +157,10 @@ impl Delivery {
             })?;
         if self.outbound.replies.is_some() {
             let (s, d2) = (shared.clone(), self.clone());
-            shared
-                .roles
-                .spawn(Role::Delivery, "tagwired-acks", move || {
+            std::thread::Builder::new()
+                .name("tagwired-acks".into())
+                .spawn(move || {
+                    let _in = d2.acks.join(&s.roles);
                     d2.outbound.watch_replies(&s)
                 })?;
         }
@@ -257,6 +263,8 @@ impl Delivery {
             self.wake_inbound();
         }
         self.inbound.raise(&shared.roles, inbound);
+        let remote = forwarders.values().copied().reduce(Sched::max);
+        self.acks.raise(&shared.roles, remote);
         self.outbound.reroute(shared, wanted, &forwarders, |name| {
             let shared_ring = st.table.entry(name).and_then(|e| st.rings.get(&e.id))?;
             // Forward from the grant on: a publisher that saw this receiver
