@@ -424,6 +424,19 @@ enum tw_status tw_set_channel_qos(const struct tw_client *client,
                                   uint32_t priority,
                                   size_t *changed);
 
+// Gives this node's subscriptions to a tag (those of process `pid`; 0:
+// every process) the thread policy `sched` (a `TW_SCHED_*` code, as
+// `tw_subscribe_options.sched`) at run time: the sending nodes'
+// forwarders and this node's inbound threads run at it from their next
+// wake-up. `*changed` (may be `NULL`): how many subscriptions changed.
+// `TW_ERR_NOT_PERMITTED` for a real-time policy this process may not run
+// at itself; otherwise as `tw_set_channel_qos`.
+enum tw_status tw_set_channel_sched(const struct tw_client *client,
+                                    const char *name,
+                                    uint32_t pid,
+                                    uint32_t sched,
+                                    size_t *changed);
+
 // The processes holding send access to a tag: up to `cap` into `out`
 // (`NULL` with `cap` 0 just counts), the total into `*count`. More than
 // `cap`: `TW_ERR_BUFFER_TOO_SMALL`, with `*count` the size needed.

@@ -588,6 +588,14 @@ class Client {
     return changed;
   }
 
+  // ... the thread policy `sched` (a TW_SCHED_* code: TW_SCHED_FIFO | p,
+  // TW_SCHED_RR | p, TW_SCHED_OTHER | nice); returns how many changed.
+  std::size_t set_channel_sched(const std::string& name, std::uint32_t sched, std::uint32_t pid = 0) {
+    std::size_t changed = 0;
+    detail::check(tw_set_channel_sched(c_.get(), name.c_str(), pid, sched, &changed));
+    return changed;
+  }
+
   void set_history(const std::string& name, std::uint32_t depth, std::uint64_t max_bytes = 0) {
     detail::check(tw_set_history(c_.get(), name.c_str(), depth, max_bytes));
   }

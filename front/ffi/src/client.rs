@@ -203,6 +203,38 @@ pub unsafe extern "C" fn tw_set_channel_qos(
     })
 }
 
+/// Gives this node's subscriptions to a tag (those of process `pid`; 0:
+/// every process) the thread policy `sched` (a `TW_SCHED_*` code, as
+/// `tw_subscribe_options.sched`) at run time: the sending nodes'
+/// forwarders and this node's inbound threads run at it from their next
+/// wake-up. `*changed` (may be `NULL`): how many subscriptions changed.
+/// `TW_ERR_NOT_PERMITTED` for a real-time policy this process may not run
+/// at itself; otherwise as `tw_set_channel_qos`.
+#[no_mangle]
+pub unsafe extern "C" fn tw_set_channel_sched(
+    client: *const tw_client,
+    name: *const c_char,
+    pid: u32,
+    sched: u32,
+    changed: *mut usize,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { handle(client, "client") }?;
+        // SAFETY: forwarded contract.
+        let name = unsafe { str_arg(name, "name") }?;
+        let policy = crate::types::sched(sched)?;
+        let list = c
+            .inner
+            .set_channel_sched(name, (pid != 0).then_some(pid), policy)?;
+        if !changed.is_null() {
+            // SAFETY: non-null, and the caller passes a writable `size_t`.
+            unsafe { put(changed, list.len(), "changed") }?;
+        }
+        Ok(())
+    })
+}
+
 /// The processes holding send access to a tag: up to `cap` into `out`
 /// (`NULL` with `cap` 0 just counts), the total into `*count`. More than
 /// `cap`: `TW_ERR_BUFFER_TOO_SMALL`, with `*count` the size needed.

@@ -290,6 +290,31 @@ impl PyClient {
         Ok(v.into_iter().map(Member::from).collect())
     }
 
+    /// Gives this node's subscriptions to a tag (those of process `pid`;
+    /// None: every process) the thread policy `sched` (`"other"`,
+    /// `"other:N"`, `"fifo:P"`, `"rr:P"`) at run time: the sending nodes'
+    /// forwarders and this node's inbound threads run at it. Returns the
+    /// receivers whose policy changed. `tagwire.NotPermitted` for a
+    /// real-time policy this process may not run at itself; otherwise as
+    /// `set_channel_qos`.
+    #[pyo3(signature = (name, sched, pid=None))]
+    fn set_channel_sched(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        sched: &str,
+        pid: Option<u32>,
+    ) -> PyResult<Vec<Member>> {
+        let policy: tagwire::Sched = sched
+            .parse()
+            .map_err(|e: String| bad_arg(format!("sched: {e}")))?;
+        let c = self.client(py)?;
+        let v = py
+            .detach(|| c.set_channel_sched(name, pid, policy))
+            .py_err(py)?;
+        Ok(v.into_iter().map(Member::from).collect())
+    }
+
     /// Messages from a tag's history (see `set_history`), oldest first, with
     /// their senders: a list of `Message`. `query`: `tagwire.Last(n)`,
     /// `tagwire.Since(seq)` or `tagwire.Between(from_ns, to_ns)`.

@@ -167,6 +167,16 @@ def test_a_subscriptions_class_changes_at_run_time(client, tag):
         client.set_channel_qos(tag, "high", pid=1)
     with pytest.raises(ValueError, match="priority"):
         client.set_channel_qos(tag, "urgent")
+    # The thread policy likewise.
+    assert len(client.set_channel_sched(tag, "other:5")) == 1
+    assert client.set_channel_sched(tag, "other:5") == []
+    if os.geteuid() == 0:
+        assert len(client.set_channel_sched(tag, "fifo:10")) == 1
+    else:
+        with pytest.raises(tagwire.NotPermitted):
+            client.set_channel_sched(tag, "fifo:10")
+    with pytest.raises(ValueError, match="sched"):
+        client.set_channel_sched(tag, "rr:0")
     pub = client.publisher(tag)
     pub.send(b"x")
     assert sub.receive(5).payload == b"x"

@@ -180,6 +180,15 @@ TEST(CppApi, a_subscriptions_class_changes_at_run_time) {
   // No subscription of that process here; no such class.
   EXPECT_THROW(c.set_channel_qos(tag, TW_PRIORITY_HIGH, 1), tagwire::NotSubscribed);
   EXPECT_THROW(c.set_channel_qos(tag, 9), tagwire::InvalidArgument);
+  // The thread policy likewise.
+  EXPECT_EQ(c.set_channel_sched(tag, TW_SCHED_OTHER | 5), 1u);
+  EXPECT_EQ(c.set_channel_sched(tag, TW_SCHED_OTHER | 5), 0u);
+  if (geteuid() == 0) {
+    EXPECT_EQ(c.set_channel_sched(tag, TW_SCHED_FIFO | 10), 1u);
+  } else {
+    EXPECT_THROW(c.set_channel_sched(tag, TW_SCHED_FIFO | 10), tagwire::NotPermitted);
+  }
+  EXPECT_THROW(c.set_channel_sched(tag, TW_SCHED_RR | 0), tagwire::InvalidArgument);
   auto pub = c.publisher(tag);
   pub.send("x");
   EXPECT_EQ(sub.receive(5s).seq, 1u);

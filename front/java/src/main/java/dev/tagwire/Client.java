@@ -182,11 +182,26 @@ public final class Client implements AutoCloseable {
     }
 
     private long setChannelClass(String name, int code, int pid) {
+        return changeChannels(Native.H.set_channel_qos, name, code, pid);
+    }
+
+    /**
+     * Gives this node's subscriptions to {@code name} (those of process {@code pid}; 0: every
+     * process) the thread policy {@code sched} at run time: the sending nodes' forwarders and this
+     * node's inbound threads run at it. Returns how many changed. A real-time policy this process
+     * may not run at itself: {@link TagwireException.NotPermitted}.
+     */
+    public long setChannelSched(String name, Sched sched, int pid) {
+        Objects.requireNonNull(sched, "sched");
+        return changeChannels(Native.H.set_channel_sched, name, sched.code, pid);
+    }
+
+    private long changeChannels(java.lang.invoke.MethodHandle call, String name, int code, int pid) {
         Objects.requireNonNull(name, "name");
         long stamp = enter();
         try (Arena a = Arena.ofConfined()) {
             MemorySegment changed = a.allocate(JAVA_LONG);
-            Native.check((int) Native.H.set_channel_qos.invokeExact(handle, a.allocateFrom(name), pid, code, changed));
+            Native.check((int) call.invokeExact(handle, a.allocateFrom(name), pid, code, changed));
             return changed.get(JAVA_LONG, 0);
         } catch (Throwable t) {
             throw Native.rethrow(t);

@@ -278,6 +278,15 @@ class PubSubTest {
                         assertThrows(TagwireException.class, () -> c.setChannelQos(tag, Priority.HIGH, 1));
                 assertEquals(TagwireException.Kind.NOT_SUBSCRIBED, none.kind());
                 assertThrows(IllegalArgumentException.class, () -> c.setChannelDscp(tag, 64, 0));
+                // The thread policy likewise.
+                assertEquals(1, c.setChannelSched(tag, Sched.other(5), 0));
+                assertEquals(0, c.setChannelSched(tag, Sched.other(5), me));
+                if ("root".equals(System.getProperty("user.name"))) {
+                    assertEquals(1, c.setChannelSched(tag, Sched.fifo(10), 0));
+                } else {
+                    assertThrows(TagwireException.NotPermitted.class,
+                            () -> c.setChannelSched(tag, Sched.fifo(10), 0));
+                }
                 try (Publisher pub = c.publisher(tag)) {
                     pub.send("x");
                     assertEquals(1, sub.receive(SECOND).seq());
