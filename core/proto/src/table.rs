@@ -265,7 +265,19 @@ impl TagTable {
         client: ClientId,
         member: Member,
     ) -> Result<Change, TableError> {
-        self.grant(Role::Sender, tag, client, member, ChannelQos::default())
+        self.add_sender_with(tag, client, member, ChannelQos::default())
+    }
+
+    /// [`TagTable::add_sender`] with what the publisher asks of the
+    /// connections it feeds (its packet class and thread policy).
+    pub fn add_sender_with(
+        &mut self,
+        tag: TagId,
+        client: ClientId,
+        member: Member,
+        qos: ChannelQos,
+    ) -> Result<Change, TableError> {
+        self.grant(Role::Sender, tag, client, member, qos)
     }
 
     /// Releases one send access held by `client`.

@@ -32,7 +32,8 @@ pub use stats::{StatsKind, StatsRow, MAX_COUNTERS};
 
 /// First two bytes of every control message ("TW" little-endian).
 pub const MAGIC: u16 = 0x5754;
-/// Control protocol version (5: `ChannelQos` carries thread scheduling).
+/// Control protocol version (5: `ChannelQos` carries thread scheduling,
+/// and a publisher asks one).
 pub const VERSION: u8 = 5;
 /// Largest control message either side accepts (a tag listing grows with the
 /// table). Receivers size their buffer to each packet, so this costs nothing.
@@ -87,6 +88,9 @@ pub enum Request {
     GetSendAccess {
         /// Tag name.
         name: TagName,
+        /// What the publisher asks of the connections it feeds: its packet
+        /// class and thread policy (the rest is unused).
+        qos: ChannelQos,
     },
     /// Give send access back.
     ReleaseSendAccess {
@@ -738,7 +742,8 @@ mod tests {
                 }
             ),
             name().prop_map(|name| Request::DestroyTag { name }),
-            name().prop_map(|name| Request::GetSendAccess { name }),
+            (name(), crate::ids::arb_qos())
+                .prop_map(|(name, qos)| Request::GetSendAccess { name, qos }),
             any::<u32>().prop_map(|t| Request::ReleaseSendAccess { tag: TagId(t) }),
             (name(), any::<u32>(), crate::ids::arb_qos(), any::<bool>()).prop_map(
                 |(name, depth, qos, lossless)| Request::Subscribe {

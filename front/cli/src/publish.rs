@@ -31,6 +31,14 @@ pub(crate) struct Args {
     /// Print a line per message sent.
     #[arg(long, short)]
     verbose: bool,
+    /// The packet class this node sends the tag in, at least (`low`,
+    /// `normal`, `high`, `critical`, `dscp:N`; the receivers' may be higher).
+    #[arg(long, default_value = "normal", value_parser = str::parse::<tagwire::Priority>)]
+    class: tagwire::Priority,
+    /// The policy of this node's forwarder of the tag, at least, and of
+    /// this command's sending thread (`other[:NICE]`, `fifo:P`, `rr:P`).
+    #[arg(long, default_value = "other", value_parser = str::parse::<tagwire::Sched>)]
+    sched: tagwire::Sched,
     #[command(flatten)]
     connect: ConnectArgs,
 }
@@ -42,7 +50,13 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         max_bytes: 0,
     };
     client.create_tag_keeping(&a.tag, Domain::Global, RingParams::default(), history)?;
-    let mut publ = client.publisher(&a.tag)?;
+    let opts = tagwire::PublishOptions::default()
+        .priority(a.class)
+        .sched(a.sched);
+    let mut publ = client.publisher_with(&a.tag, opts)?;
+    if !a.sched.is_default() {
+        tagwire::set_thread_sched(a.sched)?;
+    }
     let start = Instant::now();
     while client.receivers(&a.tag)?.len() < a.wait_receivers {
         anyhow::ensure!(

@@ -581,10 +581,20 @@ fn a_real_time_policy_is_refused_to_a_user_who_may_not_run_at_one_and_says_why()
     let dir = shared_dir(false);
     let (_d, socket) = policed_daemon(
         dir.path(),
-        &format!("[[grant]]\ntags = \"/rt\"\nusers = [{NOBODY}]\nrights = [\"subscribe\"]\n"),
+        &format!(
+            "[[grant]]\ntags = \"/rt\"\nusers = [{NOBODY}]\nrights = [\"subscribe\", \"publish\"]\n"
+        ),
     );
     let root = root_client(&socket).unwrap();
     root.create_tag("/rt", Domain::Global).unwrap();
+    // Nor for a publisher's policy (its node's forwarder would run at it).
+    let (ok, out) = run(as_nobody(
+        &socket,
+        &["pub", "/rt", "--sched", "rr:5", "--count", "1"],
+    ));
+    assert!(!ok, "{out}");
+    assert!(out.contains("not run at rr:5"), "{out}");
+    assert!(root.senders("/rt").unwrap().is_empty());
     // The daemon's threads would run at it for nobody: refused, with what
     // would grant it, and no subscription is left behind.
     let (ok, out) = run(as_nobody(

@@ -547,7 +547,14 @@ fn a_publishers_tag_key_seals_its_own_tag_only() {
     let raw = tagwire_unix::SeqPacket::connect(&site.socket(0)).unwrap();
     raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let a = TagName::new("/a").unwrap();
-    ask(&raw, 1, Request::GetSendAccess { name: a.clone() });
+    ask(
+        &raw,
+        1,
+        Request::GetSendAccess {
+            name: a.clone(),
+            qos: Default::default(),
+        },
+    );
     let Response::TagKey { epoch, key: ka, .. } = ask(&raw, 2, Request::TagKey { name: a }) else {
         panic!("no tag key");
     };

@@ -59,6 +59,7 @@ fn a_tag_key_is_given_only_to_a_client_with_send_access() {
         2,
         Request::GetSendAccess {
             name: name("/mine"),
+            qos: Default::default(),
         },
     );
     let Response::TagKey { key: k1, .. } = ask(
@@ -87,6 +88,7 @@ fn a_tag_key_is_given_only_to_a_client_with_send_access() {
         5,
         Request::GetSendAccess {
             name: name("/other"),
+            qos: Default::default(),
         },
     );
     let Response::TagKey { key: k2, .. } = ask(

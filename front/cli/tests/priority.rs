@@ -84,6 +84,76 @@ fn each_class_leaves_the_sending_host_with_its_dscp() {
     }
 }
 
+#[test]
+fn a_publishers_class_is_the_floor_of_what_its_node_sends() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, _clients) = site.mesh(&Find::List);
+    let (c0, c1) = (site.client(0), site.client(1));
+    // A default subscriber: the critical publisher's class goes out; a
+    // low publisher does not lower a critical subscriber's.
+    let cases = [
+        (
+            "/prio/pub-critical",
+            Priority::Critical,
+            Priority::Normal,
+            44,
+        ),
+        ("/prio/pub-low", Priority::Low, Priority::Critical, 44),
+        ("/prio/pub-default", Priority::Normal, Priority::Low, 10),
+    ];
+    let mut subs = Vec::new();
+    for (tag, _, asked, _) in cases {
+        c0.create_tag(tag, tagwire::Domain::Global).unwrap();
+        let opts = SubscribeOptions::default().priority(asked);
+        subs.push(c1.subscribe(tag, opts).unwrap());
+        wait_until("the subscriber is known on host 0", || {
+            !c0.receivers(tag).unwrap().is_empty()
+        });
+    }
+    let filter = format!("udp and src host {}", site.lan.host(0).addr());
+    let Some(rows) = captured_fields(
+        site.lan.host(1),
+        &filter,
+        &["ip.dsfield.dscp", "data.data"],
+        || {
+            for (tag, class, _, _) in cases {
+                let opts = tagwire::PublishOptions::default().priority(class);
+                let mut p = c0.publisher_with(tag, opts).unwrap();
+                for i in 0..20u32 {
+                    p.send(&[i as u8; 600]).unwrap();
+                }
+            }
+            for s in &mut subs {
+                for _ in 0..20 {
+                    s.receive(Some(Duration::from_secs(10))).unwrap();
+                }
+            }
+        },
+    ) else {
+        return;
+    };
+    for (tag, class, asked, dscp) in cases {
+        let seen: Vec<u32> = rows
+            .iter()
+            .filter(|r| r.len() == 2)
+            .filter(|r| {
+                let data = hex(r[1].trim());
+                data.windows(tag.len()).any(|w| w == tag.as_bytes())
+            })
+            .map(|r| r[0].trim().parse().unwrap())
+            .collect();
+        println!("{tag} (publisher {class}, subscriber {asked}): DSCP {seen:?}");
+        assert!(!seen.is_empty(), "{tag}: no datagram captured");
+        assert!(
+            seen.iter().all(|d| *d == dscp),
+            "{tag}: DSCP {seen:?}, not {dscp}"
+        );
+    }
+}
+
 /// One-way latencies of a 256 B message every 5 ms on tag `ping` (class
 /// `class`) from host 0 to host 1 while host 0 publishes 1400 B messages
 /// flat out on `/prio/bulk` to host 1.

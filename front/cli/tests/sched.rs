@@ -221,3 +221,35 @@ fn a_policy_changed_at_run_time_reaches_both_ends_within_100_ms_and_loses_nothin
         "lost, duplicated or reordered"
     );
 }
+
+#[test]
+fn a_publishers_policy_runs_its_nodes_forwarder_whatever_its_receivers_ask() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, _clients) = site.mesh(&Find::List);
+    let (c0, c1) = (site.client(0), site.client(1));
+    let tag = "/sched/published";
+    let at = Sched::Fifo(23);
+    c0.create_tag(tag, Domain::Global).unwrap();
+    let mut sub = c1.subscribe(tag, SubscribeOptions::default()).unwrap();
+    wait_until("the subscriber is known on host 0", || {
+        !c0.receivers(tag).unwrap().is_empty()
+    });
+    let opts = tagwire::PublishOptions::default().sched(at);
+    let mut p = c0.publisher_with(tag, opts).unwrap();
+    p.send(b"x").unwrap();
+    assert_eq!(
+        sub.receive(Some(Duration::from_secs(10))).unwrap().payload,
+        b"x"
+    );
+    wait_until("host 0's forwarder at fifo:23", || {
+        count("tagwired-forward", at) == 1
+    });
+    // Host 1's inbound thread serves subscribers: a publisher elsewhere
+    // does not raise it.
+    assert_eq!(count("tagwired-delivery", at), 0);
+    drop(p);
+    wait_until("the forwarder back", || count("tagwired-forward", at) == 0);
+}

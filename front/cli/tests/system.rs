@@ -682,7 +682,14 @@ fn a_subscriber_killed_while_asleep_does_not_leave_publishers_paying_wakeups() {
     // Map the tag's ring ourselves to watch its sleeper count.
     let raw = raw_connect(&n.socket());
     let name = tagwire_wire::TagName::new("/sleepy").unwrap();
-    let (m, p) = ask(&raw, Request::GetSendAccess { name }, None);
+    let (m, p) = ask(
+        &raw,
+        Request::GetSendAccess {
+            name,
+            qos: Default::default(),
+        },
+        None,
+    );
     opened(m);
     let ring = map(p);
     // A subscriber process blocks in receive (asleep on the futex), then dies.
@@ -960,7 +967,10 @@ fn a_large_message_is_refused_unless_sealed_and_a_subscribers_copy_stays_unwrita
     let publisher = connect();
     let (m, _) = ask(
         &publisher,
-        Request::GetSendAccess { name: name.clone() },
+        Request::GetSendAccess {
+            name: name.clone(),
+            qos: Default::default(),
+        },
         None,
     );
     let tag = opened(m).tag;

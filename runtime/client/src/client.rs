@@ -218,7 +218,9 @@ pub(crate) struct ReceiveCounters {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EndpointKind {
-    Publisher,
+    Publisher {
+        qos: ChannelQos,
+    },
     Subscriber {
         depth: u32,
         qos: ChannelQos,
@@ -233,7 +235,10 @@ impl EndpointKind {
     /// new ring as it moves there).
     fn request(self, name: &TagName, hold_gate: bool) -> Request {
         match self {
-            EndpointKind::Publisher => Request::GetSendAccess { name: name.clone() },
+            EndpointKind::Publisher { qos } => Request::GetSendAccess {
+                name: name.clone(),
+                qos,
+            },
             EndpointKind::Subscriber {
                 depth,
                 qos,
@@ -260,7 +265,7 @@ impl Endpoint {
     /// The request that gives this endpoint's right on `tag` back.
     fn release_request(&self, tag: TagId) -> Request {
         match self.kind {
-            EndpointKind::Publisher => Request::ReleaseSendAccess { tag },
+            EndpointKind::Publisher { .. } => Request::ReleaseSendAccess { tag },
             EndpointKind::Subscriber { .. } => Request::Unsubscribe {
                 tag,
                 seat: self.current_ring().own_seat().map_or(0, Seat::generation),
@@ -702,7 +707,7 @@ impl Core {
     /// before it (call with `endpoints` locked, as the update thread adds
     /// new seats under it).
     pub(crate) fn seat_up(&self, ep: &Endpoint) {
-        if ep.kind != EndpointKind::Publisher {
+        if !matches!(ep.kind, EndpointKind::Publisher { .. }) {
             return;
         }
         let ring = ep.current_ring();

@@ -51,7 +51,8 @@ pub use client::{Channels, Client, ClientOptions};
 pub use error::Error;
 pub use publisher::{Publisher, DEFAULT_SEND_TIMEOUT};
 pub use subscriber::{
-    MessageInfo, SubscribeOptions, Subscriber, DEFAULT_DEPTH, FLOW_POLL, MAX_LOSSLESS,
+    MessageInfo, PublishOptions, SubscribeOptions, Subscriber, DEFAULT_DEPTH, FLOW_POLL,
+    MAX_LOSSLESS,
 };
 pub use tagwire_instances::Counts as Filtered;
 pub use tagwire_proto::ReplicaEntry;

@@ -235,3 +235,40 @@ impl SubscribeOptions {
         self
     }
 }
+
+/// Options of one publisher: what it asks of the connections it feeds, on
+/// top of what their subscribers ask (the higher of the two wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PublishOptions {
+    pub(crate) priority: Priority,
+    pub(crate) sched: Sched,
+}
+
+impl PublishOptions {
+    /// The packet class of the datagrams this node sends the tag in, to
+    /// every node: at least this, whatever its receivers ask
+    /// ([`SubscribeOptions::priority`]). Default: `Normal` (the
+    /// receivers' class alone).
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// The policy of this node's forwarder of the tag: at least this,
+    /// whatever its receivers ask ([`SubscribeOptions::sched`]). A
+    /// real-time policy or a nice below 0 needs the privilege to run at it
+    /// ([`Error::NotPermitted`](crate::Error)). The thread that calls
+    /// `send` is the caller's: [`crate::set_thread_sched`].
+    pub fn sched(mut self, sched: Sched) -> Self {
+        self.sched = sched;
+        self
+    }
+
+    pub(crate) fn qos(self) -> ChannelQos {
+        ChannelQos {
+            priority: self.priority,
+            sched: self.sched,
+            ..ChannelQos::default()
+        }
+    }
+}

@@ -222,7 +222,14 @@ impl Direct {
 impl Client {
     /// Gets send access to a tag.
     pub fn publisher(&self, name: &str) -> Result<Publisher> {
-        let ep = self.open(name, EndpointKind::Publisher, None)?;
+        self.publisher_with(name, crate::PublishOptions::default())
+    }
+
+    /// Gets send access to a tag, asking `opts` of the connections this
+    /// node sends it on (a packet class, a thread policy).
+    pub fn publisher_with(&self, name: &str, opts: crate::PublishOptions) -> Result<Publisher> {
+        let kind = EndpointKind::Publisher { qos: opts.qos() };
+        let ep = self.open(name, kind, None)?;
         Ok(Publisher::new(self.clone(), ep))
     }
 }

@@ -26,7 +26,7 @@ use tagwire_wire::{Carrier, Proxy};
 use crate::client::{daemon_error, is_code, Client, Endpoint, EndpointKind};
 use crate::direct::Direct;
 use crate::gaps::Gaps;
-pub use crate::options::{SubscribeOptions, DEFAULT_DEPTH, FLOW_POLL};
+pub use crate::options::{PublishOptions, SubscribeOptions, DEFAULT_DEPTH, FLOW_POLL};
 use crate::{Error, Message, Result};
 
 /// What [`Subscriber::receive_into`] returns beside the payload.

@@ -535,13 +535,23 @@ fn handle(
                 Err(e) => table_error(e),
             },
         },
-        Request::GetSendAccess { name } => {
+        Request::GetSendAccess { name, qos } => {
             if let Err(e) = permit(shared, &st, client, &name, Right::Publish) {
                 return e;
             }
             if let Err(q) = rights_within(shared, &st, client) {
                 return error(ErrorCode::Quota, q.message());
             }
+            // This node's forwarder of the tag will run at it.
+            if let Err(why) = tagwire_sched::may_use(client.who.pid.0, qos.sched) {
+                return error(ErrorCode::NotPermitted, format!("{name}: {why}"));
+            }
+            // A publisher asks only a class and a policy.
+            let qos = ChannelQos {
+                priority: qos.priority,
+                sched: qos.sched,
+                ..ChannelQos::default()
+            };
             open(
                 shared,
                 &mut st,
@@ -549,7 +559,7 @@ fn handle(
                 ops,
                 Opening::Publisher,
                 extra,
-                |st, tag| st.table.add_sender(tag, client.id, member),
+                |st, tag| st.table.add_sender_with(tag, client.id, member, qos),
             )
         }
         Request::Subscribe {

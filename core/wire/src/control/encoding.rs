@@ -52,11 +52,14 @@ pub(super) fn encode_request(r: &Request, w: &mut Writer) {
             w.u32(history.depth).u64(history.max_bytes);
         }
         Request::DestroyTag { name }
-        | Request::GetSendAccess { name }
         | Request::ListMembers { name }
         | Request::Channels { name }
         | Request::TagKey { name } => {
             w.str(name.as_str());
+        }
+        Request::GetSendAccess { name, qos } => {
+            w.str(name.as_str());
+            qos.encode(w);
         }
         Request::Holding { tag, key, encrypt } => {
             w.u32(tag.0).bytes(key).u8(u8::from(*encrypt));
@@ -153,6 +156,7 @@ pub(super) fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, De
         },
         4 => Request::GetSendAccess {
             name: TagName::decode(r)?,
+            qos: ChannelQos::decode(r)?,
         },
         5 => Request::ReleaseSendAccess {
             tag: TagId(r.u32()?),
@@ -399,8 +403,8 @@ pub(super) fn decode_response(kind: u8, r: &mut Reader<'_>) -> Result<Response, 
         },
         78 => {
             let senders = decode_members(r)?;
-            // A member and a ChannelQos take at least 28 + 10 bytes.
-            let n = r.count(Member::ENCODED_LEN + 10)?;
+            // A member and a ChannelQos take at least 28 + 12 bytes.
+            let n = r.count(Member::ENCODED_LEN + 12)?;
             let mut receivers = Vec::with_capacity(n);
             for _ in 0..n {
                 receivers.push((Member::decode(r)?, ChannelQos::decode(r)?));

@@ -288,7 +288,7 @@ impl Core {
             if !r.seat_is_live(&seat) {
                 continue;
             }
-            if ep.kind == EndpointKind::Publisher {
+            if matches!(ep.kind, EndpointKind::Publisher { .. }) {
                 r.add_seat(seat.clone());
             }
             ring = Some(r);

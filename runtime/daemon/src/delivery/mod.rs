@@ -58,7 +58,7 @@ use tagwire_proto::Role as Right;
 use tagwire_shm::{Ring, Segment};
 use tagwire_wire::datagram::{tag_group, Body, Datagram, FLAG_RELIABLE};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
-use tagwire_wire::{NodeAddr, Sched, TagId, TagName};
+use tagwire_wire::{NodeAddr, Priority, Sched, TagId, TagName};
 
 use crate::auto::Placer;
 use crate::blob::{self, Limits, Owner, RingState};
@@ -201,26 +201,39 @@ impl Delivery {
         let mut groups: HashSet<TagName> = HashSet::new();
         let mut holders = HashMap::new();
         let mut remote_holders = HashMap::new();
-        // The threads each connection's subscriber asks for: the forwarder
-        // of each tag takes the highest its receivers on other nodes ask,
-        // the inbound threads the highest of this node's.
+        // The threads each connection's ends ask for: the forwarder of
+        // each tag takes the highest its receivers on other nodes and its
+        // publishers on this one ask, the inbound threads the highest of
+        // this node's receivers.
         let mut forwarders: HashMap<TagName, Sched> = HashMap::new();
         let mut inbound: Option<Sched> = None;
         for e in st.table.entries() {
-            for r in e.rights(Right::Receiver) {
+            let receivers = e.rights(Right::Receiver).iter().map(|r| (r, true));
+            let senders = e.rights(Right::Sender).iter().map(|r| (r, false));
+            for (r, receiver) in receivers.chain(senders) {
                 let asked = r.qos.sched;
                 if asked.is_default() {
                     continue;
                 }
-                if r.key.node == me {
-                    inbound = Some(inbound.map_or(asked, |s| s.max(asked)));
-                } else {
-                    forwarders
-                        .entry(e.name.clone())
-                        .and_modify(|s| *s = s.max(asked))
-                        .or_insert(asked);
+                match (receiver, r.key.node == me) {
+                    (true, true) => inbound = Some(inbound.map_or(asked, |s| s.max(asked))),
+                    (true, false) | (false, true) => {
+                        forwarders
+                            .entry(e.name.clone())
+                            .and_modify(|s| *s = s.max(asked))
+                            .or_insert(asked);
+                    }
+                    (false, false) => {}
                 }
             }
+            // The highest class this node's publishers of the tag ask
+            // (those that ask one): every leg from here carries at least it.
+            let published = e
+                .rights(Right::Sender)
+                .iter()
+                .filter(|r| r.key.node == me && r.qos.priority != Priority::Normal)
+                .map(|r| r.qos.priority)
+                .reduce(tagwire_session::plan::highest);
             let plan = plan_of(st, me, shared.placer.as_ref(), e);
             if plan.mode_of(me) == Some(Mode::Multicast) {
                 groups.insert(e.name.clone());
@@ -248,7 +261,9 @@ impl Delivery {
                         mode: l.mode,
                         every: l.every,
                         relay: l.relay,
-                        priority: l.priority,
+                        priority: published.map_or(l.priority, |p| {
+                            tagwire_session::plan::highest(l.priority, p)
+                        }),
                     })
                 })
                 .collect();
