@@ -105,15 +105,16 @@ pub(crate) struct State {
 
 impl Direct {
     /// Direct delivery of `tag` on `sock` (bound to the node's address,
-    /// `node`). The session starts without the tag's streams.
+    /// `node`) for a subscription with `opts`. The session starts without
+    /// the tag's streams.
     pub(crate) fn open(
         sock: UdpSocket,
         node: NodeAddr,
         tag: TagName,
-        depth: u32,
-        lossless: bool,
-        sched: Sched,
+        opts: &crate::SubscribeOptions,
     ) -> std::io::Result<Arc<Self>> {
+        let depth = opts.depth.unwrap_or(crate::DEFAULT_DEPTH);
+        let (lossless, sched) = (opts.lossless, opts.qos.sched);
         sock.set_nonblocking(true)?;
         // Bursts from many senders wait here, not in the kernel's drops
         // (capped by net.core.rmem_max).
@@ -607,15 +608,9 @@ mod tests {
         let tag = TagName::new("/direct/test").unwrap();
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         let addr = sock.local_addr().unwrap();
-        let d = Direct::open(
-            sock,
-            NodeAddr::LOCALHOST,
-            tag.clone(),
-            depth,
-            lossless,
-            Sched::default(),
-        )
-        .unwrap();
+        let mut opts = crate::SubscribeOptions::default().depth(depth);
+        opts.lossless = lossless;
+        let d = Direct::open(sock, NodeAddr::LOCALHOST, tag.clone(), &opts).unwrap();
         (d, tag, addr)
     }
 

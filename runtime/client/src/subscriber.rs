@@ -731,16 +731,9 @@ impl Client {
         else {
             return None;
         };
-        Direct::open(
-            std::net::UdpSocket::from(fd),
-            self.me().node,
-            tag,
-            opts.depth.unwrap_or(DEFAULT_DEPTH),
-            opts.lossless,
-            opts.qos.sched,
-        )
-        .map_err(|e| tracing::debug!(error = %e, "no socket for direct delivery"))
-        .ok()
+        Direct::open(std::net::UdpSocket::from(fd), self.me().node, tag, opts)
+            .map_err(|e| tracing::debug!(error = %e, "no socket for direct delivery"))
+            .ok()
     }
 
     /// Subscribes, then pulls `query` from the tag's history: the
