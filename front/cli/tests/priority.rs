@@ -66,15 +66,7 @@ fn each_class_leaves_the_sending_host_with_its_dscp() {
         return;
     };
     for (tag, class, dscp) in classes {
-        let seen: Vec<u32> = rows
-            .iter()
-            .filter(|r| r.len() == 2)
-            .filter(|r| {
-                let data = hex(r[1].trim());
-                data.windows(tag.len()).any(|w| w == tag.as_bytes())
-            })
-            .map(|r| r[0].trim().parse().unwrap())
-            .collect();
+        let seen = dscps_of(&rows, tag);
         println!("{tag} ({class}): DSCP {seen:?}");
         assert!(!seen.is_empty(), "{tag}: no datagram captured");
         assert!(
@@ -136,15 +128,7 @@ fn a_publishers_class_is_the_floor_of_what_its_node_sends() {
         return;
     };
     for (tag, class, asked, dscp) in cases {
-        let seen: Vec<u32> = rows
-            .iter()
-            .filter(|r| r.len() == 2)
-            .filter(|r| {
-                let data = hex(r[1].trim());
-                data.windows(tag.len()).any(|w| w == tag.as_bytes())
-            })
-            .map(|r| r[0].trim().parse().unwrap())
-            .collect();
+        let seen = dscps_of(&rows, tag);
         println!("{tag} (publisher {class}, subscriber {asked}): DSCP {seen:?}");
         assert!(!seen.is_empty(), "{tag}: no datagram captured");
         assert!(
@@ -152,6 +136,19 @@ fn a_publishers_class_is_the_floor_of_what_its_node_sends() {
             "{tag}: DSCP {seen:?}, not {dscp}"
         );
     }
+}
+
+/// The DSCP of every captured datagram (rows of DSCP and data, as
+/// tshark printed them) that carries `tag`.
+fn dscps_of(rows: &[Vec<String>], tag: &str) -> Vec<u32> {
+    rows.iter()
+        .filter(|r| r.len() == 2)
+        .filter(|r| {
+            let data = hex(r[1].trim());
+            data.windows(tag.len()).any(|w| w == tag.as_bytes())
+        })
+        .map(|r| r[0].trim().parse().unwrap())
+        .collect()
 }
 
 /// One-way latencies of a 256 B message every 5 ms on tag `ping` (class
