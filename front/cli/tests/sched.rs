@@ -253,3 +253,31 @@ fn a_publishers_policy_runs_its_nodes_forwarder_whatever_its_receivers_ask() {
     drop(p);
     wait_until("the forwarder back", || count("tagwired-forward", at) == 0);
 }
+
+#[test]
+fn a_direct_subscribers_keeper_follows_a_policy_changed_at_run_time() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, _clients) = site.mesh(&Find::List);
+    let (c0, c1) = (site.client(0), site.client(1));
+    let tag = "/sched/keeper";
+    let to = Sched::Fifo(24);
+    c0.create_tag(tag, Domain::Global).unwrap();
+    // The node's sole subscriber, on its own socket (direct delivery).
+    let mut sub = c1.subscribe(tag, SubscribeOptions::default()).unwrap();
+    wait_until("the subscriber is known on host 0", || {
+        !c0.receivers(tag).unwrap().is_empty()
+    });
+    c0.publisher(tag).unwrap().send(b"x").unwrap();
+    sub.receive(Some(Duration::from_secs(10))).unwrap();
+    wait_until("its keeper started", || {
+        !threads("tagwire-direct").is_empty()
+    });
+    assert_eq!(count("tagwire-direct", to), 0);
+    c1.set_channel_sched(tag, None, to).unwrap();
+    wait_until("the keeper at fifo:24", || count("tagwire-direct", to) == 1);
+    c1.set_channel_sched(tag, None, Sched::default()).unwrap();
+    wait_until("the keeper back", || count("tagwire-direct", to) == 0);
+}

@@ -35,7 +35,7 @@
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -64,8 +64,9 @@ pub(crate) struct Direct {
     sock: UdpSocket,
     /// The socket's port (the subscription's `ChannelQos::direct`).
     pub(crate) port: u16,
-    /// The subscription's thread policy: the keeper's.
-    sched: Sched,
+    /// The subscription's thread policy, the keeper's (`Sched::to_bytes`
+    /// as one word: a run-time change lands here, and the keeper follows).
+    sched: AtomicU16,
     state: Mutex<State>,
     /// The subscriber is inside `receive` (the keeper keeps off).
     present: AtomicBool,
@@ -137,7 +138,7 @@ impl Direct {
         Ok(Arc::new(Self {
             sock,
             port,
-            sched,
+            sched: AtomicU16::new(u16::from_be_bytes(sched.to_bytes())),
             state: Mutex::new(State {
                 session,
                 tag,
@@ -482,15 +483,37 @@ impl Direct {
         poll(&mut fds, Some(&ts)).is_ok_and(|n| n > 0)
     }
 
+    /// The subscription's policy changed at run time: the keeper runs at
+    /// it from its next round.
+    pub(crate) fn set_sched(&self, sched: Sched) {
+        self.sched
+            .store(u16::from_be_bytes(sched.to_bytes()), Ordering::Release);
+    }
+
+    /// Runs the keeper at the subscription's policy when that is not the
+    /// one it runs at (`at`).
+    fn follow_sched(&self, at: &mut Sched) {
+        let word = self.sched.load(Ordering::Acquire);
+        let Ok(want) = Sched::from_bytes(word.to_be_bytes()) else {
+            return;
+        };
+        if want == *at {
+            return;
+        }
+        *at = want;
+        // (The daemon checked that this process may.)
+        if let Err(e) = tagwire_sched::apply(want) {
+            tracing::warn!(tag = %self.lock().tag, "the direct-delivery keeper runs below {want}: {e}");
+        }
+    }
+
     /// The keeper thread: reads the socket while the subscriber stays away.
     fn keep(self: Arc<Self>) {
-        if !self.sched.is_default() {
-            // (The daemon checked at `subscribe` that this process may.)
-            if let Err(e) = tagwire_sched::apply(self.sched) {
-                tracing::warn!(tag = %self.lock().tag, "the direct-delivery keeper runs below {}: {e}", self.sched);
-            }
-        }
+        // (It keeps the policy it inherited from the thread that started
+        // it until the subscription asks one.)
+        let mut at = Sched::default();
         while !self.closed.load(Ordering::Acquire) {
+            self.follow_sched(&mut at);
             let now_us = coarse_us();
             let away =
                 Duration::from_micros(now_us.saturating_sub(self.left_at.load(Ordering::Acquire)));

@@ -378,6 +378,9 @@ impl Core {
                 for ep in lock(&self.endpoints).iter().filter_map(Weak::upgrade) {
                     if ep.tag() == *tag && matches!(ep.kind, EndpointKind::Subscriber { .. }) {
                         *lock(&ep.changed) = Some((qos.priority, qos.sched));
+                        if let Some(d) = &ep.direct {
+                            d.set_sched(qos.sched);
+                        }
                     }
                 }
             }
