@@ -26,7 +26,7 @@ mod encoding;
 mod stats;
 
 use crate::ids::{ChannelQos, Domain, Member, NodeAddr, Pid, TagId, TagName};
-use crate::{Priority, Sched};
+use crate::{OnNodes, QosChange};
 use encoding::*;
 pub use stats::{StatsKind, StatsRow, MAX_COUNTERS};
 
@@ -34,7 +34,7 @@ pub use stats::{StatsKind, StatsRow, MAX_COUNTERS};
 pub const MAGIC: u16 = 0x5754;
 /// Control protocol version (5: `ChannelQos` carries thread scheduling,
 /// and a publisher asks one).
-pub const VERSION: u8 = 5;
+pub const VERSION: u8 = 6;
 /// Largest control message either side accepts (a tag listing grows with the
 /// table). Receivers size their buffer to each packet, so this costs nothing.
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -250,21 +250,20 @@ pub enum Request {
         /// Tag name.
         name: TagName,
     },
-    /// Change the packet class or thread policy of this node's
-    /// subscriptions to a tag: those of process `pid` (`None`: every
-    /// process). Answered with `Response::Members`, the receivers whose
-    /// QoS changed (none when they already had it). The change is a table
-    /// operation this node issues for the subscriptions it holds: every
-    /// sending node re-routes.
+    /// Change the packet class or thread policy of subscriptions to a tag:
+    /// `change` says whose (a process, or every one) and what, `nodes`
+    /// on which nodes. Answered with `Response::Members`, the receivers
+    /// whose QoS changed (none when they already had it). Only the node
+    /// that holds a subscription restates it (a table operation every
+    /// sending node re-routes on): the asked daemon forwards the change
+    /// to the others (`peer::PeerMessage::SetQos`).
     SetChannelQos {
         /// Tag name.
         name: TagName,
-        /// The subscriber's process (`None`: all of them).
-        pid: Option<Pid>,
-        /// The class asked for (`None`: unchanged).
-        priority: Option<Priority>,
-        /// The thread policy asked for (`None`: unchanged).
-        sched: Option<Sched>,
+        /// On which nodes.
+        nodes: OnNodes,
+        /// Whose subscriptions, and what they get.
+        change: QosChange,
     },
 }
 
@@ -384,7 +383,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    fn to_u16(self) -> u16 {
+    pub(crate) fn to_u16(self) -> u16 {
         match self {
             ErrorCode::UnknownTag => 1,
             ErrorCode::InvalidName => 2,
@@ -403,7 +402,7 @@ impl ErrorCode {
         }
     }
 
-    fn from_u16(v: u16) -> Self {
+    pub(crate) fn from_u16(v: u16) -> Self {
         match v {
             1 => ErrorCode::UnknownTag,
             2 => ErrorCode::InvalidName,
@@ -700,6 +699,7 @@ impl Message {
 mod tests {
     use super::*;
     use crate::ids::SenderInfo;
+    use crate::{Priority, Sched};
     use proptest::prelude::*;
 
     fn name() -> impl Strategy<Value = TagName> {
@@ -781,21 +781,30 @@ mod tests {
                 proptest::option::of(1..u32::MAX),
                 proptest::option::of(0u8..68),
                 proptest::option::of(any::<[u8; 2]>()),
+                (0u8..3, any::<[u8; 16]>()),
             )
-                .prop_map(|(name, pid, v, s)| {
+                .prop_map(|(name, pid, v, s, (n, addr))| {
                     Request::SetChannelQos {
                         name,
-                        pid: pid.map(Pid),
-                        // The four named classes, then every raw DSCP.
-                        priority: v.map(|v| {
-                            if v < 4 {
-                                Priority::from_u8(v).unwrap()
-                            } else {
-                                Priority::Dscp(v - 4)
-                            }
-                        }),
-                        sched: s
-                            .map(|s| Sched::from_bytes(s).unwrap_or(Sched::Fifo(s[1] % 99 + 1))),
+                        nodes: match n {
+                            0 => OnNodes::This,
+                            1 => OnNodes::Node(NodeAddr::from_bytes(addr)),
+                            _ => OnNodes::Every,
+                        },
+                        change: QosChange {
+                            pid: pid.map(Pid),
+                            // The four named classes, then every raw DSCP.
+                            priority: v.map(|v| {
+                                if v < 4 {
+                                    Priority::from_u8(v).unwrap()
+                                } else {
+                                    Priority::Dscp(v - 4)
+                                }
+                            }),
+                            sched: s.map(|s| {
+                                Sched::from_bytes(s).unwrap_or(Sched::Fifo(s[1] % 99 + 1))
+                            }),
+                        },
                     }
                 }),
             name().prop_map(|name| Request::ListMembers { name }),

@@ -15,6 +15,7 @@
 //! panicking; property tests check `decode(encode(x)) == x` and that arbitrary bytes
 //! never panic, and `proof/fuzz` has a fuzz target per decoder.
 
+mod change;
 pub mod codec;
 pub mod control;
 pub mod datagram;
@@ -26,6 +27,7 @@ pub mod peer;
 mod priority;
 mod sched;
 
+pub use change::{OnNodes, QosChange};
 pub use codec::DecodeError;
 pub use ids::{
     Carrier, ChannelQos, Domain, Member, NameError, NodeAddr, Pid, Proxy, Reliability, SenderInfo,

@@ -25,17 +25,19 @@
 //! same set of operations gives the same table whatever order they arrive in.
 
 use crate::codec::{DecodeError, Reader, Writer};
-use crate::control::{HistoryQuery, RingParams};
+use crate::control::{ErrorCode, HistoryQuery, RingParams};
 use crate::ids::{ChannelQos, Domain, Member, NodeAddr, TagName};
+use crate::QosChange;
 
 /// Magic of a peer message ("TP" little-endian).
 pub const PEER_MAGIC: u16 = 0x5054;
 /// Magic of a discovery beacon ("TB" little-endian).
 pub const BEACON_MAGIC: u16 = 0x4254;
-/// Peer protocol version (5: `ChannelQos` carries thread scheduling; since
-/// 4 a `TableOp::Join` of a right already known, newer than it, restates
-/// its `ChannelQos`: how a class changes at run time).
-pub const PEER_VERSION: u8 = 5;
+/// Peer protocol version (6: a daemon asks another to change the
+/// subscriptions it holds, `SetQos`; 5: `ChannelQos` carries thread
+/// scheduling; since 4 a `TableOp::Join` of a right already known, newer
+/// than it, restates its `ChannelQos`: how a class changes at run time).
+pub const PEER_VERSION: u8 = 6;
 /// Largest peer message either side accepts (a full table sync grows with the
 /// table).
 pub const MAX_PEER_MESSAGE: usize = 16 << 20;
@@ -214,6 +216,27 @@ pub enum PeerMessage {
         /// payload]` (as a local pull's memfd holds them).
         records: Vec<u8>,
     },
+    /// Asks the receiver to change the packet class or thread policy of
+    /// the subscriptions to a tag that it holds (an admin command given on
+    /// the sender's node; the sender checked that its caller may);
+    /// answered with [`PeerMessage::QosSet`] once the restated rights are
+    /// replicated.
+    SetQos {
+        /// Correlates the answer.
+        id: u64,
+        /// The tag.
+        name: TagName,
+        /// Whose subscriptions, and what they get.
+        change: QosChange,
+    },
+    /// The answer to [`PeerMessage::SetQos`]: the receivers whose QoS
+    /// changed, or why none did.
+    QosSet {
+        /// The request's id.
+        id: u64,
+        /// The changed receivers, or the refusal's code and reason.
+        outcome: Result<Vec<Member>, (ErrorCode, String)>,
+    },
 }
 
 /// A discovery datagram, multicast periodically by every daemon with discovery on.
@@ -238,6 +261,8 @@ const APPLIED: u8 = 4;
 const HEARTBEAT: u8 = 5;
 const PULL: u8 = 6;
 const PULLED: u8 = 7;
+const SET_QOS: u8 = 8;
+const QOS_SET: u8 = 9;
 
 const OP_TAG_UP: u8 = 1;
 const OP_TAG_DOWN: u8 = 2;
@@ -298,6 +323,24 @@ impl PeerMessage {
                     .u32(*count)
                     .u32(records.len() as u32)
                     .bytes(records);
+            }
+            PeerMessage::SetQos { id, name, change } => {
+                w.u8(SET_QOS).u64(*id).str(name.as_str());
+                change.encode(&mut w);
+            }
+            PeerMessage::QosSet { id, outcome } => {
+                w.u8(QOS_SET).u64(*id);
+                match outcome {
+                    Ok(changed) => {
+                        w.u16(0).count(changed.len());
+                        for m in changed {
+                            m.encode(&mut w);
+                        }
+                    }
+                    Err((code, why)) => {
+                        w.u16(code.to_u16()).str(why);
+                    }
+                }
             }
         }
         let mut out = w.into_inner();
@@ -368,6 +411,26 @@ impl PeerMessage {
                     count,
                     records: r.bytes(len)?.to_vec(),
                 }
+            }
+            SET_QOS => PeerMessage::SetQos {
+                id: r.u64()?,
+                name: TagName::decode(&mut r)?,
+                change: QosChange::decode(&mut r)?,
+            },
+            QOS_SET => {
+                let id = r.u64()?;
+                let outcome = match r.u16()? {
+                    0 => {
+                        let n = r.count(Member::ENCODED_LEN)?;
+                        let mut changed = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            changed.push(Member::decode(&mut r)?);
+                        }
+                        Ok(changed)
+                    }
+                    code => Err((ErrorCode::from_u16(code), r.str()?.to_owned())),
+                };
+                PeerMessage::QosSet { id, outcome }
             }
             k => {
                 return Err(DecodeError::Unknown {
@@ -669,6 +732,34 @@ mod tests {
                     found,
                     count,
                     records
+                }),
+            (
+                any::<u64>(),
+                name(),
+                proptest::option::of(1..u32::MAX),
+                proptest::option::of(0u8..4),
+                proptest::option::of(1u8..100),
+            )
+                .prop_map(|(id, name, pid, class, rt)| PeerMessage::SetQos {
+                    id,
+                    name,
+                    change: QosChange {
+                        pid: pid.map(Pid),
+                        priority: class.map(|c| crate::Priority::from_u8(c).unwrap()),
+                        sched: rt.map(crate::Sched::Fifo),
+                    },
+                }),
+            (
+                any::<u64>(),
+                proptest::collection::vec(member(), 0..4),
+                proptest::option::of((1u16..20, "[a-z ]{0,30}")),
+            )
+                .prop_map(|(id, changed, refused)| PeerMessage::QosSet {
+                    id,
+                    outcome: match refused {
+                        Some((code, why)) => Err((ErrorCode::from_u16(code), why)),
+                        None => Ok(changed),
+                    },
                 }),
         ]
     }

@@ -1,6 +1,6 @@
 //! `tagwire qos`: a tag's channels with their packet classes and thread
-//! policies, and the admin command that changes a subscription's at run
-//! time.
+//! policies, and the admin command that changes subscriptions' at run
+//! time, on any node.
 
 use crate::ConnectArgs;
 
@@ -9,51 +9,84 @@ use crate::ConnectArgs;
 pub(crate) struct Args {
     /// The tag.
     tag: String,
-    /// Give this node's subscriptions to the tag this packet class (`low`,
+    /// Give the chosen subscriptions to the tag this packet class (`low`,
     /// `normal`, `high`, `critical` or `dscp:N`) from now on: every sending
-    /// node's streams carry it from their next datagram. Without it, list
-    /// the tag's channels.
+    /// node's streams carry it from their next datagram. Without it (and
+    /// `--sched`), list the tag's channels.
     #[arg(long, value_parser = str::parse::<tagwire::Priority>)]
     class: Option<tagwire::Priority>,
-    /// Give this node's subscriptions to the tag this thread policy
+    /// Give the chosen subscriptions to the tag this thread policy
     /// (`other`, `other:NICE`, `fifo:P`, `rr:P`) from now on: the sending
-    /// nodes' forwarders of the tag and this node's inbound threads run at
-    /// it from their next wake-up.
+    /// nodes' forwarders of the tag and the receiving nodes' inbound
+    /// threads run at it from their next wake-up.
     #[arg(long, value_parser = str::parse::<tagwire::Sched>)]
     sched: Option<tagwire::Sched>,
-    /// Only the subscriptions of this process (default: every process on
-    /// this node).
+    /// Whose subscriptions --class or --sched change: `PID@NODE`, `@NODE`
+    /// (every process there), `PID` or `here` (this node), `all` (the
+    /// default: every subscription on every node). NODE is an address or
+    /// a name from `tagwire nodes`; another node's subscriptions only
+    /// root, the tag's owner or a user the policy lets destroy the tag may
+    /// change.
+    #[arg(long, conflicts_with = "pid")]
+    subscriber: Option<String>,
+    /// Only the subscriptions of this process on this node (the same as
+    /// `--subscriber PID`).
     #[arg(long)]
     pid: Option<u32>,
     #[command(flatten)]
     connect: ConnectArgs,
 }
 
+/// `--subscriber`'s choice, with a node name looked up in the node list.
+fn subscribers(client: &tagwire::Client, a: &Args) -> anyhow::Result<tagwire::Subscriptions> {
+    let Some(spec) = &a.subscriber else {
+        return Ok(match a.pid {
+            Some(p) => tagwire::Subscriptions::here().of(p),
+            None => tagwire::Subscriptions::everywhere(),
+        });
+    };
+    let spec = match spec.split_once('@') {
+        Some((pid, node)) if node.parse::<std::net::IpAddr>().is_err() => {
+            let nodes = client.nodes()?;
+            let Some(n) = nodes.iter().find(|n| n.name == node) else {
+                let known: Vec<String> = nodes
+                    .iter()
+                    .map(|n| format!("{} ({})", n.name, n.node))
+                    .collect();
+                anyhow::bail!("no node {node:?}; the nodes are: {}", known.join(", "));
+            };
+            format!("{pid}@{}", n.node)
+        }
+        _ => spec.clone(),
+    };
+    spec.parse()
+        .map_err(|e: String| anyhow::anyhow!("--subscriber {spec}: {e}"))
+}
+
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let client = a.connect.connect()?;
-    if a.pid.is_some() && a.class.is_none() && a.sched.is_none() {
-        anyhow::bail!("--pid chooses whose subscriptions --class or --sched changes: give one");
-    }
-    let report = |what: String, changed: Vec<tagwire::Member>| match changed.len() {
-        0 => println!("{}: every subscription chosen already had {what}", a.tag),
-        n => {
-            let who: Vec<String> = changed.iter().map(|m| m.who.to_string()).collect();
-            println!("{}: {what} for {n} ({})", a.tag, who.join(", "));
-        }
-    };
-    if let Some(class) = a.class {
-        report(
-            format!("class {class}"),
-            client.set_channel_qos(&a.tag, a.pid, class)?,
-        );
-    }
-    if let Some(sched) = a.sched {
-        report(
-            format!("policy {sched}"),
-            client.set_channel_sched(&a.tag, a.pid, sched)?,
+    if (a.pid.is_some() || a.subscriber.is_some()) && a.class.is_none() && a.sched.is_none() {
+        anyhow::bail!(
+            "--pid and --subscriber choose whose subscriptions --class or --sched changes: give one"
         );
     }
     if a.class.is_some() || a.sched.is_some() {
+        let whose = subscribers(&client, &a)?;
+        let what: Vec<String> = a
+            .class
+            .map(|c| format!("class {c}"))
+            .into_iter()
+            .chain(a.sched.map(|s| format!("policy {s}")))
+            .collect();
+        let what = what.join(" and ");
+        let changed = client.change_channels(&a.tag, whose, a.class, a.sched)?;
+        match changed.len() {
+            0 => println!("{}: every subscription chosen already had {what}", a.tag),
+            n => {
+                let who: Vec<String> = changed.iter().map(|m| m.who.to_string()).collect();
+                println!("{}: {what} for {n} ({})", a.tag, who.join(", "));
+            }
+        }
         return Ok(());
     }
     let ch = client.channels(&a.tag)?;

@@ -261,6 +261,26 @@ fn another_user_changes_the_class_of_its_own_subscriptions_only() {
         ok && out.contains("high") && out.contains("normal"),
         "{out}"
     );
+    // Another node's subscriptions are an administrator's to change.
+    let elsewhere = ["--subscriber", "@10.99.0.9"];
+    let (ok, out) = run(as_nobody(
+        &socket,
+        &[
+            "qos",
+            "/shared",
+            "--class",
+            "high",
+            elsewhere[0],
+            elsewhere[1],
+        ],
+    ));
+    assert!(!ok && out.contains("held on another node"), "{out}");
+    // Root is told that a daemon without a node list reaches no other.
+    let whose: tagwire::Subscriptions = elsewhere[1].parse().unwrap();
+    let e = root
+        .change_channels("/shared", whose, Some(tagwire::Priority::High), None)
+        .unwrap_err();
+    assert!(e.to_string().contains("runs alone"), "{e}");
     let mut p = root.publisher("/shared").unwrap();
     let status = loop {
         p.send(b"x").unwrap();

@@ -111,12 +111,17 @@ fn a_publishers_class_is_the_floor_of_what_its_node_sends() {
         &filter,
         &["ip.dsfield.dscp", "data.data"],
         || {
+            // Held until every message arrived: a publisher's class goes
+            // with its right, so what its node still forwards after it
+            // closes leaves at the class of the rights that remain.
+            let mut publishers = Vec::new();
             for (tag, class, _, _) in cases {
                 let opts = tagwire::PublishOptions::default().priority(class);
                 let mut p = c0.publisher_with(tag, opts).unwrap();
                 for i in 0..20u32 {
                     p.send(&[i as u8; 600]).unwrap();
                 }
+                publishers.push(p);
             }
             for s in &mut subs {
                 for _ in 0..20 {
@@ -252,10 +257,43 @@ fn a_class_changed_at_run_time_takes_effect_within_100_ms_losing_nothing() {
         return;
     }
     let site = Site::new(2);
-    let (_daemons, _clients) = site.mesh(&Find::List);
-    let (c0, c1) = (site.client(0), site.client(1));
-    let tag = "/prio/live";
-    deep_tag(&c0, tag, 1024, 512);
+    live_change(&site, "/prio/live", |clients| {
+        clients[1]
+            .set_channel_qos("/prio/live", None, Priority::Critical)
+            .unwrap()
+    });
+}
+
+/// The same change asked on a third host, neither the publisher's nor the
+/// subscriber's (`Client::change_channels`, `tagwire qos TAG --class C
+/// --subscriber @NODE`): the subscriber's host restates it, and the
+/// publisher's host carries it within 100 ms of the call.
+#[test]
+fn a_class_changed_from_a_third_node_takes_effect_within_100_ms_losing_nothing() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(3);
+    let subscriber_host = tagwire::NodeAddr(site.lan.host(1).addr().into());
+    live_change(&site, "/prio/remote", |clients| {
+        let whose = tagwire::Subscriptions::on(subscriber_host);
+        clients[2]
+            .change_channels("/prio/remote", whose, Some(Priority::Critical), None)
+            .unwrap()
+    });
+}
+
+/// A reliable stream at 10 kHz from host 0 to a subscriber on host 1, and
+/// `change` (given every host's client) moving the subscription to the
+/// critical class in the middle of it: see the two tests above.
+fn live_change(
+    site: &Site,
+    tag: &str,
+    change: impl FnOnce(&[tagwire::Client]) -> Vec<tagwire::Member>,
+) {
+    let (_daemons, clients) = site.mesh(&Find::List);
+    let (c0, c1) = (&clients[0], &clients[1]);
+    deep_tag(c0, tag, 1024, 512);
     let mut sub = c1.subscribe(tag, SubscribeOptions::default()).unwrap();
     wait_until("the subscriber is known on host 0", || {
         !c0.receivers(tag).unwrap().is_empty()
@@ -292,7 +330,7 @@ fn a_class_changed_at_run_time_takes_effect_within_100_ms_losing_nothing() {
             });
             std::thread::sleep(Duration::from_millis(600));
             asked = epoch(SystemTime::now());
-            let changed = c1.set_channel_qos(tag, None, Priority::Critical).unwrap();
+            let changed = change(&clients);
             assert_eq!(changed.len(), 1, "one subscription changes class");
             publisher.join().unwrap();
             let got = receiver.join().unwrap();
@@ -335,4 +373,62 @@ fn a_class_changed_at_run_time_takes_effect_within_100_ms_losing_nothing() {
         first.saturating_sub(asked)
     );
     assert_eq!(late, 0, "datagrams of the old class after the new one");
+}
+
+/// `tagwire qos TAG --class C --sched S --subscriber @NAME` on the
+/// publisher's host changes the subscription the subscriber's host holds
+/// (the node named as `tagwire nodes` names it), and when the command
+/// returns the publisher's host already knows it; a node that is not up,
+/// and a process that does not subscribe there, are errors that say so.
+#[test]
+fn the_cli_changes_a_subscription_on_another_node_named_by_its_name() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, clients) = site.mesh(&Find::List);
+    let (c0, c1) = (&clients[0], &clients[1]);
+    let tag = "/prio/cli";
+    c0.create_tag(tag, tagwire::Domain::Global).unwrap();
+    let _sub = c1.subscribe(tag, SubscribeOptions::default()).unwrap();
+    wait_until("the subscriber is known on host 0", || {
+        !c0.receivers(tag).unwrap().is_empty()
+    });
+    let qos = |whose: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tagwire"))
+            .args(["qos", tag, "--class", "high", "--sched", "other:5"])
+            .args(["--subscriber", whose, "--socket"])
+            .arg(site.socket(0))
+            .env("TAGWIRE_LOG", "error")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let host1 = site.lan.host(1);
+    let (ok, out) = qos(&format!("@{}", host1.name()));
+    let who = format!("{}@{}", std::process::id(), host1.addr());
+    assert!(
+        ok && out.contains("class high and policy other:5 for 1") && out.contains(&who),
+        "{out}"
+    );
+    let seen: Vec<_> = c0.channels(tag).unwrap().receivers;
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].1.priority, Priority::High, "{seen:?}");
+    assert_eq!(
+        seen[0].1.sched,
+        tagwire::Sched::Other { nice: 5 },
+        "{seen:?}"
+    );
+    let (ok, out) = qos("@10.99.0.9");
+    assert!(!ok && out.contains("not up"), "{out}");
+    let (ok, out) = qos(&format!("4242@{}", host1.addr()));
+    assert!(
+        !ok && out.contains("no subscription of process 4242"),
+        "{out}"
+    );
 }

@@ -36,7 +36,7 @@ use tagwire_wire::{
 use crate::{autostart, Error, Result};
 
 mod channels;
-pub use channels::Channels;
+pub use channels::{Channels, Subscriptions};
 mod keys;
 mod update;
 

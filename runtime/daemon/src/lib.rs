@@ -54,6 +54,7 @@ pub mod peers;
 pub mod policy;
 pub mod pull;
 pub mod quota;
+mod remote_qos;
 mod replies;
 mod ring;
 pub mod roles;
@@ -209,6 +210,8 @@ pub(crate) struct Shared {
     pub(crate) net: peers::Net,
     /// Pulls of histories on other nodes awaiting answers.
     pub(crate) pulls: peers::RemotePulls,
+    /// Changes of other nodes' subscriptions awaiting their answers.
+    pub(crate) qos_asks: remote_qos::QosAsks,
     pub(crate) stats: Stats,
     /// Seals what this daemon sends to other hosts and opens what they send
     /// (`guard`; with a domain key, authenticated).
@@ -297,6 +300,9 @@ pub(crate) struct State {
     pub(crate) seats: HashMap<ClientId, Vec<local::Sitting>>,
     /// The uid that created each tag created on this node (see `policy`).
     pub(crate) owners: HashMap<TagId, u32>,
+    /// Peers' changes of this node's subscriptions, answered once
+    /// replicated (`remote_qos`).
+    pub(crate) answering: Vec<remote_qos::Answering>,
 }
 
 /// A client's connection as the rest of the daemon sees it: a bounded queue
@@ -418,6 +424,7 @@ impl Daemon {
                 clients: HashMap::new(),
                 seats: HashMap::new(),
                 owners: HashMap::new(),
+                answering: Vec::new(),
                 peers: Membership::new(members),
             }),
             config,
@@ -430,6 +437,7 @@ impl Daemon {
             replications: update::Replications::default(),
             net: peers::Net::default(),
             pulls: peers::RemotePulls::default(),
+            qos_asks: remote_qos::QosAsks::default(),
             stats: Stats::default(),
             guard: guard::Guard::new(
                 shared_key.as_ref(),

@@ -21,6 +21,7 @@ use crate::policy::{Cred, Right};
 
 mod admission;
 mod channels;
+pub(crate) use channels::{restate, Refusal};
 pub(crate) mod conns;
 mod grant;
 use crate::outbox::OutTx;
@@ -100,6 +101,13 @@ fn serve_packet(shared: &Shared, client: &Client, tx: &OutTx, packet: Packet) ->
         Request::Streams { tag, query } => {
             (streams_back(shared, client.id, tag, query, packet.fd), None)
         }
+        // Outside the state lock: a change of another node's
+        // subscriptions waits for that node's answer.
+        Request::SetChannelQos {
+            name,
+            nodes,
+            change,
+        } => channels::set(shared, client, (name, nodes, change), &mut ops),
         request => handle(shared, client, request, packet.fd, &mut ops, &mut extra),
     };
     if let Err(message) = update::replicate(shared, ops) {
@@ -230,12 +238,18 @@ fn error(code: ErrorCode, message: impl Into<String>) -> (Response, Option<Owned
 }
 
 fn table_error(e: TableError) -> (Response, Option<OwnedFd>) {
+    let (code, message) = refusal(e);
+    error(code, message)
+}
+
+/// A table's refusal as the error a client or a peer is told.
+fn refusal(e: TableError) -> (ErrorCode, String) {
     let code = match e {
         TableError::UnknownTag(_) => ErrorCode::UnknownTag,
         TableError::NoSendAccess(_) => ErrorCode::NoSendAccess,
         TableError::NotSubscribed(_) => ErrorCode::NotSubscribed,
     };
-    error(code, e.to_string())
+    (code, e.to_string())
 }
 
 /// Whether a subscription with `qos` can be placed: only `Proxy::Auto`
@@ -364,9 +378,12 @@ fn handle(
         }
         Request::Ping => (Response::Pong, None),
         // Answered before the lock (they wait for other clients).
-        Request::Stats | Request::Report { .. } | Request::Streams { .. } => error(
+        Request::Stats
+        | Request::Report { .. }
+        | Request::Streams { .. }
+        | Request::SetChannelQos { .. } => error(
             ErrorCode::Internal,
-            "stats requests and handovers are answered by the request loop",
+            "stats, handovers and channel changes are answered outside the state lock",
         ),
         Request::Seat { .. } | Request::Holding { .. } => error(
             ErrorCode::BadRequest,
@@ -631,12 +648,6 @@ fn handle(
             (Response::Nodes { nodes }, None)
         }
         Request::Channels { name } => channels::list(&st, &name),
-        Request::SetChannelQos {
-            name,
-            pid,
-            priority,
-            sched,
-        } => channels::set(shared, &mut st, client, (name, pid, priority, sched), ops),
         Request::ListMembers { name } => match st.table.entry(&name) {
             Some(e) => (
                 Response::Members {

@@ -366,6 +366,7 @@ fn consume(shared: &Arc<Shared>, st: &mut State) -> Vec<PullRequest> {
                     r => tracing::debug!(node = %peer, reason = ?r, "peer down"),
                 }
                 shared.pulls.gone(peer);
+                shared.qos_asks.gone(peer);
                 shared.guard.set_up(peer.0, false);
                 let ups = table_event(st, &e);
                 tracing::info!(node = %peer, released = ups.len(), "peer link closed; its rights are gone");
@@ -382,8 +383,12 @@ fn consume(shared: &Arc<Shared>, st: &mut State) -> Vec<PullRequest> {
                 let ups = table_event(st, &e);
                 effects(shared, st, &ups);
             }
-            Event::Replicated { id } => shared.replications.finish(id, Vec::new()),
+            Event::Replicated { id } => {
+                crate::remote_qos::replicated(st, id, &[]);
+                shared.replications.finish(id, Vec::new());
+            }
             Event::ReplicationTimedOut { id, missing } => {
+                crate::remote_qos::replicated(st, id, &missing);
                 shared.replications.finish(id, missing);
             }
             Event::Pull {
@@ -399,6 +404,14 @@ fn consume(shared: &Arc<Shared>, st: &mut State) -> Vec<PullRequest> {
                 query,
             }),
             Event::Pulled { peer, id, answer } => shared.pulls.answered(id, peer, answer),
+            Event::SetQos {
+                link,
+                id,
+                ref name,
+                change,
+                ..
+            } => crate::remote_qos::serve(shared, st, (link, id), name, change),
+            Event::QosSet { peer, id, outcome } => shared.qos_asks.answered(id, peer, outcome),
         }
     }
     pulls

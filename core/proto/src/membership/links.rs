@@ -172,6 +172,16 @@ impl Membership {
                 id,
                 answer: found.then_some((count, records)),
             }),
+            PeerMessage::SetQos { id, name, change } => self.events.push_back(Event::SetQos {
+                peer,
+                link,
+                id,
+                name,
+                change,
+            }),
+            PeerMessage::QosSet { id, outcome } => {
+                self.events.push_back(Event::QosSet { peer, id, outcome });
+            }
         }
         Ok(())
     }
@@ -329,5 +339,7 @@ fn kind(msg: &PeerMessage) -> &'static str {
         PeerMessage::Heartbeat => "Heartbeat",
         PeerMessage::Pull { .. } => "Pull",
         PeerMessage::Pulled { .. } => "Pulled",
+        PeerMessage::SetQos { .. } => "SetQos",
+        PeerMessage::QosSet { .. } => "QosSet",
     }
 }

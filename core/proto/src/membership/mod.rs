@@ -77,9 +77,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use tagwire_wire::control::{HistoryQuery, NodeState, NodeSummary};
+use tagwire_wire::control::{ErrorCode, HistoryQuery, NodeState, NodeSummary};
 use tagwire_wire::peer::{Beacon, PeerMessage, TableOp};
-use tagwire_wire::{NodeAddr, TagName};
+use tagwire_wire::{Member, NodeAddr, QosChange, TagName};
 
 pub use outputs::{DownReason, Event, MembershipError, Stats, Transmit};
 
@@ -463,6 +463,34 @@ impl Membership {
             records,
         };
         self.send(link, msg);
+    }
+
+    /// Asks `node` to change the subscriptions to `name` that it holds;
+    /// false when `node` is not up (nothing was sent). Its answer comes as
+    /// [`Event::QosSet`]; if it goes down first, as [`Event::PeerDown`].
+    pub fn set_qos(&mut self, node: NodeAddr, id: u64, name: &TagName, change: QosChange) -> bool {
+        let Some((_, link)) = self.up_links().find(|(n, _)| *n == node) else {
+            return false;
+        };
+        let msg = PeerMessage::SetQos {
+            id,
+            name: name.clone(),
+            change,
+        };
+        self.send(link, msg);
+        true
+    }
+
+    /// Answers a peer's [`Event::SetQos`].
+    pub fn answer_set_qos(
+        &mut self,
+        link: LinkId,
+        id: u64,
+        outcome: Result<Vec<Member>, (ErrorCode, String)>,
+    ) {
+        if self.is_up(link) {
+            self.send(link, PeerMessage::QosSet { id, outcome });
+        }
     }
 
     /// The next thing to do with the sockets. `now` stamps the link's last

@@ -4,9 +4,9 @@ use std::net::SocketAddr;
 
 use thiserror::Error;
 
-use tagwire_wire::control::HistoryQuery;
+use tagwire_wire::control::{ErrorCode, HistoryQuery};
 use tagwire_wire::peer::{PeerMessage, TableOp};
-use tagwire_wire::{NodeAddr, TagName};
+use tagwire_wire::{Member, NodeAddr, QosChange, TagName};
 
 use super::{LinkId, OpId, Source};
 
@@ -140,6 +140,29 @@ pub enum Event {
         id: u64,
         /// `(count, records)` when the peer keeps a history of the tag.
         answer: Option<(u32, Vec<u8>)>,
+    },
+    /// A peer asks this node to change the subscriptions to a tag that it
+    /// holds; answer with [`super::Membership::answer_set_qos`].
+    SetQos {
+        /// The peer.
+        peer: NodeAddr,
+        /// Its link.
+        link: LinkId,
+        /// The request.
+        id: u64,
+        /// The tag.
+        name: TagName,
+        /// Whose subscriptions, and what they get.
+        change: QosChange,
+    },
+    /// A peer's answer to [`super::Membership::set_qos`].
+    QosSet {
+        /// The peer.
+        peer: NodeAddr,
+        /// The request.
+        id: u64,
+        /// The changed receivers, or the refusal's code and reason.
+        outcome: Result<Vec<Member>, (ErrorCode, String)>,
     },
 }
 

@@ -116,22 +116,12 @@ pub(super) fn encode_request(r: &Request, w: &mut Writer) {
         }
         Request::SetChannelQos {
             name,
-            pid,
-            priority,
-            sched,
+            nodes,
+            change,
         } => {
-            // (Pid 0 is no process: it stands for every one.) Then which
-            // of the two follow: bit 0 the class, bit 1 the policy.
-            w.str(name.as_str())
-                .u32(pid.map_or(0, |p| p.0))
-                .u8(u8::from(priority.is_some()) | u8::from(sched.is_some()) << 1);
-            if let Some(p) = priority {
-                w.u8(p.to_u8());
-            }
-            if let Some(s) = sched {
-                let [policy, value] = s.to_bytes();
-                w.u8(policy).u8(value);
-            }
+            w.str(name.as_str());
+            nodes.encode(w);
+            change.encode(w);
         }
     }
 }
@@ -228,31 +218,11 @@ pub(super) fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, De
         25 => Request::Channels {
             name: TagName::decode(r)?,
         },
-        26 => {
-            let name = TagName::decode(r)?;
-            let pid = Some(r.u32()?).filter(|&p| p != 0).map(Pid);
-            let which = r.u8()?;
-            if which & !3 != 0 {
-                return Err(DecodeError::Unknown {
-                    what: "channel change (bit 0: class, bit 1: policy)",
-                    value: u32::from(which),
-                });
-            }
-            let priority = match which & 1 {
-                0 => None,
-                _ => Some(Priority::from_u8(r.u8()?)?),
-            };
-            let sched = match which & 2 {
-                0 => None,
-                _ => Some(Sched::from_bytes([r.u8()?, r.u8()?])?),
-            };
-            Request::SetChannelQos {
-                name,
-                pid,
-                priority,
-                sched,
-            }
-        }
+        26 => Request::SetChannelQos {
+            name: TagName::decode(r)?,
+            nodes: OnNodes::decode(r)?,
+            change: QosChange::decode(r)?,
+        },
         k => {
             return Err(DecodeError::Unknown {
                 what: "request kind",

@@ -524,7 +524,7 @@ impl MemberNode {
     /// daemon's rings, client broadcasts and routes.
     fn consume(&mut self, now: Instant, e: Event) {
         match e {
-            Event::Discovered { .. } | Event::Pulled { .. } => {}
+            Event::Discovered { .. } | Event::Pulled { .. } | Event::QosSet { .. } => {}
             Event::PeerUp {
                 peer,
                 incarnation,
@@ -566,6 +566,15 @@ impl MemberNode {
                 self.finish(now, id, Outcome::TimedOut(missing));
             }
             Event::Pull { link, id, .. } => self.membership.answer_pull(link, id, None),
+            // The simulated node holds no subscriptions of its own.
+            Event::SetQos { link, id, name, .. } => self.membership.answer_set_qos(
+                link,
+                id,
+                Err((
+                    tagwire_wire::control::ErrorCode::NotSubscribed,
+                    format!("no subscription to {name} here"),
+                )),
+            ),
         }
     }
 

@@ -2,8 +2,13 @@
 //! admin commands that change a subscription's packet class and thread
 //! policy.
 
-use tagwire_wire::control::{Request, Response};
-use tagwire_wire::{ChannelQos, Member, Pid, Priority, Sched, TagName};
+use std::fmt;
+use std::str::FromStr;
+
+use tagwire_wire::control::{ErrorCode, Request, Response};
+use tagwire_wire::{
+    ChannelQos, Member, NodeAddr, OnNodes, Pid, Priority, QosChange, Sched, TagName,
+};
 
 use super::{unexpected, Client};
 use crate::Result;
@@ -18,6 +23,11 @@ pub struct Channels {
     pub senders: Vec<Member>,
     /// Who subscribes, and with what QoS.
     pub receivers: Vec<(Member, ChannelQos)>,
+}
+
+/// This node's subscriptions of process `pid`, or of every one.
+fn here_of(pid: Option<u32>) -> Subscriptions {
+    pid.map_or_else(Subscriptions::here, |p| Subscriptions::here().of(p))
 }
 
 impl Client {
@@ -50,7 +60,7 @@ impl Client {
         pid: Option<u32>,
         priority: Priority,
     ) -> Result<Vec<Member>> {
-        self.change_channels(name, pid, Some(priority), None)
+        self.change_channels(name, here_of(pid), Some(priority), None)
     }
 
     /// Gives the subscriptions to `name` held on this node (by process
@@ -67,26 +77,152 @@ impl Client {
         pid: Option<u32>,
         sched: Sched,
     ) -> Result<Vec<Member>> {
-        self.change_channels(name, pid, None, Some(sched))
+        self.change_channels(name, here_of(pid), None, Some(sched))
     }
 
-    fn change_channels(
+    /// Gives the subscriptions to `name` that `whose` chooses (on this
+    /// node, another, or every one; of one process or all) the packet
+    /// class `priority` and the thread policy `sched` (each: `None` keeps
+    /// it), at run time, from any node: each node's subscriptions are
+    /// restated by that node (this node's daemon asks it), and when this
+    /// returns every live node has applied the change. Returns the
+    /// receivers whose QoS changed.
+    ///
+    /// Who may: as [`Client::set_channel_qos`] on this node; another
+    /// node's subscriptions only root, the tag's owner and users the
+    /// policy lets destroy the tag ([`crate::Error::Denied`]). A node that
+    /// is down or does not answer: [`crate::Error::PeersUnresponsive`].
+    pub fn change_channels(
         &self,
         name: &str,
-        pid: Option<u32>,
+        whose: Subscriptions,
         priority: Option<Priority>,
         sched: Option<Sched>,
     ) -> Result<Vec<Member>> {
         let name = TagName::new(name)?;
         let req = Request::SetChannelQos {
             name: name.clone(),
-            pid: pid.map(Pid),
-            priority,
-            sched,
+            nodes: whose.nodes,
+            change: QosChange {
+                pid: whose.pid.map(Pid),
+                priority,
+                sched,
+            },
         };
         match self.core.call(req, None)? {
             (Response::Members { receivers, .. }, _) => Ok(receivers),
+            // Which node and process had none: the daemon's words.
+            (
+                Response::Error {
+                    code: ErrorCode::NotSubscribed,
+                    message,
+                },
+                _,
+            ) => Err(crate::Error::NotSubscribed(format!("{name} ({message})"))),
             other => Err(unexpected(other, &name)),
+        }
+    }
+}
+
+/// Which subscriptions to a tag an admin command changes
+/// ([`Client::change_channels`]): on which nodes, and whose. Written
+/// `PID@NODE`, `@NODE` (every process on the node), `PID` (this node),
+/// `here` (every process on this node) or `all` (every subscription on
+/// every node); `NODE` is a node's address as `tagwire nodes` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Subscriptions {
+    nodes: OnNodes,
+    pid: Option<u32>,
+}
+
+impl Subscriptions {
+    /// Every subscription held on this node.
+    pub fn here() -> Self {
+        Self::default()
+    }
+
+    /// Every subscription on every node.
+    pub fn everywhere() -> Self {
+        Subscriptions {
+            nodes: OnNodes::Every,
+            pid: None,
+        }
+    }
+
+    /// Every subscription held on `node`.
+    pub fn on(node: NodeAddr) -> Self {
+        Subscriptions {
+            nodes: OnNodes::Node(node),
+            pid: None,
+        }
+    }
+
+    /// Only process `pid`'s (on the nodes chosen).
+    pub fn of(self, pid: u32) -> Self {
+        Subscriptions {
+            pid: Some(pid),
+            ..self
+        }
+    }
+}
+
+impl FromStr for Subscriptions {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let pid = |p: &str| {
+            p.parse::<u32>()
+                .ok()
+                .filter(|&p| p != 0)
+                .ok_or_else(|| format!("{p:?} is not a process id"))
+        };
+        match s {
+            "all" | "*" => return Ok(Self::everywhere()),
+            "here" => return Ok(Self::here()),
+            _ => {}
+        }
+        let Some((p, node)) = s.split_once('@') else {
+            return Ok(Self::here().of(pid(s)?));
+        };
+        let node = node.parse().map(NodeAddr).map_err(|_| {
+            format!("{node:?} is not a node address (an IP, as `tagwire nodes` shows)")
+        })?;
+        match p {
+            "" | "*" => Ok(Self::on(node)),
+            p => Ok(Self::on(node).of(pid(p)?)),
+        }
+    }
+}
+
+impl fmt::Display for Subscriptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.nodes, self.pid) {
+            (OnNodes::This, None) => f.write_str("here"),
+            (OnNodes::This, Some(p)) => write!(f, "{p}"),
+            (OnNodes::Every, None) => f.write_str("all"),
+            (OnNodes::Every, Some(p)) => write!(f, "{p}@*"),
+            (OnNodes::Node(n), None) => write!(f, "@{n}"),
+            (OnNodes::Node(n), Some(p)) => write!(f, "{p}@{n}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscriptions_parse_and_print_alike() {
+        for s in ["here", "all", "42", "@10.0.0.2", "42@10.0.0.2", "7@::1"] {
+            let parsed: Subscriptions = s.parse().unwrap();
+            assert_eq!(parsed.to_string(), s);
+        }
+        let node = NodeAddr("10.0.0.2".parse().unwrap());
+        assert_eq!("*".parse(), Ok(Subscriptions::everywhere()));
+        assert_eq!("*@10.0.0.2".parse(), Ok(Subscriptions::on(node)));
+        assert_eq!("5@10.0.0.2".parse(), Ok(Subscriptions::on(node).of(5)));
+        for bad in ["", "0", "x@10.0.0.2", "5@node-b", "-1", "5@"] {
+            assert!(bad.parse::<Subscriptions>().is_err(), "{bad:?}");
         }
     }
 }

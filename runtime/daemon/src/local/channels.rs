@@ -1,21 +1,23 @@
 //! A tag's channels at run time: who receives it with which `ChannelQos`
 //! (`Request::Channels`), and changing the packet class or thread policy
-//! of this node's subscriptions (`Request::SetChannelQos`).
+//! of subscriptions on this node or any other (`Request::SetChannelQos`).
 //!
-//! A change is a table operation: this node holds the subscription,
-//! so it restates the right with the new class (a newer `Join`, last writer
+//! A change is a table operation: the node that holds the subscription
+//! restates the right with the new class (a newer `Join`, last writer
 //! wins) and replicates it; every sending node re-routes when it applies it
 //! and its streams carry the new class from their next datagram, with no
-//! stream closed (nothing lost, duplicated or reordered).
+//! stream closed (nothing lost, duplicated or reordered). A change of
+//! another node's subscriptions is asked of that node (`remote_qos`).
 
+use std::collections::{BTreeSet, HashSet};
 use std::os::fd::OwnedFd;
 
-use tagwire_proto::{Holder, Role};
+use tagwire_proto::{ClientId, Holder, Role};
 use tagwire_wire::control::{ErrorCode, Response};
 use tagwire_wire::peer::TableOp;
-use tagwire_wire::{ChannelQos, Pid, Priority, Sched, TagName};
+use tagwire_wire::{ChannelQos, Member, NodeAddr, OnNodes, QosChange, TagName};
 
-use super::{error, permit, table_error, Client};
+use super::{error, permit, refusal, Client};
 use crate::policy::Right;
 use crate::{update, Shared, State};
 
@@ -38,91 +40,184 @@ pub(super) fn list(st: &State, name: &TagName) -> (Response, Option<OwnedFd>) {
     )
 }
 
-/// Gives the subscriptions this node holds to `name` (of process `pid`, or
-/// all) the class `priority` and the policy `sched` (each if given). Who may: root, the daemon's user, the tag's
-/// owner and whoever the policy lets destroy the tag, for every
-/// subscription; anyone else for the subscriptions of processes of their
-/// own uid.
+/// A refused change: its code and the reason, for the asker.
+pub(crate) type Refusal = (ErrorCode, String);
+
+/// Gives the subscriptions to `name` that `nodes` hold and `change`
+/// chooses (a process's, or every one's) its class and policy. This
+/// node's are restated here (their ops left in `ops`, replicated once the
+/// lock is released); every other node's are asked of it
+/// (`remote_qos::ask`), which restates its own. Who may: root, the
+/// daemon's user, the tag's owner and whoever the policy lets destroy the
+/// tag, for every subscription on every node; anyone else for the
+/// subscriptions of processes of their own uid on this node.
 pub(super) fn set(
     shared: &Shared,
-    st: &mut State,
     client: &Client,
-    (name, pid, priority, sched): (TagName, Option<Pid>, Option<Priority>, Option<Sched>),
+    (name, nodes, change): (TagName, OnNodes, QosChange),
     ops: &mut Vec<TableOp>,
 ) -> (Response, Option<OwnedFd>) {
-    let Some(tag) = st.table.entry(&name).map(|e| e.id) else {
+    let st = shared.lock();
+    if st.table.entry(&name).is_none() {
         return error(ErrorCode::UnknownTag, format!("unknown tag {name}"));
-    };
+    }
     // The daemons' threads would run at it: only for a process that may
     // run at it itself, whoever's subscription it is.
-    if let Some(s) = sched {
+    if let Some(s) = change.sched {
         if let Err(why) = tagwire_sched::may_use(client.who.pid.0, s) {
             return error(ErrorCode::NotPermitted, format!("{name}: {why}"));
         }
     }
-    let admin = permit(shared, st, client, &name, Right::Destroy).is_ok();
-    let uid = client.cred.uid;
-    let clients = &st.clients;
-    let mine = |h: Holder| match h {
-        Holder::Local(c) => admin || clients.get(&c).is_some_and(|o| o.uid == uid),
-        Holder::Remote => false,
+    let admin = permit(shared, &st, client, &name, Right::Destroy).is_ok();
+    let me = shared.node();
+    let (here, elsewhere) = match nodes {
+        OnNodes::This => (true, Vec::new()),
+        OnNodes::Node(n) if n == me => (true, Vec::new()),
+        OnNodes::Node(n) => (false, vec![n]),
+        OnNodes::Every => {
+            let chosen = holders(&st, &name, change);
+            (
+                chosen.contains(&me),
+                chosen.into_iter().filter(|&n| n != me).collect(),
+            )
+        }
     };
-    let chosen = |r: &tagwire_proto::Right| pid.is_none_or(|p| r.member.who.pid == p);
-    let any = st.table.entry(&name).is_some_and(|e| {
-        e.rights(Role::Receiver)
-            .iter()
-            .any(|r| matches!(r.holder, Holder::Local(_)) && chosen(r))
-    });
-    if !any {
-        let whose = pid.map_or_else(|| "no process".to_owned(), |p| format!("process {}", p.0));
+    if !here && elsewhere.is_empty() {
         return error(
             ErrorCode::NotSubscribed,
+            format!("no subscription{} to {name} on any node", of(change)),
+        );
+    }
+    if !elsewhere.is_empty() && !admin {
+        return error(
+            ErrorCode::Denied,
             format!(
-                "{whose} on this node subscribes to {name}: a class is changed on the node that \
-                 holds the subscription (run `tagwire qos` there)"
+                "only root, the tag's owner or a user the policy lets destroy {name} may change \
+                 subscriptions held on another node (or run `tagwire qos` on that node as the \
+                 subscriber's user)"
             ),
         );
     }
-    let allowed: Vec<_> = st
-        .table
-        .entry(&name)
-        .map(|e| {
-            e.rights(Role::Receiver)
-                .iter()
-                .filter(|r| chosen(r) && mine(r.holder))
-                .map(|r| r.key)
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut changed = Vec::new();
+    let mut st = st;
+    if here {
+        let uid = client.cred.uid;
+        let own: HashSet<ClientId> = st
+            .clients
+            .iter()
+            .filter(|(_, o)| o.uid == uid)
+            .map(|(c, _)| *c)
+            .collect();
+        let mine = |c: ClientId| admin || own.contains(&c);
+        match restate(shared, &mut st, &name, change, mine) {
+            Ok((mut c, o)) => {
+                changed.append(&mut c);
+                ops.extend(o);
+            }
+            // Every node's: this node holds none of the chosen.
+            Err((ErrorCode::NotSubscribed, _)) if nodes == OnNodes::Every => {}
+            Err((code, why)) => return error(code, why),
+        }
+    }
+    drop(st);
+    for node in elsewhere {
+        match crate::remote_qos::ask(shared, node, &name, change) {
+            Ok(mut c) => changed.append(&mut c),
+            Err((code, why)) => {
+                let done = match changed.len() {
+                    0 => String::new(),
+                    n => format!(" ({n} subscriptions elsewhere were changed)"),
+                };
+                return error(code, format!("node {node}: {why}{done}"));
+            }
+        }
+    }
+    (
+        Response::Members {
+            senders: Vec::new(),
+            receivers: changed,
+        },
+        None,
+    )
+}
+
+/// Whose subscriptions `change` chooses, for an error: " of process P".
+fn of(change: QosChange) -> String {
+    change
+        .pid
+        .map_or_else(String::new, |p| format!(" of process {}", p.0))
+}
+
+/// The nodes holding subscriptions to `name` that `change` chooses.
+fn holders(st: &State, name: &TagName, change: QosChange) -> BTreeSet<NodeAddr> {
+    st.table.entry(name).map_or_else(BTreeSet::new, |e| {
+        e.rights(Role::Receiver)
+            .iter()
+            .filter(|r| change.pid.is_none_or(|p| r.member.who.pid == p))
+            .map(|r| r.key.node)
+            .collect()
+    })
+}
+
+/// Restates the subscriptions to `name` held on this node that `change`
+/// chooses and whose client `may` allows, with its class and policy;
+/// applies the change here and returns the receivers it changed and the
+/// ops that carry it to the other nodes. Both askers come here: a local
+/// client (`set`) and another node (`remote_qos::serve`).
+pub(crate) fn restate(
+    shared: &Shared,
+    st: &mut State,
+    name: &TagName,
+    change: QosChange,
+    may: impl Fn(ClientId) -> bool,
+) -> Result<(Vec<Member>, Vec<TableOp>), Refusal> {
+    let Some(e) = st.table.entry(name) else {
+        return Err((ErrorCode::UnknownTag, format!("unknown tag {name}")));
+    };
+    let tag = e.id;
+    let chosen = |r: &tagwire_proto::Right| change.pid.is_none_or(|p| r.member.who.pid == p);
+    let local = |r: &tagwire_proto::Right| match r.holder {
+        Holder::Local(c) => Some(c),
+        Holder::Remote => None,
+    };
+    let mut any = false;
+    let mut allowed = Vec::new();
+    for r in e.rights(Role::Receiver).iter().filter(|r| chosen(r)) {
+        if let Some(c) = local(r) {
+            any = true;
+            if may(c) {
+                allowed.push(r.key);
+            }
+        }
+    }
+    if !any {
+        return Err((
+            ErrorCode::NotSubscribed,
+            format!("no subscription{} to {name} on this node", of(change)),
+        ));
+    }
     if allowed.is_empty() {
-        return error(
+        return Err((
             ErrorCode::Denied,
             format!(
                 "only root, the tag's owner, a user the policy lets destroy {name}, or the \
                  subscriber's own user may change its class or policy"
             ),
-        );
+        ));
     }
-    let change = |q: ChannelQos| ChannelQos {
-        priority: priority.unwrap_or(q.priority),
-        sched: sched.unwrap_or(q.sched),
+    let to = |q: ChannelQos| ChannelQos {
+        priority: change.priority.unwrap_or(q.priority),
+        sched: change.sched.unwrap_or(q.sched),
         ..q
     };
     match st
         .table
-        .set_receiver_qos(tag, |r| allowed.contains(&r.key), change)
+        .set_receiver_qos(tag, |r| allowed.contains(&r.key), to)
     {
         Ok((changed, c)) => {
             update::effects(shared, st, &c.updates);
-            ops.extend(c.ops);
-            (
-                Response::Members {
-                    senders: Vec::new(),
-                    receivers: changed,
-                },
-                None,
-            )
+            Ok((changed, c.ops))
         }
-        Err(e) => table_error(e),
+        Err(e) => Err(refusal(e)),
     }
 }

@@ -38,7 +38,7 @@ enum Input {
 fn input() -> impl Strategy<Value = Input> {
     prop_oneof![
         (0..4usize, any::<bool>()).prop_map(|(from, dialed)| Input::Connect { from, dialed }),
-        (1..8u64, 0..7u8, 0..4usize, 1..4u64).prop_map(|(link, msg, from, incarnation)| {
+        (1..8u64, 0..9u8, 0..4usize, 1..4u64).prop_map(|(link, msg, from, incarnation)| {
             Input::Message {
                 link,
                 msg,
@@ -72,11 +72,20 @@ fn message(kind: u8, from: usize, incarnation: u64) -> PeerMessage {
             name: TagName::new("/p").unwrap(),
             query: HistoryQuery::Last(1),
         },
-        _ => PeerMessage::Pulled {
+        6 => PeerMessage::Pulled {
             id: 1,
             found: true,
             count: 0,
             records: vec![],
+        },
+        7 => PeerMessage::SetQos {
+            id: 1,
+            name: TagName::new("/q").unwrap(),
+            change: QosChange::default(),
+        },
+        _ => PeerMessage::QosSet {
+            id: 1,
+            outcome: Ok(vec![]),
         },
     }
 }

@@ -172,6 +172,47 @@ fn pulls_go_to_every_up_peer_and_answers_come_back_as_events() {
 }
 
 #[test]
+fn a_qos_change_goes_to_the_named_peer_only_and_its_answer_comes_back() {
+    let mut net = Net::new(3);
+    net.settle();
+    let name = TagName::new("/q").unwrap();
+    let change = QosChange {
+        pid: Some(tagwire_wire::Pid(42)),
+        priority: Some(tagwire_wire::Priority::Critical),
+        sched: None,
+    };
+    assert!(net.nodes[0].set_qos(node(2), 9, &name, change));
+    // A node with no link up is not asked.
+    assert!(!net.nodes[0].set_qos(node(7), 10, &name, change));
+    net.settle();
+    let asked = |e: &Event| matches!(e, Event::SetQos { .. });
+    assert!(!net.events[1].iter().any(asked));
+    let (link, id) = net.events[2]
+        .iter()
+        .find_map(|e| match e {
+            Event::SetQos {
+                link,
+                id,
+                name: n,
+                change: c,
+                ..
+            } => {
+                assert_eq!((n, c), (&name, &change));
+                Some((*link, *id))
+            }
+            _ => None,
+        })
+        .unwrap();
+    let refused = (ErrorCode::Denied, "no".to_owned());
+    net.nodes[2].answer_set_qos(link, id, Err(refused.clone()));
+    net.settle();
+    assert!(net.events[0].iter().any(|e| matches!(
+        e,
+        Event::QosSet { peer, id: 9, outcome } if *peer == node(2) && *outcome == Err(refused.clone())
+    )));
+}
+
+#[test]
 fn a_failed_dial_is_retried_after_the_redial_delay() {
     let mut net = Net::new(2);
     net.cut.insert(1);
