@@ -66,6 +66,9 @@
 // priority p (1..=99).
 #define TW_SCHED_RR 512
 
+// `tw_change_channels`: leave the class (or the policy) as it is.
+#define TW_KEEP 4294967295
+
 // `tw_subscribe_options.proxy`: the every-n-th filter runs in this library.
 #define TW_PROXY_SUBSCRIBER 0
 
@@ -436,6 +439,23 @@ enum tw_status tw_set_channel_sched(const struct tw_client *client,
                                     uint32_t pid,
                                     uint32_t sched,
                                     size_t *changed);
+
+// Gives the subscriptions to a tag that `subscribers` chooses the class
+// `priority` and the thread policy `sched` at run time, on any node (each
+// `TW_KEEP` to leave it; otherwise as in `tw_set_channel_qos` and
+// `tw_set_channel_sched`). `subscribers`: `"PID@NODE"`, `"@NODE"` (every
+// process there), `"PID"` or `"here"` (this node), `"all"` or `NULL`
+// (every node's); NODE is a node's address. Another node's subscriptions
+// only root, the tag's owner or a user allowed to destroy the tag may
+// change (`TW_ERR_DENIED`); a node that is down or does not answer:
+// `TW_ERR_PEERS_UNRESPONSIVE`. `*changed` (may be `NULL`): how many
+// subscriptions changed.
+enum tw_status tw_change_channels(const struct tw_client *client,
+                                  const char *name,
+                                  const char *subscribers,
+                                  uint32_t priority,
+                                  uint32_t sched,
+                                  size_t *changed);
 
 // The processes holding send access to a tag: up to `cap` into `out`
 // (`NULL` with `cap` 0 just counts), the total into `*count`. More than

@@ -596,6 +596,17 @@ class Client {
     return changed;
   }
 
+  // Gives the subscriptions to `name` that `subscribers` chooses ("PID@NODE",
+  // "@NODE", "PID", "here", "all": every node's) the class `klass` and the
+  // policy `sched` (each TW_KEEP to leave it) at run time, on any node: the
+  // node holding each restates it; returns how many changed.
+  std::size_t change_channels(const std::string& name, const std::string& subscribers, std::uint32_t klass,
+                              std::uint32_t sched = TW_KEEP) {
+    std::size_t changed = 0;
+    detail::check(tw_change_channels(c_.get(), name.c_str(), subscribers.c_str(), klass, sched, &changed));
+    return changed;
+  }
+
   void set_history(const std::string& name, std::uint32_t depth, std::uint64_t max_bytes = 0) {
     detail::check(tw_set_history(c_.get(), name.c_str(), depth, max_bytes));
   }

@@ -235,6 +235,55 @@ pub unsafe extern "C" fn tw_set_channel_sched(
     })
 }
 
+/// Gives the subscriptions to a tag that `subscribers` chooses the class
+/// `priority` and the thread policy `sched` at run time, on any node (each
+/// `TW_KEEP` to leave it; otherwise as in `tw_set_channel_qos` and
+/// `tw_set_channel_sched`). `subscribers`: `"PID@NODE"`, `"@NODE"` (every
+/// process there), `"PID"` or `"here"` (this node), `"all"` or `NULL`
+/// (every node's); NODE is a node's address. Another node's subscriptions
+/// only root, the tag's owner or a user allowed to destroy the tag may
+/// change (`TW_ERR_DENIED`); a node that is down or does not answer:
+/// `TW_ERR_PEERS_UNRESPONSIVE`. `*changed` (may be `NULL`): how many
+/// subscriptions changed.
+#[no_mangle]
+pub unsafe extern "C" fn tw_change_channels(
+    client: *const tw_client,
+    name: *const c_char,
+    subscribers: *const c_char,
+    priority: u32,
+    sched: u32,
+    changed: *mut usize,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let c = unsafe { handle(client, "client") }?;
+        // SAFETY: forwarded contract.
+        let name = unsafe { str_arg(name, "name") }?;
+        // SAFETY: forwarded contract.
+        let whose = match unsafe { opt_str(subscribers, "subscribers") }? {
+            None => tagwire::Subscriptions::everywhere(),
+            Some(s) => s
+                .parse()
+                .map_err(|e: String| Failure::invalid(format!("subscribers {s:?}: {e}")))?,
+        };
+        let keep = |v: u32| v != crate::types::TW_KEEP;
+        let class = match keep(priority) {
+            true => Some(crate::types::priority(priority)?),
+            false => None,
+        };
+        let policy = match keep(sched) {
+            true => Some(crate::types::sched(sched)?),
+            false => None,
+        };
+        let list = c.inner.change_channels(name, whose, class, policy)?;
+        if !changed.is_null() {
+            // SAFETY: non-null, and the caller passes a writable `size_t`.
+            unsafe { put(changed, list.len(), "changed") }?;
+        }
+        Ok(())
+    })
+}
+
 /// The processes holding send access to a tag: up to `cap` into `out`
 /// (`NULL` with `cap` 0 just counts), the total into `*count`. More than
 /// `cap`: `TW_ERR_BUFFER_TOO_SMALL`, with `*count` the size needed.

@@ -49,6 +49,8 @@ pub const TW_SCHED_FIFO: u32 = 0x100;
 /// `tw_subscribe_options.sched`: `TW_SCHED_RR | p`, `SCHED_RR` at
 /// priority p (1..=99).
 pub const TW_SCHED_RR: u32 = 0x200;
+/// `tw_change_channels`: leave the class (or the policy) as it is.
+pub const TW_KEEP: u32 = 0xffff_ffff;
 /// `tw_subscribe_options.proxy`: the every-n-th filter runs in this library.
 pub const TW_PROXY_SUBSCRIBER: u32 = 0;
 /// `tw_subscribe_options.proxy`: in the publishing node's daemon.

@@ -315,6 +315,42 @@ impl PyClient {
         Ok(v.into_iter().map(Member::from).collect())
     }
 
+    /// Gives the subscriptions to a tag that `subscribers` chooses
+    /// (`"PID@NODE"`, `"@NODE"`: every process there, `"PID"` or `"here"`:
+    /// this node, `"all"`: every node's) the class `priority` and the
+    /// thread policy `sched` (each None to keep it; spelled as in
+    /// `set_channel_qos` and `set_channel_sched`) at run time, on any node:
+    /// the node holding each restates it. Returns the receivers whose QoS
+    /// changed. Another node's subscriptions only root, the tag's owner or
+    /// a user allowed to destroy the tag may change (`tagwire.Denied`); a
+    /// node that is down or silent: `tagwire.PeersUnresponsive`.
+    #[pyo3(signature = (name, subscribers="all", priority=None, sched=None))]
+    fn change_channels(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        subscribers: &str,
+        priority: Option<&str>,
+        sched: Option<&str>,
+    ) -> PyResult<Vec<Member>> {
+        let whose: tagwire::Subscriptions = subscribers
+            .parse()
+            .map_err(|e: String| bad_arg(format!("subscribers: {e}")))?;
+        let class = priority
+            .map(str::parse::<tagwire::Priority>)
+            .transpose()
+            .map_err(|e| bad_arg(format!("priority: {e}")))?;
+        let policy = sched
+            .map(str::parse::<tagwire::Sched>)
+            .transpose()
+            .map_err(|e| bad_arg(format!("sched: {e}")))?;
+        let c = self.client(py)?;
+        let v = py
+            .detach(|| c.change_channels(name, whose, class, policy))
+            .py_err(py)?;
+        Ok(v.into_iter().map(Member::from).collect())
+    }
+
     /// Messages from a tag's history (see `set_history`), oldest first, with
     /// their senders: a list of `Message`. `query`: `tagwire.Last(n)`,
     /// `tagwire.Since(seq)` or `tagwire.Between(from_ns, to_ns)`.

@@ -177,6 +177,17 @@ def test_a_subscriptions_class_changes_at_run_time(client, tag):
             client.set_channel_sched(tag, "fifo:10")
     with pytest.raises(ValueError, match="sched"):
         client.set_channel_sched(tag, "rr:0")
+    # Whose, on which node, both at once, or one kept.
+    assert len(client.change_channels(tag, "all", "high", "other:3")) == 1
+    assert client.change_channels(tag, "here", "high", "other:3") == []
+    assert len(client.change_channels(tag, str(os.getpid()), sched="other:4")) == 1
+    with pytest.raises(tagwire.NotSubscribed):
+        client.change_channels(tag, "1@127.0.0.1", "low")
+    # A daemon alone reaches no other node; a choice that is none.
+    with pytest.raises(tagwire.Error, match="alone"):
+        client.change_channels(tag, "@10.99.0.9", "low")
+    with pytest.raises(ValueError, match="subscribers"):
+        client.change_channels(tag, "x@node", "low")
     pub = client.publisher(tag)
     pub.send(b"x")
     assert sub.receive(5).payload == b"x"

@@ -122,6 +122,9 @@ TEST(CApi, bad_arguments_are_errors_not_crashes) {
   EXPECT_EQ(tw_set_channel_qos(c, "/x", 0, 4, nullptr), TW_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(tw_last_error()).find("priority 4"), std::string::npos) << tw_last_error();
   EXPECT_EQ(tw_set_channel_qos(nullptr, "/x", 0, TW_PRIORITY_HIGH, nullptr), TW_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(tw_change_channels(c, "/x", "5@", TW_PRIORITY_HIGH, TW_KEEP, nullptr), TW_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tw_last_error()).find("subscribers"), std::string::npos) << tw_last_error();
+  EXPECT_EQ(tw_change_channels(c, "/x", nullptr, 4, TW_KEEP, nullptr), TW_ERR_INVALID_ARGUMENT);
   tw_history_query q{99, 0, 0};
   tw_message_list* l = nullptr;
   EXPECT_EQ(tw_pull(c, "/x", &q, &l), TW_ERR_INVALID_ARGUMENT);

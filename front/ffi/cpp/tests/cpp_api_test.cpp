@@ -189,6 +189,14 @@ TEST(CppApi, a_subscriptions_class_changes_at_run_time) {
     EXPECT_THROW(c.set_channel_sched(tag, TW_SCHED_FIFO | 10), tagwire::NotPermitted);
   }
   EXPECT_THROW(c.set_channel_sched(tag, TW_SCHED_RR | 0), tagwire::InvalidArgument);
+  // Whose, on which node, both at once, or one kept.
+  EXPECT_EQ(c.change_channels(tag, "all", TW_PRIORITY_HIGH, TW_SCHED_OTHER | 3), 1u);
+  EXPECT_EQ(c.change_channels(tag, "here", TW_PRIORITY_HIGH, TW_SCHED_OTHER | 3), 0u);
+  EXPECT_EQ(c.change_channels(tag, std::to_string(getpid()), TW_KEEP, TW_SCHED_OTHER | 4), 1u);
+  EXPECT_THROW(c.change_channels(tag, "1@127.0.0.1", TW_PRIORITY_LOW), tagwire::NotSubscribed);
+  // A daemon alone reaches no other node; a choice that is none.
+  EXPECT_THROW(c.change_channels(tag, "@10.99.0.9", TW_PRIORITY_LOW), tagwire::Error);
+  EXPECT_THROW(c.change_channels(tag, "x@node", TW_PRIORITY_LOW), tagwire::InvalidArgument);
   auto pub = c.publisher(tag);
   pub.send("x");
   EXPECT_EQ(sub.receive(5s).seq, 1u);

@@ -196,6 +196,34 @@ public final class Client implements AutoCloseable {
         return changeChannels(Native.H.set_channel_sched, name, sched.code, pid);
     }
 
+    /**
+     * Gives the subscriptions to {@code name} that {@code subscribers} chooses ({@code "PID@NODE"},
+     * {@code "@NODE"}: every process there, {@code "PID"} or {@code "here"}: this node, {@code
+     * "all"}: every node's) the class {@code priority} and the thread policy {@code sched} (each
+     * {@code null} to keep it) at run time, on any node: the node holding each restates it. Returns
+     * how many changed. Another node's subscriptions only root, the tag's owner or a user allowed to
+     * destroy the tag may change ({@link TagwireException.Kind#DENIED}); a node that is down or
+     * silent: {@link TagwireException.Kind#PEERS_UNRESPONSIVE}.
+     */
+    public long changeChannels(String name, String subscribers, Priority priority, Sched sched) {
+        Objects.requireNonNull(name, "name");
+        Objects.requireNonNull(subscribers, "subscribers");
+        int keep = -1; // TW_KEEP
+        int klass = priority == null ? keep : priority.code;
+        int policy = sched == null ? keep : sched.code;
+        long stamp = enter();
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment changed = a.allocate(JAVA_LONG);
+            Native.check((int) Native.H.change_channels.invokeExact(
+                    handle, a.allocateFrom(name), a.allocateFrom(subscribers), klass, policy, changed));
+            return changed.get(JAVA_LONG, 0);
+        } catch (Throwable t) {
+            throw Native.rethrow(t);
+        } finally {
+            exit(stamp);
+        }
+    }
+
     private long changeChannels(java.lang.invoke.MethodHandle call, String name, int code, int pid) {
         Objects.requireNonNull(name, "name");
         long stamp = enter();

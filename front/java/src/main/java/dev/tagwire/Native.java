@@ -254,6 +254,8 @@ final class Native {
                 fn("tw_set_channel_qos", status(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS));
         static final MethodHandle set_channel_sched =
                 fn("tw_set_channel_sched", status(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS));
+        static final MethodHandle change_channels = fn(
+                "tw_change_channels", status(ADDRESS, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS));
         static final MethodHandle senders =
                 fn("tw_senders", status(ADDRESS, ADDRESS, ADDRESS, JAVA_LONG, ADDRESS));
         static final MethodHandle receivers =

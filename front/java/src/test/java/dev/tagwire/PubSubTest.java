@@ -287,6 +287,20 @@ class PubSubTest {
                     assertThrows(TagwireException.NotPermitted.class,
                             () -> c.setChannelSched(tag, Sched.fifo(10), 0));
                 }
+                // Whose, on which node, both at once, or one kept.
+                assertEquals(1, c.changeChannels(tag, "all", Priority.HIGH, Sched.other(3)));
+                assertEquals(0, c.changeChannels(tag, "here", Priority.HIGH, Sched.other(3)));
+                assertEquals(1, c.changeChannels(tag, Integer.toString(me), null, Sched.other(4)));
+                TagwireException elsewhere = assertThrows(
+                        TagwireException.class, () -> c.changeChannels(tag, "1@127.0.0.1", Priority.LOW, null));
+                assertEquals(TagwireException.Kind.NOT_SUBSCRIBED, elsewhere.kind());
+                // A daemon alone reaches no other node; a choice that is none.
+                TagwireException alone = assertThrows(
+                        TagwireException.class, () -> c.changeChannels(tag, "@10.99.0.9", Priority.LOW, null));
+                assertTrue(alone.getMessage().contains("alone"), alone.getMessage());
+                TagwireException bad = assertThrows(
+                        TagwireException.class, () -> c.changeChannels(tag, "x@node", Priority.LOW, null));
+                assertEquals(TagwireException.Kind.INVALID_ARGUMENT, bad.kind());
                 try (Publisher pub = c.publisher(tag)) {
                     pub.send("x");
                     assertEquals(1, sub.receive(SECOND).seq());
