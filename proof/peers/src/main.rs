@@ -8,6 +8,8 @@
 //!   shape of Zenoh's own `z_pub_thr` / `z_sub_thr`: one payload, cloned,
 //!   congestion control `Block` so nothing is dropped), and a round trip
 //!   (`zenoh-ping` / `zenoh-pong`, express publishers as in `z_ping`).
+//! * **Zenoh with its priorities** beside a load (`zenoh-prio-ping` /
+//!   `zenoh-prio-pong`, module `zenoh_prio`).
 //! * **iceoryx2** (its Rust crate, zero-copy shared memory): a round trip
 //!   (`iox2-ping` / `iox2-pong`), blocking on an event service or
 //!   busy-polling the subscriber, each side copying the sample it gets
@@ -24,6 +26,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand, ValueEnum};
+
+mod zenoh_prio;
 
 #[derive(Parser)]
 #[command(about = "Peer middlewares for `tagwire perf`: Zenoh and iceoryx2")]
@@ -71,6 +75,44 @@ enum Cmd {
         iters: usize,
         #[arg(long)]
         warmup: usize,
+    },
+    /// Answer every ping at a priority, and swallow the load, until
+    /// killed (the far side of `zenoh-prio-ping`).
+    ZenohPrioPong {
+        #[arg(long)]
+        listen: String,
+        /// A second link for the real-time priority, one port up, with
+        /// the critical class's TOS.
+        #[arg(long)]
+        own_link: bool,
+        /// The replies' priority (`real-time`, `data`, …).
+        #[arg(long, default_value = "data")]
+        priority: String,
+    },
+    /// Round trips at a priority beside a paced load at `data` on the
+    /// same session; print their mean, std, p50, p99, p99.9, max (µs)
+    /// and the load's Mbit/s as one JSON line.
+    ZenohPrioPing {
+        #[arg(long)]
+        connect: String,
+        #[arg(long)]
+        own_link: bool,
+        #[arg(long, default_value = "data")]
+        priority: String,
+        #[arg(long, default_value_t = 256)]
+        size: usize,
+        /// Pause between a reply and the next request, µs.
+        #[arg(long, default_value_t = 1000)]
+        gap_us: u64,
+        #[arg(long)]
+        warmup: f64,
+        #[arg(long)]
+        seconds: f64,
+        #[arg(long, default_value_t = 1400)]
+        load_size: usize,
+        /// Load messages per second (0: no load).
+        #[arg(long)]
+        load_per_s: f64,
     },
     /// Answer every ping with its payload, until killed.
     Iox2Pong {
@@ -148,6 +190,34 @@ fn main() {
             iters,
             warmup,
         } => zenoh_peer::ping(&connect, size, iters, warmup),
+        Cmd::ZenohPrioPong {
+            listen,
+            own_link,
+            priority,
+        } => zenoh_prio::priority(&priority).and_then(|p| zenoh_prio::pong(&listen, own_link, p)),
+        Cmd::ZenohPrioPing {
+            connect,
+            own_link,
+            priority,
+            size,
+            gap_us,
+            warmup,
+            seconds,
+            load_size,
+            load_per_s,
+        } => zenoh_prio::priority(&priority).and_then(|prio| {
+            zenoh_prio::ping(&zenoh_prio::Probe {
+                connect,
+                own_link,
+                prio,
+                size,
+                gap: Duration::from_micros(gap_us),
+                warmup: Duration::from_secs_f64(warmup),
+                measure: Duration::from_secs_f64(seconds),
+                load_size,
+                load_per_s,
+            })
+        }),
         Cmd::Iox2Pong { mode, name } => iox2_peer::pong(mode, &name),
         Cmd::Iox2Sub {
             name,

@@ -281,6 +281,95 @@ fn ping_pong(
     })
 }
 
+/// Zenoh's measured channel beside its load, as `tagwire perf priority`
+/// runs it: round trips at `RealTime` while a paced stream at the default
+/// priority shares the session.
+#[derive(Debug, Clone, Copy)]
+pub struct ZenohPrio {
+    /// The real-time priority on a TCP link of its own, with the critical
+    /// class's TOS (Zenoh's best configuration); else one shared link.
+    pub own_link: bool,
+    /// Request and reply size, bytes.
+    pub size: usize,
+    /// Pause between a reply and the next request.
+    pub gap: Duration,
+    /// Load before the measured window.
+    pub warmup: Duration,
+    /// The measured window.
+    pub measure: Duration,
+    /// Load message size, bytes.
+    pub load_size: usize,
+    /// Load messages per second (0: none).
+    pub load_per_s: f64,
+}
+
+/// What `zenoh-prio-ping` measured: round trips (µs) and the load's
+/// payload Mbit/s as the far side received it.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct ZenohPrioRun {
+    /// Round trips measured.
+    pub n: usize,
+    /// Mean, µs.
+    pub mean_us: f64,
+    /// Standard deviation, µs.
+    pub std_us: f64,
+    /// Median, µs.
+    pub p50_us: f64,
+    /// 99th percentile, µs.
+    pub p99_us: f64,
+    /// 99.9th percentile, µs.
+    pub p999_us: f64,
+    /// Longest, µs.
+    pub max_us: f64,
+    /// Load payload the far side received over the window, Mbit/s.
+    pub load_mbit_s: f64,
+}
+
+/// One run of [`ZenohPrio`]: `zenoh-prio-pong` on the receiving side,
+/// `zenoh-prio-ping` (with the load) on the sending side.
+pub fn zenoh_priority(o: &PeerOpts, z: &ZenohPrio) -> anyhow::Result<ZenohPrioRun> {
+    let ep = o.endpoint();
+    // The own link listens one port up: keep the next endpoint off it.
+    let _ = o.endpoint();
+    let mut pong = vec![
+        "zenoh-prio-pong",
+        "--listen",
+        &ep,
+        "--priority",
+        "real-time",
+    ];
+    let mut ping = vec![
+        "zenoh-prio-ping",
+        "--connect",
+        &ep,
+        "--priority",
+        "real-time",
+    ];
+    if z.own_link {
+        pong.push("--own-link");
+        ping.push("--own-link");
+    }
+    let mut ping: Vec<String> = ping.into_iter().map(String::from).collect();
+    for (k, v) in [
+        ("--size", z.size.to_string()),
+        ("--gap-us", z.gap.as_micros().to_string()),
+        ("--warmup", z.warmup.as_secs_f64().to_string()),
+        ("--seconds", z.measure.as_secs_f64().to_string()),
+        ("--load-size", z.load_size.to_string()),
+        ("--load-per-s", z.load_per_s.to_string()),
+    ] {
+        ping.push(k.into());
+        ping.push(v);
+    }
+    let pong: Vec<String> = pong.into_iter().map(String::from).collect();
+    let mut pong = o.spawn(true, &pong)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let limit = z.warmup + z.measure + Duration::from_secs(60);
+    let r = o.spawn(false, &ping)?.output(limit);
+    pong.finish();
+    last_json(&r?, "zenoh-prio-ping")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

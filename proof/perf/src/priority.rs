@@ -61,6 +61,9 @@ pub struct Spec {
     /// echo threads run at it, and its subscriptions ask it of the
     /// daemons' threads (`SubscribeOptions::sched`).
     pub sched: Option<Sched>,
+    /// The `tagwire-peers` binary, for the Zenoh rows (`None`: no Zenoh
+    /// rows).
+    pub zenoh: Option<std::path::PathBuf>,
 }
 
 /// One cell's runs: one system and load.
@@ -120,21 +123,45 @@ enum Probe {
     /// the same load: the floor this machine puts under the prioritised
     /// channel (the same namespaces, link, queue, hogs and thread policy).
     Floor,
+    /// Zenoh's request/reply at `Priority::RealTime` beside its own load
+    /// at the default priority, in the same namespaces (`zenoh-prio-ping`
+    /// on host 0, `zenoh-prio-pong` on host 1): on one shared TCP link,
+    /// or with the real-time priority on a link of its own whose socket
+    /// carries the critical class's TOS (band 0).
+    Zenoh {
+        /// A link of its own for the measured channel.
+        own_link: bool,
+    },
 }
 
-const SYSTEMS: [(&str, Probe); 3] = [
-    ("tagwire critical", Probe::Tagwire(Priority::Critical)),
-    ("tagwire normal", Probe::Tagwire(Priority::Normal)),
-    ("udp floor", Probe::Floor),
-];
+/// The systems measured: tagwire at both classes, the floor, and Zenoh in
+/// both configurations when its program is there.
+fn systems(spec: &Spec) -> Vec<(&'static str, Probe)> {
+    let mut v = vec![
+        ("tagwire critical", Probe::Tagwire(Priority::Critical)),
+        ("tagwire normal", Probe::Tagwire(Priority::Normal)),
+        ("udp floor", Probe::Floor),
+    ];
+    if spec.zenoh.is_some() {
+        v.push(("zenoh realtime", Probe::Zenoh { own_link: false }));
+        v.push(("zenoh rt own link", Probe::Zenoh { own_link: true }));
+    }
+    v
+}
 
 /// The thread policy of a system's probe: the prioritised channel's and
-/// the floor's are the spec's, the normal one's the default.
+/// the floor's are the spec's, the normal one's the default (Zenoh has no
+/// thread policy of its own: the default).
 fn sched_of(spec: &Spec, probe: Probe) -> Sched {
     match probe {
-        Probe::Tagwire(Priority::Normal) => Sched::default(),
+        Probe::Tagwire(Priority::Normal) | Probe::Zenoh { .. } => Sched::default(),
         _ => spec.sched.unwrap_or_default(),
     }
+}
+
+/// Load messages per second at `load` percent of the shaped rate.
+fn load_per_s(spec: &Spec, load: u32) -> f64 {
+    spec.rate as f64 / 8.0 * f64::from(load) / 100.0 / wire_bytes(spec.load_size) as f64
 }
 
 /// Runs every cell `spec.reps` times and returns one record per system and
@@ -171,15 +198,17 @@ fn cells(
     progress: &mut impl FnMut(&str),
 ) -> anyhow::Result<Vec<PriorityRecord>> {
     let mut records = Vec::new();
+    let systems = systems(spec);
     for &load in &spec.loads {
-        let mut runs: [Vec<Run>; 3] = Default::default();
+        let mut runs: Vec<Vec<Run>> = vec![Vec::new(); systems.len()];
         for rep in 0..spec.reps {
             // Rotate which goes first: none gets the warmer machine.
-            for k in 0..SYSTEMS.len() {
-                let which = (rep + k) % SYSTEMS.len();
-                let (name, probe) = SYSTEMS[which];
+            for k in 0..systems.len() {
+                let which = (rep + k) % systems.len();
+                let (name, probe) = systems[which];
                 let id = format!("{load}-{rep}-{which}");
-                let run = cell(site, spec, load, probe, &id)?;
+                let run = cell(site, spec, load, probe, &id)
+                    .with_context(|| format!("{name} at {load} %"))?;
                 progress(&format!(
                     "{name} load {load} % rep {}: p50 {:.0} us p99 {:.0} us max {:.0} us, load {:.1} Mbit/s",
                     rep + 1,
@@ -191,7 +220,7 @@ fn cells(
                 runs[which].push(run);
             }
         }
-        for (which, (name, probe)) in SYSTEMS.iter().enumerate() {
+        for (which, (name, probe)) in systems.iter().enumerate() {
             let sched = sched_of(spec, *probe);
             records.push(record(name, load, spec, sched, &runs[which]));
         }
@@ -215,6 +244,9 @@ struct Channel {
 
 /// One run of one cell: the prober's round trips while the load runs.
 fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::Result<Run> {
+    if let Probe::Zenoh { own_link } = probe {
+        return zenoh_cell(site, spec, load, own_link);
+    }
     let (c0, c1) = (site.client(0)?, site.client(1)?);
     let base = format!("/perf/priority/{id}-{}", std::process::id());
     let (ping, pong, bulk) = (
@@ -228,7 +260,7 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
     // (one datagram per send, `Train::yield_to`), so both face one load.
     let class = match probe {
         Probe::Tagwire(class) => class,
-        Probe::Floor => Priority::Critical,
+        Probe::Floor | Probe::Zenoh { .. } => Priority::Critical,
     };
     c0.create_tag(&ping, Domain::Global)?;
     c1.create_tag(&pong, Domain::Global)?;
@@ -256,7 +288,7 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
             pong_pub,
         } = &mut channel;
         let (mut measured, echo) = match probe {
-            Probe::Floor => (None, None),
+            Probe::Floor | Probe::Zenoh { .. } => (None, None),
             Probe::Tagwire(_) => {
                 let done = &done;
                 let echo = s.spawn(move || -> anyhow::Result<()> {
@@ -291,9 +323,7 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
             if load == 0 {
                 return Ok(());
             }
-            let per_s = spec.rate as f64 / 8.0 * f64::from(load)
-                / 100.0
-                / wire_bytes(spec.load_size) as f64;
+            let per_s = load_per_s(spec, load);
             let payload = vec![0x5au8; spec.load_size];
             let start = Instant::now();
             let mut sent = 0u64;
@@ -402,6 +432,45 @@ fn udp_floor(
     done.store(true, Ordering::Relaxed);
     joined(echo.join(), "floor echo")?;
     probed
+}
+
+/// One run of a Zenoh cell: its request/reply beside its own load at the
+/// same offered rate as tagwire's, in the same namespaces through the same
+/// shaped link.
+fn zenoh_cell(site: &Site, spec: &Spec, load: u32, own_link: bool) -> anyhow::Result<Run> {
+    let exe = spec.zenoh.clone().context("no tagwire-peers binary")?;
+    let o = crate::peers::PeerOpts {
+        exe,
+        cpus: None,
+        netns: Some((
+            site.host(0).netns().to_owned(),
+            site.host(1).netns().to_owned(),
+            site.host(1).addr().into(),
+        )),
+    };
+    let z = crate::peers::ZenohPrio {
+        own_link,
+        size: spec.probe_size,
+        gap: spec.gap,
+        warmup: spec.warmup,
+        measure: spec.measure,
+        load_size: spec.load_size,
+        load_per_s: load_per_s(spec, load),
+    };
+    let r = crate::peers::zenoh_priority(&o, &z)?;
+    Ok(Run {
+        n: r.n,
+        mean: r.mean_us,
+        std: r.std_us,
+        p50: r.p50_us,
+        p99: r.p99_us,
+        p999: r.p999_us,
+        max: r.max_us,
+        load_mbit_s: r.load_mbit_s,
+        // Congestion control `Block`: Zenoh drops nothing, it holds the
+        // publisher back.
+        load_lost: 0,
+    })
 }
 
 fn joined<T>(r: std::thread::Result<anyhow::Result<T>>, what: &str) -> anyhow::Result<T> {
@@ -525,7 +594,8 @@ pub fn table(records: &[PriorityRecord]) -> String {
     let floor_idle = find("udp floor", 0).map(|r| r.p50_us[0]);
     out += "\nper load: critical p99 / critical unloaded p50 (the bar: <= 2), the same for the UDP floor \
             (what this machine allows), critical p99 / floor p99, normal p99 / critical p99, mean and std \
-            critical / normal\n";
+            critical / normal; with Zenoh: critical p99 / Zenoh's p99 on a link of its own (bar <= 1) and \
+            on its shared link (bar <= 0.5)\n";
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     for r in records.iter().filter(|r| r.system == "tagwire critical") {
         let Some(n) = find("tagwire normal", r.load_pct) else {
@@ -545,6 +615,18 @@ pub fn table(records: &[PriorityRecord]) -> String {
             ratio(r.mean_us[0], n.mean_us[0]),
             ratio(r.std_us[0], n.std_us[0]),
         );
+        let zenoh = [
+            ("zenoh rt own link", "own link"),
+            ("zenoh realtime", "shared link"),
+        ];
+        for (system, what) in zenoh {
+            if let Some(z) = find(system, r.load_pct) {
+                out += &format!(
+                    "        critical p99 / Zenoh p99 ({what}) {:>7.3}\n",
+                    ratio(r.p99_us[0], z.p99_us[0])
+                );
+            }
+        }
     }
     out
 }

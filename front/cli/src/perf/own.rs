@@ -106,6 +106,12 @@ pub(super) fn priority(a: &Args) -> anyhow::Result<()> {
         reps: a.reps.max(1),
         hogs: *hogs,
         sched: *sched,
+        zenoh: match a.no_peers {
+            true => None,
+            false => tagwire_perf::peers::available()
+                .inspect_err(|why| eprintln!("perf priority: no Zenoh rows: {why}"))
+                .ok(),
+        },
     };
     let site = remote::Site::with_net(2, None, parse_pin(&a.pin)?, None)?;
     let records = tagwire_perf::priority::priority(&site, &spec, |line| {
