@@ -308,7 +308,8 @@ fn priority_measures_a_critical_and_a_normal_channel_and_the_floor_beside_the_lo
     let recs: Vec<_> = recs.iter().collect();
     for r in &recs {
         let system = r["system"].as_str().unwrap();
-        let sched = if system == "tagwire normal" || system.starts_with("zenoh") {
+        // Zenoh's processes run at the policy under `chrt`.
+        let sched = if system == "tagwire normal" {
             "other"
         } else {
             "fifo:30"

@@ -284,7 +284,7 @@ fn ping_pong(
 /// Zenoh's measured channel beside its load, as `tagwire perf priority`
 /// runs it: round trips at `RealTime` while a paced stream at the default
 /// priority shares the session.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ZenohPrio {
     /// The real-time priority on a TCP link of its own, with the critical
     /// class's TOS (Zenoh's best configuration); else one shared link.
@@ -301,6 +301,10 @@ pub struct ZenohPrio {
     pub load_size: usize,
     /// Load messages per second (0: none).
     pub load_per_s: f64,
+    /// `chrt` arguments (`-f 40`) to run both processes, every thread, at
+    /// a real-time policy: Zenoh has no policy of its own per channel, so
+    /// this is the nearest its users get to tagwire's `--sched`.
+    pub chrt: Option<[String; 2]>,
 }
 
 /// What `zenoh-prio-ping` measured: round trips (µs) and the load's
@@ -361,7 +365,20 @@ pub fn zenoh_priority(o: &PeerOpts, z: &ZenohPrio) -> anyhow::Result<ZenohPrioRu
         ping.push(k.into());
         ping.push(v);
     }
-    let pong: Vec<String> = pong.into_iter().map(String::from).collect();
+    let mut pong: Vec<String> = pong.into_iter().map(String::from).collect();
+    let mut o = o.clone();
+    if let Some(policy) = &z.chrt {
+        // `chrt -f 40 tagwire-peers …`: the policy is inherited by every
+        // thread the program starts.
+        let exe = std::mem::replace(&mut o.exe, PathBuf::from("chrt"));
+        let exe = exe.to_string_lossy().into_owned();
+        for args in [&mut pong, &mut ping] {
+            let mut with = policy.to_vec();
+            with.push(exe.clone());
+            with.append(args);
+            *args = with;
+        }
+    }
     let mut pong = o.spawn(true, &pong)?;
     std::thread::sleep(Duration::from_millis(300));
     let limit = z.warmup + z.measure + Duration::from_secs(60);

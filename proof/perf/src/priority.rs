@@ -127,7 +127,8 @@ enum Probe {
     /// at the default priority, in the same namespaces (`zenoh-prio-ping`
     /// on host 0, `zenoh-prio-pong` on host 1): on one shared TCP link,
     /// or with the real-time priority on a link of its own whose socket
-    /// carries the critical class's TOS (band 0).
+    /// carries the critical class's TOS (band 0); with `Spec::sched`
+    /// real-time, both processes run at it (`chrt`).
     Zenoh {
         /// A link of its own for the measured channel.
         own_link: bool,
@@ -150,12 +151,23 @@ fn systems(spec: &Spec) -> Vec<(&'static str, Probe)> {
 }
 
 /// The thread policy of a system's probe: the prioritised channel's and
-/// the floor's are the spec's, the normal one's the default (Zenoh has no
-/// thread policy of its own: the default).
+/// the floor's are the spec's, the normal one's the default; Zenoh's
+/// processes run at the spec's real-time policy under `chrt` (it has none
+/// per channel), else at the default.
 fn sched_of(spec: &Spec, probe: Probe) -> Sched {
-    match probe {
-        Probe::Tagwire(Priority::Normal) | Probe::Zenoh { .. } => Sched::default(),
+    match (probe, spec.sched) {
+        (Probe::Tagwire(Priority::Normal), _) => Sched::default(),
+        (Probe::Zenoh { .. }, Some(s)) if chrt(s).is_none() => Sched::default(),
         _ => spec.sched.unwrap_or_default(),
+    }
+}
+
+/// `chrt`'s arguments for a real-time policy.
+fn chrt(s: Sched) -> Option<[String; 2]> {
+    match s {
+        Sched::Fifo(p) => Some(["-f".into(), p.to_string()]),
+        Sched::RoundRobin(p) => Some(["-r".into(), p.to_string()]),
+        Sched::Other { .. } => None,
     }
 }
 
@@ -456,6 +468,7 @@ fn zenoh_cell(site: &Site, spec: &Spec, load: u32, own_link: bool) -> anyhow::Re
         measure: spec.measure,
         load_size: spec.load_size,
         load_per_s: load_per_s(spec, load),
+        chrt: spec.sched.and_then(chrt),
     };
     let r = crate::peers::zenoh_priority(&o, &z)?;
     Ok(Run {
