@@ -50,7 +50,8 @@ pub(crate) type Refusal = (ErrorCode, String);
 /// (`remote_qos::ask`), which restates its own. Who may: root, the
 /// daemon's user, the tag's owner and whoever the policy lets destroy the
 /// tag, for every subscription on every node; anyone else for the
-/// subscriptions of processes of their own uid on this node.
+/// subscriptions of processes of their own uid on this node (which is
+/// what "every node's" means for them).
 pub(super) fn set(
     shared: &Shared,
     client: &Client,
@@ -74,6 +75,9 @@ pub(super) fn set(
         OnNodes::This => (true, Vec::new()),
         OnNodes::Node(n) if n == me => (true, Vec::new()),
         OnNodes::Node(n) => (false, vec![n]),
+        // Everything the caller may change: for anyone but an
+        // administrator, its own processes' subscriptions here.
+        OnNodes::Every if !admin => (true, Vec::new()),
         OnNodes::Every => {
             let chosen = holders(&st, &name, change);
             (
