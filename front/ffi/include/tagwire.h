@@ -240,6 +240,21 @@ typedef struct tw_member {
   uint64_t since_unix_ns;
 } tw_member;
 
+// What a publisher asks of its node (`tw_publisher_new_with`); start
+// from [`tw_publish_options_default`], so fields added later keep their
+// defaults.
+typedef struct tw_publish_options {
+  // The packet class of the datagrams this node sends the tag in, to
+  // every node: at least this, whatever the receivers ask
+  // (`TW_PRIORITY_*`, or `TW_PRIORITY_DSCP | n`; default normal: the
+  // receivers' class alone).
+  uint32_t priority;
+  // The policy of this node's forwarder of the tag: at least this
+  // (`TW_SCHED_*` as `tw_subscribe_options.sched`). A real-time policy
+  // without the privilege for it: `TW_ERR_NOT_PERMITTED`.
+  uint32_t sched;
+} tw_publish_options;
+
 // Options of one subscription; start from [`tw_subscribe_options_default`].
 typedef struct tw_subscribe_options {
   // Unread messages kept before the oldest is dropped: 0 (the default)
@@ -479,6 +494,13 @@ enum tw_status tw_publisher_new(const struct tw_client *client,
                                 const char *name,
                                 struct tw_publisher **out);
 
+// [`tw_publisher_new`] with what the publisher asks of its node: a
+// packet class and a forwarder policy (`options` `NULL`: the defaults).
+enum tw_status tw_publisher_new_with(const struct tw_client *client,
+                                     const char *name,
+                                     const struct tw_publish_options *options,
+                                     struct tw_publisher **out);
+
 // Releases send access and frees the handle (`NULL` is fine).
 void tw_publisher_free(struct tw_publisher *publisher);
 
@@ -649,6 +671,9 @@ enum tw_status tw_message_list_get(const struct tw_message_list *list,
 
 // Frees a message list (`NULL` is fine).
 void tw_message_list_free(struct tw_message_list *list);
+
+// The defaults: the normal class, the default policy.
+struct tw_publish_options tw_publish_options_default(void);
 
 // The defaults: the per-user socket, 1 s timeout, no autostart (unless
 // `TAGWIRE_AUTOSTART=1`).

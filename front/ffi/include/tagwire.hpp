@@ -323,6 +323,28 @@ struct SubscribeOptions {
   }
 };
 
+/// What a publisher asks of its node (Client::publisher): a packet class
+/// for everything its node sends the tag in, at least, and a policy for
+/// the node's forwarder of the tag, at least.
+struct PublishOptions {
+  tw_publish_options raw = tw_publish_options_default();
+  /// TW_PRIORITY_LOW, _NORMAL (default), _HIGH, _CRITICAL.
+  PublishOptions& priority(std::uint32_t klass) { raw.priority = klass; return *this; }
+  /// The packet class of a DSCP of one's own (0..63).
+  PublishOptions& dscp(std::uint8_t value) { raw.priority = TW_PRIORITY_DSCP | value; return *this; }
+  /// The node's forwarder of the tag runs SCHED_FIFO at `priority` (1..99;
+  /// needs CAP_SYS_NICE or `ulimit -r`, else publisher throws NotPermitted).
+  PublishOptions& sched_fifo(std::uint8_t priority) { raw.sched = TW_SCHED_FIFO | priority; return *this; }
+  /// ... SCHED_RR at `priority` (1..99).
+  PublishOptions& sched_rr(std::uint8_t priority) { raw.sched = TW_SCHED_RR | priority; return *this; }
+  /// ... the time-sharing policy at `nice` (-20..19; below 0 needs the
+  /// privilege too).
+  PublishOptions& sched_other(std::int8_t nice) {
+    raw.sched = TW_SCHED_OTHER | static_cast<std::uint8_t>(nice);
+    return *this;
+  }
+};
+
 /// How to reach the daemon.
 struct ClientOptions {
   std::optional<std::string> socket;  ///< default: $TAGWIRE_SOCKET or the per-user path
@@ -515,9 +537,9 @@ class Client {
   }
   void destroy_tag(const std::string& name) { detail::check(tw_destroy_tag(c_.get(), name.c_str())); }
 
-  Publisher publisher(const std::string& name) {
+  Publisher publisher(const std::string& name, const PublishOptions& o = {}) {
     tw_publisher* p = nullptr;
-    detail::check(tw_publisher_new(c_.get(), name.c_str(), &p));
+    detail::check(tw_publisher_new_with(c_.get(), name.c_str(), &o.raw, &p));
     return Publisher(p);
   }
   Subscriber subscribe(const std::string& name, const SubscribeOptions& o = {}) {

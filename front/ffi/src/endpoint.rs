@@ -35,6 +35,19 @@ pub unsafe extern "C" fn tw_publisher_new(
     name: *const c_char,
     out: *mut *mut tw_publisher,
 ) -> tw_status {
+    // SAFETY: forwarded contract (no options: the defaults).
+    unsafe { tw_publisher_new_with(client, name, std::ptr::null(), out) }
+}
+
+/// [`tw_publisher_new`] with what the publisher asks of its node: a
+/// packet class and a forwarder policy (`options` `NULL`: the defaults).
+#[no_mangle]
+pub unsafe extern "C" fn tw_publisher_new_with(
+    client: *const tw_client,
+    name: *const c_char,
+    options: *const crate::types::tw_publish_options,
+    out: *mut *mut tw_publisher,
+) -> tw_status {
     guard(|| {
         // SAFETY: forwarded contract.
         let c = unsafe { handle(client, "client") }?;
@@ -43,7 +56,12 @@ pub unsafe extern "C" fn tw_publisher_new(
         if out.is_null() {
             return Err(Failure::invalid("out is NULL"));
         }
-        let p = c.inner.publisher(name)?;
+        // SAFETY: a non-null `options` points to a tw_publish_options.
+        let opts = match unsafe { options.as_ref() } {
+            Some(o) => o.to_rust()?,
+            None => tagwire::PublishOptions::default(),
+        };
+        let p = c.inner.publisher_with(name, opts)?;
         // SAFETY: checked non-null above.
         unsafe {
             put(

@@ -184,6 +184,40 @@ pub struct tw_subscribe_options {
     pub sched: u32,
 }
 
+/// What a publisher asks of its node (`tw_publisher_new_with`); start
+/// from [`tw_publish_options_default`], so fields added later keep their
+/// defaults.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tw_publish_options {
+    /// The packet class of the datagrams this node sends the tag in, to
+    /// every node: at least this, whatever the receivers ask
+    /// (`TW_PRIORITY_*`, or `TW_PRIORITY_DSCP | n`; default normal: the
+    /// receivers' class alone).
+    pub priority: u32,
+    /// The policy of this node's forwarder of the tag: at least this
+    /// (`TW_SCHED_*` as `tw_subscribe_options.sched`). A real-time policy
+    /// without the privilege for it: `TW_ERR_NOT_PERMITTED`.
+    pub sched: u32,
+}
+
+impl tw_publish_options {
+    pub(crate) fn to_rust(self) -> Result<tagwire::PublishOptions, Failure> {
+        Ok(tagwire::PublishOptions::default()
+            .priority(priority(self.priority)?)
+            .sched(sched(self.sched)?))
+    }
+}
+
+/// The defaults: the normal class, the default policy.
+#[no_mangle]
+pub extern "C" fn tw_publish_options_default() -> tw_publish_options {
+    tw_publish_options {
+        priority: TW_PRIORITY_NORMAL,
+        sched: TW_SCHED_OTHER,
+    }
+}
+
 /// A history query for `tw_pull` and `tw_subscribe_with_history`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]

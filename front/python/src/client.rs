@@ -135,9 +135,32 @@ impl PyClient {
     }
 
     /// Gets send access to a tag: a `Publisher`.
-    fn publisher(&self, py: Python<'_>, name: &str) -> PyResult<PyPublisher> {
+    ///
+    /// - `priority`: the packet class of everything this node sends the
+    ///   tag in, at least (`"low"`, `"normal"`, the default: the
+    ///   receivers' class alone, `"high"`, `"critical"`, `"dscp:N"`).
+    /// - `sched`: the policy of this node's forwarder of the tag, at least
+    ///   (`"other"`, `"other:N"`, `"fifo:P"`, `"rr:P"`); a real-time one
+    ///   needs the privilege (`tagwire.NotPermitted`).
+    #[pyo3(signature = (name, priority="normal", sched="other"))]
+    fn publisher(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        priority: &str,
+        sched: &str,
+    ) -> PyResult<PyPublisher> {
+        let class: tagwire::Priority = priority
+            .parse()
+            .map_err(|e: String| bad_arg(format!("priority: {e}")))?;
+        let policy: tagwire::Sched = sched
+            .parse()
+            .map_err(|e: String| bad_arg(format!("sched: {e}")))?;
+        let opts = tagwire::PublishOptions::default()
+            .priority(class)
+            .sched(policy);
         let c = self.client(py)?;
-        let p = py.detach(|| c.publisher(name)).py_err(py)?;
+        let p = py.detach(|| c.publisher_with(name, opts)).py_err(py)?;
         Ok(PyPublisher::new(p))
     }
 

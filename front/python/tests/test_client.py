@@ -191,6 +191,20 @@ def test_a_subscriptions_class_changes_at_run_time(client, tag):
     pub = client.publisher(tag)
     pub.send(b"x")
     assert sub.receive(5).payload == b"x"
+    # A publisher's own class and policy.
+    classed = client.publisher(tag, priority="critical", sched="other:2")
+    classed.send(b"y")
+    assert sub.receive(5).payload == b"y"
+    with pytest.raises(ValueError, match="priority"):
+        client.publisher(tag, priority="urgent")
+    with pytest.raises(ValueError, match="sched"):
+        client.publisher(tag, sched="rr:0")
+    if os.geteuid() == 0:
+        client.publisher(tag, sched="fifo:10").send(b"z")
+        assert sub.receive(5).payload == b"z"
+    else:
+        with pytest.raises(tagwire.NotPermitted):
+            client.publisher(tag, sched="fifo:10")
 
 
 def test_error_unknown_tag_and_invalid_name(client):

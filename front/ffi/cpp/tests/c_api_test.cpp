@@ -125,6 +125,17 @@ TEST(CApi, bad_arguments_are_errors_not_crashes) {
   EXPECT_EQ(tw_change_channels(c, "/x", "5@", TW_PRIORITY_HIGH, TW_KEEP, nullptr), TW_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(tw_last_error()).find("subscribers"), std::string::npos) << tw_last_error();
   EXPECT_EQ(tw_change_channels(c, "/x", nullptr, 4, TW_KEEP, nullptr), TW_ERR_INVALID_ARGUMENT);
+  tw_publish_options po = tw_publish_options_default();
+  EXPECT_EQ(po.priority, TW_PRIORITY_NORMAL);
+  EXPECT_EQ(po.sched, TW_SCHED_OTHER);
+  po.priority = 4;
+  tw_publisher* p = nullptr;
+  EXPECT_EQ(tw_publisher_new_with(c, "/x", &po, &p), TW_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tw_last_error()).find("priority 4"), std::string::npos) << tw_last_error();
+  po = tw_publish_options_default();
+  po.sched = TW_SCHED_FIFO | 0u;
+  EXPECT_EQ(tw_publisher_new_with(c, "/x", &po, &p), TW_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(p, nullptr);
   tw_history_query q{99, 0, 0};
   tw_message_list* l = nullptr;
   EXPECT_EQ(tw_pull(c, "/x", &q, &l), TW_ERR_INVALID_ARGUMENT);

@@ -200,6 +200,17 @@ TEST(CppApi, a_subscriptions_class_changes_at_run_time) {
   auto pub = c.publisher(tag);
   pub.send("x");
   EXPECT_EQ(sub.receive(5s).seq, 1u);
+  // A publisher's own class and policy.
+  auto classed = c.publisher(tag, tagwire::PublishOptions().priority(TW_PRIORITY_CRITICAL).sched_other(2));
+  classed.send("y");
+  EXPECT_EQ(sub.receive(5s).text(), "y");
+  EXPECT_THROW(c.publisher(tag, tagwire::PublishOptions().priority(9)), tagwire::InvalidArgument);
+  EXPECT_THROW(c.publisher(tag, tagwire::PublishOptions().sched_rr(0)), tagwire::InvalidArgument);
+  if (geteuid() == 0) {
+    EXPECT_NO_THROW(c.publisher(tag, tagwire::PublishOptions().sched_fifo(10)));
+  } else {
+    EXPECT_THROW(c.publisher(tag, tagwire::PublishOptions().sched_fifo(10)), tagwire::NotPermitted);
+  }
 }
 
 TEST(CppApi, a_thread_policy_is_a_subscription_option) {

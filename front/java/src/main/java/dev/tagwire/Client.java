@@ -263,11 +263,18 @@ public final class Client implements AutoCloseable {
 
     /** Gets send access to a tag. */
     public Publisher publisher(String name) {
+        return publisher(name, new PublishOptions());
+    }
+
+    /** Gets send access to a tag, asking its node for a packet class and a forwarder policy. */
+    public Publisher publisher(String name, PublishOptions o) {
         Objects.requireNonNull(name, "name");
+        Objects.requireNonNull(o, "options");
         long stamp = enter();
         try (Arena a = Arena.ofConfined()) {
             MemorySegment out = a.allocate(ADDRESS);
-            Native.check((int) Native.H.publisher_new.invokeExact(handle, a.allocateFrom(name), out));
+            Native.check((int) Native.H.publisher_new_with.invokeExact(
+                    handle, a.allocateFrom(name), o.toNative(a), out));
             return new Publisher(out.get(ADDRESS, 0), name);
         } catch (Throwable t) {
             throw Native.rethrow(t);

@@ -261,6 +261,8 @@ final class Native {
         static final MethodHandle receivers =
                 fn("tw_receivers", status(ADDRESS, ADDRESS, ADDRESS, JAVA_LONG, ADDRESS));
         static final MethodHandle publisher_new = fn("tw_publisher_new", status(ADDRESS, ADDRESS, ADDRESS));
+        static final MethodHandle publisher_new_with =
+                fn("tw_publisher_new_with", status(ADDRESS, ADDRESS, ADDRESS, ADDRESS));
         static final MethodHandle publisher_free = fn("tw_publisher_free", FunctionDescriptor.ofVoid(ADDRESS));
         static final MethodHandle publisher_send =
                 fn("tw_publisher_send", status(ADDRESS, ADDRESS, JAVA_LONG, ADDRESS));

@@ -305,6 +305,22 @@ class PubSubTest {
                     pub.send("x");
                     assertEquals(1, sub.receive(SECOND).seq());
                 }
+                // A publisher's own class and policy.
+                PublishOptions classed = new PublishOptions().priority(Priority.CRITICAL).sched(Sched.other(2));
+                try (Publisher pub = c.publisher(tag, classed)) {
+                    pub.send("y");
+                    assertEquals("y", new String(sub.receive(SECOND).payload()));
+                }
+                assertThrows(IllegalArgumentException.class, () -> new PublishOptions().dscp(64));
+                if ("root".equals(System.getProperty("user.name"))) {
+                    try (Publisher pub = c.publisher(tag, new PublishOptions().sched(Sched.fifo(10)))) {
+                        pub.send("z");
+                        assertEquals("z", new String(sub.receive(SECOND).payload()));
+                    }
+                } else {
+                    assertThrows(TagwireException.NotPermitted.class,
+                            () -> c.publisher(tag, new PublishOptions().sched(Sched.fifo(10))));
+                }
             }
         }
     }
