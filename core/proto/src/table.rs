@@ -330,15 +330,34 @@ impl TagTable {
         pick: impl Fn(&Right) -> bool,
         new_qos: impl Fn(ChannelQos) -> ChannelQos,
     ) -> Result<(Vec<Member>, Change), TableError> {
+        self.set_qos(Role::Receiver, tag, pick, new_qos)
+    }
+
+    /// [`TagTable::set_receiver_qos`] for the rights of either role: a
+    /// publisher's send right carries a class and a policy too (the least
+    /// its node sends the tag at), restated alike (`NoSendAccess` when this
+    /// node holds no send right `pick` chooses). A sender's restatement
+    /// raises no event: only its own node's routes depend on it.
+    pub fn set_qos(
+        &mut self,
+        role: Role,
+        tag: TagId,
+        pick: impl Fn(&Right) -> bool,
+        new_qos: impl Fn(ChannelQos) -> ChannelQos,
+    ) -> Result<(Vec<Member>, Change), TableError> {
         let e = self.entry_mut(tag)?;
         let chosen: Vec<Right> = e
-            .rights(Role::Receiver)
+            .rights(role)
             .iter()
             .filter(|r| matches!(r.holder, Holder::Local(_)) && pick(r))
             .copied()
             .collect();
         if chosen.is_empty() {
-            return Err(TableError::NotSubscribed(e.name.to_string()));
+            let name = e.name.to_string();
+            return Err(match role {
+                Role::Receiver => TableError::NotSubscribed(name),
+                Role::Sender => TableError::NoSendAccess(name),
+            });
         }
         let (name, domain) = (e.name.clone(), e.domain);
         let mut change = Change::default();
@@ -352,7 +371,7 @@ impl TagTable {
             let op = TableOp::Join {
                 name: name.clone(),
                 domain,
-                role: Role::Receiver,
+                role,
                 key: r.key,
                 member: r.member,
                 qos,
@@ -623,10 +642,15 @@ impl TagTable {
                         return;
                     }
                     r.version = *version;
-                    if r.qos == *qos || *role == Role::Sender {
+                    if r.qos == *qos {
                         return;
                     }
                     r.qos = *qos;
+                    // A sender's class and policy matter to its own node's
+                    // routes only, which its restatement re-plans.
+                    if *role == Role::Sender {
+                        return;
+                    }
                     let ev = TableEvent::ReceiverQos {
                         tag: id,
                         member: r.member,
@@ -1137,6 +1161,49 @@ mod tests {
             let mut late = TagTable::for_node(node(2), RingParams::default(), 0);
             late.apply_sync(node(0), &a.sync_ops());
             assert_eq!(class(&late), Priority::Critical);
+        }
+
+        #[test]
+        fn a_publishers_class_is_restated_like_a_subscriptions_without_an_event() {
+            let mut a = TagTable::for_node(node(0), RingParams::default(), 0);
+            let mut b = TagTable::for_node(node(1), RingParams::default(), 0);
+            let (id, c) = a.create(name("/p"), Domain::Global, RingParams::default());
+            let member = Member {
+                who: SenderInfo {
+                    pid: Pid(6),
+                    node: node(0),
+                },
+                since_unix_ns: 1,
+            };
+            let send = a.add_sender(id, ClientId(1), member).unwrap();
+            for op in c.ops.iter().chain(&send.ops) {
+                b.apply_remote(op);
+            }
+            let high = |q: ChannelQos| ChannelQos {
+                priority: Priority::High,
+                ..q
+            };
+            // No subscription to change: the senders are another list.
+            assert!(matches!(
+                a.set_qos(Role::Receiver, id, |_| true, high),
+                Err(TableError::NotSubscribed(_))
+            ));
+            let (changed, ch) = a.set_qos(Role::Sender, id, |_| true, high).unwrap();
+            assert_eq!(changed, vec![member]);
+            assert_eq!(ch.ops.len(), 1);
+            assert!(ch.updates.is_empty(), "{:?}", ch.updates);
+            assert!(b.apply_remote(&ch.ops[0]).is_empty());
+            let class = |t: &TagTable| {
+                t.entry(&name("/p")).unwrap().rights(Role::Sender)[0]
+                    .qos
+                    .priority
+            };
+            assert_eq!((class(&a), class(&b)), (Priority::High, Priority::High));
+            let bid = b.entry(&name("/p")).unwrap().id;
+            assert!(matches!(
+                b.set_qos(Role::Sender, bid, |_| true, high),
+                Err(TableError::NoSendAccess(_))
+            ));
         }
 
         #[test]

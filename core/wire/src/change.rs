@@ -7,11 +7,14 @@
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::{NodeAddr, Pid, Priority, Sched};
 
-/// What to change, and whose: the subscriptions of process `pid` (`None`:
-/// of every process) get `priority` and `sched` (each: `None` keeps it).
+/// What to change, and whose: the subscriptions (or, `publishers`, the
+/// send rights) of process `pid` (`None`: of every process) get `priority`
+/// and `sched` (each: `None` keeps it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QosChange {
-    /// The subscriber's process (`None`: all of them).
+    /// The publishers' send rights instead of the subscriptions.
+    pub publishers: bool,
+    /// The subscriber's (or publisher's) process (`None`: all of them).
     pub pid: Option<Pid>,
     /// The class asked for (`None`: unchanged).
     pub priority: Option<Priority>,
@@ -22,9 +25,12 @@ pub struct QosChange {
 impl QosChange {
     pub(crate) fn encode(&self, w: &mut Writer) {
         // (Pid 0 is no process: it stands for every one.) Then which of
-        // the two follow: bit 0 the class, bit 1 the policy.
+        // the two follow: bit 0 the class, bit 1 the policy; bit 2 says
+        // the rights are the publishers'.
         w.u32(self.pid.map_or(0, |p| p.0))
-            .u8(u8::from(self.priority.is_some()) | u8::from(self.sched.is_some()) << 1);
+            .u8(u8::from(self.priority.is_some())
+                | u8::from(self.sched.is_some()) << 1
+                | u8::from(self.publishers) << 2);
         if let Some(p) = self.priority {
             w.u8(p.to_u8());
         }
@@ -37,9 +43,9 @@ impl QosChange {
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let pid = Some(r.u32()?).filter(|&p| p != 0).map(Pid);
         let which = r.u8()?;
-        if which & !3 != 0 {
+        if which & !7 != 0 {
             return Err(DecodeError::Unknown {
-                what: "channel change (bit 0: class, bit 1: policy)",
+                what: "channel change (bit 0: class, bit 1: policy, bit 2: publishers)",
                 value: u32::from(which),
             });
         }
@@ -52,6 +58,7 @@ impl QosChange {
             _ => Some(Sched::from_bytes([r.u8()?, r.u8()?])?),
         };
         Ok(QosChange {
+            publishers: which & 4 != 0,
             pid,
             priority,
             sched,

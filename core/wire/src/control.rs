@@ -781,9 +781,9 @@ mod tests {
                 proptest::option::of(1..u32::MAX),
                 proptest::option::of(0u8..68),
                 proptest::option::of(any::<[u8; 2]>()),
-                (0u8..3, any::<[u8; 16]>()),
+                (0u8..3, any::<[u8; 16]>(), any::<bool>()),
             )
-                .prop_map(|(name, pid, v, s, (n, addr))| {
+                .prop_map(|(name, pid, v, s, (n, addr, publishers))| {
                     Request::SetChannelQos {
                         name,
                         nodes: match n {
@@ -792,6 +792,7 @@ mod tests {
                             _ => OnNodes::Every,
                         },
                         change: QosChange {
+                            publishers,
                             pid: pid.map(Pid),
                             // The four named classes, then every raw DSCP.
                             priority: v.map(|v| {

@@ -740,15 +740,19 @@ mod tests {
                 proptest::option::of(1..u32::MAX),
                 proptest::option::of(0u8..4),
                 proptest::option::of(1u8..100),
+                any::<bool>(),
             )
-                .prop_map(|(id, name, pid, class, rt)| PeerMessage::SetQos {
-                    id,
-                    name,
-                    change: QosChange {
-                        pid: pid.map(Pid),
-                        priority: class.map(|c| crate::Priority::from_u8(c).unwrap()),
-                        sched: rt.map(crate::Sched::Fifo),
-                    },
+                .prop_map(|(id, name, pid, class, rt, publishers)| {
+                    PeerMessage::SetQos {
+                        id,
+                        name,
+                        change: QosChange {
+                            publishers,
+                            pid: pid.map(Pid),
+                            priority: class.map(|c| crate::Priority::from_u8(c).unwrap()),
+                            sched: rt.map(crate::Sched::Fifo),
+                        },
+                    }
                 }),
             (
                 any::<u64>(),

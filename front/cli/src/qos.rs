@@ -29,6 +29,12 @@ pub(crate) struct Args {
     /// change.
     #[arg(long, conflicts_with = "pid")]
     subscriber: Option<String>,
+    /// Change the send rights of these publishers instead (spelled as
+    /// `--subscriber`; with `--subscriber` too, both): their nodes send
+    /// the tag in at least --class and run its forwarder at least at
+    /// --sched, as `tagwire pub --class --sched` asks at the start.
+    #[arg(long)]
+    publisher: Option<String>,
     /// Only the subscriptions of this process on this node (the same as
     /// `--subscriber PID`).
     #[arg(long)]
@@ -37,14 +43,23 @@ pub(crate) struct Args {
     connect: ConnectArgs,
 }
 
-/// `--subscriber`'s choice, with a node name looked up in the node list.
-fn subscribers(client: &tagwire::Client, a: &Args) -> anyhow::Result<tagwire::Subscriptions> {
-    let Some(spec) = &a.subscriber else {
-        return Ok(match a.pid {
-            Some(p) => tagwire::Subscriptions::here().of(p),
-            None => tagwire::Subscriptions::everywhere(),
-        });
-    };
+/// `--subscriber`'s choice.
+fn subscribers(client: &tagwire::Client, a: &Args) -> anyhow::Result<tagwire::Processes> {
+    match &a.subscriber {
+        Some(spec) => processes(client, "--subscriber", spec),
+        None => Ok(match a.pid {
+            Some(p) => tagwire::Processes::here().of(p),
+            None => tagwire::Processes::everywhere(),
+        }),
+    }
+}
+
+/// A `PID@NODE` choice, with a node name looked up in the node list.
+fn processes(
+    client: &tagwire::Client,
+    flag: &str,
+    spec: &str,
+) -> anyhow::Result<tagwire::Processes> {
     let spec = match spec.split_once('@') {
         Some((pid, node)) if node.parse::<std::net::IpAddr>().is_err() => {
             let nodes = client.nodes()?;
@@ -57,21 +72,22 @@ fn subscribers(client: &tagwire::Client, a: &Args) -> anyhow::Result<tagwire::Su
             };
             format!("{pid}@{}", n.node)
         }
-        _ => spec.clone(),
+        _ => spec.to_owned(),
     };
     spec.parse()
-        .map_err(|e: String| anyhow::anyhow!("--subscriber {spec}: {e}"))
+        .map_err(|e: String| anyhow::anyhow!("{flag} {spec}: {e}"))
 }
 
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let client = a.connect.connect()?;
-    if (a.pid.is_some() || a.subscriber.is_some()) && a.class.is_none() && a.sched.is_none() {
+    let chooses = a.pid.is_some() || a.subscriber.is_some() || a.publisher.is_some();
+    if chooses && a.class.is_none() && a.sched.is_none() {
         anyhow::bail!(
-            "--pid and --subscriber choose whose subscriptions --class or --sched changes: give one"
+            "--pid, --subscriber and --publisher choose whose rights --class or --sched changes: \
+             give one"
         );
     }
     if a.class.is_some() || a.sched.is_some() {
-        let whose = subscribers(&client, &a)?;
         let what: Vec<String> = a
             .class
             .map(|c| format!("class {c}"))
@@ -79,13 +95,27 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             .chain(a.sched.map(|s| format!("policy {s}")))
             .collect();
         let what = what.join(" and ");
-        let changed = client.change_channels(&a.tag, whose, a.class, a.sched)?;
-        match changed.len() {
-            0 => println!("{}: every subscription chosen already had {what}", a.tag),
+        let report = |rights: &str, changed: Vec<tagwire::Member>| match changed.len() {
+            0 => println!("{}: every {rights} chosen already had {what}", a.tag),
             n => {
                 let who: Vec<String> = changed.iter().map(|m| m.who.to_string()).collect();
-                println!("{}: {what} for {n} ({})", a.tag, who.join(", "));
+                let s = if n == 1 { "" } else { "s" };
+                println!("{}: {what} for {n} {rights}{s} ({})", a.tag, who.join(", "));
             }
+        };
+        if let Some(spec) = &a.publisher {
+            let whose = processes(&client, "--publisher", spec)?;
+            report(
+                "publisher",
+                client.change_publishers(&a.tag, whose, a.class, a.sched)?,
+            );
+        }
+        if a.publisher.is_none() || a.subscriber.is_some() || a.pid.is_some() {
+            let whose = subscribers(&client, &a)?;
+            report(
+                "subscriber",
+                client.change_channels(&a.tag, whose, a.class, a.sched)?,
+            );
         }
         return Ok(());
     }

@@ -276,7 +276,7 @@ fn another_user_changes_the_class_of_its_own_subscriptions_only() {
     ));
     assert!(!ok && out.contains("held on another node"), "{out}");
     // Root is told that a daemon without a node list reaches no other.
-    let whose: tagwire::Subscriptions = elsewhere[1].parse().unwrap();
+    let whose: tagwire::Processes = elsewhere[1].parse().unwrap();
     let e = root
         .change_channels("/shared", whose, Some(tagwire::Priority::High), None)
         .unwrap_err();

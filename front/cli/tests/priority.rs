@@ -276,7 +276,7 @@ fn a_class_changed_from_a_third_node_takes_effect_within_100_ms_losing_nothing()
     let site = Site::new(3);
     let subscriber_host = tagwire::NodeAddr(site.lan.host(1).addr().into());
     live_change(&site, "/prio/remote", |clients| {
-        let whose = tagwire::Subscriptions::on(subscriber_host);
+        let whose = tagwire::Processes::on(subscriber_host);
         clients[2]
             .change_channels("/prio/remote", whose, Some(Priority::Critical), None)
             .unwrap()
@@ -430,5 +430,94 @@ fn the_cli_changes_a_subscription_on_another_node_named_by_its_name() {
     assert!(
         !ok && out.contains("no subscription of process 4242"),
         "{out}"
+    );
+}
+
+/// A publisher's class changed at run time from its subscriber's node
+/// (`tagwire qos TAG --class critical --publisher @NODE`): the
+/// publisher's node restates its send right and the tag leaves it with
+/// DSCP 44 from then on, where it left with 0 before; `--publisher` for
+/// a process that holds no send right there says so.
+#[test]
+fn a_publishers_class_changed_from_another_node_marks_its_datagrams() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, clients) = site.mesh(&Find::List);
+    let (c0, c1) = (&clients[0], &clients[1]);
+    let tag = "/prio/pub-live";
+    c0.create_tag(tag, tagwire::Domain::Global).unwrap();
+    let mut sub = c1.subscribe(tag, SubscribeOptions::default()).unwrap();
+    wait_until("the subscriber is known on host 0", || {
+        !c0.receivers(tag).unwrap().is_empty()
+    });
+    let mut p = c0.publisher(tag).unwrap();
+    let host0 = site.lan.host(0);
+    let qos = |whose: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tagwire"))
+            .args(["qos", tag, "--class", "critical", "--publisher", whose])
+            .arg("--socket")
+            .arg(site.socket(1))
+            .env("TAGWIRE_LOG", "error")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let filter = format!("udp and src host {}", host0.addr());
+    let burst = |sub: &mut tagwire::Subscriber, p: &mut tagwire::Publisher, mark: u8| {
+        for _ in 0..20 {
+            p.send(&[mark; 600]).unwrap();
+        }
+        for _ in 0..20 {
+            sub.receive(Some(Duration::from_secs(10))).unwrap();
+        }
+    };
+    let mut out = String::new();
+    let Some(rows) = captured_fields(
+        site.lan.host(1),
+        &filter,
+        &["ip.dsfield.dscp", "data.data"],
+        || {
+            burst(&mut sub, &mut p, 1);
+            let (ok, text) = qos(&format!("@{}", host0.name()));
+            assert!(ok, "{text}");
+            out = text;
+            burst(&mut sub, &mut p, 2);
+        },
+    ) else {
+        return;
+    };
+    assert!(out.contains("class critical for 1 publisher"), "{out}");
+    let marked = |mark: u8| -> Vec<u32> {
+        rows.iter()
+            .filter(|r| r.len() == 2)
+            .filter(|r| {
+                let data = hex(r[1].trim());
+                data.windows(tag.len()).any(|w| w == tag.as_bytes())
+                    && data.windows(64).any(|w| w.iter().all(|b| *b == mark))
+            })
+            .map(|r| r[0].trim().parse().unwrap())
+            .collect()
+    };
+    let (before, after) = (marked(1), marked(2));
+    println!("publisher class change: DSCP before {before:?}, after {after:?}");
+    assert!(
+        !before.is_empty() && before.iter().all(|d| *d == 0),
+        "{before:?}"
+    );
+    assert!(
+        !after.is_empty() && after.iter().all(|d| *d == 44),
+        "{after:?}"
+    );
+    let (ok, text) = qos(&format!("4242@{}", host0.addr()));
+    assert!(
+        !ok && text.contains("no send right of process 4242"),
+        "{text}"
     );
 }

@@ -261,7 +261,7 @@ pub unsafe extern "C" fn tw_change_channels(
         let name = unsafe { str_arg(name, "name") }?;
         // SAFETY: forwarded contract.
         let whose = match unsafe { opt_str(subscribers, "subscribers") }? {
-            None => tagwire::Subscriptions::everywhere(),
+            None => tagwire::Processes::everywhere(),
             Some(s) => s
                 .parse()
                 .map_err(|e: String| Failure::invalid(format!("subscribers {s:?}: {e}")))?,

@@ -356,7 +356,7 @@ impl PyClient {
         priority: Option<&str>,
         sched: Option<&str>,
     ) -> PyResult<Vec<Member>> {
-        let whose: tagwire::Subscriptions = subscribers
+        let whose: tagwire::Processes = subscribers
             .parse()
             .map_err(|e: String| bad_arg(format!("subscribers: {e}")))?;
         let class = priority

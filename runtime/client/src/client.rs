@@ -36,7 +36,7 @@ use tagwire_wire::{
 use crate::{autostart, Error, Result};
 
 mod channels;
-pub use channels::{Channels, Subscriptions};
+pub use channels::{Channels, Processes};
 mod keys;
 mod update;
 

@@ -47,7 +47,7 @@ mod subscriber;
 
 use std::time::SystemTime;
 
-pub use client::{Channels, Client, ClientOptions, Subscriptions};
+pub use client::{Channels, Client, ClientOptions, Processes};
 pub use error::Error;
 pub use publisher::{Publisher, DEFAULT_SEND_TIMEOUT};
 pub use subscriber::{

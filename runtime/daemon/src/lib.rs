@@ -56,6 +56,7 @@ pub mod pull;
 pub mod quota;
 mod remote_qos;
 mod replies;
+mod restate;
 mod ring;
 pub mod roles;
 mod secure;

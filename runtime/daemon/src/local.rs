@@ -21,7 +21,6 @@ use crate::policy::{Cred, Right};
 
 mod admission;
 mod channels;
-pub(crate) use channels::{restate, Refusal};
 pub(crate) mod conns;
 mod grant;
 use crate::outbox::OutTx;
@@ -238,18 +237,8 @@ fn error(code: ErrorCode, message: impl Into<String>) -> (Response, Option<Owned
 }
 
 fn table_error(e: TableError) -> (Response, Option<OwnedFd>) {
-    let (code, message) = refusal(e);
+    let (code, message) = crate::restate::refusal(e);
     error(code, message)
-}
-
-/// A table's refusal as the error a client or a peer is told.
-fn refusal(e: TableError) -> (ErrorCode, String) {
-    let code = match e {
-        TableError::UnknownTag(_) => ErrorCode::UnknownTag,
-        TableError::NoSendAccess(_) => ErrorCode::NoSendAccess,
-        TableError::NotSubscribed(_) => ErrorCode::NotSubscribed,
-    };
-    (code, e.to_string())
 }
 
 /// Whether a subscription with `qos` can be placed: only `Proxy::Auto`

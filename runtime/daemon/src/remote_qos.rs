@@ -7,7 +7,7 @@
 //! undone by the holder's next sync). So the asked daemon checks its
 //! caller (root, the daemon's user, the tag's owner or whoever the policy
 //! lets destroy the tag; a real-time policy only for a caller that may run
-//! at it: `local::channels::set`), then asks the holding node with a
+//! at it: `local::channels`), then asks the holding node with a
 //! `PeerMessage::SetQos`. That node trusts its peer as it trusts the
 //! peer's table operations (authenticated with the domain key when there
 //! is one), restates the chosen subscriptions, and answers with
@@ -24,7 +24,7 @@ use tagwire_proto::membership::{LinkId, OpId};
 use tagwire_wire::control::ErrorCode;
 use tagwire_wire::{Member, NodeAddr, QosChange, TagName};
 
-use crate::local::{restate, Refusal};
+use crate::restate::{restate, Refusal};
 use crate::{lock, peers, Shared, State};
 
 /// What the holding node answered: the receivers it changed, or why not.

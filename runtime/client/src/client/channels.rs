@@ -26,8 +26,8 @@ pub struct Channels {
 }
 
 /// This node's subscriptions of process `pid`, or of every one.
-fn here_of(pid: Option<u32>) -> Subscriptions {
-    pid.map_or_else(Subscriptions::here, |p| Subscriptions::here().of(p))
+fn here_of(pid: Option<u32>) -> Processes {
+    pid.map_or_else(Processes::here, |p| Processes::here().of(p))
 }
 
 impl Client {
@@ -95,15 +95,41 @@ impl Client {
     pub fn change_channels(
         &self,
         name: &str,
-        whose: Subscriptions,
+        whose: Processes,
         priority: Option<Priority>,
         sched: Option<Sched>,
+    ) -> Result<Vec<Member>> {
+        self.restate(name, whose, false, (priority, sched))
+    }
+
+    /// [`Client::change_channels`] for the send rights of the publishers
+    /// `whose` chooses (`PublishOptions` at run time): their nodes send
+    /// the tag in at least the class `priority` from their next datagram,
+    /// and run its forwarder at least at `sched`. Returns the publishers
+    /// whose QoS changed; none chosen: [`crate::Error::NoSendAccess`].
+    pub fn change_publishers(
+        &self,
+        name: &str,
+        whose: Processes,
+        priority: Option<Priority>,
+        sched: Option<Sched>,
+    ) -> Result<Vec<Member>> {
+        self.restate(name, whose, true, (priority, sched))
+    }
+
+    fn restate(
+        &self,
+        name: &str,
+        whose: Processes,
+        publishers: bool,
+        (priority, sched): (Option<Priority>, Option<Sched>),
     ) -> Result<Vec<Member>> {
         let name = TagName::new(name)?;
         let req = Request::SetChannelQos {
             name: name.clone(),
             nodes: whose.nodes,
             change: QosChange {
+                publishers,
                 pid: whose.pid.map(Pid),
                 priority,
                 sched,
@@ -112,46 +138,49 @@ impl Client {
         match self.core.call(req, None)? {
             (Response::Members { receivers, .. }, _) => Ok(receivers),
             // Which node and process had none: the daemon's words.
-            (
-                Response::Error {
-                    code: ErrorCode::NotSubscribed,
-                    message,
-                },
-                _,
-            ) => Err(crate::Error::NotSubscribed(format!("{name} ({message})"))),
+            (Response::Error { code, message }, _)
+                if matches!(code, ErrorCode::NotSubscribed | ErrorCode::NoSendAccess) =>
+            {
+                let tag = format!("{name} ({message})");
+                Err(match code {
+                    ErrorCode::NotSubscribed => crate::Error::NotSubscribed(tag),
+                    _ => crate::Error::NoSendAccess(tag),
+                })
+            }
             other => Err(unexpected(other, &name)),
         }
     }
 }
 
-/// Which subscriptions to a tag an admin command changes
-/// ([`Client::change_channels`]): on which nodes, and whose. Written
-/// `PID@NODE`, `@NODE` (every process on the node), `PID` (this node),
-/// `here` (every process on this node) or `all` (every subscription on
-/// every node); `NODE` is a node's address as `tagwire nodes` shows it.
+/// Whose subscriptions (or send rights) to a tag an admin command changes
+/// ([`Client::change_channels`], [`Client::change_publishers`]): on which
+/// nodes, of which process. Written `PID@NODE`, `@NODE` (every process on
+/// the node), `PID` (this node), `here` (every process on this node) or
+/// `all` (every process on every node); `NODE` is a node's address as
+/// `tagwire nodes` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Subscriptions {
+pub struct Processes {
     nodes: OnNodes,
     pid: Option<u32>,
 }
 
-impl Subscriptions {
-    /// Every subscription held on this node.
+impl Processes {
+    /// Every process on this node.
     pub fn here() -> Self {
         Self::default()
     }
 
-    /// Every subscription on every node.
+    /// Every process on every node.
     pub fn everywhere() -> Self {
-        Subscriptions {
+        Processes {
             nodes: OnNodes::Every,
             pid: None,
         }
     }
 
-    /// Every subscription held on `node`.
+    /// Every process on `node`.
     pub fn on(node: NodeAddr) -> Self {
-        Subscriptions {
+        Processes {
             nodes: OnNodes::Node(node),
             pid: None,
         }
@@ -159,14 +188,14 @@ impl Subscriptions {
 
     /// Only process `pid`'s (on the nodes chosen).
     pub fn of(self, pid: u32) -> Self {
-        Subscriptions {
+        Processes {
             pid: Some(pid),
             ..self
         }
     }
 }
 
-impl FromStr for Subscriptions {
+impl FromStr for Processes {
     type Err = String;
 
     fn from_str(s: &str) -> std::result::Result<Self, String> {
@@ -194,7 +223,7 @@ impl FromStr for Subscriptions {
     }
 }
 
-impl fmt::Display for Subscriptions {
+impl fmt::Display for Processes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.nodes, self.pid) {
             (OnNodes::This, None) => f.write_str("here"),
@@ -214,15 +243,15 @@ mod tests {
     #[test]
     fn subscriptions_parse_and_print_alike() {
         for s in ["here", "all", "42", "@10.0.0.2", "42@10.0.0.2", "7@::1"] {
-            let parsed: Subscriptions = s.parse().unwrap();
+            let parsed: Processes = s.parse().unwrap();
             assert_eq!(parsed.to_string(), s);
         }
         let node = NodeAddr("10.0.0.2".parse().unwrap());
-        assert_eq!("*".parse(), Ok(Subscriptions::everywhere()));
-        assert_eq!("*@10.0.0.2".parse(), Ok(Subscriptions::on(node)));
-        assert_eq!("5@10.0.0.2".parse(), Ok(Subscriptions::on(node).of(5)));
+        assert_eq!("*".parse(), Ok(Processes::everywhere()));
+        assert_eq!("*@10.0.0.2".parse(), Ok(Processes::on(node)));
+        assert_eq!("5@10.0.0.2".parse(), Ok(Processes::on(node).of(5)));
         for bad in ["", "0", "x@10.0.0.2", "5@node-b", "-1", "5@"] {
-            assert!(bad.parse::<Subscriptions>().is_err(), "{bad:?}");
+            assert!(bad.parse::<Processes>().is_err(), "{bad:?}");
         }
     }
 }

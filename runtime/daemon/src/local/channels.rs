@@ -12,14 +12,15 @@
 use std::collections::{BTreeSet, HashSet};
 use std::os::fd::OwnedFd;
 
-use tagwire_proto::{ClientId, Holder, Role};
+use tagwire_proto::{ClientId, Role};
 use tagwire_wire::control::{ErrorCode, Response};
 use tagwire_wire::peer::TableOp;
-use tagwire_wire::{ChannelQos, Member, NodeAddr, OnNodes, QosChange, TagName};
+use tagwire_wire::{NodeAddr, OnNodes, QosChange, TagName};
 
-use super::{error, permit, refusal, Client};
+use super::{error, permit, Client};
 use crate::policy::Right;
-use crate::{update, Shared, State};
+use crate::restate::{of, restate, role, what};
+use crate::{Shared, State};
 
 /// The tag's senders, and its receivers (on every node) with their QoS.
 pub(super) fn list(st: &State, name: &TagName) -> (Response, Option<OwnedFd>) {
@@ -39,9 +40,6 @@ pub(super) fn list(st: &State, name: &TagName) -> (Response, Option<OwnedFd>) {
         None,
     )
 }
-
-/// A refused change: its code and the reason, for the asker.
-pub(crate) type Refusal = (ErrorCode, String);
 
 /// Gives the subscriptions to `name` that `nodes` hold and `change`
 /// chooses (a process's, or every one's) its class and policy. This
@@ -87,9 +85,13 @@ pub(super) fn set(
         }
     };
     if !here && elsewhere.is_empty() {
+        let code = match change.publishers {
+            true => ErrorCode::NoSendAccess,
+            false => ErrorCode::NotSubscribed,
+        };
         return error(
-            ErrorCode::NotSubscribed,
-            format!("no subscription{} to {name} on any node", of(change)),
+            code,
+            format!("no {}{} to {name} on any node", what(change), of(change)),
         );
     }
     if !elsewhere.is_empty() && !admin {
@@ -97,7 +99,7 @@ pub(super) fn set(
             ErrorCode::Denied,
             format!(
                 "only root, the tag's owner or a user the policy lets destroy {name} may change \
-                 subscriptions held on another node (or run `tagwire qos` on that node as the \
+                 rights held on another node (or run `tagwire qos` on that node as the \
                  subscriber's user)"
             ),
         );
@@ -119,7 +121,8 @@ pub(super) fn set(
                 ops.extend(o);
             }
             // Every node's: this node holds none of the chosen.
-            Err((ErrorCode::NotSubscribed, _)) if nodes == OnNodes::Every => {}
+            Err((ErrorCode::NotSubscribed | ErrorCode::NoSendAccess, _))
+                if nodes == OnNodes::Every => {}
             Err((code, why)) => return error(code, why),
         }
     }
@@ -145,83 +148,13 @@ pub(super) fn set(
     )
 }
 
-/// Whose subscriptions `change` chooses, for an error: " of process P".
-fn of(change: QosChange) -> String {
-    change
-        .pid
-        .map_or_else(String::new, |p| format!(" of process {}", p.0))
-}
-
-/// The nodes holding subscriptions to `name` that `change` chooses.
+/// The nodes holding the rights to `name` that `change` chooses.
 fn holders(st: &State, name: &TagName, change: QosChange) -> BTreeSet<NodeAddr> {
     st.table.entry(name).map_or_else(BTreeSet::new, |e| {
-        e.rights(Role::Receiver)
+        e.rights(role(change))
             .iter()
             .filter(|r| change.pid.is_none_or(|p| r.member.who.pid == p))
             .map(|r| r.key.node)
             .collect()
     })
-}
-
-/// Restates the subscriptions to `name` held on this node that `change`
-/// chooses and whose client `may` allows, with its class and policy;
-/// applies the change here and returns the receivers it changed and the
-/// ops that carry it to the other nodes. Both askers come here: a local
-/// client (`set`) and another node (`remote_qos::serve`).
-pub(crate) fn restate(
-    shared: &Shared,
-    st: &mut State,
-    name: &TagName,
-    change: QosChange,
-    may: impl Fn(ClientId) -> bool,
-) -> Result<(Vec<Member>, Vec<TableOp>), Refusal> {
-    let Some(e) = st.table.entry(name) else {
-        return Err((ErrorCode::UnknownTag, format!("unknown tag {name}")));
-    };
-    let tag = e.id;
-    let chosen = |r: &tagwire_proto::Right| change.pid.is_none_or(|p| r.member.who.pid == p);
-    let local = |r: &tagwire_proto::Right| match r.holder {
-        Holder::Local(c) => Some(c),
-        Holder::Remote => None,
-    };
-    let mut any = false;
-    let mut allowed = Vec::new();
-    for r in e.rights(Role::Receiver).iter().filter(|r| chosen(r)) {
-        if let Some(c) = local(r) {
-            any = true;
-            if may(c) {
-                allowed.push(r.key);
-            }
-        }
-    }
-    if !any {
-        return Err((
-            ErrorCode::NotSubscribed,
-            format!("no subscription{} to {name} on this node", of(change)),
-        ));
-    }
-    if allowed.is_empty() {
-        return Err((
-            ErrorCode::Denied,
-            format!(
-                "only root, the tag's owner, a user the policy lets destroy {name}, or the \
-                 subscriber's own user may change its class or policy"
-            ),
-        ));
-    }
-    let to = |q: ChannelQos| ChannelQos {
-        priority: change.priority.unwrap_or(q.priority),
-        sched: change.sched.unwrap_or(q.sched),
-        ..q
-    };
-    match st
-        .table
-        .set_receiver_qos(tag, |r| allowed.contains(&r.key), to)
-    {
-        Ok((changed, c)) => {
-            update::effects(shared, st, &c.updates);
-            Ok((changed, c.ops))
-        }
-        Err(e) => Err(refusal(e)),
-    }
 }

@@ -177,6 +177,7 @@ fn a_qos_change_goes_to_the_named_peer_only_and_its_answer_comes_back() {
     net.settle();
     let name = TagName::new("/q").unwrap();
     let change = QosChange {
+        publishers: false,
         pid: Some(tagwire_wire::Pid(42)),
         priority: Some(tagwire_wire::Priority::Critical),
         sched: None,
