@@ -395,19 +395,11 @@ fn the_cli_changes_a_subscription_on_another_node_named_by_its_name() {
         !c0.receivers(tag).unwrap().is_empty()
     });
     let qos = |whose: &str| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tagwire"))
-            .args(["qos", tag, "--class", "high", "--sched", "other:5"])
-            .args(["--subscriber", whose, "--socket"])
-            .arg(site.socket(0))
-            .env("TAGWIRE_LOG", "error")
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
+        let args = ["qos", tag, "--class", "high", "--sched", "other:5"];
+        cli(
+            &site.socket(0),
+            &[&args[..], &["--subscriber", whose]].concat(),
+        )
     };
     let host1 = site.lan.host(1);
     let (ok, out) = qos(&format!("@{}", host1.name()));
@@ -455,19 +447,8 @@ fn a_publishers_class_changed_from_another_node_marks_its_datagrams() {
     let mut p = c0.publisher(tag).unwrap();
     let host0 = site.lan.host(0);
     let qos = |whose: &str| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tagwire"))
-            .args(["qos", tag, "--class", "critical", "--publisher", whose])
-            .arg("--socket")
-            .arg(site.socket(1))
-            .env("TAGWIRE_LOG", "error")
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
+        let args = ["qos", tag, "--class", "critical", "--publisher", whose];
+        cli(&site.socket(1), &args)
     };
     let filter = format!("udp and src host {}", host0.addr());
     let burst = |sub: &mut tagwire::Subscriber, p: &mut tagwire::Publisher, mark: u8| {
@@ -520,4 +501,22 @@ fn a_publishers_class_changed_from_another_node_marks_its_datagrams() {
         !ok && text.contains("no send right of process 4242"),
         "{text}"
     );
+}
+
+/// Runs `tagwire ARGS --socket SOCKET`: whether it succeeded, and what it
+/// printed (stdout, then stderr).
+fn cli(socket: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tagwire"))
+        .args(args)
+        .arg("--socket")
+        .arg(socket)
+        .env("TAGWIRE_LOG", "error")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
 }

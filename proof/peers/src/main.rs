@@ -419,15 +419,13 @@ mod zenoh_peer {
         Ok(())
     }
 
-    pub(crate) fn ping(
-        connect: &str,
-        size: usize,
-        iters: usize,
-        warmup: usize,
+    /// Pings until the pong answers (both sides matched), then drops the
+    /// late answers to the retries.
+    pub(crate) fn matched(
+        p: &zenoh::pubsub::Publisher<'_>,
+        sub: &zenoh::pubsub::Subscriber<zenoh::handlers::FifoChannelHandler<zenoh::sample::Sample>>,
+        payload: &zenoh::bytes::ZBytes,
     ) -> anyhow::Result<()> {
-        let (_s, p, sub) = ends(None, Some(connect), PING, PONG)?;
-        let payload = zenoh::bytes::ZBytes::from(vec![0x5au8; size]);
-        // Until the pong answers (both sides matched), retry.
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             p.put(payload.clone())
@@ -440,9 +438,20 @@ mod zenoh_peer {
                 bail!("no pong in 20 s");
             }
         }
-        // Late answers to the retries above.
         std::thread::sleep(Duration::from_millis(200));
         while let Ok(Some(_)) = sub.try_recv() {}
+        Ok(())
+    }
+
+    pub(crate) fn ping(
+        connect: &str,
+        size: usize,
+        iters: usize,
+        warmup: usize,
+    ) -> anyhow::Result<()> {
+        let (_s, p, sub) = ends(None, Some(connect), PING, PONG)?;
+        let payload = zenoh::bytes::ZBytes::from(vec![0x5au8; size]);
+        matched(&p, &sub, &payload)?;
         let mut us = Vec::with_capacity(iters);
         for i in 0..warmup + iters {
             let t = Instant::now();

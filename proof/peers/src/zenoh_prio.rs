@@ -160,19 +160,7 @@ pub(crate) fn ping(o: &Probe) -> anyhow::Result<()> {
         .wait()
         .map_err(zerr)?;
     let payload = zenoh::bytes::ZBytes::from(vec![0x11u8; o.size]);
-    // Until the pong answers (both sides matched), retry.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        p.put(payload.clone()).wait().map_err(zerr)?;
-        if let Ok(Some(_)) = sub.recv_timeout(Duration::from_millis(100)) {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("no pong in 20 s");
-        }
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    while let Ok(Some(_)) = sub.try_recv() {}
+    crate::zenoh_peer::matched(&p, &sub, &payload)?;
     let done = AtomicBool::new(false);
     let (rtts, window) = std::thread::scope(|sc| -> anyhow::Result<(Vec<f64>, Window)> {
         let loader = sc.spawn(|| -> anyhow::Result<()> {

@@ -97,7 +97,8 @@ pub(crate) fn ask(shared: &Shared, node: NodeAddr, name: &TagName, change: QosCh
         }
         peers::flush(&me, &mut st);
     }
-    let deadline = Instant::now() + net.apply_timeout * 2 + Duration::from_secs(1);
+    let wait = net.apply_timeout * 2 + Duration::from_secs(1);
+    let deadline = Instant::now() + wait;
     let mut p = lock(&asks.pending);
     loop {
         if p.get(&id).is_some_and(|(_, o)| o.is_some()) {
@@ -108,10 +109,7 @@ pub(crate) fn ask(shared: &Shared, node: NodeAddr, name: &TagName, change: QosCh
         let now = Instant::now();
         if now >= deadline || shared.is_stopping() {
             p.remove(&id);
-            return unreachable(format!(
-                "node {node} did not answer within {:?}",
-                deadline - now
-            ));
+            return unreachable(format!("node {node} did not answer within {wait:?}"));
         }
         p = asks
             .changed
