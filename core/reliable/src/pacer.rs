@@ -86,6 +86,21 @@ pub struct PacerConfig {
     /// every few hundred datagrams, and those K − 1 datagrams are queue
     /// the band allows.
     pub ask_every: usize,
+    /// A fixed pace instead of the law, bytes per second (`None`: the
+    /// law): each datagram's bytes at this rate before the next, whatever
+    /// the acknowledgements say (losses do not slow it; the estimates are
+    /// still kept for `tagwire stats`).
+    pub fixed_rate: Option<f64>,
+}
+
+impl PacerConfig {
+    /// The default settings, paced at `bytes_per_sec` instead of the law.
+    pub fn fixed(bytes_per_sec: f64) -> Self {
+        Self {
+            fixed_rate: Some(bytes_per_sec),
+            ..Self::default()
+        }
+    }
 }
 
 impl Default for PacerConfig {
@@ -116,6 +131,7 @@ impl Default for PacerConfig {
             // again every K, K at most 32 and about half the datagrams the
             // path holds, keeps that queue under half a round trip.
             ask_every: 32,
+            fixed_rate: None,
         }
     }
 }
@@ -276,6 +292,10 @@ impl Pacer {
             delivered_at: self.delivered_at.unwrap_or(now),
             first_sent: self.acks.newest_sent.unwrap_or(now),
         });
+        if let Some(rate) = self.config.fixed_rate {
+            let t = bytes as f64 / rate.max(f64::MIN_POSITIVE);
+            self.interval = Duration::try_from_secs_f64(t).unwrap_or(Duration::MAX / 2);
+        }
         // Released from its slot, not from `now`: a late wake-up does not
         // slow the stream (the slots that passed, up to a quantum, are due
         // at once).
@@ -305,6 +325,9 @@ impl Pacer {
             if s.seq > self.acks.late_through {
                 self.sample(now, s);
             }
+        }
+        if self.config.fixed_rate.is_some() {
+            return;
         }
         if loss {
             // (Judged on the round trips before it.)

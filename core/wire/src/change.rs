@@ -5,7 +5,7 @@
 //! restate them.
 
 use crate::codec::{DecodeError, Reader, Writer};
-use crate::{NodeAddr, Pid, Priority, Sched};
+use crate::{NodeAddr, Pacing, Pid, Priority, Sched};
 
 /// What to change, and whose: the subscriptions (or, `publishers`, the
 /// send rights) of process `pid` (`None`: of every process) get `priority`
@@ -20,17 +20,21 @@ pub struct QosChange {
     pub priority: Option<Priority>,
     /// The thread policy asked for (`None`: unchanged).
     pub sched: Option<Sched>,
+    /// The publishers' pacing asked for (`None`: unchanged; a
+    /// subscription's is not read).
+    pub pacing: Option<Pacing>,
 }
 
 impl QosChange {
     pub(crate) fn encode(&self, w: &mut Writer) {
         // (Pid 0 is no process: it stands for every one.) Then which of
         // the two follow: bit 0 the class, bit 1 the policy; bit 2 says
-        // the rights are the publishers'.
+        // the rights are the publishers', bit 3 that the pacing follows.
         w.u32(self.pid.map_or(0, |p| p.0))
             .u8(u8::from(self.priority.is_some())
                 | u8::from(self.sched.is_some()) << 1
-                | u8::from(self.publishers) << 2);
+                | u8::from(self.publishers) << 2
+                | u8::from(self.pacing.is_some()) << 3);
         if let Some(p) = self.priority {
             w.u8(p.to_u8());
         }
@@ -38,14 +42,18 @@ impl QosChange {
             let [policy, value] = s.to_bytes();
             w.u8(policy).u8(value);
         }
+        if let Some(p) = self.pacing {
+            p.encode(w);
+        }
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         let pid = Some(r.u32()?).filter(|&p| p != 0).map(Pid);
         let which = r.u8()?;
-        if which & !7 != 0 {
+        if which & !15 != 0 {
             return Err(DecodeError::Unknown {
-                what: "channel change (bit 0: class, bit 1: policy, bit 2: publishers)",
+                what: "channel change (bit 0: class, bit 1: policy, bit 2: publishers, \
+                       bit 3: pacing)",
                 value: u32::from(which),
             });
         }
@@ -57,11 +65,16 @@ impl QosChange {
             0 => None,
             _ => Some(Sched::from_bytes([r.u8()?, r.u8()?])?),
         };
+        let pacing = match which & 8 {
+            0 => None,
+            _ => Some(Pacing::decode(r)?),
+        };
         Ok(QosChange {
             publishers: which & 4 != 0,
             pid,
             priority,
             sched,
+            pacing,
         })
     }
 }

@@ -32,9 +32,10 @@ pub use stats::{StatsKind, StatsRow, MAX_COUNTERS};
 
 /// First two bytes of every control message ("TW" little-endian).
 pub const MAGIC: u16 = 0x5754;
-/// Control protocol version (5: `ChannelQos` carries thread scheduling,
-/// and a publisher asks one).
-pub const VERSION: u8 = 6;
+/// Control protocol version (7: `ChannelQos` and `QosChange` carry a
+/// publisher's pacing; 5: `ChannelQos` carries thread scheduling, and a
+/// publisher asks one).
+pub const VERSION: u8 = 7;
 /// Largest control message either side accepts (a tag listing grows with the
 /// table). Receivers size their buffer to each packet, so this costs nothing.
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -804,6 +805,12 @@ mod tests {
                             }),
                             sched: s.map(|s| {
                                 Sched::from_bytes(s).unwrap_or(Sched::Fifo(s[1] % 99 + 1))
+                            }),
+                            pacing: s.map(|s| match s[0] % 4 {
+                                0 => crate::Pacing::Daemon,
+                                1 => crate::Pacing::Off,
+                                2 => crate::Pacing::Adaptive,
+                                _ => crate::Pacing::Fixed(u64::from(s[1]) + 1),
                             }),
                         },
                     }

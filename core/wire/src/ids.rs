@@ -396,6 +396,9 @@ pub struct ChannelQos {
     /// ([`crate::Sched`]): a subscription's, at the receiving end and at
     /// the sending node's forwarder.
     pub sched: crate::Sched,
+    /// A publisher's: how its node paces the tag's reliable streams to
+    /// other nodes ([`crate::Pacing`]; a subscription's is not read).
+    pub pacing: crate::Pacing,
 }
 
 impl Default for ChannelQos {
@@ -408,6 +411,7 @@ impl Default for ChannelQos {
             direct: 0,
             priority: crate::Priority::Normal,
             sched: crate::Sched::Other { nice: 0 },
+            pacing: crate::Pacing::Daemon,
         }
     }
 }
@@ -426,6 +430,7 @@ impl ChannelQos {
         w.u16(self.direct).u8(self.priority.to_u8());
         let [policy, value] = self.sched.to_bytes();
         w.u8(policy).u8(value);
+        self.pacing.encode(w);
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
@@ -446,6 +451,7 @@ impl ChannelQos {
             direct: r.u16()?,
             priority: crate::Priority::from_u8(r.u8()?)?,
             sched: crate::Sched::from_bytes([r.u8()?, r.u8()?])?,
+            pacing: crate::Pacing::decode(r)?,
         })
     }
 }
@@ -463,9 +469,10 @@ pub(crate) fn arb_qos() -> impl proptest::strategy::Strategy<Value = ChannelQos>
         any::<u16>(),
         any::<u8>(),
         any::<[u8; 2]>(),
+        (0u8..4, 1u64..=u64::MAX),
     )
         .prop_map(
-            |(be, c, every, at, node, direct, class, sched)| ChannelQos {
+            |(be, c, every, at, node, direct, class, sched, (pace, rate))| ChannelQos {
                 reliability: if be {
                     Reliability::BestEffort
                 } else {
@@ -486,6 +493,12 @@ pub(crate) fn arb_qos() -> impl proptest::strategy::Strategy<Value = ChannelQos>
                     .unwrap_or(crate::Priority::Dscp(class & 0x3f)),
                 sched: crate::Sched::from_bytes(sched)
                     .unwrap_or(crate::Sched::Fifo(sched[1] % 99 + 1)),
+                pacing: match pace {
+                    0 => crate::Pacing::Daemon,
+                    1 => crate::Pacing::Off,
+                    2 => crate::Pacing::Adaptive,
+                    _ => crate::Pacing::Fixed(rate),
+                },
             },
         )
 }

@@ -23,6 +23,7 @@ pub mod frame;
 pub mod handover;
 mod ids;
 pub mod instance;
+mod pacing;
 pub mod peer;
 mod priority;
 mod sched;
@@ -33,5 +34,6 @@ pub use ids::{
     Carrier, ChannelQos, Domain, Member, NameError, NodeAddr, Pid, Proxy, Reliability, SenderInfo,
     SeqNum, TagId, TagName, MAX_TAG_NAME,
 };
+pub use pacing::Pacing;
 pub use priority::Priority;
 pub use sched::Sched;

@@ -34,11 +34,12 @@ use crate::QosChange;
 pub const PEER_MAGIC: u16 = 0x5054;
 /// Magic of a discovery beacon ("TB" little-endian).
 pub const BEACON_MAGIC: u16 = 0x4254;
-/// Peer protocol version (6: a daemon asks another to change the
+/// Peer protocol version (7: `ChannelQos` and `QosChange` carry a
+/// publisher's pacing; 6: a daemon asks another to change the
 /// subscriptions it holds, `SetQos`; 5: `ChannelQos` carries thread
 /// scheduling; since 4 a `TableOp::Join` of a right already known, newer
 /// than it, restates its `ChannelQos`: how a class changes at run time).
-pub const PEER_VERSION: u8 = 6;
+pub const PEER_VERSION: u8 = 7;
 /// Largest peer message either side accepts (a full table sync grows with the
 /// table).
 pub const MAX_PEER_MESSAGE: usize = 16 << 20;
@@ -751,6 +752,11 @@ mod tests {
                             pid: pid.map(Pid),
                             priority: class.map(|c| crate::Priority::from_u8(c).unwrap()),
                             sched: rt.map(crate::Sched::Fifo),
+                            pacing: rt.map(|r| match r % 3 {
+                                0 => crate::Pacing::Off,
+                                1 => crate::Pacing::Adaptive,
+                                _ => crate::Pacing::Fixed(u64::from(r) << 20),
+                            }),
                         },
                     }
                 }),

@@ -39,6 +39,12 @@ pub(crate) struct Args {
     /// this command's sending thread (`other[:NICE]`, `fifo:P`, `rr:P`).
     #[arg(long, default_value = "other", value_parser = str::parse::<tagwire::Sched>)]
     sched: tagwire::Sched,
+    /// How this node paces the tag's reliable streams to other nodes:
+    /// `adaptive` (from each stream's send window, NAPA), `fixed:RATE`
+    /// (bytes per second; `fixed:50mbit`, `fixed:2.5MB`), `off`, or
+    /// `daemon` (as `tagwire daemon --pacing` set it).
+    #[arg(long, default_value = "daemon", value_parser = str::parse::<tagwire::Pacing>)]
+    pacing: tagwire::Pacing,
     #[command(flatten)]
     connect: ConnectArgs,
 }
@@ -52,7 +58,8 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     client.create_tag_keeping(&a.tag, Domain::Global, RingParams::default(), history)?;
     let opts = tagwire::PublishOptions::default()
         .priority(a.class)
-        .sched(a.sched);
+        .sched(a.sched)
+        .pacing(a.pacing);
     let mut publ = client.publisher_with(&a.tag, opts)?;
     if !a.sched.is_default() {
         tagwire::set_thread_sched(a.sched)?;

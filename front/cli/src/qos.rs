@@ -35,6 +35,11 @@ pub(crate) struct Args {
     /// --sched, as `tagwire pub --class --sched` asks at the start.
     #[arg(long)]
     publisher: Option<String>,
+    /// Pace the --publisher's reliable streams so from now on (`adaptive`,
+    /// `fixed:RATE`, `off`, `daemon`), as `tagwire pub --pacing` asks at
+    /// the start.
+    #[arg(long, requires = "publisher", value_parser = str::parse::<tagwire::Pacing>)]
+    pacing: Option<tagwire::Pacing>,
     /// Only the subscriptions of this process on this node (the same as
     /// `--subscriber PID`).
     #[arg(long)]
@@ -81,6 +86,20 @@ fn processes(
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let client = a.connect.connect()?;
     let chooses = a.pid.is_some() || a.subscriber.is_some() || a.publisher.is_some();
+    if let (Some(pacing), Some(spec)) = (a.pacing, &a.publisher) {
+        let whose = processes(&client, "--publisher", spec)?;
+        let changed = client.change_pacing(&a.tag, whose, pacing)?;
+        let who: Vec<String> = changed.iter().map(|m| m.who.to_string()).collect();
+        println!(
+            "{}: pacing {pacing} for {} publisher(s) ({})",
+            a.tag,
+            changed.len(),
+            who.join(", ")
+        );
+        if a.class.is_none() && a.sched.is_none() {
+            return Ok(());
+        }
+    }
     if chooses && a.class.is_none() && a.sched.is_none() {
         anyhow::bail!(
             "--pid, --subscriber and --publisher choose whose rights --class or --sched changes: \

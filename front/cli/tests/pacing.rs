@@ -14,7 +14,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use tagwire::SubscribeOptions;
+use tagwire::{Pacing, Processes, PublishOptions, SubscribeOptions};
 use tagwire_daemon::PacerConfig;
 
 mod common;
@@ -26,19 +26,51 @@ const SIZE: usize = 8192;
 /// daemons; returns the latencies (publishing to receipt) of the second
 /// half, sorted, and the forwarder's stream row.
 fn stream(site: &Site, tag: &str, n: u64) -> (Vec<Duration>, tagwire_wire::control::StatsRow) {
+    stream_with(site, tag, n, PublishOptions::default())
+}
+
+/// [`stream`] from a publisher with `opts`.
+fn stream_with(
+    site: &Site,
+    tag: &str,
+    n: u64,
+    opts: PublishOptions,
+) -> (Vec<Duration>, tagwire_wire::control::StatsRow) {
     let (c0, c1) = (site.client(0), site.client(1));
     deep_tag(&c0, tag, 512, SIZE as u32 + 256);
-    let opts = SubscribeOptions::default()
+    let sub_opts = SubscribeOptions::default()
         .depth(512)
         .lossless()
         .through_daemon();
-    let mut sub = c1.subscribe(tag, opts).unwrap();
-    let mut publisher = c0.publisher(tag).unwrap();
+    let mut sub = c1.subscribe(tag, sub_opts).unwrap();
+    let mut publisher = c0.publisher_with(tag, opts).unwrap();
     publisher.set_send_timeout(Duration::from_secs(60));
     wait_until("the subscriber is known on host 0", || {
         !c0.receivers(tag).unwrap().is_empty()
     });
-    let latencies = std::thread::scope(|s| {
+    let mut latencies = stream_rows(tag, n, &mut sub, &mut publisher);
+    latencies.sort();
+    (latencies, outbound_row(&c0, tag))
+}
+
+/// The forwarder's stream row of `tag` on `c`'s node.
+fn outbound_row(c: &tagwire::Client, tag: &str) -> tagwire_wire::control::StatsRow {
+    c.stats()
+        .unwrap()
+        .into_iter()
+        .find(|r| r.kind == tagwire_wire::control::StatsKind::Outbound && r.tag == tag)
+        .expect("the forwarder's stream row")
+}
+
+/// Sends `n` numbered messages and checks each arrives once, in order;
+/// the latencies of the second half.
+fn stream_rows(
+    tag: &str,
+    n: u64,
+    sub: &mut tagwire::Subscriber,
+    publisher: &mut tagwire::Publisher,
+) -> Vec<Duration> {
+    std::thread::scope(|s| {
         let reader = s.spawn(|| {
             let mut late = Vec::new();
             for i in 1..=n {
@@ -67,16 +99,7 @@ fn stream(site: &Site, tag: &str, n: u64) -> (Vec<Duration>, tagwire_wire::contr
             publisher.send(&m).unwrap();
         }
         reader.join().unwrap()
-    });
-    let row = c0
-        .stats()
-        .unwrap()
-        .into_iter()
-        .find(|r| r.kind == tagwire_wire::control::StatsKind::Outbound && r.tag == tag)
-        .expect("the forwarder's stream row");
-    let mut latencies = latencies;
-    latencies.sort();
-    (latencies, row)
+    })
 }
 
 fn pct(v: &[Duration], p: usize) -> Duration {
@@ -139,4 +162,72 @@ fn a_paced_stream_through_a_deep_bottleneck_loses_nothing_and_reports_its_pace()
         assert_eq!(daemons[0].forward_losses(), 0);
         drop(daemons);
     }
+}
+
+#[test]
+fn a_publisher_chooses_its_streams_pacing_and_changes_it_at_run_time() {
+    if skip() {
+        return;
+    }
+    // Daemons with pacing off: the publishers ask for it.
+    let site = Site::new(2);
+    let daemons: Vec<_> = (0..2)
+        .map(|i| start_in(site.lan.host(i), site.config(i, &Find::List)))
+        .collect();
+    for i in 0..2 {
+        wait_until("both daemons up", || up_peers(&site.client(i)) == 1);
+    }
+    site.lan
+        .host(0)
+        .shape(100_000_000, 16_000, 1_250_000)
+        .unwrap();
+    // Adaptive: the stream reports the controller's estimates.
+    let adaptive = PublishOptions::default().pacing(Pacing::Adaptive);
+    let (lat, row) = stream_with(&site, "/pacing/adaptive", 2000, adaptive);
+    println!("adaptive: p50 {:?}, {:?}", pct(&lat, 50), row.counters);
+    assert!(
+        row.get("pace_interval_ns").unwrap_or(0) > 0,
+        "{:?}",
+        row.counters
+    );
+    // Fixed at 2 MB/s: 400 x 8 KiB (3.3 MB on the wire) take about 1.6 s
+    // where the bucket alone would let them through in 0.27 s.
+    let rate = 2_000_000u64;
+    let start = std::time::Instant::now();
+    let fixed = PublishOptions::default().pacing(Pacing::Fixed(rate));
+    let (_, row) = stream_with(&site, "/pacing/fixed", 400, fixed);
+    let took = start.elapsed().as_secs_f64();
+    let wire = 400.0 * (SIZE as f64 + 6.0 * 60.0);
+    println!("fixed: {took:.2} s for {wire} B, {:?}", row.counters);
+    assert!(
+        took > 0.8 * wire / rate as f64,
+        "{took} s: not held to {rate} B/s"
+    );
+    let t = row.get("pace_interval_ns").unwrap_or(0) as f64 * 1e-9;
+    assert!(
+        t > 0.0 && 1472.0 / t < 1.1 * rate as f64,
+        "{t} s per datagram"
+    );
+    // At run time, from the subscriber's node: a paced stream goes
+    // unpaced from then on.
+    let (c0, c1) = (site.client(0), site.client(1));
+    let tag = "/pacing/changed";
+    deep_tag(&c0, tag, 512, SIZE as u32 + 256);
+    let sub_opts = SubscribeOptions::default().lossless().through_daemon();
+    let mut sub = c1.subscribe(tag, sub_opts).unwrap();
+    let fixed = PublishOptions::default().pacing(Pacing::Fixed(rate));
+    let mut publisher = c0.publisher_with(tag, fixed).unwrap();
+    wait_until("the subscriber is known on host 0", || {
+        !c0.receivers(tag).unwrap().is_empty()
+    });
+    stream_rows(tag, 20, &mut sub, &mut publisher);
+    assert!(outbound_row(&c0, tag).get("pace_interval_ns").is_some());
+    let changed = c1
+        .change_pacing(tag, Processes::everywhere(), Pacing::Off)
+        .unwrap();
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    wait_until("the stream is no longer paced", || {
+        outbound_row(&c0, tag).get("pace_interval_ns").is_none()
+    });
+    assert_eq!(daemons[0].forward_losses(), 0);
 }

@@ -61,8 +61,8 @@ pub use tagwire_wire::control::{
 };
 pub use tagwire_wire::instance::{Ext, InstanceState, Key, Origin};
 pub use tagwire_wire::{
-    Carrier, ChannelQos, Domain, Member, NodeAddr, Pid, Priority, Proxy, Reliability, Sched,
-    SenderInfo, SeqNum, TagName,
+    Carrier, ChannelQos, Domain, Member, NodeAddr, Pacing, Pid, Priority, Proxy, Reliability,
+    Sched, SenderInfo, SeqNum, TagName,
 };
 
 /// Runs the calling thread at `sched` (for the thread that publishes or

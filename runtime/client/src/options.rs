@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use tagwire_wire::{Carrier, ChannelQos, Priority, Proxy, Reliability, Sched};
+use tagwire_wire::{Carrier, ChannelQos, Pacing, Priority, Proxy, Reliability, Sched};
 
 /// Options of one subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,6 +242,7 @@ impl SubscribeOptions {
 pub struct PublishOptions {
     pub(crate) priority: Priority,
     pub(crate) sched: Sched,
+    pub(crate) pacing: Pacing,
 }
 
 impl PublishOptions {
@@ -264,10 +265,25 @@ impl PublishOptions {
         self
     }
 
+    /// How this node paces the tag's reliable streams to other nodes:
+    /// `Adaptive` from each stream's send-window occupancy (NAPA: the
+    /// stream goes at the path's rate without filling a bottleneck's
+    /// queue), `Fixed(bytes_per_sec)`, `Off`, or `Daemon` (the default:
+    /// as the daemon is set, `tagwire daemon --pacing`). Publishers of one
+    /// tag on one node that ask differently: the lowest fixed rate, else
+    /// adaptive, else off ([`Pacing`]). A paced stream holds its
+    /// publishers back as its window does. Changed at run time by
+    /// [`Client::change_pacing`](crate::Client::change_pacing).
+    pub fn pacing(mut self, pacing: Pacing) -> Self {
+        self.pacing = pacing;
+        self
+    }
+
     pub(crate) fn qos(self) -> ChannelQos {
         ChannelQos {
             priority: self.priority,
             sched: self.sched,
+            pacing: self.pacing,
             ..ChannelQos::default()
         }
     }

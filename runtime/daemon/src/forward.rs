@@ -48,6 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use tagwire_reliable::pacer::PacerConfig;
 use tagwire_session::{Carrier, Class, Config, Dest, SendEvent as Event, SendSession, Transmit};
 use tagwire_shm::{Gate, Ring};
 use tagwire_wire::datagram::AckNack;
@@ -169,13 +170,13 @@ impl Outbound {
     pub(crate) fn reroute(
         self: &Arc<Self>,
         shared: &Arc<Shared>,
-        wanted: HashMap<TagName, Vec<Dest>>,
+        wanted: HashMap<TagName, (Vec<Dest>, Option<PacerConfig>)>,
         asked: &HashMap<TagName, Sched>,
         mut start: impl FnMut(&TagName) -> Option<(Ring, u64)>,
     ) {
         let urgent = wanted
             .values()
-            .flatten()
+            .flat_map(|(d, _)| d)
             .map(|d| d.priority.rank().0)
             .fold(0, u8::max);
         self.urgent.store(urgent, Ordering::Relaxed);
@@ -188,9 +189,12 @@ impl Outbound {
             }
             keep
         });
-        for (name, dests) in wanted {
+        // (Sessions are locked after the routes table is let go.)
+        let mut repaced = Vec::new();
+        for (name, (dests, pacing)) in wanted {
             if let Some(r) = routes.get(&name) {
                 *lock(&r.sched) = asked.get(&name).copied();
+                repaced.push((r.clone(), pacing));
                 r.hold_back(&dests);
                 *lock(&r.dests) = Arc::new(dests);
                 r.wake();
@@ -214,7 +218,7 @@ impl Outbound {
                 // queue.
                 max_unacked_messages: ring.shape().slots as usize,
                 multicast_port: self.msock.as_ref().map(|(_, p)| *p),
-                pacing: shared.config.net.as_ref().and_then(|n| n.pacing),
+                pacing,
                 ..Config::default()
             };
             let route = Arc::new(Route {
@@ -243,6 +247,11 @@ impl Outbound {
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot start a forwarder"),
             }
+        }
+        drop(routes);
+        for (r, pacing) in repaced {
+            lock(&r.session).set_pacing(Instant::now(), &r.tag, pacing);
+            r.wake();
         }
     }
 

@@ -552,10 +552,11 @@ fn handle(
             if let Err(why) = tagwire_sched::may_use(client.who.pid.0, qos.sched) {
                 return error(ErrorCode::NotPermitted, format!("{name}: {why}"));
             }
-            // A publisher asks only a class and a policy.
+            // A publisher asks only a class, a policy and a pacing.
             let qos = ChannelQos {
                 priority: qos.priority,
                 sched: qos.sched,
+                pacing: qos.pacing,
                 ..ChannelQos::default()
             };
             open(

@@ -102,6 +102,7 @@ pub(crate) fn restate(
     let to = |q: ChannelQos| ChannelQos {
         priority: change.priority.unwrap_or(q.priority),
         sched: change.sched.unwrap_or(q.sched),
+        pacing: change.pacing.unwrap_or(q.pacing),
         ..q
     };
     match st

@@ -343,3 +343,24 @@ fn a_late_wake_up_catches_up_at_most_a_quantum() {
         "{burst} at once, T {t:?}"
     );
 }
+
+#[test]
+fn a_fixed_pace_holds_its_rate_whatever_the_path_and_losses_say() {
+    // 20 Mbit/s asked through a 100 Mbit/s bottleneck, one acknowledgement
+    // in 5 naming a loss: the stream goes at the rate asked, not the
+    // path's, and the losses do not slow it.
+    let phases = [(secs(3), mbit(100.0))];
+    let fixed = Pacer::new(PacerConfig::fixed(mbit(20.0)));
+    let out = run(Some(fixed), &phases, secs(2), 8, Some(5));
+    let got = out.goodput[0] / mbit(20.0);
+    assert!((0.97..=1.03).contains(&got), "{got} of the rate asked");
+    assert_eq!(
+        out.p99(0),
+        Duration::ZERO,
+        "a queue formed below the path's rate"
+    );
+    let stats = out.stats.unwrap();
+    assert_eq!(stats.congestion_losses + stats.random_losses, 0);
+    let t = SIZE as f64 / mbit(20.0);
+    assert!((stats.interval.as_secs_f64() - t).abs() < 1e-9, "{stats:?}");
+}

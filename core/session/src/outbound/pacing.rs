@@ -19,12 +19,15 @@ pub const PACED_LEAD: std::time::Duration = std::time::Duration::from_millis(2);
 
 impl SendSession {
     /// Paces `tag`'s reliable streams with `pacing` from now on (`None`:
-    /// unpaced); a change starts each stream's controller afresh. Tags
-    /// without routes yet take the session's [`crate::Config::pacing`].
+    /// unpaced); a change starts each stream's controller afresh. A tag
+    /// without routes yet keeps it for its first (other tags take the
+    /// session's [`crate::Config::pacing`]).
     pub fn set_pacing(&mut self, now: Instant, tag: &TagName, pacing: Option<PacerConfig>) {
-        let Some(o) = self.out.get_mut(tag) else {
-            return;
-        };
+        let batch_min = self.config.batch.min;
+        let o = self
+            .out
+            .entry(tag.clone())
+            .or_insert_with(|| super::Outbound::new(batch_min, pacing));
         if o.pacing == pacing {
             return;
         }

@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use tagwire_wire::control::{ErrorCode, Request, Response};
 use tagwire_wire::{
-    ChannelQos, Member, NodeAddr, OnNodes, Pid, Priority, QosChange, Sched, TagName,
+    ChannelQos, Member, NodeAddr, OnNodes, Pacing, Pid, Priority, QosChange, Sched, TagName,
 };
 
 use super::{unexpected, Client};
@@ -117,12 +117,49 @@ impl Client {
         self.restate(name, whose, true, (priority, sched))
     }
 
+    /// [`Client::change_publishers`] for the pacing of the publishers
+    /// `whose` chooses ([`crate::PublishOptions::pacing`] at run time):
+    /// their nodes pace the tag's reliable streams so from their next
+    /// datagram (a controller starts afresh). Returns the publishers
+    /// whose pacing changed.
+    pub fn change_pacing(
+        &self,
+        name: &str,
+        whose: Processes,
+        pacing: Pacing,
+    ) -> Result<Vec<Member>> {
+        self.restate_with(
+            name,
+            whose,
+            true,
+            QosChange {
+                pacing: Some(pacing),
+                ..QosChange::default()
+            },
+        )
+    }
+
     fn restate(
         &self,
         name: &str,
         whose: Processes,
         publishers: bool,
         (priority, sched): (Option<Priority>, Option<Sched>),
+    ) -> Result<Vec<Member>> {
+        let change = QosChange {
+            priority,
+            sched,
+            ..QosChange::default()
+        };
+        self.restate_with(name, whose, publishers, change)
+    }
+
+    fn restate_with(
+        &self,
+        name: &str,
+        whose: Processes,
+        publishers: bool,
+        change: QosChange,
     ) -> Result<Vec<Member>> {
         let name = TagName::new(name)?;
         let req = Request::SetChannelQos {
@@ -131,8 +168,7 @@ impl Client {
             change: QosChange {
                 publishers,
                 pid: whose.pid.map(Pid),
-                priority,
-                sched,
+                ..change
             },
         };
         match self.core.call(req, None)? {

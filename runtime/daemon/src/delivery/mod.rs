@@ -55,10 +55,11 @@ use std::time::{Duration, Instant};
 
 use crate::roles::Role;
 use tagwire_proto::Role as Right;
+use tagwire_reliable::pacer::PacerConfig;
 use tagwire_shm::{Ring, Segment};
 use tagwire_wire::datagram::{tag_group, Body, Datagram, FLAG_RELIABLE};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
-use tagwire_wire::{NodeAddr, Priority, Sched, TagId, TagName};
+use tagwire_wire::{NodeAddr, Pacing, Priority, Sched, TagId, TagName};
 
 use crate::auto::Placer;
 use crate::blob::{self, Limits, Owner, RingState};
@@ -194,7 +195,7 @@ impl Delivery {
     /// the state lock).
     pub(crate) fn reroute(self: &Arc<Self>, shared: &Arc<Shared>, st: &State) {
         let me = shared.node();
-        let mut wanted: HashMap<TagName, Vec<Dest>> = HashMap::new();
+        let mut wanted: HashMap<TagName, (Vec<Dest>, Option<PacerConfig>)> = HashMap::new();
         // A node gets one copy, by the plan every node computes alike: the
         // group is joined only where that copy is multicast, or a message
         // would come twice.
@@ -234,6 +235,23 @@ impl Delivery {
                 .filter(|r| r.key.node == me && r.qos.priority != Priority::Normal)
                 .map(|r| r.qos.priority)
                 .reduce(tagwire_session::plan::highest);
+            // How this node paces the tag's reliable streams: as its
+            // publishers ask, or as the daemon is set.
+            let paced = e
+                .rights(Right::Sender)
+                .iter()
+                .filter(|r| r.key.node == me)
+                .map(|r| r.qos.pacing);
+            let daemon = shared.config.net.as_ref().and_then(|n| n.pacing);
+            let pacing = match Pacing::strongest(paced) {
+                Pacing::Daemon => daemon,
+                Pacing::Off => None,
+                Pacing::Adaptive => Some(daemon.unwrap_or_default()),
+                Pacing::Fixed(rate) => Some(PacerConfig {
+                    fixed_rate: Some(rate as f64),
+                    ..daemon.unwrap_or_default()
+                }),
+            };
             let plan = plan_of(st, me, shared.placer.as_ref(), e);
             if plan.mode_of(me) == Some(Mode::Multicast) {
                 groups.insert(e.name.clone());
@@ -269,7 +287,7 @@ impl Delivery {
                 .collect();
             if !nodes.is_empty() {
                 nodes.sort();
-                wanted.insert(e.name.clone(), nodes);
+                wanted.insert(e.name.clone(), (nodes, pacing));
             }
         }
         self.join_groups(me, groups);

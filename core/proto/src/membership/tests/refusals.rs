@@ -181,6 +181,7 @@ fn a_qos_change_goes_to_the_named_peer_only_and_its_answer_comes_back() {
         pid: Some(tagwire_wire::Pid(42)),
         priority: Some(tagwire_wire::Priority::Critical),
         sched: None,
+        pacing: None,
     };
     assert!(net.nodes[0].set_qos(node(2), 9, &name, change));
     // A node with no link up is not asked.
