@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use super::link::{Link, LinkConfig};
+use super::link::{Bottleneck, Link, LinkConfig};
 use super::node::{Addr, Factory, NodeInit, NodeStats, SimNode};
 use super::rng::{derive_seed, SimRng};
 use super::trace::{Trace, TraceEvent};
@@ -93,6 +93,7 @@ pub struct Sim<N: SimNode + 'static> {
     pub(super) nodes: Vec<Slot<N>>,
     pub(super) index: BTreeMap<Addr, usize>,
     pub(super) links: BTreeMap<(Addr, Addr), Link>,
+    pub(super) bottlenecks: Vec<Bottleneck>,
     pub(super) groups: BTreeMap<Addr, BTreeSet<Addr>>,
     dirty: BTreeSet<usize>,
     events_now: u64,
@@ -182,6 +183,7 @@ impl<N: SimNode + 'static> Sim<N> {
             nodes: Vec::new(),
             index: BTreeMap::new(),
             links: BTreeMap::new(),
+            bottlenecks: Vec::new(),
             groups: BTreeMap::new(),
             dirty: BTreeSet::new(),
             events_now: 0,

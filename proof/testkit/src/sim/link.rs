@@ -1,4 +1,5 @@
-//! Simulated links: one per ordered pair of nodes.
+//! Simulated links: one per ordered pair of nodes, and the bottlenecks
+//! several of them may share.
 //!
 //! A datagram offered to a link meets, in this order:
 //!
@@ -156,12 +157,10 @@ pub(crate) enum Drop {
     Queue,
 }
 
-/// One direction between two nodes.
-#[derive(Debug, Clone)]
-pub(crate) struct Link {
-    pub(crate) config: LinkConfig,
-    pub(crate) up: bool,
-    pub(crate) stats: LinkStats,
+/// A FIFO byte queue in front of a serialiser: a link's own, or one that
+/// several links share (a [`Bottleneck`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Serialiser {
     /// When the serialiser is free again.
     busy_until: Duration,
     /// Datagrams queued or being serialised: (finish time, bytes).
@@ -169,18 +168,7 @@ pub(crate) struct Link {
     queued_bytes: usize,
 }
 
-impl Link {
-    pub(crate) fn new(config: LinkConfig) -> Self {
-        Self {
-            config,
-            up: true,
-            stats: LinkStats::default(),
-            busy_until: Duration::ZERO,
-            queue: VecDeque::new(),
-            queued_bytes: 0,
-        }
-    }
-
+impl Serialiser {
     /// Bytes waiting or being serialised at `now`.
     pub(crate) fn queued_bytes(&mut self, now: Duration) -> usize {
         while let Some(&(finish, len)) = self.queue.front() {
@@ -193,10 +181,119 @@ impl Link {
         self.queued_bytes
     }
 
-    /// Offers a datagram of `len` bytes at `now`. Draws from `rng` in a
-    /// fixed order (duplicate, then loss and jitter per copy) whatever the
-    /// outcome, so one link's draws never depend on another's state.
-    pub(crate) fn offer(&mut self, now: Duration, len: usize, class: u8, rng: &mut SimRng) -> Fate {
+    /// Queues `len` bytes at `now` behind those waiting, serialised at
+    /// `rate` bytes/s: the time its last bit leaves, or `None` when the
+    /// bytes waiting would exceed `limit` (tail drop).
+    fn admit(&mut self, now: Duration, len: usize, rate: u64, limit: usize) -> Option<Duration> {
+        if self.queued_bytes(now) + len > limit {
+            return None;
+        }
+        let start = self.busy_until.max(now);
+        let ns = (len as u128 * 1_000_000_000).div_ceil(u128::from(rate.max(1)));
+        let finish = start + Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX));
+        self.busy_until = finish;
+        self.queue.push_back((finish, len));
+        self.queued_bytes += len;
+        Some(finish)
+    }
+}
+
+/// A queue and serialiser several links share: a switch's egress port
+/// two hosts send through to a third, or one uplink under several
+/// streams. A datagram on one of its links waits behind every datagram
+/// of all of them, in the order they were offered; then the link's own
+/// latency, jitter, loss and duplication apply. The link's own
+/// `bandwidth` and `queue_limit` are not used while it is in one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BottleneckConfig {
+    /// Serialisation rate, bytes per second.
+    pub bandwidth: u64,
+    /// Most bytes waiting (the datagram being serialised included).
+    pub queue_limit: usize,
+}
+
+impl BottleneckConfig {
+    /// `mbit_per_s` megabits per second (10⁶ bit/s) with `queue` of
+    /// queue at that rate.
+    pub fn mbit(mbit_per_s: u64, queue: Duration) -> Self {
+        let bandwidth = mbit_per_s.saturating_mul(125_000);
+        let bytes = (bandwidth as f64 * queue.as_secs_f64()) as usize;
+        Self {
+            bandwidth,
+            queue_limit: bytes,
+        }
+    }
+}
+
+/// Counters of a [`BottleneckConfig`]'s queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BottleneckStats {
+    /// Datagrams offered to it (over links that were up).
+    pub offered: u64,
+    /// Datagrams it dropped because it was full.
+    pub dropped_queue: u64,
+    /// The most bytes that waited in it at once.
+    pub most_queued: usize,
+}
+
+/// A shared queue and what it saw.
+#[derive(Debug, Clone)]
+pub(crate) struct Bottleneck {
+    pub(crate) config: BottleneckConfig,
+    pub(crate) stats: BottleneckStats,
+    serialiser: Serialiser,
+}
+
+impl Bottleneck {
+    pub(crate) fn new(config: BottleneckConfig) -> Self {
+        Self {
+            config,
+            stats: BottleneckStats::default(),
+            serialiser: Serialiser::default(),
+        }
+    }
+}
+
+/// One direction between two nodes.
+#[derive(Debug, Clone)]
+pub(crate) struct Link {
+    pub(crate) config: LinkConfig,
+    pub(crate) up: bool,
+    pub(crate) stats: LinkStats,
+    /// The [`Bottleneck`] this link's datagrams queue in, by index.
+    pub(crate) bottleneck: Option<usize>,
+    serialiser: Serialiser,
+}
+
+impl Link {
+    pub(crate) fn new(config: LinkConfig) -> Self {
+        Self {
+            config,
+            up: true,
+            stats: LinkStats::default(),
+            bottleneck: None,
+            serialiser: Serialiser::default(),
+        }
+    }
+
+    /// Bytes waiting or being serialised at `now` in the link's own queue.
+    #[cfg(test)]
+    pub(crate) fn queued_bytes(&mut self, now: Duration) -> usize {
+        self.serialiser.queued_bytes(now)
+    }
+
+    /// Offers a datagram of `len` bytes at `now`, through `shared` when
+    /// the link is in a bottleneck. Draws from `rng` in a fixed order
+    /// (duplicate, then loss and jitter per copy) whatever the outcome, so
+    /// one link's draws never depend on another's state.
+    pub(crate) fn offer(
+        &mut self,
+        now: Duration,
+        len: usize,
+        class: u8,
+        shared: Option<&mut Bottleneck>,
+        rng: &mut SimRng,
+    ) -> Fate {
         self.stats.sent += 1;
         self.stats.sent_bytes += len as u64;
         self.stats.per_class[usize::from(class.min(7))] += 1;
@@ -204,22 +301,25 @@ impl Link {
             self.stats.dropped_partition += 1;
             return Fate::Dropped(Drop::Partition);
         }
-        let leaves = match self.config.bandwidth {
-            None => now,
-            Some(rate) => {
-                let waiting = self.queued_bytes(now);
-                if waiting + len > self.config.queue_limit {
-                    self.stats.dropped_queue += 1;
-                    return Fate::Dropped(Drop::Queue);
+        let admitted = match (shared, self.config.bandwidth) {
+            (Some(b), _) => {
+                b.stats.offered += 1;
+                let c = b.config;
+                let left = b.serialiser.admit(now, len, c.bandwidth, c.queue_limit);
+                if left.is_none() {
+                    b.stats.dropped_queue += 1;
                 }
-                let start = self.busy_until.max(now);
-                let ns = (len as u128 * 1_000_000_000).div_ceil(u128::from(rate.max(1)));
-                let finish = start + Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX));
-                self.busy_until = finish;
-                self.queue.push_back((finish, len));
-                self.queued_bytes += len;
-                finish
+                b.stats.most_queued = b.stats.most_queued.max(b.serialiser.queued_bytes);
+                left
             }
+            (None, None) => Some(now),
+            (None, Some(rate)) => self
+                .serialiser
+                .admit(now, len, rate, self.config.queue_limit),
+        };
+        let Some(leaves) = admitted else {
+            self.stats.dropped_queue += 1;
+            return Fate::Dropped(Drop::Queue);
         };
         let copies = if rng.chance(self.config.duplicate) {
             self.stats.duplicated += 1;
@@ -261,26 +361,26 @@ mod tests {
         });
         let mut rng = SimRng::new(1);
         assert_eq!(
-            link.offer(ms(0), 100, 0, &mut rng),
+            link.offer(ms(0), 100, 0, None, &mut rng),
             Fate::Arrives(vec![ms(105)])
         );
         assert_eq!(
-            link.offer(ms(0), 100, 0, &mut rng),
+            link.offer(ms(0), 100, 0, None, &mut rng),
             Fate::Arrives(vec![ms(205)])
         );
         // 200 bytes wait; 100 more would exceed 250.
         assert_eq!(
-            link.offer(ms(0), 100, 3, &mut rng),
+            link.offer(ms(0), 100, 3, None, &mut rng),
             Fate::Dropped(Drop::Queue)
         );
         assert_eq!(link.queued_bytes(ms(100)), 100);
         assert_eq!(
-            link.offer(ms(100), 100, 0, &mut rng),
+            link.offer(ms(100), 100, 0, None, &mut rng),
             Fate::Arrives(vec![ms(305)])
         );
         link.up = false;
         assert_eq!(
-            link.offer(ms(100), 1, 0, &mut rng),
+            link.offer(ms(100), 1, 0, None, &mut rng),
             Fate::Dropped(Drop::Partition)
         );
         let s = link.stats;
@@ -293,6 +393,45 @@ mod tests {
     }
 
     #[test]
+    fn links_in_one_bottleneck_queue_behind_each_other() {
+        // 1000 bytes/s shared, 250 bytes of queue; each link its own latency.
+        let mut shared = Bottleneck::new(BottleneckConfig {
+            bandwidth: 1000,
+            queue_limit: 250,
+        });
+        let mut a = Link::new(LinkConfig::with_latency(ms(5)));
+        let mut b = Link::new(LinkConfig {
+            // Ignored while in the bottleneck.
+            bandwidth: Some(1),
+            queue_limit: 1,
+            ..LinkConfig::with_latency(ms(7))
+        });
+        let mut rng = SimRng::new(3);
+        assert_eq!(
+            a.offer(ms(0), 100, 0, Some(&mut shared), &mut rng),
+            Fate::Arrives(vec![ms(105)])
+        );
+        // Behind a's datagram, though on another link.
+        assert_eq!(
+            b.offer(ms(0), 100, 0, Some(&mut shared), &mut rng),
+            Fate::Arrives(vec![ms(207)])
+        );
+        assert_eq!(
+            a.offer(ms(0), 100, 0, Some(&mut shared), &mut rng),
+            Fate::Dropped(Drop::Queue)
+        );
+        // Alone, each link would have taken the datagram at once.
+        assert_eq!(
+            a.offer(ms(0), 100, 0, None, &mut rng),
+            Fate::Arrives(vec![ms(5)])
+        );
+        let s = shared.stats;
+        assert_eq!((s.offered, s.dropped_queue, s.most_queued), (3, 1, 200));
+        assert_eq!((a.stats.dropped_queue, b.stats.dropped_queue), (1, 0));
+        assert!(a.stats.balanced() && b.stats.balanced());
+    }
+
+    #[test]
     fn certain_loss_and_duplication_are_counted_per_copy() {
         let mut link = Link::new(LinkConfig {
             loss: 1.0,
@@ -300,7 +439,10 @@ mod tests {
             ..LinkConfig::default()
         });
         let mut rng = SimRng::new(2);
-        assert_eq!(link.offer(ms(0), 10, 0, &mut rng), Fate::Arrives(vec![]));
+        assert_eq!(
+            link.offer(ms(0), 10, 0, None, &mut rng),
+            Fate::Arrives(vec![])
+        );
         let s = link.stats;
         assert_eq!((s.sent, s.duplicated, s.dropped_loss), (1, 1, 2));
         assert!(s.balanced());

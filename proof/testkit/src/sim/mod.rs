@@ -20,7 +20,9 @@
 //! * Every ordered pair of nodes has a [link](LinkConfig): latency, jitter
 //!   (which reorders), bandwidth with a bounded byte queue (tail drop),
 //!   loss, duplication, and up/down for partitions, with [`LinkStats`]
-//!   accounting for every datagram.
+//!   accounting for every datagram. Several links may
+//!   [share a bottleneck](Sim::share_bottleneck): one queue and
+//!   serialiser for all of them, as a switch port two hosts send through.
 //! * [`Sim::crash`] drops a node's state; [`Sim::restart`] builds a fresh
 //!   one with the node's factory.
 //! * Time is a [`Duration`](std::time::Duration) since the start, shown to
@@ -92,7 +94,7 @@ mod trace;
 mod travel;
 
 pub use engine::{Sim, SimConfig, SimError, SimStats};
-pub use link::{LinkConfig, LinkStats};
+pub use link::{BottleneckConfig, BottleneckStats, LinkConfig, LinkStats};
 pub use node::{Addr, Destination, Factory, NodeInit, NodeStats, Outgoing, SimNode};
 pub use rng::{
     checksum, derive_seed, fnv1a, for_each_seed, seeds, SimRng, FNV_OFFSET, SEEDS_VAR, SEED_VAR,

@@ -2,7 +2,7 @@
 //! [`Sim`] test code configures and reads.
 
 use super::engine::Sim;
-use super::link::{Link, LinkConfig, LinkStats};
+use super::link::{Bottleneck, BottleneckConfig, BottleneckStats, Link, LinkConfig, LinkStats};
 use super::node::{Addr, SimNode};
 use super::trace::TraceEntry;
 use super::SimStats;
@@ -56,6 +56,35 @@ impl<N: SimNode + 'static> Sim<N> {
             total.add(&l.stats);
         }
         total
+    }
+
+    /// Puts the links `links` (each `from → to`) behind one shared queue
+    /// and serialiser (see [`BottleneckConfig`]); returns its index for
+    /// [`Sim::set_bottleneck`] and [`Sim::bottleneck_stats`]. A link that
+    /// was in another bottleneck leaves it.
+    pub fn share_bottleneck(&mut self, links: &[(Addr, Addr)], config: BottleneckConfig) -> usize {
+        let index = self.bottlenecks.len();
+        self.bottlenecks.push(Bottleneck::new(config));
+        for &(from, to) in links {
+            self.link_entry(from, to).bottleneck = Some(index);
+        }
+        index
+    }
+
+    /// Changes bottleneck `index`'s rate and queue from now on (datagrams
+    /// already queued keep their times). Unknown indices are ignored.
+    pub fn set_bottleneck(&mut self, index: usize, config: BottleneckConfig) {
+        if let Some(b) = self.bottlenecks.get_mut(index) {
+            b.config = config;
+        }
+    }
+
+    /// Counters of bottleneck `index` (zero for an unknown index).
+    pub fn bottleneck_stats(&self, index: usize) -> BottleneckStats {
+        self.bottlenecks
+            .get(index)
+            .map(|b| b.stats)
+            .unwrap_or_default()
     }
 
     /// Brings the link `from → to` up or down. Datagrams on a down link are

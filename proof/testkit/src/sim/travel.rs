@@ -50,8 +50,9 @@ impl<N: SimNode + 'static> Sim<N> {
             .links
             .entry((from, to))
             .or_insert_with(|| Link::new(default));
+        let shared = link.bottleneck.and_then(|i| self.bottlenecks.get_mut(i));
         let lost_before = link.stats.dropped_loss;
-        let fate = link.offer(self.now, len, class, &mut self.rng);
+        let fate = link.offer(self.now, len, class, shared, &mut self.rng);
         let lost = link.stats.dropped_loss - lost_before;
         for _ in 0..lost {
             let why = DropReason::Loss;
