@@ -8,7 +8,9 @@
 //! anywhere behind the publisher counts. Unpaced, a stream fills the
 //! bottleneck's queue until it drops; paced, it keeps it to about a round
 //! trip at nearly the same throughput. Each property fails with the
-//! controller off (the unpaced run is the same run without it).
+//! controller off (the unpaced run is the same run without it). The last
+//! test puts two publishers on two hosts behind one shared queue (a
+//! switch port they both send through to a third host).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -16,7 +18,7 @@ use std::time::Duration;
 use tagwire_reliable::pacer::PacerConfig;
 use tagwire_session::{Batching, Config, Dest, Mode};
 use tagwire_testkit::sim::session::SessionNode;
-use tagwire_testkit::sim::{Addr, LinkConfig, Sim, SimConfig};
+use tagwire_testkit::sim::{Addr, BottleneckConfig, LinkConfig, Sim, SimConfig};
 use tagwire_wire::{NodeAddr, TagName};
 
 /// One-way propagation delay of the links.
@@ -54,8 +56,13 @@ struct Phase {
 }
 
 impl Phase {
+    /// The `p`th percentile latency (`Duration::MAX` if nothing came).
     fn pct(&self, p: usize) -> Duration {
-        self.latency[(self.latency.len() * p / 100).min(self.latency.len() - 1)]
+        let n = self.latency.len();
+        if n == 0 {
+            return Duration::MAX;
+        }
+        self.latency[(n * p / 100).min(n - 1)]
     }
 
     /// A message's time through the bottleneck alone, plus the path's
@@ -244,5 +251,168 @@ fn random_loss_does_not_collapse_a_paced_stream() {
         show("paced, 1 % loss", 8192, &lossy);
         let (c, l) = (clean.phases[0].goodput, lossy.phases[0].goodput);
         assert!(l >= 0.7 * c, "{l} Mbit/s with 1 % loss, {c} without");
+    }
+}
+
+/// What each of two streams through one shared bottleneck saw over the
+/// run's last `MEASURE`, and the bottleneck's drops and deepest queue.
+struct Shared {
+    streams: [Phase; 2],
+    dropped: u64,
+    most_queued: usize,
+}
+
+/// Publishers on `a` and `c` flat out to `b` through one bottleneck of
+/// `mbit` with 100 ms of queue; the second starts `late` after the first
+/// and both run until `end`.
+fn run_shared(
+    seed: u64,
+    paced: bool,
+    mbit: u64,
+    msg: usize,
+    late: Duration,
+    end: Duration,
+) -> Shared {
+    let a: Addr = ([10, 0, 0, 1], 7402).into();
+    let b: Addr = ([10, 0, 0, 2], 7402).into();
+    let c: Addr = ([10, 0, 0, 3], 7402).into();
+    // Plain links (the acknowledgements' way back); the data shares one queue.
+    let mut sim = Sim::new(SimConfig {
+        default_link: LinkConfig {
+            latency: DELAY,
+            ..LinkConfig::default()
+        },
+        ..SimConfig::seeded(seed)
+    });
+    let port = sim.share_bottleneck(
+        &[(a, b), (c, b)],
+        BottleneckConfig::mbit(mbit, Duration::from_millis(100)),
+    );
+    let config = Config {
+        datagram: 1428,
+        batch: Batching::fixed(1428),
+        max_unacked_messages: 512,
+        pacing: paced.then(PacerConfig::default),
+        ..Config::default()
+    };
+    for &x in &[a, b, c] {
+        let c = config.clone();
+        sim.add_node(x, move |init| SessionNode::new(init, c.clone()))
+            .unwrap();
+    }
+    let tags = [
+        TagName::new("/sim/first").unwrap(),
+        TagName::new("/sim/second").unwrap(),
+    ];
+    let route = Dest {
+        priority: Default::default(),
+        node: NodeAddr(b.ip()),
+        addr: b,
+        mode: Mode::Reliable,
+        every: 1,
+        relay: false,
+    };
+    for (x, tag) in [(a, &tags[0]), (c, &tags[1])] {
+        let now = sim.now();
+        sim.with_node(x, |n, _| n.session_mut().set_routes(now, tag, vec![route]));
+    }
+    sim.with_node(a, |n, now| n.set_source(now, &tags[0], msg, 1));
+    sim.run_until(late).unwrap();
+    sim.with_node(c, |n, now| n.set_source(now, &tags[1], msg, 1));
+    sim.run_until(end - MEASURE).unwrap();
+    let from = sim.node(b).unwrap().delivered().len();
+    sim.run_until(end).unwrap();
+    let got = &sim.node(b).unwrap().delivered()[from..];
+    let streams = [0, 1].map(|i| {
+        let mut latency: Vec<Duration> = got
+            .iter()
+            .filter(|m| m.tag == tags[i])
+            .map(|m| m.latency)
+            .collect();
+        latency.sort();
+        Phase {
+            mbit,
+            goodput: (latency.len() * msg) as f64 * 8e-6 / MEASURE.as_secs_f64(),
+            latency,
+        }
+    });
+    // Nothing lost, repeated or reordered, per stream.
+    for tag in &tags {
+        let seqs: Vec<u64> = sim
+            .node(b)
+            .unwrap()
+            .delivered()
+            .iter()
+            .filter(|m| &m.tag == tag)
+            .map(|m| m.seq)
+            .collect();
+        assert!(!seqs.is_empty(), "{tag}: nothing delivered");
+        assert!(
+            seqs.iter().enumerate().all(|(i, &s)| s == i as u64 + 1),
+            "{tag}: out of order, repeated or lost"
+        );
+    }
+    let stats = sim.bottleneck_stats(port);
+    Shared {
+        streams,
+        dropped: stats.dropped_queue,
+        most_queued: stats.most_queued,
+    }
+}
+
+#[test]
+fn two_paced_streams_share_one_bottleneck_without_filling_it() {
+    let end = Duration::from_secs(5);
+    // (Mbit/s, message, the second stream's start): the second joins a
+    // stream that already holds the whole bottleneck.
+    for (mbit, msg, late) in [(100, 8192, 1000), (100, 65_536, 500), (300, 20_000, 1500)] {
+        let late = Duration::from_millis(late);
+        let off = run_shared(7, false, mbit, msg, late, end);
+        let on = run_shared(7, true, mbit, msg, late, end);
+        for (name, r) in [("unpaced", &off), ("paced", &on)] {
+            for (i, p) in r.streams.iter().enumerate() {
+                println!(
+                    "{name} stream {i} of 2, {msg} B through {mbit} Mbit/s shared: {:.1} Mbit/s, latency p50 {:?} p99 {:?}",
+                    p.goodput,
+                    p.pct(50),
+                    p.pct(99)
+                );
+            }
+            println!(
+                "{name}: the shared queue held at most {} B, dropped {}",
+                r.most_queued, r.dropped
+            );
+        }
+        // Each stream's floor: a message at its half of the bottleneck,
+        // then the path's delay.
+        let floor = Duration::from_secs_f64(msg as f64 * 8.0 / (mbit as f64 * 0.5e6)) + DELAY;
+        let total: f64 = on.streams.iter().map(|p| p.goodput).sum();
+        for (i, p) in on.streams.iter().enumerate() {
+            assert!(
+                p.goodput >= 0.4 * mbit as f64,
+                "stream {i}: {:.1} of {mbit} Mbit/s",
+                p.goodput
+            );
+            assert!(
+                p.pct(99) <= floor * 3,
+                "stream {i}: p99 {:?}, floor {floor:?}",
+                p.pct(99)
+            );
+        }
+        // Unpaced, the two fill more than half of the shared queue (until
+        // it drops, where the window lets them); paced, they keep it under
+        // a quarter of its depth.
+        let limit = BottleneckConfig::mbit(mbit, Duration::from_millis(100)).queue_limit;
+        assert!(off.most_queued * 2 > limit);
+        assert!(
+            on.most_queued * 4 <= limit,
+            "{} B queued of {limit}",
+            on.most_queued
+        );
+        assert!(
+            total >= 0.88 * mbit as f64,
+            "{total:.1} of {mbit} Mbit/s together"
+        );
+        assert_eq!(on.dropped, 0);
     }
 }
