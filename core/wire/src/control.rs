@@ -32,10 +32,11 @@ pub use stats::{StatsKind, StatsRow, MAX_COUNTERS};
 
 /// First two bytes of every control message ("TW" little-endian).
 pub const MAGIC: u16 = 0x5754;
-/// Control protocol version (7: `ChannelQos` and `QosChange` carry a
-/// publisher's pacing; 5: `ChannelQos` carries thread scheduling, and a
+/// Control protocol version (8: `Response::Channels` lists each sender's
+/// `ChannelQos`; 7: `ChannelQos` and `QosChange` carry a publisher's
+/// pacing; 5: `ChannelQos` carries thread scheduling, and a
 /// publisher asks one).
-pub const VERSION: u8 = 7;
+pub const VERSION: u8 = 8;
 /// Largest control message either side accepts (a tag listing grows with the
 /// table). Receivers size their buffer to each packet, so this costs nothing.
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -498,10 +499,11 @@ pub enum Response {
         /// Receivers.
         receivers: Vec<Member>,
     },
-    /// A tag's senders, and its receivers each with its `ChannelQos`.
+    /// A tag's senders and its receivers, each with its `ChannelQos` (a
+    /// sender's: the class, policy and pacing its publisher asked).
     Channels {
-        /// Senders.
-        senders: Vec<Member>,
+        /// Senders and what each asks for.
+        senders: Vec<(Member, ChannelQos)>,
         /// Receivers and what each asks for.
         receivers: Vec<(Member, ChannelQos)>,
     },
@@ -941,7 +943,7 @@ mod tests {
             (members(), members())
                 .prop_map(|(senders, receivers)| Response::Members { senders, receivers }),
             (
-                members(),
+                proptest::collection::vec((member(), crate::ids::arb_qos()), 0..5),
                 proptest::collection::vec((member(), crate::ids::arb_qos()), 0..5)
             )
                 .prop_map(|(senders, receivers)| Response::Channels { senders, receivers }),

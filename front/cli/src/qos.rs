@@ -139,13 +139,25 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     let ch = client.channels(&a.tag)?;
+    if !ch.senders.is_empty() {
+        println!("{:<28} {:<12} {:<10} PACING", "PUBLISHER", "CLASS", "SCHED");
+        for (m, qos) in &ch.senders {
+            println!(
+                "{:<28} {:<12} {:<10} {}",
+                m.who.to_string(),
+                qos.priority.to_string(),
+                qos.sched.to_string(),
+                qos.pacing
+            );
+        }
+    }
     println!(
         "{:<28} {:<28} {:<12} {:<10} RELIABILITY",
         "SENDER", "RECEIVER", "CLASS", "SCHED"
     );
     let senders: Vec<String> = match ch.senders.is_empty() {
         true => vec!["-".to_owned()],
-        false => ch.senders.iter().map(|m| m.who.to_string()).collect(),
+        false => ch.senders.iter().map(|(m, _)| m.who.to_string()).collect(),
     };
     for (r, qos) in &ch.receivers {
         for s in &senders {

@@ -48,7 +48,7 @@ fn stream_with(
     wait_until("the subscriber is known on host 0", || {
         !c0.receivers(tag).unwrap().is_empty()
     });
-    let mut latencies = stream_rows(tag, n, &mut sub, &mut publisher);
+    let mut latencies = stream_rows(tag, 1..=n, &mut sub, &mut publisher);
     latencies.sort();
     (latencies, outbound_row(&c0, tag))
 }
@@ -62,18 +62,20 @@ fn outbound_row(c: &tagwire::Client, tag: &str) -> tagwire_wire::control::StatsR
         .expect("the forwarder's stream row")
 }
 
-/// Sends `n` numbered messages and checks each arrives once, in order;
-/// the latencies of the second half.
+/// Sends the messages numbered `seqs` (the publisher's next sequence
+/// numbers) and checks each arrives once, in order; the latencies of the
+/// second half.
 fn stream_rows(
     tag: &str,
-    n: u64,
+    seqs: std::ops::RangeInclusive<u64>,
     sub: &mut tagwire::Subscriber,
     publisher: &mut tagwire::Publisher,
 ) -> Vec<Duration> {
     std::thread::scope(|s| {
         let reader = s.spawn(|| {
             let mut late = Vec::new();
-            for i in 1..=n {
+            let half = seqs.start() + (seqs.end() - seqs.start()) / 2;
+            for i in seqs.clone() {
                 let m = sub.receive(Some(Duration::from_secs(60))).unwrap();
                 assert_eq!(m.seq.0, i, "{tag}: out of order, lost or duplicated");
                 assert_eq!(m.payload.len(), SIZE);
@@ -82,7 +84,7 @@ fn stream_rows(
                     i.to_le_bytes(),
                     "{tag}: message {i} damaged"
                 );
-                if i > n / 2 {
+                if i > half {
                     late.push(
                         SystemTime::now()
                             .duration_since(m.timestamp)
@@ -94,7 +96,7 @@ fn stream_rows(
             late
         });
         let mut m = vec![7u8; SIZE];
-        for i in 1..=n {
+        for i in seqs.clone() {
             m[..8].copy_from_slice(&i.to_le_bytes());
             publisher.send(&m).unwrap();
         }
@@ -220,14 +222,47 @@ fn a_publisher_chooses_its_streams_pacing_and_changes_it_at_run_time() {
     wait_until("the subscriber is known on host 0", || {
         !c0.receivers(tag).unwrap().is_empty()
     });
-    stream_rows(tag, 20, &mut sub, &mut publisher);
+    stream_rows(tag, 1..=20, &mut sub, &mut publisher);
     assert!(outbound_row(&c0, tag).get("pace_interval_ns").is_some());
+    // Every node lists the publisher with the pacing it asked.
+    let me = format!("{}@{}", std::process::id(), site.lan.host(0).addr());
+    let listed = |c: &tagwire::Client| -> Vec<(String, Pacing)> {
+        let senders = c.channels(tag).unwrap().senders;
+        senders
+            .iter()
+            .map(|(m, q)| (m.who.to_string(), q.pacing))
+            .collect()
+    };
+    assert_eq!(listed(&c1), [(me.clone(), Pacing::Fixed(rate))]);
+    let (ok, out) = cli(&site.socket(1), &["qos", tag]);
+    assert!(
+        ok && out.contains(&me) && out.contains("fixed:2000000"),
+        "{out}"
+    );
     let changed = c1
         .change_pacing(tag, Processes::everywhere(), Pacing::Off)
         .unwrap();
     assert_eq!(changed.len(), 1, "{changed:?}");
     wait_until("the stream is no longer paced", || {
         outbound_row(&c0, tag).get("pace_interval_ns").is_none()
+    });
+    wait_until("the change is listed on both nodes", || {
+        listed(&c0) == [(me.clone(), Pacing::Off)] && listed(&c1) == [(me.clone(), Pacing::Off)]
+    });
+    // And back, from the command line of the subscriber's node.
+    let (ok, out) = cli(
+        &site.socket(1),
+        &["qos", tag, "--publisher", &me, "--pacing", "adaptive"],
+    );
+    assert!(
+        ok && out.contains("pacing adaptive for 1 publisher"),
+        "{out}"
+    );
+    let (ok, out) = cli(&site.socket(0), &["qos", tag]);
+    assert!(ok && out.contains("adaptive"), "{out}");
+    stream_rows(tag, 21..=220, &mut sub, &mut publisher);
+    wait_until("the stream is paced again", || {
+        outbound_row(&c0, tag).get("pace_interval_ns").is_some()
     });
     assert_eq!(daemons[0].forward_losses(), 0);
 }

@@ -502,21 +502,3 @@ fn a_publishers_class_changed_from_another_node_marks_its_datagrams() {
         "{text}"
     );
 }
-
-/// Runs `tagwire ARGS --socket SOCKET`: whether it succeeded, and what it
-/// printed (stdout, then stderr).
-fn cli(socket: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tagwire"))
-        .args(args)
-        .arg("--socket")
-        .arg(socket)
-        .env("TAGWIRE_LOG", "error")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}

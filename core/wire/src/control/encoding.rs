@@ -287,12 +287,8 @@ pub(super) fn encode_response(r: &Response, w: &mut Writer) {
             encode_members(receivers, w);
         }
         Response::Channels { senders, receivers } => {
-            encode_members(senders, w);
-            w.count(receivers.len());
-            for (m, qos) in receivers {
-                m.encode(w);
-                qos.encode(w);
-            }
+            encode_channels(senders, w);
+            encode_channels(receivers, w);
         }
         Response::Tags { version, tags } => {
             w.u64(*version).count(tags.len());
@@ -371,16 +367,10 @@ pub(super) fn decode_response(kind: u8, r: &mut Reader<'_>) -> Result<Response, 
             senders: decode_members(r)?,
             receivers: decode_members(r)?,
         },
-        78 => {
-            let senders = decode_members(r)?;
-            // A member and a ChannelQos take at least 28 + 12 bytes.
-            let n = r.count(Member::ENCODED_LEN + 12)?;
-            let mut receivers = Vec::with_capacity(n);
-            for _ in 0..n {
-                receivers.push((Member::decode(r)?, ChannelQos::decode(r)?));
-            }
-            Response::Channels { senders, receivers }
-        }
+        78 => Response::Channels {
+            senders: decode_channels(r)?,
+            receivers: decode_channels(r)?,
+        },
         69 => {
             let version = r.u64()?;
             // Each summary is at least id + empty name + domain + two counts.
@@ -536,6 +526,27 @@ pub(super) fn decode_members(r: &mut Reader<'_>) -> Result<Vec<Member>, DecodeEr
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
         out.push(Member::decode(r)?);
+    }
+    Ok(out)
+}
+
+/// Members each with its `ChannelQos` (a tag's channels).
+pub(super) fn encode_channels(channels: &[(Member, ChannelQos)], w: &mut Writer) {
+    w.count(channels.len());
+    for (m, qos) in channels {
+        m.encode(w);
+        qos.encode(w);
+    }
+}
+
+pub(super) fn decode_channels(
+    r: &mut Reader<'_>,
+) -> Result<Vec<(Member, ChannelQos)>, DecodeError> {
+    // A member and a ChannelQos take at least 28 + 12 bytes.
+    let n = r.count(Member::ENCODED_LEN + 12)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push((Member::decode(r)?, ChannelQos::decode(r)?));
     }
     Ok(out)
 }

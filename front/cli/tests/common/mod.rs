@@ -341,3 +341,21 @@ pub(crate) fn send_from(src: std::net::Ipv4Addr, to: std::net::Ipv4Addr, datagra
             .unwrap();
     }
 }
+
+/// Runs `tagwire ARGS --socket SOCKET`: whether it succeeded, and what it
+/// printed (stdout, then stderr).
+pub(crate) fn cli(socket: &Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tagwire"))
+        .args(args)
+        .arg("--socket")
+        .arg(socket)
+        .env("TAGWIRE_LOG", "error")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}

@@ -13,14 +13,17 @@ use tagwire_wire::{
 use super::{unexpected, Client};
 use crate::Result;
 
-/// A tag's senders, and its receivers on every node with what each asks of
-/// the connections that feed it ([`Client::channels`]). Every sender on
-/// another node feeds every receiver through its node's stream, in the
-/// class the receivers on that node ask for (the highest of theirs).
+/// A tag's senders and its receivers on every node, with what each asks
+/// of the connections it feeds or is fed by ([`Client::channels`]). Every
+/// sender on another node feeds every receiver through its node's stream,
+/// in the class the receivers on that node ask for (the highest of
+/// theirs) or its publishers' (the highest of those), paced as its
+/// publishers there ask ([`Pacing::strongest`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Channels {
-    /// Who holds send access.
-    pub senders: Vec<Member>,
+    /// Who holds send access, and what each publisher asked (its class,
+    /// policy and pacing; reliability and depth mean nothing for a sender).
+    pub senders: Vec<(Member, ChannelQos)>,
     /// Who subscribes, and with what QoS.
     pub receivers: Vec<(Member, ChannelQos)>,
 }

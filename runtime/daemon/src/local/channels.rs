@@ -22,20 +22,16 @@ use crate::policy::Right;
 use crate::restate::{of, restate, role, what};
 use crate::{Shared, State};
 
-/// The tag's senders, and its receivers (on every node) with their QoS.
+/// The tag's senders and its receivers (on every node), with their QoS.
 pub(super) fn list(st: &State, name: &TagName) -> (Response, Option<OwnedFd>) {
     let Some(e) = st.table.entry(name) else {
         return error(ErrorCode::UnknownTag, format!("unknown tag {name}"));
     };
-    let receivers = e
-        .rights(Role::Receiver)
-        .iter()
-        .map(|r| (r.member, r.qos))
-        .collect();
+    let of = |role| e.rights(role).iter().map(|r| (r.member, r.qos)).collect();
     (
         Response::Channels {
-            senders: e.senders().copied().collect(),
-            receivers,
+            senders: of(Role::Sender),
+            receivers: of(Role::Receiver),
         },
         None,
     )
