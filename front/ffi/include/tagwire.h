@@ -69,6 +69,21 @@
 // `tw_change_channels`: leave the class (or the policy) as it is.
 #define TW_KEEP 4294967295
 
+// `tw_publish_options.pacing`: as the sending daemon is set (`tagwire
+// daemon --pacing`; the default).
+#define TW_PACING_DAEMON 0
+
+// `tw_publish_options.pacing`: not paced (the reliable window alone).
+#define TW_PACING_OFF 1
+
+// `tw_publish_options.pacing`: paced from each stream's send-window
+// occupancy (NAPA).
+#define TW_PACING_ADAPTIVE 2
+
+// `tw_publish_options.pacing`: released at `pacing_rate` bytes per
+// second (> 0) whatever the acknowledgements say.
+#define TW_PACING_FIXED 3
+
 // `tw_subscribe_options.proxy`: the every-n-th filter runs in this library.
 #define TW_PROXY_SUBSCRIBER 0
 
@@ -253,6 +268,13 @@ typedef struct tw_publish_options {
   // (`TW_SCHED_*` as `tw_subscribe_options.sched`). A real-time policy
   // without the privilege for it: `TW_ERR_NOT_PERMITTED`.
   uint32_t sched;
+  // How this node paces the tag's reliable streams to other nodes:
+  // `TW_PACING_DAEMON` (the default), `_OFF`, `_ADAPTIVE` or `_FIXED`
+  // (at `pacing_rate`). Publishers of one tag on one node that ask
+  // differently share the lowest fixed rate, else adaptive, else off.
+  uint32_t pacing;
+  // With `TW_PACING_FIXED`: bytes per second on the wire (> 0).
+  uint64_t pacing_rate;
 } tw_publish_options;
 
 // Options of one subscription; start from [`tw_subscribe_options_default`].
@@ -472,6 +494,32 @@ enum tw_status tw_change_channels(const struct tw_client *client,
                                   uint32_t sched,
                                   size_t *changed);
 
+// `tw_change_channels` for the send rights of the publishers that
+// `publishers` chooses (spelled as `subscribers` there; `NULL`: every
+// node's): their nodes send the tag in at least the class `priority` and
+// run its forwarder at least at `sched` (each `TW_KEEP` to leave it), at
+// run time, from any node. None chosen: `TW_ERR_NO_SEND_ACCESS`.
+// `*changed` (may be `NULL`): how many publishers changed.
+enum tw_status tw_change_publishers(const struct tw_client *client,
+                                    const char *name,
+                                    const char *publishers,
+                                    uint32_t priority,
+                                    uint32_t sched,
+                                    size_t *changed);
+
+// Paces the tag's reliable streams of the publishers that `publishers`
+// chooses (as in `tw_change_publishers`) as `pacing` says
+// (`TW_PACING_*`, with `rate` in bytes per second for
+// `TW_PACING_FIXED`), at run time, from any node: their nodes' streams
+// follow from their next datagram. `*changed` (may be `NULL`): how many
+// publishers' pacing changed (none if they had it already).
+enum tw_status tw_change_pacing(const struct tw_client *client,
+                                const char *name,
+                                const char *publishers,
+                                uint32_t pacing,
+                                uint64_t rate,
+                                size_t *changed);
+
 // The processes holding send access to a tag: up to `cap` into `out`
 // (`NULL` with `cap` 0 just counts), the total into `*count`. More than
 // `cap`: `TW_ERR_BUFFER_TOO_SMALL`, with `*count` the size needed.
@@ -672,7 +720,8 @@ enum tw_status tw_message_list_get(const struct tw_message_list *list,
 // Frees a message list (`NULL` is fine).
 void tw_message_list_free(struct tw_message_list *list);
 
-// The defaults: the normal class, the default policy.
+// The defaults: the normal class, the default policy, paced as the
+// daemon is set.
 struct tw_publish_options tw_publish_options_default(void);
 
 // The defaults: the per-user socket, 1 s timeout, no autostart (unless

@@ -324,8 +324,9 @@ struct SubscribeOptions {
 };
 
 /// What a publisher asks of its node (Client::publisher): a packet class
-/// for everything its node sends the tag in, at least, and a policy for
-/// the node's forwarder of the tag, at least.
+/// for everything its node sends the tag in, at least, a policy for the
+/// node's forwarder of the tag, at least, and the pacing of the tag's
+/// reliable streams to other nodes.
 struct PublishOptions {
   tw_publish_options raw = tw_publish_options_default();
   /// TW_PRIORITY_LOW, _NORMAL (default), _HIGH, _CRITICAL.
@@ -343,6 +344,17 @@ struct PublishOptions {
     raw.sched = TW_SCHED_OTHER | static_cast<std::uint8_t>(nice);
     return *this;
   }
+  /// Paced from each stream's send-window occupancy (NAPA): the path's
+  /// rate without filling a bottleneck's queue.
+  PublishOptions& pacing_adaptive() { raw.pacing = TW_PACING_ADAPTIVE; return *this; }
+  /// Released at `bytes_per_sec` (> 0) whatever the acknowledgements say.
+  PublishOptions& pacing_fixed(std::uint64_t bytes_per_sec) {
+    raw.pacing = TW_PACING_FIXED;
+    raw.pacing_rate = bytes_per_sec;
+    return *this;
+  }
+  /// Not paced, whatever the daemon is set to.
+  PublishOptions& pacing_off() { raw.pacing = TW_PACING_OFF; return *this; }
 };
 
 /// How to reach the daemon.
@@ -626,6 +638,28 @@ class Client {
                               std::uint32_t sched = TW_KEEP) {
     std::size_t changed = 0;
     detail::check(tw_change_channels(c_.get(), name.c_str(), subscribers.c_str(), klass, sched, &changed));
+    return changed;
+  }
+
+  // change_channels for the send rights of the publishers `publishers`
+  // chooses (spelled the same): their nodes send the tag in at least
+  // `klass` and run its forwarder at least at `sched` (each TW_KEEP to
+  // leave it); returns how many changed. None chosen: NoSendAccess.
+  std::size_t change_publishers(const std::string& name, const std::string& publishers, std::uint32_t klass,
+                                std::uint32_t sched = TW_KEEP) {
+    std::size_t changed = 0;
+    detail::check(tw_change_publishers(c_.get(), name.c_str(), publishers.c_str(), klass, sched, &changed));
+    return changed;
+  }
+
+  // Paces the tag's reliable streams of the publishers `publishers`
+  // chooses: TW_PACING_DAEMON, _OFF, _ADAPTIVE or _FIXED (at `rate` bytes
+  // per second), at run time, from any node; returns how many publishers'
+  // pacing changed (none if they had it already).
+  std::size_t change_pacing(const std::string& name, const std::string& publishers, std::uint32_t pacing,
+                            std::uint64_t rate = 0) {
+    std::size_t changed = 0;
+    detail::check(tw_change_pacing(c_.get(), name.c_str(), publishers.c_str(), pacing, rate, &changed));
     return changed;
   }
 

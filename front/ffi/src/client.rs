@@ -256,25 +256,8 @@ pub unsafe extern "C" fn tw_change_channels(
 ) -> tw_status {
     guard(|| {
         // SAFETY: forwarded contract.
-        let c = unsafe { handle(client, "client") }?;
-        // SAFETY: forwarded contract.
-        let name = unsafe { str_arg(name, "name") }?;
-        // SAFETY: forwarded contract.
-        let whose = match unsafe { opt_str(subscribers, "subscribers") }? {
-            None => tagwire::Processes::everywhere(),
-            Some(s) => s
-                .parse()
-                .map_err(|e: String| Failure::invalid(format!("subscribers {s:?}: {e}")))?,
-        };
-        let keep = |v: u32| v != crate::types::TW_KEEP;
-        let class = match keep(priority) {
-            true => Some(crate::types::priority(priority)?),
-            false => None,
-        };
-        let policy = match keep(sched) {
-            true => Some(crate::types::sched(sched)?),
-            false => None,
-        };
+        let (c, name, whose) = unsafe { chosen(client, name, subscribers, "subscribers") }?;
+        let (class, policy) = kept(priority, sched)?;
         let list = c.inner.change_channels(name, whose, class, policy)?;
         if !changed.is_null() {
             // SAFETY: non-null, and the caller passes a writable `size_t`.
@@ -282,6 +265,105 @@ pub unsafe extern "C" fn tw_change_channels(
         }
         Ok(())
     })
+}
+
+/// `tw_change_channels` for the send rights of the publishers that
+/// `publishers` chooses (spelled as `subscribers` there; `NULL`: every
+/// node's): their nodes send the tag in at least the class `priority` and
+/// run its forwarder at least at `sched` (each `TW_KEEP` to leave it), at
+/// run time, from any node. None chosen: `TW_ERR_NO_SEND_ACCESS`.
+/// `*changed` (may be `NULL`): how many publishers changed.
+#[no_mangle]
+pub unsafe extern "C" fn tw_change_publishers(
+    client: *const tw_client,
+    name: *const c_char,
+    publishers: *const c_char,
+    priority: u32,
+    sched: u32,
+    changed: *mut usize,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let (c, name, whose) = unsafe { chosen(client, name, publishers, "publishers") }?;
+        let (class, policy) = kept(priority, sched)?;
+        let list = c.inner.change_publishers(name, whose, class, policy)?;
+        if !changed.is_null() {
+            // SAFETY: non-null, and the caller passes a writable `size_t`.
+            unsafe { put(changed, list.len(), "changed") }?;
+        }
+        Ok(())
+    })
+}
+
+/// Paces the tag's reliable streams of the publishers that `publishers`
+/// chooses (as in `tw_change_publishers`) as `pacing` says
+/// (`TW_PACING_*`, with `rate` in bytes per second for
+/// `TW_PACING_FIXED`), at run time, from any node: their nodes' streams
+/// follow from their next datagram. `*changed` (may be `NULL`): how many
+/// publishers' pacing changed (none if they had it already).
+#[no_mangle]
+pub unsafe extern "C" fn tw_change_pacing(
+    client: *const tw_client,
+    name: *const c_char,
+    publishers: *const c_char,
+    pacing: u32,
+    rate: u64,
+    changed: *mut usize,
+) -> tw_status {
+    guard(|| {
+        // SAFETY: forwarded contract.
+        let (c, name, whose) = unsafe { chosen(client, name, publishers, "publishers") }?;
+        let pacing = crate::types::pacing(pacing, rate)?;
+        let list = c.inner.change_pacing(name, whose, pacing)?;
+        if !changed.is_null() {
+            // SAFETY: non-null, and the caller passes a writable `size_t`.
+            unsafe { put(changed, list.len(), "changed") }?;
+        }
+        Ok(())
+    })
+}
+
+/// A class and a policy, each `None` for `TW_KEEP`.
+fn kept(
+    priority: u32,
+    sched: u32,
+) -> Result<(Option<tagwire::Priority>, Option<tagwire::Sched>), Failure> {
+    let keep = |v: u32| v != crate::types::TW_KEEP;
+    let class = match keep(priority) {
+        true => Some(crate::types::priority(priority)?),
+        false => None,
+    };
+    let policy = match keep(sched) {
+        true => Some(crate::types::sched(sched)?),
+        false => None,
+    };
+    Ok((class, policy))
+}
+
+/// The client, the tag's name and the processes a run-time change chooses
+/// (`NULL`: every node's).
+///
+/// # Safety
+/// As for the functions that call it: `client` from `tw_client_connect`,
+/// `name` and `whose` NUL-terminated strings (`whose` may be `NULL`).
+unsafe fn chosen<'a>(
+    client: *const tw_client,
+    name: *const c_char,
+    whose: *const c_char,
+    what: &str,
+) -> Result<(&'a tw_client, &'a str, tagwire::Processes), Failure> {
+    // SAFETY: forwarded contract.
+    let c = unsafe { handle(client, "client") }?;
+    // SAFETY: forwarded contract.
+    let name = unsafe { str_arg(name, "name") }?;
+    // SAFETY: forwarded contract.
+    let whose = match unsafe { opt_str(whose, what) }? {
+        None => tagwire::Processes::everywhere(),
+        Some(s) => s
+            .parse()
+            .map_err(|e: String| Failure::invalid(format!("{what} {s:?}: {e}")))?,
+    };
+    Ok((c, name, whose))
 }
 
 /// The processes holding send access to a tag: up to `cap` into `out`

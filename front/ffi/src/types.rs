@@ -51,6 +51,17 @@ pub const TW_SCHED_FIFO: u32 = 0x100;
 pub const TW_SCHED_RR: u32 = 0x200;
 /// `tw_change_channels`: leave the class (or the policy) as it is.
 pub const TW_KEEP: u32 = 0xffff_ffff;
+/// `tw_publish_options.pacing`: as the sending daemon is set (`tagwire
+/// daemon --pacing`; the default).
+pub const TW_PACING_DAEMON: u32 = 0;
+/// `tw_publish_options.pacing`: not paced (the reliable window alone).
+pub const TW_PACING_OFF: u32 = 1;
+/// `tw_publish_options.pacing`: paced from each stream's send-window
+/// occupancy (NAPA).
+pub const TW_PACING_ADAPTIVE: u32 = 2;
+/// `tw_publish_options.pacing`: released at `pacing_rate` bytes per
+/// second (> 0) whatever the acknowledgements say.
+pub const TW_PACING_FIXED: u32 = 3;
 /// `tw_subscribe_options.proxy`: the every-n-th filter runs in this library.
 pub const TW_PROXY_SUBSCRIBER: u32 = 0;
 /// `tw_subscribe_options.proxy`: in the publishing node's daemon.
@@ -199,22 +210,33 @@ pub struct tw_publish_options {
     /// (`TW_SCHED_*` as `tw_subscribe_options.sched`). A real-time policy
     /// without the privilege for it: `TW_ERR_NOT_PERMITTED`.
     pub sched: u32,
+    /// How this node paces the tag's reliable streams to other nodes:
+    /// `TW_PACING_DAEMON` (the default), `_OFF`, `_ADAPTIVE` or `_FIXED`
+    /// (at `pacing_rate`). Publishers of one tag on one node that ask
+    /// differently share the lowest fixed rate, else adaptive, else off.
+    pub pacing: u32,
+    /// With `TW_PACING_FIXED`: bytes per second on the wire (> 0).
+    pub pacing_rate: u64,
 }
 
 impl tw_publish_options {
     pub(crate) fn to_rust(self) -> Result<tagwire::PublishOptions, Failure> {
         Ok(tagwire::PublishOptions::default()
             .priority(priority(self.priority)?)
-            .sched(sched(self.sched)?))
+            .sched(sched(self.sched)?)
+            .pacing(pacing(self.pacing, self.pacing_rate)?))
     }
 }
 
-/// The defaults: the normal class, the default policy.
+/// The defaults: the normal class, the default policy, paced as the
+/// daemon is set.
 #[no_mangle]
 pub extern "C" fn tw_publish_options_default() -> tw_publish_options {
     tw_publish_options {
         priority: TW_PRIORITY_NORMAL,
         sched: TW_SCHED_OTHER,
+        pacing: TW_PACING_DAEMON,
+        pacing_rate: 0,
     }
 }
 
@@ -500,6 +522,23 @@ pub(crate) fn sched(code: u32) -> Result<tagwire::Sched, Failure> {
                  TW_SCHED_FIFO or TW_SCHED_RR | p (1..=99)"
             ))
         })
+}
+
+/// A `TW_PACING_*` value (with its rate for `TW_PACING_FIXED`) as a
+/// pacing.
+pub(crate) fn pacing(code: u32, rate: u64) -> Result<tagwire::Pacing, Failure> {
+    match (code, rate) {
+        (TW_PACING_DAEMON, _) => Ok(tagwire::Pacing::Daemon),
+        (TW_PACING_OFF, _) => Ok(tagwire::Pacing::Off),
+        (TW_PACING_ADAPTIVE, _) => Ok(tagwire::Pacing::Adaptive),
+        (TW_PACING_FIXED, 0) => Err(Failure::invalid(
+            "TW_PACING_FIXED needs a pacing rate above 0 bytes per second",
+        )),
+        (TW_PACING_FIXED, r) => Ok(tagwire::Pacing::Fixed(r)),
+        (c, _) => Err(Failure::invalid(format!(
+            "pacing {c} is not a TW_PACING_* value"
+        ))),
+    }
 }
 
 /// A `TW_PRIORITY_*` value (or `TW_PRIORITY_DSCP | n`) as a class.

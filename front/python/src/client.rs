@@ -142,13 +142,20 @@ impl PyClient {
     /// - `sched`: the policy of this node's forwarder of the tag, at least
     ///   (`"other"`, `"other:N"`, `"fifo:P"`, `"rr:P"`); a real-time one
     ///   needs the privilege (`tagwire.NotPermitted`).
-    #[pyo3(signature = (name, priority="normal", sched="other"))]
+    /// - `pacing`: how this node paces the tag's reliable streams to other
+    ///   nodes: `"daemon"` (the default: as the daemon is set), `"off"`,
+    ///   `"adaptive"` (from each stream's send-window occupancy: the
+    ///   path's rate without filling a bottleneck's queue) or
+    ///   `"fixed:RATE"` (bytes per second: `"fixed:2.5MB"`,
+    ///   `"fixed:50mbit"`).
+    #[pyo3(signature = (name, priority="normal", sched="other", pacing="daemon"))]
     fn publisher(
         &self,
         py: Python<'_>,
         name: &str,
         priority: &str,
         sched: &str,
+        pacing: &str,
     ) -> PyResult<PyPublisher> {
         let class: tagwire::Priority = priority
             .parse()
@@ -156,9 +163,13 @@ impl PyClient {
         let policy: tagwire::Sched = sched
             .parse()
             .map_err(|e: String| bad_arg(format!("sched: {e}")))?;
+        let pace: tagwire::Pacing = pacing
+            .parse()
+            .map_err(|e: String| bad_arg(format!("pacing: {e}")))?;
         let opts = tagwire::PublishOptions::default()
             .priority(class)
-            .sched(policy);
+            .sched(policy)
+            .pacing(pace);
         let c = self.client(py)?;
         let p = py.detach(|| c.publisher_with(name, opts)).py_err(py)?;
         Ok(PyPublisher::new(p))
@@ -370,6 +381,63 @@ impl PyClient {
         let c = self.client(py)?;
         let v = py
             .detach(|| c.change_channels(name, whose, class, policy))
+            .py_err(py)?;
+        Ok(v.into_iter().map(Member::from).collect())
+    }
+
+    /// `change_channels` for the send rights of the publishers that
+    /// `publishers` chooses (spelled the same): their nodes send the tag
+    /// in at least the class `priority` and run its forwarder at least at
+    /// `sched` (each None to keep it). Returns the publishers whose QoS
+    /// changed; none chosen: `tagwire.NoSendAccess`.
+    #[pyo3(signature = (name, publishers="all", priority=None, sched=None))]
+    fn change_publishers(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        publishers: &str,
+        priority: Option<&str>,
+        sched: Option<&str>,
+    ) -> PyResult<Vec<Member>> {
+        let whose: tagwire::Processes = publishers
+            .parse()
+            .map_err(|e: String| bad_arg(format!("publishers: {e}")))?;
+        let class = priority
+            .map(str::parse::<tagwire::Priority>)
+            .transpose()
+            .map_err(|e| bad_arg(format!("priority: {e}")))?;
+        let policy = sched
+            .map(str::parse::<tagwire::Sched>)
+            .transpose()
+            .map_err(|e| bad_arg(format!("sched: {e}")))?;
+        let c = self.client(py)?;
+        let v = py
+            .detach(|| c.change_publishers(name, whose, class, policy))
+            .py_err(py)?;
+        Ok(v.into_iter().map(Member::from).collect())
+    }
+
+    /// Paces the tag's reliable streams of the publishers that
+    /// `publishers` chooses (as in `change_publishers`) as `pacing` says
+    /// (spelled as in `publisher`), at run time, from any node. Returns
+    /// the publishers whose pacing changed (none if they had it already).
+    #[pyo3(signature = (name, pacing, publishers="all"))]
+    fn change_pacing(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        pacing: &str,
+        publishers: &str,
+    ) -> PyResult<Vec<Member>> {
+        let whose: tagwire::Processes = publishers
+            .parse()
+            .map_err(|e: String| bad_arg(format!("publishers: {e}")))?;
+        let pace: tagwire::Pacing = pacing
+            .parse()
+            .map_err(|e: String| bad_arg(format!("pacing: {e}")))?;
+        let c = self.client(py)?;
+        let v = py
+            .detach(|| c.change_pacing(name, whose, pace))
             .py_err(py)?;
         Ok(v.into_iter().map(Member::from).collect())
     }

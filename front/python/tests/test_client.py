@@ -207,6 +207,35 @@ def test_a_subscriptions_class_changes_at_run_time(client, tag):
             client.publisher(tag, sched="fifo:10")
 
 
+def test_a_publisher_asks_a_pacing_and_its_rights_change_at_run_time(client, tag):
+    sub = client.subscribe(tag)
+    paced = client.publisher(tag, pacing="fixed:2MB")
+    # A change to what the publisher already asked changes nothing: the
+    # option reached its right.
+    assert client.change_pacing(tag, "fixed:2000000") == []
+    changed = client.change_pacing(tag, "adaptive")
+    assert [m.pid for m in changed] == [os.getpid()]
+    assert client.change_pacing(tag, "adaptive", str(os.getpid())) == []
+    assert len(client.change_pacing(tag, "off", "here")) == 1
+    with pytest.raises(ValueError, match="pacing"):
+        client.change_pacing(tag, "fixed:0")
+    with pytest.raises(ValueError, match="pacing"):
+        client.publisher(tag, pacing="quickly")
+    # Its class and policy likewise.
+    assert len(client.change_publishers(tag, priority="critical")) == 1
+    assert client.change_publishers(tag, "all", "critical", "other") == []
+    assert len(client.change_publishers(tag, sched="other:3")) == 1
+    with pytest.raises(tagwire.NoSendAccess):
+        client.change_publishers(tag, "1@127.0.0.1", "low")
+    # Another publisher asking adaptive from the start.
+    adaptive = client.publisher(tag, pacing="adaptive")
+    assert len(client.change_pacing(tag, "off")) == 1
+    paced.send(b"p")
+    adaptive.send(b"a")
+    assert sub.receive(5).payload == b"p"
+    assert sub.receive(5).payload == b"a"
+
+
 def test_error_unknown_tag_and_invalid_name(client):
     with pytest.raises(tagwire.UnknownTag) as e:
         client.publisher("/no/such/tag")

@@ -206,11 +206,40 @@ TEST(CppApi, a_subscriptions_class_changes_at_run_time) {
   EXPECT_EQ(sub.receive(5s).text(), "y");
   EXPECT_THROW(c.publisher(tag, tagwire::PublishOptions().priority(9)), tagwire::InvalidArgument);
   EXPECT_THROW(c.publisher(tag, tagwire::PublishOptions().sched_rr(0)), tagwire::InvalidArgument);
+  EXPECT_THROW(c.publisher(tag, tagwire::PublishOptions().pacing_fixed(0)), tagwire::InvalidArgument);
   if (geteuid() == 0) {
     EXPECT_NO_THROW(c.publisher(tag, tagwire::PublishOptions().sched_fifo(10)));
   } else {
     EXPECT_THROW(c.publisher(tag, tagwire::PublishOptions().sched_fifo(10)), tagwire::NotPermitted);
   }
+}
+
+TEST(CppApi, a_publisher_asks_a_pacing_and_its_rights_change_at_run_time) {
+  Client c(test_options());
+  auto tag = unique_tag("paced");
+  c.create_tag(tag);
+  auto sub = c.subscribe(tag, SubscribeOptions().depth(8));
+  auto paced = c.publisher(tag, tagwire::PublishOptions().pacing_fixed(2000000));
+  // A change to what the publisher already asked changes nothing: the
+  // option reached its right.
+  EXPECT_EQ(c.change_pacing(tag, "all", TW_PACING_FIXED, 2000000), 0u);
+  EXPECT_EQ(c.change_pacing(tag, "all", TW_PACING_ADAPTIVE), 1u);
+  EXPECT_EQ(c.change_pacing(tag, std::to_string(getpid()), TW_PACING_ADAPTIVE), 0u);
+  EXPECT_EQ(c.change_pacing(tag, "here", TW_PACING_OFF), 1u);
+  EXPECT_THROW(c.change_pacing(tag, "all", TW_PACING_FIXED, 0), tagwire::InvalidArgument);
+  EXPECT_THROW(c.change_pacing(tag, "all", 7), tagwire::InvalidArgument);
+  // Its class and policy likewise.
+  EXPECT_EQ(c.change_publishers(tag, "all", TW_PRIORITY_CRITICAL), 1u);
+  EXPECT_EQ(c.change_publishers(tag, "all", TW_PRIORITY_CRITICAL, TW_SCHED_OTHER), 0u);
+  EXPECT_EQ(c.change_publishers(tag, "all", TW_KEEP, TW_SCHED_OTHER | 3), 1u);
+  EXPECT_THROW(c.change_publishers(tag, "1@127.0.0.1", TW_PRIORITY_LOW), tagwire::NoSendAccess);
+  // Another publisher asking adaptive from the start.
+  auto adaptive = c.publisher(tag, tagwire::PublishOptions().pacing_adaptive());
+  EXPECT_EQ(c.change_pacing(tag, "all", TW_PACING_OFF), 1u);
+  paced.send("p");
+  adaptive.send("a");
+  EXPECT_EQ(sub.receive(5s).text(), "p");
+  EXPECT_EQ(sub.receive(5s).text(), "a");
 }
 
 TEST(CppApi, a_thread_policy_is_a_subscription_option) {

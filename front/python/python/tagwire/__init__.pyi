@@ -345,7 +345,11 @@ class Client:
     ) -> bool: ...
     def destroy_tag(self, name: str) -> None: ...
     def publisher(
-        self, name: str, priority: str = "normal", sched: str = "other"
+        self,
+        name: str,
+        priority: str = "normal",
+        sched: str = "other",
+        pacing: str = "daemon",
     ) -> Publisher: ...
     def subscribe(
         self,
@@ -382,6 +386,16 @@ class Client:
         subscribers: str = "all",
         priority: Optional[str] = None,
         sched: Optional[str] = None,
+    ) -> list[Member]: ...
+    def change_publishers(
+        self,
+        name: str,
+        publishers: str = "all",
+        priority: Optional[str] = None,
+        sched: Optional[str] = None,
+    ) -> list[Member]: ...
+    def change_pacing(
+        self, name: str, pacing: str, publishers: str = "all"
     ) -> list[Member]: ...
     def pull(self, name: str, query: HistoryQuery) -> list[Message]: ...
     def ping(self) -> None: ...

@@ -206,16 +206,53 @@ public final class Client implements AutoCloseable {
      * silent: {@link TagwireException.Kind#PEERS_UNRESPONSIVE}.
      */
     public long changeChannels(String name, String subscribers, Priority priority, Sched sched) {
+        return changeRights(Native.H.change_channels, name, subscribers, priority, sched);
+    }
+
+    /**
+     * {@link #changeChannels} for the send rights of the publishers {@code publishers} chooses
+     * (spelled the same): their nodes send the tag in at least the class {@code priority} and run
+     * its forwarder at least at {@code sched} (each {@code null} to keep it). Returns how many
+     * changed; none chosen: {@link TagwireException.Kind#NO_SEND_ACCESS}.
+     */
+    public long changePublishers(String name, String publishers, Priority priority, Sched sched) {
+        return changeRights(Native.H.change_publishers, name, publishers, priority, sched);
+    }
+
+    /**
+     * Paces the tag's reliable streams of the publishers {@code publishers} chooses (as in {@link
+     * #changePublishers}) as {@code pacing} says, at run time, from any node. Returns how many
+     * publishers' pacing changed (none if they had it already).
+     */
+    public long changePacing(String name, String publishers, Pacing pacing) {
         Objects.requireNonNull(name, "name");
-        Objects.requireNonNull(subscribers, "subscribers");
+        Objects.requireNonNull(publishers, "publishers");
+        Objects.requireNonNull(pacing, "pacing");
+        long stamp = enter();
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment changed = a.allocate(JAVA_LONG);
+            Native.check((int) Native.H.change_pacing.invokeExact(
+                    handle, a.allocateFrom(name), a.allocateFrom(publishers), pacing.code, pacing.rate, changed));
+            return changed.get(JAVA_LONG, 0);
+        } catch (Throwable t) {
+            throw Native.rethrow(t);
+        } finally {
+            exit(stamp);
+        }
+    }
+
+    private long changeRights(
+            java.lang.invoke.MethodHandle call, String name, String whose, Priority priority, Sched sched) {
+        Objects.requireNonNull(name, "name");
+        Objects.requireNonNull(whose, "whose");
         int keep = -1; // TW_KEEP
         int klass = priority == null ? keep : priority.code;
         int policy = sched == null ? keep : sched.code;
         long stamp = enter();
         try (Arena a = Arena.ofConfined()) {
             MemorySegment changed = a.allocate(JAVA_LONG);
-            Native.check((int) Native.H.change_channels.invokeExact(
-                    handle, a.allocateFrom(name), a.allocateFrom(subscribers), klass, policy, changed));
+            Native.check((int) call.invokeExact(
+                    handle, a.allocateFrom(name), a.allocateFrom(whose), klass, policy, changed));
             return changed.get(JAVA_LONG, 0);
         } catch (Throwable t) {
             throw Native.rethrow(t);

@@ -256,6 +256,10 @@ final class Native {
                 fn("tw_set_channel_sched", status(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS));
         static final MethodHandle change_channels = fn(
                 "tw_change_channels", status(ADDRESS, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS));
+        static final MethodHandle change_publishers = fn(
+                "tw_change_publishers", status(ADDRESS, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS));
+        static final MethodHandle change_pacing = fn(
+                "tw_change_pacing", status(ADDRESS, ADDRESS, ADDRESS, JAVA_INT, JAVA_LONG, ADDRESS));
         static final MethodHandle senders =
                 fn("tw_senders", status(ADDRESS, ADDRESS, ADDRESS, JAVA_LONG, ADDRESS));
         static final MethodHandle receivers =

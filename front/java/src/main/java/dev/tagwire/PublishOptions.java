@@ -10,11 +10,13 @@ import java.util.Objects;
  * PublishOptions().priority(Priority.CRITICAL).sched(Sched.fifo(40))}. The packet class is the
  * least that everything its node sends the tag in carries (default normal: the receivers' class
  * alone); the policy the least its node's forwarder of the tag runs at (a real-time one needs
- * the privilege: {@link TagwireException.NotPermitted}).
+ * the privilege: {@link TagwireException.NotPermitted}); the pacing that of the tag's reliable
+ * streams to other nodes ({@link Pacing}).
  */
 public final class PublishOptions {
     private int priority;
     private int sched;
+    private Pacing pacing = Pacing.DAEMON;
 
     /** The defaults. */
     public PublishOptions() {}
@@ -40,11 +42,22 @@ public final class PublishOptions {
         return this;
     }
 
-    /** A {@code tw_publish_options}: two 32-bit codes, the class then the policy. */
+    /** How the node paces the tag's reliable streams to other nodes. */
+    public PublishOptions pacing(Pacing p) {
+        this.pacing = Objects.requireNonNull(p, "pacing");
+        return this;
+    }
+
+    /**
+     * A {@code tw_publish_options}: the class, the policy and the pacing as 32-bit codes, then
+     * (8-aligned) the fixed pace's rate, 64 bits.
+     */
     MemorySegment toNative(SegmentAllocator alloc) {
-        MemorySegment o = alloc.allocate(8, 4);
+        MemorySegment o = alloc.allocate(24, 8);
         o.set(ValueLayout.JAVA_INT, 0, priority);
         o.set(ValueLayout.JAVA_INT, 4, sched);
+        o.set(ValueLayout.JAVA_INT, 8, pacing.code);
+        o.set(ValueLayout.JAVA_LONG, 16, pacing.rate);
         return o;
     }
 }

@@ -312,6 +312,28 @@ class PubSubTest {
                     assertEquals("y", new String(sub.receive(SECOND).payload()));
                 }
                 assertThrows(IllegalArgumentException.class, () -> new PublishOptions().dscp(64));
+                assertThrows(IllegalArgumentException.class, () -> Pacing.fixed(0));
+                // A publisher's pacing, and publishers' rights changed at run time: a change to
+                // what the publisher already asked changes nothing (the option reached its right).
+                try (Publisher paced = c.publisher(tag, new PublishOptions().pacing(Pacing.fixed(2_000_000)))) {
+                    assertEquals(0, c.changePacing(tag, "all", Pacing.fixed(2_000_000)));
+                    assertEquals(1, c.changePacing(tag, "all", Pacing.ADAPTIVE));
+                    assertEquals(0, c.changePacing(tag, Integer.toString(me), Pacing.ADAPTIVE));
+                    assertEquals(1, c.changePacing(tag, "here", Pacing.OFF));
+                    assertEquals("fixed:5", Pacing.fixed(5).toString());
+                    assertEquals(1, c.changePublishers(tag, "all", Priority.CRITICAL, null));
+                    assertEquals(0, c.changePublishers(tag, "all", Priority.CRITICAL, Sched.other(0)));
+                    TagwireException noone = assertThrows(TagwireException.class,
+                            () -> c.changePublishers(tag, "1@127.0.0.1", Priority.LOW, null));
+                    assertEquals(TagwireException.Kind.NO_SEND_ACCESS, noone.kind());
+                    try (Publisher adaptive = c.publisher(tag, new PublishOptions().pacing(Pacing.ADAPTIVE))) {
+                        assertEquals(1, c.changePacing(tag, "all", Pacing.OFF));
+                        paced.send("p");
+                        adaptive.send("a");
+                        assertEquals("p", new String(sub.receive(SECOND).payload()));
+                        assertEquals("a", new String(sub.receive(SECOND).payload()));
+                    }
+                }
                 if ("root".equals(System.getProperty("user.name"))) {
                     try (Publisher pub = c.publisher(tag, new PublishOptions().sched(Sched.fifo(10)))) {
                         pub.send("z");
