@@ -8,6 +8,9 @@
 //!   shape of Zenoh's own `z_pub_thr` / `z_sub_thr`: one payload, cloned,
 //!   congestion control `Block` so nothing is dropped), and a round trip
 //!   (`zenoh-ping` / `zenoh-pong`, express publishers as in `z_ping`).
+//! * **Zenoh flat out through a bottleneck** (`zenoh-stream-pub` /
+//!   `zenoh-stream-sub`, module `zenoh_stream`): stamped samples, one-way
+//!   latency at the subscriber.
 //! * **Zenoh with its priorities** beside a load (`zenoh-prio-ping` /
 //!   `zenoh-prio-pong`, module `zenoh_prio`).
 //! * **iceoryx2** (its Rust crate, zero-copy shared memory): a round trip
@@ -28,6 +31,7 @@ use anyhow::{bail, Context};
 use clap::{Parser, Subcommand, ValueEnum};
 
 mod zenoh_prio;
+mod zenoh_stream;
 
 #[derive(Parser)]
 #[command(about = "Peer middlewares for `tagwire perf`: Zenoh and iceoryx2")]
@@ -53,6 +57,27 @@ enum Cmd {
     /// Publish `size`-byte samples flat out for `seconds`, then the count.
     ZenohPub {
         /// Endpoint of the subscriber, e.g. `tcp/10.0.0.2:7447`.
+        #[arg(long)]
+        connect: String,
+        #[arg(long)]
+        size: usize,
+        #[arg(long)]
+        seconds: f64,
+    },
+    /// Receive stamped samples from `zenoh-stream-pub`; print the
+    /// measured window's Mbit/s and one-way latency (ms) as JSON.
+    ZenohStreamSub {
+        #[arg(long)]
+        listen: String,
+        /// Seconds after the first sample's stamp before the window.
+        #[arg(long)]
+        warm: f64,
+        /// The window, seconds of send stamps.
+        #[arg(long)]
+        seconds: f64,
+    },
+    /// Publish stamped, numbered samples flat out for `seconds`.
+    ZenohStreamPub {
         #[arg(long)]
         connect: String,
         #[arg(long)]
@@ -183,6 +208,16 @@ fn main() {
             size,
             seconds,
         } => zenoh_peer::publish(&connect, size, seconds),
+        Cmd::ZenohStreamSub {
+            listen,
+            warm,
+            seconds,
+        } => zenoh_stream::sub(&listen, warm, seconds),
+        Cmd::ZenohStreamPub {
+            connect,
+            size,
+            seconds,
+        } => zenoh_stream::publish(&connect, size, seconds),
         Cmd::ZenohPong { listen } => zenoh_peer::pong(&listen),
         Cmd::ZenohPing {
             connect,
@@ -270,7 +305,10 @@ mod zenoh_peer {
     const PING: &str = "tagwire/perf/ping";
     const PONG: &str = "tagwire/perf/pong";
 
-    fn open(listen: Option<&str>, connect: Option<&str>) -> anyhow::Result<zenoh::Session> {
+    pub(crate) fn open(
+        listen: Option<&str>,
+        connect: Option<&str>,
+    ) -> anyhow::Result<zenoh::Session> {
         let mut c = zenoh::Config::default();
         let set = |c: &mut zenoh::Config, k: &str, v: &str| {
             c.insert_json5(k, v)

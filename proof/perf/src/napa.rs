@@ -15,6 +15,12 @@
 //! serialisation at the bottleneck's rate (its bytes on the wire: 1514 per
 //! 1472 of UDP payload) plus the same size's one-way latency on the
 //! unshaped, idle link (messages 20 ms apart), measured in the same run.
+//!
+//! With the `tagwire-peers` binary, **Zenoh** runs the same cell in the
+//! same namespaces through the same shaped link, interleaved with
+//! tagwire's runs: a flat-out publisher (congestion control `Block`) on
+//! host 0, a subscriber on host 1, over TCP, each sample stamped as it is
+//! handed to Zenoh (`zenoh-stream-pub` / `zenoh-stream-sub`).
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -41,12 +47,14 @@ pub struct Spec {
     pub queue: Duration,
     /// Repetitions of every cell.
     pub reps: usize,
+    /// The `tagwire-peers` binary, for the Zenoh rows (`None`: none).
+    pub zenoh: Option<std::path::PathBuf>,
 }
 
 /// One cell's runs: one system, rate and size.
 #[derive(Debug, Clone, Serialize)]
 pub struct NapaRecord {
-    /// `tagwire paced` or `tagwire unpaced`.
+    /// `tagwire paced`, `tagwire unpaced` or `zenoh`.
     pub system: String,
     /// Bottleneck rate, bit/s.
     pub rate_bit_per_s: u64,
@@ -113,7 +121,8 @@ pub fn napa(
     let mut records = Vec::new();
     for &rate in &spec.rates {
         for &size in &spec.sizes {
-            let (mut runs_p, mut runs_u, mut floors) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut runs_p, mut runs_u, mut runs_z, mut floors) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for rep in 0..spec.reps {
                 let wire = size as f64 * 1514.0 / 1472.0 * 8.0 / rate as f64;
                 floors.push(wire * 1000.0 + idle_one_way(unpaced, size, rep)?);
@@ -139,12 +148,27 @@ pub fn napa(
                     ));
                     if is_paced { &mut runs_p } else { &mut runs_u }.push(run);
                 }
+                if let Some(exe) = &spec.zenoh {
+                    let run = zenoh_stream(unpaced, exe, size, spec)?;
+                    progress(&format!(
+                        "zenoh {} Mbit/s {size} B rep {}: {:.1} Mbit/s p50 {:.2} ms p99 {:.2} ms",
+                        rate / 1_000_000,
+                        rep + 1,
+                        run.mbit_s,
+                        run.p50_ms,
+                        run.p99_ms,
+                    ));
+                    runs_z.push(run);
+                }
                 paced.host(0).unshape()?;
                 unpaced.host(0).unshape()?;
             }
             let floor = median(&floors).unwrap_or(0.0);
             for (is_paced, runs) in [(true, &runs_p), (false, &runs_u)] {
                 records.push(record(label(is_paced), rate, size, runs, floor));
+            }
+            if !runs_z.is_empty() {
+                records.push(record("zenoh", rate, size, &runs_z, floor));
             }
         }
     }
@@ -265,6 +289,37 @@ fn stream(site: &Site, size: usize, spec: &Spec, id: &str) -> anyhow::Result<Run
         resent,
         lost,
         state,
+    })
+}
+
+/// One Zenoh run of the cell, on `site`'s hosts (its link shaped): the
+/// stream's figures as a [`Run`] (resends and the stream's state are not
+/// Zenoh's to report: zero; `lost` counts missing and disordered
+/// samples).
+fn zenoh_stream(
+    site: &Site,
+    exe: &std::path::Path,
+    size: usize,
+    spec: &Spec,
+) -> anyhow::Result<Run> {
+    let o = crate::peers::PeerOpts {
+        exe: exe.to_owned(),
+        cpus: None,
+        netns: Some((
+            site.host(0).netns().to_owned(),
+            site.host(1).netns().to_owned(),
+            site.host(1).addr().into(),
+        )),
+    };
+    let z = crate::peers::zenoh_stream(&o, size, spec.warmup, spec.measure)?;
+    Ok(Run {
+        mbit_s: z.mbit_s,
+        p50_ms: z.p50_ms,
+        p99_ms: z.p99_ms,
+        max_ms: z.max_ms,
+        resent: 0,
+        lost: z.lost + z.disordered,
+        state: [0.0; 4],
     })
 }
 
@@ -391,22 +446,25 @@ pub fn table(records: &[NapaRecord]) -> String {
             r.rate_estimate_mbit_s,
         );
     }
-    out += "\npaced / unpaced, same run (medians): p50, p99, throughput\n";
-    for p in records.iter().filter(|r| r.system == "tagwire paced") {
-        if let Some(u) = records.iter().find(|u| {
-            u.system == "tagwire unpaced"
-                && u.rate_bit_per_s == p.rate_bit_per_s
-                && u.size == p.size
-        }) {
-            let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
-            out += &format!(
-                "{:>5}M {:>7}  p50 {:.3}  p99 {:.3}  throughput {:.3}\n",
-                p.rate_bit_per_s / 1_000_000,
-                p.size,
-                ratio(p.p50_ms[0], u.p50_ms[0]),
-                ratio(p.p99_ms[0], u.p99_ms[0]),
-                ratio(p.mbit_s[0], u.mbit_s[0])
-            );
+    for other in ["tagwire unpaced", "zenoh"] {
+        if !records.iter().any(|r| r.system == other) {
+            continue;
+        }
+        out += &format!("\npaced / {other}, same run (medians): p50, p99, throughput\n");
+        for p in records.iter().filter(|r| r.system == "tagwire paced") {
+            if let Some(u) = records.iter().find(|u| {
+                u.system == other && u.rate_bit_per_s == p.rate_bit_per_s && u.size == p.size
+            }) {
+                let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+                out += &format!(
+                    "{:>5}M {:>7}  p50 {:.3}  p99 {:.3}  throughput {:.3}\n",
+                    p.rate_bit_per_s / 1_000_000,
+                    p.size,
+                    ratio(p.p50_ms[0], u.p50_ms[0]),
+                    ratio(p.p99_ms[0], u.p99_ms[0]),
+                    ratio(p.mbit_s[0], u.mbit_s[0])
+                );
+            }
         }
     }
     out

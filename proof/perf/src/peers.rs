@@ -223,6 +223,72 @@ fn pub_sub(
     last_json(&out, &what)
 }
 
+/// A Zenoh stream flat out through a bottleneck (`zenoh-stream-pub` into
+/// `zenoh-stream-sub`): the measured window's payload Mbit/s and one-way
+/// latency (ms), and what was sent, received, missing and out of order.
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct ZenohStream {
+    /// Delivered payload, Mbit/s, over the window's receipts.
+    pub mbit_s: f64,
+    /// One-way latency, ms.
+    pub p50_ms: f64,
+    /// See `p50_ms`.
+    pub p99_ms: f64,
+    /// See `p50_ms`.
+    pub max_ms: f64,
+    /// Samples in the window.
+    pub n: u64,
+    /// Samples sent in all.
+    pub sent: u64,
+    /// Samples received in all.
+    pub received: u64,
+    /// `sent - received`.
+    pub lost: u64,
+    /// Samples whose number was not the one after the previous one's.
+    pub disordered: u64,
+}
+
+/// `size`-byte stamped samples from a flat-out `zenoh-stream-pub` into
+/// `zenoh-stream-sub` for `warm + seconds` (plus a second), measuring the
+/// samples sent in the last `seconds`.
+pub fn zenoh_stream(
+    o: &PeerOpts,
+    size: usize,
+    warm: Duration,
+    seconds: Duration,
+) -> anyhow::Result<ZenohStream> {
+    let ep = o.endpoint();
+    let (warm, seconds) = (warm.as_secs_f64(), seconds.as_secs_f64());
+    let sub = o.spawn(
+        true,
+        &[
+            "zenoh-stream-sub".into(),
+            "--listen".into(),
+            ep.clone(),
+            "--warm".into(),
+            format!("{warm}"),
+            "--seconds".into(),
+            format!("{seconds}"),
+        ],
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    o.spawn(
+        false,
+        &[
+            "zenoh-stream-pub".into(),
+            "--connect".into(),
+            ep,
+            "--size".into(),
+            size.to_string(),
+            "--seconds".into(),
+            format!("{}", warm + seconds + 1.0),
+        ],
+    )?
+    .output(Duration::from_secs_f64(warm + seconds + 60.0))?;
+    let out = sub.output(Duration::from_secs(30))?;
+    last_json(&out, "zenoh-stream-sub")
+}
+
 /// Round trip of `size`-byte samples, `zenoh-ping` against `zenoh-pong`.
 pub fn zenoh_rtt(o: &PeerOpts, size: usize, iters: usize, warmup: usize) -> anyhow::Result<Point> {
     let ep = o.endpoint();
@@ -422,5 +488,18 @@ mod tests {
         let t = iox2_throughput(&o, 1024, 1.0).expect("iceoryx2 throughput");
         assert!(t.msgs_per_s > 0.0 && t.received > 0, "{t:?}");
         assert_eq!(t.lost, 0, "{t:?}");
+        let s = zenoh_stream(
+            &o,
+            20_000,
+            Duration::from_millis(300),
+            Duration::from_secs(1),
+        )
+        .expect("zenoh stream");
+        assert!(s.mbit_s > 0.0 && s.n > 0 && s.received == s.sent, "{s:?}");
+        assert!(
+            s.p50_ms > 0.0 && s.max_ms >= s.p99_ms && s.p99_ms >= s.p50_ms,
+            "{s:?}"
+        );
+        assert_eq!((s.lost, s.disordered), (0, 0), "{s:?}");
     }
 }

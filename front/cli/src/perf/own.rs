@@ -65,6 +65,12 @@ pub(super) fn napa(a: &Args) -> anyhow::Result<()> {
         measure: Duration::from_secs_f64(*seconds),
         queue: Duration::from_millis(*queue_ms),
         reps: a.reps.max(1),
+        zenoh: match a.no_peers {
+            true => None,
+            false => tagwire_perf::peers::available()
+                .inspect_err(|why| eprintln!("perf napa: no Zenoh rows: {why}"))
+                .ok(),
+        },
     };
     let pin = parse_pin(&a.pin)?;
     let paced = remote::Site::with_net(2, None, pin, Some(tagwire_daemon::PacerConfig::default()))?;
