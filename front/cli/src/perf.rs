@@ -225,6 +225,10 @@ enum Bench {
         /// The bottleneck's queue, in ms at its rate.
         #[arg(long, default_value_t = 100)]
         queue_ms: u64,
+        /// Random loss on the bottleneck, % of the packets the far host
+        /// receives (nftables on its input hook), one pass per value.
+        #[arg(long, value_delimiter = ',', default_value = "0")]
+        losses: Vec<u8>,
     },
     /// A 256 B request/reply channel beside a load channel through a
     /// shaped link (`htb` with a `pfifo_fast` leaf), its subscriptions

@@ -250,15 +250,26 @@ fn napa_streams_through_the_bottleneck_paced_and_unpaced_losing_nothing() {
         "0.5",
         "--seconds",
         "0.5",
+        "--losses",
+        "0,2",
     ]);
     // Zenoh's row follows when `proof/peers` is built (`.ci/run` builds
-    // it first).
+    // it first); one pass without loss and one with 2 %.
     let zenoh = recs.iter().any(|r| r["system"] == "zenoh");
     let mut want = vec!["tagwire paced", "tagwire unpaced"];
     if zenoh {
         want.push("zenoh");
     }
+    let want: Vec<_> = [want.clone(), want].concat();
     assert_eq!(systems(&recs), want);
+    let losses: Vec<u64> = recs
+        .iter()
+        .map(|r| r["loss_pct"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        losses,
+        [[0].repeat(want.len() / 2), [2].repeat(want.len() / 2)].concat()
+    );
     for r in &recs {
         assert_eq!(r["size"], 20000);
         assert_eq!(r["rate_bit_per_s"], 100_000_000);

@@ -45,6 +45,10 @@ pub struct Spec {
     pub measure: Duration,
     /// The bottleneck's queue, as time at its rate.
     pub queue: Duration,
+    /// Random loss on the bottleneck, % of the packets host 1 receives
+    /// from host 0 (an nftables rule on its input hook; 0: none), one
+    /// pass over every cell per value.
+    pub losses: Vec<u8>,
     /// Repetitions of every cell.
     pub reps: usize,
     /// The `tagwire-peers` binary, for the Zenoh rows (`None`: none).
@@ -60,6 +64,8 @@ pub struct NapaRecord {
     pub rate_bit_per_s: u64,
     /// Message size, bytes.
     pub size: usize,
+    /// Random loss on the bottleneck, %.
+    pub loss_pct: u8,
     /// Repetitions.
     pub reps: usize,
     /// Delivered payload throughput, Mbit/s: median, min, max over reps.
@@ -119,6 +125,21 @@ pub fn napa(
     mut progress: impl FnMut(&str),
 ) -> anyhow::Result<Vec<NapaRecord>> {
     let mut records = Vec::new();
+    for &loss in &spec.losses {
+        records.extend(napa_at(paced, unpaced, spec, loss, &mut progress)?);
+    }
+    Ok(records)
+}
+
+/// Every rate and size at `loss` % of random loss on the bottleneck.
+fn napa_at(
+    paced: &Site,
+    unpaced: &Site,
+    spec: &Spec,
+    loss: u8,
+    progress: &mut impl FnMut(&str),
+) -> anyhow::Result<Vec<NapaRecord>> {
+    let mut records = Vec::new();
     for &rate in &spec.rates {
         for &size in &spec.sizes {
             let (mut runs_p, mut runs_u, mut runs_z, mut floors) =
@@ -126,8 +147,8 @@ pub fn napa(
             for rep in 0..spec.reps {
                 let wire = size as f64 * 1514.0 / 1472.0 * 8.0 / rate as f64;
                 floors.push(wire * 1000.0 + idle_one_way(unpaced, size, rep)?);
-                shape(paced, rate, spec.queue)?;
-                shape(unpaced, rate, spec.queue)?;
+                shape(paced, rate, spec.queue, loss)?;
+                shape(unpaced, rate, spec.queue, loss)?;
                 // Alternate which goes first: neither gets the warmer machine.
                 let order: [(&Site, bool); 2] = if rep % 2 == 0 {
                     [(paced, true), (unpaced, false)]
@@ -137,7 +158,7 @@ pub fn napa(
                 for (site, is_paced) in order {
                     let run = stream(site, size, spec, &format!("{rate}-{size}-{rep}"))?;
                     progress(&format!(
-                        "{} {} Mbit/s {size} B rep {}: {:.1} Mbit/s p50 {:.2} ms p99 {:.2} ms, {} resent",
+                        "{} {} Mbit/s {loss} % loss {size} B rep {}: {:.1} Mbit/s p50 {:.2} ms p99 {:.2} ms, {} resent",
                         label(is_paced),
                         rate / 1_000_000,
                         rep + 1,
@@ -151,7 +172,7 @@ pub fn napa(
                 if let Some(exe) = &spec.zenoh {
                     let run = zenoh_stream(unpaced, exe, size, spec)?;
                     progress(&format!(
-                        "zenoh {} Mbit/s {size} B rep {}: {:.1} Mbit/s p50 {:.2} ms p99 {:.2} ms",
+                        "zenoh {} Mbit/s {loss} % loss {size} B rep {}: {:.1} Mbit/s p50 {:.2} ms p99 {:.2} ms",
                         rate / 1_000_000,
                         rep + 1,
                         run.mbit_s,
@@ -160,15 +181,15 @@ pub fn napa(
                     ));
                     runs_z.push(run);
                 }
-                paced.host(0).unshape()?;
-                unpaced.host(0).unshape()?;
+                unshape(paced)?;
+                unshape(unpaced)?;
             }
             let floor = median(&floors).unwrap_or(0.0);
             for (is_paced, runs) in [(true, &runs_p), (false, &runs_u)] {
-                records.push(record(label(is_paced), rate, size, runs, floor));
+                records.push(record(label(is_paced), (rate, size, loss), runs, floor));
             }
             if !runs_z.is_empty() {
-                records.push(record("zenoh", rate, size, &runs_z, floor));
+                records.push(record("zenoh", (rate, size, loss), &runs_z, floor));
             }
         }
     }
@@ -187,13 +208,29 @@ fn label(paced: bool) -> &'static str {
 /// it. The bucket holds 1 ms of the rate (at least 16 kB): a segmented
 /// send of up to 64 KiB is split into the bucket's size, and a bucket much
 /// shorter than the pacer's release quantum would make every release wait.
-fn shape(site: &Site, rate: u64, queue: Duration) -> anyhow::Result<()> {
+/// With `loss` > 0, host 1 drops that share of what it receives from host
+/// 0 at random.
+fn shape(site: &Site, rate: u64, queue: Duration, loss: u8) -> anyhow::Result<()> {
     let bytes_per_s = rate / 8;
     let burst = (bytes_per_s / 1000).max(16_000);
     let limit = (bytes_per_s as f64 * queue.as_secs_f64()) as u64;
     site.host(0)
         .shape(rate, burst, limit.max(burst))
-        .context("shaping host 0's link (tc tbf)")
+        .context("shaping host 0's link (tc tbf)")?;
+    if loss > 0 {
+        site.host(1)
+            .drop_input(site.host(0).addr(), loss)
+            .context("random loss on host 1's input (nftables)")?;
+    }
+    Ok(())
+}
+
+/// Undoes [`shape`].
+fn unshape(site: &Site) -> anyhow::Result<()> {
+    site.host(0).unshape()?;
+    // (No rule: nothing to remove.)
+    let _ = site.host(1).stop_dropping();
+    Ok(())
 }
 
 /// Ring of about 4 MiB for `size`-byte messages (16 to 512 slots): what
@@ -390,7 +427,12 @@ pub(crate) fn wait_known(c0: &tagwire::Client, tag: &str) -> anyhow::Result<()> 
     Ok(())
 }
 
-fn record(system: &str, rate: u64, size: usize, runs: &[Run], floor: f64) -> NapaRecord {
+fn record(
+    system: &str,
+    (rate, size, loss): (u64, usize, u8),
+    runs: &[Run],
+    floor: f64,
+) -> NapaRecord {
     let spread = |f: fn(&Run) -> f64| spread(&runs.iter().map(f).collect::<Vec<_>>());
     let p99 = spread(|r| r.p99_ms);
     let mbit = spread(|r| r.mbit_s);
@@ -398,6 +440,7 @@ fn record(system: &str, rate: u64, size: usize, runs: &[Run], floor: f64) -> Nap
         system: system.to_owned(),
         rate_bit_per_s: rate,
         size,
+        loss_pct: loss,
         reps: runs.len(),
         mbit_s: mbit,
         p50_ms: spread(|r| r.p50_ms),
@@ -418,13 +461,14 @@ fn record(system: &str, rate: u64, size: usize, runs: &[Run], floor: f64) -> Nap
 /// The records as a table, with paced ÷ unpaced ratios per cell.
 pub fn table(records: &[NapaRecord]) -> String {
     let mut out = String::from(
-        "system           rate      size  Mbit/s (min-max)     p50 ms (min-max)        p99 ms (min-max)        max ms  resent lost floor ms p99/floor  unacked  W  minRTT us  rate est\n",
+        "system           rate loss    size  Mbit/s (min-max)     p50 ms (min-max)        p99 ms (min-max)        max ms  resent lost floor ms p99/floor  unacked  W  minRTT us  rate est\n",
     );
     for r in records {
         out += &format!(
-            "{:<16} {:>5}M {:>7}  {:>6.1} ({:.1}-{:.1})  {:>8.2} ({:.2}-{:.2})  {:>8.2} ({:.2}-{:.2})  {:>7.1} {:>6} {:>4} {:>8.2} {:>8.1} {:>8.0} {:>3.0} {:>9.0} {:>8.1}\n",
+            "{:<16} {:>5}M {:>3}% {:>7}  {:>6.1} ({:.1}-{:.1})  {:>8.2} ({:.2}-{:.2})  {:>8.2} ({:.2}-{:.2})  {:>7.1} {:>6} {:>4} {:>8.2} {:>8.1} {:>8.0} {:>3.0} {:>9.0} {:>8.1}\n",
             r.system,
             r.rate_bit_per_s / 1_000_000,
+            r.loss_pct,
             r.size,
             r.mbit_s[0],
             r.mbit_s[1],
@@ -453,18 +497,45 @@ pub fn table(records: &[NapaRecord]) -> String {
         out += &format!("\npaced / {other}, same run (medians): p50, p99, throughput\n");
         for p in records.iter().filter(|r| r.system == "tagwire paced") {
             if let Some(u) = records.iter().find(|u| {
-                u.system == other && u.rate_bit_per_s == p.rate_bit_per_s && u.size == p.size
+                u.system == other
+                    && u.rate_bit_per_s == p.rate_bit_per_s
+                    && u.size == p.size
+                    && u.loss_pct == p.loss_pct
             }) {
                 let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
                 out += &format!(
-                    "{:>5}M {:>7}  p50 {:.3}  p99 {:.3}  throughput {:.3}\n",
+                    "{:>5}M {:>3}% {:>7}  p50 {:.3}  p99 {:.3}  throughput {:.3}\n",
                     p.rate_bit_per_s / 1_000_000,
+                    p.loss_pct,
                     p.size,
                     ratio(p.p50_ms[0], u.p50_ms[0]),
                     ratio(p.p99_ms[0], u.p99_ms[0]),
                     ratio(p.mbit_s[0], u.mbit_s[0])
                 );
             }
+        }
+    }
+    let lossy: Vec<&NapaRecord> = records
+        .iter()
+        .filter(|r| r.system == "tagwire paced" && r.loss_pct > 0)
+        .collect();
+    if !lossy.is_empty() {
+        out += "\npaced with loss / paced without, throughput (medians)\n";
+    }
+    for p in lossy {
+        if let Some(clean) = records.iter().find(|c| {
+            c.system == p.system
+                && c.rate_bit_per_s == p.rate_bit_per_s
+                && c.size == p.size
+                && c.loss_pct == 0
+        }) {
+            out += &format!(
+                "{:>5}M {:>3}% {:>7}  throughput {:.3}\n",
+                p.rate_bit_per_s / 1_000_000,
+                p.loss_pct,
+                p.size,
+                p.mbit_s[0] / clean.mbit_s[0].max(1e-9)
+            );
         }
     }
     out

@@ -50,10 +50,14 @@ pub(super) fn napa(a: &Args) -> anyhow::Result<()> {
         settle,
         seconds,
         queue_ms,
+        losses,
     } = &a.bench
     else {
         unreachable!("napa() is called for Bench::Napa");
     };
+    if let Some(l) = losses.iter().find(|&&l| l >= 100) {
+        anyhow::bail!("--losses {l}: a loss is a percentage below 100");
+    }
     let rates = rates
         .iter()
         .map(|r| parse_rate(r))
@@ -64,6 +68,7 @@ pub(super) fn napa(a: &Args) -> anyhow::Result<()> {
         warmup: Duration::from_secs_f64(*settle),
         measure: Duration::from_secs_f64(*seconds),
         queue: Duration::from_millis(*queue_ms),
+        losses: losses.clone(),
         reps: a.reps.max(1),
         zenoh: match a.no_peers {
             true => None,
