@@ -367,17 +367,7 @@ impl PyClient {
         priority: Option<&str>,
         sched: Option<&str>,
     ) -> PyResult<Vec<Member>> {
-        let whose: tagwire::Processes = subscribers
-            .parse()
-            .map_err(|e: String| bad_arg(format!("subscribers: {e}")))?;
-        let class = priority
-            .map(str::parse::<tagwire::Priority>)
-            .transpose()
-            .map_err(|e| bad_arg(format!("priority: {e}")))?;
-        let policy = sched
-            .map(str::parse::<tagwire::Sched>)
-            .transpose()
-            .map_err(|e| bad_arg(format!("sched: {e}")))?;
+        let (whose, class, policy) = change(("subscribers", subscribers), priority, sched)?;
         let c = self.client(py)?;
         let v = py
             .detach(|| c.change_channels(name, whose, class, policy))
@@ -399,17 +389,7 @@ impl PyClient {
         priority: Option<&str>,
         sched: Option<&str>,
     ) -> PyResult<Vec<Member>> {
-        let whose: tagwire::Processes = publishers
-            .parse()
-            .map_err(|e: String| bad_arg(format!("publishers: {e}")))?;
-        let class = priority
-            .map(str::parse::<tagwire::Priority>)
-            .transpose()
-            .map_err(|e| bad_arg(format!("priority: {e}")))?;
-        let policy = sched
-            .map(str::parse::<tagwire::Sched>)
-            .transpose()
-            .map_err(|e| bad_arg(format!("sched: {e}")))?;
+        let (whose, class, policy) = change(("publishers", publishers), priority, sched)?;
         let c = self.client(py)?;
         let v = py
             .detach(|| c.change_publishers(name, whose, class, policy))
@@ -490,4 +470,29 @@ impl PyClient {
         let state = if self.closed() { "closed" } else { "open" };
         format!("<tagwire.Client socket={:?} ({state})>", self.socket)
     }
+}
+
+/// A run-time change's arguments: whose (`what` names the argument in an
+/// error), the class and the policy (each `None`: kept).
+fn change(
+    (what, whose): (&str, &str),
+    priority: Option<&str>,
+    sched: Option<&str>,
+) -> PyResult<(
+    tagwire::Processes,
+    Option<tagwire::Priority>,
+    Option<tagwire::Sched>,
+)> {
+    let whose: tagwire::Processes = whose
+        .parse()
+        .map_err(|e: String| bad_arg(format!("{what}: {e}")))?;
+    let class = priority
+        .map(str::parse::<tagwire::Priority>)
+        .transpose()
+        .map_err(|e| bad_arg(format!("priority: {e}")))?;
+    let policy = sched
+        .map(str::parse::<tagwire::Sched>)
+        .transpose()
+        .map_err(|e| bad_arg(format!("sched: {e}")))?;
+    Ok((whose, class, policy))
 }

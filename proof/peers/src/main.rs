@@ -353,17 +353,7 @@ mod zenoh_peer {
         let (t0, c0) = (Instant::now(), count.load(Ordering::Relaxed));
         std::thread::sleep(Duration::from_secs_f64(seconds));
         let (t1, c1) = (Instant::now(), count.load(Ordering::Relaxed));
-        let sent = end
-            .recv_timeout(Duration::from_secs(30))
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-            .context("the publisher never said how many it sent")?;
-        let bytes = sent.payload().to_bytes();
-        let sent = u64::from_le_bytes(
-            bytes
-                .as_ref()
-                .try_into()
-                .context("the publisher's count is not 8 bytes")?,
-        );
+        let sent = sent_count(&end, Duration::from_secs(30))?;
         // Samples sent before the end marker are in before it (one TCP
         // link, one priority); wait briefly for the callback to count them.
         let stop = Instant::now() + Duration::from_secs(2);
@@ -379,15 +369,9 @@ mod zenoh_peer {
         Ok(())
     }
 
-    pub(crate) fn publish(connect: &str, size: usize, seconds: f64) -> anyhow::Result<()> {
-        let s = open(None, Some(connect))?;
-        let p = s
-            .declare_publisher(THR)
-            .congestion_control(CongestionControl::Block)
-            .wait()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let payload = zenoh::bytes::ZBytes::from(vec![0x5au8; size]);
-        // Wait until the subscriber's session is connected and matched.
+    /// Waits (up to 20 s) until the subscriber's session is connected and
+    /// matches `p`.
+    pub(crate) fn matched_subscriber(p: &zenoh::pubsub::Publisher<'_>) -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(20);
         while !p
             .matching_status()
@@ -400,6 +384,36 @@ mod zenoh_peer {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+        Ok(())
+    }
+
+    /// The count a publisher puts on its end marker, waiting up to `wait`.
+    pub(crate) fn sent_count(
+        end: &zenoh::pubsub::Subscriber<zenoh::handlers::FifoChannelHandler<zenoh::sample::Sample>>,
+        wait: Duration,
+    ) -> anyhow::Result<u64> {
+        let sent = end
+            .recv_timeout(wait)
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .context("the publisher never said how many it sent")?;
+        let bytes = sent.payload().to_bytes();
+        Ok(u64::from_le_bytes(
+            bytes
+                .as_ref()
+                .try_into()
+                .context("the publisher's count is not 8 bytes")?,
+        ))
+    }
+
+    pub(crate) fn publish(connect: &str, size: usize, seconds: f64) -> anyhow::Result<()> {
+        let s = open(None, Some(connect))?;
+        let p = s
+            .declare_publisher(THR)
+            .congestion_control(CongestionControl::Block)
+            .wait()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let payload = zenoh::bytes::ZBytes::from(vec![0x5au8; size]);
+        matched_subscriber(&p)?;
         let stop = Instant::now() + Duration::from_secs_f64(seconds);
         let mut sent: u64 = 0;
         while Instant::now() < stop {

@@ -69,17 +69,7 @@ pub(crate) fn sub(listen: &str, warm: f64, seconds: f64) -> anyhow::Result<()> {
         .declare_subscriber(END)
         .wait()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let sent = end
-        .recv_timeout(Duration::from_secs(120))
-        .map_err(|e| anyhow::anyhow!("{e}"))?
-        .context("the publisher never said how many it sent")?;
-    let bytes = sent.payload().to_bytes();
-    let sent = u64::from_le_bytes(
-        bytes
-            .as_ref()
-            .try_into()
-            .context("the publisher's count is not 8 bytes")?,
-    );
+    let sent = crate::zenoh_peer::sent_count(&end, Duration::from_secs(120))?;
     // Samples sent before the end marker come before it (one link, one
     // priority); give the callback a moment to record them.
     let stop = Instant::now() + Duration::from_secs(5);
@@ -148,18 +138,7 @@ pub(crate) fn publish(connect: &str, size: usize, seconds: f64) -> anyhow::Resul
         .congestion_control(CongestionControl::Block)
         .wait()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !p
-        .matching_status()
-        .wait()
-        .map_err(|e| anyhow::anyhow!("{e}"))?
-        .matching()
-    {
-        if Instant::now() > deadline {
-            bail!("no subscriber matched in 20 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    crate::zenoh_peer::matched_subscriber(&p)?;
     let stop = Instant::now() + Duration::from_secs_f64(seconds);
     let mut n: u64 = 0;
     let mut sample = vec![0x5au8; size];

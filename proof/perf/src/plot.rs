@@ -578,6 +578,99 @@ pub fn priority_plot(
     )
 }
 
+/// `tagwire perf napa`'s charts, shaped like the NAPA paper's Figures 7
+/// and 8: for each bottleneck rate and loss, delivered Mbit/s and p50
+/// one-way latency (with the repetitions' spread, and the floor) against
+/// the message size, one line per system. Returns the files written
+/// (`napa-{throughput,latency}-{rate}M-{loss}pct.png` in `dir`).
+pub fn napa_plots(
+    dir: &Path,
+    records: &[crate::napa::NapaRecord],
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let mut cells: Vec<(u64, u8)> = records
+        .iter()
+        .map(|r| (r.rate_bit_per_s, r.loss_pct))
+        .collect();
+    cells.sort_unstable();
+    cells.dedup();
+    let mut written = Vec::new();
+    for (rate, loss) in cells {
+        let of_cell = || {
+            records
+                .iter()
+                .filter(move |r| r.rate_bit_per_s == rate && r.loss_pct == loss)
+        };
+        let mut latency: Vec<Series> = Vec::new();
+        let mut throughput: Vec<Series> = Vec::new();
+        for r in of_cell() {
+            let color = match r.system.as_str() {
+                "tagwire paced" => system_color("tagwire", 0),
+                "tagwire unpaced" => RGBColor(31, 119, 180),
+                other => system_color(other, latency.len()),
+            };
+            let x = (r.size as f64).log2();
+            let spread = |v: [f64; 3]| (v[1] > 0.0 && v[2] >= v[1]).then_some((v[1], v[2]));
+            for (out, y) in [(&mut latency, r.p50_ms), (&mut throughput, r.mbit_s)] {
+                let i = match out.iter().position(|s| s.label == r.system) {
+                    Some(i) => i,
+                    None => {
+                        out.push(Series {
+                            label: r.system.clone(),
+                            color,
+                            points: Vec::new(),
+                        });
+                        out.len() - 1
+                    }
+                };
+                if y[0] > 0.0 {
+                    out[i].points.push((x, y[0], spread(y)));
+                }
+            }
+        }
+        // The floor: the message's wire time plus the idle link's one way.
+        let mut floor: Vec<(usize, f64)> = of_cell().map(|r| (r.size, r.floor_ms)).collect();
+        floor.sort_by_key(|f| f.0);
+        floor.dedup_by_key(|f| f.0);
+        latency.push(Series {
+            label: "floor (wire time + idle one way)".into(),
+            color: system_color("raw-udp", 0),
+            points: floor
+                .into_iter()
+                .filter(|f| f.1 > 0.0)
+                .map(|(size, ms)| ((size as f64).log2(), ms, None))
+                .collect(),
+        });
+        for s in latency.iter_mut().chain(throughput.iter_mut()) {
+            s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        let mbit = rate / 1_000_000;
+        let at = format!("{mbit} Mbit/s bottleneck, 100 ms of queue, {loss} % loss");
+        let path = dir.join(format!("napa-latency-{mbit}M-{loss}pct.png"));
+        draw_chart(
+            &path,
+            &format!("One-way latency p50, flat out through a {at}"),
+            "message size",
+            "one-way latency p50 (ms)",
+            &latency,
+            XKind::Log2Size,
+            text_enabled(),
+        )?;
+        written.push(path);
+        let path = dir.join(format!("napa-throughput-{mbit}M-{loss}pct.png"));
+        draw_chart(
+            &path,
+            &format!("Delivered throughput through a {at}"),
+            "message size",
+            "delivered payload (Mbit/s)",
+            &throughput,
+            XKind::Log2Size,
+            text_enabled(),
+        )?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
 /// PNG of messages per second (log) vs message size (log2), one line per
 /// system. Uses records with `bench == "throughput"`.
 pub fn throughput_plot(path: &Path, records: &[Record]) -> anyhow::Result<()> {
@@ -734,5 +827,59 @@ mod tests {
         let p = dir.path().join("priority.png");
         priority_plot(&p, &recs).expect("priority plot");
         assert!(is_png(&p));
+    }
+
+    #[test]
+    fn napa_draws_a_latency_and_a_throughput_chart_per_rate_and_loss() {
+        let rec = |system: &str, rate: u64, loss: u8, size: usize, p50: f64| {
+            crate::napa::NapaRecord {
+                system: system.to_owned(),
+                rate_bit_per_s: rate,
+                size,
+                loss_pct: loss,
+                reps: 3,
+                mbit_s: [90.0, 88.0, 91.0],
+                p50_ms: [p50, p50 * 0.9, p50 * 1.1],
+                p99_ms: [p50 * 2.0; 3],
+                max_ms: p50 * 3.0,
+                resent: 0.0,
+                lost: 0,
+                floor_ms: p50 / 4.0,
+                p99_over_floor: 8.0,
+                goodput_share: 0.9,
+                unacked: 0.0,
+                pace_window: 0.0,
+                min_rtt_us: 0.0,
+                rate_estimate_mbit_s: 0.0,
+            }
+        };
+        let mut recs = Vec::new();
+        for (rate, loss) in [(100_000_000, 0), (100_000_000, 1), (1_000_000_000, 0)] {
+            for size in [5000, 20_000, 200_000] {
+                let f = size as f64 / 5000.0;
+                recs.push(rec("tagwire paced", rate, loss, size, 3.0 * f));
+                recs.push(rec("tagwire unpaced", rate, loss, size, 200.0 * f));
+                recs.push(rec("zenoh", rate, loss, size, 90.0));
+            }
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = napa_plots(dir.path(), &recs).expect("napa plots");
+        let names: Vec<String> = files
+            .iter()
+            .filter_map(|p| Some(p.file_name()?.to_str()?.to_owned()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "napa-latency-100M-0pct.png",
+                "napa-throughput-100M-0pct.png",
+                "napa-latency-100M-1pct.png",
+                "napa-throughput-100M-1pct.png",
+                "napa-latency-1000M-0pct.png",
+                "napa-throughput-1000M-0pct.png",
+            ]
+        );
+        assert!(files.iter().all(|p| is_png(p)));
+        assert!(napa_plots(dir.path(), &[]).expect("nothing to draw").is_empty());
     }
 }

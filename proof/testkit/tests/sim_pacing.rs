@@ -90,6 +90,18 @@ fn link(mbit: u64, loss: f64) -> LinkConfig {
     .mbit(mbit)
 }
 
+/// A reliable route to the node at `b`.
+fn reliable_to(b: Addr) -> Dest {
+    Dest {
+        priority: Default::default(),
+        node: NodeAddr(b.ip()),
+        addr: b,
+        mode: Mode::Reliable,
+        every: 1,
+        relay: false,
+    }
+}
+
 fn run(case: &Case) -> Run {
     let (a, b): (Addr, Addr) = (([10, 0, 0, 1], 7402).into(), ([10, 0, 0, 2], 7402).into());
     let mut sim = Sim::new(SimConfig {
@@ -111,15 +123,9 @@ fn run(case: &Case) -> Run {
     }
     let tag = TagName::new("/sim/paced").unwrap();
     let now = sim.now();
-    let route = Dest {
-        priority: Default::default(),
-        node: NodeAddr(b.ip()),
-        addr: b,
-        mode: Mode::Reliable,
-        every: 1,
-        relay: false,
-    };
-    sim.with_node(a, |n, _| n.session_mut().set_routes(now, &tag, vec![route]));
+    sim.with_node(a, |n, _| {
+        n.session_mut().set_routes(now, &tag, vec![reliable_to(b)])
+    });
     sim.with_node(a, |n, now| n.set_source(now, &tag, case.msg, 1));
     let mut end = Duration::ZERO;
     let mut phases = Vec::new();
@@ -304,17 +310,11 @@ fn run_shared(
         TagName::new("/sim/first").unwrap(),
         TagName::new("/sim/second").unwrap(),
     ];
-    let route = Dest {
-        priority: Default::default(),
-        node: NodeAddr(b.ip()),
-        addr: b,
-        mode: Mode::Reliable,
-        every: 1,
-        relay: false,
-    };
     for (x, tag) in [(a, &tags[0]), (c, &tags[1])] {
         let now = sim.now();
-        sim.with_node(x, |n, _| n.session_mut().set_routes(now, tag, vec![route]));
+        sim.with_node(x, |n, _| {
+            n.session_mut().set_routes(now, tag, vec![reliable_to(b)])
+        });
     }
     sim.with_node(a, |n, now| n.set_source(now, &tags[0], msg, 1));
     sim.run_until(late).unwrap();

@@ -88,7 +88,16 @@ pub(super) fn napa(a: &Args) -> anyhow::Result<()> {
         "napa",
         &report::json_lines(&records)?,
         &tagwire_perf::napa::table(&records),
-    )
+    )?;
+    match tagwire_perf::plot::napa_plots(&a.out, &records) {
+        Ok(files) => {
+            for f in files {
+                eprintln!("perf: chart in {}", f.display());
+            }
+        }
+        Err(e) => eprintln!("perf: no plot: {e:#}"),
+    }
+    Ok(())
 }
 
 pub(super) fn priority(a: &Args) -> anyhow::Result<()> {
