@@ -644,11 +644,11 @@ pub fn napa_plots(
             s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
         let mbit = rate / 1_000_000;
-        let at = format!("{mbit} Mbit/s bottleneck, 100 ms of queue, {loss} % loss");
+        let at = format!("{mbit} Mbit/s, {loss} % loss");
         let path = dir.join(format!("napa-latency-{mbit}M-{loss}pct.png"));
         draw_chart(
             &path,
-            &format!("One-way latency p50, flat out through a {at}"),
+            &format!("One-way latency p50 through a bottleneck: {at}"),
             "message size",
             "one-way latency p50 (ms)",
             &latency,
@@ -659,7 +659,7 @@ pub fn napa_plots(
         let path = dir.join(format!("napa-throughput-{mbit}M-{loss}pct.png"));
         draw_chart(
             &path,
-            &format!("Delivered throughput through a {at}"),
+            &format!("Throughput through a bottleneck: {at}"),
             "message size",
             "delivered payload (Mbit/s)",
             &throughput,
