@@ -831,8 +831,8 @@ mod tests {
 
     #[test]
     fn napa_draws_a_latency_and_a_throughput_chart_per_rate_and_loss() {
-        let rec = |system: &str, rate: u64, loss: u8, size: usize, p50: f64| {
-            crate::napa::NapaRecord {
+        let rec =
+            |system: &str, rate: u64, loss: u8, size: usize, p50: f64| crate::napa::NapaRecord {
                 system: system.to_owned(),
                 rate_bit_per_s: rate,
                 size,
@@ -851,8 +851,7 @@ mod tests {
                 pace_window: 0.0,
                 min_rtt_us: 0.0,
                 rate_estimate_mbit_s: 0.0,
-            }
-        };
+            };
         let mut recs = Vec::new();
         for (rate, loss) in [(100_000_000, 0), (100_000_000, 1), (1_000_000_000, 0)] {
             for size in [5000, 20_000, 200_000] {
@@ -880,6 +879,8 @@ mod tests {
             ]
         );
         assert!(files.iter().all(|p| is_png(p)));
-        assert!(napa_plots(dir.path(), &[]).expect("nothing to draw").is_empty());
+        assert!(napa_plots(dir.path(), &[])
+            .expect("nothing to draw")
+            .is_empty());
     }
 }
