@@ -273,8 +273,12 @@ def test_context_managers_and_close_are_idempotent(daemon, tag):
 
 
 def test_ctrl_c_interrupts_a_blocking_receive(daemon, tag):
+    # Python leaves SIGINT alone when it starts with SIGINT ignored (a
+    # runner started in the background of a non-interactive shell passes
+    # that on): the script asks for KeyboardInterrupt itself.
     code = r"""
-import sys, tagwire
+import signal, sys, tagwire
+signal.signal(signal.SIGINT, signal.default_int_handler)
 c = tagwire.Client(socket=sys.argv[1])
 sub = c.subscribe(sys.argv[2])
 print("waiting", flush=True)
