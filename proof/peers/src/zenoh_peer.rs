@@ -128,11 +128,16 @@ pub(crate) fn publish(connect: &str, size: usize, seconds: f64) -> anyhow::Resul
         }
         sent += 64;
     }
-    s.put(END, sent.to_le_bytes().to_vec())
+    end_with_count(&s, END, sent)
+}
+
+/// Puts `sent` on the end marker `key` and lets the session flush
+/// before it closes (the subscriber's `sent_count` reads it).
+pub(crate) fn end_with_count(s: &zenoh::Session, key: &str, sent: u64) -> anyhow::Result<()> {
+    s.put(key, sent.to_le_bytes().to_vec())
         .congestion_control(CongestionControl::Block)
         .wait()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    // Let the session flush before it closes.
     std::thread::sleep(Duration::from_millis(300));
     Ok(())
 }

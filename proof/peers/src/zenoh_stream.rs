@@ -150,10 +150,5 @@ pub(crate) fn publish(connect: &str, size: usize, seconds: f64) -> anyhow::Resul
             .wait()
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
-    s.put(END, n.to_le_bytes().to_vec())
-        .congestion_control(CongestionControl::Block)
-        .wait()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    std::thread::sleep(Duration::from_millis(300));
-    Ok(())
+    crate::zenoh_peer::end_with_count(&s, END, n)
 }
