@@ -502,3 +502,79 @@ fn a_publishers_class_changed_from_another_node_marks_its_datagrams() {
         "{text}"
     );
 }
+
+/// A subscription over TCP (`SubscribeOptions::tcp`) of the critical
+/// class: the connection that brings it its messages leaves the
+/// publisher's host with DSCP 44 (so the host queues its segments in
+/// `pfifo_fast` band 0), and a class changed at run time (`tagwire qos
+/// TAG --class low --subscriber @NODE`) marks the same connection's next
+/// segments with AF11 instead.
+#[test]
+fn a_tcp_subscriptions_class_marks_its_connection_and_follows_a_change() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, clients) = site.mesh(&Find::List);
+    let (c0, c1) = (&clients[0], &clients[1]);
+    let tag = "/prio/tcp";
+    c0.create_tag(tag, tagwire::Domain::Global).unwrap();
+    let opts = SubscribeOptions::default()
+        .tcp()
+        .priority(Priority::Critical);
+    let mut sub = c1.subscribe(tag, opts).unwrap();
+    wait_until("the subscriber is known on host 0", || {
+        !c0.receivers(tag).unwrap().is_empty()
+    });
+    let mut p = c0.publisher(tag).unwrap();
+    let burst = |sub: &mut tagwire::Subscriber, p: &mut tagwire::Publisher, mark: u8| {
+        for _ in 0..20 {
+            p.send(&[mark; 600]).unwrap();
+        }
+        for _ in 0..20 {
+            let m = sub.receive(Some(Duration::from_secs(10))).unwrap();
+            assert_eq!(m.payload[0], mark);
+        }
+    };
+    let host1 = site.lan.host(1);
+    let filter = format!("tcp and src host {}", site.lan.host(0).addr());
+    let mut out = String::new();
+    let Some(rows) = captured_fields(host1, &filter, &["ip.dsfield.dscp", "tcp.payload"], || {
+        burst(&mut sub, &mut p, 1);
+        let args = ["qos", tag, "--class", "low"];
+        let whose = format!("@{}", host1.name());
+        let (ok, text) = cli(
+            &site.socket(0),
+            &[&args[..], &["--subscriber", &whose]].concat(),
+        );
+        assert!(ok, "{text}");
+        out = text;
+        burst(&mut sub, &mut p, 2);
+    }) else {
+        return;
+    };
+    assert!(out.contains("class low"), "{out}");
+    // Segments that carry a run of a burst's mark (the connection's own
+    // handshake and acknowledgements carry none).
+    let marked = |mark: u8| -> Vec<u32> {
+        rows.iter()
+            .filter(|r| r.len() == 2)
+            .filter(|r| {
+                hex(r[1].trim())
+                    .windows(64)
+                    .any(|w| w.iter().all(|b| *b == mark))
+            })
+            .map(|r| r[0].trim().parse().unwrap())
+            .collect()
+    };
+    let (before, after) = (marked(1), marked(2));
+    println!("TCP subscription's class: DSCP {before:?}, after the change {after:?}");
+    assert!(
+        !before.is_empty() && before.iter().all(|d| *d == 44),
+        "{before:?}"
+    );
+    assert!(
+        !after.is_empty() && after.iter().all(|d| *d == 10),
+        "{after:?}"
+    );
+}

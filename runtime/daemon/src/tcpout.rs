@@ -23,6 +23,8 @@ pub(crate) struct TcpOut {
     conn: Option<SecureWrite<std::net::TcpStream>>,
     /// The frames of the write being made (kept for the next one).
     out: Vec<u8>,
+    /// The TOS byte the connection sends with (its leg's packet class).
+    tos: u8,
 }
 
 /// How often a stalled TCP write checks whether its node is still wanted.
@@ -76,6 +78,8 @@ impl TcpOuts {
                     .map(|t| &t.bytes[..])
             };
             let conn = self.conns.entry(dest).or_insert_with(|| TcpOut::new(dest));
+            // The leg's class: one per destination of a forwarder.
+            conn.set_tos(first.priority.tos());
             if !conn.send_all(guard, frames(), || wanted(dest)) {
                 lost += frames().count() as u64;
             }
@@ -96,6 +100,26 @@ impl TcpOut {
             dest,
             conn: None,
             out: Vec::new(),
+            tos: 0,
+        }
+    }
+
+    /// Sends from now on with TOS byte `tos` (a class changed at run time
+    /// applies to the connection's next segment; the kernel also queues
+    /// them in the class's `pfifo_fast` band).
+    pub(crate) fn set_tos(&mut self, tos: u8) {
+        if tos == self.tos {
+            return;
+        }
+        self.tos = tos;
+        if let Some(c) = &self.conn {
+            Self::apply_tos(c.get_ref(), tos);
+        }
+    }
+
+    fn apply_tos(c: &std::net::TcpStream, tos: u8) {
+        if let Err(e) = tagwire_net::set_stream_tos(c, tos) {
+            tracing::warn!(error = %e, tos, "a TCP data connection keeps its packet class");
         }
     }
 
@@ -130,6 +154,9 @@ impl TcpOut {
             match connected {
                 Ok((c, session)) => {
                     let _ = tagwire_net::tune_link(&c);
+                    if self.tos != 0 {
+                        Self::apply_tos(&c, self.tos);
+                    }
                     let _ = c.set_write_timeout(Some(TCP_WRITE_POLL));
                     self.conn = Some(SecureWrite::new(c, session.map(|s| s.sender)));
                 }
@@ -273,6 +300,36 @@ mod tests {
         let got = late.join().unwrap();
         assert_eq!(&got[..4], &5u32.to_le_bytes());
         assert_eq!(&got[4..], b"hello");
+    }
+
+    #[test]
+    fn a_connection_sends_with_its_legs_class_and_follows_a_change() {
+        use tagwire_session::Class;
+        use tagwire_wire::Priority;
+        let guard = Guard::new(None, false, LO, 1);
+        let (dest, reader) = listen();
+        let t = |priority: Priority| Transmit {
+            priority,
+            dest,
+            carrier: Carrier::Tcp,
+            class: Class::Data,
+            bytes: b"x".to_vec().into(),
+        };
+        let mut outs = TcpOuts::default();
+        let tos = |outs: &TcpOuts| {
+            let c = outs.conns[&dest].conn.as_ref().expect("connected");
+            tagwire_net::stream_tos(c.get_ref()).unwrap()
+        };
+        // Classed before the connection exists: it connects classed.
+        assert_eq!(outs.send(&guard, &[t(Priority::Critical)], |_| true), 0);
+        assert_eq!(tos(&outs), Priority::Critical.tos());
+        // Changed at run time: the live connection follows.
+        assert_eq!(outs.send(&guard, &[t(Priority::Low)], |_| true), 0);
+        assert_eq!(tos(&outs), Priority::Low.tos());
+        assert_eq!(outs.send(&guard, &[t(Priority::Normal)], |_| true), 0);
+        assert_eq!(tos(&outs), 0);
+        drop(outs);
+        assert_eq!(reader.join().unwrap(), framed(&[b"x", b"x", b"x"]));
     }
 
     #[test]

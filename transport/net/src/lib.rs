@@ -179,12 +179,11 @@ fn steer(sock: &UdpSocket, replies: Option<[u8; 4]>) -> io::Result<()> {
 /// Sets socket option `name` at `level` to `value`, for the options
 /// `socket2` does not have.
 pub(crate) fn set_option<T>(
-    sock: &UdpSocket,
+    sock: &impl std::os::fd::AsRawFd,
     level: libc::c_int,
     name: libc::c_int,
     value: &T,
 ) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     // SAFETY: `value` is valid for reads of its size, and the descriptor
     // stays open while `sock` is borrowed.
     let r = unsafe {
@@ -330,9 +329,64 @@ pub fn tune_link(stream: &TcpStream) -> io::Result<()> {
     socket2::SockRef::from(stream).set_keepalive(true)
 }
 
+/// Gives a TCP connection's packets the TOS byte (IPv4) or traffic class
+/// (IPv6) `tos`, from its next segment on. The kernel also takes the
+/// socket's queueing priority from it (`rt_tos2priority`: the
+/// `pfifo_fast` band), as a classed datagram's per-send TOS does.
+pub fn set_stream_tos(stream: &TcpStream, tos: u8) -> io::Result<()> {
+    if stream.local_addr()?.is_ipv4() {
+        socket2::SockRef::from(stream).set_tos(u32::from(tos))
+    } else {
+        let v = libc::c_int::from(tos);
+        set_option(stream, libc::IPPROTO_IPV6, libc::IPV6_TCLASS, &v)
+    }
+}
+
+/// The TOS byte (IPv4) or traffic class (IPv6) `stream` sends with.
+pub fn stream_tos(stream: &TcpStream) -> io::Result<u8> {
+    if stream.local_addr()?.is_ipv4() {
+        Ok(socket2::SockRef::from(stream).tos()? as u8)
+    } else {
+        let mut v: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `v` and `len` are valid for writes of the sizes given,
+        // and the descriptor stays open while `stream` is borrowed.
+        let r = unsafe {
+            libc::getsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(stream),
+                libc::IPPROTO_IPV6,
+                libc::IPV6_TCLASS,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            Ok(v as u8)
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tcp_connection_takes_a_class_and_changes_it() {
+        for lo in ["127.0.0.1:0", "[::1]:0"] {
+            let Ok(l) = TcpListener::bind(lo) else {
+                println!("skipped {lo}: no such loopback here");
+                continue;
+            };
+            let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            assert_eq!(stream_tos(&c).unwrap(), 0);
+            set_stream_tos(&c, 0xb0).unwrap();
+            assert_eq!(stream_tos(&c).unwrap(), 0xb0, "{lo}");
+            set_stream_tos(&c, 0x28).unwrap();
+            assert_eq!(stream_tos(&c).unwrap(), 0x28, "{lo}");
+        }
+    }
 
     #[test]
     fn a_udp_socket_gets_buffers_and_an_address() {
