@@ -196,6 +196,40 @@ impl Lan {
         &self.hosts
     }
 
+    /// Makes the switch a router: every port leaves the bridge, the switch
+    /// forwards IPv4 between them (a route per host, proxy ARP so that the
+    /// hosts keep their one /24 and need no change) and has the subnet's
+    /// `.254` on each port. A forwarded packet's queueing priority is then
+    /// its TOS byte's (`rt_tos2priority`), so a shaped port
+    /// ([`Host::shape_htb_inbound`]) serves band 0 first, as a router that
+    /// honours DSCP does; a bridge would queue by whatever priority the
+    /// sending host gave it. Multicast is not routed: hosts find each
+    /// other by address. Call it before the hosts talk (their neighbour
+    /// caches are flushed). [`Host::link_down`] removes the port's route
+    /// and [`Host::link_up`] does not put it back: cut links on a bridged
+    /// LAN.
+    pub fn route(&self) -> Result<(), Error> {
+        let sw = self.switch.as_str();
+        sysctl(sw, "net/ipv4/ip_forward", "1")?;
+        let o = self
+            .hosts
+            .first()
+            .map_or([10, 200, 0, 0], |h| h.addr.octets());
+        let router = format!("{}.{}.{}.254/32", o[0], o[1], o[2]);
+        for h in &self.hosts {
+            ip(&["-n", sw, "link", "set", &h.port, "nomaster"])?;
+            ip(&["-n", sw, "addr", "add", &router, "dev", &h.port])?;
+            let to = format!("{}/32", h.addr);
+            ip(&["-n", sw, "route", "add", &to, "dev", &h.port])?;
+            sysctl(sw, &format!("net/ipv4/conf/{}/proxy_arp", h.port), "1")?;
+            // Answer at once: by default a proxy answer waits up to 0.8 s
+            // (`proxy_delay`), and everything sent meanwhile waits with it.
+            sysctl(sw, &format!("net/ipv4/neigh/{}/proxy_delay", h.port), "0")?;
+            ip(&["-n", &h.netns, "neigh", "flush", "all"])?;
+        }
+        Ok(())
+    }
+
     /// The name of the switch namespace, which holds the bridge `br0`.
     pub fn switch_netns(&self) -> &str {
         &self.switch
@@ -334,29 +368,23 @@ impl Host {
     /// each packet's band from its priority (the TOS byte's mapping, or
     /// `SO_PRIORITY`). Replaces any earlier shaping.
     pub fn shape_htb(&self, rate_bit_per_s: u64) -> Result<(), Error> {
-        let rate = format!("{rate_bit_per_s}bit");
-        let n = self.netns.as_str();
-        tc(&["-n", n, "qdisc", "del", "dev", ETH, "root"]).ok();
-        tc(&[
-            "-n", n, "qdisc", "add", "dev", ETH, "root", "handle", "1:", "htb", "default", "10",
-        ])?;
-        tc(&[
-            "-n", n, "class", "add", "dev", ETH, "parent", "1:", "classid", "1:10", "htb", "rate",
-            &rate, "ceil", &rate,
-        ])?;
-        tc(&[
-            "-n",
-            n,
-            "qdisc",
-            "add",
-            "dev",
-            ETH,
-            "parent",
-            "1:10",
-            "handle",
-            "10:",
-            "pfifo_fast",
-        ])
+        htb(&self.netns, ETH, rate_bit_per_s)
+    }
+
+    /// Limits what reaches this host to `rate_bit_per_s`, at the switch:
+    /// the same `htb` class and `pfifo_fast` leaf as [`Host::shape_htb`],
+    /// on the switch's port toward the host (congestion where several
+    /// hosts send to one). Bands follow each packet's priority there: on
+    /// a routed LAN ([`Lan::route`]) the router takes it from the TOS byte
+    /// as it forwards; a bridge leaves it as the sending host set it.
+    pub fn shape_htb_inbound(&self, rate_bit_per_s: u64) -> Result<(), Error> {
+        htb(&self.switch, &self.port, rate_bit_per_s)
+    }
+
+    /// Removes the shaping of [`Host::shape_htb_inbound`]; does nothing if
+    /// there is none.
+    pub fn unshape_inbound(&self) -> Result<(), Error> {
+        unshape(&self.switch, &self.port)
     }
 
     /// Bytes received so far on this host's `eth0` (its interface counter,
@@ -458,11 +486,7 @@ impl Host {
 
     /// Removes shaping set by [`Host::shape`]; does nothing if there is none.
     pub fn unshape(&self) -> Result<(), Error> {
-        match tc(&["-n", &self.netns, "qdisc", "del", "dev", ETH, "root"]) {
-            // tc's way of saying there is no root qdisc to delete.
-            Err(Error::Command { stderr, .. }) if stderr.contains("handle of zero") => Ok(()),
-            other => other,
-        }
+        unshape(&self.netns, ETH)
     }
 
     /// Sets up a freshly created host namespace and its veth pair.
@@ -620,6 +644,48 @@ fn probe() -> Option<String> {
             "cannot create a bridge in a network namespace: {err}"
         )),
     }
+}
+
+/// `dev`'s egress in namespace `ns` through an `htb` class of `rate`
+/// bit/s whose leaf is a `pfifo_fast` queue, replacing any root qdisc.
+fn htb(ns: &str, dev: &str, rate_bit_per_s: u64) -> Result<(), Error> {
+    let rate = format!("{rate_bit_per_s}bit");
+    tc(&["-n", ns, "qdisc", "del", "dev", dev, "root"]).ok();
+    tc(&[
+        "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10",
+    ])?;
+    tc(&[
+        "-n", ns, "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb", "rate",
+        &rate, "ceil", &rate,
+    ])?;
+    tc(&[
+        "-n",
+        ns,
+        "qdisc",
+        "add",
+        "dev",
+        dev,
+        "parent",
+        "1:10",
+        "handle",
+        "10:",
+        "pfifo_fast",
+    ])
+}
+
+/// Deletes `dev`'s root qdisc in `ns`; nothing if it has none.
+fn unshape(ns: &str, dev: &str) -> Result<(), Error> {
+    match tc(&["-n", ns, "qdisc", "del", "dev", dev, "root"]) {
+        // tc's way of saying there is no root qdisc to delete.
+        Err(Error::Command { stderr, .. }) if stderr.contains("handle of zero") => Ok(()),
+        other => other,
+    }
+}
+
+/// Writes `value` to `/proc/sys/<key>` inside namespace `ns`.
+fn sysctl(ns: &str, key: &str, value: &str) -> Result<(), Error> {
+    let script = format!("echo {value} > /proc/sys/{key}");
+    run("ip", &["netns", "exec", ns, "sh", "-c", &script])
 }
 
 fn ip(args: &[&str]) -> Result<(), Error> {

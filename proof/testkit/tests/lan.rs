@@ -133,6 +133,104 @@ fn shaping_installs_and_removes_a_token_bucket() {
     assert!(!qdisc().contains("tbf"), "{}", qdisc());
 }
 
+/// A routed LAN (`Lan::route`): hosts keep their addresses and reach each
+/// other through the router, which serves a shaped port's band 0 first by
+/// each packet's TOS byte. Host 1 floods host 2 through a 10 Mbit/s port
+/// (`shape_htb_inbound`) while host 0 sends probes of TOS 0xb0 (DSCP 44)
+/// and of TOS 0: the first pass the queue, the second wait in it.
+#[test]
+fn a_router_port_serves_band_0_first_when_two_hosts_send_to_a_third() {
+    if skipped() {
+        return;
+    }
+    let lan = Lan::new(3).unwrap();
+    lan.route().unwrap();
+    let (h0, h1, h2) = (lan.host(0), lan.host(1), lan.host(2));
+    h2.shape_htb_inbound(10_000_000).unwrap();
+    let to = SocketAddr::from((h2.addr(), 47_010));
+    let sink = in_host(h2, move || UdpSocket::bind(to));
+    let start = Instant::now();
+    // Each probe carries its kind and send time (µs since `start`).
+    let (flood, from1) = (Duration::from_millis(3000), h1.addr());
+    let flooder = h1
+        .spawn(move || {
+            let s = UdpSocket::bind((from1, 0)).unwrap();
+            let bulk = [0u8; 1400];
+            // About 1.15x the port's rate: its queue grows by ~130
+            // packets (~150 ms) a second.
+            while start.elapsed() < flood {
+                for _ in 0..10 {
+                    let _ = s.send_to(&bulk, to);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+        .unwrap();
+    let from0 = h0.addr();
+    let prober = h0
+        .spawn(move || {
+            let classed = |tos: u8| {
+                let s = UdpSocket::bind((from0, 0)).unwrap();
+                rustix::net::sockopt::set_ip_tos(&s, tos).unwrap();
+                s
+            };
+            let (critical, normal) = (classed(0xb0), classed(0));
+            std::thread::sleep(Duration::from_millis(1500));
+            for _ in 0..20 {
+                for (kind, s) in [(1u8, &critical), (2u8, &normal)] {
+                    let mut m = [kind; 16];
+                    m[8..].copy_from_slice(&(start.elapsed().as_micros() as u64).to_le_bytes());
+                    s.send_to(&m, to).unwrap();
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+        .unwrap();
+    // (A normal probe that finds the queue full is dropped: the probes
+    // that arrived are the figure; the flood ends, the queue drains.)
+    let mut waits: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+    while waits[0].len() < 20 || waits[1].len() < 20 {
+        let Some(m) = recv_within(&sink, Duration::from_secs(2)) else {
+            break;
+        };
+        if m.len() == 16 && (m[0] == 1 || m[0] == 2) {
+            let sent = u64::from_le_bytes(m[8..].try_into().unwrap());
+            waits[usize::from(m[0] - 1)].push(start.elapsed().as_micros() as u64 - sent);
+        }
+    }
+    prober.join().unwrap();
+    flooder.join().unwrap();
+    for w in &mut waits {
+        w.sort();
+    }
+    assert_eq!(waits[0].len(), 20, "critical probes lost");
+    assert!(
+        waits[1].len() >= 10,
+        "{} normal probes of 20 arrived",
+        waits[1].len()
+    );
+    let (critical, normal) = (waits[0][10], waits[1][waits[1].len() / 2]);
+    let worst = waits[0][19];
+    println!(
+        "through a full 10 Mbit/s router port: critical p50 {critical} us (max {worst}), \
+         normal p50 {normal} us"
+    );
+    // A full pfifo_fast band of 1400 B packets at 10 Mbit/s is ~1.1 ms a
+    // packet; hundreds wait ahead of a normal probe.
+    assert!(
+        normal >= 50_000,
+        "the flood did not fill the port's queue: {normal} us"
+    );
+    // Every critical probe, the slowest too, passes the queue.
+    assert!(
+        worst * 10 <= normal,
+        "critical max {worst} us, normal p50 {normal} us"
+    );
+    // Forwarded, not bridged: the router answers for the subnet's .254.
+    let routes = run_ok(Command::new("ip").args(["-n", lan.switch_netns(), "-4", "route"]));
+    assert!(routes.contains(&format!("{} dev", h2.addr())), "{routes}");
+}
+
 #[test]
 fn a_command_runs_inside_the_host() {
     if skipped() {
