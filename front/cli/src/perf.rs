@@ -232,10 +232,20 @@ enum Bench {
     },
     /// A 256 B request/reply channel beside a load channel through a
     /// shaped link (`htb` with a `pfifo_fast` leaf), its subscriptions
-    /// critical and normal (channel-prioritisation paper Figure 5a;
-    /// network namespaces; root).
+    /// critical and normal (channel-prioritisation paper Figures 5a and
+    /// 5b; network namespaces; root).
     Priority {
-        /// The shaped rate of the publishing host's egress: `50M` or bit/s.
+        /// `5a`: the congestion at the publishing host's egress, both
+        /// channels from host 0 to host 1. `5b`: at a router's port toward
+        /// host 2, where host 0's measured channel meets host 1's load.
+        #[arg(long, default_value = "5a", value_parser = str::parse::<tagwire_perf::priority::Figure>)]
+        figure: tagwire_perf::priority::Figure,
+        /// Every channel over TCP (`tagwire sub --tcp`); the floor a TCP
+        /// connection.
+        #[arg(long)]
+        tcp: bool,
+        /// The shaped rate (the publishing host's egress, or the router's
+        /// port): `50M` or bit/s.
         #[arg(long, default_value = "50M")]
         rate: String,
         /// Load levels, percent of the shaped rate (0: idle link).

@@ -361,6 +361,72 @@ fn priority_measures_a_critical_and_a_normal_channel_and_the_floor_beside_the_lo
     assert!(p50("tagwire normal") > 5.0 * p50("udp floor"), "{recs:?}");
 }
 
+/// Figure 5b over TCP: three hosts through a router whose port toward the
+/// third is shaped; host 0's measured channel meets host 1's load there.
+/// Overloaded, the normal channel waits behind the load's queue and the
+/// critical one passes it (the TCP floor beside it: the same).
+#[test]
+fn priority_5b_over_tcp_congests_a_router_where_two_hosts_send_to_a_third() {
+    if no_namespaces() {
+        return;
+    }
+    let recs = perf_named(
+        "priority-5b-tcp",
+        &[
+            "priority",
+            "--figure",
+            "5b",
+            "--tcp",
+            "--loads",
+            "0,120",
+            "--settle",
+            "0.5",
+            "--seconds",
+            "1",
+        ],
+    );
+    let cells: Vec<(&str, u64)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["system"].as_str().unwrap(),
+                r["load_pct"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // No Zenoh rows in 5b (its load runs in its prober's process).
+    let want = [
+        ("tagwire critical", 0),
+        ("tagwire normal", 0),
+        ("tcp floor", 0),
+        ("tagwire critical", 120),
+        ("tagwire normal", 120),
+        ("tcp floor", 120),
+    ];
+    assert_eq!(cells, want, "{recs:?}");
+    for r in &recs {
+        assert_eq!(
+            (r["figure"].as_str(), r["carrier"].as_str()),
+            (Some("5b"), Some("tcp"))
+        );
+        assert_eq!(r["load_lost"], 0, "{r}");
+        if r["load_pct"] == 120 {
+            let load = r["load_mbit_s"].as_f64().unwrap();
+            assert!(load > 30.0 && load < 50.0, "{r}");
+        }
+    }
+    let p50 = |system: &str| {
+        recs.iter()
+            .find(|r| r["system"] == system && r["load_pct"] == 120)
+            .map(|r| r["p50_us"][0].as_f64().unwrap())
+            .unwrap()
+    };
+    assert!(
+        p50("tagwire normal") > 3.0 * p50("tagwire critical"),
+        "{recs:?}"
+    );
+}
+
 #[test]
 fn pull_times_a_whole_history_beside_receiving_it() {
     let recs = perf(&["pull", "--count", "200", "--iters", "5"]);

@@ -567,9 +567,12 @@ pub fn priority_plot(
         }
     }
     apart(&mut series);
+    let title = records.first().map_or_else(String::new, |r| {
+        format!("Figure {} ({}): ", r.figure, r.carrier.to_uppercase())
+    }) + "round trip p99 beside a load through a shaped link";
     draw_chart(
         path,
-        "Round trip p99 beside a load through a shaped link",
+        &title,
         "load (% of the shaped rate)",
         "round trip p99 (µs)",
         &series,
@@ -801,6 +804,8 @@ mod tests {
         let rec =
             |system: &str, sched: &str, load: u32, p99: f64| crate::priority::PriorityRecord {
                 system: system.to_owned(),
+                figure: "5b".to_owned(),
+                carrier: "tcp".to_owned(),
                 load_pct: load,
                 rate_bit_per_s: 50_000_000,
                 reps: 3,

@@ -1,6 +1,16 @@
 //! `tagwire perf priority`: a measured request/reply channel beside a load
 //! channel through a shaped link, with and without a packet class (the
-//! channel-prioritisation paper's Figure 5a on this machine).
+//! channel-prioritisation paper's Figures 5a and 5b on this machine).
+//!
+//! **Figure 5b** ([`Figure::B`]) moves the congestion from the sending
+//! host's own link to a router where two hosts send to a third: the
+//! switch namespace routes (`Lan::route`), its port toward host 2 is the
+//! shaped `htb` class with a `pfifo_fast` leaf, the measured channel runs
+//! between hosts 0 and 2 and the load from host 1 to host 2. The router
+//! picks each packet's band from its TOS byte as it forwards. With
+//! [`Spec::tcp`] every subscription (measured and load) comes over TCP and
+//! the floor is a plain TCP connection. The description below is Figure
+//! 5a's.
 //!
 //! Two hosts in network namespaces; host 0's egress is an `htb` class of
 //! the given rate whose leaf is a `pfifo_fast` queue (three bands, band 0
@@ -62,15 +72,81 @@ pub struct Spec {
     /// daemons' threads (`SubscribeOptions::sched`).
     pub sched: Option<Sched>,
     /// The `tagwire-peers` binary, for the Zenoh rows (`None`: no Zenoh
-    /// rows).
+    /// rows). Figure 5a only: Zenoh's load runs in its prober's process,
+    /// on the prober's host.
     pub zenoh: Option<std::path::PathBuf>,
+    /// Where the link is congested.
+    pub figure: Figure,
+    /// Every subscription over TCP (`SubscribeOptions::tcp`), the floor a
+    /// TCP connection.
+    pub tcp: bool,
+}
+
+/// Where the shaped queue is: the channel-prioritisation paper's two
+/// set-ups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Figure {
+    /// Figure 5a: host 0's own egress; both channels from host 0 to 1.
+    #[default]
+    A,
+    /// Figure 5b: a router's port toward host 2; the measured channel
+    /// between hosts 0 and 2, the load from host 1 to 2.
+    B,
+}
+
+impl Figure {
+    /// Hosts the set-up needs.
+    pub fn hosts(self) -> usize {
+        match self {
+            Figure::A => 2,
+            Figure::B => 3,
+        }
+    }
+
+    /// Whether the hosts talk through a router rather than a bridge.
+    pub fn routed(self) -> bool {
+        self == Figure::B
+    }
+
+    /// The hosts of the prober, of the echo and load subscriber, and of
+    /// the load publisher.
+    fn ends(self) -> (usize, usize, usize) {
+        match self {
+            Figure::A => (0, 1, 0),
+            Figure::B => (0, 2, 1),
+        }
+    }
+
+    /// `5a` or `5b`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Figure::A => "5a",
+            Figure::B => "5b",
+        }
+    }
+}
+
+impl std::str::FromStr for Figure {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "5a" | "a" => Ok(Figure::A),
+            "5b" | "b" => Ok(Figure::B),
+            other => Err(format!("a figure is 5a or 5b, not {other:?}")),
+        }
+    }
 }
 
 /// One cell's runs: one system and load.
 #[derive(Debug, Clone, Serialize)]
 pub struct PriorityRecord {
-    /// `tagwire critical` or `tagwire normal`.
+    /// `tagwire critical`, `tagwire normal`, the floor or a Zenoh row.
     pub system: String,
+    /// The set-up: `5a` (congested at the sending host) or `5b` (at a
+    /// router where two hosts send to a third).
+    pub figure: String,
+    /// What carries the tagwire channels and the floor: `udp` or `tcp`.
+    pub carrier: String,
     /// Offered load, percent of the shaped rate.
     pub load_pct: u32,
     /// The shaped rate, bit/s.
@@ -119,9 +195,10 @@ struct Run {
 enum Probe {
     /// Two tagwire tags whose subscriptions have this class.
     Tagwire(Priority),
-    /// A plain UDP socket per host with the critical class's TOS, beside
-    /// the same load: the floor this machine puts under the prioritised
-    /// channel (the same namespaces, link, queue, hogs and thread policy).
+    /// A plain UDP socket per host (a TCP connection with
+    /// [`Spec::tcp`]) with the critical class's TOS, beside the same load:
+    /// the floor this machine puts under the prioritised channel (the same
+    /// namespaces, link, queue, hogs and thread policy).
     Floor,
     /// Zenoh's request/reply at `Priority::RealTime` beside its own load
     /// at the default priority, in the same namespaces (`zenoh-prio-ping`
@@ -141,13 +218,22 @@ fn systems(spec: &Spec) -> Vec<(&'static str, Probe)> {
     let mut v = vec![
         ("tagwire critical", Probe::Tagwire(Priority::Critical)),
         ("tagwire normal", Probe::Tagwire(Priority::Normal)),
-        ("udp floor", Probe::Floor),
+        (floor_name(spec), Probe::Floor),
     ];
-    if spec.zenoh.is_some() {
+    if spec.zenoh.is_some() && spec.figure == Figure::A {
         v.push(("zenoh realtime", Probe::Zenoh { own_link: false }));
         v.push(("zenoh rt own link", Probe::Zenoh { own_link: true }));
     }
     v
+}
+
+/// The floor's row: `udp floor` or `tcp floor`.
+fn floor_name(spec: &Spec) -> &'static str {
+    if spec.tcp {
+        "tcp floor"
+    } else {
+        "udp floor"
+    }
 }
 
 /// The thread policy of a system's probe: the prioritised channel's and
@@ -183,9 +269,24 @@ pub fn priority(
     spec: &Spec,
     mut progress: impl FnMut(&str),
 ) -> anyhow::Result<Vec<PriorityRecord>> {
-    site.host(0)
-        .shape_htb(spec.rate)
-        .context("shaping host 0's link (tc htb + pfifo_fast)")?;
+    if site.hosts() < spec.figure.hosts() {
+        bail!(
+            "Figure {} needs {} hosts, the site has {}",
+            spec.figure.name(),
+            spec.figure.hosts(),
+            site.hosts()
+        );
+    }
+    match spec.figure {
+        Figure::A => site
+            .host(0)
+            .shape_htb(spec.rate)
+            .context("shaping host 0's link (tc htb + pfifo_fast)")?,
+        Figure::B => site
+            .host(2)
+            .shape_htb_inbound(spec.rate)
+            .context("shaping the router's port toward host 2 (tc htb + pfifo_fast)")?,
+    }
     let stop = AtomicBool::new(false);
     let result = std::thread::scope(|s| {
         for _ in 0..spec.hogs {
@@ -200,7 +301,10 @@ pub fn priority(
         stop.store(true, Ordering::Relaxed);
         r
     });
-    site.host(0).unshape()?;
+    match spec.figure {
+        Figure::A => site.host(0).unshape()?,
+        Figure::B => site.host(2).unshape_inbound()?,
+    }
     result
 }
 
@@ -259,7 +363,9 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
     if let Probe::Zenoh { own_link } = probe {
         return zenoh_cell(site, spec, load, own_link);
     }
-    let (c0, c1) = (site.client(0)?, site.client(1)?);
+    let (prober, sink, source) = spec.figure.ends();
+    let (c0, c1) = (site.client(prober)?, site.client(sink)?);
+    let c_load = site.client(source)?;
     let base = format!("/perf/priority/{id}-{}", std::process::id());
     let (ping, pong, bulk) = (
         format!("{base}/ping"),
@@ -276,7 +382,8 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
     };
     c0.create_tag(&ping, Domain::Global)?;
     c1.create_tag(&pong, Domain::Global)?;
-    let classed = SubscribeOptions::default().priority(class).sched(sched);
+    let carried = |o: SubscribeOptions| if spec.tcp { o.tcp() } else { o };
+    let classed = carried(SubscribeOptions::default().priority(class).sched(sched));
     let mut channel = Channel {
         ping_sub: c1.subscribe(&ping, classed)?,
         pong_sub: c0.subscribe(&pong, classed)?,
@@ -285,11 +392,11 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
     };
     wait_known(&c0, &ping)?;
     wait_known(&c1, &pong)?;
-    c0.create_tag(&bulk, Domain::Global)?;
-    let mut load_sub = c1.subscribe(&bulk, SubscribeOptions::default())?;
-    let mut load_pub = c0.publisher(&bulk)?;
+    c_load.create_tag(&bulk, Domain::Global)?;
+    let mut load_sub = c1.subscribe(&bulk, carried(SubscribeOptions::default()))?;
+    let mut load_pub = c_load.publisher(&bulk)?;
     load_pub.set_send_timeout(Duration::from_secs(30));
-    wait_known(&c0, &bulk)?;
+    wait_known(&c_load, &bulk)?;
     let done = AtomicBool::new(false);
     let load_bytes = Arc::new(AtomicU64::new(0));
     let result = std::thread::scope(|s| -> anyhow::Result<Run> {
@@ -364,6 +471,7 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
                     };
                     round_trips(spec, &mut round_trip, &load_bytes)
                 }),
+            None if spec.tcp => tcp_floor(site, spec, sched, &load_bytes),
             None => udp_floor(site, spec, sched, &load_bytes),
         };
         let back = tagwire::set_thread_sched(Sched::default());
@@ -383,7 +491,7 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
     drop((channel, load_pub));
     let _ = c0.destroy_tag(&ping);
     let _ = c1.destroy_tag(&pong);
-    let _ = c0.destroy_tag(&bulk);
+    let _ = c_load.destroy_tag(&bulk);
     result
 }
 
@@ -405,10 +513,11 @@ fn udp_floor(
         Ok(s)
     };
     let done = Arc::new(AtomicBool::new(false));
-    let (addr0, addr1) = (site.host(0).addr(), site.host(1).addr());
+    let (a, b, _) = spec.figure.ends();
+    let (addr0, addr1) = (site.host(a).addr(), site.host(b).addr());
     let (port_tx, port_rx) = std::sync::mpsc::channel();
     let stop = done.clone();
-    let echo = site.host(1).spawn(move || -> anyhow::Result<()> {
+    let echo = site.host(b).spawn(move || -> anyhow::Result<()> {
         tagwire::set_thread_sched(sched)?;
         let s = classed(addr1)?;
         port_tx.send(s.local_addr()?)?;
@@ -425,7 +534,7 @@ fn udp_floor(
         .context("the floor's echo did not start")?;
     let (spec, load_bytes) = (spec.clone(), load_bytes.clone());
     let prober = site
-        .host(0)
+        .host(a)
         .spawn(move || -> anyhow::Result<(Vec<f64>, f64)> {
             tagwire::set_thread_sched(sched)?;
             let s = classed(addr0)?;
@@ -437,6 +546,95 @@ fn udp_floor(
                     Ok(_) => Ok(()),
                     Err(e) => bail!("no reply within 5 s: {e}"),
                 }
+            };
+            round_trips(&spec, &mut round_trip, &load_bytes)
+        })?;
+    let probed = joined(prober.join(), "floor prober");
+    done.store(true, Ordering::Relaxed);
+    joined(echo.join(), "floor echo")?;
+    probed
+}
+
+/// The TCP floor's round trips: as [`udp_floor`], over one TCP connection
+/// (no Nagle delay) whose two ends carry the critical class's TOS.
+fn tcp_floor(
+    site: &Site,
+    spec: &Spec,
+    sched: Sched,
+    load_bytes: &Arc<AtomicU64>,
+) -> anyhow::Result<(Vec<f64>, f64)> {
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+    let tos = Priority::Critical.tos();
+    let classed = move |c: &TcpStream| -> std::io::Result<()> {
+        c.set_nodelay(true)?;
+        rustix::net::sockopt::set_ip_tos(c, tos)?;
+        Ok(())
+    };
+    let done = Arc::new(AtomicBool::new(false));
+    let (a, b, _) = spec.figure.ends();
+    let addr1 = site.host(b).addr();
+    let (port_tx, port_rx) = std::sync::mpsc::channel();
+    let (stop, size) = (done.clone(), spec.probe_size);
+    let echo = site.host(b).spawn(move || -> anyhow::Result<()> {
+        tagwire::set_thread_sched(sched)?;
+        let l = TcpListener::bind(SocketAddr::from((addr1, 0)))?;
+        port_tx.send(l.local_addr()?)?;
+        // (Not blocking: a prober that never connects must not hold the
+        // echo forever.)
+        l.set_nonblocking(true)?;
+        let mut c = loop {
+            match l.accept() {
+                Ok((c, _)) => break c,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if stop.load(Ordering::Relaxed) {
+                        return Ok(());
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        c.set_nonblocking(false)?;
+        classed(&c)?;
+        c.set_read_timeout(Some(Duration::from_millis(100)))?;
+        let mut buf = vec![0u8; size];
+        let mut have = 0;
+        while !stop.load(Ordering::Relaxed) {
+            match c.read(&mut buf[have..]) {
+                Ok(0) => break,
+                Ok(n) => have += n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) => return Err(e.into()),
+            }
+            if have == size {
+                c.write_all(&buf)?;
+                have = 0;
+            }
+        }
+        Ok(())
+    })?;
+    let to = port_rx
+        .recv_timeout(Duration::from_secs(5))
+        .context("the floor's echo did not start")?;
+    let (spec, load_bytes) = (spec.clone(), load_bytes.clone());
+    let prober = site
+        .host(a)
+        .spawn(move || -> anyhow::Result<(Vec<f64>, f64)> {
+            tagwire::set_thread_sched(sched)?;
+            // (From host a's one address: its namespace has no other.)
+            let mut c = TcpStream::connect_timeout(&to, Duration::from_secs(5))?;
+            classed(&c)?;
+            c.set_read_timeout(Some(Duration::from_secs(5)))?;
+            let mut buf = vec![0u8; spec.probe_size];
+            let mut round_trip = |payload: &[u8]| -> anyhow::Result<()> {
+                c.write_all(payload)?;
+                c.read_exact(&mut buf)
+                    .map_err(|e| anyhow::anyhow!("no reply within 5 s: {e}"))
             };
             round_trips(&spec, &mut round_trip, &load_bytes)
         })?;
@@ -552,6 +750,8 @@ fn record(system: &str, load: u32, spec: &Spec, sched: Sched, runs: &[Run]) -> P
     let spread = |f: fn(&Run) -> f64| spread(&runs.iter().map(f).collect::<Vec<_>>());
     PriorityRecord {
         system: system.to_owned(),
+        figure: spec.figure.name().to_owned(),
+        carrier: if spec.tcp { "tcp" } else { "udp" }.to_owned(),
         load_pct: load,
         rate_bit_per_s: spec.rate,
         reps: runs.len(),
@@ -572,7 +772,10 @@ fn record(system: &str, load: u32, spec: &Spec, sched: Sched, runs: &[Run]) -> P
 /// The records as a table, then the bars' ratios: each system's p99 over
 /// the critical channel's unloaded p50, and normal ÷ critical per load.
 pub fn table(records: &[PriorityRecord]) -> String {
-    let mut out = String::from(
+    let mut out = records.first().map_or_else(String::new, |r| {
+        format!("Figure {} over {}\n", r.figure, r.carrier.to_uppercase())
+    });
+    out.push_str(
         "system            sched     load  load Mbit/s  mean us (min-max)      std us      p50 us (min-max)       p99 us (min-max)         p99.9 us   max us  RTs   lost\n",
     );
     for r in records {
@@ -604,8 +807,12 @@ pub fn table(records: &[PriorityRecord]) -> String {
             .find(|r| r.system == system && r.load_pct == load)
     };
     let idle = find("tagwire critical", 0).map(|r| r.p50_us[0]);
-    let floor_idle = find("udp floor", 0).map(|r| r.p50_us[0]);
-    out += "\nper load: critical p99 / critical unloaded p50 (the bar: <= 2), the same for the UDP floor \
+    let floor_system = match records.iter().any(|r| r.system == "tcp floor") {
+        true => "tcp floor",
+        false => "udp floor",
+    };
+    let floor_idle = find(floor_system, 0).map(|r| r.p50_us[0]);
+    out += "\nper load: critical p99 / critical unloaded p50 (the bar: <= 2), the same for the floor \
             (what this machine allows), critical p99 / floor p99, normal p99 / critical p99, mean and std \
             critical / normal; with Zenoh: critical p99 / Zenoh's p99 on a link of its own (bar <= 1) and \
             on its shared link (bar <= 0.5)\n";
@@ -614,7 +821,7 @@ pub fn table(records: &[PriorityRecord]) -> String {
         let Some(n) = find("tagwire normal", r.load_pct) else {
             continue;
         };
-        let floor = find("udp floor", r.load_pct);
+        let floor = find(floor_system, r.load_pct);
         out += &format!(
             "{:>3} %  critical p99/idle p50 {:>7.2}  floor p99/idle p50 {:>7.2}  critical/floor p99 {:>6.2}  \
              normal/critical p99 {:>7.2}  mean {:.3}  std {:.3}\n",

@@ -78,10 +78,30 @@ impl Site {
         cpus: Option<(usize, usize)>,
         pacing: Option<PacerConfig>,
     ) -> anyhow::Result<Site> {
+        Self::build(hosts, false, key, cpus, pacing)
+    }
+
+    /// [`Site::with_key`] without a key, the hosts joined by a router
+    /// instead of a bridge (`Lan::route`: a shaped port there queues by
+    /// the packets' DSCP).
+    pub fn routed(hosts: usize, cpus: Option<(usize, usize)>) -> anyhow::Result<Site> {
+        Self::build(hosts, true, None, cpus, None)
+    }
+
+    fn build(
+        hosts: usize,
+        routed: bool,
+        key: Option<DomainKey>,
+        cpus: Option<(usize, usize)>,
+        pacing: Option<PacerConfig>,
+    ) -> anyhow::Result<Site> {
         if let Some(reason) = tagwire_testkit::skip_reason() {
             bail!("the multi-host benchmarks need network namespaces: {reason}");
         }
         let lan = Lan::new(hosts).context("building the test hosts")?;
+        if routed {
+            lan.route().context("making the switch a router")?;
+        }
         let dir = std::env::temp_dir().join(format!(
             "tagwire-perf-site-{}-{}{}",
             std::process::id(),

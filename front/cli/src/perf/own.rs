@@ -101,7 +101,10 @@ pub(super) fn napa(a: &Args) -> anyhow::Result<()> {
 }
 
 pub(super) fn priority(a: &Args) -> anyhow::Result<()> {
+    use tagwire_perf::priority::Figure;
     let Bench::Priority {
+        figure,
+        tcp,
         rate,
         loads,
         load_size,
@@ -132,19 +135,33 @@ pub(super) fn priority(a: &Args) -> anyhow::Result<()> {
                 .inspect_err(|why| eprintln!("perf priority: no Zenoh rows: {why}"))
                 .ok(),
         },
+        figure: *figure,
+        tcp: *tcp,
     };
-    let site = remote::Site::with_net(2, None, parse_pin(&a.pin)?, None)?;
+    if spec.zenoh.is_some() && *figure == Figure::B {
+        eprintln!("perf priority: no Zenoh rows in Figure 5b (its load runs on the prober's host)");
+    }
+    let pin = parse_pin(&a.pin)?;
+    let site = match figure.routed() {
+        true => remote::Site::routed(figure.hosts(), pin)?,
+        false => remote::Site::with_net(figure.hosts(), None, pin, None)?,
+    };
     let records = tagwire_perf::priority::priority(&site, &spec, |line| {
         eprintln!("perf priority: {line}");
     })?;
     drop(site);
+    // Figure 5a over UDP keeps the plain name.
+    let name = match (figure, tcp) {
+        (Figure::A, false) => "priority".to_owned(),
+        (f, tcp) => format!("priority-{}{}", f.name(), if *tcp { "-tcp" } else { "" }),
+    };
     save(
         a,
-        "priority",
+        &name,
         &report::json_lines(&records)?,
         &tagwire_perf::priority::table(&records),
     )?;
-    let png = a.out.join("priority.png");
+    let png = a.out.join(format!("{name}.png"));
     match tagwire_perf::plot::priority_plot(&png, &records) {
         Ok(()) => eprintln!("perf: chart in {}", png.display()),
         Err(e) => eprintln!("perf: no plot: {e:#}"),
