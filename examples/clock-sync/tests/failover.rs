@@ -1,0 +1,278 @@
+//! The clock-synchronisation example through master failures, on three
+//! hosts (network namespaces, a daemon each): masters of rank 0, 1, 2 on
+//! hosts 0, 1, 2; four slaves, one on host 0, two on host 1, one on host
+//! 2. Faults: the answering master killed (SIGKILL) and started again,
+//! ten times in a row; host 0's link cut and restored, three times. Each
+//! slave must get every request answered, never wait longer than two
+//! heartbeat periods between replies, keep its clock within the stated
+//! bound, and in the end hear one master only.
+//!
+//! Needs root (network namespaces): without it each test prints
+//! `skipped: <reason>` and passes; `.ci/run` runs it as root.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tagwire_perf::remote::Site;
+
+/// When the test began (for the role changes it prints).
+static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+const HEARTBEAT: Duration = Duration::from_millis(100);
+/// The longest a slave may wait between replies.
+const MAX_GAP: Duration = Duration::from_millis(200);
+/// The clock error a slave must stay within (see the example's README:
+/// half its least round trip plus the masters' disagreement, both well
+/// under a millisecond between namespaces here).
+const MAX_ERROR_US: u64 = 2000;
+
+/// (id, rank, host) of each master; (id, host) of each slave.
+const MASTERS: [(u32, u32, usize); 3] = [(1, 0, 0), (2, 1, 1), (3, 2, 2)];
+const SLAVES: [(u32, usize); 4] = [(1, 0), (2, 1), (3, 1), (4, 2)];
+
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// SIGKILL the answering master, start it again.
+    Kill,
+    /// Cut host 0's link (the rank-0 master's), restore it.
+    LinkDown,
+}
+
+/// A running master and the lines it printed.
+struct MasterProc {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+fn start_master(site: &Site, variant: &str, (id, rank, host): (u32, u32, usize)) -> MasterProc {
+    let mut child = site
+        .host(host)
+        .command(env!("CARGO_BIN_EXE_clock-master"))
+        .args(["--id", &id.to_string(), "--rank", &rank.to_string()])
+        .args(["--variant", variant, "--heartbeat-ms"])
+        .arg(HEARTBEAT.as_millis().to_string())
+        .env("TAGWIRE_SOCKET", site.socket(host))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let out = child.stdout.take().unwrap();
+    let keep = lines.clone();
+    let t0 = *EPOCH.get_or_init(Instant::now);
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            if l.starts_with("ROLE ") {
+                println!("{:>8.3} s master {id}: {l}", t0.elapsed().as_secs_f64());
+            }
+            keep.lock().unwrap().push(l);
+        }
+    });
+    MasterProc { child, lines }
+}
+
+impl MasterProc {
+    /// Whether its last role line says it answers.
+    fn active(&self) -> bool {
+        let lines = self.lines.lock().unwrap();
+        lines
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("ROLE "))
+            .map(String::as_str)
+            == Some("ROLE active")
+    }
+
+    /// Its last status line.
+    fn status(&self) -> String {
+        let lines = self.lines.lock().unwrap();
+        lines
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("STATUS "))
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// The value of `key=` in a `RESULT` or `STATUS` line.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key).and_then(|w| w.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+}
+
+fn num(line: &str, key: &str) -> i64 {
+    field(line, key).parse().unwrap()
+}
+
+fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn run(variant: &str, fault: Fault, cycles: usize) {
+    if let Some(reason) = tagwire_testkit::skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let site = Site::new(3).unwrap();
+    let mut masters: Vec<MasterProc> = MASTERS
+        .iter()
+        .map(|m| start_master(&site, variant, *m))
+        .collect();
+    // The rank-0 master answers once it has settled.
+    wait_until("master 1 answers", Duration::from_secs(10), || {
+        masters[0].active()
+    });
+    let cycle = match fault {
+        Fault::Kill => Duration::from_millis(1400),
+        Fault::LinkDown => Duration::from_millis(3000),
+    };
+    let seconds = 1.5 + cycle.as_secs_f64() * cycles as f64 + 1.5;
+    let slaves: Vec<Child> = SLAVES
+        .iter()
+        .map(|(id, host)| {
+            site.host(*host)
+                .command(env!("CARGO_BIN_EXE_clock-slave"))
+                .args([
+                    "--id",
+                    &id.to_string(),
+                    "--variant",
+                    variant,
+                    "--heartbeat-ms",
+                ])
+                .arg(HEARTBEAT.as_millis().to_string())
+                .args(["--seconds", &seconds.to_string()])
+                .env("TAGWIRE_SOCKET", site.socket(*host))
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut killed = Vec::new();
+    for i in 0..cycles {
+        let t = Instant::now();
+        match fault {
+            Fault::Kill => {
+                // Handshake: the answering master. Ownership: the
+                // strongest, rank 0 (back after each kill).
+                let which = match variant {
+                    "ownership" => 0,
+                    _ => (0..masters.len())
+                        .find(|m| masters[*m].active())
+                        .expect("an answering master"),
+                };
+                masters[which].child.kill().unwrap();
+                masters[which].child.wait().unwrap();
+                killed.push(MASTERS[which].0);
+                std::thread::sleep(Duration::from_millis(600));
+                let others = (0..masters.len()).filter(|m| *m != which);
+                assert_eq!(
+                    others.clone().filter(|m| masters[*m].active()).count(),
+                    1,
+                    "cycle {i}: one master answers after master {} died",
+                    MASTERS[which].0
+                );
+                masters[which] = start_master(&site, variant, MASTERS[which]);
+            }
+            Fault::LinkDown => {
+                let t0 = *EPOCH.get_or_init(Instant::now);
+                println!("{:>8.3} s host 0's link down", t0.elapsed().as_secs_f64());
+                site.host(0).link_down().unwrap();
+                std::thread::sleep(Duration::from_millis(1200));
+                site.host(0).link_up().unwrap();
+                println!("{:>8.3} s host 0's link up", t0.elapsed().as_secs_f64());
+            }
+        }
+        if let Some(rest) = cycle.checked_sub(t.elapsed()) {
+            std::thread::sleep(rest);
+        }
+    }
+    let results: Vec<String> = slaves
+        .into_iter()
+        .map(|s| {
+            let o = s.wait_with_output().unwrap();
+            assert!(
+                o.status.success(),
+                "a slave failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .find(|l| l.starts_with("RESULT "))
+                .expect("a RESULT line")
+                .to_owned()
+        })
+        .collect();
+    let statuses: Vec<String> = masters.iter().map(MasterProc::status).collect();
+    for (m, (id, _, _)) in masters.iter_mut().zip(MASTERS) {
+        assert!(m.child.try_wait().unwrap().is_none(), "master {id} exited");
+    }
+    let answering: Vec<u32> = (0..masters.len())
+        .filter(|m| masters[*m].active())
+        .map(|m| MASTERS[m].0)
+        .collect();
+    for m in &mut masters {
+        let _ = m.child.kill();
+        let _ = m.child.wait();
+    }
+    println!("{variant} {fault:?} x{cycles}; killed in turn: {killed:?}");
+    for r in &results {
+        println!("{r}");
+    }
+    for s in &statuses {
+        println!("{s}");
+    }
+    if variant == "handshake" {
+        assert_eq!(
+            answering.len(),
+            1,
+            "answering masters at the end: {answering:?}"
+        );
+    }
+    for r in &results {
+        assert_eq!(num(r, "unanswered"), 0, "{r}");
+        assert!(num(r, "replies") >= num(r, "requests") * 9 / 10, "{r}");
+        let gap = Duration::from_micros(num(r, "max_gap_us") as u64);
+        assert!(gap <= MAX_GAP, "gap {gap:?}: {r}");
+        assert!(num(r, "max_error_us") as u64 <= MAX_ERROR_US, "{r}");
+        // One master answers at the end, the same for every slave.
+        assert_eq!(
+            field(r, "last_second"),
+            field(&results[0], "last_second"),
+            "{r}"
+        );
+        assert!(!field(r, "last_second").contains(','), "{r}");
+    }
+    if variant == "handshake" {
+        assert_eq!(field(&results[0], "last_second"), answering[0].to_string());
+    }
+}
+
+#[test]
+fn handshake_ten_kills_of_the_answering_master_in_a_row() {
+    run("handshake", Fault::Kill, 10);
+}
+
+#[test]
+fn handshake_the_answering_masters_link_cut_three_times() {
+    run("handshake", Fault::LinkDown, 3);
+}
+
+#[test]
+fn ownership_ten_kills_of_the_strongest_master_in_a_row() {
+    run("ownership", Fault::Kill, 10);
+}
+
+#[test]
+fn ownership_the_strongest_masters_link_cut_three_times() {
+    run("ownership", Fault::LinkDown, 3);
+}
