@@ -1,0 +1,90 @@
+//! The commands' consumer, which knows nothing of upgrades: it checks that
+//! every cycle comes once and in order and measures the gaps, and after
+//! `--after` commands of build `--until-build` (or `--seconds`) prints one
+//! `RESULT` line.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use tagwire::{Client, Domain, SubscribeOptions};
+use tagwire_example_hot_upgrade::{Command, COMMAND_TAG};
+
+#[derive(Parser)]
+#[command(about = "The consumer of the hot-upgrade example")]
+struct Args {
+    /// Stop once this build has published `--after` commands.
+    #[arg(long)]
+    until_build: Option<u32>,
+    /// See `--until-build`.
+    #[arg(long, default_value_t = 50)]
+    after: u64,
+    /// Stop after this long whatever happened.
+    #[arg(long, default_value_t = 120.0)]
+    seconds: f64,
+}
+
+fn main() -> anyhow::Result<()> {
+    let a = Args::parse();
+    let tw = Client::connect()?;
+    tw.create_tag(COMMAND_TAG, Domain::Global)?;
+    let mut sub = tw.subscribe(COMMAND_TAG, SubscribeOptions::default())?;
+    println!("READY");
+    let end = Instant::now() + Duration::from_secs_f64(a.seconds);
+    let (mut got, mut lost, mut duplicated, mut reordered, mut reported) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut last: Option<(u64, Instant)> = None;
+    let (mut max_gap, mut max_gap_at) = (Duration::ZERO, 0u64);
+    let mut builds: Vec<u32> = Vec::new();
+    let mut last_build_count = 0u64;
+    let mut seen = BTreeSet::new();
+    while Instant::now() < end {
+        let m = match sub.receive(Some(Duration::from_millis(200))) {
+            Ok(m) => m,
+            Err(tagwire::Error::Timeout) => continue,
+            Err(tagwire::Error::Overflowed { lost: n }) => {
+                reported += n;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let now = Instant::now();
+        let Some(c) = Command::decode(&m.payload) else {
+            continue;
+        };
+        got += 1;
+        if !seen.insert(c.cycle) {
+            duplicated += 1;
+            continue;
+        }
+        if let Some((prev, at)) = last {
+            if c.cycle < prev {
+                reordered += 1;
+            } else {
+                lost += c.cycle - prev - 1;
+                if now - at > max_gap {
+                    (max_gap, max_gap_at) = (now - at, c.cycle);
+                }
+            }
+        }
+        last = Some((c.cycle, now));
+        if builds.last() != Some(&c.build) {
+            builds.push(c.build);
+        }
+        if Some(c.build) == a.until_build {
+            last_build_count += 1;
+            if last_build_count >= a.after {
+                break;
+            }
+        }
+    }
+    let order: Vec<String> = builds.iter().map(u32::to_string).collect();
+    println!(
+        "RESULT commands={got} lost={lost} duplicated={duplicated} reordered={reordered} reported_lost={reported} \
+         max_gap_us={} max_gap_cycle={max_gap_at} last_cycle={} builds={}",
+        max_gap.as_micros(),
+        last.map_or(0, |l| l.0),
+        order.join(","),
+    );
+    Ok(())
+}
