@@ -9,7 +9,7 @@
 //! [`UPGRADE_TAG`]; the running one answers with the cycle at which the
 //! new one takes over, publishes every command before that cycle, then
 //! hands its state over and stops; the new one publishes from that cycle
-//! on, one period after it got the state. The consumer of the commands is
+//! on, keeping the old one's schedule. The consumer of the commands is
 //! not told: it sees every cycle once, in order, without a longer gap
 //! than usual.
 //!
@@ -64,6 +64,10 @@ pub enum Upgrade {
         at: u64,
         /// The controller's state after cycle `at - 1`.
         state: f64,
+        /// How long after this message cycle `at` is due on the old
+        /// build's schedule, µs: the new build keeps the schedule, late
+        /// only by this message's way to it.
+        lead_us: u32,
     },
 }
 
@@ -121,12 +125,14 @@ impl Upgrade {
                 to,
                 at,
                 state,
+                lead_us,
             } => {
                 let mut v = vec![LAST];
                 v.extend(from.to_le_bytes());
                 v.extend(to.to_le_bytes());
                 v.extend(at.to_le_bytes());
                 v.extend(state.to_le_bytes());
+                v.extend(lead_us.to_le_bytes());
                 v
             }
         }
@@ -148,6 +154,7 @@ impl Upgrade {
                 to: u32::from_le_bytes(take(&mut b)?),
                 at: u64::from_le_bytes(take(&mut b)?),
                 state: f64::from_le_bytes(take(&mut b)?),
+                lead_us: u32::from_le_bytes(take(&mut b)?),
             },
             _ => return None,
         };
@@ -283,13 +290,22 @@ impl Controller {
                 self.give_up = Some(now + self.period * (2 * self.notice as u32 + 2));
                 Vec::new()
             }
-            (Upgrade::Last { to, at, state, .. }, Phase::Joining { at: mine })
-                if to == self.build && at == mine =>
-            {
+            (
+                Upgrade::Last {
+                    to,
+                    at,
+                    state,
+                    lead_us,
+                    ..
+                },
+                Phase::Joining { at: mine },
+            ) if to == self.build && at == mine => {
                 self.state = state;
                 self.phase = Phase::Running { until: None };
                 self.next = at;
-                self.due = now + self.period;
+                // On the old build's schedule (at most a period ahead).
+                let lead = Duration::from_micros(u64::from(lead_us)).min(self.period);
+                self.due = now + lead;
                 Vec::new()
             }
             _ => Vec::new(),
@@ -331,11 +347,13 @@ impl Controller {
             // The last cycle before the successor's: hand the state over
             // as soon as its command is out, and stop.
             if let Some((at, to)) = until.filter(|(at, _)| self.next >= *at) {
+                let lead = self.due.saturating_duration_since(now);
                 out.push(Out::Say(Upgrade::Last {
                     from: self.build,
                     to,
                     at,
                     state: self.state,
+                    lead_us: lead.as_micros().min(u128::from(u32::MAX)) as u32,
                 }));
                 out.push(Out::Exit);
                 self.phase = Phase::Done;

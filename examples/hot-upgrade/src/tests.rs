@@ -31,6 +31,7 @@ fn messages_decode_to_themselves_and_garbage_to_nothing() {
             to: 4,
             at: 77,
             state: 0.25,
+            lead_us: 9000,
         },
     ] {
         let b = m.encode();

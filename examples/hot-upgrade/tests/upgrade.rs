@@ -13,6 +13,11 @@ use std::time::Duration;
 
 const PERIOD_MS: u64 = 10;
 const UPGRADES: u32 = 20;
+/// The controllers, the sensor and the consumer run at a real-time policy
+/// where permitted (as root: CI), as a plant's would: on two cores, a new
+/// build's start-up otherwise delays the running one's cycles by
+/// milliseconds.
+const SCHED: &str = "fifo:30";
 
 /// Where each process runs: a daemon socket, and how to start a program
 /// there (plain, or inside a namespace).
@@ -79,12 +84,14 @@ fn field(line: &str, key: &str) -> u64 {
 fn upgrade_in_a_row(places: &[Place], consumer: &Place) {
     let mut sensor = places[0]
         .command(env!("CARGO_BIN_EXE_plant-sensor"))
+        .args(["--sched", SCHED])
         .spawn()
         .unwrap();
     let last = UPGRADES + 1;
     let mut cons = consumer
         .command(env!("CARGO_BIN_EXE_plant-consumer"))
         .args(["--until-build", &last.to_string(), "--after", "50"])
+        .args(["--sched", SCHED])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

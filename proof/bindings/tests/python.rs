@@ -75,8 +75,10 @@ fn the_python_suite_passes_under_pytest() {
         "maturin develop failed:\n{}",
         text(&out)
     );
-    // The daemon the tests start, and the C++ runner of the cross-language test.
-    cargo_build(&["-p", "tagwire-cli"]);
+    // The daemon the tests start, the hot-upgrade example's Rust programs
+    // (its Python controller replaces them), and the C++ runner of the
+    // cross-language test.
+    cargo_build(&["-p", "tagwire-cli", "-p", "tagwire-example-hot-upgrade"]);
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| root().join("target"), std::path::PathBuf::from);
     let mut pytest = Command::new(&python);
@@ -84,6 +86,7 @@ fn the_python_suite_passes_under_pytest() {
         .args(["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"])
         .arg(root().join("front/python/tests"))
         .env("TAGWIRE_BIN", target.join("debug/tagwire"))
+        .env("TAGWIRE_EXAMPLES", target.join("debug"))
         .current_dir(root());
     match cmake_build("cmake-ffi", false) {
         Ok(dir) => {
@@ -108,9 +111,11 @@ fn the_python_suite_passes_under_pytest() {
         .and_then(|(n, _)| n.parse().ok())
         .unwrap_or(0);
     assert!(passed >= 40, "only {passed} Python tests passed:\n{t}");
-    assert!(
-        !t.lines()
-            .any(|l| l.starts_with("SKIPPED") && l.contains("cross_language")),
-        "the cross-language test was skipped:\n{t}"
-    );
+    for test in ["cross_language", "hot_upgrade"] {
+        assert!(
+            !t.lines()
+                .any(|l| l.starts_with("SKIPPED") && l.contains(test)),
+            "the {test} test was skipped:\n{t}"
+        );
+    }
 }

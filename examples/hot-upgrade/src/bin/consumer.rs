@@ -22,10 +22,20 @@ struct Args {
     /// Stop after this long whatever happened.
     #[arg(long, default_value_t = 120.0)]
     seconds: f64,
+    /// Run at this scheduling policy (`fifo:30`, as a controller would);
+    /// without the privilege, a warning and the default policy.
+    #[arg(long, value_parser = str::parse::<tagwire::Sched>)]
+    sched: Option<tagwire::Sched>,
 }
 
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
+    if let Some(sched) = a.sched {
+        // Before any thread starts: they inherit it.
+        if let Err(e) = tagwire::set_thread_sched(sched) {
+            eprintln!("warning: running at the default policy: {e}");
+        }
+    }
     let tw = Client::connect()?;
     tw.create_tag(COMMAND_TAG, Domain::Global)?;
     let mut sub = tw.subscribe(COMMAND_TAG, SubscribeOptions::default())?;
@@ -34,7 +44,8 @@ fn main() -> anyhow::Result<()> {
     let (mut got, mut lost, mut duplicated, mut reordered, mut reported) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut last: Option<(u64, Instant)> = None;
-    let (mut max_gap, mut max_gap_at) = (Duration::ZERO, 0u64);
+    // The three longest gaps: (gap, the cycle after it).
+    let mut gaps: Vec<(Duration, u64)> = Vec::new();
     let mut builds: Vec<u32> = Vec::new();
     let mut last_build_count = 0u64;
     let mut seen = BTreeSet::new();
@@ -62,9 +73,9 @@ fn main() -> anyhow::Result<()> {
                 reordered += 1;
             } else {
                 lost += c.cycle - prev - 1;
-                if now - at > max_gap {
-                    (max_gap, max_gap_at) = (now - at, c.cycle);
-                }
+                gaps.push((now - at, c.cycle));
+                gaps.sort_unstable_by(|a, b| b.cmp(a));
+                gaps.truncate(3);
             }
         }
         last = Some((c.cycle, now));
@@ -79,10 +90,16 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let order: Vec<String> = builds.iter().map(u32::to_string).collect();
+    let (max_gap, max_gap_at) = gaps.first().copied().unwrap_or_default();
+    let longest: Vec<String> = gaps
+        .iter()
+        .map(|(g, c)| format!("{}@{c}", g.as_micros()))
+        .collect();
     println!(
         "RESULT commands={got} lost={lost} duplicated={duplicated} reordered={reordered} reported_lost={reported} \
-         max_gap_us={} max_gap_cycle={max_gap_at} last_cycle={} builds={}",
+         max_gap_us={} max_gap_cycle={max_gap_at} longest_gaps_us={} last_cycle={} builds={}",
         max_gap.as_micros(),
+        longest.join(","),
         last.map_or(0, |l| l.0),
         order.join(","),
     );

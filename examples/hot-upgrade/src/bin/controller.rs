@@ -26,6 +26,10 @@ struct Args {
     /// Control period, ms.
     #[arg(long, default_value_t = 10)]
     period_ms: u64,
+    /// Run at this scheduling policy (`fifo:30`, as a controller would);
+    /// without the privilege, a warning and the default policy.
+    #[arg(long, value_parser = str::parse::<tagwire::Sched>)]
+    sched: Option<tagwire::Sched>,
 }
 
 enum Event {
@@ -36,6 +40,12 @@ enum Event {
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
     let period = Duration::from_millis(a.period_ms.max(1));
+    if let Some(sched) = a.sched {
+        // Before any thread starts: they inherit it.
+        if let Err(e) = tagwire::set_thread_sched(sched) {
+            eprintln!("warning: running at the default policy: {e}");
+        }
+    }
     let tw = Client::connect()?;
     for tag in [SENSOR_TAG, COMMAND_TAG, UPGRADE_TAG] {
         tw.create_tag(tag, Domain::Global)?;

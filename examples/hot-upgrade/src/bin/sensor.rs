@@ -15,10 +15,20 @@ struct Args {
     /// Seconds to run (0: for ever).
     #[arg(long, default_value_t = 0.0)]
     seconds: f64,
+    /// Run at this scheduling policy (`fifo:30`, as a controller would);
+    /// without the privilege, a warning and the default policy.
+    #[arg(long, value_parser = str::parse::<tagwire::Sched>)]
+    sched: Option<tagwire::Sched>,
 }
 
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
+    if let Some(sched) = a.sched {
+        // Before any thread starts: they inherit it.
+        if let Err(e) = tagwire::set_thread_sched(sched) {
+            eprintln!("warning: running at the default policy: {e}");
+        }
+    }
     let tw = Client::connect()?;
     tw.create_tag(SENSOR_TAG, Domain::Global)?;
     let mut p = tw.publisher(SENSOR_TAG)?;
