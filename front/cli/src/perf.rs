@@ -10,7 +10,7 @@ use tagwire_perf::suite::{self, Mode, SuiteOpts};
 use tagwire_perf::workload::{self, Acks, Env};
 
 mod own;
-use own::{footprint, napa, place, priority};
+use own::{costs, footprint, napa, place, priority};
 
 /// Arguments of `tagwire perf`.
 #[derive(Debug, clap::Args)]
@@ -70,6 +70,24 @@ pub(crate) struct Args {
 enum Bench {
     /// Idle daemon memory and client threads per subscription.
     Footprint,
+    /// What each API call costs its caller (create/destroy tag, get and
+    /// release send access, subscribe/unsubscribe, send and receive per
+    /// size, senders/receivers, pull): p50, p99.9, maximum, for timing
+    /// analysis; `--remote` adds the same with the tag known on another
+    /// node (network namespaces; root).
+    Costs {
+        /// Calls timed per call kind (table changes across nodes: at most
+        /// 2,000; 1 MiB sends and receives: at most 2,000).
+        #[arg(long, default_value_t = 10_000)]
+        calls: usize,
+        /// Message sizes for send and receive, bytes.
+        #[arg(long, value_delimiter = ',', default_value = "64,1024,65536,1048576")]
+        sizes: Vec<usize>,
+        /// Also with a subscriber and a publisher of the tag on another
+        /// host.
+        #[arg(long)]
+        remote: bool,
+    },
     /// Proxy-placement solve times (push-pull paper Table 3): vBNS and
     /// generated topologies, exhaustive search and MILP.
     Place {
@@ -384,6 +402,9 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     if let Bench::Priority { .. } = a.bench {
         return priority(&a);
     }
+    if let Bench::Costs { .. } = a.bench {
+        return costs(&a);
+    }
     if a.bench.is_remote() {
         return remote(&a);
     }
@@ -405,6 +426,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let o = suite_opts(&a, socket)?;
     let (name, records) = match &a.bench {
         Bench::Footprint
+        | Bench::Costs { .. }
         | Bench::Place { .. }
         | Bench::Napa { .. }
         | Bench::Priority { .. }
@@ -608,6 +630,7 @@ fn remote(a: &Args) -> anyhow::Result<()> {
         Bench::Rtt { .. }
         | Bench::Fanout { .. }
         | Bench::Footprint
+        | Bench::Costs { .. }
         | Bench::Pull { .. }
         | Bench::Table2 { .. }
         | Bench::Napa { .. }

@@ -427,6 +427,53 @@ fn priority_5b_over_tcp_congests_a_router_where_two_hosts_send_to_a_third() {
     );
 }
 
+/// `perf costs`: every call kind, timed, with sizes for send and receive.
+#[test]
+fn costs_times_every_call_of_the_api() {
+    let recs = perf(&["costs", "--calls", "200", "--sizes", "64,65536"]);
+    let calls: Vec<(&str, u64)> = recs
+        .iter()
+        .map(|r| (r["call"].as_str().unwrap(), r["size"].as_u64().unwrap()))
+        .collect();
+    let want = [
+        ("create_tag", 0),
+        ("destroy_tag", 0),
+        ("publisher", 0),
+        ("release_publisher", 0),
+        ("subscribe", 0),
+        ("unsubscribe", 0),
+        ("senders", 0),
+        ("receivers", 0),
+        ("send", 64),
+        ("receive", 64),
+        ("send", 65536),
+        ("receive", 65536),
+        ("pull", 256),
+    ];
+    assert_eq!(calls, want, "{recs:?}");
+    for r in &recs {
+        assert_eq!(
+            (r["bench"].as_str(), r["where"].as_str()),
+            (Some("costs"), Some("local"))
+        );
+        assert_eq!(r["calls"], 200, "{r}");
+        let (p50, p999, max) = (
+            r["p50_us"].as_f64().unwrap(),
+            r["p999_us"].as_f64().unwrap(),
+            r["max_us"].as_f64().unwrap(),
+        );
+        assert!(p50 > 0.0 && p50 <= p999 && p999 <= max, "{r}");
+    }
+    // A table change asks the daemon; a send does not.
+    let p50 = |call: &str, size: u64| {
+        recs.iter()
+            .find(|r| r["call"] == call && r["size"] == size)
+            .map(|r| r["p50_us"].as_f64().unwrap())
+            .unwrap()
+    };
+    assert!(p50("send", 64) * 10.0 < p50("create_tag", 0), "{recs:?}");
+}
+
 #[test]
 fn pull_times_a_whole_history_beside_receiving_it() {
     let recs = perf(&["pull", "--count", "200", "--iters", "5"]);

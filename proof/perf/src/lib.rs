@@ -28,6 +28,7 @@
 //!   subscriber between C, Java and Rust runners, each pair against C→C.
 //! * [`place`]: solve times of the proxy-placement solvers (`tagwire-place`),
 //!   the push-pull paper's Table 3.
+//! * [`costs`]: what each API call costs its caller, for timing analysis.
 //!
 //! Library code never panics on external input (process output, files,
 //! sockets): failures come back as `anyhow` errors with context.
@@ -35,6 +36,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod child;
+pub mod costs;
 pub mod ddsgateway;
 pub mod ddsperf;
 pub mod footprint;

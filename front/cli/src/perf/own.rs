@@ -1,6 +1,6 @@
 //! The benchmarks of `tagwire perf` that set up their own daemons and
-//! write their own records (footprint, napa, priority, place), beside the
-//! suite's ones in `perf.rs`.
+//! write their own records (footprint, costs, napa, priority, place),
+//! beside the suite's ones in `perf.rs`.
 
 use std::time::Duration;
 
@@ -41,6 +41,68 @@ pub(super) fn footprint(a: &Args) -> anyhow::Result<()> {
     std::fs::write(a.out.join("footprint.json"), format!("{json}\n"))?;
     std::fs::write(a.out.join("footprint.txt"), table)?;
     Ok(())
+}
+
+pub(super) fn costs(a: &Args) -> anyhow::Result<()> {
+    let Bench::Costs {
+        calls,
+        sizes,
+        remote,
+    } = &a.bench
+    else {
+        unreachable!("costs() is called for Bench::Costs");
+    };
+    let spec = tagwire_perf::costs::Spec {
+        calls: (*calls).max(1),
+        sizes: sizes.clone(),
+    };
+    let show = |r: &tagwire_perf::costs::CostRecord| {
+        eprintln!(
+            "perf costs: {} {} B {:?}: p50 {:.2} us, p99.9 {:.2} us, max {:.1} us",
+            r.call, r.size, r.place, r.p50_us, r.p999_us, r.max_us
+        );
+    };
+    // Local: a private daemon unless told otherwise.
+    let dir = tempfile_dir()?;
+    let _daemon;
+    let socket = match &a.socket {
+        Some(s) => s.clone(),
+        None => {
+            let socket = dir.join("perf.sock");
+            _daemon = tagwire_daemon::Daemon::start(tagwire_daemon::Config {
+                socket: socket.clone(),
+                ..tagwire_daemon::Config::default()
+            })?;
+            socket
+        }
+    };
+    let client = tagwire::Client::with_options(tagwire::ClientOptions {
+        socket,
+        timeout: Duration::from_secs(5),
+        autostart: false,
+        name: "tagwire-perf".into(),
+    })?;
+    let mut records = tagwire_perf::costs::measure(&client, None, &spec, show)?;
+    drop(client);
+    if *remote {
+        let site = remote::Site::new(2)?;
+        let (here, there) = (site.client(0)?, site.client(1)?);
+        // The calls from host 0's namespace: its client's sockets are
+        // made there.
+        let spec2 = spec.clone();
+        let measured = site
+            .host(0)
+            .spawn(move || tagwire_perf::costs::measure(&here, Some(&there), &spec2, show))?
+            .join()
+            .map_err(|_| anyhow::anyhow!("the remote costs thread panicked"))??;
+        records.extend(measured);
+    }
+    save(
+        a,
+        "costs",
+        &report::json_lines(&records)?,
+        &tagwire_perf::costs::table(&records),
+    )
 }
 
 pub(super) fn napa(a: &Args) -> anyhow::Result<()> {
