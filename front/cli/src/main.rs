@@ -1,5 +1,6 @@
 //! `tagwire`: the command-line front end. One module per subcommand.
 
+mod analyze;
 mod daemon;
 mod demo;
 mod gateway;
@@ -56,6 +57,8 @@ enum Command {
     Perf(perf::Args),
     /// Choose proxy nodes for a topology file (push-pull scaling): exhaustive or MILP.
     Place(place::Args),
+    /// Response-time and end-to-end bounds of a task set from measured call costs.
+    Analyze(analyze::Args),
     /// Internal: a benchmark peer process started by `tagwire perf`.
     #[command(hide = true)]
     PerfWorker(perf::WorkerArgs),
@@ -95,6 +98,7 @@ fn main() {
         Command::Qos(a) => qos::run(a),
         Command::Perf(a) => perf::run(a),
         Command::Place(a) => place::run(a),
+        Command::Analyze(a) => analyze::run(a),
         Command::PerfWorker(a) => perf::worker(a),
         Command::LangRunner(a) => perf::lang_runner(a),
     };
