@@ -22,6 +22,9 @@ use tagwire_perf::remote::Site;
 /// When the test began (for the role changes it prints).
 static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 
+/// Serialises the tests of this file.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const HEARTBEAT: Duration = Duration::from_millis(100);
 /// The longest a slave may wait between replies.
 const MAX_GAP: Duration = Duration::from_millis(200);
@@ -122,6 +125,11 @@ fn run(variant: &str, fault: Fault, cycles: usize) {
         println!("skipped: {reason}");
         return;
     }
+    // One at a time: their timing bars assume the machine's two cores are
+    // not shared with another run of this file.
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let site = Site::new(3).unwrap();
     let mut masters: Vec<MasterProc> = MASTERS
         .iter()

@@ -11,6 +11,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// Serialises the tests of this file.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const PERIOD_MS: u64 = 10;
 const UPGRADES: u32 = 20;
 /// The controllers, the sensor and the consumer run at a real-time policy
@@ -82,6 +85,11 @@ fn field(line: &str, key: &str) -> u64 {
 /// `consumer`; then `UPGRADES` builds, build `b` at
 /// `places[(b - 1) % len]`, each started while the previous one runs.
 fn upgrade_in_a_row(places: &[Place], consumer: &Place) {
+    // One at a time: their timing bars assume the machine's two cores are
+    // not shared with another run of this file.
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut sensor = places[0]
         .command(env!("CARGO_BIN_EXE_plant-sensor"))
         .args(["--sched", SCHED])

@@ -102,8 +102,11 @@ impl Site {
         if routed {
             lan.route().context("making the switch a router")?;
         }
+        // One directory per site: a process may hold several at once.
+        static SITES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = SITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!(
-            "tagwire-perf-site-{}-{}{}",
+            "tagwire-perf-site-{}-{n}-{}{}",
             std::process::id(),
             if key.is_some() { "auth" } else { "plain" },
             if pacing.is_some() { "-paced" } else { "" }

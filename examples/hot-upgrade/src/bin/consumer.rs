@@ -38,7 +38,18 @@ fn main() -> anyhow::Result<()> {
     }
     let tw = Client::connect()?;
     tw.create_tag(COMMAND_TAG, Domain::Global)?;
-    let mut sub = tw.subscribe(COMMAND_TAG, SubscribeOptions::default())?;
+    // With a policy, the daemons' threads that carry the commands here
+    // run at it too (where permitted).
+    let mut sub = match a.sched {
+        Some(s) => match tw.subscribe(COMMAND_TAG, SubscribeOptions::default().sched(s)) {
+            Err(e @ tagwire::Error::NotPermitted(_)) => {
+                eprintln!("warning: the commands' threads at the default policy: {e}");
+                tw.subscribe(COMMAND_TAG, SubscribeOptions::default())?
+            }
+            r => r?,
+        },
+        None => tw.subscribe(COMMAND_TAG, SubscribeOptions::default())?,
+    };
     println!("READY");
     let end = Instant::now() + Duration::from_secs_f64(a.seconds);
     let (mut got, mut lost, mut duplicated, mut reordered, mut reported) =

@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use tagwire::{Client, Domain, SubscribeOptions};
+use tagwire::{Client, Domain, PublishOptions, SubscribeOptions};
 use tagwire_example_hot_upgrade::{
     Controller, Out, Phase, Upgrade, COMMAND_TAG, SENSOR_TAG, UPGRADE_TAG,
 };
@@ -53,8 +53,25 @@ fn main() -> anyhow::Result<()> {
     // The rights first, the handshake after: by the time this build is
     // told its first cycle, its send access and subscriptions exist.
     let mut sensor = tw.subscribe(SENSOR_TAG, SubscribeOptions::default())?;
-    let mut upgrades = tw.subscribe(UPGRADE_TAG, SubscribeOptions::default())?;
-    let mut commands = tw.publisher(COMMAND_TAG)?;
+    // With a policy, the daemons' threads that carry the handshake and the
+    // commands run at it too (where permitted).
+    let opts = a.sched.map_or_else(SubscribeOptions::default, |s| {
+        SubscribeOptions::default().sched(s)
+    });
+    let mut upgrades = match tw.subscribe(UPGRADE_TAG, opts) {
+        Err(e @ tagwire::Error::NotPermitted(_)) => {
+            eprintln!("warning: the handshake's threads at the default policy: {e}");
+            tw.subscribe(UPGRADE_TAG, SubscribeOptions::default())?
+        }
+        r => r?,
+    };
+    let popts = a.sched.map_or_else(PublishOptions::default, |s| {
+        PublishOptions::default().sched(s)
+    });
+    let mut commands = match tw.publisher_with(COMMAND_TAG, popts) {
+        Err(tagwire::Error::NotPermitted(_)) => tw.publisher(COMMAND_TAG)?,
+        r => r?,
+    };
     let mut say = tw.publisher(UPGRADE_TAG)?;
     let (tx, rx) = mpsc::channel();
     let tx2 = tx.clone();
