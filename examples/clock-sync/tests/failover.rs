@@ -23,7 +23,7 @@ use tagwire_perf::remote::Site;
 static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 
 /// Serialises the tests of this file.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const HEARTBEAT: Duration = Duration::from_millis(100);
 /// The longest a slave may wait between replies.

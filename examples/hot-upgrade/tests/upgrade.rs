@@ -9,10 +9,11 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Serialises the tests of this file.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const PERIOD_MS: u64 = 10;
 const UPGRADES: u32 = 20;
