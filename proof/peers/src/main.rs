@@ -12,7 +12,8 @@
 //!   `zenoh-stream-sub`, module `zenoh_stream`): stamped samples, one-way
 //!   latency at the subscriber.
 //! * **Zenoh with its priorities** beside a load (`zenoh-prio-ping` /
-//!   `zenoh-prio-pong`, module `zenoh_prio`).
+//!   `zenoh-prio-pong`, and `zenoh-prio-load` for a load from another
+//!   host; module `zenoh_prio`).
 //! * **iceoryx2** (its Rust crate, zero-copy shared memory): a round trip
 //!   (`iox2-ping` / `iox2-pong`), blocking on an event service or
 //!   busy-polling the subscriber, each side copying the sample it gets
@@ -114,6 +115,18 @@ enum Cmd {
         /// The replies' priority (`real-time`, `data`, …).
         #[arg(long, default_value = "data")]
         priority: String,
+    },
+    /// A paced load at `data` to a `zenoh-prio-pong`'s shared link, for
+    /// `--seconds` (Figure 5b's load, from another host than the ping).
+    ZenohPrioLoad {
+        #[arg(long)]
+        connect: String,
+        #[arg(long, default_value_t = 1400)]
+        load_size: usize,
+        #[arg(long)]
+        load_per_s: f64,
+        #[arg(long)]
+        seconds: f64,
     },
     /// Round trips at a priority beside a paced load at `data` on the
     /// same session; print their mean, std, p50, p99, p99.9, max (µs)
@@ -231,6 +244,12 @@ fn main() {
             own_link,
             priority,
         } => zenoh_prio::priority(&priority).and_then(|p| zenoh_prio::pong(&listen, own_link, p)),
+        Cmd::ZenohPrioLoad {
+            connect,
+            load_size,
+            load_per_s,
+            seconds,
+        } => zenoh_prio::load(&connect, load_size, load_per_s, seconds),
         Cmd::ZenohPrioPing {
             connect,
             own_link,

@@ -10,7 +10,9 @@
 //! the measured priority gets a TCP link of its own (Zenoh's endpoint
 //! metadata `prio=1-1`) whose socket carries a TOS byte (the endpoint
 //! config `dscp=`, here the critical class's 0xb0, DSCP 44: `pfifo_fast`
-//! band 0), which is Zenoh's best configuration for this.
+//! band 0), which is Zenoh's best configuration for this. For Figure 5b
+//! the load comes from a process of its own on another host
+//! (`zenoh-prio-load`), to the pong's shared link.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -189,6 +191,32 @@ pub(crate) fn ping(o: &Probe) -> anyhow::Result<()> {
     })
     .context("measuring round trips beside the load")?;
     print_summary(rtts, window)
+}
+
+/// The load alone, from a process of its own (Figure 5b: from another
+/// host than the prober's): a paced stream at `Data` to the pong's shared
+/// link for `seconds`, congestion control `Block`.
+pub(crate) fn load(connect: &str, size: usize, per_s: f64, seconds: f64) -> anyhow::Result<()> {
+    let s = open(&[], &[connect.to_owned()])?;
+    let load = s
+        .declare_publisher(LOAD)
+        .congestion_control(CongestionControl::Block)
+        .priority(Priority::Data)
+        .wait()
+        .map_err(zerr)?;
+    let bytes = zenoh::bytes::ZBytes::from(vec![0x5au8; size]);
+    let start = Instant::now();
+    let end = Duration::from_secs_f64(seconds.max(0.0));
+    let mut n = 0u64;
+    while start.elapsed() < end {
+        let owed = (start.elapsed().as_secs_f64() * per_s) as u64;
+        while n < owed {
+            load.put(bytes.clone()).wait().map_err(zerr)?;
+            n += 1;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
 }
 
 /// The load the far side received over the measured window.

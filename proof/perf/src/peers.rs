@@ -371,6 +371,10 @@ pub struct ZenohPrio {
     /// a real-time policy: Zenoh has no policy of its own per channel, so
     /// this is the nearest its users get to tagwire's `--sched`.
     pub chrt: Option<[String; 2]>,
+    /// Figure 5b: the network namespace the load runs in, from a process
+    /// of its own (`zenoh-prio-load`), to the pong's shared link; `None`:
+    /// the ping's own session sends it.
+    pub load_netns: Option<String>,
 }
 
 /// What `zenoh-prio-ping` measured: round trips (µs) and the load's
@@ -432,13 +436,36 @@ pub fn zenoh_priority(o: &PeerOpts, z: &ZenohPrio) -> anyhow::Result<ZenohPrioRu
         ping.push(v);
     }
     let mut pong: Vec<String> = pong.into_iter().map(String::from).collect();
+    // Figure 5b: the load from a process of its own on a third host, to
+    // the pong's shared link; the ping sends none.
+    let mut load: Option<(String, Vec<String>)> = z.load_netns.as_ref().map(|ns| {
+        let seconds = z.warmup + z.measure + Duration::from_secs(2);
+        let args = [
+            "zenoh-prio-load".to_owned(),
+            "--connect".into(),
+            ep.clone(),
+            "--load-size".into(),
+            z.load_size.to_string(),
+            "--load-per-s".into(),
+            z.load_per_s.to_string(),
+            "--seconds".into(),
+            seconds.as_secs_f64().to_string(),
+        ];
+        (ns.clone(), args.to_vec())
+    });
+    if load.is_some() {
+        if let Some(i) = ping.iter().position(|a| a == "--load-per-s") {
+            ping[i + 1] = "0".into();
+        }
+    }
     let mut o = o.clone();
     if let Some(policy) = &z.chrt {
         // `chrt -f 40 tagwire-peers …`: the policy is inherited by every
         // thread the program starts.
         let exe = std::mem::replace(&mut o.exe, PathBuf::from("chrt"));
         let exe = exe.to_string_lossy().into_owned();
-        for args in [&mut pong, &mut ping] {
+        let loads = load.iter_mut().map(|(_, a)| a);
+        for args in [&mut pong, &mut ping].into_iter().chain(loads) {
             let mut with = policy.to_vec();
             with.push(exe.clone());
             with.append(args);
@@ -447,8 +474,15 @@ pub fn zenoh_priority(o: &PeerOpts, z: &ZenohPrio) -> anyhow::Result<ZenohPrioRu
     }
     let mut pong = o.spawn(true, &pong)?;
     std::thread::sleep(Duration::from_millis(300));
+    let mut loader = match &load {
+        Some((ns, args)) => Some(Proc::spawn(&o.exe, args, &[], None, Some(ns.as_str()))?),
+        None => None,
+    };
     let limit = z.warmup + z.measure + Duration::from_secs(60);
     let r = o.spawn(false, &ping)?.output(limit);
+    if let Some(l) = loader.as_mut() {
+        l.finish();
+    }
     pong.finish();
     last_json(&r?, "zenoh-prio-ping")
 }

@@ -72,8 +72,8 @@ pub struct Spec {
     /// daemons' threads (`SubscribeOptions::sched`).
     pub sched: Option<Sched>,
     /// The `tagwire-peers` binary, for the Zenoh rows (`None`: no Zenoh
-    /// rows). Figure 5a only: Zenoh's load runs in its prober's process,
-    /// on the prober's host.
+    /// rows). In Figure 5b Zenoh's load runs in a process of its own on
+    /// host 1.
     pub zenoh: Option<std::path::PathBuf>,
     /// Where the link is congested.
     pub figure: Figure,
@@ -220,7 +220,7 @@ fn systems(spec: &Spec) -> Vec<(&'static str, Probe)> {
         ("tagwire normal", Probe::Tagwire(Priority::Normal)),
         (floor_name(spec), Probe::Floor),
     ];
-    if spec.zenoh.is_some() && spec.figure == Figure::A {
+    if spec.zenoh.is_some() {
         v.push(("zenoh realtime", Probe::Zenoh { own_link: false }));
         v.push(("zenoh rt own link", Probe::Zenoh { own_link: true }));
     }
@@ -646,18 +646,20 @@ fn tcp_floor(
 
 /// One run of a Zenoh cell: its request/reply beside its own load at the
 /// same offered rate as tagwire's, in the same namespaces through the same
-/// shaped link.
+/// shaped link (Figure 5b: the load from its own process on host 1).
 fn zenoh_cell(site: &Site, spec: &Spec, load: u32, own_link: bool) -> anyhow::Result<Run> {
     let exe = spec.zenoh.clone().context("no tagwire-peers binary")?;
+    let (prober, sink, source) = spec.figure.ends();
     let o = crate::peers::PeerOpts {
         exe,
         cpus: None,
         netns: Some((
-            site.host(0).netns().to_owned(),
-            site.host(1).netns().to_owned(),
-            site.host(1).addr().into(),
+            site.host(prober).netns().to_owned(),
+            site.host(sink).netns().to_owned(),
+            site.host(sink).addr().into(),
         )),
     };
+    let load_netns = (source != prober).then(|| site.host(source).netns().to_owned());
     let z = crate::peers::ZenohPrio {
         own_link,
         size: spec.probe_size,
@@ -667,6 +669,7 @@ fn zenoh_cell(site: &Site, spec: &Spec, load: u32, own_link: bool) -> anyhow::Re
         load_size: spec.load_size,
         load_per_s: load_per_s(spec, load),
         chrt: spec.sched.and_then(chrt),
+        load_netns,
     };
     let r = crate::peers::zenoh_priority(&o, &z)?;
     Ok(Run {

@@ -200,9 +200,6 @@ pub(super) fn priority(a: &Args) -> anyhow::Result<()> {
         figure: *figure,
         tcp: *tcp,
     };
-    if spec.zenoh.is_some() && *figure == Figure::B {
-        eprintln!("perf priority: no Zenoh rows in Figure 5b (its load runs on the prober's host)");
-    }
     let pin = parse_pin(&a.pin)?;
     let site = match figure.routed() {
         true => remote::Site::routed(figure.hosts(), pin)?,
