@@ -408,21 +408,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     if a.bench.is_remote() {
         return remote(&a);
     }
-    // A private daemon unless told otherwise, so runs do not disturb (or get
-    // disturbed by) a user's daemon.
-    let dir = tempfile_dir()?;
-    let _daemon;
-    let socket = match &a.socket {
-        Some(s) => s.clone(),
-        None => {
-            let socket = dir.join("perf.sock");
-            _daemon = tagwire_daemon::Daemon::start(tagwire_daemon::Config {
-                socket: socket.clone(),
-                ..tagwire_daemon::Config::default()
-            })?;
-            socket
-        }
-    };
+    let (socket, _daemon) = daemon_for(&a)?;
     let o = suite_opts(&a, socket)?;
     let (name, records) = match &a.bench {
         Bench::Footprint
@@ -515,7 +501,8 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             )
         }
     };
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(_daemon);
+    let _ = std::fs::remove_dir_all(tempfile_path());
     emit(&a, name, &records)
 }
 
@@ -718,8 +705,28 @@ fn parse_receivers(s: &str) -> anyhow::Result<Vec<usize>> {
         .collect()
 }
 
+/// The daemon a local benchmark talks to: `--socket`'s, else a private
+/// one (kept running while the returned handle lives), so runs do not
+/// disturb (or get disturbed by) a user's daemon.
+fn daemon_for(a: &Args) -> anyhow::Result<(PathBuf, Option<tagwire_daemon::Daemon>)> {
+    if let Some(s) = &a.socket {
+        return Ok((s.clone(), None));
+    }
+    let socket = tempfile_dir()?.join("perf.sock");
+    let daemon = tagwire_daemon::Daemon::start(tagwire_daemon::Config {
+        socket: socket.clone(),
+        ..tagwire_daemon::Config::default()
+    })?;
+    Ok((socket, Some(daemon)))
+}
+
+/// This run's scratch directory (made by [`tempfile_dir`]).
+fn tempfile_path() -> PathBuf {
+    std::env::temp_dir().join(format!("tagwire-perf-{}", std::process::id()))
+}
+
 fn tempfile_dir() -> anyhow::Result<PathBuf> {
-    let d = std::env::temp_dir().join(format!("tagwire-perf-{}", std::process::id()));
+    let d = tempfile_path();
     std::fs::create_dir_all(&d)?;
     Ok(d)
 }

@@ -42,6 +42,8 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use tagwire::{Domain, Priority, Sched, SubscribeOptions};
 
+mod floor;
+
 use crate::napa::wait_known;
 use crate::remote::Site;
 use crate::stats::{percentile_sorted, spread};
@@ -471,8 +473,8 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
                     };
                     round_trips(spec, &mut round_trip, &load_bytes)
                 }),
-            None if spec.tcp => tcp_floor(site, spec, sched, &load_bytes),
-            None => udp_floor(site, spec, sched, &load_bytes),
+            None if spec.tcp => floor::tcp(site, spec, sched, &load_bytes),
+            None => floor::udp(site, spec, sched, &load_bytes),
         };
         let back = tagwire::set_thread_sched(Sched::default());
         done.store(true, Ordering::Relaxed);
@@ -493,155 +495,6 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
     let _ = c1.destroy_tag(&pong);
     let _ = c_load.destroy_tag(&bulk);
     result
-}
-
-/// The floor's round trips: a thread in host 0's namespace sends each
-/// request from a UDP socket with the critical class's TOS to an echo
-/// thread's in host 1's, both at `sched`, paced as the tagwire probe.
-fn udp_floor(
-    site: &Site,
-    spec: &Spec,
-    sched: Sched,
-    load_bytes: &Arc<AtomicU64>,
-) -> anyhow::Result<(Vec<f64>, f64)> {
-    use std::net::{SocketAddr, UdpSocket};
-    let tos = Priority::Critical.tos();
-    let classed = move |addr: std::net::Ipv4Addr| -> std::io::Result<UdpSocket> {
-        let s = UdpSocket::bind(SocketAddr::from((addr, 0)))?;
-        rustix::net::sockopt::set_ip_tos(&s, tos)?;
-        s.set_read_timeout(Some(Duration::from_millis(100)))?;
-        Ok(s)
-    };
-    let done = Arc::new(AtomicBool::new(false));
-    let (a, b, _) = spec.figure.ends();
-    let (addr0, addr1) = (site.host(a).addr(), site.host(b).addr());
-    let (port_tx, port_rx) = std::sync::mpsc::channel();
-    let stop = done.clone();
-    let echo = site.host(b).spawn(move || -> anyhow::Result<()> {
-        tagwire::set_thread_sched(sched)?;
-        let s = classed(addr1)?;
-        port_tx.send(s.local_addr()?)?;
-        let mut buf = [0u8; 2048];
-        while !stop.load(Ordering::Relaxed) {
-            if let Ok((n, from)) = s.recv_from(&mut buf) {
-                s.send_to(&buf[..n], from)?;
-            }
-        }
-        Ok(())
-    })?;
-    let to = port_rx
-        .recv_timeout(Duration::from_secs(5))
-        .context("the floor's echo did not start")?;
-    let (spec, load_bytes) = (spec.clone(), load_bytes.clone());
-    let prober = site
-        .host(a)
-        .spawn(move || -> anyhow::Result<(Vec<f64>, f64)> {
-            tagwire::set_thread_sched(sched)?;
-            let s = classed(addr0)?;
-            s.set_read_timeout(Some(Duration::from_secs(5)))?;
-            let mut buf = [0u8; 2048];
-            let mut round_trip = |payload: &[u8]| -> anyhow::Result<()> {
-                s.send_to(payload, to)?;
-                match s.recv_from(&mut buf) {
-                    Ok(_) => Ok(()),
-                    Err(e) => bail!("no reply within 5 s: {e}"),
-                }
-            };
-            round_trips(&spec, &mut round_trip, &load_bytes)
-        })?;
-    let probed = joined(prober.join(), "floor prober");
-    done.store(true, Ordering::Relaxed);
-    joined(echo.join(), "floor echo")?;
-    probed
-}
-
-/// The TCP floor's round trips: as [`udp_floor`], over one TCP connection
-/// (no Nagle delay) whose two ends carry the critical class's TOS.
-fn tcp_floor(
-    site: &Site,
-    spec: &Spec,
-    sched: Sched,
-    load_bytes: &Arc<AtomicU64>,
-) -> anyhow::Result<(Vec<f64>, f64)> {
-    use std::io::{Read, Write};
-    use std::net::{SocketAddr, TcpListener, TcpStream};
-    let tos = Priority::Critical.tos();
-    let classed = move |c: &TcpStream| -> std::io::Result<()> {
-        c.set_nodelay(true)?;
-        rustix::net::sockopt::set_ip_tos(c, tos)?;
-        Ok(())
-    };
-    let done = Arc::new(AtomicBool::new(false));
-    let (a, b, _) = spec.figure.ends();
-    let addr1 = site.host(b).addr();
-    let (port_tx, port_rx) = std::sync::mpsc::channel();
-    let (stop, size) = (done.clone(), spec.probe_size);
-    let echo = site.host(b).spawn(move || -> anyhow::Result<()> {
-        tagwire::set_thread_sched(sched)?;
-        let l = TcpListener::bind(SocketAddr::from((addr1, 0)))?;
-        port_tx.send(l.local_addr()?)?;
-        // (Not blocking: a prober that never connects must not hold the
-        // echo forever.)
-        l.set_nonblocking(true)?;
-        let mut c = loop {
-            match l.accept() {
-                Ok((c, _)) => break c,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if stop.load(Ordering::Relaxed) {
-                        return Ok(());
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
-        c.set_nonblocking(false)?;
-        classed(&c)?;
-        c.set_read_timeout(Some(Duration::from_millis(100)))?;
-        let mut buf = vec![0u8; size];
-        let mut have = 0;
-        while !stop.load(Ordering::Relaxed) {
-            match c.read(&mut buf[have..]) {
-                Ok(0) => break,
-                Ok(n) => have += n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(e) => return Err(e.into()),
-            }
-            if have == size {
-                c.write_all(&buf)?;
-                have = 0;
-            }
-        }
-        Ok(())
-    })?;
-    let to = port_rx
-        .recv_timeout(Duration::from_secs(5))
-        .context("the floor's echo did not start")?;
-    let (spec, load_bytes) = (spec.clone(), load_bytes.clone());
-    let prober = site
-        .host(a)
-        .spawn(move || -> anyhow::Result<(Vec<f64>, f64)> {
-            tagwire::set_thread_sched(sched)?;
-            // (From host a's one address: its namespace has no other.)
-            let mut c = TcpStream::connect_timeout(&to, Duration::from_secs(5))?;
-            classed(&c)?;
-            c.set_read_timeout(Some(Duration::from_secs(5)))?;
-            let mut buf = vec![0u8; spec.probe_size];
-            let mut round_trip = |payload: &[u8]| -> anyhow::Result<()> {
-                c.write_all(payload)?;
-                c.read_exact(&mut buf)
-                    .map_err(|e| anyhow::anyhow!("no reply within 5 s: {e}"))
-            };
-            round_trips(&spec, &mut round_trip, &load_bytes)
-        })?;
-    let probed = joined(prober.join(), "floor prober");
-    done.store(true, Ordering::Relaxed);
-    joined(echo.join(), "floor echo")?;
-    probed
 }
 
 /// One run of a Zenoh cell: its request/reply beside its own load at the

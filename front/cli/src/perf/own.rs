@@ -8,7 +8,7 @@ use std::io::Write as _;
 
 use tagwire_perf::{remote, report};
 
-use super::{parse_pin, tempfile_dir, Args, Bench};
+use super::{daemon_for, parse_pin, tempfile_dir, Args, Bench};
 
 /// Prints a benchmark's records (`json`: JSON lines, with `--json`; else
 /// `table`) and writes both to `NAME.json` and `NAME.txt` under `--out`.
@@ -62,20 +62,7 @@ pub(super) fn costs(a: &Args) -> anyhow::Result<()> {
             r.call, r.size, r.place, r.p50_us, r.p999_us, r.max_us
         );
     };
-    // Local: a private daemon unless told otherwise.
-    let dir = tempfile_dir()?;
-    let _daemon;
-    let socket = match &a.socket {
-        Some(s) => s.clone(),
-        None => {
-            let socket = dir.join("perf.sock");
-            _daemon = tagwire_daemon::Daemon::start(tagwire_daemon::Config {
-                socket: socket.clone(),
-                ..tagwire_daemon::Config::default()
-            })?;
-            socket
-        }
-    };
+    let (socket, _daemon) = daemon_for(a)?;
     let client = tagwire::Client::with_options(tagwire::ClientOptions {
         socket,
         timeout: Duration::from_secs(5),
