@@ -86,6 +86,7 @@ def test_rust_and_python_builds_replace_each_other_losing_nothing(daemon):
             assert field(result, key) == "0", result
         assert field(result, "commands") == field(result, "last_cycle"), result
         assert field(result, "builds") == ",".join(str(b) for b in range(1, last + 1)), result
+        assert int(field(result, "max_switch_gap_us")) <= PERIOD_MS * 1500, result
         assert int(field(result, "max_gap_us")) <= PERIOD_MS * 1500, result
     finally:
         for p in procs:

@@ -1,5 +1,6 @@
 //! The commands' consumer, which knows nothing of upgrades: it checks that
-//! every cycle comes once and in order and measures the gaps, and after
+//! every cycle comes once and in order and measures the gaps (all, and
+//! those where one build's commands give way to the next's), and after
 //! `--after` commands of build `--until-build` (or `--seconds`) prints one
 //! `RESULT` line.
 
@@ -57,6 +58,7 @@ fn main() -> anyhow::Result<()> {
     let mut last: Option<(u64, Instant)> = None;
     // The three longest gaps: (gap, the cycle after it).
     let mut gaps: Vec<(Duration, u64)> = Vec::new();
+    let mut switch_gap = Duration::ZERO;
     let mut builds: Vec<u32> = Vec::new();
     let mut last_build_count = 0u64;
     let mut seen = BTreeSet::new();
@@ -84,6 +86,10 @@ fn main() -> anyhow::Result<()> {
                 reordered += 1;
             } else {
                 lost += c.cycle - prev - 1;
+                // The gap where one build hands over to the next.
+                if builds.last().is_some_and(|b| *b != c.build) {
+                    switch_gap = switch_gap.max(now - at);
+                }
                 gaps.push((now - at, c.cycle));
                 gaps.sort_unstable_by(|a, b| b.cmp(a));
                 gaps.truncate(3);
@@ -108,9 +114,10 @@ fn main() -> anyhow::Result<()> {
         .collect();
     println!(
         "RESULT commands={got} lost={lost} duplicated={duplicated} reordered={reordered} reported_lost={reported} \
-         max_gap_us={} max_gap_cycle={max_gap_at} longest_gaps_us={} last_cycle={} builds={}",
+         max_gap_us={} max_gap_cycle={max_gap_at} longest_gaps_us={} max_switch_gap_us={} last_cycle={} builds={}",
         max_gap.as_micros(),
         longest.join(","),
+        switch_gap.as_micros(),
         last.map_or(0, |l| l.0),
         order.join(","),
     );
