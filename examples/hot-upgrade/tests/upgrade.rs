@@ -192,12 +192,12 @@ fn twenty_upgrades_each_onto_the_other_host_lose_and_repeat_nothing() {
         netns: Some(site.host(i).netns().to_owned()),
     };
     // Builds alternate between hosts 0 and 1; the consumer is on host 2.
-    // Across hosts a new build's rights (table changes every daemon
-    // applies) have stalled the running build's stream once in a while
-    // by up to 20 ms mid-run, away from any hand-over (a fresh CI run:
-    // 20.2 and 16.8 ms; not seen in 8 local runs): the 1.5-period bar
-    // holds at the hand-overs, the stream as a whole is held to 3
-    // periods until that stall is found (issue 44, priority-inheriting
-    // locks).
+    // Across hosts a 100 Hz stream now and then arrives a period late, a
+    // message held until the next one comes (gaps of about two periods,
+    // 20.2-26.5 ms), with or without upgrades (a single build for 4.9 s:
+    // three such gaps a run with the consumer through its daemon), never
+    // on one host: a delivery bug found by this test and not fixed yet.
+    // Until it is, the hand-overs are held to 1.5 periods and the stream
+    // as a whole to 3.
     upgrade_in_a_row(&[at(0), at(1)], &at(2), PERIOD_MS * 3000);
 }
