@@ -196,7 +196,8 @@ fn twenty_upgrades_each_onto_the_other_host_lose_and_repeat_nothing() {
     // message held until the next one comes (gaps of about two periods,
     // 20.2-26.5 ms), with or without upgrades (a single build for 4.9 s:
     // three such gaps a run with the consumer through its daemon), never
-    // on one host: a delivery bug found by this test and not fixed yet.
+    // on one host, nor best-effort or over TCP: the reliable UDP session
+    // holds a datagram now and then. Found by this test, not fixed yet.
     // Until it is, the hand-overs are held to 1.5 periods and the stream
     // as a whole to 3.
     upgrade_in_a_row(&[at(0), at(1)], &at(2), PERIOD_MS * 3000);
