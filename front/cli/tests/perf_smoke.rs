@@ -284,6 +284,24 @@ fn napa_streams_through_the_bottleneck_paced_and_unpaced_losing_nothing() {
     }
 }
 
+/// The (system, load) cells `perf priority --loads 0,120` reports, in
+/// order: both tagwire rows and `floor` per load, and Zenoh's two rows
+/// after them when its peer program is built.
+fn priority_cells(floor: &'static str, zenoh: bool) -> Vec<(&'static str, u64)> {
+    let mut want = Vec::new();
+    for load in [0, 120] {
+        want.extend([
+            ("tagwire critical", load),
+            ("tagwire normal", load),
+            (floor, load),
+        ]);
+        if zenoh {
+            want.extend([("zenoh realtime", load), ("zenoh rt own link", load)]);
+        }
+    }
+    want
+}
+
 #[test]
 fn priority_measures_a_critical_and_a_normal_channel_and_the_floor_beside_the_load() {
     if no_namespaces() {
@@ -312,18 +330,10 @@ fn priority_measures_a_critical_and_a_normal_channel_and_the_floor_beside_the_lo
             )
         })
         .collect();
-    let mut want = Vec::new();
-    for load in [0, 120] {
-        want.extend([
-            ("tagwire critical", load),
-            ("tagwire normal", load),
-            ("udp floor", load),
-        ]);
-        if zenoh {
-            want.extend([("zenoh realtime", load), ("zenoh rt own link", load)]);
-        }
-    }
-    let want: Vec<(String, u64)> = want.iter().map(|(s, l)| (s.to_string(), *l)).collect();
+    let want: Vec<(String, u64)> = priority_cells("udp floor", zenoh)
+        .into_iter()
+        .map(|(s, l)| (s.to_owned(), l))
+        .collect();
     assert_eq!(cells, want, "{recs:?}");
     let recs: Vec<_> = recs.iter().collect();
     for r in &recs {
@@ -397,18 +407,7 @@ fn priority_5b_over_tcp_congests_a_router_where_two_hosts_send_to_a_third() {
     // Zenoh's rows (its load from its own process on host 1) follow each
     // load's when `proof/peers` is built (`.ci/run` builds it first).
     let zenoh = recs.iter().any(|r| r["system"] == "zenoh realtime");
-    let mut want = Vec::new();
-    for load in [0, 120] {
-        want.extend([
-            ("tagwire critical", load),
-            ("tagwire normal", load),
-            ("tcp floor", load),
-        ]);
-        if zenoh {
-            want.extend([("zenoh realtime", load), ("zenoh rt own link", load)]);
-        }
-    }
-    assert_eq!(cells, want, "{recs:?}");
+    assert_eq!(cells, priority_cells("tcp floor", zenoh), "{recs:?}");
     for r in &recs {
         assert_eq!(
             (r["figure"].as_str(), r["carrier"].as_str()),

@@ -169,18 +169,9 @@ pub(crate) fn ping(o: &Probe) -> anyhow::Result<()> {
             if o.load_per_s <= 0.0 {
                 return Ok(());
             }
-            let bytes = zenoh::bytes::ZBytes::from(vec![0x5au8; o.load_size]);
-            let start = Instant::now();
-            let mut n = 0u64;
-            while !done.load(Ordering::Relaxed) {
-                let owed = (start.elapsed().as_secs_f64() * o.load_per_s) as u64;
-                while n < owed && !done.load(Ordering::Relaxed) {
-                    load.put(bytes.clone()).wait().map_err(zerr)?;
-                    n += 1;
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Ok(())
+            paced(&load, o.load_size, o.load_per_s, || {
+                !done.load(Ordering::Relaxed)
+            })
         });
         let measured = measure(o, &p, &sub, &payload);
         done.store(true, Ordering::Relaxed);
@@ -204,13 +195,24 @@ pub(crate) fn load(connect: &str, size: usize, per_s: f64, seconds: f64) -> anyh
         .priority(Priority::Data)
         .wait()
         .map_err(zerr)?;
-    let bytes = zenoh::bytes::ZBytes::from(vec![0x5au8; size]);
     let start = Instant::now();
     let end = Duration::from_secs_f64(seconds.max(0.0));
+    paced(&load, size, per_s, || start.elapsed() < end)
+}
+
+/// Puts `size`-byte samples on `load` at `per_s` a second while `going`.
+fn paced(
+    load: &zenoh::pubsub::Publisher<'_>,
+    size: usize,
+    per_s: f64,
+    going: impl Fn() -> bool,
+) -> anyhow::Result<()> {
+    let bytes = zenoh::bytes::ZBytes::from(vec![0x5au8; size]);
+    let start = Instant::now();
     let mut n = 0u64;
-    while start.elapsed() < end {
+    while going() {
         let owed = (start.elapsed().as_secs_f64() * per_s) as u64;
-        while n < owed {
+        while n < owed && going() {
             load.put(bytes.clone()).wait().map_err(zerr)?;
             n += 1;
         }
