@@ -17,10 +17,15 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const PERIOD_MS: u64 = 10;
 const UPGRADES: u32 = 20;
-/// The controllers, the sensor and the consumer run at a real-time policy
-/// where permitted (as root: CI), as a plant's would: on two cores, a new
-/// build's start-up otherwise delays the running one's cycles by
-/// milliseconds.
+/// The sensor and the consumer run at a real-time policy where permitted
+/// (as root: CI), as a plant's would; the controller builds here at the
+/// default policy, as a build an operator just started might (the Python
+/// test runs its builds at this policy too: both mixes must hold). The
+/// mix found a priority inversion: the consumer's policy raises the
+/// forwarder that carries the commands across hosts, which then kept the
+/// plain controller off its CPU while closing the send ticket, and a
+/// command arrived two periods late two or three times in 5 s
+/// (`tagwire_shm`'s `ticket_inversion` test).
 const SCHED: &str = "fifo:30";
 
 /// Where each process runs: a daemon socket, and how to start a program
@@ -85,9 +90,8 @@ fn field(line: &str, key: &str) -> u64 {
 /// The sensor and the first build at `places[0]`, the consumer at
 /// `consumer`; then `UPGRADES` builds, build `b` at
 /// `places[(b - 1) % len]`, each started while the previous one runs.
-/// `any_gap_us`: the longest gap allowed anywhere in the stream (the
-/// hand-overs' own are held to 1.5 periods whatever it is).
-fn upgrade_in_a_row(places: &[Place], consumer: &Place, any_gap_us: u64) {
+/// No gap over 1.5 periods anywhere, the hand-overs' reported apart.
+fn upgrade_in_a_row(places: &[Place], consumer: &Place) {
     // One at a time: their timing bars assume the machine's two cores are
     // not shared with another run of this file.
     let _one = ONE_AT_A_TIME
@@ -154,14 +158,14 @@ fn upgrade_in_a_row(places: &[Place], consumer: &Place, any_gap_us: u64) {
         builds,
         "every build ran, in turn"
     );
-    // Where one build gives way to the next: never over 1.5 periods.
+    // Where one build gives way to the next, and anywhere else.
     let switch = field(&result, "max_switch_gap_us");
     assert!(
         switch <= PERIOD_MS * 1500,
         "a hand-over gap of {switch} us: {result}"
     );
     let gap = field(&result, "max_gap_us");
-    assert!(gap <= any_gap_us, "a gap of {gap} us: {result}");
+    assert!(gap <= PERIOD_MS * 1500, "a gap of {gap} us: {result}");
 }
 
 #[test]
@@ -177,7 +181,7 @@ fn twenty_upgrades_on_one_host_lose_and_repeat_nothing() {
         socket: socket.clone(),
         netns: None,
     };
-    upgrade_in_a_row(&[here()], &here(), PERIOD_MS * 1500);
+    upgrade_in_a_row(&[here()], &here());
 }
 
 #[test]
@@ -192,13 +196,5 @@ fn twenty_upgrades_each_onto_the_other_host_lose_and_repeat_nothing() {
         netns: Some(site.host(i).netns().to_owned()),
     };
     // Builds alternate between hosts 0 and 1; the consumer is on host 2.
-    // Across hosts a 100 Hz stream now and then arrives a period late, a
-    // message held until the next one comes (gaps of about two periods,
-    // 20.2-26.5 ms), with or without upgrades (a single build for 4.9 s:
-    // three such gaps a run with the consumer through its daemon), never
-    // on one host, nor best-effort or over TCP: the reliable UDP session
-    // holds a datagram now and then. Found by this test, not fixed yet.
-    // Until it is, the hand-overs are held to 1.5 periods and the stream
-    // as a whole to 3.
-    upgrade_in_a_row(&[at(0), at(1)], &at(2), PERIOD_MS * 3000);
+    upgrade_in_a_row(&[at(0), at(1)], &at(2));
 }

@@ -40,6 +40,7 @@
 //! reader access memory outside the mapping; a hostile subscriber can lie only
 //! about itself.
 
+mod backoff;
 mod ring;
 mod segment;
 pub mod sync;

@@ -73,6 +73,7 @@ use std::time::{Duration, Instant};
 use rustix::thread::futex;
 use thiserror::Error;
 
+use crate::backoff::Backoff;
 use crate::segment::{Segment, ShmError};
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 
@@ -529,6 +530,7 @@ impl Ring {
             // The clock is read only once the slot turns out to be held: a
             // clock read costs as much as the rest of a claim.
             let mut held_since: Option<Instant> = None;
+            let mut backoff = Backoff::default();
             let acquired = loop {
                 match owner.compare_exchange(0, token, Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => break true,
@@ -546,7 +548,7 @@ impl Ring {
                         if held_since.get_or_insert_with(Instant::now).elapsed() >= DEAD_WRITER {
                             break false;
                         }
-                        std::thread::yield_now();
+                        backoff.wait();
                     }
                 }
             };

@@ -33,6 +33,7 @@
 use std::time::{Duration, Instant};
 
 use super::Ring;
+use crate::backoff::Backoff;
 use crate::sync::{fence, AtomicU64, Ordering};
 
 /// Destinations a ticket holds.
@@ -128,10 +129,13 @@ impl<'a> Ticket<'a> {
 
     /// Withdraws the offer of record `index` (the forwarder, on waking).
     /// When the record's writer holds the claim, waits up to `patience` for
-    /// it to finish. A state that names another record (a hostile client
-    /// wrote it) counts as unclaimed.
+    /// it to finish, yielding and then sleeping (a forwarder of higher
+    /// priority than the writer must not keep it off a shared CPU:
+    /// `crate::backoff`). A state that names another record (a hostile
+    /// client wrote it) counts as unclaimed.
     pub fn close(&self, index: u64, patience: Duration) -> Closed {
         let start = Instant::now();
+        let mut backoff = Backoff::default();
         loop {
             let s = self.state().load(Ordering::Acquire);
             let kind = if s & INDEX_MASK == index & INDEX_MASK {
@@ -140,7 +144,7 @@ impl<'a> Ticket<'a> {
                 CLOSED
             };
             if kind == CLAIMED && start.elapsed() < patience {
-                std::thread::yield_now();
+                backoff.wait();
                 continue;
             }
             // A swap, not a compare-exchange: a client rewriting the word
