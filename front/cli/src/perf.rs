@@ -134,6 +134,11 @@ enum Bench {
         /// Receive mode.
         #[arg(long, default_value = "block")]
         mode: String,
+        /// Also run the sender at SCHED_FIFO above, below or level with
+        /// its receivers (the 1995 paper's Figures 4-4 and 4-5; root or
+        /// CAP_SYS_NICE; `--pin 0,0` shares one CPU as the paper's did).
+        #[arg(long, value_delimiter = ',')]
+        sender_priority: Vec<String>,
     },
     /// Messages per second at the subscriber, publisher flat out.
     Throughput {
@@ -335,6 +340,8 @@ pub(crate) struct WorkerArgs {
     through_daemon: bool,
     #[arg(long)]
     tcp: bool,
+    #[arg(long, value_parser = str::parse::<tagwire::Sched>)]
+    sched: Option<tagwire::Sched>,
 }
 
 /// Arguments of the hidden language-runner subcommand (see `tagwire_perf::lang`).
@@ -386,6 +393,7 @@ pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
         lossless: a.lossless,
         through_daemon: a.through_daemon,
         tcp: a.tcp,
+        sched: a.sched,
     })
 }
 
@@ -459,13 +467,20 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             acks,
             size,
             mode,
+            sender_priority,
         } => {
             let acks = parse_acks(acks)?;
             let receivers = parse_receivers(receivers)?;
-            (
-                "fanout",
-                suite::fanout(&o, &receivers, &acks, *size, parse_mode(mode)?)?,
-            )
+            let mut priorities = vec![None];
+            for p in sender_priority {
+                let p = suite::SenderPriority::parse(p).with_context(|| {
+                    format!("--sender-priority takes above, below and same, not {p}")
+                })?;
+                priorities.push(Some(p));
+            }
+            let mode = parse_mode(mode)?;
+            let records = suite::fanout(&o, &receivers, &acks, *size, mode, &priorities)?;
+            ("fanout", records)
         }
         Bench::Throughput {
             size,

@@ -557,3 +557,42 @@ fn perf_place_reports_solve_times_per_instance_and_solver() {
     let (e, m) = (cost("exhaustive"), cost("milp-one-per-tag"));
     assert!((e - m).abs() <= 1e-9 * e, "{e} vs {m}");
 }
+
+#[test]
+fn fanout_runs_the_sender_above_below_and_level_with_its_receivers() {
+    // The privilege, probed on a thread of its own (it keeps the policy).
+    let probe = std::thread::spawn(|| tagwire::set_thread_sched(tagwire::Sched::Fifo(1)));
+    if let Err(e) = probe.join().unwrap() {
+        println!("skipped: {e}");
+        return;
+    }
+    let recs = perf(&[
+        "fanout",
+        "--receivers",
+        "1,2",
+        "--acks",
+        "last",
+        "--sender-priority",
+        "above,below,same",
+        "--pin",
+        "0,0",
+        "--iters",
+        "30",
+        "--warmup",
+        "3",
+        "--no-dds",
+    ]);
+    for rel in ["", " sender-above", " sender-below", " sender-same"] {
+        for system in ["tagwire", "raw-futex"] {
+            let system = format!("{system}{rel}");
+            for n in [1, 2] {
+                assert!(
+                    recs.iter().any(|r| r["system"] == system.as_str()
+                        && r["receivers"] == n
+                        && r["p50_us"].as_f64().is_some()),
+                    "{system} receivers={n} missing"
+                );
+            }
+        }
+    }
+}

@@ -57,12 +57,15 @@ pub const STALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest UDP payload over IPv4.
 pub const MAX_UDP_PAYLOAD: usize = 65_507;
 
-/// Thread placement for the raw baselines.
+/// Thread placement (and, for the fan-out, policies) for the raw baselines.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RawOpts {
     /// `(ping_cpu, pong_cpu)`: pin the two threads to these CPUs. `None`
     /// leaves them to the scheduler (within the process's affinity).
     pub cpus: Option<(usize, usize)>,
+    /// The fan-out's sender and receivers at `SCHED_FIFO`, so related
+    /// (`tagwire perf fanout --sender-priority`); `None`: the default policy.
+    pub priority: Option<crate::workload::SenderPriority>,
 }
 
 /// Pins the calling thread to `cpu`.
@@ -452,11 +455,19 @@ fn fanout_rtt(
     let total = u32::try_from(warmup + iters).context("too many round trips")?;
     let fan = Fan::new(size);
     let (ping_cpu, pong_cpu) = opts.cpus.unzip();
+    let policy = |sched: tagwire::Sched| -> anyhow::Result<()> {
+        tagwire::set_thread_sched(sched).context("--sender-priority runs the floor at SCHED_FIFO")
+    };
+    let (sender_sched, receiver_sched) = opts
+        .priority
+        .map(|p| (p.sender(), crate::workload::SenderPriority::receivers()))
+        .unzip();
     let mut handles = Vec::with_capacity(receivers);
     for i in 0..receivers {
         let acking = all_ack || i + 1 == receivers;
         let f = Arc::clone(&fan);
         let h = spawn_pinned(&format!("raw-fan-{i}"), pong_cpu, move || {
+            receiver_sched.map(policy).transpose()?;
             let acks = &f.acks.0;
             // Every receiver acking counts; the last one alone names the ping.
             let mut answer = |seq: u32| {
@@ -475,6 +486,7 @@ fn fanout_rtt(
     }
     let f = Arc::clone(&fan);
     let sender = spawn_pinned("raw-fan-ping", ping_cpu, move || {
+        sender_sched.map(policy).transpose()?;
         let mut laps = Laps::new(iters, warmup);
         let per_round = if all_ack { receivers as u32 } else { 1 };
         for seq in 1..=total {
@@ -564,7 +576,7 @@ mod tests {
 
     #[test]
     fn fanout_rtt_both_acks_and_waits() {
-        let opts = RawOpts { cpus: None };
+        let opts = RawOpts::default();
         for spin in [false, true] {
             for all in [false, true] {
                 let v = raw_fanout_rtt(256, 3, all, spin, (300, 20), &opts).expect("fan-out");
@@ -576,7 +588,7 @@ mod tests {
 
     #[test]
     fn udp_fanout_rtt_both_acks_over_loopback() {
-        let opts = RawOpts { cpus: None };
+        let opts = RawOpts::default();
         for all in [false, true] {
             let (a, b) = loopback_pair().expect("sockets");
             let v = udp_fanout_rtt(a, b, 256, 3, all, (300, 20), &opts).expect("fan-out");
@@ -592,7 +604,10 @@ mod tests {
 
     #[test]
     fn spin_rtt_same_core_makes_progress() {
-        let opts = RawOpts { cpus: Some((0, 0)) };
+        let opts = RawOpts {
+            cpus: Some((0, 0)),
+            ..RawOpts::default()
+        };
         let v = raw_shm_spin_rtt_with(64, 200, 10, &opts).expect("spin same core");
         check("raw-spin same core", &v, 200);
     }

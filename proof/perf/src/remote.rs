@@ -306,7 +306,10 @@ pub fn remote_rtt(
     let keyed_env = keyed.map(|k| k.env(o.env.exe.clone(), o.env.cpus, &[1]));
     let dds = dds_opts(o).and_then(|d| site.dds(&d, 1, 0).map_err(|e| format!("{e:#}")));
     let zenoh = site.peers(o, 0, 1);
-    let ropts = raw::RawOpts { cpus: o.env.cpus };
+    let ropts = raw::RawOpts {
+        cpus: o.env.cpus,
+        ..raw::RawOpts::default()
+    };
     let mut acc = Acc::default();
     let mut skipped = Vec::new();
     if let Err(reason) = &zenoh {
@@ -451,7 +454,10 @@ pub fn proxy_rtt(
         ("tagwire+proxy@publisher", every, Some(Proxy::Publisher)),
         ("tagwire+proxy@third-host", every, Some(node2)),
     ];
-    let ropts = raw::RawOpts { cpus: o.env.cpus };
+    let ropts = raw::RawOpts {
+        cpus: o.env.cpus,
+        ..raw::RawOpts::default()
+    };
     let mut acc = Acc::default();
     let s = size as u64;
     for rep in 0..o.reps {
@@ -568,7 +574,10 @@ pub fn remote_fanout(
                         n,
                         a == Acks::All,
                         (o.iters, o.warmup),
-                        &raw::RawOpts { cpus: o.env.cpus },
+                        &raw::RawOpts {
+                            cpus: o.env.cpus,
+                            ..raw::RawOpts::default()
+                        },
                     )?;
                     push(
                         &mut acc,

@@ -35,7 +35,7 @@ pub struct SuiteOpts {
     pub progress: bool,
 }
 
-pub use crate::workload::Mode;
+pub use crate::workload::{Mode, SenderPriority};
 
 /// Throughput series: (system, size, [(rep, msgs/s)], per-rep notes).
 type RateSeries = (String, u64, Vec<(usize, f64)>, Vec<String>);
@@ -227,7 +227,10 @@ pub fn rtt(
 ) -> anyhow::Result<Vec<Record>> {
     let dds = dds_opts(o);
     let iox2 = peer_opts(o);
-    let ropts = raw::RawOpts { cpus: o.env.cpus };
+    let ropts = raw::RawOpts {
+        cpus: o.env.cpus,
+        ..raw::RawOpts::default()
+    };
     let mut acc = Acc::default();
     // The languages' table: Rust's in-process pinger, then each runner.
     let mut lacc = Acc::default();
@@ -346,6 +349,7 @@ pub fn rtt(
                 if let Some((pong_cpu, _)) = o.env.cpus {
                     let one = raw::RawOpts {
                         cpus: Some((pong_cpu, pong_cpu)),
+                        ..raw::RawOpts::default()
                     };
                     let d = raw::raw_shm_futex_rtt_with(size, o.iters, o.warmup, &one)?;
                     if let (Some(f), Some(c)) = (Summary::from_durations(&d), cyclone) {
@@ -457,52 +461,62 @@ pub fn fanout(
     acks: &[Acks],
     size: usize,
     mode: Mode,
+    priorities: &[Option<SenderPriority>],
 ) -> anyhow::Result<Vec<Record>> {
     let mut acc = Acc::default();
     for rep in 0..o.reps {
         acc.rep = rep;
         for &n in receivers {
             for &a in acks {
-                note(
-                    o,
-                    format!(
-                        "fanout rep {}/{} receivers {n} acks {}",
-                        rep + 1,
-                        o.reps,
-                        a.as_str()
-                    ),
-                );
-                let rounds = Rounds::new(size, o.iters, o.warmup).fan(n, a).mode(mode);
-                let d = workload::rtt(&o.env, rounds)?;
-                push(
-                    &mut acc,
-                    "tagwire",
-                    mode.as_str(),
-                    size as u64,
-                    n as u32,
-                    a.as_str(),
-                    &d,
-                );
-                // The floor: the same fan-out with threads, one futex word
-                // (or polling) and nothing else, placed alike.
-                let spin = mode == Mode::Spin;
-                let d = raw::raw_fanout_rtt(
-                    size,
-                    n,
-                    a == Acks::All,
-                    spin,
-                    (o.iters, o.warmup),
-                    &raw::RawOpts { cpus: o.env.cpus },
-                )?;
-                push(
-                    &mut acc,
-                    if spin { "raw-spin" } else { "raw-futex" },
-                    mode.as_str(),
-                    size as u64,
-                    n as u32,
-                    a.as_str(),
-                    &d,
-                );
+                for &p in priorities {
+                    // `tagwire sender-above` and so on: one series each.
+                    let named = |system: &str| match p {
+                        Some(p) => format!("{system} sender-{}", p.as_str()),
+                        None => system.to_string(),
+                    };
+                    note(
+                        o,
+                        format!(
+                            "fanout rep {}/{} receivers {n} acks {} {}",
+                            rep + 1,
+                            o.reps,
+                            a.as_str(),
+                            named("priority")
+                        ),
+                    );
+                    let rounds = Rounds::new(size, o.iters, o.warmup)
+                        .fan(n, a)
+                        .mode(mode)
+                        .priority(p);
+                    let d = workload::rtt(&o.env, rounds)?;
+                    let m = mode.as_str();
+                    push(
+                        &mut acc,
+                        &named("tagwire"),
+                        m,
+                        size as u64,
+                        n as u32,
+                        a.as_str(),
+                        &d,
+                    );
+                    // The floor: the same fan-out with threads, one futex
+                    // word (or polling) and nothing else, placed and
+                    // prioritised alike.
+                    let spin = mode == Mode::Spin;
+                    let d = raw::raw_fanout_rtt(
+                        size,
+                        n,
+                        a == Acks::All,
+                        spin,
+                        (o.iters, o.warmup),
+                        &raw::RawOpts {
+                            cpus: o.env.cpus,
+                            priority: p,
+                        },
+                    )?;
+                    let floor = named(if spin { "raw-spin" } else { "raw-futex" });
+                    push(&mut acc, &floor, m, size as u64, n as u32, a.as_str(), &d);
+                }
             }
         }
     }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use tagwire::{
-    Client, ClientOptions, Domain, Error, HistoryQuery, KeepHistory, Proxy, RingParams,
+    Client, ClientOptions, Domain, Error, HistoryQuery, KeepHistory, Proxy, RingParams, Sched,
     SubscribeOptions,
 };
 
@@ -36,6 +36,52 @@ impl Acks {
             Acks::All => "all",
             Acks::Last => "last",
         }
+    }
+}
+
+/// The sender's real-time priority relative to its receivers' (the 1995
+/// paper's Figures 4-4 and 4-5): every process at `SCHED_FIFO`, the
+/// receivers at [`SenderPriority::receivers`], the sender ten above, ten
+/// below or level with them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SenderPriority {
+    /// The sender preempts its receivers.
+    Above,
+    /// Each receiver it wakes preempts the sender (on a shared CPU).
+    Below,
+    /// Level: neither preempts the other.
+    Same,
+}
+
+impl SenderPriority {
+    /// "above", "below" or "same".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SenderPriority::Above => "above",
+            SenderPriority::Below => "below",
+            SenderPriority::Same => "same",
+        }
+    }
+
+    /// The relation `as_str` names.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Above, Self::Below, Self::Same]
+            .into_iter()
+            .find(|p| p.as_str() == s)
+    }
+
+    /// The sender's policy.
+    pub fn sender(self) -> Sched {
+        Sched::Fifo(match self {
+            SenderPriority::Above => 30,
+            SenderPriority::Same => 20,
+            SenderPriority::Below => 10,
+        })
+    }
+
+    /// The receivers' policy, whatever the relation.
+    pub fn receivers() -> Sched {
+        Sched::Fifo(20)
     }
 }
 
@@ -114,6 +160,8 @@ pub struct WorkerArgs {
     pub through_daemon: bool,
     /// Its node's copy comes over the TCP carrier (`SubscribeOptions::tcp`).
     pub tcp: bool,
+    /// The policy the worker runs at (`None`: the default).
+    pub sched: Option<Sched>,
 }
 
 const STOP: &[u8] = b"\xffSTOP";
@@ -178,6 +226,9 @@ fn spawn_worker(env: &Env, i: usize, a: &WorkerArgs, stdout: Stdio) -> anyhow::R
     }
     if a.tcp {
         cmd.arg("--tcp");
+    }
+    if let Some(sched) = a.sched {
+        cmd.args(["--sched", &sched.to_string()]);
     }
     cmd.spawn()
         .with_context(|| format!("starting worker {}", env.exe.display()))
@@ -267,6 +318,9 @@ pub struct Rounds {
     /// Pings and acks from other nodes through the daemons, never by
     /// direct delivery (the path before it, for comparison).
     pub through_daemon: bool,
+    /// The sender (the calling thread) and the receivers at `SCHED_FIFO`,
+    /// so related (`None`: every one at the default policy).
+    pub priority: Option<SenderPriority>,
 }
 
 impl Rounds {
@@ -283,6 +337,15 @@ impl Rounds {
             every: 1,
             proxy: Some(Proxy::Subscriber),
             through_daemon: false,
+            priority: None,
+        }
+    }
+
+    /// The sender and its receivers at `SCHED_FIFO`, related as `p` says.
+    pub fn priority(self, p: Option<SenderPriority>) -> Self {
+        Self {
+            priority: p,
+            ..self
         }
     }
 
@@ -319,8 +382,26 @@ impl Rounds {
 }
 
 /// Sender-based round trips as `r` says, with worker processes as the
-/// receivers. Returns one duration per measured round trip.
+/// receivers. Returns one duration per measured round trip. With a
+/// [`Rounds::priority`] the sender runs on a thread of its own at its
+/// policy (the caller's is left as it was); refused: an error saying what
+/// would grant it.
 pub fn rtt(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
+    let Some(p) = r.priority else {
+        return rtt_here(env, r);
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tagwire::set_thread_sched(p.sender())
+                .context("--sender-priority runs the sender at SCHED_FIFO")?;
+            rtt_here(env, r)
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("the sending thread panicked"))?
+    })
+}
+
+fn rtt_here(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
     let Rounds {
         size,
         iters,
@@ -331,6 +412,7 @@ pub fn rtt(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
         every,
         proxy,
         through_daemon,
+        priority,
     } = r;
     anyhow::ensure!(receivers >= 1, "at least one receiver");
     anyhow::ensure!(every >= 1, "a scale of at least 1");
@@ -363,6 +445,7 @@ pub fn rtt(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
             lossless: false,
             through_daemon,
             tcp: false,
+            sched: priority.map(|_| SenderPriority::receivers()),
         };
         workers.0.push(spawn_worker(env, i, &a, Stdio::null())?);
         // Start them one by one so the last one really is the last to subscribe.
@@ -487,6 +570,7 @@ pub fn throughput(
         lossless,
         through_daemon,
         tcp,
+        sched: None,
     };
     let mut workers = Workers(vec![spawn_worker(env, 0, &a, Stdio::piped())?]);
     wait_for(
@@ -612,6 +696,10 @@ pub fn worker_main(a: &WorkerArgs) -> anyhow::Result<()> {
     if let Some(c) = a.cpu {
         crate::raw::pin_current_thread(c)?;
     }
+    if let Some(sched) = a.sched {
+        // Before the client's threads start: they inherit it.
+        tagwire::set_thread_sched(sched)?;
+    }
     let c = Client::connect()?;
     let mut opts = a.mode.options(a.depth).every(a.every).proxy(a.proxy);
     if a.lossless {
@@ -678,5 +766,33 @@ pub fn worker_main(a: &WorkerArgs) -> anyhow::Result<()> {
             Ok(())
         }
         r => bail!("unknown worker role {r}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sender_sits_above_below_or_level_with_its_receivers() {
+        let r = SenderPriority::receivers();
+        let fifo = |s: Sched| match s {
+            Sched::Fifo(p) => p,
+            other => panic!("{other} is not SCHED_FIFO"),
+        };
+        let (above, below, same) = (
+            SenderPriority::Above.sender(),
+            SenderPriority::Below.sender(),
+            SenderPriority::Same.sender(),
+        );
+        assert!(fifo(above) > fifo(r) && fifo(below) < fifo(r) && fifo(same) == fifo(r));
+        for p in [
+            SenderPriority::Above,
+            SenderPriority::Below,
+            SenderPriority::Same,
+        ] {
+            assert_eq!(SenderPriority::parse(p.as_str()), Some(p));
+        }
+        assert_eq!(SenderPriority::parse("higher"), None);
     }
 }
