@@ -27,9 +27,14 @@
 //! the work on this node is a part: pessimistic until the update thread's
 //! own share is measured).
 //!
-//! Worst-case response time ([`analyze`]): the least fixed point of `R =
-//! C + B + Σ_{j more urgent} ⌈R / T_j⌉ C_j`, unschedulable if it passes
-//! the task's deadline (its period unless given). A flow's end-to-end
+//! Worst-case response time ([`analyze`]): `R = J + w`, `w` the least
+//! fixed point of `w = C + B + Σ_{j more urgent} ⌈(w + J_j) / T_j⌉ C_j`,
+//! unschedulable if `R` passes the task's deadline (its period unless
+//! given). `J` is a task's release jitter: for a periodic task, how late
+//! its timer may wake it (the costs' `wakeup` record), so that `R` counts
+//! from the release it was due at; for a task run by messages, 0 in its
+//! own `R` (a flow adds its senders' responses) and their arrival jitter
+//! where it interferes with others. A flow's end-to-end
 //! bound: along its tasks and tags, each hop adds the sender's response
 //! time, the tag's network time when its ends are on two nodes, the
 //! every-n-th wait `(n - 1)` sender periods, and at the receiver, a
@@ -137,6 +142,13 @@ impl Costs {
             calls.push(c);
         }
         Ok(Costs { calls, figure })
+    }
+
+    /// A periodic task's release jitter, s: the latest a thread sleeping
+    /// until an absolute time woke after it (the `wakeup` record, at the
+    /// policy `perf costs --sched` ran at); 0 when the costs have none.
+    pub fn wakeup(&self) -> f64 {
+        self.of("wakeup", 0, false).unwrap_or(0.0)
     }
 
     /// The costs given directly (for tests and tools).
@@ -276,7 +288,15 @@ pub fn analyze(set: &TaskSet, costs: &Costs) -> Result<Analysis, AnalyzeError> {
     order.sort_by(|a, b| a.node.cmp(&b.node).then(b.priority.cmp(&a.priority)));
     let mut response: HashMap<&str, Option<f64>> = HashMap::new();
     let mut overrun: HashMap<&str, f64> = HashMap::new();
-    let mut jitter: HashMap<&str, f64> = set.task.iter().map(|t| (t.name.as_str(), 0.0)).collect();
+    let wakeup = costs.wakeup();
+    // Periodic tasks wake late by up to `wakeup`; event-run ones start
+    // with their messages' arrival (updated as senders' responses are).
+    let own_jitter = |t: &Task| if t.on.is_none() { wakeup } else { 0.0 };
+    let mut jitter: HashMap<&str, f64> = set
+        .task
+        .iter()
+        .map(|t| (t.name.as_str(), own_jitter(t)))
+        .collect();
     for _ in 0..=set.task.len() + 1 {
         let mut next: HashMap<&str, Option<f64>> = HashMap::new();
         for t in &order {
@@ -291,12 +311,17 @@ pub fn analyze(set: &TaskSet, costs: &Costs) -> Result<Analysis, AnalyzeError> {
                 })
                 .collect();
             hp.extend(storm);
+            // A periodic task's response counts from its due release: its
+            // own wake-up jitter comes first.
+            let late = own_jitter(t);
             let r = response_time(
                 cost[t.name.as_str()],
                 set.platform.table_block,
                 &hp,
-                deadline,
-            );
+                deadline - late,
+            )
+            .map(|w| w + late)
+            .map_err(|w| w + late);
             if let Err(past) = r {
                 overrun.insert(&t.name, past - deadline);
             } else {
@@ -312,7 +337,7 @@ pub fn analyze(set: &TaskSet, costs: &Costs) -> Result<Analysis, AnalyzeError> {
         for t in &set.task {
             // An unschedulable sender: its receivers' jitter is unbounded;
             // their own results stand as computed with the last known.
-            if let Some(j) = set.jitter(t, &response) {
+            if let Some(j) = set.jitter(t, &response, wakeup) {
                 jitter.insert(&t.name, j);
             }
         }

@@ -284,9 +284,17 @@ impl TaskSet {
     /// The release jitter of an event-run task: the latest its message can
     /// arrive after its sender's release (the sender's response time, the
     /// network between nodes).
-    pub(crate) fn jitter(&self, t: &Task, response: &HashMap<&str, Option<f64>>) -> Option<f64> {
+    /// `t`'s release jitter: a periodic task's, its timer's wake-up
+    /// (`wakeup`); a task run by a tag's messages, their latest arrival
+    /// after their senders' releases.
+    pub(crate) fn jitter(
+        &self,
+        t: &Task,
+        response: &HashMap<&str, Option<f64>>,
+        wakeup: f64,
+    ) -> Option<f64> {
         let Some(tag) = &t.on else {
-            return Some(0.0);
+            return Some(wakeup);
         };
         let mut worst: f64 = 0.0;
         for s in self.senders(tag) {

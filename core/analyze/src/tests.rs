@@ -253,3 +253,31 @@ fn bad_task_sets_and_cost_files_are_refused_with_what_is_wrong() {
     let nan = line.replace("\"max_us\":3", "\"max_us\":-3");
     assert!(Costs::from_json_lines(&nan, CostFigure::Max).is_err());
 }
+
+#[test]
+fn a_periodic_task_waking_late_counts_its_wake_up_from_its_due_release() {
+    // Periods 7 and 12, costs 3 and 3, every timer up to 1 late (in µs
+    // in the costs: 1e6 µs = 1 s, the set's unit here). The first: 1 + 3.
+    // The second: w = 3 + ⌈(w + 1) / 7⌉·3 = 6, then R = 1 + 6 = 7.
+    let set = TaskSet {
+        task: vec![
+            periodic("t1", "n", 2, 7.0, 3.0),
+            periodic("t2", "n", 1, 12.0, 3.0),
+        ],
+        ..TaskSet::default()
+    };
+    let late = costs(&[("wakeup", 0, "local", 1e6)]);
+    assert_eq!(late.wakeup(), 1.0);
+    let a = analyze(&set, &late).unwrap();
+    let r: Vec<Option<f64>> = a.tasks.iter().map(|t| t.response).collect();
+    assert_eq!(r, vec![Some(4.0), Some(7.0)]);
+    // Without a wakeup record: none assumed.
+    assert_eq!(Costs::default().wakeup(), 0.0);
+    // Late enough that the second's window takes two of the first's
+    // releases: w = 3 + ⌈(w + 4) / 7⌉·3 = 9, R = 4 + 9 = 13 > 12.
+    let later = costs(&[("wakeup", 0, "local", 4e6)]);
+    let a = analyze(&set, &later).unwrap();
+    assert_eq!(a.tasks[0].response, Some(7.0));
+    assert!(!a.tasks[1].schedulable);
+    assert_eq!(a.tasks[1].overrun, Some(1.0));
+}

@@ -87,6 +87,10 @@ enum Bench {
         /// host.
         #[arg(long)]
         remote: bool,
+        /// Make the calls at this policy (`fifo:50`), as the application
+        /// analysed runs its tasks (root or CAP_SYS_NICE).
+        #[arg(long, value_parser = str::parse::<tagwire::Sched>)]
+        sched: Option<tagwire::Sched>,
     },
     /// Proxy-placement solve times (push-pull paper Table 3): vBNS and
     /// generated topologies, exhaustive search and MILP.

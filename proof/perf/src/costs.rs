@@ -32,6 +32,9 @@ pub struct Spec {
     pub calls: usize,
     /// Message sizes for send and receive, bytes.
     pub sizes: Vec<usize>,
+    /// The policy the calling thread (and the threads it starts) runs
+    /// at, as the application's would (`None`: as it is).
+    pub sched: Option<tagwire::Sched>,
 }
 
 impl Default for Spec {
@@ -39,6 +42,7 @@ impl Default for Spec {
         Spec {
             calls: 10_000,
             sizes: vec![64, 1024, 64 * 1024, 1 << 20],
+            sched: None,
         }
     }
 }
@@ -70,7 +74,9 @@ pub struct CostRecord {
     pub bench: String,
     /// The call: `create_tag`, `destroy_tag`, `publisher`,
     /// `release_publisher`, `subscribe`, `unsubscribe`, `send`, `receive`,
-    /// `senders`, `receivers`, `pull`.
+    /// `senders`, `receivers`, `pull`; and `wakeup`, not a call: how late
+    /// a thread sleeping until an absolute time wakes (a periodic task's
+    /// release jitter).
     pub call: String,
     /// Message size for `send`, `receive` and `pull` (each message), else 0.
     pub size: usize,
@@ -128,6 +134,9 @@ pub fn measure(
     } else {
         Where::Local
     };
+    if let Some(s) = spec.sched {
+        tagwire::set_thread_sched(s).with_context(|| format!("perf costs --sched {s}"))?;
+    }
     let pid = std::process::id();
     let mut out = Vec::new();
     let mut push = |r: CostRecord, out: &mut Vec<CostRecord>| {
@@ -216,7 +225,28 @@ pub fn measure(
     }
     push(pull_cost(c, pid, place, spec.calls.min(2_000))?, &mut out);
     let _ = c.destroy_tag(&tag);
+    if place == Where::Local {
+        push(wakeup_cost(spec.calls.min(2_000))?, &mut out);
+    }
     Ok(out)
+}
+
+/// How late a sleep until an absolute time ends (`calls` of them, 1 ms
+/// apart), the way a periodic task waits for its next release.
+fn wakeup_cost(calls: usize) -> anyhow::Result<CostRecord> {
+    const PERIOD: Duration = Duration::from_millis(1);
+    let mut t = Vec::with_capacity(calls);
+    let mut due = Instant::now() + PERIOD;
+    for _ in 0..calls {
+        if let Some(d) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+        t.push(due.elapsed().as_secs_f64() * 1e6);
+        due += PERIOD;
+        // A wake-up later than a period: the next due time from now.
+        due = due.max(Instant::now() + PERIOD / 2);
+    }
+    record("wakeup", 0, Where::Local, t)
 }
 
 /// `send` of `size` bytes with a local subscriber draining the tag (and

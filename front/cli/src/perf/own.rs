@@ -48,6 +48,7 @@ pub(super) fn costs(a: &Args) -> anyhow::Result<()> {
         calls,
         sizes,
         remote,
+        sched,
     } = &a.bench
     else {
         unreachable!("costs() is called for Bench::Costs");
@@ -55,6 +56,7 @@ pub(super) fn costs(a: &Args) -> anyhow::Result<()> {
     let spec = tagwire_perf::costs::Spec {
         calls: (*calls).max(1),
         sizes: sizes.clone(),
+        sched: *sched,
     };
     let show = |r: &tagwire_perf::costs::CostRecord| {
         eprintln!(
