@@ -18,8 +18,9 @@
 //! receives, at the message's size (the next measured size up), local or
 //! remote as its tag's other end is. Threads of tagwire that compete
 //! (the daemon's inbound or forwarding threads, when they run above the
-//! application's tasks) are listed as tasks of the node with their period
-//! and cost. Blocking: the longest time a lower-priority task can hold
+//! application's tasks) and the kernel's are listed as `[[thread]]`s of
+//! the node with their period and cost: they preempt, nothing bounds
+//! them. Blocking: the longest time a lower-priority task can hold
 //! what a task needs, here the client's and the daemon's tag tables while
 //! a table change is applied (`table_block`, given: not measured yet), plus
 //! the update-storm term, `table_changes` per second each costing a table
@@ -36,7 +37,9 @@
 //! own `R` (a flow adds its senders' responses) and their arrival jitter
 //! where it interferes with others. A flow's end-to-end
 //! bound: along its tasks and tags, each hop adds the sender's response
-//! time, the tag's network time when its ends are on two nodes, the
+//! time, the tag's network time when its ends are on two nodes (the
+//! costs' `deliver` record, from a send to the far subscriber's receive,
+//! when measured; else the platform's `network`), the
 //! every-n-th wait `(n - 1)` sender periods, and at the receiver, a
 //! periodic one's full period (it samples) or nothing for a task run by
 //! the message, then the receiver's response time.
@@ -49,7 +52,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 mod taskset;
-pub use taskset::{Flow, Platform, TagUse, Task, TaskSet};
+pub use taskset::{Flow, Platform, TagUse, Task, TaskSet, Thread};
 
 /// Why a task set cannot be analysed.
 #[derive(Debug, Error, PartialEq)]
@@ -310,6 +313,12 @@ pub fn analyze(set: &TaskSet, costs: &Costs) -> Result<Analysis, AnalyzeError> {
                     (period[n], cost[n], jitter[n])
                 })
                 .collect();
+            hp.extend(
+                set.thread
+                    .iter()
+                    .filter(|o| o.node == t.node && o.priority >= t.priority)
+                    .map(|o| (o.period, o.cost, o.jitter)),
+            );
             hp.extend(storm);
             // A periodic task's response counts from its due release: its
             // own wake-up jitter comes first.
@@ -337,7 +346,7 @@ pub fn analyze(set: &TaskSet, costs: &Costs) -> Result<Analysis, AnalyzeError> {
         for t in &set.task {
             // An unschedulable sender: its receivers' jitter is unbounded;
             // their own results stand as computed with the last known.
-            if let Some(j) = set.jitter(t, &response, wakeup) {
+            if let Some(j) = set.jitter(t, &response, wakeup, costs) {
                 jitter.insert(&t.name, j);
             }
         }
@@ -363,7 +372,7 @@ pub fn analyze(set: &TaskSet, costs: &Costs) -> Result<Analysis, AnalyzeError> {
         .collect();
     let mut flows = Vec::new();
     for f in &set.flow {
-        flows.push(set.flow_bound(f, &period, &response)?);
+        flows.push(set.flow_bound(f, &period, &response, costs)?);
     }
     Ok(Analysis { tasks, flows })
 }

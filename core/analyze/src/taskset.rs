@@ -17,6 +17,14 @@
 //! sends = [{ tag = "/cmd", size = 64 }]
 //! receives = [{ tag = "/sensor", size = 64, every = 1 }]
 //!
+//! [[thread]]            # not run by the application: only preempts
+//! name = "forwarder of /cmd"
+//! node = "a"
+//! priority = 55
+//! period = 0.01
+//! cost = 0.00005
+//! jitter = 0.0           # s
+//!
 //! [[flow]]
 //! name = "sensor to actuator"
 //! path = ["sensor", "ctl", "actuator"]   # tasks; consecutive ones share a tag
@@ -122,6 +130,28 @@ pub struct Flow {
     pub deadline: Option<f64>,
 }
 
+/// A thread that is not the application's but preempts its tasks: one
+/// of tagwire's (a forwarder or a delivery thread raised to a
+/// subscription's policy, run by each message it carries) or the kernel's.
+/// Only its interference is analysed.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Thread {
+    /// What it is.
+    pub name: String,
+    /// The node it runs on.
+    pub node: String,
+    /// Its fixed priority.
+    pub priority: u32,
+    /// How often it runs, at most, s.
+    pub period: f64,
+    /// Its cost each time, s.
+    pub cost: f64,
+    /// How late after its period's start it may run, s.
+    #[serde(default)]
+    pub jitter: f64,
+}
+
 /// A task set.
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
@@ -132,6 +162,9 @@ pub struct TaskSet {
     /// Tasks.
     #[serde(default)]
     pub task: Vec<Task>,
+    /// Threads besides the tasks that preempt them.
+    #[serde(default)]
+    pub thread: Vec<Thread>,
     /// Flows.
     #[serde(default)]
     pub flow: Vec<Flow>,
@@ -155,6 +188,15 @@ impl TaskSet {
         let p = &self.platform;
         if !(ok(p.network) && ok(p.table_block) && ok(p.table_changes)) {
             return Err(invalid("platform values are finite and not negative"));
+        }
+        for t in &self.thread {
+            let ok = |v: f64| v.is_finite() && v >= 0.0;
+            if !(t.period.is_finite() && t.period > 0.0 && ok(t.cost) && ok(t.jitter)) {
+                return Err(invalid(format!(
+                    "thread {}: a period above 0, a cost and a jitter not negative",
+                    t.name
+                )));
+            }
         }
         let mut names = std::collections::HashSet::new();
         for t in &self.task {
@@ -281,9 +323,6 @@ impl TaskSet {
         )))
     }
 
-    /// The release jitter of an event-run task: the latest its message can
-    /// arrive after its sender's release (the sender's response time, the
-    /// network between nodes).
     /// `t`'s release jitter: a periodic task's, its timer's wake-up
     /// (`wakeup`); a task run by a tag's messages, their latest arrival
     /// after their senders' releases.
@@ -292,6 +331,7 @@ impl TaskSet {
         t: &Task,
         response: &HashMap<&str, Option<f64>>,
         wakeup: f64,
+        costs: &Costs,
     ) -> Option<f64> {
         let Some(tag) = &t.on else {
             return Some(wakeup);
@@ -302,7 +342,7 @@ impl TaskSet {
             let net = if s.node == t.node {
                 0.0
             } else {
-                self.platform.network
+                self.network(tag, costs)
             };
             worst = worst.max(r + net);
         }
@@ -310,11 +350,29 @@ impl TaskSet {
     }
 
     /// A flow's end-to-end bound.
+    /// How long a message of `tag` takes between two nodes, s: measured
+    /// (the costs' `deliver` record at the tag's largest size), else the
+    /// platform's `network`.
+    pub fn network(&self, tag: &str, costs: &Costs) -> f64 {
+        let size = self
+            .task
+            .iter()
+            .flat_map(|t| t.sends.iter().chain(&t.receives))
+            .filter(|u| u.tag == tag)
+            .map(|u| u.size)
+            .max()
+            .unwrap_or(0);
+        costs
+            .of("deliver", size, true)
+            .unwrap_or(self.platform.network)
+    }
+
     pub(crate) fn flow_bound(
         &self,
         f: &Flow,
         period: &HashMap<&str, f64>,
         response: &HashMap<&str, Option<f64>>,
+        costs: &Costs,
     ) -> Result<FlowBound, AnalyzeError> {
         let mut parts: Vec<(String, f64)> = Vec::new();
         let mut schedulable = true;
@@ -341,7 +399,7 @@ impl TaskSet {
                     ))
                 })?;
             if a.node != b.node {
-                parts.push((format!("net({})", used.tag), self.platform.network));
+                parts.push((format!("net({})", used.tag), self.network(&used.tag, costs)));
             }
             if used.every > 1 {
                 let pa = period[a.name.as_str()];

@@ -281,3 +281,36 @@ fn a_periodic_task_waking_late_counts_its_wake_up_from_its_due_release() {
     assert!(!a.tasks[1].schedulable);
     assert_eq!(a.tasks[1].overrun, Some(1.0));
 }
+
+#[test]
+fn a_thread_above_a_task_preempts_it_and_one_below_does_not() {
+    // The textbook's second task, with the first as a thread instead.
+    let mut set = TaskSet {
+        task: vec![periodic("t2", "n", 2, 12.0, 3.0)],
+        thread: vec![Thread {
+            name: "forwarder".into(),
+            node: "n".into(),
+            priority: 3,
+            period: 7.0,
+            cost: 3.0,
+            jitter: 0.0,
+        }],
+        ..TaskSet::default()
+    };
+    let a = analyze(&set, &Costs::default()).unwrap();
+    assert_eq!(a.tasks.len(), 1, "a thread is not analysed itself");
+    assert_eq!(a.tasks[0].response, Some(6.0));
+    set.thread[0].priority = 1;
+    assert_eq!(
+        analyze(&set, &Costs::default()).unwrap().tasks[0].response,
+        Some(3.0)
+    );
+    set.thread[0].node = "m".into();
+    set.thread[0].priority = 3;
+    assert_eq!(
+        analyze(&set, &Costs::default()).unwrap().tasks[0].response,
+        Some(3.0)
+    );
+    set.thread[0].period = 0.0;
+    assert!(analyze(&set, &Costs::default()).is_err());
+}

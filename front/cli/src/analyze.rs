@@ -18,21 +18,28 @@ pessimistic, never optimistic. A task is periodic (`period`) or runs on each
 message of a tag (`on`). Its cost per release is its own `wcet` plus the
 measured cost of one send per tag it sends (remote when a receiver is on
 another node) and one receive per tag it receives, at the next measured size
-up. Event-run tasks are released with their messages' arrival jitter
-(holistic analysis). Blocking: `table_block`, the time a table change holds
-the tag tables (given, not measured yet), and `table_changes` per second,
-each costing a measured table change. A flow's bound adds, hop by hop, the
-sender's response time, `network` between two nodes, (n - 1) sender periods
-for every-n-th, a periodic receiver's period (it samples) and its response
-time.
+up. A periodic task's response counts from its due release: it adds how
+late a timer wakes (the costs' `wakeup`). Event-run tasks are released with
+their messages' arrival jitter (holistic analysis). `[[thread]]`s (tagwire's
+forwarder and delivery threads raised to a subscription's policy, the
+kernel's work) preempt the tasks below them with their period and cost.
+Blocking: `table_block`, the time a table change holds the tag tables
+(given, not measured yet), and `table_changes` per second, each costing a
+measured table change. A flow's bound adds, hop by hop, the sender's
+response time, the time between two nodes (the costs' `deliver`, else
+`network`), (n - 1) sender periods for every-n-th, a periodic receiver's
+period (it samples) and its response time.
 
 The costs are measured on this machine with `tagwire perf costs --json`
-(`--remote` too when tags cross nodes); the bounds are only as good as the
-measured maxima, and a kernel that is not PREEMPT_RT can exceed them.
+(`--remote` too when tags cross nodes; `--sched fifo:P` at the tasks'
+policy); the bounds are only as good as the measured figures, and a kernel
+that is not PREEMPT_RT can exceed them (examples/taskset checks them
+against a run).
 
 Exit status 2 when a task or a flow misses its deadline.")]
 pub(crate) struct Args {
-    /// The task set (TOML: `[platform]`, `[[task]]`, `[[flow]]`).
+    /// The task set (TOML: `[platform]`, `[[task]]`, `[[thread]]`,
+    /// `[[flow]]`).
     taskset: PathBuf,
     /// Call costs: the JSON lines of `tagwire perf costs --json` (or its
     /// `costs.json`).

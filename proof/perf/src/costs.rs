@@ -35,6 +35,10 @@ pub struct Spec {
     /// The policy the calling thread (and the threads it starts) runs
     /// at, as the application's would (`None`: as it is).
     pub sched: Option<tagwire::Sched>,
+    /// The CPU the far subscriber's threads run on (its library's and
+    /// the one receiving), as the far task's would (`None`: the caller's
+    /// placement).
+    pub far_cpu: Option<usize>,
 }
 
 impl Default for Spec {
@@ -43,8 +47,25 @@ impl Default for Spec {
             calls: 10_000,
             sizes: vec![64, 1024, 64 * 1024, 1 << 20],
             sched: None,
+            far_cpu: None,
         }
     }
+}
+
+/// Runs `f` on a thread of its own on `cpu` (`None`: here), at the
+/// calling thread's policy.
+fn on_cpu<T: Send>(cpu: Option<usize>, f: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
+    let Some(cpu) = cpu else {
+        return Ok(f());
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            crate::raw::pin_current_thread(cpu)?;
+            Ok(f())
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("a thread on cpu {cpu} panicked"))?
+    })
 }
 
 impl Spec {
@@ -74,9 +95,10 @@ pub struct CostRecord {
     pub bench: String,
     /// The call: `create_tag`, `destroy_tag`, `publisher`,
     /// `release_publisher`, `subscribe`, `unsubscribe`, `send`, `receive`,
-    /// `senders`, `receivers`, `pull`; and `wakeup`, not a call: how late
-    /// a thread sleeping until an absolute time wakes (a periodic task's
-    /// release jitter).
+    /// `senders`, `receivers`, `pull`; and two that are not calls:
+    /// `wakeup`, how late a thread sleeping until an absolute time wakes
+    /// (a periodic task's release jitter), and `deliver` (remote), from a
+    /// send to the far subscriber's receive.
     pub call: String,
     /// Message size for `send`, `receive` and `pull` (each message), else 0.
     pub size: usize,
@@ -166,9 +188,10 @@ pub fn measure(
     // One tag for the rest, known to the other node if there is one.
     let tag = format!("/perf/costs/{pid}/main");
     c.create_tag(&tag, Domain::Global)?;
-    let _far = match other {
+    let mut far = match other {
         Some(o) => {
-            let s = o.subscribe(&tag, SubscribeOptions::default())?;
+            // Its library's threads start where it subscribes.
+            let s = on_cpu(spec.far_cpu, || o.subscribe(&tag, subscribe_options(spec)))??;
             let p = o.publisher(&tag)?;
             crate::napa::wait_known(c, &tag)?;
             Some((s, p))
@@ -215,10 +238,9 @@ pub fn measure(
     }
 
     for &size in &spec.sizes {
-        push(
-            send_cost(c, &tag, size, place, spec.calls_for(size))?,
-            &mut out,
-        );
+        for r in send_cost(c, &tag, size, place, spec, far.as_mut().map(|f| &mut f.0))? {
+            push(r, &mut out);
+        }
         if place == Where::Local {
             push(receive_cost(c, &tag, size, spec.calls_for(size))?, &mut out);
         }
@@ -249,39 +271,116 @@ fn wakeup_cost(calls: usize) -> anyhow::Result<CostRecord> {
     record("wakeup", 0, Where::Local, t)
 }
 
+/// Subscriptions at the policy the calls run at (`Spec::sched`), so that
+/// tagwire's threads carrying them run at it too, as an application's
+/// would.
+fn subscribe_options(spec: &Spec) -> SubscribeOptions {
+    let o = SubscribeOptions::default();
+    match spec.sched {
+        Some(s) => o.sched(s),
+        None => o,
+    }
+}
+
 /// `send` of `size` bytes with a local subscriber draining the tag (and
-/// the other node's, if any): the publisher's own cost.
+/// `far`, the other node's, if any): the publisher's own cost, each send
+/// made once every subscriber has the one before, as a periodic task's
+/// sends are. (Flat out, a reliable publisher is held back whenever the
+/// window to the far node is full: that is the stream's throughput, not
+/// the call's cost, and it took the remote maxima to 1.5-2.9 ms.) With
+/// a far subscriber, also `deliver`: from the send's start to that
+/// subscriber's receive (what a task's message takes between nodes).
 fn send_cost(
     c: &Client,
     tag: &str,
     size: usize,
     place: Where,
-    calls: usize,
-) -> anyhow::Result<CostRecord> {
-    let mut sub = c.subscribe(tag, SubscribeOptions::default())?;
+    spec: &Spec,
+    far: Option<&mut tagwire::Subscriber>,
+) -> anyhow::Result<Vec<CostRecord>> {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let calls = spec.calls_for(size);
+    let mut sub = c.subscribe(tag, subscribe_options(spec))?;
     let mut p = c.publisher(tag)?;
     p.set_send_timeout(Duration::from_secs(30));
     let payload = vec![0x5au8; size];
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|s| -> anyhow::Result<CostRecord> {
-        s.spawn(|| {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let _ = sub.receive(Some(Duration::from_millis(50)));
+    let stop = AtomicBool::new(false);
+    let (here, there) = (AtomicU64::new(0), AtomicU64::new(0));
+    let expect_far = far.is_some();
+    // When the far subscriber got each message.
+    let arrived = std::sync::Mutex::new(Vec::with_capacity(calls));
+    let drain = |s: &mut tagwire::Subscriber, n: &AtomicU64, far: bool| {
+        while !stop.load(Ordering::Relaxed) {
+            if s.receive(Some(Duration::from_millis(50))).is_ok() {
+                if far {
+                    if let Ok(mut a) = arrived.lock() {
+                        a.push(Instant::now());
+                    }
+                }
+                n.fetch_add(1, Ordering::Release);
             }
-        });
+        }
+    };
+    let mut starts = Vec::with_capacity(calls);
+    let record_send = std::thread::scope(|s| -> anyhow::Result<CostRecord> {
+        s.spawn(|| drain(&mut sub, &here, false));
+        if let Some(f) = far {
+            s.spawn(|| {
+                if let Some(cpu) = spec.far_cpu {
+                    if crate::raw::pin_current_thread(cpu).is_err() {
+                        return;
+                    }
+                }
+                drain(f, &there, true)
+            });
+        }
+        // Until every subscriber has `n` messages (bounded: 10 s).
+        let delivered = |n: u64| -> anyhow::Result<()> {
+            let start = Instant::now();
+            while here.load(Ordering::Acquire) < n
+                || (expect_far && there.load(Ordering::Acquire) < n)
+            {
+                anyhow::ensure!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "send {n} of {size} B not delivered within 10 s"
+                );
+                std::thread::sleep(Duration::from_micros(20));
+            }
+            Ok(())
+        };
         let mut t = Vec::with_capacity(calls);
         let result = (|| -> anyhow::Result<()> {
-            for _ in 0..calls {
+            for i in 0..calls as u64 {
+                delivered(i)?;
+                starts.push(Instant::now());
                 let (r, us) = timed(|| p.send(&payload));
                 r.context("send")?;
                 t.push(us);
             }
-            Ok(())
+            delivered(calls as u64)
         })();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
         result?;
         record("send", size, place, t)
-    })
+    })?;
+    let arrived = arrived
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("the far drain panicked"))?;
+    if !expect_far {
+        return Ok(vec![record_send]);
+    }
+    anyhow::ensure!(
+        arrived.len() == starts.len(),
+        "{} of {} messages reached the far subscriber",
+        arrived.len(),
+        starts.len()
+    );
+    let d = starts
+        .iter()
+        .zip(&arrived)
+        .map(|(s, a)| a.saturating_duration_since(*s).as_secs_f64() * 1e6)
+        .collect();
+    Ok(vec![record_send, record("deliver", size, place, d)?])
 }
 
 /// `receive` of a `size`-byte message that is already there (published

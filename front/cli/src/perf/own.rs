@@ -57,6 +57,7 @@ pub(super) fn costs(a: &Args) -> anyhow::Result<()> {
         calls: (*calls).max(1),
         sizes: sizes.clone(),
         sched: *sched,
+        far_cpu: None,
     };
     let show = |r: &tagwire_perf::costs::CostRecord| {
         eprintln!(
