@@ -78,7 +78,7 @@ fn a_missed_deadline_exits_2_and_a_bad_file_says_what_is_wrong() {
     let text = std::fs::read_to_string(repo().join("examples/tasksets/two-nodes.toml")).unwrap();
     // The flow's deadline below its own tasks' periods.
     let tight = dir.path().join("tight.toml");
-    std::fs::write(&tight, text.replace("deadline = 0.03", "deadline = 0.005")).unwrap();
+    std::fs::write(&tight, text.replace("deadline = 0.04", "deadline = 0.005")).unwrap();
     let (code, out, _) = analyze(&tight, &[]);
     assert_eq!(code, 2, "{out}");
     let row = out

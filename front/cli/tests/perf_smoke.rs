@@ -453,6 +453,7 @@ fn costs_times_every_call_of_the_api() {
         ("send", 65536),
         ("receive", 65536),
         ("pull", 256),
+        ("wakeup", 0),
     ];
     assert_eq!(calls, want, "{recs:?}");
     for r in &recs {

@@ -49,6 +49,7 @@ pub mod priority;
 pub mod raw;
 pub mod remote;
 pub mod report;
+pub mod sender_priority;
 pub mod stats;
 pub mod suite;
 pub mod table2;

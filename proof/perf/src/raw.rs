@@ -65,7 +65,7 @@ pub struct RawOpts {
     pub cpus: Option<(usize, usize)>,
     /// The fan-out's sender and receivers at `SCHED_FIFO`, so related
     /// (`tagwire perf fanout --sender-priority`); `None`: the default policy.
-    pub priority: Option<crate::workload::SenderPriority>,
+    pub priority: Option<crate::sender_priority::SenderPriority>,
 }
 
 /// Pins the calling thread to `cpu`.
@@ -460,7 +460,12 @@ fn fanout_rtt(
     };
     let (sender_sched, receiver_sched) = opts
         .priority
-        .map(|p| (p.sender(), crate::workload::SenderPriority::receivers()))
+        .map(|p| {
+            (
+                p.sender(),
+                crate::sender_priority::SenderPriority::receivers(),
+            )
+        })
         .unzip();
     let mut handles = Vec::with_capacity(receivers);
     for i in 0..receivers {
