@@ -208,6 +208,21 @@ pub struct Row {
 }
 
 impl Row {
+    /// `what`'s observations (none: never observed) beside `bound_us`.
+    fn of(what: String, seen: Option<&Seen>, bound_us: Option<f64>) -> Row {
+        let empty = Seen::default();
+        let s = seen.unwrap_or(&empty);
+        Row {
+            what,
+            count: s.count,
+            observed_us: s.max_us,
+            p50_us: s.quantile(0.5),
+            p99_us: s.quantile(0.99),
+            bound_us,
+            above: bound_us.map_or(s.count, |b| s.above(b)),
+        }
+    }
+
     /// bound / observed (`None` without a bound or an observation).
     pub fn ratio(&self) -> Option<f64> {
         self.bound_us
@@ -245,30 +260,18 @@ pub fn compare(set: &TaskSet, a: &Analysis, costs: &Costs, seen: &Observed) -> V
                 0.0
             }
         });
-        let s = seen.tasks.get(&t.name).cloned().unwrap_or_default();
-        let bound_us = response.map(|r| (r + net) * 1e6);
-        rows.push(Row {
-            what: format!("task {}", t.name),
-            count: s.count,
-            observed_us: s.max_us,
-            p50_us: s.quantile(0.5),
-            p99_us: s.quantile(0.99),
-            bound_us,
-            above: bound_us.map_or(s.count, |b| s.above(b)),
-        });
+        rows.push(Row::of(
+            format!("task {}", t.name),
+            seen.tasks.get(&t.name),
+            response.map(|r| (r + net) * 1e6),
+        ));
     }
     for f in &a.flows {
-        let s = seen.flows.get(&f.flow).cloned().unwrap_or_default();
-        let bound_us = f.bound.map(|b| b * 1e6);
-        rows.push(Row {
-            what: format!("flow {}", f.flow),
-            count: s.count,
-            observed_us: s.max_us,
-            p50_us: s.quantile(0.5),
-            p99_us: s.quantile(0.99),
-            bound_us,
-            above: bound_us.map_or(s.count, |b| s.above(b)),
-        });
+        rows.push(Row::of(
+            format!("flow {}", f.flow),
+            seen.flows.get(&f.flow),
+            f.bound.map(|b| b * 1e6),
+        ));
     }
     rows
 }
