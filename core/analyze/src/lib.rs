@@ -22,7 +22,9 @@
 //! the node with their period and cost: they preempt, nothing bounds
 //! them. Blocking: the longest time a lower-priority task can hold
 //! what a task needs, here the client's and the daemon's tag tables while
-//! a table change is applied (`table_block`, given: not measured yet), plus
+//! a table change is applied (`table_block`, given, or when the tables
+//! change while the set runs, at least the costs' measured `table_hold`
+//! and `state_hold`), plus
 //! the update-storm term, `table_changes` per second each costing a table
 //! change's measured time (the caller's whole wait for the call, of which
 //! the work on this node is a part: pessimistic until the update thread's
@@ -152,6 +154,16 @@ impl Costs {
     /// policy `perf costs --sched` ran at); 0 when the costs have none.
     pub fn wakeup(&self) -> f64 {
         self.of("wakeup", 0, false).unwrap_or(0.0)
+    }
+
+    /// The longest the tag tables were measured held (the `table_hold` and
+    /// `state_hold` records, s; 0 without them).
+    pub fn table_hold(&self) -> f64 {
+        ["table_hold", "state_hold"]
+            .iter()
+            .flat_map(|call| [self.of(call, 0, false), self.of(call, 0, true)])
+            .filter_map(Result::ok)
+            .fold(0.0, f64::max)
     }
 
     /// The costs given directly (for tests and tools).
@@ -292,6 +304,14 @@ pub fn analyze(set: &TaskSet, costs: &Costs) -> Result<Analysis, AnalyzeError> {
     let mut response: HashMap<&str, Option<f64>> = HashMap::new();
     let mut overrun: HashMap<&str, f64> = HashMap::new();
     let wakeup = costs.wakeup();
+    // Blocking: the tables' measured hold when they change while the set
+    // runs (a call that reads them can wait that long), never below what
+    // the set gives.
+    let block = if set.platform.table_changes > 0.0 {
+        set.platform.table_block.max(costs.table_hold())
+    } else {
+        set.platform.table_block
+    };
     // Periodic tasks wake late by up to `wakeup`; event-run ones start
     // with their messages' arrival (updated as senders' responses are).
     let own_jitter = |t: &Task| if t.on.is_none() { wakeup } else { 0.0 };
@@ -323,14 +343,9 @@ pub fn analyze(set: &TaskSet, costs: &Costs) -> Result<Analysis, AnalyzeError> {
             // A periodic task's response counts from its due release: its
             // own wake-up jitter comes first.
             let late = own_jitter(t);
-            let r = response_time(
-                cost[t.name.as_str()],
-                set.platform.table_block,
-                &hp,
-                deadline - late,
-            )
-            .map(|w| w + late)
-            .map_err(|w| w + late);
+            let r = response_time(cost[t.name.as_str()], block, &hp, deadline - late)
+                .map(|w| w + late)
+                .map_err(|w| w + late);
             if let Err(past) = r {
                 overrun.insert(&t.name, past - deadline);
             } else {
@@ -362,7 +377,7 @@ pub fn analyze(set: &TaskSet, costs: &Costs) -> Result<Analysis, AnalyzeError> {
                 priority: t.priority,
                 period: p,
                 cost: cost[t.name.as_str()],
-                blocking: set.platform.table_block,
+                blocking: block,
                 response: r,
                 overrun: overrun.get(t.name.as_str()).copied(),
                 deadline,

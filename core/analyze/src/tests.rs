@@ -314,3 +314,32 @@ fn a_thread_above_a_task_preempts_it_and_one_below_does_not() {
     set.thread[0].period = 0.0;
     assert!(analyze(&set, &Costs::default()).is_err());
 }
+
+#[test]
+fn the_measured_table_hold_blocks_only_a_set_whose_tables_change() {
+    let mut set = TaskSet {
+        task: vec![periodic("t", "n", 1, 10.0, 3.0)],
+        ..TaskSet::default()
+    };
+    // Holds of 1 and 2 (s, as µs in the costs); the longer counts.
+    let c = costs(&[
+        ("table_hold", 0, "local", 1e6),
+        ("state_hold", 0, "remote", 2e6),
+    ]);
+    assert_eq!(c.table_hold(), 2.0);
+    assert_eq!(analyze(&set, &c).unwrap().tasks[0].response, Some(3.0));
+    set.platform.table_changes = 0.01;
+    set.platform.table_block = 0.5;
+    // Changes: B = max(0.5, 2); the storm term wants create_tag and the
+    // others' costs, here none measured: give them.
+    let c = costs(&[
+        ("table_hold", 0, "local", 1e6),
+        ("state_hold", 0, "remote", 2e6),
+        ("create_tag", 0, "local", 0.0),
+        ("publisher", 0, "local", 0.0),
+        ("subscribe", 0, "local", 0.0),
+    ]);
+    let a = analyze(&set, &c).unwrap();
+    assert_eq!(a.tasks[0].blocking, 2.0);
+    assert_eq!(a.tasks[0].response, Some(5.0));
+}

@@ -24,8 +24,9 @@ their messages' arrival jitter (holistic analysis). `[[thread]]`s (tagwire's
 forwarder and delivery threads raised to a subscription's policy, the
 kernel's work) preempt the tasks below them with their period and cost.
 Blocking: `table_block`, the time a table change holds the tag tables
-(given, not measured yet), and `table_changes` per second, each costing a
-measured table change. A flow's bound adds, hop by hop, the sender's
+(given; when `table_changes` is above 0, at least the costs' measured
+`table_hold` and `state_hold`), and `table_changes` per second, each
+costing a measured table change. A flow's bound adds, hop by hop, the sender's
 response time, the time between two nodes (the costs' `deliver`, else
 `network`), (n - 1) sender periods for every-n-th, a periodic receiver's
 period (it samples) and its response time.

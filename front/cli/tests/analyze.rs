@@ -96,6 +96,18 @@ fn a_missed_deadline_exits_2_and_a_bad_file_says_what_is_wrong() {
         .find(|l| l.starts_with("brain/planner"))
         .unwrap();
     assert!(row.contains('+') && row.ends_with("NO"), "{row}");
+    // Tables that change while it runs: the measured holds block the
+    // 10 ms tasks past their deadlines.
+    let churn = dir.path().join("churn.toml");
+    std::fs::write(
+        &churn,
+        text.replace("table_changes = 0.0", "table_changes = 1.0"),
+    )
+    .unwrap();
+    let (code, out, _) = analyze(&churn, &[]);
+    assert_eq!(code, 2, "{out}");
+    let row = out.lines().find(|l| l.starts_with("io/sensor")).unwrap();
+    assert!(row.ends_with("NO"), "{row}");
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[[task]]\nname = 'x'\n").unwrap();
     let (code, _, err) = analyze(&bad, &[]);

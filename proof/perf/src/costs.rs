@@ -13,8 +13,9 @@
 //! p99.9, maximum and mean, µs. The records are what `tagwire analyze`
 //! reads as its call costs.
 //!
-//! Not measured yet: how long a table change holds the client's local tag
-//! table and the daemon's state (the paper's blocking term).
+//! The paper's blocking term: the longest the client's local tag table
+//! (its update thread applying a change) and the daemons' state were held
+//! (`table_hold`, `state_hold`), read after the table changes were timed.
 
 use std::time::{Duration, Instant};
 
@@ -97,8 +98,10 @@ pub struct CostRecord {
     /// `release_publisher`, `subscribe`, `unsubscribe`, `send`, `receive`,
     /// `senders`, `receivers`, `pull`; and two that are not calls:
     /// `wakeup`, how late a thread sleeping until an absolute time wakes
-    /// (a periodic task's release jitter), and `deliver` (remote), from a
-    /// send to the far subscriber's receive.
+    /// (a periodic task's release jitter), `deliver` (remote), from a
+    /// send to the far subscriber's receive, and `table_hold` and
+    /// `state_hold`, the longest the client's tag table and the daemons'
+    /// state were held (one value each).
     pub call: String,
     /// Message size for `send`, `receive` and `pull` (each message), else 0.
     pub size: usize,
@@ -220,6 +223,10 @@ pub fn measure(
     }
     push(record("subscribe", 0, place, sub)?, &mut out);
     push(record("unsubscribe", 0, place, unsub)?, &mut out);
+    // What those table changes held (the longest hold so far).
+    for r in holds(c, other, place)? {
+        push(r, &mut out);
+    }
 
     for (call, f) in [
         (
@@ -251,6 +258,29 @@ pub fn measure(
         push(wakeup_cost(spec.calls.min(2_000))?, &mut out);
     }
     Ok(out)
+}
+
+/// The longest hold of the client's tag table (`table_hold`: its update
+/// thread applying a change) and of the daemons' state (`state_hold`:
+/// this node's daemon's, and the other node's if any) so far, one value
+/// each (the blocking term of `tagwire analyze`).
+fn holds(c: &Client, other: Option<&Client>, place: Where) -> anyhow::Result<Vec<CostRecord>> {
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let table = other
+        .map_or(Duration::ZERO, Client::table_hold_max)
+        .max(c.table_hold_max());
+    let mut state = 0u64;
+    for client in std::iter::once(c).chain(other) {
+        for row in client.stats()? {
+            if row.kind == tagwire::StatsKind::Node {
+                state = state.max(row.get("state_hold_max_us").unwrap_or(0));
+            }
+        }
+    }
+    Ok(vec![
+        record("table_hold", 0, place, vec![us(table)])?,
+        record("state_hold", 0, place, vec![state as f64])?,
+    ])
 }
 
 /// How late a sleep until an absolute time ends (`calls` of them, 1 ms

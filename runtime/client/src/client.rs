@@ -113,6 +113,9 @@ pub(crate) struct Core {
     next_id: AtomicU32,
     pending: Mutex<HashMap<u32, mpsc::SyncSender<Result<Reply>>>>,
     replica: RwLock<Replica>,
+    /// The longest the update thread held `replica` for writing, ns
+    /// ([`Client::table_hold_max`]).
+    table_hold_max_ns: AtomicU64,
     pub(crate) me: Mutex<SenderInfo>,
     endpoints: Mutex<Vec<Weak<Endpoint>>>,
     stop: AtomicBool,
@@ -343,6 +346,7 @@ impl Client {
             next_id: AtomicU32::new(1),
             pending: Mutex::new(HashMap::new()),
             replica: RwLock::new(Replica::new()),
+            table_hold_max_ns: AtomicU64::new(0),
             me: Mutex::new(SenderInfo {
                 pid: Pid(std::process::id()),
                 node: NodeAddr::LOCALHOST,
@@ -530,6 +534,15 @@ impl Client {
             }
             other => Err(unexpected(other, &"stats")),
         }
+    }
+
+    /// The longest this process's update thread has held the local tag
+    /// table for writing while it applied a table change: what a call
+    /// that reads the table (a send's view of its receivers only tries
+    /// it) can wait at worst, the blocking term of a timing analysis
+    /// (`tagwire perf costs` reports it as `table_hold`).
+    pub fn table_hold_max(&self) -> Duration {
+        Duration::from_nanos(self.core.table_hold_max_ns.load(Ordering::Relaxed))
     }
 
     /// The local replica's view of a tag, without asking the daemon. Updated

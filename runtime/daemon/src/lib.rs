@@ -258,6 +258,11 @@ pub(crate) struct Stats {
     pub(crate) forward_dropped: AtomicU64,
     pub(crate) best_effort_lost: AtomicU64,
     pub(crate) tcp_frames: AtomicU64,
+    /// The longest the daemon's state was held at once, ns: what a table
+    /// change (or any other holder) can make another role wait
+    /// (`tagwire stats`: `state_hold_max_us`; the blocking term of
+    /// `tagwire analyze`).
+    pub(crate) state_hold_max_ns: AtomicU64,
     pub(crate) multicast_sent: AtomicU64,
     pub(crate) scaled_out: AtomicU64,
     /// Records whose first copy their publisher sent itself (send ticket).
@@ -318,12 +323,47 @@ pub(crate) struct Outbox {
     pub(crate) uid: u32,
 }
 
+/// The daemon's state while [`Shared::lock`] holds it; dropping it records
+/// how long it was held.
+pub(crate) struct StateGuard<'a> {
+    guard: MutexGuard<'a, State>,
+    since: std::time::Instant,
+    max: &'a AtomicU64,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.guard
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        let ns = u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.max.fetch_max(ns, Ordering::Relaxed);
+    }
+}
+
 /// Packets queued for one client before it counts as stuck and is disconnected.
 pub(crate) const OUTBOX_DEPTH: usize = 4096;
 
 impl Shared {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
+    /// The daemon's state, held until the guard drops (each hold timed:
+    /// [`Stats::state_hold_max_ns`]).
+    pub(crate) fn lock(&self) -> StateGuard<'_> {
+        let guard = lock(&self.state);
+        StateGuard {
+            guard,
+            since: std::time::Instant::now(),
+            max: &self.stats.state_hold_max_ns,
+        }
     }
 
     pub(crate) fn is_stopping(&self) -> bool {

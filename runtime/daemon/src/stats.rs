@@ -259,7 +259,8 @@ fn daemon_rows(shared: &Shared, st: &crate::State) -> Vec<StatsRow> {
         .with("direct_received", n(&s.direct_received))
         .with("scaled_out", n(&s.scaled_out))
         .with("multicast_sent", n(&s.multicast_sent))
-        .with("tcp_frames", n(&s.tcp_frames))];
+        .with("tcp_frames", n(&s.tcp_frames))
+        .with("state_hold_max_us", n(&s.state_hold_max_ns) / 1000)];
     let mut entries: Vec<_> = st.table.entries().collect();
     entries.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
     for e in entries {

@@ -33,9 +33,7 @@ impl Core {
             .0
         {
             Response::Tags { version, tags } => {
-                let mut r = self.replica.write().unwrap_or_else(|e| e.into_inner());
-                r.reset(version, tags);
-                drop(r);
+                self.write_replica(|r| r.reset(version, tags));
                 for u in held.iter().filter(|u| u.version > version) {
                     self.apply(u);
                 }
@@ -356,11 +354,20 @@ impl Core {
             .collect()
     }
 
+    /// Changes the replica under its write lock, timing the hold.
+    fn write_replica(&self, f: impl FnOnce(&mut Replica)) {
+        let mut r = self.replica.write().unwrap_or_else(|e| e.into_inner());
+        let since = Instant::now();
+        f(&mut r);
+        drop(r);
+        let ns = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.table_hold_max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+
     pub(super) fn apply(&self, u: &tagwire_proto::Update) {
-        {
-            let mut r = self.replica.write().unwrap_or_else(|e| e.into_inner());
+        self.write_replica(|r| {
             r.apply(u);
-        }
+        });
         if let TableEvent::TagDestroyed { tag, name } = &u.event {
             for ep in lock(&self.endpoints).iter().filter_map(Weak::upgrade) {
                 // Ids restart with a new daemon: match the name too.
