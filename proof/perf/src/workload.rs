@@ -409,6 +409,10 @@ fn rtt_here(env: &Env, r: Rounds) -> anyhow::Result<Vec<Duration>> {
             || Ok(c.receivers(&ping)?.len() > i),
             "a worker to subscribe",
         )?;
+        // Subscribed, so past setting its policy: it runs at it.
+        if let Some(want) = a.sched {
+            check_policy(workers.0[i].id(), want)?;
+        }
     }
     let expected = if acks == Acks::All { receivers } else { 1 };
     wait_for(
@@ -645,6 +649,32 @@ impl Drop for Pinned {
             let _ = rustix::thread::sched_setaffinity(None, set);
         }
     }
+}
+
+/// Fails unless process `pid`'s main thread runs at `want`, a real-time
+/// policy (`/proc/PID/stat`: `rt_priority` and `policy`, fields 40 and
+/// 41).
+fn check_policy(pid: u32, want: Sched) -> anyhow::Result<()> {
+    let (policy, prio) = match want {
+        Sched::Fifo(p) => (1, p),
+        Sched::RoundRobin(p) => (2, p),
+        Sched::Other { .. } => return Ok(()),
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading worker {pid}'s policy"))?;
+    // Fields after the command's closing parenthesis start at field 3.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u32>().ok());
+    let got = (field(41), field(40));
+    anyhow::ensure!(
+        got == (Some(policy), Some(u32::from(prio))),
+        "worker {pid} runs at policy {:?} priority {:?}, not {want}",
+        got.0,
+        got.1
+    );
+    Ok(())
 }
 
 /// Body of a worker process.
