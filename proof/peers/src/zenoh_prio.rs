@@ -155,12 +155,7 @@ pub(crate) fn ping(o: &Probe) -> anyhow::Result<()> {
         .wait()
         .map_err(zerr)?;
     let sub = s.declare_subscriber(PONG).wait().map_err(zerr)?;
-    let load = s
-        .declare_publisher(LOAD)
-        .congestion_control(CongestionControl::Block)
-        .priority(Priority::Data)
-        .wait()
-        .map_err(zerr)?;
+    let load = load_publisher(&s)?;
     let payload = zenoh::bytes::ZBytes::from(vec![0x11u8; o.size]);
     crate::zenoh_peer::matched(&p, &sub, &payload)?;
     let done = AtomicBool::new(false);
@@ -184,17 +179,21 @@ pub(crate) fn ping(o: &Probe) -> anyhow::Result<()> {
     print_summary(rtts, window)
 }
 
+/// The load's publisher: `Data` priority, congestion control `Block`.
+fn load_publisher(s: &zenoh::Session) -> anyhow::Result<zenoh::pubsub::Publisher<'static>> {
+    s.declare_publisher(LOAD)
+        .congestion_control(CongestionControl::Block)
+        .priority(Priority::Data)
+        .wait()
+        .map_err(zerr)
+}
+
 /// The load alone, from a process of its own (Figure 5b: from another
 /// host than the prober's): a paced stream at `Data` to the pong's shared
 /// link for `seconds`, congestion control `Block`.
 pub(crate) fn load(connect: &str, size: usize, per_s: f64, seconds: f64) -> anyhow::Result<()> {
     let s = open(&[], &[connect.to_owned()])?;
-    let load = s
-        .declare_publisher(LOAD)
-        .congestion_control(CongestionControl::Block)
-        .priority(Priority::Data)
-        .wait()
-        .map_err(zerr)?;
+    let load = load_publisher(&s)?;
     let start = Instant::now();
     let end = Duration::from_secs_f64(seconds.max(0.0));
     paced(&load, size, per_s, || start.elapsed() < end)
