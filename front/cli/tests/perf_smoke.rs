@@ -285,9 +285,10 @@ fn napa_streams_through_the_bottleneck_paced_and_unpaced_losing_nothing() {
 }
 
 /// The (system, load) cells `perf priority --loads 0,120` reports, in
-/// order: both tagwire rows and `floor` per load, and Zenoh's two rows
-/// after them when its peer program is built.
-fn priority_cells(floor: &'static str, zenoh: bool) -> Vec<(&'static str, u64)> {
+/// order: both tagwire rows and `floor` per load, Zenoh's two rows after
+/// them when its peer program is built, then Cyclone DDS's when ddsperf
+/// is installed (over UDP).
+fn priority_cells(floor: &'static str, zenoh: bool, cyclone: bool) -> Vec<(&'static str, u64)> {
     let mut want = Vec::new();
     for load in [0, 120] {
         want.extend([
@@ -297,6 +298,9 @@ fn priority_cells(floor: &'static str, zenoh: bool) -> Vec<(&'static str, u64)> 
         ]);
         if zenoh {
             want.extend([("zenoh realtime", load), ("zenoh rt own link", load)]);
+        }
+        if cyclone {
+            want.push(("cyclone dds", load));
         }
     }
     want
@@ -321,6 +325,13 @@ fn priority_measures_a_critical_and_a_normal_channel_and_the_floor_beside_the_lo
     // Zenoh's two rows follow each load's when `proof/peers` is built
     // (`.ci/run` builds it first).
     let zenoh = recs.iter().any(|r| r["system"] == "zenoh realtime");
+    // `.ci/run` installs ddsperf (cyclonedds-tools).
+    let cyclone = recs.iter().any(|r| r["system"] == "cyclone dds");
+    assert_eq!(
+        cyclone,
+        tagwire_perf::ddsperf::available().is_ok(),
+        "Cyclone DDS rows exactly when ddsperf is installed: {recs:?}"
+    );
     let cells: Vec<(String, u64)> = recs
         .iter()
         .map(|r| {
@@ -330,7 +341,7 @@ fn priority_measures_a_critical_and_a_normal_channel_and_the_floor_beside_the_lo
             )
         })
         .collect();
-    let want: Vec<(String, u64)> = priority_cells("udp floor", zenoh)
+    let want: Vec<(String, u64)> = priority_cells("udp floor", zenoh, cyclone)
         .into_iter()
         .map(|(s, l)| (s.to_owned(), l))
         .collect();
@@ -338,7 +349,7 @@ fn priority_measures_a_critical_and_a_normal_channel_and_the_floor_beside_the_lo
     let recs: Vec<_> = recs.iter().collect();
     for r in &recs {
         let system = r["system"].as_str().unwrap();
-        // Zenoh's processes run at the policy under `chrt`.
+        // Zenoh's and Cyclone's processes run at the policy under `chrt`.
         let sched = if system == "tagwire normal" {
             "other"
         } else {
@@ -407,7 +418,7 @@ fn priority_5b_over_tcp_congests_a_router_where_two_hosts_send_to_a_third() {
     // Zenoh's rows (its load from its own process on host 1) follow each
     // load's when `proof/peers` is built (`.ci/run` builds it first).
     let zenoh = recs.iter().any(|r| r["system"] == "zenoh realtime");
-    assert_eq!(cells, priority_cells("tcp floor", zenoh), "{recs:?}");
+    assert_eq!(cells, priority_cells("tcp floor", zenoh, false), "{recs:?}");
     for r in &recs {
         assert_eq!(
             (r["figure"].as_str(), r["carrier"].as_str()),

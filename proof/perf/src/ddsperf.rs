@@ -464,6 +464,123 @@ pub fn throughput_with(size: u64, seconds: u32, opts: &DdsOpts) -> anyhow::Resul
     summarize_sub_output(&sub_out).with_context(|| format!("ddsperf sub output:\n{sub_out}"))
 }
 
+/// A `ddsperf` ping/pong beside a `ddsperf` pub/sub load on a domain of
+/// its own (every `ddsperf` process answers pings, so a load on the ping's
+/// domain would answer it too): the Cyclone DDS rows of
+/// `crate::priority`.
+#[derive(Debug, Clone)]
+pub struct PingBesideLoad {
+    /// Ping and pong sample size (`max(size, 12)`).
+    pub size: u64,
+    /// Pings per second (`ping R Hz`: sent at that rate whether or not
+    /// the last pong came back).
+    pub ping_hz: u32,
+    /// Seconds of load before the ping starts.
+    pub warmup: Duration,
+    /// Seconds of ping kept (two more run: discovery, the first line).
+    pub seconds: u32,
+    /// `chrt` arguments for the ping and pong processes (every thread):
+    /// Cyclone has no policy per channel.
+    pub chrt: Option<[String; 2]>,
+    /// The load: options whose first namespace runs `sub` and second
+    /// `pub`, its sample size and samples per second (`None`: idle link).
+    pub load: Option<(DdsOpts, u64, u32)>,
+}
+
+/// What [`ping_beside_load`] measured.
+#[derive(Debug, Clone)]
+pub struct PingBesideLoadRun {
+    /// The round trips.
+    pub rtt: DdsRtt,
+    /// The load as its subscriber received it, if there was one.
+    pub load: Option<DdsThroughput>,
+}
+
+/// Runs [`PingBesideLoad`]: the load's `sub` and `pub` first, then after
+/// the warm-up `pong` (first namespace of `opts`) and `ping` (second) to
+/// completion; then everything is stopped.
+pub fn ping_beside_load(opts: &DdsOpts, p: &PingBesideLoad) -> anyhow::Result<PingBesideLoadRun> {
+    if p.seconds == 0 || p.ping_hz == 0 {
+        bail!("seconds and the ping rate must be at least 1");
+    }
+    let run = |o: &DdsOpts, secs: u32, mode: &[String], ns: Option<&String>, chrt: bool| {
+        let mut args = vec![format!("-D{secs}"), "-i".into(), o.domain.to_string()];
+        args.extend(mode.iter().cloned());
+        match (&p.chrt, chrt) {
+            (Some(policy), true) => {
+                let mut with = policy.to_vec();
+                with.push(o.ddsperf.to_string_lossy().into_owned());
+                with.append(&mut args);
+                let mut o = o.clone();
+                o.ddsperf = PathBuf::from("chrt");
+                spawn(&o, &with, None, ns.map(String::as_str))
+            }
+            _ => spawn(o, &args, None, ns.map(String::as_str)),
+        }
+    };
+    let ping_secs = p.seconds + 2;
+    // The load outlives the ping; it is stopped once the ping is done.
+    let load_secs = ping_secs + p.warmup.as_secs() as u32 + 10;
+    let mut load = Vec::new();
+    if let Some((o, size, per_s)) = &p.load {
+        if o.domain == opts.domain {
+            bail!("the load needs a DDS domain of its own");
+        }
+        let ns = o.netns.as_ref();
+        let sub = run(o, load_secs, &["sub".into()], ns.map(|n| &n.0), false)?;
+        thread::sleep(Duration::from_millis(100));
+        let publish = [
+            "pub".to_string(),
+            format!("{per_s}Hz"),
+            "size".into(),
+            (*size).max(MIN_SIZE).to_string(),
+        ];
+        let publisher = run(o, load_secs, &publish, ns.map(|n| &n.1), false)?;
+        load = vec![sub, publisher];
+    }
+    thread::sleep(p.warmup);
+    let ns = opts.netns.as_ref();
+    let mut pong = run(
+        opts,
+        ping_secs + 3,
+        &["pong".into()],
+        ns.map(|n| &n.0),
+        true,
+    )?;
+    thread::sleep(Duration::from_millis(100));
+    let ping_mode = [
+        "ping".to_string(),
+        format!("{}Hz", p.ping_hz),
+        "size".into(),
+        p.size.max(MIN_SIZE).to_string(),
+    ];
+    let mut ping = run(opts, ping_secs, &ping_mode, ns.map(|n| &n.1), true)?;
+    let status = ping.wait_timeout(Duration::from_secs(u64::from(ping_secs) + 20))?;
+    let ping_out = ping.finish();
+    let pong_out = pong.finish();
+    let mut load_out: Vec<String> = load.iter_mut().map(Proc::finish).collect();
+    match status {
+        None => bail!("ddsperf ping did not finish in time; output:\n{ping_out}"),
+        Some(st) if !st.success() => {
+            bail!("ddsperf ping failed ({st}); output:\n{ping_out}\npong output:\n{pong_out}")
+        }
+        Some(_) => {}
+    }
+    let rtt = summarize_ping_output(&ping_out)
+        .with_context(|| format!("ddsperf ping output:\n{ping_out}"))?;
+    let load = match load_out.is_empty() {
+        true => None,
+        false => {
+            let sub_out = load_out.swap_remove(0);
+            Some(
+                summarize_sub_output(&sub_out)
+                    .with_context(|| format!("ddsperf sub (load) output:\n{sub_out}"))?,
+            )
+        }
+    };
+    Ok(PingBesideLoadRun { rtt, load })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

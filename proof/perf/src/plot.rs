@@ -547,6 +547,7 @@ pub fn priority_plot(
                     "udp floor" => system_color("raw-udp", 0),
                     "zenoh realtime" => system_color("zenoh", 0),
                     s if s.starts_with("zenoh") => RGBColor(0, 120, 140),
+                    "cyclone dds" => system_color("cyclonedds", 0),
                     s if s.ends_with("normal") => RGBColor(31, 119, 180),
                     _ => system_color("tagwire", 0),
                 };

@@ -77,6 +77,10 @@ pub struct Spec {
     /// rows). In Figure 5b Zenoh's load runs in a process of its own on
     /// host 1.
     pub zenoh: Option<std::path::PathBuf>,
+    /// `ddsperf` for the Cyclone DDS rows (`None`: none). Its ping/pong
+    /// is the measured channel, its pub/sub the load, on two DDS domains
+    /// (the base options' and the next); no rows over TCP.
+    pub cyclone: Option<crate::ddsperf::DdsOpts>,
     /// Where the link is congested.
     pub figure: Figure,
     /// Every subscription over TCP (`SubscribeOptions::tcp`), the floor a
@@ -163,13 +167,14 @@ pub struct PriorityRecord {
     pub round_trips: usize,
     /// Round trip mean, µs: median, min, max over reps.
     pub mean_us: [f64; 3],
-    /// Round trip standard deviation, µs: median, min, max over reps.
+    /// Round trip standard deviation, µs: median, min, max over reps
+    /// (null for Cyclone DDS: ddsperf prints per-second percentiles only).
     pub std_us: [f64; 3],
     /// Round trip p50, µs: median, min, max over reps.
     pub p50_us: [f64; 3],
     /// Round trip p99, µs: median, min, max over reps.
     pub p99_us: [f64; 3],
-    /// Round trip p99.9, µs: median over reps.
+    /// Round trip p99.9, µs: median over reps (null for Cyclone DDS).
     pub p999_us: f64,
     /// Longest round trip, µs: median over reps.
     pub max_us: f64,
@@ -212,6 +217,12 @@ enum Probe {
         /// A link of its own for the measured channel.
         own_link: bool,
     },
+    /// Cyclone DDS: `ddsperf ping` / `pong` (256 B, reliable, keep last
+    /// 1) beside `ddsperf pub` / `sub` at the same offered load, in the
+    /// same namespaces; no packet class (Cyclone has none per writer);
+    /// with `Spec::sched` real-time, ping and pong run at it (`chrt`),
+    /// the load at the default policy.
+    Cyclone,
 }
 
 /// The systems measured: tagwire at both classes, the floor, and Zenoh in
@@ -225,6 +236,9 @@ fn systems(spec: &Spec) -> Vec<(&'static str, Probe)> {
     if spec.zenoh.is_some() {
         v.push(("zenoh realtime", Probe::Zenoh { own_link: false }));
         v.push(("zenoh rt own link", Probe::Zenoh { own_link: true }));
+    }
+    if spec.cyclone.is_some() && !spec.tcp {
+        v.push(("cyclone dds", Probe::Cyclone));
     }
     v
 }
@@ -245,7 +259,7 @@ fn floor_name(spec: &Spec) -> &'static str {
 fn sched_of(spec: &Spec, probe: Probe) -> Sched {
     match (probe, spec.sched) {
         (Probe::Tagwire(Priority::Normal), _) => Sched::default(),
-        (Probe::Zenoh { .. }, Some(s)) if chrt(s).is_none() => Sched::default(),
+        (Probe::Zenoh { .. } | Probe::Cyclone, Some(s)) if chrt(s).is_none() => Sched::default(),
         _ => spec.sched.unwrap_or_default(),
     }
 }
@@ -362,8 +376,10 @@ struct Channel {
 
 /// One run of one cell: the prober's round trips while the load runs.
 fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::Result<Run> {
-    if let Probe::Zenoh { own_link } = probe {
-        return zenoh_cell(site, spec, load, own_link);
+    match probe {
+        Probe::Zenoh { own_link } => return zenoh_cell(site, spec, load, own_link),
+        Probe::Cyclone => return cyclone_cell(site, spec, load),
+        Probe::Tagwire(_) | Probe::Floor => {}
     }
     let (prober, sink, source) = spec.figure.ends();
     let (c0, c1) = (site.client(prober)?, site.client(sink)?);
@@ -380,7 +396,7 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
     // (one datagram per send, `Train::yield_to`), so both face one load.
     let class = match probe {
         Probe::Tagwire(class) => class,
-        Probe::Floor | Probe::Zenoh { .. } => Priority::Critical,
+        Probe::Floor | Probe::Zenoh { .. } | Probe::Cyclone => Priority::Critical,
     };
     c0.create_tag(&ping, Domain::Global)?;
     c1.create_tag(&pong, Domain::Global)?;
@@ -409,7 +425,7 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
             pong_pub,
         } = &mut channel;
         let (mut measured, echo) = match probe {
-            Probe::Floor | Probe::Zenoh { .. } => (None, None),
+            Probe::Floor | Probe::Zenoh { .. } | Probe::Cyclone => (None, None),
             Probe::Tagwire(_) => {
                 let done = &done;
                 let echo = s.spawn(move || -> anyhow::Result<()> {
@@ -540,6 +556,49 @@ fn zenoh_cell(site: &Site, spec: &Spec, load: u32, own_link: bool) -> anyhow::Re
     })
 }
 
+/// One run of a Cyclone DDS cell: `ddsperf ping` at one ping per
+/// `Spec::gap` beside `ddsperf pub` at the same offered load as
+/// tagwire's, through the same shaped link. ddsperf prints each second's
+/// percentiles, not each round trip: p50 and p99 are medians over the
+/// seconds, the maximum the largest second's, the mean weighted by
+/// count; no standard deviation or p99.9 (NaN).
+fn cyclone_cell(site: &Site, spec: &Spec, load: u32) -> anyhow::Result<Run> {
+    let base = spec.cyclone.clone().context("no ddsperf")?;
+    let (prober, sink, source) = spec.figure.ends();
+    let ping = site.dds(&base, sink, prober)?;
+    let load_opts = {
+        let mut o = base.clone();
+        o.domain = base.domain + 1;
+        site.dds(&o, sink, source)?
+    };
+    let p = crate::ddsperf::PingBesideLoad {
+        size: spec.probe_size as u64,
+        ping_hz: (1.0 / spec.gap.as_secs_f64().max(1e-4)).round() as u32,
+        warmup: spec.warmup,
+        seconds: spec.measure.as_secs_f64().ceil().max(1.0) as u32,
+        chrt: spec.sched.and_then(chrt),
+        load: (load > 0).then(|| {
+            let per_s = load_per_s(spec, load).round().max(1.0) as u32;
+            (load_opts, spec.load_size as u64, per_s)
+        }),
+    };
+    let r = crate::ddsperf::ping_beside_load(&ping, &p)?;
+    let (load_mbit_s, load_lost) = r.load.as_ref().map_or((0.0, 0), |t| {
+        (t.msgs_per_s * t.size as f64 * 8.0 / 1e6, t.lost)
+    });
+    Ok(Run {
+        n: r.rtt.roundtrips as usize,
+        mean: r.rtt.mean_us,
+        std: f64::NAN,
+        p50: r.rtt.p50_us,
+        p99: r.rtt.p99_us,
+        p999: f64::NAN,
+        max: r.rtt.seconds.iter().map(|s| s.max_us).fold(0.0, f64::max),
+        load_mbit_s,
+        load_lost,
+    })
+}
+
 fn joined<T>(r: std::thread::Result<anyhow::Result<T>>, what: &str) -> anyhow::Result<T> {
     r.map_err(|_| anyhow::anyhow!("the {what} thread panicked"))?
 }
@@ -603,7 +662,14 @@ fn summarise(mut v: Vec<f64>) -> Option<Run> {
 }
 
 fn record(system: &str, load: u32, spec: &Spec, sched: Sched, runs: &[Run]) -> PriorityRecord {
-    let spread = |f: fn(&Run) -> f64| spread(&runs.iter().map(f).collect::<Vec<_>>());
+    // What a system does not measure (ddsperf's σ and p99.9) stays NaN.
+    let spread = |f: fn(&Run) -> f64| {
+        let v: Vec<f64> = runs.iter().map(f).collect();
+        match v.iter().all(|x| x.is_nan()) {
+            true => [f64::NAN; 3],
+            false => spread(&v),
+        }
+    };
     PriorityRecord {
         system: system.to_owned(),
         figure: spec.figure.name().to_owned(),
@@ -625,6 +691,14 @@ fn record(system: &str, load: u32, spec: &Spec, sched: Sched, runs: &[Run]) -> P
     }
 }
 
+/// A figure rounded to µs, or `-` where the system does not give it.
+fn shown(v: f64) -> String {
+    match v.is_finite() {
+        true => format!("{v:.0}"),
+        false => "-".into(),
+    }
+}
+
 /// The records as a table, then the bars' ratios: each system's p99 over
 /// the critical channel's unloaded p50, and normal ÷ critical per load.
 pub fn table(records: &[PriorityRecord]) -> String {
@@ -636,7 +710,7 @@ pub fn table(records: &[PriorityRecord]) -> String {
     );
     for r in records {
         out += &format!(
-            "{:<17} {:<9} {:>3} %  {:>10.1}  {:>7.0} ({:.0}-{:.0})  {:>9.0}  {:>7.0} ({:.0}-{:.0})  {:>8.0} ({:.0}-{:.0})  {:>9.0} {:>8.0} {:>5} {:>5}\n",
+            "{:<17} {:<9} {:>3} %  {:>10.1}  {:>7.0} ({:.0}-{:.0})  {:>9}  {:>7.0} ({:.0}-{:.0})  {:>8.0} ({:.0}-{:.0})  {:>9} {:>8.0} {:>5} {:>5}\n",
             r.system,
             r.sched,
             r.load_pct,
@@ -644,14 +718,14 @@ pub fn table(records: &[PriorityRecord]) -> String {
             r.mean_us[0],
             r.mean_us[1],
             r.mean_us[2],
-            r.std_us[0],
+            shown(r.std_us[0]),
             r.p50_us[0],
             r.p50_us[1],
             r.p50_us[2],
             r.p99_us[0],
             r.p99_us[1],
             r.p99_us[2],
-            r.p999_us,
+            shown(r.p999_us),
             r.max_us,
             r.round_trips,
             r.load_lost,
@@ -671,7 +745,7 @@ pub fn table(records: &[PriorityRecord]) -> String {
     out += "\nper load: critical p99 / critical unloaded p50 (the bar: <= 2), the same for the floor \
             (what this machine allows), critical p99 / floor p99, normal p99 / critical p99, mean and std \
             critical / normal; with Zenoh: critical p99 / Zenoh's p99 on a link of its own (bar <= 1) and \
-            on its shared link (bar <= 0.5)\n";
+            on its shared link (bar <= 0.5); with Cyclone DDS: critical p99 / its p99 (bar <= 0.2)\n";
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     for r in records.iter().filter(|r| r.system == "tagwire critical") {
         let Some(n) = find("tagwire normal", r.load_pct) else {
@@ -702,6 +776,12 @@ pub fn table(records: &[PriorityRecord]) -> String {
                     ratio(r.p99_us[0], z.p99_us[0])
                 );
             }
+        }
+        if let Some(c) = find("cyclone dds", r.load_pct) {
+            out += &format!(
+                "        critical p99 / Cyclone DDS p99 {:>7.3}\n",
+                ratio(r.p99_us[0], c.p99_us[0])
+            );
         }
     }
     out

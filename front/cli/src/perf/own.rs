@@ -187,6 +187,12 @@ pub(super) fn priority(a: &Args) -> anyhow::Result<()> {
                 .inspect_err(|why| eprintln!("perf priority: no Zenoh rows: {why}"))
                 .ok(),
         },
+        cyclone: match a.no_peers || *tcp {
+            true => None,
+            false => tagwire_perf::ddsperf::DdsOpts::detect()
+                .inspect_err(|why| eprintln!("perf priority: no Cyclone DDS rows: {why}"))
+                .ok(),
+        },
         figure: *figure,
         tcp: *tcp,
     };
