@@ -262,6 +262,10 @@ fn napa_streams_through_the_bottleneck_paced_and_unpaced_losing_nothing() {
     if zenoh {
         want.push("zenoh");
     }
+    // Cyclone DDS's row when ddsperf is installed (`.ci/run` installs it).
+    if tagwire_perf::ddsperf::available().is_ok() {
+        want.push("cyclone dds");
+    }
     let want: Vec<_> = [want.clone(), want].concat();
     assert_eq!(systems(&recs), want);
     let losses: Vec<u64> = recs

@@ -581,6 +581,74 @@ pub fn ping_beside_load(opts: &DdsOpts, p: &PingBesideLoad) -> anyhow::Result<Pi
     Ok(PingBesideLoadRun { rtt, load })
 }
 
+/// What [`stream_with_pings`] measured in its window.
+#[derive(Debug, Clone)]
+pub struct PingedStream {
+    /// Round trips of the pinged data samples, per kept second.
+    pub rtt: Vec<DdsRttSecond>,
+    /// Samples per second at the subscriber, per kept second.
+    pub per_second: Vec<f64>,
+    /// The sample size used.
+    pub size: u64,
+    /// Samples the subscriber reported lost.
+    pub lost: u64,
+}
+
+/// `ddsperf pub size S P%` flat out (reliable, keep all) on the second
+/// namespace of `opts` to `ddsperf sub` on the first, `P` % of the data
+/// samples treated as pings: the subscriber answers each with a pong, so
+/// their round trip is the data's way through every queue plus the pong's
+/// way back. Keeps the seconds after `warmup` (by each process's clock)
+/// up to `warmup + seconds + 1` (the extra one in case discovery was
+/// slow).
+pub fn stream_with_pings(
+    opts: &DdsOpts,
+    size: u64,
+    ping_pct: u32,
+    warmup: u32,
+    seconds: u32,
+) -> anyhow::Result<PingedStream> {
+    if seconds == 0 || !(1..=100).contains(&ping_pct) {
+        bail!("seconds must be at least 1 and the ping share 1-100 %");
+    }
+    let s = size.max(MIN_SIZE).to_string();
+    let pct = format!("{ping_pct}%");
+    // One second more than the window: ddsperf's first line may come
+    // late (discovery).
+    let total = warmup + seconds + 2;
+    // Keep all on both ends: a reliable writer that kept only the last
+    // samples would drop the queue NAPA is about.
+    let (sub_out, pub_out) = run_pair(
+        opts,
+        &["-k", "all", "sub"],
+        &["-k", "all", "pub", "size", &s, &pct],
+        total,
+    )?;
+    let window = |t: f64| t > f64::from(warmup) && t <= f64::from(warmup + seconds + 1);
+    let rtt: Vec<DdsRttSecond> = pub_out
+        .lines()
+        .filter_map(parse_ping_line)
+        .filter(|l| window(l.t_s) && l.count > 0)
+        .collect();
+    let subs: Vec<DdsSubSecond> = sub_out.lines().filter_map(parse_sub_line).collect();
+    let per_second: Vec<f64> = subs
+        .iter()
+        .filter(|l| window(l.t_s))
+        .map(|l| l.rate)
+        .collect();
+    if rtt.is_empty() || per_second.is_empty() {
+        bail!(
+            "ddsperf printed no pinged round trip or no rate in the window;\npub:\n{pub_out}\nsub:\n{sub_out}"
+        );
+    }
+    Ok(PingedStream {
+        size: rtt[0].size,
+        rtt,
+        per_second,
+        lost: subs.iter().map(|l| l.lost).max().unwrap_or(0),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,10 @@
 //! same namespaces through the same shaped link, interleaved with
 //! tagwire's runs: a flat-out publisher (congestion control `Block`) on
 //! host 0, a subscriber on host 1, over TCP, each sample stamped as it is
-//! handed to Zenoh (`zenoh-stream-pub` / `zenoh-stream-sub`).
+//! handed to Zenoh (`zenoh-stream-pub` / `zenoh-stream-sub`). With
+//! `ddsperf`, **Cyclone DDS** runs it too: `ddsperf pub` flat out to
+//! `ddsperf sub`, reliable and keep-all, its latency the round trip of
+//! the data samples it marks as pings (ddsperf gives no one-way latency).
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -53,12 +56,16 @@ pub struct Spec {
     pub reps: usize,
     /// The `tagwire-peers` binary, for the Zenoh rows (`None`: none).
     pub zenoh: Option<std::path::PathBuf>,
+    /// `ddsperf`, for the Cyclone DDS rows (`None`: none).
+    pub cyclone: Option<crate::ddsperf::DdsOpts>,
 }
 
 /// One cell's runs: one system, rate and size.
 #[derive(Debug, Clone, Serialize)]
 pub struct NapaRecord {
-    /// `tagwire paced`, `tagwire unpaced` or `zenoh`.
+    /// `tagwire paced`, `tagwire unpaced`, `zenoh` or `cyclone dds`
+    /// (whose latency is the round trip of pinged data samples: see
+    /// `cyclone_stream`).
     pub system: String,
     /// Bottleneck rate, bit/s.
     pub rate_bit_per_s: u64,
@@ -142,8 +149,8 @@ fn napa_at(
     let mut records = Vec::new();
     for &rate in &spec.rates {
         for &size in &spec.sizes {
-            let (mut runs_p, mut runs_u, mut runs_z, mut floors) =
-                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut runs_p, mut runs_u, mut runs_z, mut runs_c, mut floors) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for rep in 0..spec.reps {
                 let wire = size as f64 * 1514.0 / 1472.0 * 8.0 / rate as f64;
                 floors.push(wire * 1000.0 + idle_one_way(unpaced, size, rep)?);
@@ -181,6 +188,18 @@ fn napa_at(
                     ));
                     runs_z.push(run);
                 }
+                if let Some(base) = &spec.cyclone {
+                    let run = cyclone_stream(unpaced, base, (rate, size), spec)?;
+                    progress(&format!(
+                        "cyclone dds {} Mbit/s {loss} % loss {size} B rep {}: {:.1} Mbit/s p50 {:.2} ms p99 {:.2} ms (round trips)",
+                        rate / 1_000_000,
+                        rep + 1,
+                        run.mbit_s,
+                        run.p50_ms,
+                        run.p99_ms,
+                    ));
+                    runs_c.push(run);
+                }
                 unshape(paced)?;
                 unshape(unpaced)?;
             }
@@ -190,6 +209,9 @@ fn napa_at(
             }
             if !runs_z.is_empty() {
                 records.push(record("zenoh", (rate, size, loss), &runs_z, floor));
+            }
+            if !runs_c.is_empty() {
+                records.push(record("cyclone dds", (rate, size, loss), &runs_c, floor));
             }
         }
     }
@@ -360,6 +382,45 @@ fn zenoh_stream(
     })
 }
 
+/// One Cyclone DDS run of the cell, on `site`'s hosts (its link shaped):
+/// `ddsperf pub` flat out, reliable and keep-all, to `ddsperf sub`, about
+/// 100 of its samples a second (1-100 %) treated as pings. Their latency
+/// is a **round trip** (the data's way through the bottleneck, the pong's
+/// way back on the idle reverse link), an upper bound of the one-way
+/// latency the other rows give; ddsperf prints it per second, so p50 and
+/// p99 are medians over the seconds of each second's percentile and the
+/// maximum the largest second's.
+fn cyclone_stream(
+    site: &Site,
+    base: &crate::ddsperf::DdsOpts,
+    (rate, size): (u64, usize),
+    spec: &Spec,
+) -> anyhow::Result<Run> {
+    let opts = site.dds(base, 1, 0)?;
+    let per_s = rate as f64 / 8.0 / size as f64;
+    let pct = (100.0 * 100.0 / per_s).ceil().clamp(1.0, 100.0) as u32;
+    let secs = |d: Duration| d.as_secs_f64().ceil().max(1.0) as u32;
+    let r = crate::ddsperf::stream_with_pings(
+        &opts,
+        size as u64,
+        pct,
+        secs(spec.warmup),
+        secs(spec.measure),
+    )?;
+    let med = |f: fn(&crate::ddsperf::DdsRttSecond) -> f64| {
+        median(&r.rtt.iter().map(f).collect::<Vec<_>>()).unwrap_or(0.0) / 1000.0
+    };
+    Ok(Run {
+        mbit_s: median(&r.per_second).unwrap_or(0.0) * r.size as f64 * 8.0 / 1e6,
+        p50_ms: med(|s| s.p50_us),
+        p99_ms: med(|s| s.p99_us),
+        max_ms: r.rtt.iter().map(|s| s.max_us).fold(0.0, f64::max) / 1000.0,
+        resent: 0,
+        lost: r.lost,
+        state: [0.0; 4],
+    })
+}
+
 /// unacked, pace_window, min_rtt_us and rate_bytes_per_s of `tag`'s stream
 /// (zeros where the row or a counter is missing).
 fn stream_state(c0: &tagwire::Client, tag: &str) -> [f64; 4] {
@@ -490,7 +551,7 @@ pub fn table(records: &[NapaRecord]) -> String {
             r.rate_estimate_mbit_s,
         );
     }
-    for other in ["tagwire unpaced", "zenoh"] {
+    for other in ["tagwire unpaced", "zenoh", "cyclone dds"] {
         if !records.iter().any(|r| r.system == other) {
             continue;
         }

@@ -128,6 +128,12 @@ pub(super) fn napa(a: &Args) -> anyhow::Result<()> {
                 .inspect_err(|why| eprintln!("perf napa: no Zenoh rows: {why}"))
                 .ok(),
         },
+        cyclone: match a.no_peers {
+            true => None,
+            false => tagwire_perf::ddsperf::DdsOpts::detect()
+                .inspect_err(|why| eprintln!("perf napa: no Cyclone DDS rows: {why}"))
+                .ok(),
+        },
     };
     let pin = parse_pin(&a.pin)?;
     let paced = remote::Site::with_net(2, None, pin, Some(tagwire_daemon::PacerConfig::default()))?;
