@@ -217,8 +217,8 @@ enum Probe {
         /// A link of its own for the measured channel.
         own_link: bool,
     },
-    /// Cyclone DDS: `ddsperf ping` / `pong` (256 B, reliable, keep last
-    /// 1) beside `ddsperf pub` / `sub` at the same offered load, in the
+    /// Cyclone DDS: `ddsperf ping` / `pong` (256 B, reliable, keeping
+    /// the last sample) beside `ddsperf pub` / `sub` at the same offered load, in the
     /// same namespaces; no packet class (Cyclone has none per writer);
     /// with `Spec::sched` real-time, ping and pong run at it (`chrt`),
     /// the load at the default policy.
