@@ -429,6 +429,11 @@ pub struct StreamStats {
     pub credit: Option<u32>,
     /// The pacing controller's estimates (`None`: not paced).
     pub pacing: Option<PacerStats>,
+    /// The packet class its datagrams carry now.
+    pub priority: Priority,
+    /// Datagrams (first sends and resends) put out in each class it has
+    /// had, in the order it first had them.
+    pub by_class: Vec<(Priority, u64)>,
 }
 
 /// `bytes` in a buffer from `spare` (see [`ReceiveSession::recycle`]), or a new one.

@@ -37,11 +37,13 @@ use crate::{
 
 mod item;
 mod pacing;
+mod tally;
 mod timers;
 mod window;
 pub(crate) use item::{batch_repr, clean, Outgoing};
 use item::{message, Payload, Piece};
 pub use pacing::PACED_LEAD;
+use tally::ClassTally;
 pub(crate) use timers::{StreamTimer, StreamTimers};
 use window::{send_pending, Sending, Unacked};
 
@@ -93,6 +95,8 @@ pub(crate) struct RelStream {
     pub(crate) pacer: Option<Pacer>,
     /// Its destination's packet class.
     pub(crate) priority: Priority,
+    /// What it sent in each class it had.
+    pub(crate) tally: ClassTally,
 }
 
 /// A stream without a window: numbers only (best effort, multicast, TCP).
@@ -229,7 +233,10 @@ impl SendSession {
         let mut closed = Vec::new();
         o.reliable.retain(|n, s| match addr_of(Mode::Reliable, n) {
             Some((addr, priority)) => {
-                s.priority = priority;
+                if priority != s.priority {
+                    s.tally.change(s.priority, s.datagrams());
+                    s.priority = priority;
+                }
                 if addr != s.addr {
                     s.addr = addr;
                     s.writer.retarget(now);
@@ -495,6 +502,8 @@ impl SendSession {
                     cwnd: s.writer.cwnd() as u64,
                     credit: s.credit,
                     pacing: s.pacer.as_ref().map(Pacer::stats),
+                    priority: s.priority,
+                    by_class: s.tally.totals(s.priority, s.datagrams()),
                 });
             }
         }
@@ -706,6 +715,7 @@ impl SendSession {
                         timers: StreamTimers::default(),
                         pacer: o.pacing.map(Pacer::new),
                         priority: t.priority,
+                        tally: ClassTally::default(),
                     }
                 });
                 all &= send_pending(s, t.node, p, &mut cx);

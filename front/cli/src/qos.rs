@@ -177,5 +177,60 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     if ch.receivers.is_empty() {
         println!("({}: no receivers)", a.tag);
     }
+    print_counters(&a.tag, &client.stats()?);
     Ok(())
+}
+
+/// The tag's reliable streams leaving this node, each with the class its
+/// datagrams carry now and its counters, then the datagrams each class
+/// carried (a stream whose class changed counts in both), from `tagwire
+/// stats` rows; nothing when no reliable stream of the tag leaves here.
+fn print_counters(tag: &str, rows: &[tagwire::StatsRow]) {
+    let streams: Vec<&tagwire::StatsRow> = rows
+        .iter()
+        .filter(|r| r.kind == tagwire::StatsKind::Outbound && r.tag == tag)
+        .collect();
+    if streams.is_empty() {
+        return;
+    }
+    let class = |code: u64| {
+        u8::try_from(code)
+            .ok()
+            .and_then(|c| tagwire::Priority::from_u8(c).ok())
+            .map_or_else(|| format!("code {code}"), |c| c.to_string())
+    };
+    let n = |r: &tagwire::StatsRow, k: &str| r.get(k).unwrap_or(0);
+    println!(
+        "\n{:<28} {:<12} {:>10} {:>8} {:>10} {:>8}",
+        "STREAM FROM HERE TO", "CLASS", "SENT", "RESENT", "ACKED", "UNACKED"
+    );
+    let mut per_class: Vec<(u64, u64)> = Vec::new();
+    for r in &streams {
+        println!(
+            "{:<28} {:<12} {:>10} {:>8} {:>10} {:>8}",
+            r.who,
+            r.get("class").map_or_else(|| "?".to_owned(), class),
+            n(r, "sent"),
+            n(r, "resent"),
+            n(r, "acked"),
+            n(r, "unacked")
+        );
+        let tallies = r.counters.iter().filter_map(|(k, v)| {
+            let code = k.strip_prefix("class_")?.strip_suffix("_datagrams")?;
+            Some((code.parse::<u64>().ok()?, *v))
+        });
+        for (code, v) in tallies {
+            match per_class.iter_mut().find(|(c, _)| *c == code) {
+                Some((_, sum)) => *sum += v,
+                None => per_class.push((code, v)),
+            }
+        }
+    }
+    println!(
+        "{:<12} DATAGRAMS (sent and resent while the stream had it)",
+        "CLASS"
+    );
+    for (code, v) in per_class {
+        println!("{:<12} {v}", class(code));
+    }
 }

@@ -578,3 +578,82 @@ fn a_tcp_subscriptions_class_marks_its_connection_and_follows_a_change() {
         "{after:?}"
     );
 }
+
+/// `tagwire qos TAG` on the sending node lists the tag's reliable stream
+/// to each node with the class its datagrams carry now, and per class the
+/// datagrams the stream put out while it had it: a class changed at run
+/// time starts a tally of its own, the old one stays.
+#[test]
+fn qos_counts_each_classes_datagrams_on_the_sending_node() {
+    if skip() {
+        return;
+    }
+    let site = Site::new(2);
+    let (_daemons, clients) = site.mesh(&Find::List);
+    let (c0, c1) = (&clients[0], &clients[1]);
+    let tag = "/prio/counted";
+    c0.create_tag(tag, tagwire::Domain::Global).unwrap();
+    let critical = SubscribeOptions::default().priority(Priority::Critical);
+    let mut sub = c1.subscribe(tag, critical).unwrap();
+    wait_until("the subscriber is known on host 0", || {
+        !c0.receivers(tag).unwrap().is_empty()
+    });
+    let mut p = c0.publisher(tag).unwrap();
+    let mut burst = || {
+        for _ in 0..20 {
+            p.send(&[7; 600]).unwrap();
+        }
+        for _ in 0..20 {
+            sub.receive(Some(Duration::from_secs(10))).unwrap();
+        }
+    };
+    let list = || {
+        let (ok, out) = cli(&site.socket(0), &["qos", tag]);
+        assert!(ok, "{out}");
+        out
+    };
+    let to = site.lan.host(1).addr().to_string();
+    // The stream's line: `ADDR CLASS SENT RESENT ACKED UNACKED`.
+    let stream = |out: &str| -> Option<Vec<String>> {
+        let line = out.lines().find(|l| l.starts_with(&to))?;
+        Some(line.split_whitespace().map(str::to_owned).collect())
+    };
+    let stream_class = |out: &str| stream(out).and_then(|f| f.get(1).cloned());
+    // Sent and resent: every datagram the stream put out.
+    let put_out = |out: &str| -> u64 {
+        let f = stream(out).unwrap_or_default();
+        let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        n(2) + n(3)
+    };
+    // The per-class lines follow the `CLASS DATAGRAMS` heading.
+    let tally = |out: &str, class: &str| -> Option<u64> {
+        let mut lines = out.lines().skip_while(|l| !l.starts_with("CLASS "));
+        lines.next()?;
+        let line = lines.find(|l| l.split_whitespace().next() == Some(class))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    burst();
+    let out = list();
+    println!("{out}");
+    // Messages go several to a datagram: count datagrams, not messages.
+    assert_eq!(stream_class(&out).as_deref(), Some("critical"), "{out}");
+    let critical = tally(&out, "critical").unwrap_or(0);
+    assert!(critical > 0 && critical == put_out(&out), "{out}");
+    assert_eq!(tally(&out, "low"), None, "{out}");
+    let (ok, text) = cli(&site.socket(0), &["qos", tag, "--class", "low"]);
+    assert!(ok && text.contains("class low for 1 subscriber"), "{text}");
+    wait_until("the stream carries the new class", || {
+        stream_class(&list()).as_deref() == Some("low")
+    });
+    burst();
+    let out = list();
+    println!("{out}");
+    let (low, critical_after) = (tally(&out, "low"), tally(&out, "critical"));
+    assert!(low.is_some_and(|n| n > 0), "{out}");
+    assert!(critical_after.is_some_and(|n| n >= critical), "{out}");
+    assert_eq!(
+        low.unwrap_or(0) + critical_after.unwrap_or(0),
+        put_out(&out),
+        "{out}"
+    );
+}

@@ -359,7 +359,12 @@ impl Delivery {
                         .with("unacked", s.unacked)
                         .with("unacked_bytes", s.unacked_bytes)
                         .with("cwnd", s.cwnd)
-                        .with("congestion", w.congestion_events);
+                        .with("congestion", w.congestion_events)
+                        // `Priority::to_u8`: `tagwire qos` names it.
+                        .with("class", u64::from(s.priority.to_u8()));
+                let row = s.by_class.iter().fold(row, |row, (p, n)| {
+                    row.with(&format!("class_{}_datagrams", p.to_u8()), *n)
+                });
                 match s.pacing {
                     Some(p) => row
                         .with("pace_interval_ns", p.interval.as_nanos() as u64)
