@@ -11,6 +11,7 @@ mod perf;
 mod place;
 mod publish;
 mod qos;
+mod rate;
 mod stats;
 mod subscribe;
 mod tags;
@@ -48,6 +49,11 @@ enum Command {
     History(history::HistoryArgs),
     /// Pull messages from a tag's history: --last N, --since SEQ or a time range.
     Pull(history::PullArgs),
+    /// A tag's message rate per sender, once a second (like `ros2 topic hz`).
+    Hz(rate::Args),
+    /// A tag's bytes per second and message sizes per sender, once a second
+    /// (like `ros2 topic bw`).
+    Bw(rate::Args),
     /// A tag's channels and their packet classes; `--class` changes this
     /// node's subscriptions' class at run time.
     Qos(qos::Args),
@@ -88,6 +94,8 @@ fn main() {
         Command::DdsGateway(a) => gateway::run(a),
         Command::Keygen(a) => keygen::run(a),
         Command::Nodes(a) => nodes::run(a),
+        Command::Hz(a) => rate::run(a, rate::Measure::Rate),
+        Command::Bw(a) => rate::run(a, rate::Measure::Bandwidth),
         Command::Stats(a) => stats::run(a),
         Command::Pub(a) => publish::run(a),
         Command::Sub(a) => subscribe::run(a),
