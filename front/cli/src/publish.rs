@@ -11,10 +11,26 @@ use crate::ConnectArgs;
 pub(crate) struct Args {
     /// Tag name, e.g. /robot/laser (created if missing).
     tag: String,
+    /// The payload, as its UTF-8 bytes (default: numbered filler of
+    /// --size bytes).
+    #[arg(conflicts_with_all = ["file", "stdin"])]
+    data: Option<String>,
+    /// The payload: this file's bytes.
+    #[arg(long, conflicts_with = "stdin")]
+    file: Option<std::path::PathBuf>,
+    /// One message per line of standard input (without its newline),
+    /// until it ends, paced by --rate.
+    #[arg(long)]
+    stdin: bool,
+    /// Send every message as an instance of this key (its UTF-8 bytes;
+    /// keyed data, `Publisher::send_keyed`).
+    #[arg(long)]
+    key: Option<String>,
     /// Messages per second (0 = as fast as possible).
     #[arg(long, default_value_t = 10.0)]
     rate: f64,
-    /// Payload size in bytes.
+    /// Payload size in bytes (of the filler; DATA, --file and --stdin
+    /// give their own).
     #[arg(long, default_value_t = 64)]
     size: usize,
     /// Stop after this many messages (default: run until killed).
@@ -73,19 +89,25 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(10));
     }
     let me = client.me();
+    let mut source = Source::new(&a, &me.to_string())?;
     eprintln!(
-        "publishing on {} as {me} ({} B at {} Hz)",
-        a.tag, a.size, a.rate
+        "publishing on {} as {me} ({} at {} Hz)",
+        a.tag,
+        source.what(),
+        a.rate
     );
     let period = (a.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / a.rate));
-    let mut payload = vec![b'.'; a.size];
+    let key = a.key.as_deref().map(str::as_bytes);
     let t0 = Instant::now();
     let mut n = 0u64;
     while a.count.is_none_or(|c| n < c) {
-        let text = format!("tagwire #{} from {me}", n + 1);
-        let k = text.len().min(payload.len());
-        payload[..k].copy_from_slice(&text.as_bytes()[..k]);
-        let seq = publ.send(&payload)?;
+        let Some(payload) = source.next(n)? else {
+            break;
+        };
+        let seq = match key {
+            Some(k) => publ.send_keyed(k, payload)?,
+            None => publ.send(payload)?,
+        };
         n += 1;
         if a.verbose {
             println!("sent seq={seq} size={}", payload.len());
@@ -100,4 +122,71 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     }
     eprintln!("sent {n} messages in {:.2?}", t0.elapsed());
     Ok(())
+}
+
+/// Where `tagwire pub`'s payloads come from.
+enum Source {
+    /// Numbered filler of a fixed size.
+    Filler { buf: Vec<u8>, me: String },
+    /// The same bytes every time (DATA or --file).
+    Fixed(Vec<u8>),
+    /// A line of standard input each time.
+    Lines {
+        input: std::io::StdinLock<'static>,
+        line: Vec<u8>,
+    },
+}
+
+impl Source {
+    fn new(a: &Args, me: &str) -> anyhow::Result<Source> {
+        Ok(match (&a.data, &a.file, a.stdin) {
+            (Some(d), _, _) => Source::Fixed(d.as_bytes().to_vec()),
+            (None, Some(f), _) => Source::Fixed(
+                std::fs::read(f).map_err(|e| anyhow::anyhow!("--file {}: {e}", f.display()))?,
+            ),
+            (None, None, true) => Source::Lines {
+                input: std::io::stdin().lock(),
+                line: Vec::new(),
+            },
+            (None, None, false) => Source::Filler {
+                buf: vec![b'.'; a.size],
+                me: me.to_owned(),
+            },
+        })
+    }
+
+    fn what(&self) -> String {
+        match self {
+            Source::Filler { buf, .. } => format!("{} B of filler", buf.len()),
+            Source::Fixed(b) => format!("{} B each", b.len()),
+            Source::Lines { .. } => "a line of stdin each".to_owned(),
+        }
+    }
+
+    /// The payload of message `n` (from 0), `None` once stdin has ended.
+    fn next(&mut self, n: u64) -> anyhow::Result<Option<&[u8]>> {
+        use std::io::BufRead as _;
+        Ok(match self {
+            Source::Filler { buf, me } => {
+                let text = format!("tagwire #{} from {me}", n + 1);
+                let k = text.len().min(buf.len());
+                buf[..k].copy_from_slice(&text.as_bytes()[..k]);
+                Some(buf)
+            }
+            Source::Fixed(b) => Some(b),
+            Source::Lines { input, line } => {
+                line.clear();
+                if input.read_until(b'\n', line)? == 0 {
+                    return Ok(None);
+                }
+                if line.last() == Some(&b'\n') {
+                    line.pop();
+                }
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                Some(line)
+            }
+        })
+    }
 }

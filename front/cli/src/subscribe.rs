@@ -25,8 +25,16 @@ pub(crate) struct Args {
     #[arg(long)]
     spin_us: Option<u64>,
     /// Instead of a line per message, a latency summary per second.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "format")]
     stats: bool,
+    /// How each message prints: `preview` (a line with sequence, sender,
+    /// latency and the first 40 bytes), `text` (the same with the whole
+    /// payload as text), `hex` (the whole payload in hex), `raw` (the
+    /// payload's bytes alone, back to back, binary-safe; the rest goes to
+    /// stderr) or `json` (one object per message). A keyed message's key
+    /// shows in every format but `raw`.
+    #[arg(long, value_enum, default_value_t = Format::Preview)]
+    format: Format,
     /// A label printed in front of every line.
     #[arg(long, default_value = "")]
     label: String,
@@ -105,7 +113,11 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
                 let depth = a
                     .depth
                     .map_or_else(|| "default".to_owned(), |d| d.to_string());
-                println!("{label}LOST {lost} messages (queue depth {depth} exceeded)");
+                let line = format!("{label}LOST {lost} messages (queue depth {depth} exceeded)");
+                match a.format {
+                    Format::Raw | Format::Json => eprintln!("{line}"),
+                    _ => println!("{line}"),
+                }
                 continue;
             }
             Err(Error::Timeout) => break,
@@ -124,24 +136,94 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             }
             continue;
         }
-        let preview: String = String::from_utf8_lossy(&m.payload[..m.payload.len().min(40)])
-            .chars()
-            .map(|c| if c.is_control() { '.' } else { c })
-            .collect();
-        println!(
-            "{label}seq={} from={} latency={:.1}us size={} payload={preview:?}",
-            m.seq,
-            m.sender,
-            lat_us,
-            m.payload.len()
-        );
+        print_message(a.format, &label, &m, lat_us)?;
     }
     if a.stats && !window.is_empty() {
         print_stats(&label, &mut window, sub.lost());
     }
     // stdout is line-buffered: one write per line, so concurrent subscribers'
     // summaries do not interleave.
-    println!("{label}received {n} messages, lost {}", sub.lost());
+    let summary = format!("{label}received {n} messages, lost {}", sub.lost());
+    match a.format {
+        Format::Raw | Format::Json => eprintln!("{summary}"),
+        _ => println!("{summary}"),
+    }
+    Ok(())
+}
+
+/// How `tagwire sub` prints a message (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// A line: sequence, sender, latency, size, the first 40 bytes.
+    Preview,
+    /// The line with the whole payload as text (invalid UTF-8 replaced).
+    Text,
+    /// The line with the whole payload in hex.
+    Hex,
+    /// The payload's bytes alone, back to back.
+    Raw,
+    /// One JSON object per message.
+    Json,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Prints `m` as `format` says (`lat_us`: its latency from the
+/// publisher's timestamp).
+fn print_message(
+    format: Format,
+    label: &str,
+    m: &tagwire::Message,
+    lat_us: f64,
+) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let key = m.key.map(|k| hex(&k.0));
+    let head = format!(
+        "{label}seq={} from={} latency={:.1}us size={}{}",
+        m.seq,
+        m.sender,
+        lat_us,
+        m.payload.len(),
+        key.as_ref()
+            .map_or_else(String::new, |k| format!(" key={k}"))
+    );
+    match format {
+        Format::Preview => {
+            let preview: String = String::from_utf8_lossy(&m.payload[..m.payload.len().min(40)])
+                .chars()
+                .map(|c| if c.is_control() { '.' } else { c })
+                .collect();
+            println!("{head} payload={preview:?}");
+        }
+        Format::Text => println!("{head} payload={:?}", String::from_utf8_lossy(&m.payload)),
+        Format::Hex => println!("{head} payload={}", hex(&m.payload)),
+        Format::Raw => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&m.payload)?;
+            out.flush()?;
+        }
+        Format::Json => {
+            let timestamp_ns = m
+                .timestamp
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let v = serde_json::json!({
+                "seq": m.seq.0,
+                "sender": m.sender.to_string(),
+                "stream": m.stream,
+                "timestamp_ns": timestamp_ns,
+                "latency_us": lat_us,
+                "size": m.payload.len(),
+                "key": key,
+                "payload_hex": hex(&m.payload),
+                "text": std::str::from_utf8(&m.payload).ok(),
+            });
+            // (No label: each line stays one JSON object.)
+            println!("{v}");
+        }
+    }
     Ok(())
 }
 

@@ -1,0 +1,262 @@
+//! The everyday shell tools against a daemon in this process: `tagwire
+//! hz` and `bw` with two senders at known rates and sizes, `pub` with its
+//! payload from an argument, a file or standard input (keyed or not), and
+//! `sub --format` printing whole payloads as text, hex, raw bytes or JSON.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tagwire::{Client, ClientOptions, Domain};
+use tagwire_daemon::{Config, Daemon};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tagwire");
+
+/// A daemon on a socket of its own, and a client of it.
+struct Local {
+    dir: tempfile::TempDir,
+    daemon: Option<Daemon>,
+    client: Client,
+}
+
+impl Local {
+    fn new() -> Local {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("tagwired.sock");
+        let daemon = Daemon::start(Config {
+            socket: socket.clone(),
+            ..Config::default()
+        })
+        .unwrap();
+        let client = Client::with_options(ClientOptions {
+            socket,
+            autostart: false,
+            ..ClientOptions::default()
+        })
+        .unwrap();
+        Local {
+            dir,
+            daemon: Some(daemon),
+            client,
+        }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("tagwired.sock")
+    }
+
+    /// `tagwire ARGS --socket S`, its stdout piped.
+    fn spawn(&self, args: &[&str], stdin: Stdio) -> Child {
+        Command::new(BIN)
+            .args(args)
+            .arg("--socket")
+            .arg(self.socket())
+            .env("TAGWIRE_LOG", "error")
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Starts `tagwire sub TAG ARGS` and waits until it is subscribed.
+    fn sub(&self, tag: &str, args: &[&str]) -> Child {
+        let mut all = vec!["sub", tag, "--idle-timeout", "10"];
+        all.extend_from_slice(args);
+        let child = self.spawn(&all, Stdio::null());
+        let start = Instant::now();
+        while self.client.receivers(tag).map_or(true, |r| r.is_empty()) {
+            assert!(start.elapsed() < Duration::from_secs(10), "no subscriber");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child
+    }
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        if let Some(d) = self.daemon.take() {
+            d.shutdown();
+        }
+    }
+}
+
+/// Waits for `child` to succeed; its stdout.
+fn stdout_of(child: Child) -> Vec<u8> {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    out.stdout
+}
+
+fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8(out.to_vec())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn pub_sends_its_argument_and_sub_prints_it_whole_as_json() {
+    let l = Local::new();
+    let tag = "/tools/arg";
+    let sub = l.sub(tag, &["--count", "3", "--format", "json"]);
+    let text = "hello, tagwire: a payload longer than the forty bytes of a preview";
+    let p = l.spawn(
+        &["pub", tag, text, "--count", "3", "--rate", "100"],
+        Stdio::null(),
+    );
+    stdout_of(p);
+    let got = json_lines(&stdout_of(sub));
+    assert_eq!(got.len(), 3, "{got:?}");
+    for (i, m) in got.iter().enumerate() {
+        assert_eq!(m["text"], text, "{m}");
+        assert_eq!(m["seq"], i as u64 + 1, "{m}");
+        assert_eq!(m["size"], text.len(), "{m}");
+        assert_eq!(m["key"], serde_json::Value::Null, "{m}");
+    }
+}
+
+#[test]
+fn pub_sends_a_line_of_stdin_each_and_sub_raw_prints_the_bytes_alone() {
+    let l = Local::new();
+    let tag = "/tools/stdin";
+    let sub = l.sub(tag, &["--count", "3", "--format", "raw"]);
+    let mut p = l.spawn(&["pub", tag, "--stdin", "--rate", "0"], Stdio::piped());
+    p.stdin
+        .take()
+        .unwrap()
+        .write_all(b"a\nbb\r\nccc\n")
+        .unwrap();
+    stdout_of(p);
+    assert_eq!(stdout_of(sub), b"abbccc");
+}
+
+#[test]
+fn pub_sends_a_files_bytes_under_a_key_and_sub_prints_them_in_hex() {
+    let l = Local::new();
+    let tag = "/tools/file";
+    let file: &Path = &l.dir.path().join("payload.bin");
+    let bytes = [0u8, 0xff, 0x10, b'\n', 0x80];
+    std::fs::write(file, bytes).unwrap();
+    let sub = l.sub(tag, &["--count", "2", "--format", "hex"]);
+    let p = l.spawn(
+        &[
+            "pub",
+            tag,
+            "--file",
+            file.to_str().unwrap(),
+            "--key",
+            "arm-1",
+            "--count",
+            "2",
+        ],
+        Stdio::null(),
+    );
+    stdout_of(p);
+    let out = String::from_utf8(stdout_of(sub)).unwrap();
+    let key: String = tagwire::Key::of(b"arm-1")
+        .0
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("seq=")).collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    for line in lines {
+        assert!(line.ends_with(" payload=00ff100a80"), "{line}");
+        assert!(line.contains(&format!(" key={key} ")), "{line}");
+    }
+    // The same binary payload as JSON: no text, every byte in hex (on a
+    // tag of its own: the first subscriber may still be listed).
+    let tag = "/tools/file-json";
+    let sub = l.sub(tag, &["--count", "1", "--format", "json"]);
+    let p = l.spawn(
+        &["pub", tag, "--file", file.to_str().unwrap(), "--count", "1"],
+        Stdio::null(),
+    );
+    stdout_of(p);
+    let got = json_lines(&stdout_of(sub));
+    assert_eq!(got[0]["payload_hex"], "00ff100a80", "{:?}", got);
+    assert_eq!(got[0]["text"], serde_json::Value::Null, "{:?}", got);
+}
+
+/// Runs `tagwire ARGS --json` for `seconds` while this process publishes
+/// on `tag` at 200 Hz (sizes cycling through 100, 300, 500 B) and a
+/// `tagwire pub` child at 50 Hz (64 B); returns each sender's last JSON
+/// object, this process's first.
+fn measured(what: &str, tag: &str) -> (serde_json::Value, serde_json::Value) {
+    let l = Local::new();
+    let client = &l.client;
+    client.create_tag(tag, Domain::Global).unwrap();
+    let mut p = client.publisher(tag).unwrap();
+    let args = [what, tag, "--seconds", "3", "--window", "100", "--json"];
+    let tool = l.spawn(&args, Stdio::null());
+    let args = ["pub", tag, "--rate", "50", "--size", "64", "--count", "200"];
+    let mut other = l.spawn(&args, Stdio::null());
+    let start = Instant::now();
+    let mut k = 0u64;
+    while start.elapsed() < Duration::from_millis(3500) {
+        k += 1;
+        let size = [100, 300, 500][(k % 3) as usize];
+        p.send(&vec![1u8; size]).unwrap();
+        let next = start + Duration::from_millis(5 * k);
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    let out = tool.wait_with_output().unwrap();
+    let _ = other.kill();
+    let _ = other.wait();
+    drop(p);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let me = format!("{}@", std::process::id());
+    let last = |mine: bool| {
+        text.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|v| v["tag"] == tag)
+            .rfind(|v| v["sender"].as_str().unwrap().starts_with(&me) == mine)
+            .unwrap_or_else(|| {
+                panic!(
+                    "no report for {} sender in:\n{text}",
+                    if mine { "this" } else { "the other" }
+                )
+            })
+    };
+    (last(true), last(false))
+}
+
+fn near(v: &serde_json::Value, want: f64) -> bool {
+    v.as_f64().is_some_and(|x| (x - want).abs() <= 0.25 * want)
+}
+
+#[test]
+fn hz_reports_each_senders_rate_and_interval_spread() {
+    let (mine, other) = measured("hz", "/rates/hz");
+    assert!(near(&mine["rate_hz"], 200.0), "{mine}");
+    assert!(near(&other["rate_hz"], 50.0), "{other}");
+    assert_eq!(mine["window"], 100, "{mine}");
+    let (min, max) = (
+        mine["min_s"].as_f64().unwrap(),
+        mine["max_s"].as_f64().unwrap(),
+    );
+    assert!(min > 0.0 && min <= 0.005 && max >= 0.005, "{mine}");
+    assert!(mine["std_s"].as_f64().unwrap() < max, "{mine}");
+    assert_eq!(mine["lost"], 0, "{mine}");
+}
+
+#[test]
+fn bw_reports_each_senders_bytes_per_second_and_sizes() {
+    let (mine, other) = measured("bw", "/rates/bw");
+    // 200 Hz of 100, 300 and 500 B in turn: 60 kB/s, mean 300 B.
+    assert!(near(&mine["bytes_per_s"], 60_000.0), "{mine}");
+    assert_eq!(
+        (mine["min_size"].as_u64(), mine["max_size"].as_u64()),
+        (Some(100), Some(500)),
+        "{mine}"
+    );
+    assert!(near(&mine["mean_size"], 300.0), "{mine}");
+    assert!(near(&other["bytes_per_s"], 50.0 * 64.0), "{other}");
+    assert_eq!(other["max_size"], 64, "{other}");
+}
