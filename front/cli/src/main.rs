@@ -5,6 +5,7 @@ mod daemon;
 mod demo;
 mod gateway;
 mod history;
+mod info;
 mod keygen;
 mod nodes;
 mod perf;
@@ -49,6 +50,11 @@ enum Command {
     History(history::HistoryArgs),
     /// Pull messages from a tag's history: --last N, --since SEQ or a time range.
     Pull(history::PullArgs),
+    /// One tag: its domain, senders and receivers with their QoS, and the
+    /// rate of records through this node.
+    Info(info::Args),
+    /// Destroy a tag (its publishers and subscribers on every node end).
+    Destroy(tags::DestroyArgs),
     /// A tag's message rate per sender, once a second (like `ros2 topic hz`).
     Hz(rate::Args),
     /// A tag's bytes per second and message sizes per sender, once a second
@@ -94,6 +100,8 @@ fn main() {
         Command::DdsGateway(a) => gateway::run(a),
         Command::Keygen(a) => keygen::run(a),
         Command::Nodes(a) => nodes::run(a),
+        Command::Info(a) => info::run(a),
+        Command::Destroy(a) => tags::destroy(a),
         Command::Hz(a) => rate::run(a, rate::Measure::Rate),
         Command::Bw(a) => rate::run(a, rate::Measure::Bandwidth),
         Command::Stats(a) => stats::run(a),

@@ -96,6 +96,22 @@ fn node_list_alone_joins_the_nodes_without_multicast() {
     assert_eq!(nodes[0].source, "self");
     assert_eq!(nodes[1].name, "h1");
     assert_eq!(nodes[1].source, "list");
+    // The same as `tagwire nodes --json`: one object per node.
+    let (ok, out) = cli(&site.socket(0), &["nodes", "--json"]);
+    assert!(ok, "{out}");
+    let listed: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(listed.len(), 2, "{out}");
+    assert_eq!(listed[1]["name"], "h1", "{out}");
+    assert_eq!(listed[1]["source"], "list", "{out}");
+    assert_eq!(listed[1]["state"], "up", "{out}");
+    assert_eq!(
+        listed[1]["node"],
+        site.lan.host(1).addr().to_string(),
+        "{out}"
+    );
     // A Local tag stays on its node.
     c0.create_tag("/here/only", Domain::Local).unwrap();
     c0.create_tag("/everywhere", Domain::Global).unwrap();

@@ -260,3 +260,73 @@ fn bw_reports_each_senders_bytes_per_second_and_sizes() {
     assert!(near(&other["bytes_per_s"], 50.0 * 64.0), "{other}");
     assert_eq!(other["max_size"], 64, "{other}");
 }
+
+/// Runs `tagwire ARGS` to completion; its stdout as text.
+fn run(l: &Local, args: &[&str]) -> String {
+    String::from_utf8(stdout_of(l.spawn(args, Stdio::null()))).unwrap()
+}
+
+#[test]
+fn info_gives_a_tags_members_with_their_qos_and_its_rate_here() {
+    let l = Local::new();
+    let tag = "/tools/info";
+    l.client.create_tag(tag, Domain::Global).unwrap();
+    let opts = tagwire::SubscribeOptions::default()
+        .priority(tagwire::Priority::High)
+        .every(2);
+    let _sub = l.client.subscribe(tag, opts).unwrap();
+    let mut p = l.client.publisher(tag).unwrap();
+    let info = l.spawn(&["info", tag, "--json", "--sample", "1.5"], Stdio::null());
+    let start = Instant::now();
+    let mut k = 0u32;
+    while start.elapsed() < Duration::from_millis(2500) {
+        k += 1;
+        p.send(b"x").unwrap();
+        let next = start + Duration::from_millis(5) * k;
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    let v = &json_lines(&stdout_of(info))[0];
+    let me = format!("{}@127.0.0.1", std::process::id());
+    assert_eq!(v["domain"], "global", "{v}");
+    assert_eq!(v["senders"][0]["who"], me, "{v}");
+    assert_eq!(v["senders"][0]["class"], "normal", "{v}");
+    let r = &v["receivers"][0];
+    assert_eq!(r["who"], me, "{v}");
+    assert_eq!(r["class"], "high", "{v}");
+    assert_eq!(r["every"], 2, "{v}");
+    assert_eq!(r["reliability"], "reliable", "{v}");
+    // 200 messages a second through this node's ring.
+    let rate = v["rate_per_s"].as_f64().unwrap();
+    assert!((150.0..=250.0).contains(&rate), "{v}");
+    // A tag that does not exist is an error, not an empty listing.
+    let missing = l
+        .spawn(&["info", "/tools/none"], Stdio::null())
+        .wait_with_output()
+        .unwrap();
+    assert!(!missing.status.success(), "{missing:?}");
+}
+
+#[test]
+fn tags_and_nodes_print_json_and_destroy_ends_a_tag() {
+    let l = Local::new();
+    let tag = "/tools/listed";
+    l.client.create_tag(tag, Domain::Global).unwrap();
+    let _p = l.client.publisher(tag).unwrap();
+    let listed = |l: &Local| -> Vec<serde_json::Value> {
+        json_lines(run(l, &["tags", "--json"]).as_bytes())
+            .into_iter()
+            .filter(|t| t["tag"] == tag)
+            .collect()
+    };
+    let tags = listed(&l);
+    assert_eq!(tags.len(), 1, "{tags:?}");
+    let me = format!("{}@127.0.0.1", std::process::id());
+    assert_eq!(tags[0]["senders"], serde_json::json!([me]), "{tags:?}");
+    assert_eq!(tags[0]["receivers"], serde_json::json!([]), "{tags:?}");
+    let nodes = json_lines(run(&l, &["nodes", "--json"]).as_bytes());
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    assert_eq!(nodes[0]["source"], "self", "{nodes:?}");
+    assert_eq!(nodes[0]["state"], "up", "{nodes:?}");
+    assert!(run(&l, &["destroy", tag]).contains("destroyed"));
+    assert!(listed(&l).is_empty());
+}
