@@ -1,33 +1,62 @@
-//! The `tagwired` binary's command line: only `--sched` and `--mlock`; it
-//! refuses others instead of starting a daemon other than the one asked
-//! for, and warns where it may not run its roles as asked.
+//! The `tagwired` binary: `tagwire daemon` under its own name, with the
+//! same options (one definition), as the client library's autostart and
+//! a system service run it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_tagwired");
+const TAGWIRED: &str = env!("CARGO_BIN_EXE_tagwired");
+const TAGWIRE: &str = env!("CARGO_BIN_EXE_tagwire");
+
+/// What `--help` prints from its `Options:` heading on (the usage line
+/// and the description name the binary).
+fn options_of(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let at = text.find("Options:").expect("an Options: heading");
+    text[at..].to_owned()
+}
 
 #[test]
-fn tagwired_refuses_options_it_does_not_take_and_points_at_tagwire_daemon() {
-    let out = Command::new(BIN)
-        .args(["--node", "10.0.0.1"])
+fn tagwired_takes_exactly_the_options_of_tagwire_daemon() {
+    let mine = options_of(Command::new(TAGWIRED).arg("--help"));
+    let theirs = options_of(Command::new(TAGWIRE).args(["daemon", "--help"]));
+    // (A binary of its own also prints its version.)
+    let version = "  -V, --version\n          Print version\n";
+    assert!(mine.ends_with(version), "{mine}");
+    assert_eq!(mine.replace(version, ""), theirs);
+    for option in [
+        "--node",
+        "--nodes",
+        "--key",
+        "--policy",
+        "--sched",
+        "--mlock",
+        "--dds-domain",
+    ] {
+        assert!(mine.contains(option), "{option} missing:\n{mine}");
+    }
+}
+
+#[test]
+fn tagwired_refuses_what_it_does_not_know_and_says_so() {
+    let out = Command::new(TAGWIRED)
+        .args(["--nod", "10.0.0.1"])
         .env("TAGWIRE_SOCKET", "/nonexistent/dir/tagwired.sock")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("unexpected argument \"--node\""), "{err}");
-    assert!(err.contains("tagwire daemon"), "{err}");
-}
-
-#[test]
-fn tagwired_help_says_what_it_runs() {
-    let out = Command::new(BIN).arg("--help").output().unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.starts_with("usage: tagwired"), "{text}");
-    assert!(text.contains("single-node"), "{text}");
+    assert!(err.contains("unexpected argument '--nod'"), "{err}");
+    assert!(err.contains("--node"), "a suggestion: {err}");
+    let out = Command::new(TAGWIRED)
+        .args(["--sched", "local=fast"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fifo:P"));
 }
 
 /// `tagwired ARGS` on a socket in `dir`, as `uid`, until the drop; with
@@ -39,7 +68,7 @@ fn local_thread_of(
 ) -> (tagwire_wire::Sched, String) {
     use std::io::{BufRead, BufReader};
     use std::os::unix::process::CommandExt;
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(TAGWIRED)
         .args(args)
         .env("TAGWIRE_SOCKET", dir.join(format!("d{uid}.sock")))
         .env("TAGWIRE_LOG", "info")
@@ -108,10 +137,37 @@ fn tagwired_runs_its_roles_at_sched_and_warns_where_it_may_not() {
             "{log}"
         );
     }
-    let out = Command::new(BIN)
-        .args(["--sched", "local=fast"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("fifo:P"));
+}
+
+/// Every setting the example service file names (commented out or not)
+/// is an environment variable `tagwired` takes (`[env: NAME=]` in its
+/// help), or the log filter: the example cannot drift from the options.
+#[test]
+fn the_example_service_settings_are_options_tagwired_takes() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/service");
+    let help = String::from_utf8(
+        Command::new(TAGWIRED)
+            .arg("--help")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let env = std::fs::read_to_string(dir.join("tagwired.env")).unwrap();
+    let names: Vec<&str> = env
+        .lines()
+        .map(|l| l.trim_start_matches('#'))
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .filter(|k| k.starts_with("TAGWIRE_"))
+        .collect();
+    assert!(names.len() >= 6, "{names:?}");
+    for name in names {
+        assert!(
+            name == "TAGWIRE_LOG" || help.contains(&format!("[env: {name}=")),
+            "{name} is no option of tagwired:\n{help}"
+        );
+    }
+    let unit = std::fs::read_to_string(dir.join("tagwired.service")).unwrap();
+    assert!(unit.contains("EnvironmentFile=-/etc/tagwire/tagwired.env"));
+    assert!(unit.contains("ExecStart=/usr/local/bin/tagwired"));
 }
