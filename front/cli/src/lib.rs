@@ -77,6 +77,19 @@ enum Command {
     Place(place::Args),
     /// Response-time and end-to-end bounds of a task set from measured call costs.
     Analyze(analyze::Args),
+    /// Print a shell completion script: `tagwire completions bash >
+    /// /etc/bash_completion.d/tagwire` (also zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write man pages (section 1) for `tagwire`, each subcommand and
+    /// `tagwired` into a directory: `tagwire man --out /usr/local/share/man/man1`.
+    Man {
+        /// The directory (created if missing).
+        #[arg(long, default_value = ".")]
+        out: std::path::PathBuf,
+    },
     /// Internal: a benchmark peer process started by `tagwire perf`.
     #[command(hide = true)]
     PerfWorker(perf::WorkerArgs),
@@ -116,6 +129,12 @@ pub fn tagwire_main() {
         Command::Perf(a) => perf::run(a),
         Command::Place(a) => place::run(a),
         Command::Analyze(a) => analyze::run(a),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "tagwire", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man { out } => man_pages(&out),
         Command::PerfWorker(a) => perf::worker(a),
         Command::LangRunner(a) => perf::lang_runner(a),
     };
@@ -146,6 +165,19 @@ pub fn tagwired_main() {
         eprintln!("tagwired: {e:#}");
         std::process::exit(1);
     }
+}
+
+/// Writes `tagwire.1`, `tagwire-SUBCOMMAND.1` for each subcommand (hidden
+/// ones left out) and `tagwired.1` into `dir`.
+fn man_pages(dir: &std::path::Path) -> anyhow::Result<()> {
+    use clap::CommandFactory as _;
+    std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+    for cmd in [Cli::command(), Tagwired::command()] {
+        clap_mangen::generate_to(cmd, dir)
+            .map_err(|e| anyhow::anyhow!("writing man pages into {}: {e}", dir.display()))?;
+    }
+    println!("man pages written to {}", dir.display());
+    Ok(())
 }
 
 /// The daemon's default log filter, under either name.

@@ -1,7 +1,8 @@
 //! The everyday shell tools against a daemon in this process: `tagwire
 //! hz` and `bw` with two senders at known rates and sizes, `pub` with its
-//! payload from an argument, a file or standard input (keyed or not), and
-//! `sub --format` printing whole payloads as text, hex, raw bytes or JSON.
+//! payload from an argument, a file or standard input (keyed or not),
+//! `sub --format` printing whole payloads as text, hex, raw bytes or JSON,
+//! `info`, `destroy`, JSON listings, shell completions and man pages.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -329,4 +330,47 @@ fn tags_and_nodes_print_json_and_destroy_ends_a_tag() {
     assert_eq!(nodes[0]["state"], "up", "{nodes:?}");
     assert!(run(&l, &["destroy", tag]).contains("destroyed"));
     assert!(listed(&l).is_empty());
+}
+
+/// `tagwire completions SHELL` prints a script that knows the
+/// subcommands; `tagwire man` writes a page per command, `tagwired`'s
+/// among them, and none for the hidden internal ones.
+#[test]
+fn completions_and_man_pages_cover_every_command() {
+    let out = Command::new(BIN)
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let script = String::from_utf8(out.stdout).unwrap();
+    for word in ["_tagwire", "hz", "bw", "qos", "info", "destroy", "--format"] {
+        assert!(script.contains(word), "{word} missing from the bash script");
+    }
+    let zsh = Command::new(BIN)
+        .args(["completions", "zsh"])
+        .output()
+        .unwrap();
+    assert!(
+        zsh.status.success() && String::from_utf8_lossy(&zsh.stdout).contains("#compdef tagwire")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["man", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    for page in [
+        "tagwire.1",
+        "tagwire-hz.1",
+        "tagwire-pub.1",
+        "tagwire-perf-napa.1",
+        "tagwired.1",
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        assert!(text.contains(".TH "), "{page}: {text}");
+    }
+    assert!(!dir.path().join("tagwire-perf-worker.1").exists());
+    let pub_page = std::fs::read_to_string(dir.path().join("tagwire-pub.1")).unwrap();
+    assert!(pub_page.contains("stdin"), "{pub_page}");
 }
