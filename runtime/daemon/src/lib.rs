@@ -60,6 +60,8 @@ mod restate;
 mod ring;
 pub mod roles;
 mod secure;
+#[cfg(test)]
+mod state_inversion;
 mod stats;
 mod tcpout;
 mod train;
@@ -71,6 +73,7 @@ pub use tagwire_auth::key::KEY_LEN as DOMAIN_KEY_LEN;
 pub use tagwire_auth::DomainKey;
 pub use tagwire_reliable::pacer::PacerConfig;
 
+use priority_inheriting_lock::{PriorityInheritingLock, PriorityInheritingLockGuard};
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -199,7 +202,9 @@ pub(crate) struct Shared {
     pub(crate) connections: quota::Connections,
     /// The local manager's event loop and workers.
     pub(crate) conns: local::conns::Conns,
-    pub(crate) state: Mutex<State>,
+    /// Priority-inheriting: a real-time role waiting for it lends its
+    /// priority to the holder (a client request at the default policy).
+    pub(crate) state: PriorityInheritingLock<State>,
     pub(crate) stopping: AtomicBool,
     pub(crate) next_client: AtomicU64,
     /// Changes at each start (nanoseconds since the epoch), so peers can tell
@@ -326,9 +331,12 @@ pub(crate) struct Outbox {
 /// The daemon's state while [`Shared::lock`] holds it; dropping it records
 /// how long it was held.
 pub(crate) struct StateGuard<'a> {
-    guard: MutexGuard<'a, State>,
+    guard: PriorityInheritingLockGuard<'a, State>,
     since: std::time::Instant,
     max: &'a AtomicU64,
+    /// Who took it (`Shared::lock`'s caller), named when it sets a new
+    /// longest hold.
+    at: &'static std::panic::Location<'static>,
 }
 
 impl std::ops::Deref for StateGuard<'_> {
@@ -347,7 +355,19 @@ impl std::ops::DerefMut for StateGuard<'_> {
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
         let ns = u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.max.fetch_max(ns, Ordering::Relaxed);
+        let before = self.max.fetch_max(ns, Ordering::Relaxed);
+        // A new longest hold of a millisecond or more says who held it
+        // (`TAGWIRE_LOG=tagwire_daemon::state=debug`): rare, so the line's
+        // cost inside the hold does not matter.
+        if ns > before && ns >= 1_000_000 {
+            tracing::debug!(
+                target: "tagwire_daemon::state",
+                held_us = ns / 1000,
+                at = %self.at,
+                thread = std::thread::current().name().unwrap_or("?"),
+                "longest hold of the daemon's state so far"
+            );
+        }
     }
 }
 
@@ -357,12 +377,15 @@ pub(crate) const OUTBOX_DEPTH: usize = 4096;
 impl Shared {
     /// The daemon's state, held until the guard drops (each hold timed:
     /// [`Stats::state_hold_max_ns`]).
+    #[track_caller]
     pub(crate) fn lock(&self) -> StateGuard<'_> {
-        let guard = lock(&self.state);
+        let at = std::panic::Location::caller();
+        let guard = self.state.lock();
         StateGuard {
             guard,
             since: std::time::Instant::now(),
             max: &self.stats.state_hold_max_ns,
+            at,
         }
     }
 
@@ -457,7 +480,7 @@ impl Daemon {
         }
         let shared = Arc::new(Shared {
             roles,
-            state: Mutex::new(State {
+            state: PriorityInheritingLock::new(State {
                 table,
                 rings: HashMap::new(),
                 sinks: HashMap::new(),
