@@ -42,6 +42,7 @@
 //!   and by whichever thread takes this tag's acknowledgements; no socket
 //!   is written while it is held.
 
+use priority_inheriting_lock::PriorityInheritingLock;
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -115,7 +116,9 @@ pub(crate) struct Route {
     dests: Mutex<Arc<Vec<Dest>>>,
     stop: AtomicBool,
     tag: TagName,
-    session: Mutex<SendSession>,
+    /// Priority-inheriting: the acknowledgement thread (the delivery role)
+    /// and the forwarder (the forward role, lower by default) both take it.
+    session: PriorityInheritingLock<SendSession>,
     /// The forwarder thread, and whether it is parked waiting for room.
     thread: std::sync::OnceLock<std::thread::Thread>,
     parked: AtomicBool,
@@ -225,7 +228,7 @@ impl Outbound {
                 dests: Mutex::new(Arc::new(dests)),
                 stop: AtomicBool::new(false),
                 tag: name.clone(),
-                session: Mutex::new(SendSession::new(config)),
+                session: PriorityInheritingLock::new(SendSession::new(config)),
                 thread: std::sync::OnceLock::new(),
                 parked: AtomicBool::new(false),
                 ring: ring.clone(),
@@ -250,7 +253,7 @@ impl Outbound {
         }
         drop(routes);
         for (r, pacing) in repaced {
-            lock(&r.session).set_pacing(Instant::now(), &r.tag, pacing);
+            r.session.lock().set_pacing(Instant::now(), &r.tag, pacing);
             r.wake();
         }
     }
@@ -362,7 +365,7 @@ impl Outbound {
     /// about to leave them to it), waking a forwarder waiting for room.
     fn take_acks_now(&self, shared: &Shared, route: &Arc<Route>, now: Instant) {
         let (out, events, room) = {
-            let mut s = lock(&route.session);
+            let mut s = route.session.lock();
             take_acks(route, &mut s);
             let (out, events) = self.drain(shared, route, &mut s, now);
             (out, events, s.can_accept(&route.tag))
@@ -383,7 +386,7 @@ impl Outbound {
         let routes: Vec<_> = lock(&self.routes).values().cloned().collect();
         routes
             .iter()
-            .flat_map(|r| lock(&r.session).stream_stats())
+            .flat_map(|r| r.session.lock().stream_stats())
             .collect()
     }
 
@@ -604,5 +607,20 @@ mod tests {
             |keyed| fragment_count(8192, max_fragment_payload(&tag, datagram(keyed, false)));
         assert_eq!(frags(false), 6);
         assert_eq!(frags(true), 7);
+    }
+
+    /// The acknowledgement thread (the delivery role) and the forwarder
+    /// (the forward role, lower by default) share a route's session: its
+    /// lock must inherit priority like the state's (whose behaviour
+    /// `state_inversion` tests). A plain mutex here fails this test's
+    /// build.
+    #[test]
+    fn a_routes_session_lock_inherits_priority() {
+        fn guard(
+            r: &Route,
+        ) -> priority_inheriting_lock::PriorityInheritingLockGuard<'_, SendSession> {
+            r.session.lock()
+        }
+        let _ = guard;
     }
 }

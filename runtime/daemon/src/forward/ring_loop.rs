@@ -237,7 +237,10 @@ impl<'a> Forwarder<'a> {
             return;
         }
         self.schedule();
-        lock(&self.route.session).set_routes(Instant::now(), &self.route.tag, dests.to_vec());
+        self.route
+            .session
+            .lock()
+            .set_routes(Instant::now(), &self.route.tag, dests.to_vec());
         self.tcp.retain(|a| dests.iter().any(|t| t.addr == a));
         self.dests = dests;
     }
@@ -252,7 +255,7 @@ impl<'a> Forwarder<'a> {
             self.gate.get_or_insert(g);
             self.pass();
         }
-        let holds_back = lock(&route.session).holds_back(&route.tag);
+        let holds_back = route.session.lock().holds_back(&route.tag);
         if !holds_back {
             self.gate = None;
         } else if self.gate.is_none() {
@@ -276,7 +279,7 @@ impl<'a> Forwarder<'a> {
         loop {
             out.read_replies(shared);
             let (group, tx, events) = {
-                let mut s = lock(&route.session);
+                let mut s = route.session.lock();
                 let acked = take_acks(route, &mut s);
                 let now = Instant::now();
                 let group = self.read_group(&mut s, now);
@@ -437,7 +440,7 @@ impl<'a> Forwarder<'a> {
         let route = self.route;
         let now = Instant::now();
         let (tx, events, idle) = {
-            let mut s = lock(&route.session);
+            let mut s = route.session.lock();
             // (What was left to us until we stopped reading.)
             take_acks(route, &mut s);
             s.flush(now, &route.tag);
@@ -516,7 +519,7 @@ impl<'a> Forwarder<'a> {
         // makes room.
         let route = self.route;
         route.parked.store(true, Ordering::Release);
-        if !lock(&route.session).can_accept(&route.tag) {
+        if !route.session.lock().can_accept(&route.tag) {
             std::thread::park_timeout(wait);
         }
         route.parked.store(false, Ordering::Release);
@@ -537,7 +540,7 @@ impl<'a> Forwarder<'a> {
         self.gate = None;
         let route = self.route;
         let events = {
-            let mut s = lock(&route.session);
+            let mut s = route.session.lock();
             s.set_routes(Instant::now(), &route.tag, Vec::new());
             drain(&mut s, Instant::now()).1
         };
@@ -569,7 +572,7 @@ impl<'a> Forwarder<'a> {
         self.pass();
         let now = Instant::now();
         let (tx, events) = {
-            let mut s = lock(&route.session);
+            let mut s = route.session.lock();
             take_acks(route, &mut s);
             if read.is_none() {
                 // Gone without a gate holding it (none while only
