@@ -170,6 +170,27 @@ pub enum Reliability {
     BestEffort,
 }
 
+impl fmt::Display for Reliability {
+    /// `reliable` or `best-effort`, as the CLI and `tagwire stats` say it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Reliability::Reliable => "reliable",
+            Reliability::BestEffort => "best-effort",
+        })
+    }
+}
+
+impl fmt::Display for Carrier {
+    /// `udp`, `tcp` or `multicast`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Carrier::Udp => "udp",
+            Carrier::Tcp => "tcp",
+            Carrier::Multicast => "multicast",
+        })
+    }
+}
+
 impl Reliability {
     pub(crate) fn to_u8(self) -> u8 {
         match self {
@@ -706,6 +727,14 @@ mod tests {
             proptest::prop_assert_eq!(x.cmp(&x.clone()), std::cmp::Ordering::Equal);
             proptest::prop_assert!(x == x.clone());
         }
+    }
+
+    #[test]
+    fn reliability_and_carrier_print_as_the_cli_spells_them() {
+        assert_eq!(Reliability::Reliable.to_string(), "reliable");
+        assert_eq!(Reliability::BestEffort.to_string(), "best-effort");
+        let carriers = [Carrier::Udp, Carrier::Tcp, Carrier::Multicast].map(|c| c.to_string());
+        assert_eq!(carriers, ["udp", "tcp", "multicast"]);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tagwire::{ChannelQos, Reliability, StatsKind, StatsRow};
+use tagwire::{StatsKind, StatsRow};
 
 use crate::ConnectArgs;
 
@@ -24,21 +24,6 @@ pub(crate) struct Args {
     json: bool,
     #[command(flatten)]
     connect: ConnectArgs,
-}
-
-fn carrier(q: &ChannelQos) -> &'static str {
-    match q.carrier {
-        tagwire::Carrier::Udp => "udp",
-        tagwire::Carrier::Tcp => "tcp",
-        tagwire::Carrier::Multicast => "multicast",
-    }
-}
-
-fn reliability(q: &ChannelQos) -> &'static str {
-    match q.reliability {
-        Reliability::Reliable => "reliable",
-        Reliability::BestEffort => "best-effort",
-    }
 }
 
 /// The tag's stats row on this node, if it has one.
@@ -84,8 +69,8 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             .receivers
             .iter()
             .map(|(m, q)| {
-                json!({"who": m.who.to_string(), "reliability": reliability(q),
-                       "carrier": carrier(q), "every": q.every, "proxy": q.proxy.to_string(),
+                json!({"who": m.who.to_string(), "reliability": q.reliability.to_string(),
+                       "carrier": q.carrier.to_string(), "every": q.every, "proxy": q.proxy.to_string(),
                        "class": q.priority.to_string(), "sched": q.sched.to_string()})
             })
             .collect();
@@ -127,8 +112,8 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         println!(
             "  {:<28} {} over {}  every {}  proxy {}  class {}  sched {}",
             m.who.to_string(),
-            reliability(q),
-            carrier(q),
+            q.reliability,
+            q.carrier,
             q.every,
             q.proxy,
             q.priority,

@@ -167,10 +167,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
                 r.who.to_string(),
                 qos.priority.to_string(),
                 qos.sched.to_string(),
-                match qos.reliability {
-                    tagwire::Reliability::Reliable => "reliable",
-                    tagwire::Reliability::BestEffort => "best-effort",
-                }
+                qos.reliability
             );
         }
     }

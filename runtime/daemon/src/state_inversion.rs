@@ -91,11 +91,16 @@ fn a_real_time_role_waits_for_the_state_holder_not_for_a_hog() {
         println!("skipped: a real-time policy and CPU affinity need root");
         return;
     }
-    // The scenario bites: behind a plain mutex the role waits for the hog.
+    // The scenario bites: behind a plain mutex the role waits for the hog
+    // (475-478 ms here). A kernel that lets the holder run beside a
+    // real-time hog anyway could not show the difference: say so.
     let plain = std::sync::Mutex::new(());
     let waited = role_waits(&|| plain.lock().unwrap_or_else(|e| e.into_inner()));
     println!("behind a plain mutex the fifo:20 role waited {waited:?}");
-    assert!(waited >= Duration::from_millis(300), "{waited:?}");
+    if waited < Duration::from_millis(300) {
+        println!("skipped: this kernel ran the default-policy holder beside the fifo hog");
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(Config {
         socket: dir.path().join("d.sock"),
