@@ -612,7 +612,7 @@ mod tests {
     /// The acknowledgement thread (the delivery role) and the forwarder
     /// (the forward role, lower by default) share a route's session: its
     /// lock must inherit priority like the state's (whose behaviour
-    /// `state_inversion` tests). A plain mutex here fails this test's
+    /// `state_lock_tests` checks). A plain mutex here fails this test's
     /// build.
     #[test]
     fn a_routes_session_lock_inherits_priority() {

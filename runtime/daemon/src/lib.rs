@@ -61,7 +61,7 @@ mod ring;
 pub mod roles;
 mod secure;
 #[cfg(test)]
-mod state_inversion;
+mod state_lock_tests;
 mod stats;
 mod tcpout;
 mod train;
