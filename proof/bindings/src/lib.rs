@@ -89,8 +89,34 @@ pub fn cmake_build(name: &str, asan: bool) -> Result<PathBuf, Skip> {
         panic!("cmake configure failed:\n{t}");
     }
     let out = run(Command::new("cmake").arg("--build").arg(&dir).arg("-j2"))?;
-    assert!(out.status.success(), "cmake build failed:\n{}", text(&out));
+    assert!(
+        out.status.success(),
+        "cmake build failed:\n{}",
+        failure(&out, &dir)
+    );
     Ok(dir)
+}
+
+/// What a failed build printed, its end first (where the error is: a
+/// cargo build's start is pages of `Compiling` lines), and the free space
+/// where it built (a full disk fails any step).
+pub fn failure(o: &Output, dir: &Path) -> String {
+    let tail = |b: &[u8]| {
+        let t = String::from_utf8_lossy(b);
+        let lines: Vec<&str> = t.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    };
+    let df = Command::new("df")
+        .arg("-h")
+        .arg(dir.parent().unwrap_or(dir))
+        .output()
+        .map_or_else(|e| format!("df: {e}"), |o| tail(&o.stdout));
+    format!(
+        "status {}\n--- the last 40 lines of stderr\n{}\n--- the last 40 lines of stdout\n{}\n--- free space\n{df}",
+        o.status,
+        tail(&o.stderr),
+        tail(&o.stdout)
+    )
 }
 
 /// Prints a skip the way the workspace's other optional tests do.
