@@ -3,6 +3,7 @@
 //! arguments of `tagwire daemon` (one definition for both).
 
 mod analyze;
+mod bag;
 mod daemon;
 mod demo;
 mod gateway;
@@ -66,6 +67,11 @@ enum Command {
     /// A tag's bytes per second and message sizes per sender, once a second
     /// (like `ros2 topic bw`).
     Bw(rate::Args),
+    /// Record tags into an MCAP file (like `ros2 bag record`).
+    Record(bag::RecordArgs),
+    /// Publish an MCAP file's messages on their tags at their recorded
+    /// spacing (like `ros2 bag play`).
+    Play(bag::PlayArgs),
     /// A tag's channels and their packet classes; `--class` changes this
     /// node's subscriptions' class at run time.
     Qos(qos::Args),
@@ -126,6 +132,8 @@ pub fn tagwire_main() {
         Command::History(a) => history::set(a),
         Command::Pull(a) => history::pull(a),
         Command::Qos(a) => qos::run(a),
+        Command::Record(a) => bag::record(a),
+        Command::Play(a) => bag::play(a),
         Command::Perf(a) => perf::run(a),
         Command::Place(a) => place::run(a),
         Command::Analyze(a) => analyze::run(a),
