@@ -730,3 +730,70 @@ fn play_sends_another_tools_file_as_its_bytes_and_refuses_hostile_files_clearly(
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("shorter than a keyed message"), "{err}");
 }
+
+#[test]
+fn top_shows_each_tags_members_rate_and_losses_per_frame() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let l = Local::new();
+    let tag = "/tools/top";
+    l.client.create_tag(tag, Domain::Global).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    // A subscriber of depth 4 that reads ten times a second (its losses
+    // are counted as it finds them) ...
+    let mut sub = l
+        .client
+        .subscribe(tag, tagwire::SubscribeOptions::default().depth(4))
+        .unwrap();
+    let lost = Arc::new(AtomicU64::new(0));
+    let (stopped, counted) = (Arc::clone(&stop), Arc::clone(&lost));
+    let reader = std::thread::spawn(move || {
+        while !stopped.load(Ordering::Relaxed) {
+            if let Err(tagwire::Error::Overflowed { lost }) =
+                sub.receive(Some(Duration::from_millis(100)))
+            {
+                counted.fetch_add(lost, Ordering::Relaxed);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    // ... behind a publisher at 200 Hz.
+    let (client, stopped) = (l.client.clone(), Arc::clone(&stop));
+    let publisher = std::thread::spawn(move || {
+        let mut p = client.publisher(tag).unwrap();
+        let start = Instant::now();
+        let mut n = 0u32;
+        while !stopped.load(Ordering::Relaxed) {
+            n += 1;
+            let due = start + Duration::from_millis(5) * n;
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            p.send(b"x").unwrap();
+        }
+    });
+    let out = run(&l, &["top", "--json", "--count", "3", "--interval", "0.5"]);
+    stop.store(true, Ordering::Relaxed);
+    publisher.join().unwrap();
+    reader.join().unwrap();
+    let frames = json_lines(out.as_bytes());
+    assert_eq!(frames.len(), 3, "{out}");
+    let last = frames[2]["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tag"] == tag)
+        .cloned()
+        .unwrap();
+    assert_eq!(last["senders"], 1, "{last}");
+    assert_eq!(last["receivers"], 1, "{last}");
+    let rate = last["msgs_per_s"].as_f64().unwrap();
+    assert!((100.0..=300.0).contains(&rate), "{last}");
+    // Most of what it sends, the subscriber loses, and top says so.
+    let lost_per_s = last["lost_per_s"].as_f64().unwrap();
+    assert!(lost_per_s > 50.0 && lost_per_s <= rate * 1.5, "{last}");
+    assert!(
+        lost.load(Ordering::Relaxed) > 0,
+        "the subscriber saw losses"
+    );
+}
