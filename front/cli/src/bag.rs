@@ -58,7 +58,8 @@ pub(crate) struct RecordArgs {
     /// for once a second).
     #[arg(long)]
     all: bool,
-    /// The MCAP file to write (default: tagwire-<unix seconds>.mcap).
+    /// The MCAP file to write (default: tagwire-SECONDS.mcap, SECONDS
+    /// since the Unix epoch).
     #[arg(long, short)]
     out: Option<PathBuf>,
     /// Stop after this many messages in all.
