@@ -31,7 +31,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context as _};
-use tagwire::{Domain, Error, InstanceState, Key, Message, SubscribeOptions};
+use tagwire::{Domain, Error, InstanceState, Key, MessageInfo, SubscribeOptions};
 
 use crate::ConnectArgs;
 
@@ -87,6 +87,8 @@ pub(crate) struct RecordArgs {
 pub(crate) enum Compression {
     /// zstd, as `ros2 bag record --compression-format zstd`.
     Zstd,
+    /// lz4: faster, larger.
+    Lz4,
     /// None.
     None,
 }
@@ -165,16 +167,23 @@ fn nanos(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// A message on its way from a tag's receiving thread to the file.
-enum Event {
-    Message {
-        tag: Arc<str>,
-        message: Message,
-        at: SystemTime,
-    },
-    /// Messages a tag's subscription lost (its queue overflowed).
-    Lost { tag: Arc<str>, lost: u64 },
+/// Messages of one tag on their way from its receiving thread to the
+/// file, many at a time (one channel hand-off per batch, not per message),
+/// and what its subscription lost meanwhile (its queue overflowed).
+struct Batch {
+    tag: Arc<str>,
+    /// The payloads, back to back.
+    data: Vec<u8>,
+    /// Each message: what the library said of it, where its payload ends
+    /// in `data`, and when it arrived (ns since the Unix epoch).
+    items: Vec<(MessageInfo, usize, u64)>,
+    lost: u64,
 }
+
+/// A batch goes to the writer at this many messages or bytes, or as soon
+/// as its subscription has nothing more at once.
+const BATCH_MESSAGES: usize = 1024;
+const BATCH_BYTES: usize = 1 << 20;
 
 /// Per tag: recorded and lost.
 #[derive(Debug, Default, Clone, Copy)]
@@ -197,6 +206,7 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
     let file = File::create(&out).with_context(|| format!("creating {}", out.display()))?;
     let compression = match a.compression {
         Compression::Zstd => Some(mcap::Compression::Zstd),
+        Compression::Lz4 => Some(mcap::Compression::Lz4),
         Compression::None => None,
     };
     let mut writer = mcap::WriteOptions::new()
@@ -213,7 +223,7 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
     // Bounded: a recorder that falls behind fills its subscriptions'
     // queues (lost and counted, or with --lossless the publishers wait),
     // not its memory.
-    let (tx, rx) = mpsc::sync_channel::<Event>(4096);
+    let (tx, rx) = mpsc::sync_channel::<Batch>(8);
     let mut recording: HashMap<String, std::thread::JoinHandle<anyhow::Result<()>>> =
         HashMap::new();
     let start_one = |name: &str| -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>> {
@@ -238,14 +248,14 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let deadline = a.seconds.map(|s| started + Duration::from_secs_f64(s));
     let mut looked = None::<Instant>;
-    let mut channels: HashMap<(Arc<str>, String, u16, bool), u16> = HashMap::new();
+    let mut channels: HashMap<ChannelKey, u16> = HashMap::new();
     let mut tally: BTreeMap<String, Tally> = a
         .tags
         .iter()
         .map(|t| (t.clone(), Tally::default()))
         .collect();
     let mut total = 0u64;
-    while !stop.load(Ordering::Relaxed)
+    'recording: while !stop.load(Ordering::Relaxed)
         && a.count.is_none_or(|c| total < c)
         && deadline.is_none_or(|d| Instant::now() < d)
     {
@@ -259,18 +269,28 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
                 }
             }
         }
-        let e = match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(e) => e,
+        let b = match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(b) => b,
             Err(mpsc::RecvTimeoutError::Timeout) => continue,
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
-        match e {
-            Event::Lost { tag, lost } => tally.entry(tag.to_string()).or_default().lost += lost,
-            Event::Message { tag, message, at } => {
-                write_message(&mut writer, &mut channels, &tag, &message, at)?;
-                tally.entry(tag.to_string()).or_default().recorded += 1;
-                total += 1;
+        let t = tally.entry(b.tag.to_string()).or_default();
+        t.lost += b.lost;
+        let mut from = 0;
+        for (info, end, at) in &b.items {
+            if a.count.is_some_and(|c| total >= c) {
+                // (Received past the count: not recorded, and not lost.)
+                break 'recording;
             }
+            write_message(
+                &mut writer,
+                &mut channels,
+                &b.tag,
+                (info, &b.data[from..*end], *at),
+            )?;
+            from = *end;
+            t.recorded += 1;
+            total += 1;
         }
     }
     stop.store(true, Ordering::Relaxed);
@@ -305,69 +325,92 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
 }
 
 /// A tag's receiving thread: every message (and every loss) to the
-/// writer, until `stop` or the writer is gone.
+/// writer in batches, until `stop` or the writer is gone.
 fn receive_loop(
     mut sub: tagwire::Subscriber,
     tag: &Arc<str>,
-    tx: &mpsc::SyncSender<Event>,
+    tx: &mpsc::SyncSender<Batch>,
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
+    let empty = || Batch {
+        tag: Arc::clone(tag),
+        data: Vec::new(),
+        items: Vec::new(),
+        lost: 0,
+    };
+    let mut batch = empty();
+    let mut payload = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        let e = match sub.receive(Some(Duration::from_millis(100))) {
-            Ok(message) => Event::Message {
-                tag: Arc::clone(tag),
-                message,
-                at: SystemTime::now(),
-            },
-            Err(Error::Overflowed { lost }) => Event::Lost {
-                tag: Arc::clone(tag),
-                lost,
-            },
-            Err(Error::Timeout) => continue,
-            Err(e) => return Err(e.into()),
+        // Without waiting while a batch is open: nothing more at once
+        // sends it.
+        let wait = if batch.items.is_empty() && batch.lost == 0 {
+            Some(Duration::from_millis(100))
+        } else {
+            Some(Duration::ZERO)
         };
-        if tx.send(e).is_err() {
+        match sub.receive_into(wait, &mut payload) {
+            Ok(info) => {
+                batch.data.extend_from_slice(&payload);
+                batch
+                    .items
+                    .push((info, batch.data.len(), nanos(SystemTime::now())));
+                if batch.items.len() < BATCH_MESSAGES && batch.data.len() < BATCH_BYTES {
+                    continue;
+                }
+            }
+            Err(Error::Overflowed { lost }) => {
+                batch.lost += lost;
+                continue;
+            }
+            Err(Error::Timeout) if batch.items.is_empty() && batch.lost == 0 => continue,
+            Err(Error::Timeout) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if tx.send(std::mem::replace(&mut batch, empty())).is_err() {
             break;
         }
     }
     Ok(())
 }
 
-/// Writes `m` on its channel (added at its first message).
+/// The channel of a tag's message from one sender and stream, keyed or
+/// not.
+type ChannelKey = (Arc<str>, tagwire::SenderInfo, u16, bool);
+
+/// Writes a message of `tag` on its channel (added at its first message).
 fn write_message<W: std::io::Write + std::io::Seek>(
     writer: &mut mcap::Writer<W>,
-    channels: &mut HashMap<(Arc<str>, String, u16, bool), u16>,
+    channels: &mut HashMap<ChannelKey, u16>,
     tag: &Arc<str>,
-    m: &Message,
-    at: SystemTime,
+    (info, payload, at): (&MessageInfo, &[u8], u64),
 ) -> anyhow::Result<()> {
-    let sender = m.sender.to_string();
-    let keyed = m.key.is_some();
-    let id = match channels.get(&(Arc::clone(tag), sender.clone(), m.stream, keyed)) {
+    let keyed = info.key.is_some();
+    let key = (Arc::clone(tag), info.sender, info.stream, keyed);
+    let id = match channels.get(&key) {
         Some(id) => *id,
         None => {
             let metadata = BTreeMap::from([
-                ("sender".to_owned(), sender.clone()),
-                ("stream".to_owned(), m.stream.to_string()),
+                ("sender".to_owned(), info.sender.to_string()),
+                ("stream".to_owned(), info.stream.to_string()),
             ]);
             let encoding = if keyed { KEYED_ENCODING } else { RAW_ENCODING };
             let id = writer.add_channel(0, tag, encoding, &metadata)?;
-            channels.insert((Arc::clone(tag), sender, m.stream, keyed), id);
+            channels.insert(key, id);
             id
         }
     };
     let header = mcap::records::MessageHeader {
         channel_id: id,
         // (MCAP keeps 32 bits of it.)
-        sequence: m.seq.0 as u32,
-        log_time: nanos(at),
-        publish_time: nanos(m.timestamp),
+        sequence: info.seq.0 as u32,
+        log_time: at,
+        publish_time: nanos(info.timestamp),
     };
-    match m.key {
+    match info.key {
         Some(key) => {
-            writer.write_to_known_channel(&header, &encode_keyed(&key, m.state, &m.payload))?
+            writer.write_to_known_channel(&header, &encode_keyed(&key, info.state, payload))?
         }
-        None => writer.write_to_known_channel(&header, &m.payload)?,
+        None => writer.write_to_known_channel(&header, payload)?,
     }
     Ok(())
 }
@@ -412,7 +455,15 @@ impl Reader {
         use mcap::sans_io::linear_reader::LinearReadEvent;
         let path = &self.path;
         while let Some(event) = self.mcap.next_event() {
-            match event.map_err(|e| anyhow!("{}: not a readable MCAP file: {e}", path.display()))? {
+            let event = event.map_err(|e| match e {
+                mcap::McapError::UnexpectedEof | mcap::McapError::UnexpectedEoc => anyhow!(
+                    "{}: the file ends inside a record (a recording that did not \
+                     finish?); what came before it was read",
+                    path.display()
+                ),
+                e => anyhow!("{}: not a readable MCAP file: {e}", path.display()),
+            })?;
+            match event {
                 LinearReadEvent::ReadRequest(need) => {
                     let n = self
                         .file

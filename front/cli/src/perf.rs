@@ -10,6 +10,7 @@ use tagwire_perf::suite::{self, Mode, SuiteOpts};
 use tagwire_perf::workload::{self, Acks, Env};
 
 mod own;
+mod record;
 use own::{costs, footprint, napa, place, priority};
 
 /// Arguments of `tagwire perf`.
@@ -70,6 +71,21 @@ pub(crate) struct Args {
 enum Bench {
     /// Idle daemon memory and client threads per subscription.
     Footprint,
+    /// A lossless `tagwire record` of a flat-out local publisher, beside a
+    /// lossless subscriber of the same publisher: messages per second to
+    /// disk, each file read back (PyPI's mcap reader, when its venv is
+    /// there).
+    Record {
+        /// Message size in bytes.
+        #[arg(long, default_value_t = 256)]
+        size: usize,
+        /// Messages per repetition.
+        #[arg(long, default_value_t = 2_000_000)]
+        count: u64,
+        /// The recorder's compressions to run (none, lz4, zstd).
+        #[arg(long, value_delimiter = ',', default_value = "none,lz4,zstd")]
+        compression: Vec<String>,
+    },
     /// What each API call costs its caller (create/destroy tag, get and
     /// release send access, subscribe/unsubscribe, send and receive per
     /// size, senders/receivers, pull): p50, p99.9, maximum, for timing
@@ -405,6 +421,14 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     if let Bench::Footprint = a.bench {
         return footprint(&a);
     }
+    if let Bench::Record {
+        size,
+        count,
+        compression,
+    } = &a.bench
+    {
+        return record::record(&a, *size, *count, compression);
+    }
     if let Bench::Place { max_nodes } = a.bench {
         return place(&a, max_nodes);
     }
@@ -424,6 +448,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let o = suite_opts(&a, socket)?;
     let (name, records) = match &a.bench {
         Bench::Footprint
+        | Bench::Record { .. }
         | Bench::Costs { .. }
         | Bench::Place { .. }
         | Bench::Napa { .. }
@@ -636,6 +661,7 @@ fn remote(a: &Args) -> anyhow::Result<()> {
         Bench::Rtt { .. }
         | Bench::Fanout { .. }
         | Bench::Footprint
+        | Bench::Record { .. }
         | Bench::Costs { .. }
         | Bench::Pull { .. }
         | Bench::Table2 { .. }

@@ -616,3 +616,27 @@ fn fanout_runs_the_sender_above_below_and_level_with_its_receivers() {
         }
     }
 }
+
+#[test]
+fn record_writes_every_message_of_a_lossless_recording_beside_a_plain_subscriber() {
+    let recs = perf(&["record", "--count", "5000", "--size", "64"]);
+    let mut names = systems(&recs);
+    names.sort();
+    assert_eq!(
+        names,
+        ["record-lz4", "record-none", "record-zstd", "subscriber"]
+    );
+    for r in &recs {
+        assert_eq!(r["messages"], 5000, "{r}");
+        assert!(r["msgs_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        if r["system"] != "subscriber" {
+            assert_eq!(r["lost"], 0, "{r}");
+            assert!(r["file_bytes"].as_u64().unwrap() > 0, "{r}");
+            // Read back by PyPI's mcap reader when its venv is there (the
+            // record test in tools.rs makes it).
+            if !r["read_back"].is_null() {
+                assert_eq!(r["read_back"], 5000, "{r}");
+            }
+        }
+    }
+}

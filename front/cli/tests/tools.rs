@@ -797,3 +797,107 @@ fn top_shows_each_tags_members_rate_and_losses_per_frame() {
         "the subscriber saw losses"
     );
 }
+
+#[test]
+fn a_killed_recorder_leaves_a_file_readable_up_to_its_last_whole_chunk() {
+    let l = Local::new();
+    let tag = "/bag/killed";
+    let file = l.dir.path().join("killed.mcap");
+    let mut rec = l.spawn(
+        &["record", tag, "--lossless", "--out", file.to_str().unwrap()],
+        Stdio::null(),
+    );
+    let start = Instant::now();
+    while l.client.receivers(tag).map_or(true, |r| r.is_empty()) {
+        assert!(start.elapsed() < Duration::from_secs(10), "no recorder");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // About 8 MB: ten chunks or so.
+    let mut p = l.client.publisher(tag).unwrap();
+    let payload = [7u8; 256];
+    for _ in 0..30_000 {
+        p.send(&payload).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    rec.kill().unwrap();
+    rec.wait().unwrap();
+    let bytes = std::fs::read(&file).unwrap();
+    assert!(bytes.len() > 100_000, "{} bytes written", bytes.len());
+
+    // The mcap crate's reader: the whole chunks' messages, then an error.
+    let mut whole = 0;
+    let mut ended_in_error = false;
+    for r in mcap::read::ChunkFlattener::new(&bytes).unwrap() {
+        match r {
+            Ok(mcap::records::Record::Message { data, .. }) => {
+                assert_eq!(&data[..], &payload[..]);
+                whole += 1;
+            }
+            Ok(_) => {}
+            Err(_) => {
+                ended_in_error = true;
+                break;
+            }
+        }
+    }
+    assert!(whole >= 1000, "{whole} messages readable");
+    assert!(whole < 30_000 || !ended_in_error, "{whole}");
+
+    // Foxglove's Python stream reader reads as many.
+    if let Ok(python) = mcap_python() {
+        let script = r#"
+import sys
+from mcap.stream_reader import StreamReader
+from mcap.records import Message
+n = 0
+try:
+    for r in StreamReader(open(sys.argv[1], "rb")).records:
+        if isinstance(r, Message):
+            n += 1
+except Exception:
+    pass
+print(n)
+"#;
+        let out = Command::new(python)
+            .arg("-c")
+            .arg(script)
+            .arg(&file)
+            .output()
+            .unwrap();
+        let n: usize = String::from_utf8(out.stdout)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(n, whole);
+    }
+
+    // tagwire play sends them all, then says why it stopped.
+    l.client
+        .create_tag("/bag/replayed", Domain::Global)
+        .unwrap();
+    let mut sub = l
+        .client
+        .subscribe(
+            "/bag/replayed",
+            tagwire::SubscribeOptions::default().lossless(),
+        )
+        .unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut played = 0;
+        while sub.receive(Some(Duration::from_secs(2))).is_ok() {
+            played += 1;
+        }
+        played
+    });
+    let (status, err) = play_file(
+        &l,
+        &file,
+        &["--rate", "0", "--remap", "/bag/killed=/bag/replayed"],
+    );
+    assert_eq!(reader.join().unwrap(), whole, "{err}");
+    if ended_in_error {
+        assert_eq!(status.code(), Some(1), "{err}");
+        assert!(err.contains("ends inside a record"), "{err}");
+    }
+}

@@ -12,7 +12,7 @@ use super::{daemon_for, parse_pin, tempfile_dir, Args, Bench};
 
 /// Prints a benchmark's records (`json`: JSON lines, with `--json`; else
 /// `table`) and writes both to `NAME.json` and `NAME.txt` under `--out`.
-fn save(a: &Args, name: &str, json: &[u8], table: &str) -> anyhow::Result<()> {
+pub(super) fn save(a: &Args, name: &str, json: &[u8], table: &str) -> anyhow::Result<()> {
     if a.json {
         std::io::stdout().write_all(json)?;
     } else {
