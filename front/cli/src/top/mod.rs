@@ -4,6 +4,10 @@
 //! overflows and messages missing on the way), what is held back, and each
 //! stream to another node (sent, resent, unacknowledged).
 //!
+//! On a terminal it is interactive (`ui`: sort, filter, the node's
+//! peers; `q` quits); with `--count`, `--json` or its output not a
+//! terminal it prints frames as text or JSON lines.
+//!
 //! Every figure is the difference of two readings of `tagwire stats` (the
 //! daemon's counters and its subscribers'), so `top` itself subscribes to
 //! nothing and costs the node one stats request per interval.
@@ -16,14 +20,17 @@ use tagwire::{StatsKind, StatsRow};
 
 use crate::ConnectArgs;
 
+mod ui;
+
 /// Arguments of `tagwire top`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Seconds between refreshes.
     #[arg(long, default_value_t = 1.0)]
     interval: f64,
-    /// Print this many frames, one after another, and exit (default: run
-    /// until interrupted, redrawing the screen when it is a terminal).
+    /// Print this many frames as text, one after another, and exit
+    /// (default: the interactive view on a terminal, frames as text until
+    /// interrupted elsewhere).
     #[arg(long)]
     count: Option<u64>,
     /// One JSON object per frame instead of a table.
@@ -184,7 +191,9 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     }
     let client = a.connect.connect()?;
     let me = client.me();
-    let redraw = a.count.is_none() && !a.json && std::io::stdout().is_terminal();
+    if a.count.is_none() && !a.json && std::io::stdout().is_terminal() {
+        return ui::run(&client, Duration::from_secs_f64(a.interval));
+    }
     let mut before = Reading::of(&client.stats()?);
     let mut at = Instant::now();
     let mut frames = 0u64;
@@ -206,10 +215,6 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             });
             writeln!(out, "{v}")?;
             continue;
-        }
-        if redraw {
-            // Home, clear the screen.
-            write!(out, "\x1b[H\x1b[2J")?;
         }
         write!(
             out,
