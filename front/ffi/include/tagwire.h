@@ -402,7 +402,7 @@ typedef struct tw_message_view {
 extern "C" {
 #endif // __cplusplus
 
-// The library's version, as a NUL-terminated string ("0.1.0").
+// The library's version, as a NUL-terminated string ("0.2.0").
 const char *tw_version(void);
 
 // Connects to the node's daemon with the default options

@@ -43,7 +43,7 @@ pub use error::*;
 pub use lists::*;
 pub use types::*;
 
-/// The library's version, as a NUL-terminated string ("0.1.0").
+/// The library's version, as a NUL-terminated string ("0.2.0").
 #[no_mangle]
 pub extern "C" fn tw_version() -> *const std::ffi::c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()

@@ -541,13 +541,13 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         assert_eq!(java_jar(d.path()), None);
         for n in [
-            "tagwire-0.1.0-sources.jar",
-            "tagwire-0.1.0.jar",
+            "tagwire-0.2.0-sources.jar",
+            "tagwire-0.2.0.jar",
             "other.jar",
         ] {
             std::fs::write(d.path().join(n), b"").unwrap();
         }
-        assert_eq!(java_jar(d.path()), Some(d.path().join("tagwire-0.1.0.jar")));
+        assert_eq!(java_jar(d.path()), Some(d.path().join("tagwire-0.2.0.jar")));
     }
 
     #[test]

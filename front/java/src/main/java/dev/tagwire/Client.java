@@ -78,7 +78,7 @@ public final class Client implements AutoCloseable {
         }
     }
 
-    /** The library's version ("0.1.0"). */
+    /** The library's version ("0.2.0"). */
     public static String version() {
         return Native.version();
     }
