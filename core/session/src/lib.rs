@@ -117,7 +117,7 @@ use tagwire_wire::{NodeAddr, Priority, TagName};
 
 pub use handover::{Handover, MAX_HANDOVER_STREAMS};
 pub use node::Session;
-pub use outbound::PACED_LEAD;
+pub use outbound::{PACED_LEAD, PACED_LEAD_MIN};
 pub use plan::Mode;
 pub use receive::{ReceiveEvent, ReceiveSession};
 pub use route::Dest;

@@ -42,7 +42,7 @@ mod timers;
 mod window;
 pub(crate) use item::{batch_repr, clean, Outgoing};
 use item::{message, Payload, Piece};
-pub use pacing::PACED_LEAD;
+pub use pacing::{PACED_LEAD, PACED_LEAD_MIN};
 use tally::ClassTally;
 pub(crate) use timers::{StreamTimer, StreamTimers};
 use window::{send_pending, Sending, Unacked};
@@ -97,6 +97,8 @@ pub(crate) struct RelStream {
     pub(crate) priority: Priority,
     /// What it sent in each class it had.
     pub(crate) tally: ClassTally,
+    /// How late its paced datagrams go, for [`SendSession::paced_lead`].
+    pub(crate) late: pacing::Lateness,
 }
 
 /// A stream without a window: numbers only (best effort, multicast, TCP).
@@ -342,12 +344,7 @@ impl SendSession {
             return Err(Held);
         }
         o.offer = None;
-        let len = payload.as_slice().len().max(1) as f64;
-        o.record_bytes = if o.record_bytes == 0.0 {
-            len
-        } else {
-            o.record_bytes * 0.875 + len * 0.125
-        };
+        o.note_record(now, payload.as_slice().len());
         let (seq, origin) = (header.seq.0, header.sender.node);
         if !o.dests.iter().any(|t| t.forwards_from(me, origin)) {
             // Another node's sample, which it sent everywhere itself.
@@ -716,6 +713,7 @@ impl SendSession {
                         pacer: o.pacing.map(Pacer::new),
                         priority: t.priority,
                         tally: ClassTally::default(),
+                        late: pacing::Lateness::default(),
                     }
                 });
                 all &= send_pending(s, t.node, p, &mut cx);

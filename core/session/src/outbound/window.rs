@@ -54,6 +54,12 @@ pub(super) fn send_pending(
             p.sent.len() - 1
         }
     };
+    // Woken for the pace's release, or later: how much later.
+    if let Some(due) = s.timers.get(StreamTimer::Pace) {
+        if due <= cx.now {
+            s.late.sample(cx.now - due);
+        }
+    }
     s.timers.stop(StreamTimer::Pace);
     while p.sent[at].2 < p.datagrams {
         let piece = Piece {

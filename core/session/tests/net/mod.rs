@@ -122,6 +122,9 @@ pub struct Net {
     /// Per (from, to): last TCP arrival (TCP keeps order).
     tcp_last: BTreeMap<(usize, usize), Instant>,
     pub dropped: u64,
+    /// How long after a session's timer is due the runtime acts on it (a
+    /// thread woken late).
+    pub timer_late: Duration,
 }
 
 impl Net {
@@ -154,6 +157,7 @@ impl Net {
             flight: BTreeMap::new(),
             tcp_last: BTreeMap::new(),
             dropped: 0,
+            timer_late: Duration::ZERO,
         }
     }
 
@@ -292,6 +296,12 @@ impl Net {
                 return done(self);
             };
             let next = next.max(self.now);
+            // A timer (not an arrival) is acted on `timer_late` after it.
+            let next = if arrival.is_none_or(|a| a > next) {
+                next + self.timer_late
+            } else {
+                next
+            };
             if next > end {
                 self.now = end;
                 self.step();
