@@ -6,7 +6,7 @@
 //! size). The rate is the window's intervals over its span; the bandwidth
 //! the bytes that arrived after its first message over the same span.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use tagwire::{Domain, Error, SubscribeOptions};
@@ -142,13 +142,14 @@ pub(crate) fn run(a: Args, measure: Measure) -> anyhow::Result<()> {
         .map(|s| start + Duration::from_secs_f64(s.max(0.0)));
     let mut windows: BTreeMap<String, Window> = BTreeMap::new();
     let mut next_report = start + Duration::from_secs(1);
-    let mut arrived = false;
+    // Senders heard since the last report: only their figures are new.
+    let mut fresh: BTreeSet<String> = BTreeSet::new();
     loop {
         let now = Instant::now();
         let end = until.is_some_and(|u| now >= u);
         if now >= next_report || end {
-            report(&a, measure, &windows, arrived, sub.lost())?;
-            arrived = false;
+            report(&a, measure, &windows, &fresh, sub.lost())?;
+            fresh.clear();
             next_report += Duration::from_secs(1);
         }
         if end {
@@ -158,11 +159,12 @@ pub(crate) fn run(a: Args, measure: Measure) -> anyhow::Result<()> {
         match sub.receive(Some(wait.saturating_duration_since(Instant::now()))) {
             Ok(m) => {
                 let at = Instant::now();
+                let sender = m.sender.to_string();
                 windows
-                    .entry(m.sender.to_string())
+                    .entry(sender.clone())
                     .or_default()
                     .push(at, m.payload.len(), cap);
-                arrived = true;
+                fresh.insert(sender);
             }
             Err(Error::Timeout) => {}
             Err(e) => return Err(e.into()),
@@ -170,19 +172,28 @@ pub(crate) fn run(a: Args, measure: Measure) -> anyhow::Result<()> {
     }
 }
 
-/// Prints one report: a line (or JSON object) per sender with figures;
-/// `lost` counts what this subscription lost so far (all senders).
+/// Prints one report: a line (or JSON object) per sender heard since the
+/// last one (`fresh`; a sender gone quiet has no new figures, as `ros2
+/// topic hz` prints none), or that nothing came; `lost` counts what this
+/// subscription lost so far (all senders).
 fn report(
     a: &Args,
     measure: Measure,
     windows: &BTreeMap<String, Window>,
-    arrived: bool,
+    fresh: &BTreeSet<String>,
     lost: u64,
 ) -> anyhow::Result<()> {
-    if !arrived && !a.json {
-        println!("{}: no new messages", a.tag);
+    if fresh.is_empty() {
+        if a.json {
+            println!(
+                "{}",
+                serde_json::json!({"tag": a.tag, "no_new_messages": true, "lost": lost})
+            );
+        } else {
+            println!("{}: no new messages", a.tag);
+        }
     }
-    for (sender, w) in windows {
+    for (sender, w) in windows.iter().filter(|(s, _)| fresh.contains(*s)) {
         let line = match measure {
             Measure::Rate => w.rate().map(|r| {
                 let text = format!(

@@ -218,7 +218,7 @@ fn measured(what: &str, tag: &str) -> (serde_json::Value, serde_json::Value) {
     let last = |mine: bool| {
         text.lines()
             .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-            .filter(|v| v["tag"] == tag)
+            .filter(|v| v["tag"] == tag && v["sender"].is_string())
             .rfind(|v| v["sender"].as_str().unwrap().starts_with(&me) == mine)
             .unwrap_or_else(|| {
                 panic!(
@@ -232,6 +232,37 @@ fn measured(what: &str, tag: &str) -> (serde_json::Value, serde_json::Value) {
 
 fn near(v: &serde_json::Value, want: f64) -> bool {
     v.as_f64().is_some_and(|x| (x - want).abs() <= 0.25 * want)
+}
+
+#[test]
+fn hz_prints_no_stale_figures_once_its_sender_stops() {
+    let l = Local::new();
+    let tag = "/tools/hz/stops";
+    l.client.create_tag(tag, Domain::Global).unwrap();
+    let tool = l.spawn(&["hz", tag, "--seconds", "3.5", "--json"], Stdio::null());
+    let start = Instant::now();
+    while l.client.receivers(tag).map_or(true, |r| r.is_empty()) {
+        assert!(start.elapsed() < Duration::from_secs(10), "no hz");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut p = l.client.publisher(tag).unwrap();
+    for _ in 0..100 {
+        p.send(b"tick").unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(p);
+    let reports = json_lines(&stdout_of(tool));
+    assert!(
+        reports.iter().any(|r| r["rate_hz"].is_number()),
+        "{reports:?}"
+    );
+    // The sender stopped a second or more before the last two reports:
+    // they say nothing came, with no figures of before.
+    let tail = &reports[reports.len() - 2..];
+    for r in tail {
+        assert_eq!(r["no_new_messages"], true, "{reports:?}");
+        assert!(r.get("rate_hz").is_none(), "{r}");
+    }
 }
 
 #[test]
