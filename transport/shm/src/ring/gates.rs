@@ -71,8 +71,14 @@ impl Gate {
         };
         // (Written only when it changes: the line is the waiting writers'.)
         let word = self.ring.gate_step();
-        if word.load(Ordering::Relaxed) != step {
+        let was = word.load(Ordering::Relaxed);
+        if was != step {
             word.store(step, Ordering::Relaxed);
+            if step != 0 && (was == 0 || step < was) {
+                // A writer waiting for room of the larger step may never
+                // get it within the shorter lead: it looks again.
+                self.ring.ring_gate_bell();
+            }
         }
         if step == 0 {
             return self.advance(position);
@@ -529,6 +535,9 @@ impl Ring {
             let limit = self
                 .min_gate(reap)
                 .map_or(MAX_INDEX, |g| g.saturating_add(slots));
+            // (The room waited for is the step as it is now: a holder may
+            // have shortened it since.)
+            margin = margin.min(self.refill_step() - 1);
             if head + margin < limit {
                 self.gates_seen.limit.store(limit, Ordering::Relaxed);
                 return Ok(());

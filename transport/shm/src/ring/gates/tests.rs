@@ -60,6 +60,40 @@ fn a_gate_within_a_lead_keeps_the_writer_that_close_and_wakes_it_for_half_of_it(
 }
 
 #[test]
+fn a_shorter_lead_wakes_the_writer_waiting_for_a_step_of_the_longer_one() {
+    // 64 slots, a lead of 16: a waiting writer waits for 8 slots of room.
+    let w = Ring::create("shorter", shape(64, 8)).unwrap();
+    let r = reopen(&w);
+    let gate = r.attach_gate(0).unwrap();
+    for i in 0..64u64 {
+        w.publish_gated(&[&i.to_le_bytes()], Duration::ZERO)
+            .unwrap();
+    }
+    gate.advance_within(64, 16);
+    for _ in 0..16 {
+        w.publish_gated(&[b"y"], Duration::ZERO).unwrap();
+    }
+    let writer = std::thread::spawn(move || {
+        w.publish_gated(&[b"w"], Duration::from_secs(10)).unwrap();
+        w
+    });
+    let start = Instant::now();
+    while r.gate_waiters().load(Ordering::SeqCst) == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Everything written is read, but the lead is now 2: the gate stops 2
+    // short of the 8 the writer waits for. The step's change rings the
+    // bell, and the writer settles for the room the new step gives.
+    let rung = r.gate_bell().load(Ordering::SeqCst);
+    gate.advance_within(80, 2);
+    assert!(r.gate_bell().load(Ordering::SeqCst) > rung, "no bell");
+    let w = writer.join().unwrap();
+    assert_eq!(w.head_index(), 81);
+    assert_eq!(r.refill_step(), 1);
+}
+
+#[test]
 fn a_gate_held_for_a_process_holds_writers_until_taken_over_or_released() {
     let r = Ring::create("held", shape(4, 64)).unwrap();
     let me = std::process::id();
