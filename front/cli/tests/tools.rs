@@ -70,12 +70,20 @@ impl Local {
         let mut all = vec!["sub", tag, "--idle-timeout", "10"];
         all.extend_from_slice(args);
         let child = self.spawn(&all, Stdio::null());
+        self.wait_receiver(tag);
+        child
+    }
+
+    /// Waits (at most 10 s) until `tag` has a receiver.
+    fn wait_receiver(&self, tag: &str) {
         let start = Instant::now();
         while self.client.receivers(tag).map_or(true, |r| r.is_empty()) {
-            assert!(start.elapsed() < Duration::from_secs(10), "no subscriber");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no receiver of {tag}"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
-        child
     }
 }
 
@@ -240,11 +248,7 @@ fn hz_prints_no_stale_figures_once_its_sender_stops() {
     let tag = "/tools/hz/stops";
     l.client.create_tag(tag, Domain::Global).unwrap();
     let tool = l.spawn(&["hz", tag, "--seconds", "3.5", "--json"], Stdio::null());
-    let start = Instant::now();
-    while l.client.receivers(tag).map_or(true, |r| r.is_empty()) {
-        assert!(start.elapsed() < Duration::from_secs(10), "no hz");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    l.wait_receiver(tag);
     let mut p = l.client.publisher(tag).unwrap();
     for _ in 0..100 {
         p.send(b"tick").unwrap();
@@ -470,6 +474,18 @@ fn mcap_python() -> Result<PathBuf, String> {
     Ok(python)
 }
 
+/// `python -c SCRIPT FILE`'s standard output (it must succeed).
+fn python_on(python: &Path, script: &str, file: &Path) -> String {
+    let out = Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
 fn unix_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -495,11 +511,7 @@ fn record_keeps_every_message_its_sender_key_and_times_and_play_sends_them_back(
         Stdio::null(),
     );
     for tag in [raw, keyed] {
-        let start = Instant::now();
-        while l.client.receivers(tag).map_or(true, |r| r.is_empty()) {
-            assert!(start.elapsed() < Duration::from_secs(10), "no recorder");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        l.wait_receiver(tag);
     }
     let before = unix_ns();
     // Four small messages 60 ms apart and a large one (a blob).
@@ -587,14 +599,7 @@ with open(sys.argv[1], "rb") as f:
     for m in r.iter_metadata():
         print(m.name, m.metadata["/bag/raw:recorded"], m.metadata["/bag/keyed:lost"])
 "#;
-            let out = Command::new(python)
-                .arg("-c")
-                .arg(script)
-                .arg(&file)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-            let got = String::from_utf8(out.stdout).unwrap();
+            let got = python_on(&python, script, &file);
             let lines: Vec<&str> = got.lines().collect();
             assert_eq!(lines.len(), 9, "{got}");
             assert_eq!(lines[0], "/bag/raw application/octet-stream 1 2", "{got}");
@@ -838,11 +843,7 @@ fn a_killed_recorder_leaves_a_file_readable_up_to_its_last_whole_chunk() {
         &["record", tag, "--lossless", "--out", file.to_str().unwrap()],
         Stdio::null(),
     );
-    let start = Instant::now();
-    while l.client.receivers(tag).map_or(true, |r| r.is_empty()) {
-        assert!(start.elapsed() < Duration::from_secs(10), "no recorder");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    l.wait_receiver(tag);
     // About 8 MB: ten chunks or so.
     let mut p = l.client.publisher(tag).unwrap();
     let payload = [7u8; 256];
@@ -889,17 +890,7 @@ except Exception:
     pass
 print(n)
 "#;
-        let out = Command::new(python)
-            .arg("-c")
-            .arg(script)
-            .arg(&file)
-            .output()
-            .unwrap();
-        let n: usize = String::from_utf8(out.stdout)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let n: usize = python_on(&python, script, &file).trim().parse().unwrap();
         assert_eq!(n, whole);
     }
 
