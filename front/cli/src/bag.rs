@@ -274,26 +274,36 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
             Err(mpsc::RecvTimeoutError::Timeout) => continue,
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
-        let t = tally.entry(b.tag.to_string()).or_default();
-        t.lost += b.lost;
-        let mut from = 0;
-        for (info, end, at) in &b.items {
-            if a.count.is_some_and(|c| total >= c) {
-                // (Received past the count: not recorded, and not lost.)
-                break 'recording;
-            }
-            write_message(
-                &mut writer,
-                &mut channels,
-                &b.tag,
-                (info, &b.data[from..*end], *at),
-            )?;
-            from = *end;
-            t.recorded += 1;
-            total += 1;
+        if !write_batch(
+            &mut writer,
+            &mut channels,
+            &mut tally,
+            &mut total,
+            a.count,
+            b,
+        )? {
+            break 'recording;
         }
     }
     stop.store(true, Ordering::Relaxed);
+    drop(tx);
+    if a.count.is_none_or(|c| total < c) {
+        // Stopped by a signal, --seconds or the daemon: what the receiving
+        // threads took from their subscriptions is written too (they hand
+        // their last batches over and end).
+        while let Ok(b) = rx.recv() {
+            if !write_batch(
+                &mut writer,
+                &mut channels,
+                &mut tally,
+                &mut total,
+                a.count,
+                b,
+            )? {
+                break;
+            }
+        }
+    }
     drop(rx);
     for (name, h) in recording {
         match h.join() {
@@ -324,8 +334,35 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writes batch `b`'s messages and counts them and its losses in
+/// `tally`; false once `count` messages are recorded (the rest of the
+/// batch, received past the count, is neither recorded nor lost).
+fn write_batch<W: std::io::Write + std::io::Seek>(
+    writer: &mut mcap::Writer<W>,
+    channels: &mut HashMap<ChannelKey, u16>,
+    tally: &mut BTreeMap<String, Tally>,
+    total: &mut u64,
+    count: Option<u64>,
+    b: Batch,
+) -> anyhow::Result<bool> {
+    let t = tally.entry(b.tag.to_string()).or_default();
+    t.lost += b.lost;
+    let mut from = 0;
+    for (info, end, at) in &b.items {
+        if count.is_some_and(|c| *total >= c) {
+            return Ok(false);
+        }
+        write_message(writer, channels, &b.tag, (info, &b.data[from..*end], *at))?;
+        from = *end;
+        t.recorded += 1;
+        *total += 1;
+    }
+    Ok(count.is_none_or(|c| *total < c))
+}
+
 /// A tag's receiving thread: every message (and every loss) to the
-/// writer in batches, until `stop` or the writer is gone.
+/// writer in batches, until `stop` (then its last batch) or the writer
+/// is gone.
 fn receive_loop(
     mut sub: tagwire::Subscriber,
     tag: &Arc<str>,
@@ -367,8 +404,11 @@ fn receive_loop(
             Err(e) => return Err(e.into()),
         }
         if tx.send(std::mem::replace(&mut batch, empty())).is_err() {
-            break;
+            return Ok(());
         }
+    }
+    if !batch.items.is_empty() || batch.lost > 0 {
+        let _ = tx.send(batch);
     }
     Ok(())
 }
