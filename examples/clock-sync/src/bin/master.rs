@@ -46,11 +46,6 @@ enum Event {
 }
 
 /// The kernel's real-time clock, ns.
-/// How well a master that does not answer by the handshake must know the
-/// answering master's clock before it answers slaves itself (ownership
-/// variant): the bound of its estimate, ns.
-const SYNCED_NS: i64 = 250_000;
-
 fn realtime() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -175,26 +170,15 @@ fn main() -> anyhow::Result<()> {
                             actions.push(Action::Reply(r));
                         }
                     }
-                    // Every master whose clock is known answers; the
-                    // slaves' ownership picks. (A master that has just
-                    // started, or come back, serves no time before its
-                    // clock is within SYNCED_NS of the answering one's: a
-                    // strong master's first replies would otherwise carry
-                    // its first, loosest estimate to every slave.)
-                    Variant::Ownership
-                        if m.is_active()
-                            || sync.best(at).is_some_and(|(_, bound)| bound <= SYNCED_NS) =>
-                    {
-                        actions.push(Action::Reply(Reply {
-                            slave: req.slave,
-                            seq: req.seq,
-                            t1: req.t1,
-                            t2,
-                            t3: t2,
-                            master: a.id,
-                        }))
-                    }
-                    Variant::Ownership => {}
+                    // Every master answers; the slaves' ownership picks.
+                    Variant::Ownership => actions.push(Action::Reply(Reply {
+                        slave: req.slave,
+                        seq: req.seq,
+                        t1: req.t1,
+                        t2,
+                        t3: t2,
+                        master: a.id,
+                    })),
                 }
             }
             Ok(Event::Masters(msg, at)) => match msg {
