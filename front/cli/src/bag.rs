@@ -209,7 +209,7 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
         Compression::Lz4 => Some(mcap::Compression::Lz4),
         Compression::None => None,
     };
-    let mut writer = mcap::WriteOptions::new()
+    let writer = mcap::WriteOptions::new()
         .compression(compression)
         .profile("")
         .library(concat!("tagwire ", env!("CARGO_PKG_VERSION")))
@@ -248,15 +248,19 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let deadline = a.seconds.map(|s| started + Duration::from_secs_f64(s));
     let mut looked = None::<Instant>;
-    let mut channels: HashMap<ChannelKey, u16> = HashMap::new();
-    let mut tally: BTreeMap<String, Tally> = a
-        .tags
-        .iter()
-        .map(|t| (t.clone(), Tally::default()))
-        .collect();
-    let mut total = 0u64;
-    'recording: while !stop.load(Ordering::Relaxed)
-        && a.count.is_none_or(|c| total < c)
+    let mut file = Recording {
+        writer,
+        channels: HashMap::new(),
+        tally: a
+            .tags
+            .iter()
+            .map(|t| (t.clone(), Tally::default()))
+            .collect(),
+        total: 0,
+        count: a.count,
+    };
+    while !stop.load(Ordering::Relaxed)
+        && file.wants_more()
         && deadline.is_none_or(|d| Instant::now() < d)
     {
         if a.all && looked.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
@@ -265,7 +269,7 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
                 let name = s.name.as_str().to_owned();
                 if !recording.contains_key(&name) {
                     recording.insert(name.clone(), start_one(&name)?);
-                    tally.entry(name).or_default();
+                    file.tally.entry(name).or_default();
                 }
             }
         }
@@ -274,32 +278,18 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
             Err(mpsc::RecvTimeoutError::Timeout) => continue,
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
-        if !write_batch(
-            &mut writer,
-            &mut channels,
-            &mut tally,
-            &mut total,
-            a.count,
-            b,
-        )? {
-            break 'recording;
+        if !file.write(b)? {
+            break;
         }
     }
     stop.store(true, Ordering::Relaxed);
     drop(tx);
-    if a.count.is_none_or(|c| total < c) {
+    if file.wants_more() {
         // Stopped by a signal, --seconds or the daemon: what the receiving
         // threads took from their subscriptions is written too (they hand
         // their last batches over and end).
         while let Ok(b) = rx.recv() {
-            if !write_batch(
-                &mut writer,
-                &mut channels,
-                &mut tally,
-                &mut total,
-                a.count,
-                b,
-            )? {
+            if !file.write(b)? {
                 break;
             }
         }
@@ -311,6 +301,12 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
             Err(_) => bail!("the thread recording {name} panicked"),
         }
     }
+    let Recording {
+        mut writer,
+        tally,
+        total,
+        ..
+    } = file;
     let mut summary = BTreeMap::new();
     for (tag, t) in &tally {
         summary.insert(format!("{tag}:recorded"), t.recorded.to_string());
@@ -334,30 +330,47 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes batch `b`'s messages and counts them and its losses in
-/// `tally`; false once `count` messages are recorded (the rest of the
-/// batch, received past the count, is neither recorded nor lost).
-fn write_batch<W: std::io::Write + std::io::Seek>(
-    writer: &mut mcap::Writer<W>,
-    channels: &mut HashMap<ChannelKey, u16>,
-    tally: &mut BTreeMap<String, Tally>,
-    total: &mut u64,
+/// The file being written and what went into it.
+struct Recording<W: std::io::Write + std::io::Seek> {
+    writer: mcap::Writer<W>,
+    channels: HashMap<ChannelKey, u16>,
+    /// Per tag, recorded and lost.
+    tally: BTreeMap<String, Tally>,
+    /// Messages recorded, and the most to record (`--count`).
+    total: u64,
     count: Option<u64>,
-    b: Batch,
-) -> anyhow::Result<bool> {
-    let t = tally.entry(b.tag.to_string()).or_default();
-    t.lost += b.lost;
-    let mut from = 0;
-    for (info, end, at) in &b.items {
-        if count.is_some_and(|c| *total >= c) {
-            return Ok(false);
-        }
-        write_message(writer, channels, &b.tag, (info, &b.data[from..*end], *at))?;
-        from = *end;
-        t.recorded += 1;
-        *total += 1;
+}
+
+impl<W: std::io::Write + std::io::Seek> Recording<W> {
+    /// Whether fewer than `--count` messages are recorded.
+    fn wants_more(&self) -> bool {
+        self.count.is_none_or(|c| self.total < c)
     }
-    Ok(count.is_none_or(|c| *total < c))
+
+    /// Writes batch `b`'s messages and counts them and its losses; false
+    /// once `--count` messages are recorded (the rest of the batch,
+    /// received past the count, is neither recorded nor lost).
+    fn write(&mut self, b: Batch) -> anyhow::Result<bool> {
+        let t = self.tally.entry(b.tag.to_string()).or_default();
+        t.lost += b.lost;
+        let mut from = 0;
+        for (info, end, at) in &b.items {
+            if self.count.is_some_and(|c| self.total >= c) {
+                return Ok(false);
+            }
+            let payload = &b.data[from..*end];
+            write_message(
+                &mut self.writer,
+                &mut self.channels,
+                &b.tag,
+                (info, payload, *at),
+            )?;
+            from = *end;
+            t.recorded += 1;
+            self.total += 1;
+        }
+        Ok(self.wants_more())
+    }
 }
 
 /// A tag's receiving thread: every message (and every loss) to the
