@@ -3,13 +3,19 @@
 //! them (`TAGWIRE_LIBRARY`, `TAGWIRE_BIN`) and runs `mvn -q -B test` with a
 //! JDK 22+ (`$TAGWIRE_JAVA_HOME`, `$JAVA_HOME`, else the Temurin 25 JDK in
 //! /usr/lib/jvm). Without Maven or such a JDK it prints `skipped:` and why.
+//! Then the jar as a user gets it (`mvn package`), copied away from this
+//! checkout, finding `libtagwire_c` each way its README gives.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
+use std::sync::Mutex;
 
 use tagwire_bindings_tests::{root, run, skipped, text, Skip};
+
+/// Both tests build in front/java/target: one at a time.
+static MAVEN: Mutex<()> = Mutex::new(());
 
 /// Where the machine's JDK 25 is.
 const TEMURIN: &str = "/usr/lib/jvm/temurin-25-jdk-amd64";
@@ -96,15 +102,19 @@ fn surefire_totals(dir: &Path) -> (u64, u64, u64, u64) {
     t
 }
 
-#[test]
-fn the_java_suite_passes_under_maven() {
-    let name = "java";
+/// A JDK 22+ and Maven, with libtagwire_c and the CLI built (dev
+/// profile): the JDK's home, its major version, and cargo's target/debug.
+fn ready(name: &str) -> Option<(PathBuf, u32, PathBuf)> {
     let (home, major) = match jdk() {
         Ok(j) => j,
-        Err(s) => return skipped(name, &s),
+        Err(s) => {
+            skipped(name, &s);
+            return None;
+        }
     };
     if let Err(s) = run(Command::new("mvn").arg("-v")) {
-        return skipped(name, &Skip(format!("{} (apt-get install maven)", s.0)));
+        skipped(name, &Skip(format!("{} (apt-get install maven)", s.0)));
+        return None;
     }
     // libtagwire_c and the CLI the suite runs (its daemon, the Rust side of
     // the cross-language tests).
@@ -121,21 +131,36 @@ fn the_java_suite_passes_under_maven() {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| root().join("target"), PathBuf::from)
         .join("debug");
+    Some((home, major, target))
+}
 
-    let project = root().join("front/java");
-    let reports = project.join("target/surefire-reports");
-    let _ = std::fs::remove_dir_all(&reports);
+/// `mvn -q -B GOALS` in front/java with the JDK at `home`.
+fn maven(home: &Path, major: u32, goals: &[&str]) -> Command {
     let mut mvn = Command::new("mvn");
-    mvn.current_dir(&project)
-        .args(["-q", "-B", "test"])
-        .env("JAVA_HOME", &home)
-        .env("TAGWIRE_LIBRARY", target.join("libtagwire_c.so"))
-        .env("TAGWIRE_BIN", target.join("tagwire"))
-        .env_remove("TAGWIRE_SOCKET");
+    mvn.current_dir(root().join("front/java"))
+        .args(["-q", "-B"])
+        .args(goals)
+        .env("JAVA_HOME", home);
     if major >= 23 {
         // Maven's own Guava uses sun.misc.Unsafe: no warnings about it.
         mvn.env("MAVEN_OPTS", "--sun-misc-unsafe-memory-access=allow");
     }
+    mvn
+}
+
+#[test]
+fn the_java_suite_passes_under_maven() {
+    let _one = MAVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((home, major, target)) = ready("java") else {
+        return;
+    };
+    let project = root().join("front/java");
+    let reports = project.join("target/surefire-reports");
+    let _ = std::fs::remove_dir_all(&reports);
+    let mut mvn = maven(&home, major, &["test"]);
+    mvn.env("TAGWIRE_LIBRARY", target.join("libtagwire_c.so"))
+        .env("TAGWIRE_BIN", target.join("tagwire"))
+        .env_remove("TAGWIRE_SOCKET");
     let out = run(&mut mvn).unwrap_or_else(|s| panic!("{}", s.0));
     let t = text(&out);
     let (tests, failures, errors, skipped_tests) = surefire_totals(&reports);
@@ -153,6 +178,86 @@ fn the_java_suite_passes_under_maven() {
         "java: {tests} JUnit tests passed under Maven with {} (Java {major})",
         home.display()
     );
+}
+
+/// A program of one source file on the jar's class path: the version
+/// the library reports (loading the library is the first thing it does).
+const PROBE: &str = "public class Probe { public static void main(String[] a) { \
+System.out.println(\"version \" + dev.tagwire.Client.version()); } }";
+
+#[test]
+fn the_jar_finds_its_library_each_way_its_readme_gives() {
+    let _one = MAVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "java jar";
+    let Some((home, major, target)) = ready(name) else {
+        return;
+    };
+    let out = run(&mut maven(&home, major, &["package", "-DskipTests"]))
+        .unwrap_or_else(|s| panic!("{}", s.0));
+    assert!(out.status.success(), "mvn package failed:\n{}", text(&out));
+    let version = env!("CARGO_PKG_VERSION");
+    let jar = root().join(format!("front/java/target/tagwire-{version}.jar"));
+    assert!(jar.is_file(), "no {} after mvn package", jar.display());
+
+    // Away from the checkout (no workspace above it to fall back on): the
+    // jar in one directory, the library in another.
+    let work = std::env::temp_dir().join(format!("tagwire-jar-{}", std::process::id()));
+    let (app, lib) = (work.join("app"), work.join("lib"));
+    for d in [&app, &lib] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::copy(&jar, app.join("tagwire.jar")).unwrap();
+    std::fs::copy(target.join("libtagwire_c.so"), lib.join("libtagwire_c.so")).unwrap();
+    std::fs::write(app.join("Probe.java"), PROBE).unwrap();
+    let so = lib.join("libtagwire_c.so");
+    let probe = |cwd: &Path, props: &[String], env: Option<&Path>| -> Output {
+        let mut java = Command::new(home.join("bin/java"));
+        java.current_dir(cwd)
+            .arg("--enable-native-access=ALL-UNNAMED")
+            .args(props)
+            .arg("-cp")
+            .arg(app.join("tagwire.jar"))
+            .arg(app.join("Probe.java"))
+            .env_remove("TAGWIRE_LIBRARY")
+            .env_remove("LD_LIBRARY_PATH");
+        if let Some(p) = env {
+            java.env("TAGWIRE_LIBRARY", p);
+        }
+        run(&mut java).unwrap_or_else(|s| panic!("{}", s.0))
+    };
+    let works = |how: &str, out: Output| {
+        let t = text(&out);
+        assert!(
+            out.status.success(),
+            "{how}: the jar did not load the library:\n{t}"
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&format!("version {version}")),
+            "{how}:\n{t}"
+        );
+    };
+    let property = format!("-Dtagwire.library={}", so.display());
+    works("-Dtagwire.library", probe(&work, &[property], None));
+    works("TAGWIRE_LIBRARY", probe(&work, &[], Some(&so)));
+    let path = format!("-Djava.library.path={}", lib.display());
+    works("java.library.path", probe(&work, &[path], None));
+    // Nothing given and no workspace: a clear error that says how.
+    let out = probe(&work, &[], None);
+    let t = text(&out);
+    assert!(!out.status.success(), "loaded a library from nowhere:\n{t}");
+    assert!(
+        t.contains("libtagwire_c.so not found") && t.contains("-Dtagwire.library="),
+        "the failure does not say how to point at the library:\n{t}"
+    );
+    let missing = format!("-Dtagwire.library={}", work.join("nope.so").display());
+    let t = text(&probe(&work, &[missing], None));
+    assert!(t.contains("which does not exist"), "{t}");
+    // From inside the workspace, with its library built there.
+    if std::env::var_os("CARGO_TARGET_DIR").is_none() {
+        works("the workspace's target/", probe(&root(), &[], None));
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    println!("java jar: tagwire-{version}.jar loads libtagwire_c by property, variable, java.library.path and workspace");
 }
 
 #[cfg(test)]
