@@ -14,7 +14,8 @@
 //! per tag, what was recorded and what the recorder lost (a full queue), so
 //! that a recording says itself whether it is whole.
 //!
-//! **Playing** publishes each message on its channel's topic (tags made if
+//! **Playing** publishes each message, in log-time order where the file
+//! has an index (`read`), on its channel's topic (tags made if
 //! missing, `--remap` renames them) at its recorded spacing of `log_time`,
 //! scaled by `--rate` (0: as fast as the publishers take them). Files
 //! written by other tools play too: every channel's messages go out as
@@ -23,6 +24,7 @@
 //! another).
 
 mod play;
+mod read;
 mod record;
 
 pub(crate) use play::{play, PlayArgs};

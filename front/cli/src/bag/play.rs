@@ -2,9 +2,7 @@
 //! recorded spacing.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,13 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context as _};
 use tagwire::{Domain, InstanceState};
 
+use super::read::{Ahead, Item, Played, Reader};
 use super::{decode_keyed, KEYED_ENCODING};
 use crate::ConnectArgs;
-
-/// The largest record `play` reads (a message of the largest size tagwire
-/// sends, with room for its envelope): a longer one is refused, not
-/// allocated.
-const MAX_RECORD: usize = (64 << 20) + 4096;
 
 /// Arguments of `tagwire play`.
 #[derive(Debug, clap::Args)]
@@ -42,6 +36,12 @@ pub(crate) struct PlayArgs {
     /// message.
     #[arg(long, default_value_t = 0)]
     wait_receivers: usize,
+    /// The scheduling of the playing thread and of this node's forwarders
+    /// of the played tags: `other`, `other:NICE`, `fifo:P` or `rr:P` (a
+    /// real-time policy keeps the recorded timing under load; it needs
+    /// CAP_SYS_NICE or `ulimit -r`).
+    #[arg(long, default_value = "other", value_parser = str::parse::<tagwire::Sched>)]
+    sched: tagwire::Sched,
     #[command(flatten)]
     connect: ConnectArgs,
 }
@@ -62,72 +62,6 @@ struct Channel {
     keyed: bool,
 }
 
-/// One message read from the file.
-struct Played {
-    channel: u16,
-    log_time: u64,
-    data: Vec<u8>,
-}
-
-/// Reads an MCAP file's channels and messages in file order, record by
-/// record (the file is not held in memory), refusing records longer than
-/// [`MAX_RECORD`].
-struct Reader {
-    file: File,
-    path: PathBuf,
-    mcap: mcap::sans_io::linear_reader::LinearReader,
-}
-
-impl Reader {
-    fn open(path: &Path) -> anyhow::Result<Reader> {
-        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let options = mcap::sans_io::linear_reader::LinearReaderOptions::default()
-            .with_record_length_limit(MAX_RECORD);
-        Ok(Reader {
-            file,
-            path: path.to_owned(),
-            mcap: mcap::sans_io::linear_reader::LinearReader::new_with_options(options),
-        })
-    }
-
-    /// The next channel or message record (`None`: the file's end).
-    fn next(&mut self) -> anyhow::Result<Option<mcap::records::Record<'static>>> {
-        use mcap::sans_io::linear_reader::LinearReadEvent;
-        let path = &self.path;
-        while let Some(event) = self.mcap.next_event() {
-            let event = event.map_err(|e| match e {
-                mcap::McapError::UnexpectedEof | mcap::McapError::UnexpectedEoc => anyhow!(
-                    "{}: the file ends inside a record (a recording that did not \
-                     finish?); what came before it was read",
-                    path.display()
-                ),
-                e => anyhow!("{}: not a readable MCAP file: {e}", path.display()),
-            })?;
-            match event {
-                LinearReadEvent::ReadRequest(need) => {
-                    let n = self
-                        .file
-                        .read(self.mcap.insert(need))
-                        .with_context(|| format!("reading {}", path.display()))?;
-                    self.mcap.notify_read(n);
-                }
-                LinearReadEvent::Record { data, opcode } => {
-                    let r = mcap::parse_record(opcode, data)
-                        .map_err(|e| anyhow!("{}: a malformed record: {e}", path.display()))?;
-                    match r {
-                        r @ (mcap::records::Record::Channel(_)
-                        | mcap::records::Record::Message { .. }) => {
-                            return Ok(Some(r.into_owned()))
-                        }
-                        _ => continue,
-                    }
-                }
-            }
-        }
-        Ok(None)
-    }
-}
-
 pub(crate) fn play(a: PlayArgs) -> anyhow::Result<()> {
     if !(a.rate >= 0.0 && a.rate.is_finite()) {
         bail!(
@@ -136,6 +70,9 @@ pub(crate) fn play(a: PlayArgs) -> anyhow::Result<()> {
         );
     }
     let client = a.connect.connect()?;
+    if !a.sched.is_default() {
+        tagwire::set_thread_sched(a.sched)?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
@@ -149,32 +86,60 @@ pub(crate) fn play(a: PlayArgs) -> anyhow::Result<()> {
     let mut played = 0u64;
     let started = Instant::now();
     loop {
-        let mut reader = Reader::open(&a.file)?;
+        let reader = Reader::open(&a.file)?;
+        if played == 0 && !reader.in_log_time_order() {
+            eprintln!(
+                "{}: no usable index: playing in file order",
+                a.file.display()
+            );
+        }
+        let mut reader = Ahead::start(reader)?;
         let mut channels: HashMap<u16, Channel> = HashMap::new();
         // The first message's log time, and when it went out.
         let mut origin: Option<(u64, Instant)> = None;
-        while let Some(r) = reader.next()? {
+        while let Some(item) = reader.next()? {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
-            let m = match r {
-                mcap::records::Record::Channel(c) => {
-                    let wanted = a.topics.is_empty() || a.topics.contains(&c.topic);
+            let m: Played = match item {
+                Item::Channel {
+                    id,
+                    topic,
+                    encoding,
+                } => {
+                    let wanted = a.topics.is_empty() || a.topics.contains(&topic);
                     let tag = wanted.then(|| {
                         remap
-                            .get(c.topic.as_str())
-                            .map_or_else(|| c.topic.clone(), |t| (*t).to_owned())
+                            .get(topic.as_str())
+                            .map_or_else(|| topic.clone(), |t| (*t).to_owned())
                     });
-                    let keyed = c.message_encoding == KEYED_ENCODING;
-                    channels.insert(c.id, Channel { tag, keyed });
+                    // Its tag and publisher now, not at its first message
+                    // (whose time they would delay).
+                    if let Some(tag) = tag.as_ref().filter(|t| !publishers.contains_key(*t)) {
+                        client
+                            .create_tag(tag, Domain::Global)
+                            .with_context(|| format!("making tag {tag:?}"))?;
+                        let opts = tagwire::PublishOptions::default().sched(a.sched);
+                        let p = client.publisher_with(tag, opts)?;
+                        let waited = Instant::now();
+                        let mut said = false;
+                        while client.receivers(tag)?.len() < a.wait_receivers {
+                            if stop.load(Ordering::Relaxed) {
+                                return Ok(());
+                            }
+                            if !said && waited.elapsed() > Duration::from_secs(1) {
+                                eprintln!("waiting for {} receivers on {tag}", a.wait_receivers);
+                                said = true;
+                            }
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        publishers.insert(tag.clone(), p);
+                    }
+                    let keyed = encoding == KEYED_ENCODING;
+                    channels.insert(id, Channel { tag, keyed });
                     continue;
                 }
-                mcap::records::Record::Message { header, data } => Played {
-                    channel: header.channel_id,
-                    log_time: header.log_time,
-                    data: data.into_owned(),
-                },
-                _ => continue,
+                Item::Message(m) => m,
             };
             let Some(channel) = channels.get(&m.channel) else {
                 bail!(
@@ -186,23 +151,6 @@ pub(crate) fn play(a: PlayArgs) -> anyhow::Result<()> {
             let Some(tag) = &channel.tag else {
                 continue;
             };
-            if !publishers.contains_key(tag) {
-                client
-                    .create_tag(tag, Domain::Global)
-                    .with_context(|| format!("making tag {tag:?}"))?;
-                let p = client.publisher(tag)?;
-                let waited = Instant::now();
-                while client.receivers(tag)?.len() < a.wait_receivers {
-                    if stop.load(Ordering::Relaxed) {
-                        return Ok(());
-                    }
-                    if waited.elapsed() > Duration::from_secs(1) {
-                        eprintln!("waiting for {} receivers on {tag}", a.wait_receivers);
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                publishers.insert(tag.clone(), p);
-            }
             let (first, at) = *origin.get_or_insert((m.log_time, Instant::now()));
             if a.rate > 0.0 {
                 let due = at

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context as _};
@@ -41,6 +41,12 @@ pub(crate) struct RecordArgs {
     /// Each subscription's queue depth (default: the library's).
     #[arg(long)]
     depth: Option<u32>,
+    /// The scheduling of the threads that take the messages (and stamp
+    /// their log times) and of those that bring them from other nodes:
+    /// `other`, `other:NICE`, `fifo:P` or `rr:P` (needs CAP_SYS_NICE or
+    /// `ulimit -r` for a real-time one).
+    #[arg(long, default_value = "other", value_parser = str::parse::<tagwire::Sched>)]
+    sched: tagwire::Sched,
     /// Compression of the file's chunks.
     #[arg(long, value_enum, default_value_t = Compression::Zstd)]
     compression: Compression,
@@ -108,6 +114,14 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
         .create(BufWriter::new(file))
         .with_context(|| format!("writing {}", out.display()))?;
 
+    if !a.sched.is_default() {
+        // Refused now, with the reason, rather than in each receiving
+        // thread (the writing thread keeps the default policy).
+        let sched = a.sched;
+        std::thread::spawn(move || tagwire::set_thread_sched(sched))
+            .join()
+            .map_err(|_| anyhow::anyhow!("the thread trying --sched panicked"))??;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
@@ -115,7 +129,9 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
     // Bounded: a recorder that falls behind fills its subscriptions'
     // queues (lost and counted, or with --lossless the publishers wait),
     // not its memory.
-    let (tx, rx) = mpsc::sync_channel::<Batch>(8);
+    let (tx, rx) = handoff();
+    // (However the writer ends, no receiving thread waits for it.)
+    let _close = Closer(Arc::clone(&tx.room));
     let mut recording: HashMap<String, std::thread::JoinHandle<anyhow::Result<()>>> =
         HashMap::new();
     let start_one = |name: &str| -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>> {
@@ -127,11 +143,17 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
         if a.lossless {
             opts = opts.lossless();
         }
-        let sub = client.subscribe(name, opts)?;
+        let sub = client.subscribe(name, opts.sched(a.sched))?;
+        let sched = a.sched;
         let (tx, stop, tag) = (tx.clone(), Arc::clone(&stop), Arc::<str>::from(name));
         Ok(std::thread::Builder::new()
             .name(format!("record {name}"))
-            .spawn(move || receive_loop(sub, &tag, &tx, &stop))?)
+            .spawn(move || {
+                if !sched.is_default() {
+                    tagwire::set_thread_sched(sched)?;
+                }
+                receive_loop(sub, &tag, &tx, &stop)
+            })?)
     };
     for t in &a.tags {
         let h = start_one(t)?;
@@ -166,7 +188,10 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
             }
         }
         let b = match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(b) => b,
+            Ok(b) => {
+                tx.room.give(cost(&b));
+                b
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => continue,
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
@@ -175,17 +200,20 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
         }
     }
     stop.store(true, Ordering::Relaxed);
+    let room = Arc::clone(&tx.room);
     drop(tx);
     if file.wants_more() {
         // Stopped by a signal, --seconds or the daemon: what the receiving
         // threads took from their subscriptions is written too (they hand
         // their last batches over and end).
         while let Ok(b) = rx.recv() {
+            room.give(cost(&b));
             if !file.write(b)? {
                 break;
             }
         }
     }
+    room.close();
     drop(rx);
     for (name, h) in recording {
         match h.join() {
@@ -266,12 +294,13 @@ impl<W: std::io::Write + std::io::Seek> Recording<W> {
 }
 
 /// A tag's receiving thread: every message (and every loss) to the
-/// writer in batches, until `stop` (then its last batch) or the writer
-/// is gone.
+/// writer in batches, until `stop`; then what its subscription already
+/// holds (for at most [`DRAIN`]: a publisher may never pause) and its
+/// last batch; or until the writer is gone.
 fn receive_loop(
     mut sub: tagwire::Subscriber,
     tag: &Arc<str>,
-    tx: &mpsc::SyncSender<Batch>,
+    tx: &Handoff,
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
     let empty = || Batch {
@@ -282,33 +311,40 @@ fn receive_loop(
     };
     let mut batch = empty();
     let mut payload = Vec::new();
-    while !stop.load(Ordering::Relaxed) {
-        // Without waiting while a batch is open: nothing more at once
-        // sends it.
-        let wait = if batch.items.is_empty() && batch.lost == 0 {
-            Some(Duration::from_millis(100))
+    let mut draining: Option<Instant> = None;
+    loop {
+        if draining.is_none() && stop.load(Ordering::Relaxed) {
+            draining = Some(Instant::now() + DRAIN);
+        }
+        let open = !batch.items.is_empty() || batch.lost > 0;
+        // Without waiting while a batch is open (nothing more at once
+        // sends it) or while draining.
+        let wait = if open || draining.is_some() {
+            Duration::ZERO
         } else {
-            Some(Duration::ZERO)
+            Duration::from_millis(100)
         };
-        match sub.receive_into(wait, &mut payload) {
+        let full = match sub.receive_into(Some(wait), &mut payload) {
             Ok(info) => {
                 batch.data.extend_from_slice(&payload);
                 batch
                     .items
                     .push((info, batch.data.len(), nanos(SystemTime::now())));
-                if batch.items.len() < BATCH_MESSAGES && batch.data.len() < BATCH_BYTES {
-                    continue;
-                }
+                batch.items.len() >= BATCH_MESSAGES || batch.data.len() >= BATCH_BYTES
             }
             Err(Error::Overflowed { lost }) => {
                 batch.lost += lost;
-                continue;
+                false
             }
-            Err(Error::Timeout) if batch.items.is_empty() && batch.lost == 0 => continue,
-            Err(Error::Timeout) => {}
+            // Nothing more now: the open batch goes; drained, the end.
+            Err(Error::Timeout) if draining.is_some() => break,
+            Err(Error::Timeout) => open,
             Err(e) => return Err(e.into()),
+        };
+        if draining.is_some_and(|until| Instant::now() >= until) {
+            break;
         }
-        if tx.send(std::mem::replace(&mut batch, empty())).is_err() {
+        if full && tx.send(std::mem::replace(&mut batch, empty())).is_err() {
             return Ok(());
         }
     }
@@ -317,6 +353,93 @@ fn receive_loop(
     }
     Ok(())
 }
+
+/// The receiving threads' hand-off to the writing thread, bounded by
+/// bytes rather than by batches: a slow tag's batches hold a message
+/// each, and a bound of a few batches would stop its receiving thread
+/// (which stamps each message's log time as it takes it) whenever the
+/// writer spends a moment finishing a chunk; the messages would then be
+/// taken late, in a burst, their log times squeezed together, and
+/// played back so.
+#[derive(Clone)]
+struct Handoff {
+    tx: mpsc::Sender<Batch>,
+    room: Arc<Room>,
+}
+
+/// Bytes queued in a [`Handoff`] (at most [`QUEUE_BYTES`], or one batch
+/// alone), and whether the writer is gone.
+#[derive(Default)]
+struct Room {
+    used: Mutex<(usize, bool)>,
+    freed: Condvar,
+}
+
+/// Most bytes of batches waiting for the writer.
+const QUEUE_BYTES: usize = 64 << 20;
+
+/// What a batch counts for in a [`Handoff`]: its bytes and a little per
+/// message (a batch of losses alone still counts).
+fn cost(b: &Batch) -> usize {
+    b.data.len() + 64 * (b.items.len() + 1)
+}
+
+fn handoff() -> (Handoff, mpsc::Receiver<Batch>) {
+    let (tx, rx) = mpsc::channel();
+    let room = Arc::new(Room::default());
+    (Handoff { tx, room }, rx)
+}
+
+impl Handoff {
+    /// Hands `b` to the writer once there is room; `Err`: the writer is
+    /// gone.
+    fn send(&self, b: Batch) -> Result<(), ()> {
+        let n = cost(&b);
+        {
+            let mut used = self.room.used.lock().unwrap_or_else(|e| e.into_inner());
+            while !used.1 && used.0 > 0 && used.0 + n > QUEUE_BYTES {
+                used = self
+                    .room
+                    .freed
+                    .wait(used)
+                    .unwrap_or_else(|e| e.into_inner());
+            }
+            if used.1 {
+                return Err(());
+            }
+            used.0 += n;
+        }
+        self.tx.send(b).map_err(|_| ())
+    }
+}
+
+impl Room {
+    /// The writer took a batch of `n`.
+    fn give(&self, n: usize) {
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        used.0 = used.0.saturating_sub(n);
+        self.freed.notify_all();
+    }
+
+    /// The writer takes no more.
+    fn close(&self) {
+        self.used.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        self.freed.notify_all();
+    }
+}
+
+/// Closes its [`Room`] when dropped (the writer ends, an error included).
+struct Closer(Arc<Room>);
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// The longest a stopped recorder keeps taking what its subscriptions
+/// hold.
+const DRAIN: Duration = Duration::from_millis(500);
 
 /// The channel of a tag's message from one sender and stream, keyed or
 /// not.
