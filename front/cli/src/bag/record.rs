@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context as _};
@@ -129,9 +129,12 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
     // Bounded: a recorder that falls behind fills its subscriptions'
     // queues (lost and counted, or with --lossless the publishers wait),
     // not its memory.
-    let (tx, rx) = handoff();
-    // (However the writer ends, no receiving thread waits for it.)
-    let _close = Closer(Arc::clone(&tx.room));
+    let (tx, rx) = mpsc::sync_channel::<Batch>(QUEUE);
+    let tx = Handoff {
+        tx,
+        queued: Arc::default(),
+    };
+    let queued = Arc::clone(&tx.queued);
     let mut recording: HashMap<String, std::thread::JoinHandle<anyhow::Result<()>>> =
         HashMap::new();
     let start_one = |name: &str| -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>> {
@@ -189,7 +192,7 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
         }
         let b = match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(b) => {
-                tx.room.give(cost(&b));
+                queued.fetch_sub(b.data.len(), Ordering::Relaxed);
                 b
             }
             Err(mpsc::RecvTimeoutError::Timeout) => continue,
@@ -200,20 +203,18 @@ pub(crate) fn record(a: RecordArgs) -> anyhow::Result<()> {
         }
     }
     stop.store(true, Ordering::Relaxed);
-    let room = Arc::clone(&tx.room);
     drop(tx);
     if file.wants_more() {
         // Stopped by a signal, --seconds or the daemon: what the receiving
         // threads took from their subscriptions is written too (they hand
         // their last batches over and end).
         while let Ok(b) = rx.recv() {
-            room.give(cost(&b));
+            queued.fetch_sub(b.data.len(), Ordering::Relaxed);
             if !file.write(b)? {
                 break;
             }
         }
     }
-    room.close();
     drop(rx);
     for (name, h) in recording {
         match h.join() {
@@ -296,7 +297,10 @@ impl<W: std::io::Write + std::io::Seek> Recording<W> {
 /// A tag's receiving thread: every message (and every loss) to the
 /// writer in batches, until `stop`; then what its subscription already
 /// holds (for at most [`DRAIN`]: a publisher may never pause) and its
-/// last batch; or until the writer is gone.
+/// last batch; or until the writer is gone. A batch goes when it is full
+/// or when the subscription has nothing more at once; while the writer's
+/// queue is full the thread waits, and the subscription's queue fills
+/// (with `--lossless` the publishers wait too).
 fn receive_loop(
     mut sub: tagwire::Subscriber,
     tag: &Arc<str>,
@@ -318,7 +322,7 @@ fn receive_loop(
         }
         let open = !batch.items.is_empty() || batch.lost > 0;
         // Without waiting while a batch is open (nothing more at once
-        // sends it) or while draining.
+        // sends it) or while draining (nothing more: the end).
         let wait = if open || draining.is_some() {
             Duration::ZERO
         } else {
@@ -336,7 +340,6 @@ fn receive_loop(
                 batch.lost += lost;
                 false
             }
-            // Nothing more now: the open batch goes; drained, the end.
             Err(Error::Timeout) if draining.is_some() => break,
             Err(Error::Timeout) => open,
             Err(e) => return Err(e.into()),
@@ -344,96 +347,53 @@ fn receive_loop(
         if draining.is_some_and(|until| Instant::now() >= until) {
             break;
         }
-        if full && tx.send(std::mem::replace(&mut batch, empty())).is_err() {
+        if full
+            && tx
+                .send(std::mem::replace(&mut batch, empty()), stop)
+                .is_err()
+        {
             return Ok(());
         }
     }
     if !batch.items.is_empty() || batch.lost > 0 {
-        let _ = tx.send(batch);
+        let _ = tx.send(batch, stop);
     }
     Ok(())
 }
 
-/// The receiving threads' hand-off to the writing thread, bounded by
-/// bytes rather than by batches: a slow tag's batches hold a message
-/// each, and a bound of a few batches would stop its receiving thread
-/// (which stamps each message's log time as it takes it) whenever the
-/// writer spends a moment finishing a chunk; the messages would then be
-/// taken late, in a burst, their log times squeezed together, and
-/// played back so.
-#[derive(Clone)]
-struct Handoff {
-    tx: mpsc::Sender<Batch>,
-    room: Arc<Room>,
-}
-
-/// Bytes queued in a [`Handoff`] (at most [`QUEUE_BYTES`], or one batch
-/// alone), and whether the writer is gone.
-#[derive(Default)]
-struct Room {
-    used: Mutex<(usize, bool)>,
-    freed: Condvar,
-}
-
-/// Most bytes of batches waiting for the writer.
+/// Batches waiting for the writer, at most (a slow tag's hold a message
+/// or two: a few would stop its receiving thread, which stamps the log
+/// times, whenever the writer spends a moment finishing a chunk; the
+/// messages would then be taken late, in a burst, their log times
+/// squeezed together, and played back so) ...
+const QUEUE: usize = 64;
+/// ... and at most this many payload bytes (a batch of large messages
+/// holds far more than [`BATCH_BYTES`]), or one batch alone.
 const QUEUE_BYTES: usize = 64 << 20;
 
-/// What a batch counts for in a [`Handoff`]: its bytes and a little per
-/// message (a batch of losses alone still counts).
-fn cost(b: &Batch) -> usize {
-    b.data.len() + 64 * (b.items.len() + 1)
-}
-
-fn handoff() -> (Handoff, mpsc::Receiver<Batch>) {
-    let (tx, rx) = mpsc::channel();
-    let room = Arc::new(Room::default());
-    (Handoff { tx, room }, rx)
+/// The receiving threads' side of the queue to the writer.
+#[derive(Clone)]
+struct Handoff {
+    tx: mpsc::SyncSender<Batch>,
+    /// Payload bytes sent and not yet taken by the writer.
+    queued: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Handoff {
-    /// Hands `b` to the writer once there is room; `Err`: the writer is
-    /// gone.
-    fn send(&self, b: Batch) -> Result<(), ()> {
-        let n = cost(&b);
-        {
-            let mut used = self.room.used.lock().unwrap_or_else(|e| e.into_inner());
-            while !used.1 && used.0 > 0 && used.0 + n > QUEUE_BYTES {
-                used = self
-                    .room
-                    .freed
-                    .wait(used)
-                    .unwrap_or_else(|e| e.into_inner());
+    /// Sends `b` once the queue has room for it (by count and, unless
+    /// stopping, by bytes); `Err`: the writer is gone.
+    fn send(&self, b: Batch, stop: &AtomicBool) -> Result<(), ()> {
+        let n = b.data.len();
+        // Rare (large messages only): polled, nothing on the common path.
+        while !stop.load(Ordering::Relaxed) {
+            let q = self.queued.load(Ordering::Relaxed);
+            if q == 0 || q + n <= QUEUE_BYTES {
+                break;
             }
-            if used.1 {
-                return Err(());
-            }
-            used.0 += n;
+            std::thread::sleep(Duration::from_millis(1));
         }
+        self.queued.fetch_add(n, Ordering::Relaxed);
         self.tx.send(b).map_err(|_| ())
-    }
-}
-
-impl Room {
-    /// The writer took a batch of `n`.
-    fn give(&self, n: usize) {
-        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
-        used.0 = used.0.saturating_sub(n);
-        self.freed.notify_all();
-    }
-
-    /// The writer takes no more.
-    fn close(&self) {
-        self.used.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
-        self.freed.notify_all();
-    }
-}
-
-/// Closes its [`Room`] when dropped (the writer ends, an error included).
-struct Closer(Arc<Room>);
-
-impl Drop for Closer {
-    fn drop(&mut self) {
-        self.0.close();
     }
 }
 
