@@ -229,34 +229,11 @@ impl Ahead {
         let (tx, rx) = mpsc::sync_channel(AHEAD_BATCHES);
         let thread = std::thread::Builder::new()
             .name("play: read ahead".into())
-            .spawn(move || loop {
-                let mut batch = Vec::new();
-                let mut bytes = 0;
-                let end = loop {
-                    match reader.next() {
-                        Ok(Some(item)) => {
-                            if let Item::Message(m) = &item {
-                                bytes += m.data.len();
-                            }
-                            batch.push(item);
-                            if batch.len() >= AHEAD_ITEMS || bytes >= AHEAD_BYTES {
-                                break false;
-                            }
-                        }
-                        Ok(None) => break true,
-                        Err(e) => {
-                            // What came before the error first.
-                            if !batch.is_empty() {
-                                let _ = tx.send(Ok(batch));
-                            }
-                            let _ = tx.send(Err(e));
-                            return;
-                        }
-                    }
-                };
-                if !batch.is_empty() && tx.send(Ok(batch)).is_err() || end {
-                    return;
-                }
+            .spawn(move || {
+                // Not at the player's real-time policy (a thread inherits
+                // its parent's): reading is no hurry, the player is.
+                let _ = tagwire::set_thread_sched(tagwire::Sched::default());
+                read_ahead(&mut reader, &tx);
             })?;
         Ok(Ahead {
             rx,
@@ -286,6 +263,40 @@ impl Drop for Ahead {
         drop(std::mem::replace(&mut self.rx, dead));
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+/// [`Ahead`]'s thread: `reader`'s items in batches to `tx`, until the
+/// file's end (or its first error, after what came before it), or until
+/// nobody takes them.
+fn read_ahead(reader: &mut Reader, tx: &mpsc::SyncSender<anyhow::Result<Vec<Item>>>) {
+    loop {
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        let end = loop {
+            match reader.next() {
+                Ok(Some(item)) => {
+                    if let Item::Message(m) = &item {
+                        bytes += m.data.len();
+                    }
+                    batch.push(item);
+                    if batch.len() >= AHEAD_ITEMS || bytes >= AHEAD_BYTES {
+                        break false;
+                    }
+                }
+                Ok(None) => break true,
+                Err(e) => {
+                    if !batch.is_empty() {
+                        let _ = tx.send(Ok(batch));
+                    }
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            }
+        };
+        if !batch.is_empty() && tx.send(Ok(batch)).is_err() || end {
+            return;
         }
     }
 }
