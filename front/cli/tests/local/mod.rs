@@ -4,7 +4,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -108,4 +108,32 @@ pub(crate) fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
 /// Runs `tagwire ARGS` to completion; its stdout as text.
 pub(crate) fn run(l: &Local, args: &[&str]) -> String {
     String::from_utf8(stdout_of(l.spawn(args, Stdio::null()))).unwrap()
+}
+
+/// An MCAP file's records, as the `mcap` crate (not tagwire's reader)
+/// reads them.
+#[derive(Default)]
+pub(crate) struct Mcap {
+    pub(crate) channels: std::collections::HashMap<u16, mcap::records::Channel>,
+    /// In file order.
+    pub(crate) messages: Vec<(mcap::records::MessageHeader, Vec<u8>)>,
+    pub(crate) metadata: Vec<mcap::records::Metadata>,
+}
+
+pub(crate) fn mcap_records(path: &Path) -> Mcap {
+    let bytes = std::fs::read(path).unwrap();
+    let mut f = Mcap::default();
+    for r in mcap::read::ChunkFlattener::new(&bytes).unwrap() {
+        match r.unwrap() {
+            mcap::records::Record::Channel(c) => {
+                f.channels.insert(c.id, c);
+            }
+            mcap::records::Record::Message { header, data } => {
+                f.messages.push((header, data.into_owned()))
+            }
+            mcap::records::Record::Metadata(m) => f.metadata.push(m),
+            _ => {}
+        }
+    }
+    f
 }
