@@ -66,4 +66,4 @@ pub use fragment::{
     ReassemblerStats,
 };
 pub use reader::{Arrival, BestEffort, BestEffortStats, Reader, ReaderConfig, ReaderStats};
-pub use writer::{Transmit, WindowFull, Writer, WriterConfig, WriterStats};
+pub use writer::{AckReport, Transmit, WindowFull, Writer, WriterConfig, WriterStats};

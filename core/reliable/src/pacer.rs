@@ -5,10 +5,10 @@
 //!
 //! ```text
 //!  on_send(now, seq, bytes) ──▶ ┌──────────────────────────────┐ ──▶ next_release()
-//!  on_ack(now, through, N,      │ min RTT (windowed)           │     interval() = T
-//!         loss)            ──▶  │ delivery rate (windowed max) │     window()   = W
-//!                               │ K (datagrams per ack)        │
-//!                               │ T, gain                      │
+//!  on_sack(now, through,        │ min RTT (windowed)           │     interval() = T
+//!    known_through, missing) ─▶ │ delivery rate (windowed max) │     window()   = W
+//!  on_ack(now, through, N,      │ K (datagrams per ack)        │
+//!         loss)            ──▶  │ T, gain                      │
 //!                               └──────────────────────────────┘
 //! ```
 //!
@@ -49,10 +49,25 @@
 //! and decays to `gain_end` over `gain_decay`, and starts again when RTT₁
 //! or C move by more than a quarter (a bottleneck that changed).
 //!
-//! **Loss is not always congestion**: a NACK whose round trip has not grown
-//! beyond RTT₁ (with `rtt_slack`) and the queue the band itself allows
-//! (α datagrams) is taken for random loss and
-//! leaves T; one with a grown round trip lengthens T by the gain at once.
+//! **Loss is not always congestion**: a NACK that names a datagram lost
+//! for the first time while the least round trip of the last RTT₁ has not
+//! grown beyond RTT₁ (with `rtt_slack`) and the queue the band itself
+//! allows (α datagrams) is taken for random loss and leaves T; one with a
+//! grown round trip lengthens T by the gain at once. A hole named again by
+//! every answer until its resend arrives is one loss, not one per answer;
+//! and one late round trip is not a grown queue (what the reader holds
+//! behind a hole it reports only when asked, up to K datagrams later).
+//!
+//! **A hole does not blind the estimates.** Acknowledgements are
+//! cumulative, so behind a hole every later datagram waits for the
+//! repair; at 1 Gbit/s with 1 % loss a hole is open about every round
+//! trip. The reader says how far it holds what it has not named missing
+//! (`AckNack::known_through`); those datagrams are delivered then
+//! ([`Pacer::on_sack`]: a round trip and a rate sample each, counted once)
+//! and are not in the occupancy N, which counts datagrams in flight (sent,
+//! no news), not those held for a resend. Without this the simulator's
+//! paced stream kept 0.15 of its loss-free rate at 1 Gbit/s with 1 %
+//! loss; with it, about 0.9.
 //!
 //! Invariants: T stays within `[min_interval, max_interval]`; before the
 //! first estimates T is zero (unpaced) and the window alone bounds the
@@ -185,6 +200,9 @@ struct Sent {
     delivered_at: Instant,
     /// When the newest datagram acknowledged by then had been sent.
     first_sent: Instant,
+    /// The reader said it holds it (out of order, behind a hole): counted
+    /// delivered then, not again when the hole is repaired.
+    sacked: bool,
 }
 
 /// The pacing controller of one reliable stream (see the module docs).
@@ -199,7 +217,11 @@ pub struct Pacer {
     /// extreme at the front end of its deque after pruning.
     rtts: VecDeque<(Instant, Duration)>,
     rates: VecDeque<(Instant, f64)>,
-    last_rtt: Option<Duration>,
+    /// The least round trip over the last RTT₁ (at least `min_period`):
+    /// what the queue is now. One sample alone is not: the reader reports
+    /// what it holds behind a hole only when asked, up to K datagram
+    /// times after it got them.
+    recent_rtts: VecDeque<(Instant, Duration)>,
     /// Mean datagram size and datagrams per acknowledgement (moving
     /// averages).
     size: f64,
@@ -243,7 +265,7 @@ impl Pacer {
             delivered_at: None,
             rtts: VecDeque::new(),
             rates: VecDeque::new(),
-            last_rtt: None,
+            recent_rtts: VecDeque::new(),
             size: 0.0,
             per_ack: 1.0,
             interval: Duration::ZERO,
@@ -309,6 +331,7 @@ impl Pacer {
             delivered: self.delivered,
             delivered_at: self.delivered_at.unwrap_or(now),
             first_sent: self.acks.newest_sent.unwrap_or(now),
+            sacked: false,
         });
         if let Some(rate) = self.config.fixed_rate {
             let t = bytes as f64 / rate.max(f64::MIN_POSITIVE);
@@ -323,23 +346,62 @@ impl Pacer {
         self.next_release = (!self.interval.is_zero()).then(|| base + self.interval);
     }
 
+    /// The reader said at `now` that it holds every seq in `through + 1 ..=
+    /// known_through` but those `missing` (ascending): held out of order,
+    /// behind a hole. Each is delivered now, a round trip and a rate
+    /// sample like one acknowledged in order, so that a hole awaiting its
+    /// resend holds back neither the estimates nor, counted as queue, the
+    /// pace (call before [`Pacer::on_ack`] with the same acknowledgement).
+    pub fn on_sack(&mut self, now: Instant, through: u64, known_through: u64, missing: &[u64]) {
+        if known_through <= through {
+            return;
+        }
+        let from = self.flight.partition_point(|s| s.seq <= through);
+        let to = self.flight.partition_point(|s| s.seq <= known_through);
+        for i in from..to {
+            let Some(&s) = self.flight.get(i) else {
+                break;
+            };
+            if s.sacked || missing.binary_search(&s.seq).is_ok() {
+                continue;
+            }
+            if let Some(slot) = self.flight.get_mut(i) {
+                slot.sacked = true;
+            }
+            self.delivered += s.bytes as u64;
+            self.delivered_at = Some(now);
+            if self.acks.newest_sent.is_none_or(|t| t < s.at) {
+                self.acks.newest_sent = Some(s.at);
+            }
+            self.sample(now, s);
+        }
+    }
+
     /// The reader acknowledged every seq up to `through` at `now`, and the
-    /// writer holds `occupancy` datagrams unacknowledged after it; `loss`:
-    /// the acknowledgement named a missing datagram.
+    /// writer has `occupancy` datagrams in flight after it (sent, with no
+    /// news: neither held by the reader nor named lost); `loss`: the
+    /// acknowledgement named a datagram missing for the first time.
     pub fn on_ack(&mut self, now: Instant, through: u64, occupancy: usize, loss: bool) {
         let mut freed = 0usize;
         let mut newest: Option<Sent> = None;
         while self.flight.front().is_some_and(|s| s.seq <= through) {
             if let Some(s) = self.flight.pop_front() {
-                self.delivered += s.bytes as u64;
                 freed += 1;
-                newest = Some(s);
+                if !s.sacked {
+                    // (A sacked one was delivered when the reader said so.)
+                    self.delivered += s.bytes as u64;
+                    newest = Some(s);
+                }
             }
+        }
+        if freed > 0 {
+            self.per_ack = self.per_ack * 0.875 + freed as f64 * 0.125;
         }
         if let Some(s) = newest {
             self.delivered_at = Some(now);
-            self.acks.newest_sent = Some(s.at);
-            self.per_ack = self.per_ack * 0.875 + freed as f64 * 0.125;
+            if self.acks.newest_sent.is_none_or(|t| t < s.at) {
+                self.acks.newest_sent = Some(s.at);
+            }
             if s.seq > self.acks.late_through {
                 self.sample(now, s);
             }
@@ -405,7 +467,10 @@ impl Pacer {
     /// `now`.
     fn sample(&mut self, now: Instant, s: Sent) {
         let rtt = now.saturating_duration_since(s.at);
-        self.last_rtt = Some(rtt);
+        let recent = self
+            .min_rtt()
+            .map_or(self.config.min_period, |r| r.max(self.config.min_period));
+        push_windowed(&mut self.recent_rtts, now, rtt, recent, |a, b| a <= b);
         push_windowed(&mut self.rtts, now, rtt, self.config.rtt_window, |a, b| {
             a <= b
         });
@@ -430,9 +495,12 @@ impl Pacer {
     /// A NACK: congestion if the round trip grew beyond what the band
     /// itself lets queue (α datagrams at the rate seen), else random loss.
     fn on_loss(&mut self, now: Instant) {
-        let (Some(min), Some(last), Some(rate), Some(alpha)) =
-            (self.min_rtt(), self.last_rtt, self.rate(), self.allowance())
-        else {
+        let (Some(min), Some(last), Some(rate), Some(alpha)) = (
+            self.min_rtt(),
+            self.recent_rtt(),
+            self.rate(),
+            self.allowance(),
+        ) else {
             return;
         };
         let band = alpha * self.size / rate.max(1.0);
@@ -513,6 +581,10 @@ impl Pacer {
         let (lo, hi) = (self.config.min_interval, self.config.max_interval);
         let t = Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(hi);
         self.interval = t.clamp(lo, hi.max(lo));
+    }
+
+    fn recent_rtt(&self) -> Option<Duration> {
+        self.recent_rtts.front().map(|(_, r)| *r)
     }
 
     fn min_rtt(&self) -> Option<Duration> {

@@ -227,10 +227,10 @@ impl Reader {
         }
         // Naming missing seqs makes the writer resend them: rate-limited,
         // except in a heartbeat's answer (heartbeats are rate-limited already).
-        let missing = if nack_allowed || self.heartbeat_due {
-            self.missing()
+        let (missing, known_through) = if nack_allowed || self.heartbeat_due {
+            (self.missing(), self.missing_span_end())
         } else {
-            Vec::new()
+            (Vec::new(), self.received_through)
         };
         self.ack_due = false;
         self.heartbeat_due = false;
@@ -245,6 +245,7 @@ impl Reader {
             ack_through: self.received_through,
             missing,
             credit: None,
+            known_through,
         })
     }
 
@@ -327,12 +328,17 @@ impl Reader {
     /// one AckNack's span, that are not buffered.
     fn missing(&self) -> Vec<u64> {
         let from = self.received_through + 1;
-        let to = self
-            .known_last
-            .min(self.received_through.saturating_add(MAX_MISSING_SPAN));
-        (from..=to)
+        (from..=self.missing_span_end())
             .filter(|s| !self.buffer.contains_key(s))
             .collect()
+    }
+
+    /// The last seq [`Reader::missing`] looks at: every seq up to it is
+    /// named missing or held (the writer learns which it holds).
+    fn missing_span_end(&self) -> u64 {
+        self.known_last
+            .max(self.received_through)
+            .min(self.received_through.saturating_add(MAX_MISSING_SPAN))
     }
 }
 
@@ -432,6 +438,7 @@ mod tests {
                 ack_through: 16,
                 missing: vec![],
                 credit: None,
+                known_through: 16,
             })
         );
         assert_eq!(r.poll_transmit(t), None);
@@ -449,6 +456,7 @@ mod tests {
                 ack_through: 1,
                 missing: vec![2],
                 credit: None,
+                known_through: 3,
             })
         );
         assert_eq!(r.handle_data(t, 5, b"5"), Arrival::Buffered);
@@ -460,6 +468,7 @@ mod tests {
                 ack_through: 1,
                 missing: vec![2, 4],
                 credit: None,
+                known_through: 5,
             })
         );
         assert_eq!(r.handle_data(t, 2, b"2"), Arrival::Deliver);
@@ -468,6 +477,28 @@ mod tests {
         assert_eq!(r.handle_data(t, 3, b"3"), Arrival::Duplicate);
         assert_eq!(r.stats().duplicates, 1);
         assert_eq!(r.stats().nacks_sent, 2);
+    }
+
+    #[test]
+    fn a_nack_says_how_far_the_reader_holds() {
+        let t = Instant::now();
+        let mut r = Reader::with_start(ReaderConfig::default(), 1);
+        for s in [1, 3, 4, 5] {
+            r.handle_data(t, s, b"x");
+        }
+        let a = r.poll_transmit(t).unwrap();
+        assert_eq!((a.ack_through, a.missing, a.known_through), (1, vec![2], 5));
+        // Datagrams behind the hole bring no ack of their own (within the
+        // NACK interval it would name nothing, and then say nothing past
+        // its cumulative point either); a heartbeat's answer names the
+        // hole again and says up to the last.
+        for s in 6..=21 {
+            r.handle_data(t, s, b"x");
+        }
+        assert_eq!(r.poll_transmit(t + ms(1)), None);
+        r.handle_heartbeat(t, 1, 23);
+        let a = r.poll_transmit(t + ms(2)).unwrap();
+        assert_eq!((a.missing, a.known_through), (vec![2, 22, 23], 23));
     }
 
     #[test]
@@ -490,6 +521,7 @@ mod tests {
                 ack_through: 4,
                 missing: vec![],
                 credit: None,
+                known_through: 4,
             })
         );
         assert_eq!(r.handle_data(t, 5, b"5"), Arrival::Deliver);
@@ -511,6 +543,7 @@ mod tests {
                 ack_through: 3,
                 missing: vec![4],
                 credit: None,
+                known_through: 4,
             })
         );
         assert_eq!(r.handle_data(t, 4, b"4"), Arrival::Deliver);
@@ -521,6 +554,7 @@ mod tests {
                 ack_through: 4,
                 missing: vec![],
                 credit: None,
+                known_through: 4,
             })
         );
     }

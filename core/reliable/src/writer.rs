@@ -35,6 +35,18 @@ use thiserror::Error;
 mod state;
 use state::{Asking, Congestion, Nacked, Pool, RoundTrip, Timer, Timers};
 
+/// What one acknowledgement told a [`Writer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AckReport {
+    /// Datagrams it freed (acknowledged cumulatively).
+    pub acked: usize,
+    /// Datagrams it named missing that were in flight until then: losses
+    /// seen for the first time. A hole named again by every answer until
+    /// its resend arrives counts once (and once more if the resend is lost
+    /// too).
+    pub lost: usize,
+}
+
 /// Settings of a [`Writer`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriterConfig {
@@ -340,14 +352,23 @@ impl Writer {
         }
     }
 
-    /// Takes the reader's acknowledgement: frees every seq ≤ `ack_through`
-    /// and queues the `missing` seqs still held for retransmission.
-    pub fn handle_acknack(&mut self, now: Instant, ack_through: u64, missing: &[u64]) {
+    /// Takes the reader's acknowledgement: frees every seq ≤ `ack_through`,
+    /// marks those up to `known_through` it does not name `missing` as
+    /// held by the reader, and queues the `missing` seqs still held for
+    /// retransmission; says how many it freed and how many losses it saw
+    /// for the first time.
+    pub fn handle_acknack(
+        &mut self,
+        now: Instant,
+        ack_through: u64,
+        known_through: u64,
+        missing: &[u64],
+    ) -> AckReport {
         // A reader cannot acknowledge what was never sent.
         let ack_through = ack_through.min(self.next_seq - 1);
         let acked = self.free_through(now, ack_through);
         self.resend.retain(|&s| s >= self.base);
-        self.mark_sacked(ack_through, missing);
+        self.mark_sacked(ack_through, known_through, missing);
         let nacked = self.take_missing(now, missing);
         self.answered(now, acked > 0 || nacked.queued);
         // (A loss reported with progress halves the window as it was,
@@ -367,6 +388,10 @@ impl Writer {
             self.timers.stop(Timer::Recheck);
         } else if let Some(due) = nacked.held_off {
             self.timers.set_earliest(Timer::Recheck, due);
+        }
+        AckReport {
+            acked,
+            lost: nacked.lost,
         }
     }
 
@@ -406,16 +431,23 @@ impl Writer {
         acked
     }
 
-    /// Seqs between the acknowledged prefix and the last missing one that
-    /// are not missing are held by the reader (out of order): no timer
-    /// resend for them.
-    fn mark_sacked(&mut self, ack_through: u64, missing: &[u64]) {
+    /// Seqs after the acknowledged prefix, up to the last the reader spoke
+    /// of (`known_through`, at least the last missing one), that are not
+    /// missing are held by the reader (out of order): no timer resend for
+    /// them, and not in flight.
+    fn mark_sacked(&mut self, ack_through: u64, known_through: u64, missing: &[u64]) {
         let sorted = missing.windows(2).all(|w| w[0] < w[1]);
         if !sorted {
             return;
         }
         let last_missing = missing.last().copied().unwrap_or(0);
-        for s in ack_through.saturating_add(1)..last_missing.min(self.next_seq) {
+        // (Bounded by the window: `slot_mut` finds only held seqs, and the
+        // span is at most 256 past `ack_through` on the wire.)
+        let end = known_through
+            .max(last_missing)
+            .min(self.next_seq.saturating_sub(1))
+            .min(ack_through.saturating_add(self.config.window as u64));
+        for s in ack_through.saturating_add(1)..=end {
             if s < self.base || missing.binary_search(&s).is_ok() {
                 continue;
             }
@@ -466,6 +498,7 @@ impl Writer {
             }
             if was_in_flight {
                 self.cc.flight -= 1;
+                n.lost += 1;
                 n.lost_new |= slot_epoch == epoch;
             }
         }
@@ -810,10 +843,10 @@ mod tests {
             (3, 6, 3)
         );
         assert_eq!(w.send(t0, |_, _| {}), Err(WindowFull { window: 3 }));
-        w.handle_acknack(t0, 2, &[]);
+        w.handle_acknack(t0, 2, 0, &[]);
         assert_eq!((w.occupancy(), w.held_bytes()), (1, 2));
         assert_eq!(send(&mut w, t0, 0), 4);
-        w.handle_acknack(t0, 99, &[]);
+        w.handle_acknack(t0, 99, 0, &[]);
         assert!(w.is_idle());
         assert_eq!((w.held_bytes(), w.held_messages()), (0, 0));
         assert_eq!(w.stats().acked, 4);
@@ -832,17 +865,17 @@ mod tests {
         // Let go before the acknowledgement (it was sent): the window
         // takes the buffer back and the next datagram is written there.
         drop(first);
-        w.handle_acknack(t0, 1, &[]);
+        w.handle_acknack(t0, 1, 0, &[]);
         let (_, second) = w.send_shared(t0, 1, enc(2)).unwrap();
         assert_eq!((second.as_ptr(), &second[..]), (at, &[2u8; 4][..]));
         // Still held at the acknowledgement: the window lets go of it and
         // the next datagram gets another buffer; the held bytes stay.
-        w.handle_acknack(t0, 2, &[]);
+        w.handle_acknack(t0, 2, 0, &[]);
         let (_, third) = w.send_shared(t0, 1, enc(3)).unwrap();
         assert_ne!(third.as_ptr(), second.as_ptr());
         assert_eq!((&second[..], &third[..]), (&[2u8; 4][..], &[3u8; 4][..]));
         // A resend is the bytes first shared.
-        w.handle_acknack(t0 + ms(20), 2, &[3]);
+        w.handle_acknack(t0 + ms(20), 2, 0, &[3]);
         assert_eq!(
             w.poll_transmit(t0 + ms(20)),
             Some(Transmit::Data {
@@ -860,11 +893,11 @@ mod tests {
             send(&mut w, t0, i);
         }
         // Too soon: the first copies may still be in flight.
-        w.handle_acknack(t0, 1, &[2, 4]);
+        w.handle_acknack(t0, 1, 0, &[2, 4]);
         assert_eq!(w.poll_transmit(t0), None);
         let t = t0 + ms(20);
-        w.handle_acknack(t, 1, &[2, 4]);
-        w.handle_acknack(t, 1, &[2, 4]);
+        w.handle_acknack(t, 1, 0, &[2, 4]);
+        w.handle_acknack(t, 1, 0, &[2, 4]);
         assert_eq!(
             w.poll_transmit(t),
             Some(Transmit::Data {
@@ -882,7 +915,7 @@ mod tests {
         assert_eq!(w.poll_transmit(t), None);
         // A NACK right after the retransmission is ignored too (the writer
         // asks about it again when the holdoff ends).
-        w.handle_acknack(t + ms(1), 1, &[2]);
+        w.handle_acknack(t + ms(1), 1, 0, &[2]);
         assert_eq!(w.poll_transmit(t + ms(1)), None);
         assert_eq!(w.stats().retransmitted, 2);
     }
@@ -896,7 +929,7 @@ mod tests {
         }
         // 1 arrives, 2 is named at once: its copy may still be on its way
         // (the holdoff, 10 ms), so it waits.
-        w.handle_acknack(t0 + ms(1), 1, &[2]);
+        w.handle_acknack(t0 + ms(1), 1, 0, &[2]);
         assert!(!matches!(
             w.poll_transmit(t0 + ms(1)),
             Some(Transmit::Data { .. })
@@ -910,7 +943,7 @@ mod tests {
             Some(Transmit::Heartbeat { .. })
         ));
         // The answer names 2 again, after the heartbeat: now it goes.
-        w.handle_acknack(due + ms(1), 1, &[2]);
+        w.handle_acknack(due + ms(1), 1, 0, &[2]);
         assert_eq!(
             w.poll_transmit(due + ms(1)),
             Some(Transmit::Data {
@@ -935,7 +968,7 @@ mod tests {
         );
         // Seq 2 is held by the reader out of order: only 1 and 3 are resent.
         let t = t0 + ms(60);
-        w.handle_acknack(t, 0, &[1, 3]);
+        w.handle_acknack(t, 0, 0, &[1, 3]);
         assert!(matches!(
             w.poll_transmit(t),
             Some(Transmit::Data { seq: 1, .. })
@@ -970,7 +1003,7 @@ mod tests {
             w.poll_transmit(t),
             Some(Transmit::Data { seq: 1, .. })
         ));
-        w.handle_acknack(t, 3, &[]);
+        w.handle_acknack(t, 3, 0, &[]);
         assert!(w.is_idle());
         assert_eq!(w.poll_transmit(t0 + ms(1000)), None);
         assert!(matches!(
@@ -1003,7 +1036,7 @@ mod tests {
         // Eight of them are lost: one halving, not eight.
         let t = t0 + ms(20);
         let missing: Vec<u64> = (9..=16).collect();
-        w.handle_acknack(t, 8, &missing);
+        w.handle_acknack(t, 8, 0, &missing);
         assert_eq!((w.cwnd(), w.in_flight()), (8, 0));
         assert_eq!(w.stats().congestion_events, 1);
         // Resends fill the (halved) congestion window, no more.
@@ -1014,11 +1047,11 @@ mod tests {
         assert!(!w.can_send());
         // A second NACK of the same data (lost again) halves it again: it
         // was sent after the first loss.
-        w.handle_acknack(t + ms(20), 8, &[9, 10]);
+        w.handle_acknack(t + ms(20), 8, 0, &[9, 10]);
         assert_eq!(w.cwnd(), 4);
         assert_eq!(w.stats().congestion_events, 2);
         // Progress grows it: at the threshold, by one per window acknowledged.
-        w.handle_acknack(t + ms(40), 16, &[]);
+        w.handle_acknack(t + ms(40), 16, 0, &[]);
         assert!(w.is_idle());
         assert_eq!(w.cwnd(), 5);
         assert_eq!(w.in_flight(), 0);
@@ -1038,12 +1071,12 @@ mod tests {
         // All four lost: the window falls to its least (2); the oldest goes
         // whatever the window says, the others wait for room.
         let t = t0 + ms(20);
-        w.handle_acknack(t, 0, &[1, 2, 3, 4]);
+        w.handle_acknack(t, 0, 0, &[1, 2, 3, 4]);
         assert!(matches!(
             w.poll_transmit(t),
             Some(Transmit::Data { seq: 1, .. })
         ));
-        w.handle_acknack(t, 0, &[1, 2, 3, 4]);
+        w.handle_acknack(t, 0, 0, &[1, 2, 3, 4]);
         assert!(matches!(
             w.poll_transmit(t),
             Some(Transmit::Data { seq: 2, .. })
@@ -1054,14 +1087,48 @@ mod tests {
         // reader acknowledges nothing until it has it): waiting behind
         // them was a stall of a round trip each, or of the resend timer.
         let t = t + ms(20);
-        w.handle_acknack(t, 0, &[1, 3, 4]);
+        w.handle_acknack(t, 0, 0, &[1, 3, 4]);
         assert!(w.poll_timeout().is_some_and(|d| d <= t), "due now");
         assert!(matches!(
             w.poll_transmit(t),
             Some(Transmit::Data { seq: 1, .. })
         ));
-        w.handle_acknack(t + ms(1), 2, &[3, 4]);
+        w.handle_acknack(t + ms(1), 2, 0, &[3, 4]);
         assert_eq!(w.stats().acked, 2);
+    }
+
+    #[test]
+    fn what_the_reader_holds_past_its_last_missing_seq_leaves_the_flight() {
+        let t0 = Instant::now();
+        let mut w = Writer::new(WriterConfig {
+            window: 64,
+            initial_cwnd: 64,
+            ..WriterConfig::default()
+        });
+        for i in 1..=10 {
+            send(&mut w, t0, i);
+        }
+        assert_eq!(w.in_flight(), 10);
+        // 2 lost; the reader holds 1 and 3..=10 and says so up to 10.
+        let t = t0 + ms(20);
+        let r = w.handle_acknack(t, 1, 10, &[2]);
+        assert_eq!(r, AckReport { acked: 1, lost: 1 });
+        assert_eq!((w.in_flight(), w.occupancy()), (0, 9));
+        // Named again before its resend arrives: not a new loss.
+        let r = w.handle_acknack(t, 1, 10, &[2]);
+        assert_eq!(r, AckReport { acked: 0, lost: 0 });
+        // An older reader says nothing past its last missing seq: 3..=10
+        // stay in flight.
+        let mut old = Writer::new(WriterConfig {
+            window: 64,
+            initial_cwnd: 64,
+            ..WriterConfig::default()
+        });
+        for i in 1..=10 {
+            send(&mut old, t0, i);
+        }
+        old.handle_acknack(t, 1, 0, &[2]);
+        assert_eq!(old.in_flight(), 8);
     }
 
     #[test]
@@ -1075,7 +1142,7 @@ mod tests {
             let _ = w.send_sent(t0, 1, |seq, out| out.push(seq as u8));
         }
         // The old reader had 1-2 cumulatively and 5 out of order.
-        w.handle_acknack(t0 + ms(20), 2, &[3, 4]);
+        w.handle_acknack(t0 + ms(20), 2, 0, &[3, 4]);
         assert_eq!(w.occupancy(), 4);
         while w.poll_transmit(t0 + ms(20)).is_some() {}
         let t = t0 + ms(30);
@@ -1087,14 +1154,14 @@ mod tests {
         // The congestion window (halved to 2 by the loss) bounds the burst.
         assert_eq!(again, vec![3, 4]);
         assert_eq!(w.in_flight(), 2);
-        w.handle_acknack(t + ms(5), 4, &[]);
+        w.handle_acknack(t + ms(5), 4, 0, &[]);
         again.clear();
         while let Some(Transmit::Data { seq, .. }) = w.poll_transmit(t + ms(5)) {
             again.push(seq);
         }
         // The sacked 5 goes too: the new reader never had it.
         assert_eq!(again, vec![5, 6]);
-        w.handle_acknack(t + ms(10), 6, &[]);
+        w.handle_acknack(t + ms(10), 6, 0, &[]);
         assert!(w.is_idle());
     }
 }

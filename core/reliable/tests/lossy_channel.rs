@@ -185,7 +185,8 @@ impl Sim {
             (true, Body::Heartbeat(h)) => self.reader.handle_heartbeat(now, h.first, h.last),
             (false, Body::AckNack(a)) => {
                 let missing: Vec<u64> = a.missing().collect();
-                self.writer.handle_acknack(now, a.ack_through(), &missing);
+                self.writer
+                    .handle_acknack(now, a.ack_through(), a.known_through(), &missing);
             }
             (to, body) => panic!("unexpected datagram (to reader: {to}): {body:?}"),
         }

@@ -435,6 +435,8 @@ impl ReceiveSession {
                 // Asking for resends a full receiver would refuse brings
                 // back whole windows: the window update asks for them.
                 a.missing.clear();
+                // (Nor does it say what it holds beyond.)
+                a.known_through = a.ack_through;
             }
             s.advertised = credit;
             // (A buffer given back, as the runtime gives sent ones back.)

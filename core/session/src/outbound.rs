@@ -524,14 +524,14 @@ impl SendSession {
         // (A receiver without room names no missing datagrams; the writer
         // resends what it names, and while the credit is 0 its timer only
         // asks.)
-        s.writer.handle_acknack(now, a.ack_through, &a.missing);
+        let report = s
+            .writer
+            .handle_acknack(now, a.ack_through, a.known_through, &a.missing);
         if let Some(p) = &mut s.pacer {
-            p.on_ack(
-                now,
-                a.ack_through,
-                s.writer.occupancy(),
-                !a.missing.is_empty(),
-            );
+            // Held out of order is delivered: a hole does not hold back the
+            // estimates of what went through with it, nor count as queue.
+            p.on_sack(now, a.ack_through, a.known_through, &a.missing);
+            p.on_ack(now, a.ack_through, s.writer.in_flight(), report.lost > 0);
         }
         s.writer.set_paused(a.credit == Some(0));
         s.credit = a.credit;

@@ -127,6 +127,7 @@ fn a_sending_session_ignores_an_acknowledgement_of_a_stream_it_does_not_own() {
         ack_through: 5,
         missing: vec![],
         credit: None,
+        known_through: 5,
     };
     assert!(!tx.handle_ack(Instant::now(), 99, &ack));
 }

@@ -92,7 +92,7 @@ fuzz_target!(|data: &[u8]| {
             Body::Heartbeat(h) => reader.handle_heartbeat(now, h.first, h.last),
             Body::AckNack(a) => {
                 let missing: Vec<u64> = a.missing().collect();
-                writer.handle_acknack(now, a.ack_through(), &missing)
+                writer.handle_acknack(now, a.ack_through(), a.known_through(), &missing);
             }
         }
         while reader.poll_transmit(now).is_some() {}

@@ -242,21 +242,35 @@ fn a_paced_stream_follows_a_bottleneck_that_changes() {
     }
 }
 
+/// 1 % random loss on the bottleneck link. At 1 Gbit/s a hole in the
+/// cumulative acknowledgement is open about every round trip, so a pacer
+/// that learns only from cumulative acknowledgements sees little but
+/// repairs: its rate estimate, and with it the stream, fell to 0.15 of the
+/// loss-free run (143 of 930 Mbit/s at 100 kB) before it was told what the
+/// reader holds behind a hole.
 #[test]
 fn random_loss_does_not_collapse_a_paced_stream() {
-    for seed in [5, 6] {
+    for (seed, mbit, msg, bar) in [
+        (5, 100, 8192, 0.7),
+        (6, 100, 8192, 0.7),
+        (5, 1000, 8192, 0.8),
+        (6, 1000, 100_000, 0.8),
+    ] {
         let case = |loss| Case {
             seed,
             paced: true,
-            phases: vec![(Duration::from_secs(3), 100)],
-            msg: 8192,
+            phases: vec![(Duration::from_secs(3), mbit)],
+            msg,
             loss,
         };
         let (clean, lossy) = (run(&case(0.0)), run(&case(0.01)));
-        show("paced, no loss", 8192, &clean);
-        show("paced, 1 % loss", 8192, &lossy);
+        show("paced, no loss", msg, &clean);
+        show("paced, 1 % loss", msg, &lossy);
         let (c, l) = (clean.phases[0].goodput, lossy.phases[0].goodput);
-        assert!(l >= 0.7 * c, "{l} Mbit/s with 1 % loss, {c} without");
+        assert!(
+            l >= bar * c,
+            "{l} Mbit/s with 1 % loss, {c} without ({mbit} Mbit/s, {msg} B)"
+        );
     }
 }
 

@@ -209,10 +209,22 @@ fn a_loss_with_a_grown_round_trip_is_congestion_and_lengthens_the_interval() {
     p.on_send(t0 + us(4200), 41, SIZE);
     p.on_ack(t0 + us(4500), 41, 3, true);
     assert_eq!(p.stats().random_losses, 1);
-    let t = p.interval();
-    // A NACK after a round trip three times as long: congestion.
+    // One round trip three times as long is not yet a queue (the reader
+    // reports what it holds behind a hole only when asked): random.
     p.on_send(t0 + us(4600), 42, SIZE);
     p.on_ack(t0 + us(5500), 42, 3, true);
+    assert_eq!(p.stats().random_losses, 2);
+    assert_eq!(p.stats().congestion_losses, 0);
+    // Every round trip that long for longer than RTT₁ (and the control
+    // period): the queue grew, and a NACK then is congestion.
+    for seq in 43..=60u64 {
+        let at = t0 + us(5000 + 100 * (seq - 43));
+        p.on_send(at, seq, SIZE);
+        p.on_ack(at + us(900), seq, 3, false);
+    }
+    let t = p.interval();
+    p.on_send(t0 + us(6800), 61, SIZE);
+    p.on_ack(t0 + us(7700), 61, 3, true);
     assert_eq!(p.stats().congestion_losses, 1);
     assert!(p.interval() > t, "{:?} -> {:?}", t, p.interval());
 }
@@ -363,4 +375,38 @@ fn a_fixed_pace_holds_its_rate_whatever_the_path_and_losses_say() {
     assert_eq!(stats.congestion_losses + stats.random_losses, 0);
     let t = SIZE as f64 / mbit(20.0);
     assert!((stats.interval.as_secs_f64() - t).abs() < 1e-9, "{stats:?}");
+}
+
+#[test]
+fn datagrams_held_behind_a_hole_are_delivered_when_the_reader_says_so_and_once() {
+    let t0 = Instant::now();
+    let us = Duration::from_micros;
+    let mut p = pacer();
+    // Ten datagrams 100 us apart; the first is lost, the reader holds the
+    // other nine and says so 300 us after the last.
+    for seq in 1..=10u64 {
+        p.on_send(t0 + us(100 * seq), seq, SIZE);
+    }
+    p.on_sack(t0 + us(1300), 0, 10, &[1]);
+    p.on_ack(t0 + us(1300), 0, 1, true);
+    let s = p.stats();
+    assert_eq!(s.min_rtt, Some(us(300)), "{s:?}");
+    let rate = s.rate.unwrap_or_default();
+    // Nine datagrams over the 900 us between the second's send and the
+    // last's: about one per 100 us.
+    assert!(rate > 0.8 * SIZE as f64 / 100e-6, "{rate}");
+    assert_eq!(s.random_losses, 1);
+    // The resend of the first arrives 5 ms later: the cumulative
+    // acknowledgement frees all ten, but only the first is delivered
+    // now, and its round trip (the repair's) is not a path sample.
+    p.on_ack(t0 + us(6300), 10, 0, false);
+    let s = p.stats();
+    assert_eq!(s.min_rtt, Some(us(300)));
+    assert!(s.rate.unwrap_or_default() <= rate * 1.01, "{s:?}");
+    assert_eq!(p.delivered, 10 * SIZE as u64);
+    // Named missing: never counted delivered by a sack.
+    p.on_send(t0 + us(6400), 11, SIZE);
+    p.on_send(t0 + us(6500), 12, SIZE);
+    p.on_sack(t0 + us(6900), 10, 12, &[11, 12]);
+    assert_eq!(p.delivered, 10 * SIZE as u64);
 }

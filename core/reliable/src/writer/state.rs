@@ -119,6 +119,9 @@ pub(super) struct Nacked {
     /// A datagram sent in the current epoch was lost: the congestion
     /// window shrinks.
     pub(super) lost_new: bool,
+    /// Datagrams in flight until this NACK named them (a loss seen for the
+    /// first time; one named again while held or queued is not counted).
+    pub(super) lost: usize,
     /// A seq was queued for a resend.
     pub(super) queued: bool,
     /// The earliest instant a held-off NACK may be asked again: a seq

@@ -146,6 +146,19 @@ pub struct AckNack {
     pub missing: Vec<u64>,
     /// Messages the reader takes after `ack_through` (`None`: no limit).
     pub credit: Option<u32>,
+    /// How far the reader's statement goes: every seq in
+    /// `ack_through + 1 ..= known_through` is named in `missing` or was
+    /// received (held out of order). At most `ack_through +`
+    /// [`MAX_MISSING_SPAN`]; `ack_through` or below: nothing beyond the
+    /// named seqs.
+    ///
+    /// Carried by the bitmap's length, so that older nodes read the same
+    /// datagram unchanged: a bitmap whose last byte names no seq is whole
+    /// bytes of received seqs; otherwise the statement ends at the last
+    /// seq named (what an older reader's bitmap always meant). Decoded, it
+    /// is the most the encoding can say: at most what was encoded, rounded
+    /// down to a whole byte of the bitmap or to the last missing seq.
+    pub known_through: u64,
 }
 
 impl AckNack {
@@ -154,7 +167,9 @@ impl AckNack {
     /// the writer learns about them from a later AckNack.
     pub fn encode(&self, stream: u64, out: &mut Vec<u8>) {
         let mut bitmap = [0u8; MAX_BITMAP];
-        let mut used = 0;
+        // Whole bytes of seqs the reader holds (see `known_through`).
+        let known = self.known_through.saturating_sub(self.ack_through) / 8;
+        let mut used = known.min(MAX_BITMAP as u64) as usize;
         for &s in &self.missing {
             if s <= self.ack_through {
                 continue;

@@ -85,11 +85,24 @@ fn acknack() -> impl Strategy<Value = AckNack> {
         0u64..u64::MAX - 300,
         proptest::collection::btree_set(1u64..=MAX_MISSING_SPAN, 0..40),
         proptest::option::of(any::<u32>()),
+        0u64..=MAX_MISSING_SPAN,
     )
-        .prop_map(|(ack_through, offs, credit)| AckNack {
-            ack_through,
-            missing: offs.into_iter().map(|o| ack_through + o).collect(),
-            credit,
+        .prop_map(|(ack_through, offs, credit, known)| {
+            let missing: Vec<u64> = offs.into_iter().map(|o| ack_through + o).collect();
+            // What the encoding can say of `known` (see
+            // `AckNack::known_through`), so that it round-trips.
+            let last = missing.last().copied();
+            let whole = ack_through + known / 8 * 8;
+            let known_through = match last {
+                Some(l) if (l - ack_through).div_ceil(8) * 8 >= whole - ack_through => l,
+                Some(_) | None => whole,
+            };
+            AckNack {
+                ack_through,
+                missing,
+                credit,
+                known_through,
+            }
         })
 }
 
@@ -428,6 +441,7 @@ fn out_of_span_missing_seqs_are_not_encoded() {
         ack_through: 10,
         missing: vec![5, 11, 266, 267],
         credit: None,
+        known_through: 10,
     };
     let mut out = Vec::new();
     a.encode(1, &mut out);
@@ -460,6 +474,7 @@ fn an_acknack_without_credit_is_the_old_encoding_and_credit_is_a_trailing_u32() 
         ack_through: 7,
         missing: vec![8, 10],
         credit: None,
+        known_through: 10,
     };
     let mut out = Vec::new();
     a.encode(5, &mut out);
@@ -479,6 +494,58 @@ fn an_acknack_without_credit_is_the_old_encoding_and_credit_is_a_trailing_u32() 
     // A partial credit field is malformed.
     out.pop();
     assert!(Datagram::decode(&out).is_err());
+}
+
+#[test]
+fn what_the_reader_holds_beyond_its_last_missing_seq_rides_in_the_bitmap_length() {
+    // Seq 8 missing, 9..=30 held: the statement ends at 30, two whole bytes
+    // of the bitmap past 7 (8..=23) say it up to 23; the third byte would
+    // end past 30 and is not sent.
+    let a = AckNack {
+        ack_through: 7,
+        missing: vec![8],
+        credit: Some(5),
+        known_through: 30,
+    };
+    let mut out = Vec::new();
+    a.encode(3, &mut out);
+    let Body::AckNack(v) = Datagram::decode(&out).unwrap().body else {
+        panic!("not an acknack")
+    };
+    assert_eq!(v.missing().collect::<Vec<_>>(), vec![8]);
+    assert_eq!(v.credit(), Some(5));
+    assert_eq!(v.known_through(), 23);
+    // What an older node decodes: the same missing seqs, the same credit
+    // (the bitmap's length is read as it always was).
+    assert_eq!(out[field::BITMAP_LEN], 2);
+    // A last byte that names a seq ends the statement at that seq (an older
+    // reader's bitmap: the bits above its last missing seq say nothing).
+    let b = AckNack {
+        ack_through: 7,
+        missing: vec![8, 21],
+        credit: None,
+        known_through: 23,
+    };
+    out.clear();
+    b.encode(3, &mut out);
+    let Body::AckNack(v) = Datagram::decode(&out).unwrap().body else {
+        panic!("not an acknack")
+    };
+    assert_eq!(v.known_through(), 21);
+    // Never past the bitmap's span.
+    let c = AckNack {
+        ack_through: 7,
+        missing: vec![],
+        credit: None,
+        known_through: u64::MAX,
+    };
+    out.clear();
+    c.encode(3, &mut out);
+    let Body::AckNack(v) = Datagram::decode(&out).unwrap().body else {
+        panic!("not an acknack")
+    };
+    assert_eq!(v.known_through(), 7 + MAX_MISSING_SPAN);
+    assert!(v.missing().next().is_none());
 }
 
 #[test]

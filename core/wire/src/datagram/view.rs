@@ -262,12 +262,29 @@ impl<'a> AckNackView<'a> {
         (self.buf.len() == at + 4).then(|| u32::from_le_bytes(le(self.buf, at)))
     }
 
+    /// How far the reader's statement goes (see
+    /// [`AckNack::known_through`]): the last seq named missing, or the end
+    /// of a bitmap whose last byte names none.
+    pub fn known_through(&self) -> u64 {
+        let base = self.ack_through();
+        let bitmap = self.bitmap();
+        match bitmap.last() {
+            None => base,
+            // (Checked at decoding: no offset runs past u64::MAX.)
+            Some(0) => base.saturating_add(8 * bitmap.len() as u64),
+            Some(_) => self
+                .last_named()
+                .map_or(base, |off| base.saturating_add(off)),
+        }
+    }
+
     /// The representation: what [`AckNack::encode`] would write again.
     pub fn to_acknack(&self) -> AckNack {
         AckNack {
             ack_through: self.ack_through(),
             missing: self.missing().collect(),
             credit: self.credit(),
+            known_through: self.known_through(),
         }
     }
 

@@ -357,7 +357,7 @@ impl SimNode for StreamNode {
             Body::AckNack(a) => match self.out.get_mut(&from) {
                 Some(s) if s.id() == g.stream => {
                     let missing: Vec<u64> = a.missing().collect();
-                    s.handle_acknack(now, a.ack_through(), &missing)
+                    s.handle_acknack(now, a.ack_through(), a.known_through(), &missing)
                 }
                 _ => self.stats.unknown_stream += 1,
             },

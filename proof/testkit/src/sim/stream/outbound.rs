@@ -185,9 +185,15 @@ impl OutStream {
         self.pump(now, to, config, out)
     }
 
-    pub(super) fn handle_acknack(&mut self, now: Instant, ack_through: u64, missing: &[u64]) {
+    pub(super) fn handle_acknack(
+        &mut self,
+        now: Instant,
+        ack_through: u64,
+        known_through: u64,
+        missing: &[u64],
+    ) {
         if let Kind::Reliable(w) = &mut self.kind {
-            w.handle_acknack(now, ack_through, missing);
+            w.handle_acknack(now, ack_through, known_through, missing);
         }
     }
 
