@@ -105,14 +105,18 @@ impl SendSession {
     }
 
     /// For a paced tag, how many records its publishers may be ahead of
-    /// what the session took: the lead its streams' lateness asks for
-    /// (the longest of them; [`PACED_LEAD`] until it is known), at the
-    /// slowest stream's pace, at least 1 (a message longer than the lead
-    /// on the wire waits behind one other, not two: at 100 Mbit/s and
-    /// 200 kB that is 16 ms of each message's latency). A runtime holds them back there (the
-    /// daemon's forwarder: `tagwire_shm::Gate::advance_within`), so that
-    /// the queue pacing keeps off the network does not build in the ring
-    /// instead. `None`: not paced, or no estimate yet.
+    /// what the session took: as many as fill the lead its streams'
+    /// lateness asks for (the longest of them; [`PACED_LEAD`] until it is
+    /// known) at the slowest stream's pace, after what the session itself
+    /// still has to release. While that alone takes longer than the lead
+    /// (a message longer on the wire than the lead), none: the next is
+    /// written only within the lead of the session's running dry, so that
+    /// a large message waits behind the one on the wire, not behind a
+    /// second one in the ring as well (at 100 Mbit/s and 200 kB, 16 ms of
+    /// each message's latency); otherwise at least 1. A runtime holds them
+    /// back there (the daemon's forwarder: `tagwire_shm::Gate::advance_within`),
+    /// so that the queue pacing keeps off the network does not build in
+    /// the ring instead. `None`: not paced, or no estimate yet.
     pub fn paced_lead(&self, tag: &TagName) -> Option<usize> {
         let o = self.out.get(tag)?;
         let rate = o
@@ -126,8 +130,40 @@ impl SendSession {
             .filter(|s| s.pacer.is_some())
             .map(|s| s.late.lead())
             .max()?;
-        let n = rate * lead.as_secs_f64() / o.record_bytes.max(1.0);
+        let left = o.paced_backlog();
+        if left >= lead {
+            return Some(0);
+        }
+        let n = rate * (lead - left).as_secs_f64() / o.record_bytes.max(1.0);
         Some((n.ceil() as usize).max(1))
+    }
+}
+
+impl super::Outbound {
+    /// How long the slowest paced stream takes, at its pace, to release
+    /// the datagrams the session holds and has not sent it yet.
+    fn paced_backlog(&self) -> Duration {
+        self.reliable
+            .iter()
+            .filter_map(|(node, s)| {
+                let t = s.pacer.as_ref()?.interval();
+                let unsent: usize = self
+                    .pending
+                    .iter()
+                    .filter(|p| !p.skip.contains(node))
+                    .map(|p| {
+                        let sent = p
+                            .sent
+                            .iter()
+                            .find(|(n, id, _)| n == node && *id == s.id)
+                            .map_or(0, |e| e.2);
+                        p.datagrams.saturating_sub(sent)
+                    })
+                    .sum();
+                Some(t.saturating_mul(u32::try_from(unsent).unwrap_or(u32::MAX)))
+            })
+            .max()
+            .unwrap_or(Duration::ZERO)
     }
 }
 

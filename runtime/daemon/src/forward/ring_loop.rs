@@ -325,7 +325,13 @@ impl<'a> Forwarder<'a> {
     /// can take it).
     fn read_group(&mut self, s: &mut SendSession, now: Instant) -> Group {
         let mut g = Group::default();
-        self.lead = s.paced_lead(&self.route.tag);
+        let lead = s.paced_lead(&self.route.tag);
+        if lead != self.lead {
+            // (It follows the session's own backlog too, not only what
+            // is read: the publisher may write again once that is short.)
+            self.lead = lead;
+            self.pass();
+        }
         while g.taken < TUNING.group
             && g.bytes < TUNING.group_bytes
             && s.can_accept(&self.route.tag)
@@ -408,8 +414,8 @@ impl<'a> Forwarder<'a> {
                 large: Some(this),
             };
         }
-        self.pass();
         if this.is_none() && !self.sends_on(header.sender.node) {
+            self.pass();
             s.recycle(body);
             return Record::Taken { len, large: None };
         }
@@ -422,6 +428,10 @@ impl<'a> Forwarder<'a> {
             }
             None => s.handle_record_buf(now, tag, &header, body),
         };
+        // The gate passes it with the lead the session has now that it
+        // holds it (a paced tag's next record may have to wait).
+        self.lead = s.paced_lead(tag);
+        self.pass();
         Record::Taken { len, large: None }
     }
 
@@ -569,7 +579,6 @@ impl<'a> Forwarder<'a> {
             return;
         }
         let read = crate::blob::read_blob(shared, tag, body, &mut self.blob);
-        self.pass();
         let now = Instant::now();
         let (tx, events) = {
             let mut s = route.session.lock();
@@ -581,6 +590,8 @@ impl<'a> Forwarder<'a> {
                 if this.is_some() {
                     s.abandon_offer(now, tag);
                 }
+                drop(s);
+                self.pass();
                 return;
             }
             // `can_accept` held when it was read: the record is taken.
@@ -588,8 +599,11 @@ impl<'a> Forwarder<'a> {
                 Some(outcome) => s.handle_direct_record(now, tag, &header, &self.blob, outcome),
                 None => s.handle_record(now, tag, &header, &self.blob),
             };
+            // (As `read_record`: the lead with the message taken.)
+            self.lead = s.paced_lead(tag);
             self.out.drain(shared, route, &mut s, now)
         };
+        self.pass();
         self.out.send_ready(route);
         self.send(tx, events);
     }

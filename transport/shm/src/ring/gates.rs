@@ -53,7 +53,8 @@ impl Gate {
     /// what the network may not take yet waits in the publisher, not in
     /// the ring. A writer that had to wait waits for half the lead (not a
     /// quarter of the ring, which may be more than the lead lets free).
-    /// The gate never moves back; a `lead` of the ring's slots or more is
+    /// A lead of 0 lets them write nothing the holder has not read. The
+    /// gate never moves back; a `lead` of the ring's slots or more is
     /// [`Gate::advance`].
     pub fn advance_within(&self, position: u64, lead: u64) {
         let GateAt::Ctl(_) = &self.at else {
@@ -83,7 +84,7 @@ impl Gate {
         if step == 0 {
             return self.advance(position);
         }
-        let lead = lead.max(1);
+        // (A lead of 0: nothing written beyond what was read.)
         let held = position.saturating_sub(slots - lead);
         self.advance(held.max(self.position()).min(position));
     }

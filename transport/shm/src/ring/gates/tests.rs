@@ -190,3 +190,36 @@ fn a_writer_waiting_for_the_slowest_reader_wakes_when_it_moves() {
         assert!(took < Duration::from_secs(5), "{took:?}");
     });
 }
+
+#[test]
+fn a_lead_of_nothing_holds_the_writer_until_the_lead_opens_at_the_same_position() {
+    let w = Ring::create("t", shape(64, 8)).unwrap();
+    let r = reopen(&w);
+    let gate = r.attach_gate(0).unwrap();
+    for i in 0..64u64 {
+        w.publish_gated(&[&i.to_le_bytes()], Duration::ZERO)
+            .unwrap();
+    }
+    // Everything read, and a lead of 0: nothing more may be written.
+    gate.advance_within(64, 0);
+    assert_eq!(gate.position(), 0);
+    assert!(w.publish_gated(&[b"x"], Duration::ZERO).is_err());
+    // A writer waiting is woken when the lead opens to one, though the
+    // holder read nothing more (its own backlog shrank).
+    let writer = std::thread::spawn(move || {
+        w.publish_gated(&[b"w"], Duration::from_secs(10)).unwrap();
+        w
+    });
+    let start = Instant::now();
+    while r.gate_waiters().load(Ordering::SeqCst) == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    gate.advance_within(64, 1);
+    let w = writer.join().unwrap();
+    assert_eq!(w.head_index(), 65);
+    assert!(
+        w.publish_gated(&[b"z"], Duration::ZERO).is_err(),
+        "one ahead, not two"
+    );
+}
