@@ -60,6 +60,10 @@ pub(crate) struct Counts {
     pub(crate) replayed: u64,
     /// Control connections that failed the handshake.
     pub(crate) unauthenticated_links: u64,
+    /// Time the tag's publishers slept at its forwarder's gate while the
+    /// tag was paced (held back so that the queue pacing keeps off the
+    /// network does not build in the ring), ns.
+    pub(crate) paced_held_ns: u64,
 }
 
 /// Counts a datagram the guard refused from `from`.
@@ -278,6 +282,7 @@ fn daemon_rows(shared: &Shared, st: &crate::State) -> Vec<StatsRow> {
                     "held_now",
                     st.sinks.get(&e.id).map_or(0, |s| s.held_len() as u64),
                 )
+                .with("paced_held_us", c.paced_held_ns / 1000)
                 .with("from_network", c.delivered)
                 .with("refused_datagrams", c.refused)
                 .with("best_effort_lost", c.lost),

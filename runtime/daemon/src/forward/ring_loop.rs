@@ -52,6 +52,7 @@ pub(super) fn forward_loop(
         f.follow_routes();
         f.hold_back();
         let progressed = f.read_ring();
+        f.note_held();
         let idle = f.settle(progressed);
         if progressed && idle.room {
             continue;
@@ -64,6 +65,20 @@ pub(super) fn forward_loop(
     }
     f.stop();
     tracing::debug!(tag = %route.tag, "forwarder stopped");
+}
+
+/// How often a forwarder adds the time its publishers were held back to
+/// the tag's count (`tagwire stats`).
+const HELD_FLUSH: Duration = Duration::from_millis(100);
+
+/// Time a paced tag's publishers slept at the forwarder's gate.
+#[derive(Debug, Default)]
+struct Held {
+    /// A round found a writer waiting at this instant.
+    since: Option<Instant>,
+    /// Counted and not yet added to the tag's count, ns.
+    ns: u64,
+    flushed: Option<Instant>,
 }
 
 /// A forwarder's thread-local state.
@@ -98,6 +113,8 @@ struct Forwarder<'a> {
     /// role's, or [`nicer`]), and the one it runs at now.
     base: Sched,
     applied: Option<Sched>,
+    /// How long its publishers were held back while paced.
+    held: Held,
 }
 
 /// What one group of records read under the session's lock left to do.
@@ -206,6 +223,44 @@ impl<'a> Forwarder<'a> {
             last_read: None,
             base: Sched::default(),
             applied: None,
+            held: Held::default(),
+        }
+    }
+
+    /// Counts the time the tag's publishers sleep at a paced gate: from a
+    /// round that found one waiting to the next round (the forwarder
+    /// runs a round on every release and every record), added to the
+    /// tag's count every [`HELD_FLUSH`].
+    fn note_held(&mut self) {
+        let now = Instant::now();
+        if let Some(since) = self.held.since.take() {
+            let ns = now.saturating_duration_since(since).as_nanos();
+            self.held.ns = self
+                .held
+                .ns
+                .saturating_add(u64::try_from(ns).unwrap_or(u64::MAX));
+        }
+        if self.lead.is_some() && self.gate.is_some() && self.ring.writers_waiting() {
+            self.held.since = Some(now);
+        }
+        if self.held.ns > 0
+            && self
+                .held
+                .flushed
+                .is_none_or(|t| now.saturating_duration_since(t) >= HELD_FLUSH)
+        {
+            self.flush_held();
+            self.held.flushed = Some(now);
+        }
+    }
+
+    fn flush_held(&mut self) {
+        let ns = std::mem::take(&mut self.held.ns);
+        if ns > 0 {
+            self.shared
+                .tallies
+                .tags
+                .add(&self.route.tag, |c| c.paced_held_ns += ns);
         }
     }
 
@@ -547,6 +602,8 @@ impl<'a> Forwarder<'a> {
 
     /// The route is gone: the session closes its streams.
     fn stop(mut self) {
+        self.note_held();
+        self.flush_held();
         self.gate = None;
         let route = self.route;
         let events = {

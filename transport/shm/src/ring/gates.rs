@@ -438,6 +438,14 @@ impl Ring {
         free >= 2 || (free == 1 && plain > 0)
     }
 
+    /// Whether a gated writer sleeps at a gate now. The count is kept in
+    /// the shared control segment by the writers themselves: good for
+    /// statistics (how long publishers were held back), never for a
+    /// decision.
+    pub fn writers_waiting(&self) -> bool {
+        self.gate_waiters().load(Ordering::Relaxed) > 0
+    }
+
     /// The position of the slowest gate (the next record its holder
     /// needs: every gated reader has passed the records before it), `None`
     /// while no gate is held. Gates of processes that are gone are freed.
