@@ -549,6 +549,29 @@ fn what_the_reader_holds_beyond_its_last_missing_seq_rides_in_the_bitmap_length(
 }
 
 #[test]
+fn an_ack_bitmap_reaching_past_the_last_seq_is_malformed() {
+    // Found by the fuzzer: ack_through 2^64 - 3 and one byte of bitmap,
+    // naming nothing, spoke of seqs past u64::MAX (its statement then
+    // saturated and did not survive encoding again).
+    let crash = [
+        0x54, 0x44, 0x1, 0x3, 0x54, 0x44, 0x3f, 0x1, 0x1, 0x0, 0x0, 0x20, 0xfd, 0xff, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0xff, 0x1, 0x0,
+    ];
+    assert!(Datagram::decode(&crash).is_err());
+    // The same with the bitmap's byte naming the seq past u64::MAX.
+    let mut named = crash;
+    named[21] = 0b1000;
+    assert!(Datagram::decode(&named).is_err());
+    // An ack at 2^64 - 9 with one byte of bitmap ends on u64::MAX: read.
+    let mut edge = crash;
+    edge[12] = 0xf7;
+    let Body::AckNack(v) = Datagram::decode(&edge).unwrap().body else {
+        panic!("not an acknack")
+    };
+    assert_eq!(v.known_through(), u64::MAX);
+}
+
+#[test]
 fn fragment_payload_budget_fills_a_datagram() {
     let tag = TagName::new("/robot/laser").unwrap();
     let n = max_fragment_payload(&tag, MAX_DATAGRAM);

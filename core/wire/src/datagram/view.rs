@@ -231,11 +231,10 @@ impl<'a> AckNackView<'a> {
             n => return Err(DecodeError::Trailing(n - 4)),
         }
         let view = Self { buf };
-        if view
-            .last_named()
-            .is_some_and(|off| view.ack_through().checked_add(off).is_none())
-        {
-            return Err(DecodeError::Invalid("missing seq past u64::MAX"));
+        // (Every seq the bitmap speaks of, named missing or not: see
+        // `known_through`.)
+        if view.ack_through().checked_add(8 * len as u64).is_none() {
+            return Err(DecodeError::Invalid("ack bitmap past u64::MAX"));
         }
         Ok(view)
     }
