@@ -232,6 +232,10 @@ impl<'a> Forwarder<'a> {
     /// runs a round on every release and every record), added to the
     /// tag's count every [`HELD_FLUSH`].
     fn note_held(&mut self) {
+        if self.lead.is_none() && self.held.since.is_none() && self.held.ns == 0 {
+            // (Unpaced, and nothing left to count.)
+            return;
+        }
         let now = Instant::now();
         if let Some(since) = self.held.since.take() {
             let ns = now.saturating_duration_since(since).as_nanos();
@@ -484,8 +488,11 @@ impl<'a> Forwarder<'a> {
             None => s.handle_record_buf(now, tag, &header, body),
         };
         // The gate passes it with the lead the session has now that it
-        // holds it (a paced tag's next record may have to wait).
-        self.lead = s.paced_lead(tag);
+        // holds it (a paced tag's next record may have to wait; an unpaced
+        // tag's lead is looked at once a group, not once a record).
+        if self.lead.is_some() {
+            self.lead = s.paced_lead(tag);
+        }
         self.pass();
         Record::Taken { len, large: None }
     }
@@ -657,7 +664,9 @@ impl<'a> Forwarder<'a> {
                 None => s.handle_record(now, tag, &header, &self.blob),
             };
             // (As `read_record`: the lead with the message taken.)
-            self.lead = s.paced_lead(tag);
+            if self.lead.is_some() {
+                self.lead = s.paced_lead(tag);
+            }
             self.out.drain(shared, route, &mut s, now)
         };
         self.pass();
