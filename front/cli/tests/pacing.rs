@@ -55,20 +55,25 @@ fn stream_with(
 
 /// The forwarder's stream row of `tag` on `c`'s node.
 fn outbound_row(c: &tagwire::Client, tag: &str) -> tagwire_wire::control::StatsRow {
-    c.stats()
-        .unwrap()
-        .into_iter()
-        .find(|r| r.kind == tagwire_wire::control::StatsKind::Outbound && r.tag == tag)
-        .expect("the forwarder's stream row")
+    row(c, tagwire_wire::control::StatsKind::Outbound, tag)
 }
 
 /// The tag row of `tag` on `c`'s node.
 fn tag_row(c: &tagwire::Client, tag: &str) -> tagwire_wire::control::StatsRow {
+    row(c, tagwire_wire::control::StatsKind::Tag, tag)
+}
+
+/// `c`'s node's stats row of `kind` for `tag`.
+fn row(
+    c: &tagwire::Client,
+    kind: tagwire_wire::control::StatsKind,
+    tag: &str,
+) -> tagwire_wire::control::StatsRow {
     c.stats()
         .unwrap()
         .into_iter()
-        .find(|r| r.kind == tagwire_wire::control::StatsKind::Tag && r.tag == tag)
-        .expect("the tag's row")
+        .find(|r| r.kind == kind && r.tag == tag)
+        .unwrap_or_else(|| panic!("no {kind:?} row for {tag}"))
 }
 
 /// Sends the messages numbered `seqs` (the publisher's next sequence

@@ -13,10 +13,7 @@ fn a_gate_within_a_lead_keeps_the_writer_that_close_and_wakes_it_for_half_of_it(
     let r = reopen(&w);
     let gate = r.attach_gate(0).unwrap();
     // The first lap fills the ring: the gate never moves back.
-    for i in 0..64u64 {
-        w.publish_gated(&[&i.to_le_bytes()], Duration::ZERO)
-            .unwrap();
-    }
+    fill(&w, 64);
     assert!(w.publish_gated(&[b"x"], Duration::ZERO).is_err());
     // Read out the first lap: the writer may go 4 past what was read (the
     // gate sits `slots - lead` behind it).
@@ -36,11 +33,7 @@ fn a_gate_within_a_lead_keeps_the_writer_that_close_and_wakes_it_for_half_of_it(
         w.publish_gated(&[b"w"], Duration::from_secs(10)).unwrap();
         (w, start.elapsed())
     });
-    let start = Instant::now();
-    while r.gate_waiters().load(Ordering::SeqCst) == 0 {
-        assert!(start.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    until_a_writer_sleeps(&r);
     gate.advance_within(65, 4);
     std::thread::sleep(Duration::from_millis(50));
     assert!(
@@ -65,10 +58,7 @@ fn a_shorter_lead_wakes_the_writer_waiting_for_a_step_of_the_longer_one() {
     let w = Ring::create("shorter", shape(64, 8)).unwrap();
     let r = reopen(&w);
     let gate = r.attach_gate(0).unwrap();
-    for i in 0..64u64 {
-        w.publish_gated(&[&i.to_le_bytes()], Duration::ZERO)
-            .unwrap();
-    }
+    fill(&w, 64);
     gate.advance_within(64, 16);
     for _ in 0..16 {
         w.publish_gated(&[b"y"], Duration::ZERO).unwrap();
@@ -77,11 +67,7 @@ fn a_shorter_lead_wakes_the_writer_waiting_for_a_step_of_the_longer_one() {
         w.publish_gated(&[b"w"], Duration::from_secs(10)).unwrap();
         w
     });
-    let start = Instant::now();
-    while r.gate_waiters().load(Ordering::SeqCst) == 0 {
-        assert!(start.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    until_a_writer_sleeps(&r);
     // Everything written is read, but the lead is now 2: the gate stops 2
     // short of the 8 the writer waits for. The step's change rings the
     // bell, and the writer settles for the room the new step gives.
@@ -196,10 +182,7 @@ fn a_lead_of_nothing_holds_the_writer_until_the_lead_opens_at_the_same_position(
     let w = Ring::create("t", shape(64, 8)).unwrap();
     let r = reopen(&w);
     let gate = r.attach_gate(0).unwrap();
-    for i in 0..64u64 {
-        w.publish_gated(&[&i.to_le_bytes()], Duration::ZERO)
-            .unwrap();
-    }
+    fill(&w, 64);
     // Everything read, and a lead of 0: nothing more may be written.
     gate.advance_within(64, 0);
     assert_eq!(gate.position(), 0);
@@ -210,11 +193,7 @@ fn a_lead_of_nothing_holds_the_writer_until_the_lead_opens_at_the_same_position(
         w.publish_gated(&[b"w"], Duration::from_secs(10)).unwrap();
         w
     });
-    let start = Instant::now();
-    while r.gate_waiters().load(Ordering::SeqCst) == 0 {
-        assert!(start.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    until_a_writer_sleeps(&r);
     gate.advance_within(64, 1);
     let w = writer.join().unwrap();
     assert_eq!(w.head_index(), 65);
@@ -222,4 +201,21 @@ fn a_lead_of_nothing_holds_the_writer_until_the_lead_opens_at_the_same_position(
         w.publish_gated(&[b"z"], Duration::ZERO).is_err(),
         "one ahead, not two"
     );
+}
+
+/// Publishes `n` records through the gate, none refused.
+fn fill(w: &Ring, n: u64) {
+    for i in 0..n {
+        w.publish_gated(&[&i.to_le_bytes()], Duration::ZERO)
+            .unwrap();
+    }
+}
+
+/// Returns once a gated writer sleeps at `r`'s gate (10 s at most).
+fn until_a_writer_sleeps(r: &Ring) {
+    let start = Instant::now();
+    while r.gate_waiters().load(Ordering::SeqCst) == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
