@@ -35,9 +35,17 @@
 //! waits out the train's time at the shaped rate (15 ms at 50 Mbit/s)
 //! although its band is first. So while a class of a better band is in
 //! use on this node ([`Train::yield_to`]), the datagrams of worse bands go
-//! one per send. Measured through 50 Mbit/s at 120 % load (`tagwire perf
-//! priority`): the critical channel's round trip p50 1.7 ms with trains,
-//! 0.21 ms with one datagram per send (0.61 ms with four).
+//! as packets of their own: a run of them is one `sendmmsg`
+//! (`gso::send_each_classed`), each datagram its own packet in the
+//! qdisc, so a band-0 datagram waits behind one of them, not the run.
+//! Measured through 50 Mbit/s at 120 % load (`tagwire perf priority`):
+//! the critical channel's round trip p50 1.7 ms with trains, 0.21 ms with
+//! one datagram per send (0.61 ms with four in one segmented send).
+//! Sending them with one `sendmsg` each, as before, cost the bulk stream
+//! three quarters of its throughput on a fast link (1.6 of 6.7 Gbit/s
+//! at 8000 B through an unshaped veth) and gave the critical channel
+//! nothing there (the same p99 to its floor, 1.4x, either way):
+//! bench/results/priority/NOTES.md, "Yielding without one send each".
 
 use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
@@ -69,6 +77,9 @@ struct Run {
     segment: usize,
     /// The last one was shorter: nothing may follow it.
     closed: bool,
+    /// Each datagram a packet of its own (it yields to a better band):
+    /// one `sendmmsg`, not one segmented send; any lengths.
+    separate: bool,
 }
 
 impl Run {
@@ -79,6 +90,9 @@ impl Run {
         let Some(dest) = self.dest else {
             return self.parts;
         };
+        if self.separate && self.parts.len() > 1 {
+            return self.send_each(sock, dest);
+        }
         let mut one_by_one = self.parts.len() == 1 || gso_off.load(Ordering::Relaxed);
         if !one_by_one {
             let mut refs = [&[][..]; MAX_SEGMENTS];
@@ -103,6 +117,30 @@ impl Run {
         }
         self.parts
     }
+
+    /// Sends it as packets of their own, in as few `sendmmsg` calls as
+    /// the kernel takes them (one a datagram where it refuses the call; a
+    /// datagram it refuses is lost, as from any send, and the reliable
+    /// windows repair it).
+    fn send_each(self, sock: &UdpSocket, dest: SocketAddr) -> Vec<TxBuf> {
+        let mut refs = [&[][..]; MAX_SEGMENTS];
+        for (r, p) in refs.iter_mut().zip(&self.parts) {
+            *r = p;
+        }
+        let mut from = 0;
+        while from < self.parts.len() {
+            match gso::send_each_classed(sock, dest, &refs[from..self.parts.len()], self.tos) {
+                Ok(n) if n > 0 => from += n,
+                // (Refused or none taken: this one alone, and on.)
+                _ => {
+                    let d = refs[from];
+                    let _ = gso::send_parts_classed(sock, dest, &[d], d.len(), self.tos);
+                    from += 1;
+                }
+            }
+        }
+        self.parts
+    }
 }
 
 /// Datagrams waiting to go, in the order they were gathered: runs ready
@@ -114,7 +152,7 @@ pub(crate) struct Train {
     /// Most datagrams a run takes now (see [`Train::adapt`]).
     limit: usize,
     /// The best band (as [`Priority::rank`]'s first element) in use on
-    /// this node: datagrams of a worse one go alone.
+    /// this node: datagrams of a worse one go as packets of their own.
     urgent: u8,
     /// Retransmissions seen so far, and when the limit may next grow.
     resent: u64,
@@ -170,7 +208,8 @@ impl Train {
     }
 
     /// Datagrams of a band worse than `rank` (the best band in use on this
-    /// node, [`Priority::rank`]'s first element) go one per send.
+    /// node, [`Priority::rank`]'s first element) go as packets of their
+    /// own (a run of them is one `sendmmsg`, not one segmented send).
     pub(crate) fn yield_to(&mut self, rank: u8) {
         self.urgent = rank;
     }
@@ -181,17 +220,13 @@ impl Train {
     pub(crate) fn push(&mut self, dest: SocketAddr, tos: u8, datagram: impl Into<TxBuf>) {
         let datagram = datagram.into();
         let len = datagram.len();
-        let limit = if rank_of(tos) < self.urgent {
-            1
-        } else {
-            self.limit
-        };
+        let separate = rank_of(tos) < self.urgent;
         let f = &self.forming;
         let joins = f.dest == Some(dest)
             && f.tos == tos
-            && !f.closed
-            && len <= f.segment
-            && f.parts.len() < limit
+            && f.separate == separate
+            && (separate || (!f.closed && len <= f.segment))
+            && f.parts.len() < self.limit
             && f.bytes + len <= MAX_BYTES;
         if !joins {
             self.close();
@@ -201,11 +236,12 @@ impl Train {
             f.dest = Some(dest);
             f.tos = tos;
             f.segment = len;
+            f.separate = separate;
         }
         f.parts.push(datagram);
         f.bytes += len;
         f.closed = len < f.segment;
-        if len > MAX_BYTES / 2 || f.parts.len() >= limit {
+        if len > MAX_BYTES / 2 || f.parts.len() >= self.limit {
             // Full (or a datagram too large to share a send).
             self.close();
         }
@@ -384,50 +420,99 @@ mod tests {
     }
 
     #[test]
-    fn while_a_better_band_is_in_use_worse_ones_go_one_per_send() {
+    fn while_a_better_band_is_in_use_worse_ones_go_as_packets_of_their_own() {
         let to: SocketAddr = "127.0.0.1:9".parse().unwrap();
         let (critical, normal, low) = (
             Priority::Critical.tos(),
             Priority::Normal.tos(),
             Priority::Low.tos(),
         );
-        let runs = |t: &mut Train| -> Vec<(u8, usize)> {
+        // (class, datagrams, separate) of each run.
+        let runs = |t: &mut Train| -> Vec<(u8, usize, bool)> {
             t.close();
-            let r = t.ready.iter().map(|r| (r.tos, r.parts.len())).collect();
+            let r = t
+                .ready
+                .iter()
+                .map(|r| (r.tos, r.parts.len(), r.separate))
+                .collect();
             t.ready.clear();
             r
         };
         let mut t = Train::default();
         let push_all = |t: &mut Train| {
-            for tos in [normal, normal, normal, critical, critical, low, low] {
-                t.push(to, tos, vec![1; 50]);
+            for (tos, len) in [
+                (normal, 50),
+                (normal, 50),
+                (normal, 20),
+                (normal, 50),
+                (critical, 50),
+                (critical, 50),
+                (low, 50),
+                (low, 50),
+            ] {
+                t.push(to, tos, vec![1; len]);
             }
         };
-        // Only the default class in use: everything in trains.
-        push_all(&mut t);
-        assert_eq!(runs(&mut t), vec![(normal, 3), (critical, 2), (low, 2)]);
-        // A critical leg on this node: normal and low go alone, critical
-        // still in trains.
-        t.yield_to(Priority::Critical.rank().0);
+        // Only the default class in use: everything in segmented trains
+        // (a shorter datagram ends one).
         push_all(&mut t);
         assert_eq!(
             runs(&mut t),
             vec![
-                (normal, 1),
-                (normal, 1),
-                (normal, 1),
-                (critical, 2),
-                (low, 1),
-                (low, 1)
+                (normal, 3, false),
+                (normal, 1, false),
+                (critical, 2, false),
+                (low, 2, false)
             ]
+        );
+        // A critical leg on this node: normal and low go as packets of
+        // their own (any lengths in one run), critical still segmented.
+        t.yield_to(Priority::Critical.rank().0);
+        push_all(&mut t);
+        assert_eq!(
+            runs(&mut t),
+            vec![(normal, 4, true), (critical, 2, false), (low, 2, true)]
         );
         // A normal one at best: low yields to it, normal does not.
         t.yield_to(Priority::Normal.rank().0);
         push_all(&mut t);
         assert_eq!(
             runs(&mut t),
-            vec![(normal, 3), (critical, 2), (low, 1), (low, 1)]
+            vec![
+                (normal, 3, false),
+                (normal, 1, false),
+                (critical, 2, false),
+                (low, 2, true)
+            ]
         );
+    }
+
+    #[test]
+    fn a_yielding_run_reaches_a_coalescing_socket_as_separate_datagrams() {
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        if !gso::gso_supported(&tx) || gso::enable_gro(&rx).is_err() {
+            println!("skipping: no UDP_SEGMENT / UDP_GRO here");
+            return;
+        }
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let off = AtomicBool::new(false);
+        let line = Line::default();
+        line.gather().yield_to(Priority::Critical.rank().0);
+        let to = rx.local_addr().unwrap();
+        for i in 0..5u8 {
+            line.gather().push(to, Priority::Low.tos(), vec![i; 100]);
+        }
+        assert_eq!(lock(&line.train).forming.parts.len(), 5, "one run");
+        line.send_all(&tx, &off);
+        // A segmented send would reach it whole (`a_run_is_one_send`):
+        // here every datagram is a packet of its own.
+        let mut buf = vec![0u8; gso::RECV_BUFFER];
+        for i in 0..5u8 {
+            let m = gso::recv_coalesced(&rx, &mut buf).unwrap();
+            assert_eq!((m.len, m.segment), (100, None), "{m:?}");
+            assert_eq!(buf[0], i, "in order");
+        }
     }
 
     #[test]

@@ -201,6 +201,105 @@ pub fn send_parts_classed(
     }
 }
 
+/// Sends each of `parts` to `dest` as a datagram of its own, its TOS
+/// byte (IPv4) or traffic class (IPv6) `tos` (0: the socket's), in one
+/// `sendmmsg`: one system call, but one packet per datagram in the
+/// qdisc, where a segmented send ([`send_parts_classed`]) is one packet
+/// for all of them. What a queue of bands needs: a shaped `htb` class
+/// dequeues a segmented send whole and owes its bytes, so a datagram of a
+/// better band that comes after waits for all of them; here it waits for
+/// one. Returns how many were sent (the kernel may stop early: the rest
+/// are not sent).
+pub fn send_each_classed(
+    sock: &UdpSocket,
+    dest: SocketAddr,
+    parts: &[&[u8]],
+    tos: u8,
+) -> io::Result<usize> {
+    if parts.len() > MAX_SEGMENTS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "too many datagrams for one send",
+        ));
+    }
+    let addr = SockAddr::from(dest);
+    let mut control = Control([0; 64]);
+    // SAFETY: CMSG_SPACE and CMSG_LEN are pure arithmetic on their
+    // argument.
+    let (tos_space, tos_len) = unsafe {
+        (
+            libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as usize,
+            libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize,
+        )
+    };
+    let (level, kind) = if dest.is_ipv4() {
+        (libc::IPPROTO_IP, libc::IP_TOS)
+    } else {
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
+    };
+    if tos != 0 {
+        // SAFETY: an all-zero msghdr is a valid empty one; its control
+        // points at `tos_space` (≤ 64) writable, aligned bytes, in which
+        // CMSG_FIRSTHDR returns a header with room for its data, or null,
+        // which is checked.
+        unsafe {
+            let mut probe: libc::msghdr = std::mem::zeroed();
+            probe.msg_control = control.0.as_mut_ptr().cast();
+            probe.msg_controllen = tos_space;
+            let c = libc::CMSG_FIRSTHDR(&probe);
+            if c.is_null() {
+                return Err(io::Error::other("no room for the control message"));
+            }
+            (*c).cmsg_level = level;
+            (*c).cmsg_type = kind;
+            (*c).cmsg_len = tos_len;
+            std::ptr::write_unaligned(
+                libc::CMSG_DATA(c).cast::<libc::c_int>(),
+                libc::c_int::from(tos),
+            );
+        }
+    }
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_SEGMENTS];
+    for (v, p) in iov.iter_mut().zip(parts) {
+        *v = libc::iovec {
+            iov_base: p.as_ptr() as *mut libc::c_void,
+            iov_len: p.len(),
+        };
+    }
+    // SAFETY: an all-zero mmsghdr is a valid empty one.
+    let mut msgs: [libc::mmsghdr; MAX_SEGMENTS] = unsafe { std::mem::zeroed() };
+    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()).take(parts.len()) {
+        m.msg_hdr.msg_name = addr.as_ptr() as *mut libc::c_void;
+        m.msg_hdr.msg_namelen = addr.len();
+        m.msg_hdr.msg_iov = v;
+        m.msg_hdr.msg_iovlen = 1;
+        if tos != 0 {
+            // (Every message reads the same control bytes.)
+            m.msg_hdr.msg_control = control.0.as_mut_ptr().cast();
+            m.msg_hdr.msg_controllen = tos_space;
+        }
+    }
+    // SAFETY: the first `parts.len()` headers point at the name, their
+    // own iovec (into a live part) and the control bytes, all valid until
+    // the call returns; the kernel reads them and writes only `msg_len`.
+    let n = unsafe {
+        libc::sendmmsg(
+            sock.as_raw_fd(),
+            msgs.as_mut_ptr(),
+            parts.len() as libc::c_uint,
+            0,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 /// What one [`recv_coalesced`] call took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Received {
@@ -431,6 +530,32 @@ mod tests {
         assert_eq!(&r[..m.len], &[9u8; 10]);
         let many = vec![&[0u8; 10][..]; MAX_SEGMENTS + 1];
         let e = send_parts(&a, b.local_addr().unwrap(), &many, 10).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn each_part_is_a_datagram_of_its_own_with_its_tos_byte() {
+        let (a, b) = pair();
+        let on: libc::c_int = 1;
+        crate::set_option(&b, libc::IPPROTO_IP, libc::IP_RECVTOS, &on).unwrap();
+        let to = b.local_addr().unwrap();
+        // Lengths differ: no segment size binds them.
+        let parts: Vec<Vec<u8>> = (0..4u8)
+            .map(|i| vec![i; 50 + 30 * usize::from(i)])
+            .collect();
+        let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        assert_eq!(send_each_classed(&a, to, &refs, 0xb0).unwrap(), 4);
+        for p in &parts {
+            let mut r = vec![0u8; 512];
+            let n = b.peek(&mut r).unwrap();
+            assert_eq!(&r[..n], &p[..]);
+            assert_eq!(received_tos(&b), 0xb0, "each datagram carries the class");
+        }
+        // Without a class: the socket's own.
+        send_each_classed(&a, to, &refs[..1], 0).unwrap();
+        assert_eq!(received_tos(&b), 0);
+        let many = vec![&[0u8; 10][..]; MAX_SEGMENTS + 1];
+        let e = send_each_classed(&a, to, &many, 0).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     }
 
