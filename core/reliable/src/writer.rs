@@ -415,6 +415,7 @@ impl Writer {
     /// off) leaves the next request to the heartbeat timer, or writer and
     /// reader would ping-pong.
     fn answered(&mut self, now: Instant, news: bool) {
+        self.ask.unanswered = 0;
         if news {
             if self.ask.asked {
                 // The answer to our request: a round-trip sample.
@@ -494,12 +495,18 @@ impl Writer {
             // when the request or its answer was lost, not after a whole
             // heartbeat period: below `ack_every` datagrams in flight the
             // reader says nothing unasked.
+            // Unanswered, it backs off (doubling up to the heartbeat
+            // period): a reader cut off for a second got a request every
+            // millisecond, 900 a second on a link with a 0.1 ms round
+            // trip (found in the clock-sync example's link-cut test).
             let period = match (self.ask.asked, self.rtt.srtt) {
-                (true, Some(rtt)) if !self.ask.paused => {
-                    (rtt * 3).clamp(RETRY_MIN, self.config.heartbeat_period)
-                }
+                (true, Some(rtt)) if !self.ask.paused => (rtt * 3)
+                    .max(RETRY_MIN)
+                    .saturating_mul(1 << self.ask.unanswered.min(16))
+                    .min(self.config.heartbeat_period),
                 _ => self.config.heartbeat_period,
             };
+            self.ask.unanswered = self.ask.unanswered.saturating_add(1);
             self.timers.set(Timer::Heartbeat, now + period);
             self.stats.heartbeats += 1;
             self.rtt.heartbeat_at = Some(now);
@@ -855,6 +862,71 @@ mod tests {
                 seq: 2,
                 bytes: &[2, 2]
             })
+        );
+    }
+
+    /// When, between `from` and `to` (stepping 100 µs), the writer sends
+    /// a heartbeat (answering nothing).
+    fn heartbeat_times(w: &mut Writer, from: Instant, to: Instant) -> Vec<Duration> {
+        let mut at = Vec::new();
+        let mut t = from;
+        while t < to {
+            while let Some(x) = w.poll_transmit(t) {
+                if matches!(x, Transmit::Heartbeat { .. }) {
+                    at.push(t - from);
+                }
+            }
+            t += Duration::from_micros(100);
+        }
+        at
+    }
+
+    #[test]
+    fn unanswered_requests_for_room_back_off_to_the_heartbeat_period() {
+        let t0 = Instant::now();
+        let mut w = Writer::new(WriterConfig {
+            initial_cwnd: 2,
+            min_cwnd: 2,
+            ..WriterConfig::default()
+        });
+        send(&mut w, t0, 1);
+        send(&mut w, t0, 2);
+        // The window is full: the third is refused, and the writer asks
+        // at once.
+        let full = |w: &mut Writer, t| w.send(t, |_, o| o.push(0)).is_err();
+        assert!(full(&mut w, t0));
+        assert!(matches!(
+            w.poll_transmit(t0),
+            Some(Transmit::Heartbeat { .. })
+        ));
+        // Answered after 100 µs: a short round trip.
+        let t1 = t0 + Duration::from_micros(100);
+        w.handle_acknack(t1, 2, 0, &[]);
+        while w.poll_transmit(t1).is_some() {}
+        while !full(&mut w, t1) {}
+        // Now the reader is cut off: nothing answers. The requests for
+        // room come after 1, 2, 4, ... ms, then every heartbeat period
+        // (50 ms), not every millisecond (900 a second, before).
+        let at = heartbeat_times(&mut w, t1, t1 + ms(300));
+        let gaps: Vec<u64> = at
+            .windows(2)
+            .map(|p| (p[1] - p[0]).as_millis() as u64)
+            .collect();
+        assert!(at.len() <= 14, "{} requests in 300 ms: {gaps:?}", at.len());
+        assert!(
+            gaps.windows(2).all(|g| g[1] >= g[0]),
+            "the waits do not shrink: {gaps:?}"
+        );
+        assert_eq!(gaps.last(), Some(&50), "{gaps:?}");
+        // An answer starts the short waits again.
+        let t2 = t1 + ms(300);
+        let sent = w.stats().sent;
+        w.handle_acknack(t2, sent, 0, &[]);
+        while !full(&mut w, t2) {}
+        let again = heartbeat_times(&mut w, t2, t2 + ms(60));
+        assert!(
+            again.len() >= 2 && again[1] - again[0] < ms(50),
+            "{again:?}"
         );
     }
 

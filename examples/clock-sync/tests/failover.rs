@@ -130,6 +130,13 @@ fn run(variant: &str, fault: Fault, cycles: usize) {
     let _one = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // The daemons' own account (membership, links), where RUST_LOG asks.
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
     let site = Site::new(3).unwrap();
     let mut masters: Vec<MasterProc> = MASTERS
         .iter()

@@ -111,6 +111,9 @@ pub(super) struct Asking {
     pub(super) asked: bool,
     /// The reader has no room: the resend timer asks, it resends nothing.
     pub(super) paused: bool,
+    /// Heartbeats sent since the reader last answered: each doubles the
+    /// wait before the next request, up to the heartbeat period.
+    pub(super) unanswered: u32,
 }
 
 /// What the missing seqs of one acknowledgement did.
