@@ -489,13 +489,7 @@ mod tests {
 
     #[test]
     fn a_yielding_run_reaches_a_coalescing_socket_as_separate_datagrams() {
-        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        if !gso::gso_supported(&tx) || gso::enable_gro(&rx).is_err() {
-            println!("skipping: no UDP_SEGMENT / UDP_GRO here");
-            return;
-        }
-        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let Some((tx, rx)) = gro_pair() else { return };
         let off = AtomicBool::new(false);
         let line = Line::default();
         line.gather().yield_to(Priority::Critical.rank().0);
@@ -551,15 +545,22 @@ mod tests {
         assert_eq!(recv_all(&rx).len(), 3);
     }
 
-    #[test]
-    fn a_run_is_one_send() {
+    /// A sending socket and a coalescing receiver on loopback, if this
+    /// kernel segments and coalesces (else it says it skips).
+    fn gro_pair() -> Option<(UdpSocket, UdpSocket)> {
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         if !gso::gso_supported(&tx) || gso::enable_gro(&rx).is_err() {
             println!("skipping: no UDP_SEGMENT / UDP_GRO here");
-            return;
+            return None;
         }
         rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        Some((tx, rx))
+    }
+
+    #[test]
+    fn a_run_is_one_send() {
+        let Some((tx, rx)) = gro_pair() else { return };
         let off = AtomicBool::new(false);
         let line = Line::default();
         for i in 0..5u8 {

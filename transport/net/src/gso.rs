@@ -125,26 +125,16 @@ pub fn send_parts_classed(
             "too many segments or bytes for one send",
         ));
     }
-    let mut iov = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; MAX_SEGMENTS];
-    for (v, p) in iov.iter_mut().zip(parts) {
-        *v = libc::iovec {
-            iov_base: p.as_ptr() as *mut libc::c_void,
-            iov_len: p.len(),
-        };
-    }
+    let mut iov = iovecs(parts);
     let addr = SockAddr::from(dest);
     let mut control = Control([0; 64]);
     // SAFETY: CMSG_SPACE and CMSG_LEN are pure arithmetic on their
     // argument.
-    let (seg_space, seg_len, tos_space, tos_len) = unsafe {
+    let (seg_space, seg_len, tos_space) = unsafe {
         (
             libc::CMSG_SPACE(size_of::<u16>() as u32) as usize,
             libc::CMSG_LEN(size_of::<u16>() as u32) as usize,
             libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as usize,
-            libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize,
         )
     };
     let space = if single { 0 } else { seg_space } + if tos == 0 { 0 } else { tos_space };
@@ -156,11 +146,6 @@ pub fn send_parts_classed(
     msg.msg_iovlen = parts.len();
     msg.msg_control = control.0.as_mut_ptr().cast();
     msg.msg_controllen = space;
-    let (level, kind) = if dest.is_ipv4() {
-        (libc::IPPROTO_IP, libc::IP_TOS)
-    } else {
-        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
-    };
     // SAFETY: msg_control points at `space` (≤ 64, two control messages
     // of at most CMSG_SPACE(4) = 24 bytes each) writable, aligned bytes;
     // CMSG_FIRSTHDR and CMSG_NXTHDR return headers inside them with room
@@ -181,13 +166,7 @@ pub fn send_parts_classed(
             if c.is_null() {
                 return Err(io::Error::other("no room for the control message"));
             }
-            (*c).cmsg_level = level;
-            (*c).cmsg_type = kind;
-            (*c).cmsg_len = tos_len;
-            std::ptr::write_unaligned(
-                libc::CMSG_DATA(c).cast::<libc::c_int>(),
-                libc::c_int::from(tos),
-            );
+            put_tos(c, dest, tos);
         }
     }
     // SAFETY: every pointer in `msg` (name, the first `parts.len()`
@@ -224,19 +203,8 @@ pub fn send_each_classed(
     }
     let addr = SockAddr::from(dest);
     let mut control = Control([0; 64]);
-    // SAFETY: CMSG_SPACE and CMSG_LEN are pure arithmetic on their
-    // argument.
-    let (tos_space, tos_len) = unsafe {
-        (
-            libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as usize,
-            libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize,
-        )
-    };
-    let (level, kind) = if dest.is_ipv4() {
-        (libc::IPPROTO_IP, libc::IP_TOS)
-    } else {
-        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
-    };
+    // SAFETY: CMSG_SPACE is pure arithmetic on its argument.
+    let tos_space = unsafe { libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as usize };
     if tos != 0 {
         // SAFETY: an all-zero msghdr is a valid empty one; its control
         // points at `tos_space` (≤ 64) writable, aligned bytes, in which
@@ -250,25 +218,10 @@ pub fn send_each_classed(
             if c.is_null() {
                 return Err(io::Error::other("no room for the control message"));
             }
-            (*c).cmsg_level = level;
-            (*c).cmsg_type = kind;
-            (*c).cmsg_len = tos_len;
-            std::ptr::write_unaligned(
-                libc::CMSG_DATA(c).cast::<libc::c_int>(),
-                libc::c_int::from(tos),
-            );
+            put_tos(c, dest, tos);
         }
     }
-    let mut iov = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; MAX_SEGMENTS];
-    for (v, p) in iov.iter_mut().zip(parts) {
-        *v = libc::iovec {
-            iov_base: p.as_ptr() as *mut libc::c_void,
-            iov_len: p.len(),
-        };
-    }
+    let mut iov = iovecs(parts);
     // SAFETY: an all-zero mmsghdr is a valid empty one.
     let mut msgs: [libc::mmsghdr; MAX_SEGMENTS] = unsafe { std::mem::zeroed() };
     for (m, v) in msgs.iter_mut().zip(iov.iter_mut()).take(parts.len()) {
@@ -297,6 +250,47 @@ pub fn send_each_classed(
         Err(io::Error::last_os_error())
     } else {
         Ok(n as usize)
+    }
+}
+
+/// One `iovec` per part (the first `parts.len()` of them), pointing into
+/// the parts: valid while they live.
+fn iovecs(parts: &[&[u8]]) -> [libc::iovec; MAX_SEGMENTS] {
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_SEGMENTS];
+    for (v, p) in iov.iter_mut().zip(parts) {
+        *v = libc::iovec {
+            iov_base: p.as_ptr() as *mut libc::c_void,
+            iov_len: p.len(),
+        };
+    }
+    iov
+}
+
+/// Writes at `c` the control message that sets a datagram's TOS byte
+/// (IPv4) or traffic class (IPv6) to `tos`.
+///
+/// # Safety
+/// `c` is a control message header inside a control buffer, with room
+/// for `CMSG_SPACE(size_of::<c_int>())` bytes from it.
+unsafe fn put_tos(c: *mut libc::cmsghdr, dest: SocketAddr, tos: u8) {
+    let (level, kind) = if dest.is_ipv4() {
+        (libc::IPPROTO_IP, libc::IP_TOS)
+    } else {
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
+    };
+    // SAFETY: the caller's promise: `c` has room for the header and an
+    // int of data; CMSG_LEN is arithmetic.
+    unsafe {
+        (*c).cmsg_level = level;
+        (*c).cmsg_type = kind;
+        (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize;
+        std::ptr::write_unaligned(
+            libc::CMSG_DATA(c).cast::<libc::c_int>(),
+            libc::c_int::from(tos),
+        );
     }
 }
 
