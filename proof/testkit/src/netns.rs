@@ -415,7 +415,7 @@ impl Host {
     }
 
     /// Drops `percent` % of the UDP and TCP packets this host receives from
-    /// `from`, at random (an nftables rule on the input hook: `netem` is not
+    /// `from` (all of them at 100 or more), at random (an nftables rule on the input hook: `netem` is not
     /// available here); replaces any earlier rule. Returns how many it
     /// dropped so far with [`Host::dropped`]. Needs `nft` (Debian's
     /// `nftables`).
@@ -429,9 +429,16 @@ impl Host {
         };
         nft("add table inet tagwire-loss")?;
         nft("add chain inet tagwire-loss input { type filter hook input priority 0 ; }")?;
+        // (nft takes `numgen random mod 100 < N` only for N ≤ 99: 100 %
+        // is every packet.)
+        let random = if percent >= 100 {
+            String::new()
+        } else {
+            format!("numgen random mod 100 < {percent} ")
+        };
         nft(&format!(
             "add rule inet tagwire-loss input ip saddr {from} meta l4proto {{ udp, tcp }} \
-             numgen random mod 100 < {percent} counter drop"
+             {random}counter drop"
         ))
     }
 

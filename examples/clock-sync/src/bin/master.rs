@@ -71,6 +71,12 @@ fn replier(
         let tag = reply_tag(slave);
         tw.create_tag(&tag, Domain::Global)?;
         let mut p = tw.publisher(&tag)?;
+        // One slave's node cut off fills its reply stream's window; a
+        // master that waited there (1 s by default) would stop answering
+        // every other slave and stop its heartbeats, and the master that
+        // took over would then wait on the same slave. The reply is
+        // dropped instead (counted: `full=`), and the slave asks again.
+        p.set_send_timeout(Duration::ZERO);
         if a.variant == Variant::Ownership {
             p.set_strength(Some(strength(a.rank)));
         }
@@ -151,6 +157,8 @@ fn main() -> anyhow::Result<()> {
     let mut next_status = start + Duration::from_secs(1);
     let mut next_sync = start;
     let mut out = std::io::stdout();
+    // Replies dropped because their slave's stream was full.
+    let mut full = 0u64;
     writeln!(out, "ROLE backup")?;
     out.flush()?;
     loop {
@@ -220,7 +228,11 @@ fn main() -> anyhow::Result<()> {
                         ..r
                     };
                     if let Some(p) = repliers.get_mut(&r.slave) {
-                        p.send(&r.encode())?;
+                        match p.send(&r.encode()) {
+                            Ok(_) => {}
+                            Err(tagwire::Error::WindowFull { .. }) => full += 1,
+                            Err(e) => return Err(e.into()),
+                        }
                     }
                 }
                 Action::Role(active) => {
@@ -249,7 +261,7 @@ fn main() -> anyhow::Result<()> {
             let (offset, bound) = sync.best(realtime()).unwrap_or((0, 0));
             writeln!(
                 out,
-                "STATUS id={} active={} answering={} pending={} dropped={} offset_ns={offset} bound_ns={bound} \
+                "STATUS id={} active={} answering={} pending={} dropped={} full={full} offset_ns={offset} bound_ns={bound} \
                  lost_requests={} lost_masters={}",
                 a.id,
                 m.is_active(),
