@@ -10,8 +10,8 @@ use tagwire_perf::suite::{self, Mode, SuiteOpts};
 use tagwire_perf::workload::{self, Acks, Env};
 
 mod own;
+mod play;
 mod record;
-use own::{costs, footprint, napa, place, priority};
 
 /// Arguments of `tagwire perf`.
 #[derive(Debug, clap::Args)]
@@ -85,6 +85,20 @@ enum Bench {
         /// The recorder's compressions to run (none, lz4, zstd).
         #[arg(long, value_delimiter = ',', default_value = "none,lz4,zstd")]
         compression: Vec<String>,
+    },
+    /// How closely `tagwire play` keeps a recording's timing: three
+    /// publishers at `--hz` each recorded, played back, each message's
+    /// time against its log time, beside the publishers' own (the floor).
+    Play {
+        /// Messages per second of each publisher.
+        #[arg(long, default_value_t = 10_000.0)]
+        hz: f64,
+        /// Messages of each publisher per repetition.
+        #[arg(long, default_value_t = 33_334)]
+        count: usize,
+        /// Publishers, recorder, player and subscribers at this policy.
+        #[arg(long, value_parser = str::parse::<tagwire::Sched>)]
+        sched: Option<tagwire::Sched>,
     },
     /// What each API call costs its caller (create/destroy tag, get and
     /// release send access, subscribe/unsubscribe, send and receive per
@@ -418,28 +432,8 @@ pub(crate) fn worker(a: WorkerArgs) -> anyhow::Result<()> {
 }
 
 pub(crate) fn run(a: Args) -> anyhow::Result<()> {
-    if let Bench::Footprint = a.bench {
-        return footprint(&a);
-    }
-    if let Bench::Record {
-        size,
-        count,
-        compression,
-    } = &a.bench
-    {
-        return record::record(&a, *size, *count, compression);
-    }
-    if let Bench::Place { max_nodes } = a.bench {
-        return place(&a, max_nodes);
-    }
-    if let Bench::Napa { .. } = a.bench {
-        return napa(&a);
-    }
-    if let Bench::Priority { .. } = a.bench {
-        return priority(&a);
-    }
-    if let Bench::Costs { .. } = a.bench {
-        return costs(&a);
+    if let Some(done) = own::run(&a) {
+        return done;
     }
     if a.bench.is_remote() {
         return remote(&a);
@@ -449,6 +443,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
     let (name, records) = match &a.bench {
         Bench::Footprint
         | Bench::Record { .. }
+        | Bench::Play { .. }
         | Bench::Costs { .. }
         | Bench::Place { .. }
         | Bench::Napa { .. }
@@ -662,6 +657,7 @@ fn remote(a: &Args) -> anyhow::Result<()> {
         | Bench::Fanout { .. }
         | Bench::Footprint
         | Bench::Record { .. }
+        | Bench::Play { .. }
         | Bench::Costs { .. }
         | Bench::Pull { .. }
         | Bench::Table2 { .. }

@@ -640,3 +640,18 @@ fn record_writes_every_message_of_a_lossless_recording_beside_a_plain_subscriber
         }
     }
 }
+
+#[test]
+fn play_reports_its_timing_error_beside_the_publishers_floor() {
+    let recs = perf(&["play", "--count", "2000", "--hz", "5000"]);
+    assert_eq!(recs.len(), 1);
+    let r = &recs[0];
+    assert_eq!(r["messages"], 6000, "{r}");
+    for measure in ["sent_us", "arrived_us", "floor_us"] {
+        let [p50, p99, max] = [0, 1, 2].map(|i| r[measure][i].as_f64().unwrap());
+        assert!(p50 <= p99 && p99 <= max, "{measure}: {r}");
+        // A play that kept no timing would be off by up to half the
+        // 0.4 s recording.
+        assert!(p50 < 50_000.0, "{measure}: {r}");
+    }
+}

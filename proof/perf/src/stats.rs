@@ -122,6 +122,43 @@ fn min_max(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
         })
 }
 
+/// How far a replay kept the relative timing of a recording: for each
+/// stream (by index) the times things happened (`actual`, ns) against
+/// the times recorded for them (`expected`, ns, the same count), the
+/// differences less their median (a replay starts at another moment),
+/// as absolute errors: p50, p99 (the same nearest rank as
+/// [`percentile_sorted`]) and the largest. `None` when the streams'
+/// lengths differ or there is nothing to compare.
+pub fn relative_timing_errors(expected: &[Vec<u64>], actual: &[Vec<u64>]) -> Option<[Duration; 3]> {
+    if expected.len() != actual.len() {
+        return None;
+    }
+    let mut offsets = Vec::new();
+    for (e, a) in expected.iter().zip(actual) {
+        if e.len() != a.len() {
+            return None;
+        }
+        offsets.extend(
+            e.iter()
+                .zip(a)
+                .map(|(e, a)| i128::from(*a) - i128::from(*e)),
+        );
+    }
+    let mut sorted = offsets.clone();
+    sorted.sort_unstable();
+    let median = *sorted.get(sorted.len() / 2)?;
+    let mut errors: Vec<u64> = offsets
+        .iter()
+        .map(|o| u64::try_from((o - median).unsigned_abs()).unwrap_or(u64::MAX))
+        .collect();
+    errors.sort_unstable();
+    let rank = |p: f64| {
+        let r = ((p / 100.0) * errors.len() as f64).ceil() as usize;
+        Duration::from_nanos(errors[r.clamp(1, errors.len()) - 1])
+    };
+    Some([rank(50.0), rank(99.0), rank(100.0)])
+}
+
 /// Latency over several repetitions of the same measurement.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Repeated {
@@ -195,6 +232,36 @@ impl RepeatedRate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timing_errors_take_the_common_offset_off() {
+        // A replay 5 s later, one event of 100 late by 2 ms, one by 7 ms.
+        let expected: Vec<Vec<u64>> = vec![
+            (0..60).map(|i| i * 1_000_000).collect(),
+            (0..40).map(|i| i * 1_500_000).collect(),
+        ];
+        let mut actual: Vec<Vec<u64>> = expected
+            .iter()
+            .map(|s| s.iter().map(|t| t + 5_000_000_000).collect())
+            .collect();
+        actual[0][10] += 2_000_000;
+        actual[1][3] += 7_000_000;
+        let [p50, p99, max] = relative_timing_errors(&expected, &actual).unwrap();
+        assert_eq!(p50, Duration::ZERO);
+        assert_eq!(p99, Duration::from_millis(2));
+        assert_eq!(max, Duration::from_millis(7));
+        // Early counts as much as late.
+        actual[1][3] -= 14_000_000;
+        let [_, _, max] = relative_timing_errors(&expected, &actual).unwrap();
+        assert_eq!(max, Duration::from_millis(7));
+        // A replay that ignores the timing (all at once) is far off.
+        let flat: Vec<Vec<u64>> = expected.iter().map(|s| vec![0; s.len()]).collect();
+        let [_, p99, _] = relative_timing_errors(&expected, &flat).unwrap();
+        assert!(p99 >= Duration::from_millis(20), "{p99:?}");
+        assert!(relative_timing_errors(&expected, &flat[..1]).is_none());
+        assert!(relative_timing_errors(&[vec![1]], &[vec![]]).is_none());
+        assert!(relative_timing_errors(&[], &[]).is_none());
+    }
 
     #[test]
     fn nearest_rank_percentiles() {

@@ -1,6 +1,6 @@
 //! The benchmarks of `tagwire perf` that set up their own daemons and
-//! write their own records (footprint, costs, napa, priority, place),
-//! beside the suite's ones in `perf.rs`.
+//! write their own records (footprint, costs, napa, priority, place; record
+//! and play in files of their own), beside the suite's ones in `perf.rs`.
 
 use std::time::Duration;
 
@@ -9,6 +9,25 @@ use std::io::Write as _;
 use tagwire_perf::{remote, report};
 
 use super::{daemon_for, parse_pin, tempfile_dir, Args, Bench};
+
+/// Runs `a`'s benchmark if it is one of these (or record or play):
+/// `None` for the suite's.
+pub(super) fn run(a: &Args) -> Option<anyhow::Result<()>> {
+    Some(match &a.bench {
+        Bench::Footprint => footprint(a),
+        Bench::Record {
+            size,
+            count,
+            compression,
+        } => super::record::record(a, *size, *count, compression),
+        Bench::Play { hz, count, sched } => super::play::play(a, *hz, *count, *sched),
+        Bench::Place { max_nodes } => place(a, *max_nodes),
+        Bench::Napa { .. } => napa(a),
+        Bench::Priority { .. } => priority(a),
+        Bench::Costs { .. } => costs(a),
+        _ => return None,
+    })
+}
 
 /// Prints a benchmark's records (`json`: JSON lines, with `--json`; else
 /// `table`) and writes both to `NAME.json` and `NAME.txt` under `--out`.
@@ -25,7 +44,7 @@ pub(super) fn save(a: &Args, name: &str, json: &[u8], table: &str) -> anyhow::Re
     Ok(())
 }
 
-pub(super) fn footprint(a: &Args) -> anyhow::Result<()> {
+fn footprint(a: &Args) -> anyhow::Result<()> {
     let dir = tempfile_dir()?;
     let f = tagwire_perf::footprint::measure(&std::env::current_exe()?, &dir);
     let _ = std::fs::remove_dir_all(&dir);
@@ -43,7 +62,7 @@ pub(super) fn footprint(a: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(super) fn costs(a: &Args) -> anyhow::Result<()> {
+fn costs(a: &Args) -> anyhow::Result<()> {
     let Bench::Costs {
         calls,
         sizes,
@@ -95,7 +114,7 @@ pub(super) fn costs(a: &Args) -> anyhow::Result<()> {
     )
 }
 
-pub(super) fn napa(a: &Args) -> anyhow::Result<()> {
+fn napa(a: &Args) -> anyhow::Result<()> {
     let Bench::Napa {
         rates,
         sizes,
@@ -158,7 +177,7 @@ pub(super) fn napa(a: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(super) fn priority(a: &Args) -> anyhow::Result<()> {
+fn priority(a: &Args) -> anyhow::Result<()> {
     use tagwire_perf::priority::Figure;
     let Bench::Priority {
         figure,
@@ -248,7 +267,7 @@ fn parse_rate(s: &str) -> anyhow::Result<u64> {
     Ok((n * mul as f64) as u64)
 }
 
-pub(super) fn place(a: &Args, max_nodes: usize) -> anyhow::Result<()> {
+fn place(a: &Args, max_nodes: usize) -> anyhow::Result<()> {
     let records = tagwire_perf::place::measure(max_nodes, a.reps, |name| {
         eprintln!("perf place: {name}");
     })?;
