@@ -40,6 +40,9 @@ struct Run {
     floor_us: [f64; 3],
 }
 
+/// One of a run's three measures.
+type Measure = fn(&Run) -> [f64; 3];
+
 /// The size of publisher `p`'s message `i`.
 fn size(p: usize, i: usize) -> usize {
     match i % 1000 {
@@ -303,11 +306,11 @@ fn table(runs: &[Run], sched: Option<Sched>) -> String {
         "{:<28} {:>10} {:>20} {:>10} {:>20} {:>10} {:>12}",
         "measure", "p50 µs", "(range)", "p99 µs", "(range)", "max µs", "p99 / floor"
     );
-    let pick = |f: fn(&Run) -> [f64; 3], i: usize| -> [f64; 3] {
+    let pick = |f: Measure, i: usize| -> [f64; 3] {
         spread(&runs.iter().map(|r| f(r)[i]).collect::<Vec<_>>())
     };
     let floor99 = pick(|r| r.floor_us, 1)[0];
-    let rows: [(&str, fn(&Run) -> [f64; 3]); 3] = [
+    let rows: [(&str, Measure); 3] = [
         ("play, as sent", |r| r.sent_us),
         ("play, as arrived", |r| r.arrived_us),
         ("floor: publishers' sends", |r| r.floor_us),
