@@ -226,3 +226,49 @@ fn outstanding_requests_are_bounded() {
     let a = m.tick(t0 + cfg.settle, 0);
     assert_eq!(replies(&a), vec![(1, 7), (1, 8), (1, 9), (1, 10)]);
 }
+
+#[test]
+fn the_wire_bytes_are_pinned() {
+    // The same hex is in the C++ programs' test (cpp/clock_sync_test.cpp):
+    // C++ and Rust masters and slaves work together.
+    let hex = |b: Vec<u8>| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let r = Request {
+        slave: 3,
+        seq: 7,
+        t1: -5,
+    };
+    assert_eq!(
+        hex(r.encode()),
+        "01030000000700000000000000fbffffffffffffff"
+    );
+    let rep = Reply {
+        slave: 3,
+        seq: 7,
+        t1: 1,
+        t2: 2,
+        t3: 3,
+        master: 9,
+    };
+    assert_eq!(
+        hex(rep.encode()),
+        "0203000000070000000000000001000000000000000200000000000000030000000000000009000000"
+    );
+    assert_eq!(
+        hex(heartbeat(1, 0, true, vec![(2, 9)]).encode()),
+        "0301000000000000000101000000020000000900000000000000"
+    );
+    assert_eq!(
+        hex(MasterMsg::SyncRequest { from: 4, t1: 77 }.encode()),
+        "04040000004d00000000000000"
+    );
+    let sync = MasterMsg::SyncReply {
+        to: 4,
+        t1: 77,
+        t2: 80,
+        t3: 81,
+    };
+    assert_eq!(
+        hex(sync.encode()),
+        "05040000004d0000000000000050000000000000005100000000000000"
+    );
+}

@@ -8,12 +8,19 @@
 //! replies (but the one-way cut's deaf slave), keep its clock within the
 //! stated bound, and in the end hear one master only.
 //!
+//! The `mixed_` tests cast C++ programs (`cpp/`: the master on the C++
+//! API, the slave on the paper's DistTag_IPC) beside Rust ones: masters
+//! 1 and 3 and slaves 1 and 3 are C++.
+//!
 //! Needs root (network namespaces): without it each test prints
-//! `skipped: <reason>` and passes; `.ci/run` runs it as root.
+//! `skipped: <reason>` and passes; `.ci/run` runs it as root. The mixed
+//! tests build the C++ programs with cmake (skipped, saying so, without
+//! cmake or GoogleTest).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -51,16 +58,55 @@ enum Fault {
     OneWay,
 }
 
+/// The programs that play each master and each slave.
+#[derive(Clone)]
+struct Cast {
+    masters: [PathBuf; 3],
+    slaves: [PathBuf; 4],
+}
+
+impl Cast {
+    /// Every part played by the Rust programs.
+    fn rust() -> Cast {
+        let m = PathBuf::from(env!("CARGO_BIN_EXE_clock-master"));
+        let s = PathBuf::from(env!("CARGO_BIN_EXE_clock-slave"));
+        Cast {
+            masters: [m.clone(), m.clone(), m],
+            slaves: [s.clone(), s.clone(), s.clone(), s],
+        }
+    }
+
+    /// Masters 1 and 3 and slaves 1 and 3 played by the C++ programs
+    /// (built with cmake), the others by the Rust ones; `Err` says why
+    /// the C++ ones cannot be built here.
+    fn mixed() -> Result<Cast, String> {
+        let dir = tagwire_bindings_tests::cmake_build("cmake-ffi", false)
+            .map_err(|s| s.0)?
+            .join("cpp/clock-sync");
+        let mut c = Cast::rust();
+        c.masters[0] = dir.join("tagwire-clock-master");
+        c.masters[2] = c.masters[0].clone();
+        c.slaves[0] = dir.join("tagwire-clock-slave");
+        c.slaves[2] = c.slaves[0].clone();
+        Ok(c)
+    }
+}
+
 /// A running master and the lines it printed.
 struct MasterProc {
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
 }
 
-fn start_master(site: &Site, variant: &str, (id, rank, host): (u32, u32, usize)) -> MasterProc {
+fn start_master(
+    site: &Site,
+    program: &Path,
+    variant: &str,
+    (id, rank, host): (u32, u32, usize),
+) -> MasterProc {
     let mut child = site
         .host(host)
-        .command(env!("CARGO_BIN_EXE_clock-master"))
+        .command(program)
         .args(["--id", &id.to_string(), "--rank", &rank.to_string()])
         .args(["--variant", variant, "--heartbeat-ms"])
         .arg(HEARTBEAT.as_millis().to_string())
@@ -127,6 +173,10 @@ fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
 }
 
 fn run(variant: &str, fault: Fault, cycles: usize) {
+    run_cast(&Cast::rust(), variant, fault, cycles);
+}
+
+fn run_cast(cast: &Cast, variant: &str, fault: Fault, cycles: usize) {
     if let Some(reason) = tagwire_testkit::skip_reason() {
         println!("skipped: {reason}");
         return;
@@ -146,7 +196,8 @@ fn run(variant: &str, fault: Fault, cycles: usize) {
     let site = Site::new(3).unwrap();
     let mut masters: Vec<MasterProc> = MASTERS
         .iter()
-        .map(|m| start_master(&site, variant, *m))
+        .zip(&cast.masters)
+        .map(|(m, program)| start_master(&site, program, variant, *m))
         .collect();
     // The rank-0 master answers once it has settled.
     wait_until("master 1 answers", Duration::from_secs(10), || {
@@ -159,9 +210,10 @@ fn run(variant: &str, fault: Fault, cycles: usize) {
     let seconds = 1.5 + cycle.as_secs_f64() * cycles as f64 + 1.5;
     let slaves: Vec<Child> = SLAVES
         .iter()
-        .map(|(id, host)| {
+        .zip(&cast.slaves)
+        .map(|((id, host), program)| {
             site.host(*host)
-                .command(env!("CARGO_BIN_EXE_clock-slave"))
+                .command(program)
                 .args([
                     "--id",
                     &id.to_string(),
@@ -202,7 +254,7 @@ fn run(variant: &str, fault: Fault, cycles: usize) {
                     "cycle {i}: one master answers after master {} died",
                     MASTERS[which].0
                 );
-                masters[which] = start_master(&site, variant, MASTERS[which]);
+                masters[which] = start_master(&site, &cast.masters[which], variant, MASTERS[which]);
             }
             Fault::OneWay => {
                 let from = site.host(0).addr();
@@ -329,4 +381,33 @@ fn ownership_ten_kills_of_the_strongest_master_in_a_row() {
 #[test]
 fn ownership_the_strongest_masters_link_cut_three_times() {
     run("ownership", Fault::LinkDown, 3);
+}
+
+/// The mixed cast, or why it cannot play here (printed, and the test
+/// passes: cmake and GoogleTest are `.ci/run`'s to install).
+fn mixed() -> Option<Cast> {
+    if let Some(reason) = tagwire_testkit::skip_reason() {
+        println!("skipped: {reason}");
+        return None;
+    }
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Cast::mixed()
+        .map_err(|why| println!("skipped: the C++ programs: {why}"))
+        .ok()
+}
+
+#[test]
+fn mixed_cpp_and_rust_ten_kills_of_the_answering_master_in_a_row() {
+    if let Some(cast) = mixed() {
+        run_cast(&cast, "handshake", Fault::Kill, 10);
+    }
+}
+
+#[test]
+fn mixed_cpp_and_rust_the_answering_masters_link_cut_three_times() {
+    if let Some(cast) = mixed() {
+        run_cast(&cast, "handshake", Fault::LinkDown, 3);
+    }
 }
