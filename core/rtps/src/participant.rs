@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::discovery::{EndpointData, ParticipantData, BUILTIN_ENDPOINTS};
 use crate::message::{Header, Message};
 use crate::qos::{Durability, History, Mismatch, Qos, Reliability};
-use crate::reliable::{Change, Reader, Writer};
+use crate::reliable::{Change, Reader, ReaderStart, Writer};
 use crate::sedp::{Sedp, SedpEvent};
 use crate::spdp::{Spdp, SpdpConfig, SpdpEvent};
 use crate::types::{EntityId, Guid, GuidPrefix, Locator, SequenceNumber};
@@ -29,7 +29,7 @@ pub const MAX_ENDPOINTS: usize = 1024;
 pub const WRITER_DEPTH: usize = 256;
 
 /// This vendor id (unregistered: "tagwire").
-pub const VENDOR: [u8; 2] = [0x01, 0x99];
+pub const VENDOR: [u8; 2] = crate::types::VENDOR_TAGWIRE;
 
 /// What a participant is and where it listens.
 #[derive(Debug, Clone)]
@@ -247,7 +247,7 @@ impl Participant {
         let remote: Vec<EndpointData> = self.remote.values().cloned().collect();
         self.readers.insert(id, Local { data, end });
         for w in remote.iter().filter(|w| w.guid.entity.is_writer()) {
-            self.match_writer(id, w);
+            self.match_writer(now, id, w);
         }
         Some(id)
     }
@@ -327,9 +327,22 @@ impl Participant {
         if w.data.topic != r.topic {
             return;
         }
+        // A volatile reader starts at the next sample; a tagwire one is
+        // told so in the heartbeats addressed to it (see `ReaderStart`).
+        let start = if w.data.qos.durability != Durability::Volatile
+            && r.qos.durability != Durability::Volatile
+        {
+            ReaderStart::Kept
+        } else {
+            let told = self
+                .spdp
+                .remote(r.guid.prefix)
+                .is_some_and(|p| p.vendor == VENDOR);
+            ReaderStart::Next { told }
+        };
         match EndpointData::matches(r, &w.data) {
             Ok(()) => {
-                if w.end.add_reader(now, r.guid, locators) {
+                if w.end.add_reader_from(now, r.guid, locators, start) {
                     self.events.push_back(Event::Matched {
                         local: writer,
                         remote: r.guid,
@@ -344,7 +357,7 @@ impl Participant {
         }
     }
 
-    fn match_writer(&mut self, reader: EntityId, w: &EndpointData) {
+    fn match_writer(&mut self, now: Instant, reader: EntityId, w: &EndpointData) {
         let locators = self.locators(w);
         let Some(r) = self.readers.get_mut(&reader) else {
             return;
@@ -356,7 +369,7 @@ impl Participant {
             Ok(()) => {
                 let tl = w.qos.durability != Durability::Volatile
                     && r.data.qos.durability != Durability::Volatile;
-                if r.end.add_writer(w.guid, locators, tl) {
+                if r.end.add_writer(now, w.guid, locators, tl) {
                     self.events.push_back(Event::Matched {
                         local: reader,
                         remote: w.guid,
@@ -445,7 +458,7 @@ impl Participant {
                     self.remote.insert(w.guid, w.clone());
                     let ids: Vec<EntityId> = self.readers.keys().copied().collect();
                     for id in ids {
-                        self.match_writer(id, &w);
+                        self.match_writer(now, id, &w);
                     }
                 }
                 SedpEvent::Reader(r) => {

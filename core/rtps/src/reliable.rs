@@ -12,7 +12,12 @@
 //!   first sample it lacks and whose bits are the others it lacks (count
 //!   strictly increasing), skips what a GAP or a heartbeat's first number
 //!   says will not come and counts it lost, and starts a volatile match at
-//!   the writer's next sample and a transient-local one at its first kept.
+//!   the writer's next sample and a transient-local one at its first kept;
+//! * where a volatile reader starts: it holds what comes until a
+//!   heartbeat says, asking with pre-emptive ACKNACKs; a tagwire writer
+//!   names the reader's own start in the heartbeats it addresses to it
+//!   ([`ReaderStart`]), another vendor's is followed from the end of its
+//!   first heartbeat (docs/dds.md, "Where a volatile reader starts").
 //!
 //! A sample larger than [`MAX_UNFRAGMENTED`](crate::frag::MAX_UNFRAGMENTED) goes in DATA_FRAG submessages
 //! of [`FRAGMENT_SIZE`](crate::frag::FRAGMENT_SIZE) bytes, ten to a datagram, each datagram but the
@@ -30,7 +35,7 @@ mod reader;
 mod writer;
 
 pub use reader::{Delivery, Reader};
-pub use writer::Writer;
+pub use writer::{ReaderStart, Writer};
 
 use crate::plist::{pid, ListBuilder, ParameterList};
 use crate::types::Time;

@@ -90,12 +90,16 @@ impl Sedp {
                 .add_reader(now, guid(EntityId::SEDP_SUBSCRIPTIONS_READER), at.clone());
         }
         if bes & PUBLICATIONS_ANNOUNCER != 0 {
-            self.pub_reader
-                .add_writer(guid(EntityId::SEDP_PUBLICATIONS_WRITER), at.clone(), true);
+            self.pub_reader.add_writer(
+                now,
+                guid(EntityId::SEDP_PUBLICATIONS_WRITER),
+                at.clone(),
+                true,
+            );
         }
         if bes & SUBSCRIPTIONS_ANNOUNCER != 0 {
             self.sub_reader
-                .add_writer(guid(EntityId::SEDP_SUBSCRIPTIONS_WRITER), at, true);
+                .add_writer(now, guid(EntityId::SEDP_SUBSCRIPTIONS_WRITER), at, true);
         }
     }
 

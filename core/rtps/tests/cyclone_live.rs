@@ -296,7 +296,7 @@ fn cyclone_writer_to_our_reader(size: usize, rate: &str, want: usize, id: u8, be
                 for e in events {
                     if let SedpEvent::Writer(w) = e {
                         if EndpointData::matches(&ours, &w).is_ok() {
-                            reader.add_writer(w.guid, data_locators(&w, spdp), false);
+                            reader.add_writer(now, w.guid, data_locators(&w, spdp), false);
                             *matched = Some(w);
                         }
                     }

@@ -68,8 +68,27 @@ fn qos(writer: bool, reliable: bool) -> Qos {
     q
 }
 
+/// One datagram in five lost, at random (`seed`): a fixed pattern such as
+/// every fifth can line up with the protocols' periodic sends and lose
+/// the same announcement every time.
+fn one_in_five(seed: u64) -> impl FnMut(usize) -> bool {
+    move |n: usize| {
+        let mut x = (n as u64 ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x ^= x >> 29;
+        x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x ^= x >> 32;
+        x % 5 == 0
+    }
+}
+
 #[test]
 fn a_reliable_writers_samples_reach_the_matched_reader_in_order_over_a_lossy_wire() {
+    for seed in 1..=4 {
+        samples_in_order_over_a_lossy_wire(seed);
+    }
+}
+
+fn samples_in_order_over_a_lossy_wire(seed: u64) {
     let mut now = Instant::now();
     let mut parts = [participant(1, now), participant(2, now)];
     let w = parts[0]
@@ -92,8 +111,8 @@ fn a_reliable_writers_samples_reach_the_matched_reader_in_order_over_a_lossy_wir
             qos(false, true),
         )
         .unwrap();
-    // Every fifth datagram is lost, discovery's included.
-    let mut lossy = |n: usize| n % 5 == 0;
+    // One datagram in five is lost, discovery's included.
+    let mut lossy = one_in_five(seed);
     let ev = run(&mut parts, &mut now, Duration::from_secs(3), &mut lossy);
     assert!(ev[0]
         .iter()
@@ -117,7 +136,7 @@ fn a_reliable_writers_samples_reach_the_matched_reader_in_order_over_a_lossy_wir
             _ => None,
         })
         .collect();
-    assert_eq!(got, (0..50).collect::<Vec<_>>());
+    assert_eq!(got, (0..50).collect::<Vec<_>>(), "seed {seed}");
 }
 
 #[test]

@@ -7,7 +7,7 @@ use super::{Change, MAX_MATCHES};
 use crate::frag::Reassembly;
 use crate::message::{Header, Message, MessageBuilder, Submessage};
 use crate::types::{
-    EntityId, Guid, Locator, SequenceNumber, SequenceNumberSet, Time, MAX_SET_BITS,
+    EntityId, Guid, Locator, SequenceNumber, SequenceNumberSet, Time, MAX_SET_BITS, VENDOR_TAGWIRE,
 };
 use crate::Transmit;
 
@@ -19,6 +19,11 @@ const MAX_PARTIAL: usize = 16;
 
 /// NACK_FRAGs sent with one ACKNACK at most.
 const MAX_NACK_FRAGS: usize = 8;
+
+/// How often a reliable volatile reader that does not know where a
+/// writer's samples start for it asks (a pre-emptive ACKNACK), until a
+/// heartbeat tells it.
+const START_ASK: Duration = Duration::from_millis(50);
 
 /// A sample a reader delivers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,9 +95,13 @@ impl Reader {
         }
     }
 
-    /// Matches a writer reached at `locators`.
+    /// Matches a writer reached at `locators` at `now`. A reliable
+    /// volatile reader asks it at once where it starts (a pre-emptive
+    /// ACKNACK, again every [`START_ASK`] until a heartbeat says), and
+    /// holds what arrives meanwhile.
     pub fn add_writer(
         &mut self,
+        now: Instant,
         writer: Guid,
         locators: Vec<Locator>,
         transient_local: bool,
@@ -112,7 +121,7 @@ impl Reader {
                 hb_count: None,
                 acknack_count: 0,
                 nackfrag_count: 0,
-                ack_due: None,
+                ack_due: (self.reliable && !transient_local).then_some(now),
                 lost: 0,
             },
         );
@@ -131,6 +140,9 @@ impl Reader {
 
     /// Handles a datagram from a writer's participant.
     pub fn handle_message(&mut self, now: Instant, m: &Message<'_>) {
+        // A tagwire writer names a volatile reader's own start in the
+        // heartbeats it addresses to it; another vendor's writer does not.
+        let told = m.header.vendor == VENDOR_TAGWIRE;
         let mut src = m.header.prefix;
         let mut ts = None;
         for s in &m.submessages {
@@ -154,10 +166,12 @@ impl Reader {
                         // inline QoS): nothing to deliver, but it is not
                         // waited for either.
                         let c = (c.status != 0 || d.payload.is_some() && !d.key).then_some(c);
-                        // A volatile reader starts at the first sample it
-                        // gets; a transient-local one where the writer's
-                        // heartbeat says its history starts.
-                        if w.next.is_none() && !w.transient_local {
+                        // A best-effort volatile reader starts at the first
+                        // sample it gets. A reliable one holds what comes
+                        // until a heartbeat says where it starts (a sample
+                        // lost just before the first it got is then asked
+                        // for, not skipped), as a transient-local one does.
+                        if w.next.is_none() && !w.transient_local && !self.reliable {
                             w.next = Some(sn);
                         }
                         let wanted = w.next.is_none_or(|n| sn >= n);
@@ -190,7 +204,7 @@ impl Reader {
                     };
                     if let Some(w) = self.writers.get_mut(&g) {
                         let sn = f.sn.0;
-                        if w.next.is_none() && !w.transient_local {
+                        if w.next.is_none() && !w.transient_local && !self.reliable {
                             w.next = Some(sn);
                         }
                         let wanted = w.next.is_none_or(|n| sn >= n)
@@ -219,6 +233,9 @@ impl Reader {
                         Self::drain(g, w, &mut self.deliveries, self.reliable);
                     }
                 }
+                // (Addressed to another reader of this participant: not ours.)
+                Submessage::Gap { reader, .. } | Submessage::Heartbeat { reader, .. }
+                    if *reader != EntityId::UNKNOWN && *reader != self.entity => {}
                 Submessage::Gap {
                     writer,
                     start,
@@ -248,6 +265,7 @@ impl Reader {
                     }
                 }
                 Submessage::Heartbeat {
+                    reader,
                     writer,
                     first,
                     last,
@@ -264,13 +282,23 @@ impl Reader {
                             continue;
                         }
                         w.hb_count = Some(*count);
-                        let start = if w.transient_local {
-                            first.0
-                        } else {
-                            last.0 + 1
-                        };
-                        let next = *w.next.get_or_insert(start.max(1));
                         w.last = w.last.max(last.0);
+                        if w.next.is_none()
+                            && !Self::start(
+                                g,
+                                w,
+                                told,
+                                *reader != EntityId::UNKNOWN,
+                                first.0,
+                                last.0,
+                                &mut self.deliveries,
+                            )
+                        {
+                            // Not told yet: hold, and keep asking.
+                            w.ack_due.get_or_insert(now + START_ASK);
+                            continue;
+                        }
+                        let Some(next) = w.next else { continue };
                         // What the writer no longer keeps will not come.
                         if first.0 > next {
                             w.lost += (first.0 - next) as u64;
@@ -293,6 +321,58 @@ impl Reader {
                 _ => {}
             }
         }
+    }
+
+    /// Where a reliable reader starts with writer `g`, from its first
+    /// heartbeat (`first`, `last`; `addressed` to this reader; `told`: the
+    /// writer is tagwire's); false while it cannot tell yet.
+    ///
+    /// - Transient local: at the first sample the writer keeps.
+    /// - Volatile, a tagwire writer: at the first sample a heartbeat
+    ///   addressed to this reader names (the writer's next sample when it
+    ///   matched this reader); an unaddressed one does not say, and what
+    ///   arrives is held until an addressed one comes.
+    /// - Volatile, another vendor's writer (no such statement): after the
+    ///   heartbeat's last sample, as Cyclone DDS's readers do; what this
+    ///   reader holds up to there is delivered in order and what it lacks
+    ///   there is not waited for (nor counted: it may never have been
+    ///   meant for this reader).
+    fn start(
+        g: Guid,
+        w: &mut WriterProxy,
+        told: bool,
+        addressed: bool,
+        first: i64,
+        last: i64,
+        out: &mut VecDeque<Delivery>,
+    ) -> bool {
+        let start = if w.transient_local {
+            first
+        } else if told {
+            if !addressed {
+                return false;
+            }
+            first
+        } else {
+            let held: Vec<i64> = w.pending.range(..=last).map(|(sn, _)| *sn).collect();
+            for sn in held {
+                if let Some(Some(change)) = w.pending.remove(&sn) {
+                    out.push_back(Delivery {
+                        writer: g,
+                        sn: SequenceNumber(sn),
+                        change,
+                    });
+                }
+            }
+            last.saturating_add(1)
+        };
+        let start = start.max(1);
+        w.pending.retain(|&sn, _| sn >= start);
+        w.partial.retain(|&sn, _| sn >= start);
+        w.next = Some(start);
+        // (No more asking where: what it lacks is asked for as usual.)
+        w.ack_due = None;
+        true
     }
 
     /// Moves in-order samples of `w` to the deliveries. A best-effort
@@ -351,7 +431,14 @@ impl Reader {
             }
             w.ack_due = None;
             w.acknack_count += 1;
-            let state = Self::missing(w);
+            let state = if w.next.is_none() && !w.transient_local {
+                // Where do I start? (Pre-emptive: nothing acknowledged,
+                // nothing asked for.) Asked again until a heartbeat says.
+                w.ack_due = Some(now + START_ASK);
+                SequenceNumberSet::empty(SequenceNumber(1))
+            } else {
+                Self::missing(w)
+            };
             let mut b = MessageBuilder::new(header);
             let ok = b.push(&Submessage::InfoDst(g.prefix)).is_ok()
                 && b.push(&Submessage::AckNack {

@@ -12,9 +12,31 @@ use crate::types::{
 };
 use crate::Transmit;
 
+/// Where a matched reader's samples begin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReaderStart {
+    /// At the first sample the writer keeps (a transient-local reader).
+    Kept,
+    /// At the writer's next sample (a volatile reader). `told`: the reader
+    /// is tagwire's, and every heartbeat addressed to it names that sample
+    /// as its first, so it knows where it starts even when samples reach
+    /// it before any heartbeat (one lost just after the match is then
+    /// asked for, not skipped). Other vendors' readers get the writer's
+    /// own first sample: Cyclone DDS applies a heartbeat to every reader of
+    /// its participant, whatever reader it names.
+    Next {
+        /// The reader is tagwire's.
+        told: bool,
+    },
+}
+
 #[derive(Debug)]
 struct ReaderProxy {
     locators: Vec<Locator>,
+    /// Its first sample (see [`ReaderStart`]).
+    start: i64,
+    /// Heartbeats addressed to it name `start` as their first sample.
+    told: bool,
     /// Every sample below this one is acknowledged.
     acked: i64,
     /// Samples it asked for again.
@@ -93,14 +115,30 @@ impl Writer {
     /// addressed to it at once (a transient-local reader then asks for
     /// what is kept; a volatile one starts after it).
     pub fn add_reader(&mut self, now: Instant, reader: Guid, locators: Vec<Locator>) -> bool {
+        self.add_reader_from(now, reader, locators, ReaderStart::Kept)
+    }
+
+    /// [`Writer::add_reader`] for a reader whose samples begin at `start`.
+    pub fn add_reader_from(
+        &mut self,
+        now: Instant,
+        reader: Guid,
+        locators: Vec<Locator>,
+        start: ReaderStart,
+    ) -> bool {
         if self.readers.len() >= MAX_MATCHES && !self.readers.contains_key(&reader) {
             return false;
         }
-        let first = self.first_kept();
+        let (first, told) = match start {
+            ReaderStart::Kept => (self.first_kept(), false),
+            ReaderStart::Next { told } => (self.next_sn, told),
+        };
         self.readers.insert(
             reader,
             ReaderProxy {
                 locators,
+                start: first,
+                told,
                 acked: first,
                 requested: BTreeSet::new(),
                 count: None,
@@ -108,7 +146,7 @@ impl Writer {
             },
         );
         if self.reliable {
-            self.heartbeat_to(reader);
+            self.heartbeat_to(reader, false);
             self.schedule_hb(now);
         }
         true
@@ -203,6 +241,17 @@ impl Writer {
         let Some(p) = self.readers.get_mut(&reader) else {
             return;
         };
+        if state.base.0 <= 1 && state.num_bits == 0 {
+            // A pre-emptive ACKNACK (a reader that does not know where it
+            // starts yet): a heartbeat addressed to it, final (nothing to
+            // answer), however often it comes. Cyclone DDS repeats them
+            // with count 0 until it hears one.
+            if p.count.is_none_or(|c| count > c) {
+                p.count = Some(count);
+            }
+            self.heartbeat_to(reader, true);
+            return;
+        }
         if p.count.is_some_and(|c| count <= c) {
             return; // an old or repeated ACKNACK
         }
@@ -221,7 +270,7 @@ impl Writer {
             // Nothing missing: a reader that acknowledged not all we have
             // (a pre-emptive ACKNACK) gets a heartbeat.
             if state.base.0 < self.next_sn && state.num_bits == 0 {
-                self.heartbeat_to(reader);
+                self.heartbeat_to(reader, false);
             }
             return;
         }
@@ -255,7 +304,7 @@ impl Writer {
         if let Some(g) = gap(&gone, reader.entity, self.entity) {
             let _ = b.push(&g);
         }
-        let _ = b.push(&self.heartbeat(reader.entity, false));
+        let _ = b.push(&self.heartbeat(Some(reader), false));
         self.send(b.finish(), &locators);
         self.schedule_hb(now);
     }
@@ -324,7 +373,11 @@ impl Writer {
         // The heartbeat that rides with a sample is final: a reader that
         // lacks nothing need not answer it (one datagram less back per
         // sample); the periodic one asks for the acknowledgements.
-        let hb = heartbeat.then(|| self.heartbeat(reader, true));
+        let to = dst.map(|prefix| Guid {
+            prefix,
+            entity: reader,
+        });
+        let hb = heartbeat.then(|| self.heartbeat(to, true));
         let Some(kept) = self.history.get(&sn) else {
             return Vec::new();
         };
@@ -416,7 +469,7 @@ impl Writer {
             return;
         }
         let mut b = MessageBuilder::new(self.header);
-        if b.push(&self.heartbeat(EntityId::UNKNOWN, false)).is_ok() {
+        if b.push(&self.heartbeat(None, false)).is_ok() {
             let to = self.all_locators();
             self.send(b.finish(), &to);
         }
@@ -483,12 +536,19 @@ impl Writer {
         })
     }
 
-    fn heartbeat(&mut self, reader: EntityId, final_flag: bool) -> Submessage<'static> {
+    /// A heartbeat to every reader (`None`) or addressed to `reader`: a
+    /// told reader's names its start as the first sample (or the first
+    /// kept, when the history dropped what followed the start).
+    fn heartbeat(&mut self, reader: Option<Guid>, final_flag: bool) -> Submessage<'static> {
         self.hb_count += 1;
+        let mut first = self.first_kept();
+        if let Some(p) = reader.and_then(|r| self.readers.get(&r)).filter(|p| p.told) {
+            first = first.max(p.start);
+        }
         Submessage::Heartbeat {
-            reader,
+            reader: reader.map_or(EntityId::UNKNOWN, |r| r.entity),
             writer: self.entity,
-            first: SequenceNumber(self.first_kept()),
+            first: SequenceNumber(first),
             last: SequenceNumber(self.next_sn - 1),
             count: self.hb_count,
             final_flag,
@@ -496,12 +556,12 @@ impl Writer {
         }
     }
 
-    fn heartbeat_to(&mut self, reader: Guid) {
+    fn heartbeat_to(&mut self, reader: Guid, final_flag: bool) {
         let Some(locators) = self.readers.get(&reader).map(|p| p.locators.clone()) else {
             return;
         };
         let mut b = MessageBuilder::new(self.header);
-        let hb = self.heartbeat(reader.entity, false);
+        let hb = self.heartbeat(Some(reader), final_flag);
         if b.push(&Submessage::InfoDst(reader.prefix)).is_ok() && b.push(&hb).is_ok() {
             self.send(b.finish(), &locators);
         }

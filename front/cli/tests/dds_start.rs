@@ -1,0 +1,93 @@
+//! Where a tagwire reader of a DDS topic starts with a Cyclone DDS writer
+//! that writes from the moment it exists (the DDS gateway of a `tagwire
+//! daemon` process, Cyclone DDS's Python binding): 200 samples at once,
+//! then one a millisecond. The gateway's volatile reader holds what
+//! arrives before a heartbeat says where it starts, and asks (a
+//! pre-emptive ACKNACK); with Cyclone on the other side it must neither
+//! start late nor wait: the tagwire subscriber's first sample is at most
+//! the first the writer wrote after it saw the match, every later one
+//! follows without a hole, and nothing is reported lost. (Here discovery
+//! matches them within the first sample or two.)
+//!
+//! Without Python's venv each test prints `skipped: <reason>`; `.ci/run`
+//! installs what they need.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tagwire::SubscribeOptions;
+
+#[path = "dds/support.rs"]
+mod support;
+use support::*;
+
+/// An `Item` sample's text (CDR: id, then the string's length, bytes, NUL).
+fn text(payload: &[u8]) -> String {
+    let len = u32::from_le_bytes(payload[8..12].try_into().unwrap()) as usize;
+    String::from_utf8_lossy(&payload[12..12 + len - 1]).into_owned()
+}
+
+#[test]
+fn a_tagwire_reader_starts_where_a_writing_cyclone_writer_matched_it() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/dds/counter_writer.py");
+    for (run, domain) in [53u32, 54, 55].into_iter().enumerate() {
+        let (_dir, _d, c) = daemon(domain, "/items Items Item key=i32@0\n");
+        // (Deep enough for the burst: a shallow one would report losses.)
+        let mut sub = c
+            .subscribe("/items", SubscribeOptions::default().depth(256))
+            .unwrap();
+        // 1,500 samples from before discovery: 200 at once, then one a
+        // millisecond.
+        let (_w, lines) = spawn_lines(
+            Command::new(&python)
+                .arg(&script)
+                .args([&domain.to_string(), "1500", "1", "200"])
+                .stderr(Stdio::inherit()),
+        );
+        let mut got: Vec<(u64, u64)> = Vec::new();
+        let until = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < until {
+            match sub.receive(Some(Duration::from_millis(200))) {
+                Ok(m) => {
+                    let t = text(&m.payload);
+                    let (n, at) = t.split_once(':').unwrap();
+                    got.push((n.parse().unwrap(), at.parse().unwrap()));
+                    if got.last().is_some_and(|(n, _)| *n == 1500) {
+                        break;
+                    }
+                }
+                Err(tagwire::Error::Timeout) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let said = lines.lock().unwrap().clone();
+        let (first, _) = *got
+            .first()
+            .unwrap_or_else(|| panic!("nothing came: {said:?}"));
+        let matched_at = got.iter().map(|(_, m)| *m).max().unwrap();
+        println!(
+            "run {run}: the writer saw the match after sample {matched_at}; the subscriber's first \
+             was {first}, then {} more",
+            got.len() - 1
+        );
+        assert!(matched_at > 0, "the writer never saw the match: {said:?}");
+        assert!(
+            first <= matched_at + 1,
+            "started late: first {first}, written after the match from {}",
+            matched_at + 1
+        );
+        assert!(
+            got.windows(2).all(|p| p[1].0 == p[0].0 + 1),
+            "a hole or a repeat: {:?}",
+            got.iter().map(|g| g.0).collect::<Vec<_>>()
+        );
+        assert_eq!(got.last().unwrap().0, 1500);
+        assert_eq!(sub.lost(), 0);
+    }
+}
