@@ -7,7 +7,7 @@ use crate::RtpsError;
 /// tagwire's vendor id in every RTPS header (unregistered: "tagwire").
 /// A reader and a writer that both carry it tell each other where a
 /// volatile reader starts ([`crate::reliable`]).
-pub const VENDOR_TAGWIRE: [u8; 2] = [0x01, 0x99];
+pub(crate) const VENDOR_TAGWIRE: [u8; 2] = [0x01, 0x99];
 
 /// The 12-byte prefix every entity of one participant shares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
