@@ -215,7 +215,8 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const tagwire::Error& e) {
-    std::cerr << "clock-master: " << e.what() << "\n";
-    return 1;
+    std::cerr << "clock-master: " << e.what() << std::endl;
+    // (Not a return: the receiving threads still use what main holds.)
+    std::_Exit(1);
   }
 }

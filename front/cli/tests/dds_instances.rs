@@ -52,12 +52,6 @@ fn writer(
 /// `Item` { @key long id; string text } is keyed by its first field.
 const MAP: &str = "/items Items Item key=i32@0\n";
 
-/// An `Item` sample's text (CDR: id, then the string's length, bytes, NUL).
-fn text(payload: &[u8]) -> String {
-    let len = u32::from_le_bytes(payload[8..12].try_into().unwrap()) as usize;
-    String::from_utf8_lossy(&payload[12..12 + len - 1]).into_owned()
-}
-
 #[test]
 fn a_cyclone_writers_instances_and_dispose_reach_a_tagwire_subscriber_by_key() {
     let Some(python) = python_or_skip() else {

@@ -24,12 +24,6 @@ use tagwire::SubscribeOptions;
 mod support;
 use support::*;
 
-/// An `Item` sample's text (CDR: id, then the string's length, bytes, NUL).
-fn text(payload: &[u8]) -> String {
-    let len = u32::from_le_bytes(payload[8..12].try_into().unwrap()) as usize;
-    String::from_utf8_lossy(&payload[12..12 + len - 1]).into_owned()
-}
-
 #[test]
 fn a_tagwire_reader_starts_where_a_writing_cyclone_writer_matched_it() {
     let Some(python) = python_or_skip() else {

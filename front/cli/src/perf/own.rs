@@ -29,6 +29,24 @@ pub(super) fn run(a: &Args) -> Option<anyhow::Result<()>> {
     })
 }
 
+/// The daemon a benchmark of the CLI's own commands talks to (see
+/// `daemon_for`; kept running while the handle lives) and a client of it.
+pub(super) fn daemon_and_client(
+    a: &Args,
+) -> anyhow::Result<(
+    std::path::PathBuf,
+    Option<tagwire_daemon::Daemon>,
+    tagwire::Client,
+)> {
+    let (socket, daemon) = daemon_for(a)?;
+    let client = tagwire::Client::with_options(tagwire::ClientOptions {
+        socket: socket.clone(),
+        autostart: false,
+        ..tagwire::ClientOptions::default()
+    })?;
+    Ok((socket, daemon, client))
+}
+
 /// Prints a benchmark's records (`json`: JSON lines, with `--json`; else
 /// `table`) and writes both to `NAME.json` and `NAME.txt` under `--out`.
 pub(super) fn save(a: &Args, name: &str, json: &[u8], table: &str) -> anyhow::Result<()> {

@@ -18,10 +18,10 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tagwire::{Client, ClientOptions, Domain, Sched, SubscribeOptions};
+use tagwire::{Domain, Sched, SubscribeOptions};
 use tagwire_perf::stats::{relative_timing_errors, spread};
 
-use super::{daemon_for, tempfile_dir, Args};
+use super::{tempfile_dir, Args};
 
 /// Publishers (and tags) of a recording.
 const PUBLISHERS: usize = 3;
@@ -64,12 +64,7 @@ fn us(d: [Duration; 3]) -> [f64; 3] {
 pub(super) fn play(a: &Args, hz: f64, count: usize, sched: Option<Sched>) -> anyhow::Result<()> {
     anyhow::ensure!(hz > 0.0 && hz.is_finite(), "--hz must be a positive rate");
     anyhow::ensure!(count >= 1000, "--count must be at least 1000");
-    let (socket, _daemon) = daemon_for(a)?;
-    let client = Client::with_options(ClientOptions {
-        socket: socket.clone(),
-        autostart: false,
-        ..ClientOptions::default()
-    })?;
+    let (socket, _daemon, client) = super::own::daemon_and_client(a)?;
     let dir = tempfile_dir()?;
     let exe = std::env::current_exe()?;
     let sched_arg = sched.map(|s| s.to_string());

@@ -13,9 +13,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tagwire::{Client, ClientOptions, Domain};
+use tagwire::Domain;
 
-use super::{daemon_for, tempfile_dir, Args};
+use super::{tempfile_dir, Args};
 
 /// One repetition of one system.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -38,12 +38,7 @@ pub(super) fn record(
     count: u64,
     compressions: &[String],
 ) -> anyhow::Result<()> {
-    let (socket, _daemon) = daemon_for(a)?;
-    let client = Client::with_options(ClientOptions {
-        socket: socket.clone(),
-        autostart: false,
-        ..ClientOptions::default()
-    })?;
+    let (socket, _daemon, client) = super::own::daemon_and_client(a)?;
     let dir = tempfile_dir()?;
     let exe = std::env::current_exe()?;
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/mcap-venv/bin/python");

@@ -152,3 +152,10 @@ pub(crate) fn python_or_skip() -> Option<PathBuf> {
 
 /// The Cyclone DDS Python binding the tests use (Cyclone DDS 11).
 pub(crate) const CYCLONEDDS_PY: &str = "11.0.1";
+
+/// An `Item` sample's text (`items.py`; CDR: id, then the string's
+/// length, bytes, NUL).
+pub(crate) fn text(payload: &[u8]) -> String {
+    let len = u32::from_le_bytes(payload[8..12].try_into().unwrap()) as usize;
+    String::from_utf8_lossy(&payload[12..12 + len - 1]).into_owned()
+}
