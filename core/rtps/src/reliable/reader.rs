@@ -97,7 +97,7 @@ impl Reader {
 
     /// Matches a writer reached at `locators` at `now`. A reliable
     /// volatile reader asks it at once where it starts (a pre-emptive
-    /// ACKNACK, again every [`START_ASK`] until a heartbeat says), and
+    /// ACKNACK, again every 50 ms until a heartbeat says), and
     /// holds what arrives meanwhile.
     pub fn add_writer(
         &mut self,
