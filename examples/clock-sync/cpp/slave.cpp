@@ -1,16 +1,20 @@
-// A clock slave in C++ on the paper's DistTag_IPC class, the same as the
-// Rust `clock-slave` in its handshake variant: asks for the time every
-// period on the masters' request tag, corrects its own clock (deliberately
-// off by --skew-ms) from the replies, and after --seconds prints one
-// `RESULT` line: requests, replies, requests never answered, duplicate
-// replies, the longest gap between replies, the largest clock error after
-// the first few replies (measurable here: the masters' reference is this
-// kernel's clock) and which masters answered.
+// A clock slave in C++, the same as the Rust `clock-slave`: asks for the
+// time every period on the masters' request tag, corrects its own clock
+// (deliberately off by --skew-ms) from the replies, and after --seconds
+// prints one `RESULT` line: requests, replies, requests never answered,
+// duplicate replies, the longest gap between replies, the largest clock
+// error after the first few replies (measurable here: the masters'
+// reference is this kernel's clock) and which masters answered.
+//
+// The handshake variant runs on the paper's DistTag_IPC class; the
+// ownership variant needs an exclusive subscription with a deadline, which
+// the paper's calls do not have, and runs on the C++ API.
 #include <tagwire.hpp>
 
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -27,21 +31,97 @@ std::int64_t realtime() {
 }
 
 [[noreturn]] void usage() {
-  std::cerr << "usage: tagwire-clock-slave --id N [--variant handshake] [--period-ms MS] [--heartbeat-ms MS]\n"
+  std::cerr << "usage: tagwire-clock-slave --id N [--variant handshake|ownership] [--period-ms MS] [--heartbeat-ms MS]\n"
                "       [--retry-ms MS] [--skew-ms MS] [--seconds S] [--settle-replies N]\n";
   std::exit(2);
 }
 
-[[noreturn]] void die(const char* what, DistTag_IPC& ipc) {
-  std::cerr << "clock-slave: " << what << ": " << ipc.Last_Error() << "\n";
+[[noreturn]] void die(const std::string& what) {
+  std::cerr << "clock-slave: " << what << "\n";
   std::exit(1);
 }
+
+/// What a slave needs of tagwire: to ask, and to take the next reply.
+class Link {
+ public:
+  virtual ~Link() = default;
+  virtual void ask(const Bytes& request) = 0;
+  /// A reply's length in `buf`, or nullopt when none came within `wait_ms`
+  /// (or the subscription reported a loss, counted in `overflows`).
+  virtual std::optional<std::size_t> next(std::uint8_t* buf, std::size_t cap, long wait_ms) = 0;
+  std::uint64_t overflows = 0;
+};
+
+/// The handshake variant: the paper's calls.
+class PaperLink : public Link {
+ public:
+  explicit PaperLink(const std::string& tag) : tag_(tag) {
+    if (ipc_.Create_Distribution_Tag(REQUEST_TAG, GLOBAL) < 0) fail("creating the request tag");
+    if (ipc_.Create_Distribution_Tag(tag_.c_str(), GLOBAL) < 0) fail("creating the reply tag");
+    if (ipc_.Subscribe(tag_.c_str()) < 0) fail("subscribing to the replies");
+    if (ipc_.Get_Send_Access(REQUEST_TAG) < 0) fail("getting send access to the requests");
+  }
+  void ask(const Bytes& b) override {
+    if (ipc_.Send_Message(REQUEST_TAG, b.data(), b.size()) < 0) fail("sending a request");
+  }
+  std::optional<std::size_t> next(std::uint8_t* buf, std::size_t cap, long wait_ms) override {
+    std::size_t len = cap;
+    int pid = ipc_.Receive_Message(tag_.c_str(), buf, &len, wait_ms);
+    if (pid == -TW_ERR_TIMEOUT) return std::nullopt;
+    if (pid == -TW_ERR_OVERFLOWED) {
+      // Reported (the paper's call says no more than that it happened).
+      ++overflows;
+      return std::nullopt;
+    }
+    if (pid < 0) fail("receiving a reply");
+    return len;
+  }
+
+ private:
+  [[noreturn]] void fail(const char* what) { die(std::string(what) + ": " + ipc_.Last_Error()); }
+  DistTag_IPC ipc_;  // $TAGWIRE_SOCKET, else the default socket
+  std::string tag_;
+};
+
+/// The ownership variant: only the strongest live master's replies
+/// (exclusive ownership), failing over when it misses a heartbeat.
+class OwnershipLink : public Link {
+ public:
+  OwnershipLink(const std::string& tag, milliseconds heartbeat)
+      : tw_(make(tag)), sub_(tw_.subscribe(tag, tagwire::SubscribeOptions().exclusive().deadline(heartbeat))),
+        pub_(tw_.publisher(REQUEST_TAG)) {}
+  void ask(const Bytes& b) override { pub_.send(b.data(), b.size()); }
+  std::optional<std::size_t> next(std::uint8_t* buf, std::size_t cap, long wait_ms) override {
+    try {
+      auto info = sub_.receive_into(std::span(reinterpret_cast<std::byte*>(buf), cap), milliseconds(wait_ms));
+      return info.len;
+    } catch (const tagwire::Timeout&) {
+    } catch (const tagwire::DeadlineMissed&) {
+      // The owner went quiet: the next strongest takes over.
+    } catch (const tagwire::Overflowed& e) {
+      overflows += e.lost();
+    }
+    return std::nullopt;
+  }
+
+ private:
+  static tagwire::Client make(const std::string& tag) {
+    tagwire::Client c;
+    c.create_tag(REQUEST_TAG);
+    c.create_tag(tag);
+    return c;
+  }
+  tagwire::Client tw_;
+  tagwire::Subscriber sub_;
+  tagwire::Publisher pub_;
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::optional<std::uint32_t> id;
-  long period_ms = 10, retry_ms = 50;
+  bool ownership = false;
+  long period_ms = 10, retry_ms = 50, heartbeat_ms = 100;
   double skew_ms = 2500.0, secs = 10.0;
   std::uint64_t settle_replies = 5;
   for (int i = 1; i < argc; ++i) {
@@ -50,14 +130,10 @@ int main(int argc, char** argv) {
     std::string v = argv[++i];
     if (a == "--id") id = static_cast<std::uint32_t>(std::stoul(v));
     else if (a == "--variant") {
-      // Exclusive ownership needs subscription options the paper's calls
-      // do not have: that variant is the Rust slave's.
-      if (v != "handshake") {
-        std::cerr << "clock-slave: the C++ slave runs the handshake variant only, not " << v << "\n";
-        return 2;
-      }
+      if (v != "handshake" && v != "ownership") usage();
+      ownership = v == "ownership";
     } else if (a == "--period-ms") period_ms = std::max(1L, std::stol(v));
-    else if (a == "--heartbeat-ms") (void)std::stol(v);  // (the ownership variant's deadline)
+    else if (a == "--heartbeat-ms") heartbeat_ms = std::max(1L, std::stol(v));
     else if (a == "--retry-ms") retry_ms = std::max(1L, std::stol(v));
     else if (a == "--skew-ms") skew_ms = std::stod(v);
     else if (a == "--seconds") secs = std::stod(v);
@@ -71,22 +147,27 @@ int main(int argc, char** argv) {
   // This slave's own clock, off by `skew`.
   auto raw = [&] { return realtime() + skew; };
 
-  DistTag_IPC ipc;  // $TAGWIRE_SOCKET, else the default socket
   const std::string tag = reply_tag(*id);
-  if (ipc.Create_Distribution_Tag(REQUEST_TAG, GLOBAL) < 0) die("creating the request tag", ipc);
-  if (ipc.Create_Distribution_Tag(tag.c_str(), GLOBAL) < 0) die("creating the reply tag", ipc);
-  if (ipc.Subscribe(tag.c_str()) < 0) die("subscribing to the replies", ipc);
-  if (ipc.Get_Send_Access(REQUEST_TAG) < 0) die("getting send access to the requests", ipc);
+  std::unique_ptr<Link> link;
+  try {
+    if (ownership) link = std::make_unique<OwnershipLink>(tag, milliseconds(heartbeat_ms));
+    else link = std::make_unique<PaperLink>(tag);
+  } catch (const tagwire::Error& e) {
+    die(e.what());
+  }
   auto ask = [&](std::uint64_t seq, std::int64_t t1) {
-    Bytes b = Request{*id, seq, t1}.encode();
-    if (ipc.Send_Message(REQUEST_TAG, b.data(), b.size()) < 0) die("sending a request", ipc);
+    try {
+      link->ask(Request{*id, seq, t1}.encode());
+    } catch (const tagwire::Error& e) {
+      die(std::string("sending a request: ") + e.what());
+    }
   };
 
   Estimator est;
   // Outstanding requests: seq -> (t1, when sent).
   std::map<std::uint64_t, std::pair<std::int64_t, Clock::time_point>> outstanding;
   std::set<std::uint64_t> answered;
-  std::uint64_t seq = 0, sent = 0, got = 0, duplicates = 0, resent = 0, overflows = 0;
+  std::uint64_t seq = 0, sent = 0, got = 0, duplicates = 0, resent = 0;
   Clock::duration max_gap{0};
   std::int64_t max_err = 0;
   std::optional<Clock::time_point> last_reply;
@@ -118,18 +199,16 @@ int main(int argc, char** argv) {
     }
     auto wait = now < sending_until ? next_send - now : end - now;
     long wait_ms = std::max<long>(1, static_cast<long>(ceil<milliseconds>(wait).count()));
-    std::size_t len = sizeof buf;
-    int pid = ipc.Receive_Message(tag.c_str(), buf, &len, wait_ms);
-    if (pid == -TW_ERR_TIMEOUT) continue;
-    if (pid == -TW_ERR_OVERFLOWED) {
-      // Reported (the paper's call says no more than that it happened).
-      ++overflows;
-      continue;
+    std::optional<std::size_t> len;
+    try {
+      len = link->next(buf, sizeof buf, wait_ms);
+    } catch (const tagwire::Error& e) {
+      die(std::string("receiving a reply: ") + e.what());
     }
-    if (pid < 0) die("receiving a reply", ipc);
+    if (!len) continue;
     std::int64_t t4 = raw();
     now = Clock::now();
-    auto r = Reply::decode(std::span<const std::uint8_t>(buf, len));
+    auto r = Reply::decode(std::span<const std::uint8_t>(buf, *len));
     if (!r || r->slave != *id) continue;
     auto it = outstanding.find(r->seq);
     if (it == outstanding.end()) {
@@ -171,7 +250,7 @@ int main(int argc, char** argv) {
   auto [offset, bound] = est.best(raw()).value_or(std::pair<std::int64_t, std::int64_t>{0, 0});
   std::cout << "RESULT slave=" << *id << " requests=" << sent << " replies=" << got
             << " unanswered=" << outstanding.size() << " duplicates=" << duplicates << " resent=" << resent
-            << " lost=" << overflows << " max_gap_us=" << duration_cast<microseconds>(max_gap).count()
+            << " lost=" << link->overflows << " max_gap_us=" << duration_cast<microseconds>(max_gap).count()
             << " max_error_us=" << max_err / 1000 << " offset_ns=" << offset << " bound_ns=" << bound
             << " masters=" << join(by_master, [](auto& o, const auto& kv) { o << kv.first << ":" << kv.second; })
             << " last_second=" << join(last_second, [](auto& o, std::uint32_t m) { o << m; }) << std::endl;

@@ -9,8 +9,9 @@
 //! stated bound, and in the end hear one master only.
 //!
 //! The `mixed_` tests cast C++ programs (`cpp/`: the master on the C++
-//! API, the slave on the paper's DistTag_IPC) beside Rust ones: masters
-//! 1 and 3 and slaves 1 and 3 are C++.
+//! API, the slave on the paper's DistTag_IPC in the handshake variant and
+//! on the C++ API in the ownership one) beside Rust ones: masters 1 and 3
+//! and slaves 1 and 3 are C++.
 //!
 //! Needs root (network namespaces): without it each test prints
 //! `skipped: <reason>` and passes; `.ci/run` runs it as root. The mixed
@@ -402,6 +403,13 @@ fn mixed() -> Option<Cast> {
 fn mixed_cpp_and_rust_ten_kills_of_the_answering_master_in_a_row() {
     if let Some(cast) = mixed() {
         run_cast(&cast, "handshake", Fault::Kill, 10);
+    }
+}
+
+#[test]
+fn mixed_cpp_and_rust_ownership_ten_kills_of_the_strongest_master_in_a_row() {
+    if let Some(cast) = mixed() {
+        run_cast(&cast, "ownership", Fault::Kill, 10);
     }
 }
 
