@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::discovery::{EndpointData, ParticipantData, BUILTIN_ENDPOINTS};
-use crate::message::{Header, Message};
+use crate::message::{Header, Message, Submessage};
 use crate::qos::{Durability, History, Mismatch, Qos, Reliability};
 use crate::reliable::{Change, Reader, ReaderStart, Writer};
 use crate::sedp::{Sedp, SedpEvent};
@@ -96,6 +96,26 @@ struct Local<E> {
     end: E,
 }
 
+/// A datagram with samples of writers not announced yet when it came: a
+/// writer that matched one of this participant's readers before the
+/// reader's side heard of the writer sends it samples meant for it, which
+/// the reader could not take yet. Kept for that reader (see
+/// [`EARLY_AGE`]).
+#[derive(Debug)]
+struct Early {
+    at: Instant,
+    /// The writers whose samples it carries, not announced yet.
+    writers: Vec<Guid>,
+    bytes: Vec<u8>,
+}
+
+/// How long, how many and how many bytes of such datagrams are kept: the
+/// window between a remote writer matching a local reader and SEDP
+/// announcing the writer here is a few round trips of discovery.
+const EARLY_AGE: Duration = Duration::from_secs(2);
+const EARLY_DATAGRAMS: usize = 256;
+const EARLY_BYTES: usize = 2 << 20;
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct Participant {
@@ -106,6 +126,8 @@ pub struct Participant {
     readers: BTreeMap<EntityId, Local<Reader>>,
     /// Remote endpoints SEDP announced.
     remote: BTreeMap<Guid, EndpointData>,
+    /// Datagrams with data of writers SEDP has not announced yet.
+    early: VecDeque<Early>,
     next_key: u32,
     events: VecDeque<Event>,
     out: VecDeque<Transmit>,
@@ -148,6 +170,7 @@ impl Participant {
             writers: BTreeMap::new(),
             readers: BTreeMap::new(),
             remote: BTreeMap::new(),
+            early: VecDeque::new(),
             next_key: 1,
             events: VecDeque::new(),
             out: VecDeque::new(),
@@ -407,11 +430,19 @@ impl Participant {
         }
         self.sedp.handle_message(now, &m);
         self.endpoints(now);
+        self.keep_early(now, &m, dgram);
         for w in self.writers.values_mut() {
             w.end.handle_message(now, &m);
         }
+        self.hand_to_readers(now, &m);
+        self.collect();
+    }
+
+    /// Hands a message to every local reader, and what they deliver to
+    /// the events.
+    fn hand_to_readers(&mut self, now: Instant, m: &Message<'_>) {
         for (id, r) in &mut self.readers {
-            r.end.handle_message(now, &m);
+            r.end.handle_message(now, m);
             while let Some(d) = r.end.poll_delivery() {
                 self.events.push_back(Event::Sample {
                     reader: *id,
@@ -421,7 +452,73 @@ impl Participant {
                 });
             }
         }
-        self.collect();
+    }
+
+    /// Keeps `dgram` if it carries samples of user writers SEDP has not
+    /// announced (bounded: the oldest go first).
+    fn keep_early(&mut self, now: Instant, m: &Message<'_>, dgram: &[u8]) {
+        while self
+            .early
+            .front()
+            .is_some_and(|e| now.saturating_duration_since(e.at) > EARLY_AGE)
+        {
+            self.early.pop_front();
+        }
+        let mut src = m.header.prefix;
+        let mut writers: Vec<Guid> = Vec::new();
+        for s in &m.submessages {
+            let entity = match s {
+                Submessage::InfoSrc { prefix, .. } => {
+                    src = *prefix;
+                    continue;
+                }
+                Submessage::Data(d) => d.writer,
+                Submessage::DataFrag(f) => f.writer,
+                _ => continue,
+            };
+            let g = Guid {
+                prefix: src,
+                entity,
+            };
+            if !entity.is_builtin() && !self.remote.contains_key(&g) && !writers.contains(&g) {
+                writers.push(g);
+            }
+        }
+        if writers.is_empty() || dgram.len() > EARLY_BYTES {
+            return;
+        }
+        let mut held: usize = self.early.iter().map(|e| e.bytes.len()).sum();
+        while self.early.len() >= EARLY_DATAGRAMS || held + dgram.len() > EARLY_BYTES {
+            let Some(e) = self.early.pop_front() else {
+                break;
+            };
+            held -= e.bytes.len();
+        }
+        self.early.push_back(Early {
+            at: now,
+            writers,
+            bytes: dgram.to_vec(),
+        });
+    }
+
+    /// Writer `w` is announced: the local readers get what it sent before
+    /// (a reader matched to it takes it; the others ignore it).
+    fn replay_early(&mut self, now: Instant, w: Guid) {
+        let kept: Vec<Vec<u8>> = self
+            .early
+            .iter()
+            .filter(|e| e.writers.contains(&w))
+            .map(|e| e.bytes.clone())
+            .collect();
+        for e in &mut self.early {
+            e.writers.retain(|g| *g != w);
+        }
+        self.early.retain(|e| !e.writers.is_empty());
+        for bytes in kept {
+            if let Ok(m) = Message::parse(&bytes) {
+                self.hand_to_readers(now, &m);
+            }
+        }
     }
 
     /// What SPDP found: participants for SEDP.
@@ -460,6 +557,7 @@ impl Participant {
                     for id in ids {
                         self.match_writer(now, id, &w);
                     }
+                    self.replay_early(now, w.guid);
                 }
                 SedpEvent::Reader(r) => {
                     self.remote.insert(r.guid, r.clone());

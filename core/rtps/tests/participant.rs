@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tagwire_rtps::participant::{Event, Participant, ParticipantConfig};
 use tagwire_rtps::qos::{Mismatch, Qos, Reliability};
-use tagwire_rtps::{GuidPrefix, Locator};
+use tagwire_rtps::{EntityId, GuidPrefix, Locator, Message, Submessage};
 
 fn participant(n: u8, now: Instant) -> (Participant, u32) {
     let port = 7410 + 2 * u16::from(n);
@@ -36,6 +36,16 @@ fn run(
     span: Duration,
     drop: &mut dyn FnMut(usize) -> bool,
 ) -> [Vec<Event>; 2] {
+    run_with(parts, now, span, &mut |n, _, _| drop(n))
+}
+
+/// [`run`] whose `drop` also sees the sender (0 or 1) and the bytes.
+fn run_with(
+    parts: &mut [(Participant, u32); 2],
+    now: &mut Instant,
+    span: Duration,
+    drop: &mut dyn FnMut(usize, usize, &[u8]) -> bool,
+) -> [Vec<Event>; 2] {
     let mut events = [Vec::new(), Vec::new()];
     let end = *now + span;
     let mut n = 0;
@@ -45,7 +55,7 @@ fn run(
             while let Some(t) = parts[i].0.poll_transmit() {
                 n += 1;
                 let j = 1 - i;
-                if t.to.port == parts[j].1 && !drop(n) {
+                if t.to.port == parts[j].1 && !drop(n, i, &t.bytes) {
                     parts[j].0.handle_datagram(*now, &t.bytes);
                 }
             }
@@ -232,4 +242,63 @@ fn a_participant_that_vanishes_without_leaving_is_dropped_after_its_lease() {
     }
     assert!(events.contains(&Event::Left(gone)));
     assert_eq!(parts[0].0.matched(w), 0);
+}
+
+#[test]
+fn samples_sent_before_the_writers_announcement_reached_the_reader_are_delivered() {
+    // The writer's side hears of the reader first and sends it samples;
+    // the reader's side has not heard of the writer yet (its publication
+    // announcements are lost for a while). Those samples were meant for
+    // the reader and reach it: here (two tagwire participants) the writer
+    // tells the reader where it starts, and the reader asks for them;
+    // from another vendor's writer, which does not, the participant keeps
+    // such datagrams until the writer is announced (checked against
+    // Cyclone DDS in front/cli/tests/dds_start.rs).
+    let mut now = Instant::now();
+    let mut parts = [participant(1, now), participant(2, now)];
+    let w = parts[0]
+        .0
+        .add_writer(now, "T", "Ty", false, qos(true, true))
+        .unwrap();
+    let r = parts[1]
+        .0
+        .add_reader(now, "T", "Ty", false, qos(false, true))
+        .unwrap();
+    let announces = |bytes: &[u8]| {
+        Message::parse(bytes).is_ok_and(|m| {
+            m.submessages.iter().any(|s| match s {
+                Submessage::Data(d) => d.writer == EntityId::SEDP_PUBLICATIONS_WRITER,
+                Submessage::Heartbeat { writer, .. } => {
+                    *writer == EntityId::SEDP_PUBLICATIONS_WRITER
+                }
+                _ => false,
+            })
+        })
+    };
+    let mut cut = |_: usize, from: usize, bytes: &[u8]| from == 0 && announces(bytes);
+    let mut events = run_with(&mut parts, &mut now, Duration::from_secs(2), &mut cut);
+    assert_eq!(parts[0].0.matched(w), 1, "the writer matched the reader");
+    assert!(!events[1]
+        .iter()
+        .any(|e| matches!(e, Event::Matched { local, .. } if *local == r)));
+    for i in 0..5u32 {
+        let mut payload = vec![0x00, 0x01, 0, 0];
+        payload.extend_from_slice(&i.to_le_bytes());
+        parts[0].0.write(now, w, payload).unwrap();
+    }
+    let more = run_with(&mut parts, &mut now, Duration::from_millis(50), &mut cut);
+    events[1].extend(more[1].iter().cloned());
+    let mut pass = |_: usize, _: usize, _: &[u8]| false;
+    let more = run_with(&mut parts, &mut now, Duration::from_secs(3), &mut pass);
+    events[1].extend(more[1].iter().cloned());
+    let got: Vec<u32> = events[1]
+        .iter()
+        .filter_map(|e| match e {
+            Event::Sample { reader, change, .. } if *reader == r => {
+                Some(u32::from_le_bytes(change.payload[4..8].try_into().unwrap()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, (0..5).collect::<Vec<_>>());
 }

@@ -6,8 +6,10 @@
 //! pre-emptive ACKNACK); with Cyclone on the other side it must neither
 //! start late nor wait: the tagwire subscriber's first sample is at most
 //! the first the writer wrote after it saw the match, every later one
-//! follows without a hole, and nothing is reported lost. (Here discovery
-//! matches them within the first sample or two.)
+//! follows without a hole, and nothing is reported lost. In the first
+//! test discovery matches them within a sample or two; in the second the
+//! gateway starts (`tagwire dds-gateway`) while the writer is at about
+//! its 500th sample, so the match comes in the middle of the stream.
 //!
 //! Without Python's venv each test prints `skipped: <reason>`; `.ci/run`
 //! installs what they need.
@@ -18,7 +20,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tagwire::SubscribeOptions;
+use tagwire::{Client, ClientOptions, Domain, SubscribeOptions};
 
 #[path = "dds/support.rs"]
 mod support;
@@ -84,4 +86,112 @@ fn a_tagwire_reader_starts_where_a_writing_cyclone_writer_matched_it() {
         assert_eq!(got.last().unwrap().0, 1500);
         assert_eq!(sub.lost(), 0);
     }
+}
+
+/// The samples a subscriber got, as (n, the writer's n at the match),
+/// until the writer's last one or 20 s.
+fn take(sub: &mut tagwire::Subscriber, last: u64) -> Vec<(u64, u64)> {
+    let mut got: Vec<(u64, u64)> = Vec::new();
+    let until = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < until && got.last().is_none_or(|(n, _)| *n < last) {
+        match sub.receive(Some(Duration::from_millis(200))) {
+            Ok(m) => {
+                let t = text(&m.payload);
+                let (n, at) = t.split_once(':').unwrap();
+                got.push((n.parse().unwrap(), at.parse().unwrap()));
+            }
+            Err(tagwire::Error::Timeout) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    got
+}
+
+#[test]
+fn a_gateway_started_in_the_middle_of_a_cyclone_stream_starts_at_its_match() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("tagwired.sock");
+    let _daemon = Kill(
+        Command::new(env!("CARGO_BIN_EXE_tagwire"))
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let opts = ClientOptions {
+        socket: socket.clone(),
+        autostart: false,
+        ..ClientOptions::default()
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    let c = loop {
+        if let Ok(c) = Client::with_options(opts.clone()) {
+            break c;
+        }
+        assert!(Instant::now() < until, "the daemon did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The subscriber first, so that nothing the gateway hands on is missed.
+    c.create_tag("/items", Domain::Global).unwrap();
+    let mut sub = c
+        .subscribe("/items", SubscribeOptions::default().depth(256))
+        .unwrap();
+    let domain = 56u32;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/dds/counter_writer.py");
+    let (_w, lines) = spawn_lines(
+        Command::new(&python)
+            .arg(&script)
+            .args([&domain.to_string(), "3000", "1", "0"])
+            .stderr(Stdio::inherit()),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let map = dir.path().join("dds.map");
+    std::fs::write(&map, "/items Items Item key=i32@0\n").unwrap();
+    let _gateway = Kill(
+        Command::new(env!("CARGO_BIN_EXE_tagwire"))
+            .arg("dds-gateway")
+            .arg("--domain")
+            .arg(domain.to_string())
+            .arg("--map")
+            .arg(&map)
+            .arg("--socket")
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let got = take(&mut sub, 3000);
+    let said = lines.lock().unwrap().clone();
+    let (first, _) = *got
+        .first()
+        .unwrap_or_else(|| panic!("nothing came: {said:?}"));
+    let matched_at = got.iter().map(|(_, m)| *m).max().unwrap();
+    println!(
+        "the writer saw the match after sample {matched_at}; the subscriber's first was {first}, \
+         then {} more",
+        got.len() - 1
+    );
+    assert!(
+        matched_at >= 100,
+        "the match was not in the middle: {said:?}"
+    );
+    assert!(
+        first <= matched_at + 1,
+        "started late: first {first}, written after the match from {}",
+        matched_at + 1
+    );
+    assert!(
+        got.windows(2).all(|p| p[1].0 == p[0].0 + 1),
+        "a hole or a repeat: {:?}",
+        got.iter().map(|g| g.0).collect::<Vec<_>>()
+    );
+    assert_eq!(got.last().unwrap().0, 3000);
+    assert_eq!(sub.lost(), 0);
 }
