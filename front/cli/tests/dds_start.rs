@@ -1,15 +1,16 @@
 //! Where a tagwire reader of a DDS topic starts with a Cyclone DDS writer
 //! that writes from the moment it exists (the DDS gateway of a `tagwire
-//! daemon` process, Cyclone DDS's Python binding): 200 samples at once,
-//! then one a millisecond. The gateway's volatile reader holds what
+//! daemon` process, Cyclone DDS's Python binding), one sample a
+//! millisecond (in the first test after 200 at once). The gateway's volatile reader holds what
 //! arrives before a heartbeat says where it starts, and asks (a
 //! pre-emptive ACKNACK); with Cyclone on the other side it must neither
 //! start late nor wait: the tagwire subscriber's first sample is at most
 //! the first the writer wrote after it saw the match, every later one
 //! follows without a hole, and nothing is reported lost. In the first
 //! test discovery matches them within a sample or two; in the second the
-//! gateway starts (`tagwire dds-gateway`) while the writer is at about
-//! its 500th sample, so the match comes in the middle of the stream.
+//! gateway starts (`tagwire dds-gateway`) half a second after the
+//! writer (at about its 300th sample here), so the match comes in the
+//! middle of the stream.
 //!
 //! Without Python's venv each test prints `skipped: <reason>`; `.ci/run`
 //! installs what they need.
