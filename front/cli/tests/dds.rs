@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use std::io::BufRead;
 
-use tagwire::{Client, ClientOptions, SubscribeOptions};
+use tagwire::SubscribeOptions;
 
 #[path = "dds/support.rs"]
 mod support;
@@ -296,30 +296,7 @@ fn a_gateway_started_later_serves_a_transient_local_listener_from_the_tags_histo
         return;
     };
     // A daemon alone, a tag that keeps its last 10 messages, 5 published.
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("tagwired.sock");
-    let _d = Kill(
-        Command::new(env!("CARGO_BIN_EXE_tagwire"))
-            .arg("daemon")
-            .arg("--socket")
-            .arg(&socket)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let opts = ClientOptions {
-        socket: socket.clone(),
-        autostart: false,
-        ..ClientOptions::default()
-    };
-    let until = Instant::now() + Duration::from_secs(10);
-    let c = loop {
-        if let Ok(c) = Client::with_options(opts.clone()) {
-            break c;
-        }
-        assert!(Instant::now() < until, "no daemon");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (dir, _d, c) = plain_daemon();
     c.create_tag("/kept", tagwire::Domain::Global).unwrap();
     c.set_history("/kept", 10, 0).unwrap();
     let mut publ = c.publisher("/kept").unwrap();
@@ -329,21 +306,10 @@ fn a_gateway_started_later_serves_a_transient_local_listener_from_the_tags_histo
     }
     // Then the gateway, as its own process: its writer starts from the
     // tag's last three.
-    let map = dir.path().join("dds.map");
-    std::fs::write(
-        &map,
+    let _g = gateway(
+        dir.path(),
+        46,
         "/kept rt/chatter std_msgs::msg::dds_::String_ reliable transient-local=3\n",
-    )
-    .unwrap();
-    let _g = Kill(
-        Command::new(env!("CARGO_BIN_EXE_tagwire"))
-            .args(["dds-gateway", "--domain", "46", "--map"])
-            .arg(&map)
-            .arg("--socket")
-            .arg(&socket)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
     );
     std::thread::sleep(Duration::from_millis(500));
     let (mut l, lines) = listener(&python, 46, 3, true);

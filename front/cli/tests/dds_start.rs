@@ -21,19 +21,70 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tagwire::{Client, ClientOptions, Domain, SubscribeOptions};
+use tagwire::{Domain, SubscribeOptions};
 
 #[path = "dds/support.rs"]
 mod support;
 use support::*;
+
+/// `counter_writer.py` in `domain`: `count` samples, `burst` of them at
+/// once, then one a millisecond; its lines kept.
+fn counter_writer(python: &std::path::Path, domain: u32, count: u64, burst: u64) -> (Kill, Lines) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/dds/counter_writer.py");
+    spawn_lines(
+        Command::new(python)
+            .arg(&script)
+            .args([
+                domain.to_string(),
+                count.to_string(),
+                "1".into(),
+                burst.to_string(),
+            ])
+            .stderr(Stdio::inherit()),
+    )
+}
+
+type Lines = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// Takes the writer's `count` samples from `sub` and checks where they
+/// start: at most the first written after the writer saw the match (at
+/// least `min_match` samples in), then every one, nothing lost.
+fn starts_at_the_match(sub: &mut tagwire::Subscriber, count: u64, lines: &Lines, min_match: u64) {
+    let got = take(sub, count);
+    let said = lines.lock().unwrap().clone();
+    let (first, _) = *got
+        .first()
+        .unwrap_or_else(|| panic!("nothing came: {said:?}"));
+    let matched_at = got.iter().map(|(_, m)| *m).max().unwrap();
+    println!(
+        "the writer saw the match after sample {matched_at}; the subscriber's first was {first}, \
+         then {} more",
+        got.len() - 1
+    );
+    assert!(
+        matched_at >= min_match,
+        "the writer saw the match after {matched_at}: {said:?}"
+    );
+    assert!(
+        first <= matched_at + 1,
+        "started late: first {first}, written after the match from {}",
+        matched_at + 1
+    );
+    assert!(
+        got.windows(2).all(|p| p[1].0 == p[0].0 + 1),
+        "a hole or a repeat: {:?}",
+        got.iter().map(|g| g.0).collect::<Vec<_>>()
+    );
+    assert_eq!(got.last().unwrap().0, count);
+    assert_eq!(sub.lost(), 0);
+}
 
 #[test]
 fn a_tagwire_reader_starts_where_a_writing_cyclone_writer_matched_it() {
     let Some(python) = python_or_skip() else {
         return;
     };
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/dds/counter_writer.py");
-    for (run, domain) in [53u32, 54, 55].into_iter().enumerate() {
+    for domain in [53u32, 54, 55] {
         let (_dir, _d, c) = daemon(domain, "/items Items Item key=i32@0\n");
         // (Deep enough for the burst: a shallow one would report losses.)
         let mut sub = c
@@ -41,56 +92,13 @@ fn a_tagwire_reader_starts_where_a_writing_cyclone_writer_matched_it() {
             .unwrap();
         // 1,500 samples from before discovery: 200 at once, then one a
         // millisecond.
-        let (_w, lines) = spawn_lines(
-            Command::new(&python)
-                .arg(&script)
-                .args([&domain.to_string(), "1500", "1", "200"])
-                .stderr(Stdio::inherit()),
-        );
-        let mut got: Vec<(u64, u64)> = Vec::new();
-        let until = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < until {
-            match sub.receive(Some(Duration::from_millis(200))) {
-                Ok(m) => {
-                    let t = text(&m.payload);
-                    let (n, at) = t.split_once(':').unwrap();
-                    got.push((n.parse().unwrap(), at.parse().unwrap()));
-                    if got.last().is_some_and(|(n, _)| *n == 1500) {
-                        break;
-                    }
-                }
-                Err(tagwire::Error::Timeout) => {}
-                Err(e) => panic!("{e}"),
-            }
-        }
-        let said = lines.lock().unwrap().clone();
-        let (first, _) = *got
-            .first()
-            .unwrap_or_else(|| panic!("nothing came: {said:?}"));
-        let matched_at = got.iter().map(|(_, m)| *m).max().unwrap();
-        println!(
-            "run {run}: the writer saw the match after sample {matched_at}; the subscriber's first \
-             was {first}, then {} more",
-            got.len() - 1
-        );
-        assert!(matched_at > 0, "the writer never saw the match: {said:?}");
-        assert!(
-            first <= matched_at + 1,
-            "started late: first {first}, written after the match from {}",
-            matched_at + 1
-        );
-        assert!(
-            got.windows(2).all(|p| p[1].0 == p[0].0 + 1),
-            "a hole or a repeat: {:?}",
-            got.iter().map(|g| g.0).collect::<Vec<_>>()
-        );
-        assert_eq!(got.last().unwrap().0, 1500);
-        assert_eq!(sub.lost(), 0);
+        let (_w, lines) = counter_writer(&python, domain, 1500, 200);
+        starts_at_the_match(&mut sub, 1500, &lines, 1);
     }
 }
 
 /// The samples a subscriber got, as (n, the writer's n at the match),
-/// until the writer's last one or 20 s.
+/// until the writer's `last` or 20 s.
 fn take(sub: &mut tagwire::Subscriber, last: u64) -> Vec<(u64, u64)> {
     let mut got: Vec<(u64, u64)> = Vec::new();
     let until = Instant::now() + Duration::from_secs(20);
@@ -113,86 +121,15 @@ fn a_gateway_started_in_the_middle_of_a_cyclone_stream_starts_at_its_match() {
     let Some(python) = python_or_skip() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("tagwired.sock");
-    let _daemon = Kill(
-        Command::new(env!("CARGO_BIN_EXE_tagwire"))
-            .arg("daemon")
-            .arg("--socket")
-            .arg(&socket)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let opts = ClientOptions {
-        socket: socket.clone(),
-        autostart: false,
-        ..ClientOptions::default()
-    };
-    let until = Instant::now() + Duration::from_secs(10);
-    let c = loop {
-        if let Ok(c) = Client::with_options(opts.clone()) {
-            break c;
-        }
-        assert!(Instant::now() < until, "the daemon did not come up");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (dir, _d, c) = plain_daemon();
     // The subscriber first, so that nothing the gateway hands on is missed.
     c.create_tag("/items", Domain::Global).unwrap();
     let mut sub = c
         .subscribe("/items", SubscribeOptions::default().depth(256))
         .unwrap();
     let domain = 56u32;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/dds/counter_writer.py");
-    let (_w, lines) = spawn_lines(
-        Command::new(&python)
-            .arg(&script)
-            .args([&domain.to_string(), "3000", "1", "0"])
-            .stderr(Stdio::inherit()),
-    );
+    let (_w, lines) = counter_writer(&python, domain, 3000, 0);
     std::thread::sleep(Duration::from_millis(500));
-    let map = dir.path().join("dds.map");
-    std::fs::write(&map, "/items Items Item key=i32@0\n").unwrap();
-    let _gateway = Kill(
-        Command::new(env!("CARGO_BIN_EXE_tagwire"))
-            .arg("dds-gateway")
-            .arg("--domain")
-            .arg(domain.to_string())
-            .arg("--map")
-            .arg(&map)
-            .arg("--socket")
-            .arg(&socket)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let got = take(&mut sub, 3000);
-    let said = lines.lock().unwrap().clone();
-    let (first, _) = *got
-        .first()
-        .unwrap_or_else(|| panic!("nothing came: {said:?}"));
-    let matched_at = got.iter().map(|(_, m)| *m).max().unwrap();
-    println!(
-        "the writer saw the match after sample {matched_at}; the subscriber's first was {first}, \
-         then {} more",
-        got.len() - 1
-    );
-    assert!(
-        matched_at >= 100,
-        "the match was not in the middle: {said:?}"
-    );
-    assert!(
-        first <= matched_at + 1,
-        "started late: first {first}, written after the match from {}",
-        matched_at + 1
-    );
-    assert!(
-        got.windows(2).all(|p| p[1].0 == p[0].0 + 1),
-        "a hole or a repeat: {:?}",
-        got.iter().map(|g| g.0).collect::<Vec<_>>()
-    );
-    assert_eq!(got.last().unwrap().0, 3000);
-    assert_eq!(sub.lost(), 0);
+    let _gateway = gateway(dir.path(), domain, "/items Items Item key=i32@0\n");
+    starts_at_the_match(&mut sub, 3000, &lines, 100);
 }

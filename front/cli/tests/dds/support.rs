@@ -159,3 +159,55 @@ pub(crate) fn text(payload: &[u8]) -> String {
     let len = u32::from_le_bytes(payload[8..12].try_into().unwrap()) as usize;
     String::from_utf8_lossy(&payload[12..12 + len - 1]).into_owned()
 }
+
+/// A daemon without a DDS gateway in a new directory, and a client of it
+/// (a gateway may be started later: [`gateway`]).
+pub(crate) fn plain_daemon() -> (tempfile::TempDir, Kill, Client) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("tagwired.sock");
+    let d = Kill(
+        Command::new(env!("CARGO_BIN_EXE_tagwire"))
+            .arg("daemon")
+            .arg("--socket")
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let opts = ClientOptions {
+        socket,
+        autostart: false,
+        ..ClientOptions::default()
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    let c = loop {
+        if let Ok(c) = Client::with_options(opts.clone()) {
+            break c;
+        }
+        assert!(Instant::now() < until, "no daemon");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (dir, d, c)
+}
+
+/// `tagwire dds-gateway` in `domain` with `map`, a client of the
+/// [`plain_daemon`] in `dir`.
+pub(crate) fn gateway(dir: &std::path::Path, domain: u32, map: &str) -> Kill {
+    let file = dir.join("dds.map");
+    std::fs::write(&file, map).unwrap();
+    Kill(
+        Command::new(env!("CARGO_BIN_EXE_tagwire"))
+            .arg("dds-gateway")
+            .arg("--domain")
+            .arg(domain.to_string())
+            .arg("--map")
+            .arg(&file)
+            .arg("--socket")
+            .arg(dir.join("tagwired.sock"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
