@@ -78,6 +78,26 @@ fn qos(writer: bool, reliable: bool) -> Qos {
     q
 }
 
+/// Sample `i` in CDR_LE: its number after the encapsulation header.
+fn counted(i: u32) -> Vec<u8> {
+    let mut payload = vec![0x00, 0x01, 0, 0];
+    payload.extend_from_slice(&i.to_le_bytes());
+    payload
+}
+
+/// The numbers of the samples reader `r` got, in the order it got them.
+fn counts(events: &[Event], r: EntityId) -> Vec<u32> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Sample { reader, change, .. } if *reader == r => {
+                Some(u32::from_le_bytes(change.payload[4..8].try_into().unwrap()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// One datagram in five lost, at random (`seed`): a fixed pattern such as
 /// every fifth can line up with the protocols' periodic sends and lose
 /// the same announcement every time.
@@ -132,20 +152,10 @@ fn samples_in_order_over_a_lossy_wire(seed: u64) {
         .any(|e| matches!(e, Event::Matched { local, .. } if *local == r)));
     assert_eq!(parts[0].0.matched(w), 1);
     for i in 0..50u32 {
-        let mut payload = vec![0x00, 0x01, 0, 0];
-        payload.extend_from_slice(&i.to_le_bytes());
-        parts[0].0.write(now, w, payload).unwrap();
+        parts[0].0.write(now, w, counted(i)).unwrap();
     }
     let ev = run(&mut parts, &mut now, Duration::from_secs(3), &mut lossy);
-    let got: Vec<u32> = ev[1]
-        .iter()
-        .filter_map(|e| match e {
-            Event::Sample { reader, change, .. } if *reader == r => {
-                Some(u32::from_le_bytes(change.payload[4..8].try_into().unwrap()))
-            }
-            _ => None,
-        })
-        .collect();
+    let got = counts(&ev[1], r);
     assert_eq!(got, (0..50).collect::<Vec<_>>(), "seed {seed}");
 }
 
@@ -282,23 +292,13 @@ fn samples_sent_before_the_writers_announcement_reached_the_reader_are_delivered
         .iter()
         .any(|e| matches!(e, Event::Matched { local, .. } if *local == r)));
     for i in 0..5u32 {
-        let mut payload = vec![0x00, 0x01, 0, 0];
-        payload.extend_from_slice(&i.to_le_bytes());
-        parts[0].0.write(now, w, payload).unwrap();
+        parts[0].0.write(now, w, counted(i)).unwrap();
     }
     let more = run_with(&mut parts, &mut now, Duration::from_millis(50), &mut cut);
     events[1].extend(more[1].iter().cloned());
     let mut pass = |_: usize, _: usize, _: &[u8]| false;
     let more = run_with(&mut parts, &mut now, Duration::from_secs(3), &mut pass);
     events[1].extend(more[1].iter().cloned());
-    let got: Vec<u32> = events[1]
-        .iter()
-        .filter_map(|e| match e {
-            Event::Sample { reader, change, .. } if *reader == r => {
-                Some(u32::from_le_bytes(change.payload[4..8].try_into().unwrap()))
-            }
-            _ => None,
-        })
-        .collect();
+    let got = counts(&events[1], r);
     assert_eq!(got, (0..5).collect::<Vec<_>>());
 }
