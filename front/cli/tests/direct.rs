@@ -115,6 +115,15 @@ fn a_sole_remote_subscriber_gets_the_stream_on_its_own_socket_not_the_daemons() 
     );
 }
 
+/// Sets its flag when dropped, unwinding included.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
 /// A publisher on host 0 sends numbered messages flat out (at least `n`,
 /// and until the switching is over: a faster path must not end the load
 /// before it) while host 1's `first` subscriber loses the stream to its
@@ -136,6 +145,10 @@ fn switches_under_load(opts: SubscribeOptions, n: u64, rounds: usize, pause: boo
     let switched = AtomicBool::new(false);
     let start = Instant::now();
     let (switches, sent) = std::thread::scope(|s| {
+        // A failed check below must end the load too (the sender runs
+        // until told the switching is over), or the scope waits for it
+        // for ever and the failure shows as a hang.
+        let _over = SetOnDrop(&switched);
         let sender = s.spawn(|| {
             let mut buf = [0u8; 64];
             for i in 1.. {
