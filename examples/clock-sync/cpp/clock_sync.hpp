@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -217,6 +218,17 @@ class Estimator {
     return {offset, delay};
   }
 
+  /// The least bound the samples put at `now` on the error of `offset`:
+  /// each sample's bound plus its distance from `offset`.
+  std::optional<std::int64_t> bound_of(std::int64_t offset, std::int64_t now) const {
+    std::optional<std::int64_t> out;
+    for (const auto& s : samples_) {
+      std::int64_t b = std::abs(offset - s.offset) + bound(s, now);
+      if (!out || b < *out) out = b;
+    }
+    return out;
+  }
+
   /// The estimate at `now` (our clock, ns): (offset, bound on its error).
   std::optional<std::pair<std::int64_t, std::int64_t>> best(std::int64_t now) const {
     std::optional<std::pair<std::int64_t, std::int64_t>> out;
@@ -236,6 +248,64 @@ class Estimator {
     return s.delay / 2 + age / 1000000 * DRIFT_PPM;
   }
   std::deque<Sample> samples_;
+};
+
+/// A master's clock: the kernel's, corrected by its estimate of the
+/// reference, the answering master's clock. The answering master is the
+/// reference itself (correction 0); a master that does not answer follows
+/// it, and is trusted to time slaves while exchanges with the current
+/// reference put it within TRUSTED_BOUND_NS of it (the Rust MasterClock).
+class MasterClock {
+ public:
+  static constexpr std::int64_t TRUSTED_BOUND_NS = 500000;
+
+  /// Reads the kernel's clock `raw` (ns) as this master's.
+  std::int64_t read(std::int64_t raw) const { return raw + correction_; }
+
+  /// This master answers now: its clock becomes the reference.
+  void become_reference() {
+    *this = MasterClock();
+    reference_ = true;
+  }
+
+  /// This master does not answer; `id` does. Trust waits for an exchange
+  /// with `id` when it is a new reference.
+  void follow(std::uint32_t id) {
+    reference_ = false;
+    if (following_ != id) {
+      following_ = id;
+      current_ = Estimator();
+    }
+  }
+
+  /// An exchange with the reference, t1 and t4 on the kernel's clock.
+  void on_sync_reply(std::int64_t t1, std::int64_t t2, std::int64_t t3, std::int64_t t4) {
+    sync_.sample(t1, t2, t3, t4);
+    current_.sample(t1, t2, t3, t4);
+    if (auto b = sync_.best(t4)) correction_ = b->first;
+  }
+
+  /// (correction, bound from the exchanges with the current reference) at
+  /// the kernel's `now`; (0, 0) for the reference.
+  std::optional<std::pair<std::int64_t, std::int64_t>> estimate(std::int64_t now) const {
+    if (reference_) return std::pair<std::int64_t, std::int64_t>{0, 0};
+    auto b = current_.bound_of(correction_, now);
+    if (!b) return std::nullopt;
+    return std::pair{correction_, *b};
+  }
+
+  /// Whether this clock may time slaves at the kernel's `now`.
+  bool trusted(std::int64_t now) const {
+    auto e = estimate(now);
+    return e && e->second <= TRUSTED_BOUND_NS;
+  }
+
+ private:
+  Estimator sync_;     // every exchange since this master was the reference
+  Estimator current_;  // the exchanges with the current reference
+  std::int64_t correction_ = 0;
+  std::optional<std::uint32_t> following_;
+  bool reference_ = false;
 };
 
 /// Timing of the handshake.
@@ -288,7 +358,9 @@ class Master {
     return best->second;
   }
 
-  /// A request arrived at `clock` (this master's clock, ns): the reply if
+  /// A request arrived at `clock` (ns; the programs give the kernel's clock
+  /// and put t2 and t3 on the master's at sending, so that one exchange
+  /// never mixes two corrections): the reply if
   /// this master answers (every request it hears: a slave asks again when
   /// no answer came, and drops one it has), else kept.
   std::optional<Reply> on_request(const Request& req, std::int64_t clock) {
@@ -329,7 +401,7 @@ class Master {
 
   /// Time passes: heartbeats due, and a take-over when the answering master
   /// went quiet (answering everything kept, oldest first, with the time
-  /// each arrived; `clock` is this master's clock, ns).
+  /// each arrived; `clock`, on the clock of on_request, is their t3).
   std::vector<Action> tick(Clock::time_point now, std::int64_t clock) {
     std::vector<Action> out;
     if (!active_ && may_take_over(now)) {

@@ -92,6 +92,40 @@ TEST(ClockSyncEstimator, TheEstimateIsTheExchangeOfLeastBound) {
   EXPECT_EQ(e.best(740), (std::pair<std::int64_t, std::int64_t>{1000, 20}));
 }
 
+TEST(ClockSyncMasterClock, TrustedAsTheReferenceOrWithinItsBoundOfIt) {
+  // The Rust test's cases (a_master_clock_is_trusted_as_the_reference_...).
+  using P = std::pair<std::int64_t, std::int64_t>;
+  const std::int64_t ms = 1000000;
+  MasterClock c;
+  EXPECT_FALSE(c.trusted(0));
+  EXPECT_EQ(c.read(5), 5);
+  c.follow(1);
+  c.on_sync_reply(0, 7 * ms, 7 * ms, 5 * ms);
+  EXPECT_EQ(c.read(10 * ms), 14500000);
+  EXPECT_FALSE(c.trusted(5 * ms));
+  c.on_sync_reply(100 * ms, 103 * ms + 100000, 103 * ms + 100000, 100 * ms + 200000);
+  EXPECT_EQ(c.estimate(100 * ms + 200000), (P{3 * ms, 100000}));
+  EXPECT_TRUE(c.trusted(2100 * ms));
+  EXPECT_FALSE(c.trusted(8200 * ms));
+  c.follow(1);
+  EXPECT_TRUE(c.trusted(200 * ms));
+  c.follow(2);
+  EXPECT_EQ(c.read(0), 3 * ms);
+  EXPECT_FALSE(c.estimate(200 * ms));
+  c.on_sync_reply(300 * ms, 303 * ms + 600000, 303 * ms + 600000, 300 * ms + 800000);
+  EXPECT_EQ(c.read(0), 3 * ms);
+  EXPECT_EQ(c.estimate(301 * ms), (P{3 * ms, 600000}));
+  EXPECT_FALSE(c.trusted(301 * ms));
+  c.on_sync_reply(400 * ms, 403 * ms + 150000, 403 * ms + 150000, 400 * ms + 100000);
+  EXPECT_EQ(c.estimate(401 * ms), (P{3100000, 50000}));
+  EXPECT_TRUE(c.trusted(401 * ms));
+  c.become_reference();
+  EXPECT_EQ(c.read(7), 7);
+  EXPECT_EQ(c.estimate(0), (P{0, 0}));
+  c.follow(2);
+  EXPECT_FALSE(c.estimate(0));
+}
+
 TEST(ClockSyncMaster, ALoneMasterAnswersAfterSettlingAndNotBefore) {
   auto t0 = Clock::now();
   Master m(1, 0, Config::with_heartbeat(H), t0);

@@ -125,9 +125,8 @@ int main(int argc, char** argv) {
     std::map<std::uint32_t, tagwire::Publisher> repliers;
     // This master's clock: the kernel's, corrected by its estimate of the
     // answering master's (while it does not answer itself).
-    Estimator sync;
-    std::int64_t correction = 0;
-    auto clock = [&] { return realtime() + correction; };
+    MasterClock clk;
+    auto clock = [&] { return clk.read(realtime()); };
     auto send = [](tagwire::Publisher& p, const Bytes& b) { p.send(b.data(), b.size()); };
 
     const auto start = Clock::now();
@@ -156,9 +155,15 @@ int main(int argc, char** argv) {
             if (ownership) p.set_strength(strength(*rank));
             repliers.emplace(req->slave, std::move(p));
           }
-          std::int64_t t2 = ev->at + correction;
+          // Arrival on the kernel's clock: put on this master's at sending,
+          // with t3, so that one exchange never mixes two corrections (a
+          // backup's pending requests are answered after its clock became
+          // the reference).
+          std::int64_t t2 = ev->at;
+          // Every master whose clock is trusted answers; the slaves'
+          // ownership picks.
           if (ownership) {
-            actions.push_back(Answer{Reply{req->slave, req->seq, req->t1, t2, t2, *id}});
+            if (clk.trusted(ev->at)) actions.push_back(Answer{Reply{req->slave, req->seq, req->t1, t2, t2, *id}});
           } else if (auto r = m.on_request(*req, t2)) {
             actions.push_back(Answer{*r});
           }
@@ -168,21 +173,19 @@ int main(int argc, char** argv) {
           if (std::holds_alternative<Heartbeat>(*msg)) {
             for (auto& a : m.on_heartbeat(*msg, now)) actions.push_back(std::move(a));
           } else if (auto* q = std::get_if<SyncRequest>(&*msg); q && m.is_active() && q->from != *id) {
-            send(say, encode(SyncReply{q->from, q->t1, ev->at + correction, clock()}));
+            send(say, encode(SyncReply{q->from, q->t1, clk.read(ev->at), clock()}));
           } else if (auto* r = std::get_if<SyncReply>(&*msg); r && r->to == *id) {
-            // t1 and t4 on the uncorrected clock: the estimate is the
-            // whole correction.
-            sync.sample(r->t1, r->t2, r->t3, ev->at);
-            if (auto b = sync.best(ev->at)) correction = b->first;
+            clk.on_sync_reply(r->t1, r->t2, r->t3, ev->at);
           }
         }
       }
-      for (auto& a : m.tick(now, clock())) actions.push_back(std::move(a));
+      for (auto& a : m.tick(now, realtime())) actions.push_back(std::move(a));
       for (auto& a : actions) {
         if (auto* s = std::get_if<Say>(&a)) {
           send(say, encode(s->msg));
         } else if (auto* r = std::get_if<Answer>(&a)) {
           Reply reply = r->reply;
+          reply.t2 = clk.read(reply.t2);
           reply.t3 = clock();
           auto it = repliers.find(reply.slave);
           if (it == repliers.end()) continue;
@@ -193,12 +196,11 @@ int main(int argc, char** argv) {
           }
         } else if (auto* role = std::get_if<Role>(&a)) {
           std::cout << (role->active ? "ROLE active" : "ROLE backup") << std::endl;
-          if (role->active) {
-            // The answering master's clock is the reference.
-            correction = 0;
-            sync = Estimator();
-          }
+          if (role->active) clk.become_reference();
         }
+      }
+      if (!m.is_active()) {
+        if (auto a = m.active_master(now)) clk.follow(*a);
       }
       if (now >= next_sync) {
         next_sync = now + heartbeat;
@@ -206,7 +208,7 @@ int main(int argc, char** argv) {
       }
       if (now >= next_status) {
         next_status = now + seconds(1);
-        auto [offset, bound] = sync.best(realtime()).value_or(std::pair<std::int64_t, std::int64_t>{0, 0});
+        auto [offset, bound] = clk.estimate(realtime()).value_or(std::pair<std::int64_t, std::int64_t>{0, 0});
         auto answering = m.active_master(now);
         std::cout << "STATUS id=" << *id << " active=" << (m.is_active() ? "true" : "false")
                   << " answering=" << (answering ? std::to_string(*answering) : "none") << " pending=" << m.pending()

@@ -32,7 +32,7 @@ std::int64_t realtime() {
 
 [[noreturn]] void usage() {
   std::cerr << "usage: tagwire-clock-slave --id N [--variant handshake|ownership] [--period-ms MS] [--heartbeat-ms MS]\n"
-               "       [--retry-ms MS] [--skew-ms MS] [--seconds S] [--settle-replies N]\n";
+               "       [--retry-ms MS] [--skew-ms MS] [--seconds S] [--settled-us US]\n";
   std::exit(2);
 }
 
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   bool ownership = false;
   long period_ms = 10, retry_ms = 50, heartbeat_ms = 100;
   double skew_ms = 2500.0, secs = 10.0;
-  std::uint64_t settle_replies = 5;
+  std::int64_t settled_us = 1000;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (i + 1 >= argc) usage();
@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
     else if (a == "--retry-ms") retry_ms = std::max(1L, std::stol(v));
     else if (a == "--skew-ms") skew_ms = std::stod(v);
     else if (a == "--seconds") secs = std::stod(v);
-    else if (a == "--settle-replies") settle_replies = std::stoull(v);
+    else if (a == "--settled-us") settled_us = std::stoll(v);
     else usage();
   }
   if (!id) usage();
@@ -170,6 +170,11 @@ int main(int argc, char** argv) {
   std::uint64_t seq = 0, sent = 0, got = 0, duplicates = 0, resent = 0;
   Clock::duration max_gap{0};
   std::int64_t max_err = 0;
+  // The reply at which the estimate settled (its bound within settled_us;
+  // max_err counts from there), and the most the error exceeded the
+  // estimate's own bound, ns.
+  std::uint64_t settled_reply = 0;
+  std::int64_t max_excess = 0;
   std::optional<Clock::time_point> last_reply;
   std::map<std::uint32_t, std::uint64_t> by_master;
   std::vector<std::pair<Clock::time_point, std::uint32_t>> recent;
@@ -226,11 +231,12 @@ int main(int argc, char** argv) {
       if (last_reply) max_gap = std::max(max_gap, now - *last_reply);
       last_reply = now;
     }
-    if (got > settle_replies) {
-      if (auto b = est.best(t4)) {
-        // Corrected clock minus the reference at one instant: skew + offset.
-        max_err = std::max(max_err, std::abs(skew + b->first));
-      }
+    if (auto b = est.best(t4)) {
+      // Corrected clock minus the reference at one instant: skew + offset.
+      std::int64_t err = std::abs(skew + b->first);
+      max_excess = std::max(max_excess, err - b->second);
+      if (settled_reply == 0 && b->second <= settled_us * 1000) settled_reply = got;
+      if (settled_reply > 0) max_err = std::max(max_err, err);
     }
   }
   std::set<std::uint32_t> last_second;
@@ -251,7 +257,8 @@ int main(int argc, char** argv) {
   std::cout << "RESULT slave=" << *id << " requests=" << sent << " replies=" << got
             << " unanswered=" << outstanding.size() << " duplicates=" << duplicates << " resent=" << resent
             << " lost=" << link->overflows << " max_gap_us=" << duration_cast<microseconds>(max_gap).count()
-            << " max_error_us=" << max_err / 1000 << " offset_ns=" << offset << " bound_ns=" << bound
+            << " max_error_us=" << max_err / 1000
+            << " settled_reply=" << settled_reply << " max_excess_us=" << max_excess / 1000 << " offset_ns=" << offset << " bound_ns=" << bound
             << " masters=" << join(by_master, [](auto& o, const auto& kv) { o << kv.first << ":" << kv.second; })
             << " last_second=" << join(last_second, [](auto& o, std::uint32_t m) { o << m; }) << std::endl;
   return 0;

@@ -324,6 +324,16 @@ impl Estimator {
         delay / 2 + age / 1_000_000 * Self::DRIFT_PPM
     }
 
+    /// The least bound the samples put at `now` on the error of `offset`
+    /// (ns): each is within its own bound of the truth, so `offset` is
+    /// within that plus its distance from the sample's offset.
+    pub fn bound_of(&self, offset: i64, now: i64) -> Option<i64> {
+        self.samples
+            .iter()
+            .map(|s| (offset - s.0).abs() + self.bound(*s, now))
+            .min()
+    }
+
     /// The estimate at `now` (our clock, ns): (offset, the bound on its
     /// error), or `None` before a sample.
     pub fn best(&self, now: i64) -> Option<(i64, i64)> {
@@ -331,6 +341,85 @@ impl Estimator {
             .iter()
             .map(|s| (s.0, self.bound(*s, now)))
             .min_by_key(|(_, bound)| *bound)
+    }
+}
+
+/// A master's clock: the kernel's, corrected by its estimate of the
+/// reference, which is the answering master's clock. The answering master
+/// is the reference itself (correction 0). A master that does not answer
+/// follows it; it counts as trusted, fit to time slaves, while exchanges
+/// with the current reference put its clock within
+/// [`MasterClock::TRUSTED_BOUND_NS`] of it.
+#[derive(Debug, Clone, Default)]
+pub struct MasterClock {
+    /// Every exchange since this master last was the reference: the
+    /// correction's source. (When the reference changes, the new one was
+    /// following the old, so that the old exchanges still say much.)
+    sync: Estimator,
+    /// The exchanges with the current reference: the trust's source.
+    current: Estimator,
+    correction: i64,
+    /// The master whose clock `current` samples.
+    following: Option<u32>,
+    reference: bool,
+}
+
+impl MasterClock {
+    /// The largest error bound at which a master that is not the reference
+    /// still answers slaves (ownership variant), ns. A master that has just
+    /// started, or whose reference has just changed, stays silent until an
+    /// exchange with the reference is fast enough: answering on its first
+    /// exchange, one that took 5 ms under load, puts a slave 2.5 ms off.
+    pub const TRUSTED_BOUND_NS: i64 = 500_000;
+
+    /// Reads the kernel's clock `raw` (ns) as this master's.
+    pub fn read(&self, raw: i64) -> i64 {
+        raw + self.correction
+    }
+
+    /// This master answers now: its clock becomes the reference.
+    pub fn become_reference(&mut self) {
+        *self = Self {
+            reference: true,
+            ..Self::default()
+        };
+    }
+
+    /// This master does not answer; `id` does. Trust waits for an exchange
+    /// with `id` when it is a new reference.
+    pub fn follow(&mut self, id: u32) {
+        self.reference = false;
+        if self.following != Some(id) {
+            self.following = Some(id);
+            self.current = Estimator::default();
+        }
+    }
+
+    /// An exchange with the reference: `t1` and `t4` on the kernel's clock,
+    /// so that the estimate is the whole correction.
+    pub fn on_sync_reply(&mut self, t1: i64, t2: i64, t3: i64, t4: i64) {
+        self.sync.sample(t1, t2, t3, t4);
+        self.current.sample(t1, t2, t3, t4);
+        if let Some((offset, _)) = self.sync.best(t4) {
+            self.correction = offset;
+        }
+    }
+
+    /// At the kernel's `now`: (correction, the bound on its error from the
+    /// exchanges with the current reference), ns; `(0, 0)` for the
+    /// reference, `None` before an exchange with it.
+    pub fn estimate(&self, now: i64) -> Option<(i64, i64)> {
+        if self.reference {
+            return Some((0, 0));
+        }
+        let bound = self.current.bound_of(self.correction, now)?;
+        Some((self.correction, bound))
+    }
+
+    /// Whether this clock may time slaves at the kernel's `now`.
+    pub fn trusted(&self, now: i64) -> bool {
+        self.estimate(now)
+            .is_some_and(|(_, bound)| bound <= Self::TRUSTED_BOUND_NS)
     }
 }
 
@@ -366,7 +455,10 @@ impl Config {
 pub enum Action {
     /// Publish on [`MASTERS_TAG`].
     Say(MasterMsg),
-    /// Publish on the slave's [`reply_tag`] (set `t3` at sending).
+    /// Publish on the slave's [`reply_tag`]: `t2` and `t3` are on the
+    /// clock given to [`Master::on_request`] and [`Master::tick`]; the
+    /// binaries give the kernel's and put both on the master's clock at
+    /// sending, so that one exchange never mixes two corrections.
     Reply(Reply),
     /// The master now answers (`true`) or no longer does.
     Role(bool),
@@ -444,7 +536,7 @@ impl Master {
             .filter(move |(_, p)| now.saturating_duration_since(p.last) < fail)
     }
 
-    /// A request arrived at `clock` (this master's clock, ns): the reply
+    /// A request arrived at `clock` (ns, see [`Action::Reply`]): the reply
     /// if this master answers, else kept.
     ///
     /// The answering master answers every request it hears, a repeated
@@ -520,8 +612,8 @@ impl Master {
     }
 
     /// Time passes: heartbeats due, and a take-over when the answering
-    /// master has gone quiet. `clock` is this master's clock (ns), for the
-    /// outstanding requests a take-over answers.
+    /// master has gone quiet. `clock` (ns, see [`Action::Reply`]) is the
+    /// `t3` of the outstanding requests a take-over answers.
     pub fn tick(&mut self, now: Instant, clock: i64) -> Vec<Action> {
         let mut out = Vec::new();
         if !self.active && self.may_take_over(now) {

@@ -72,6 +72,68 @@ fn every_message_decodes_to_itself_and_garbage_to_nothing() {
 }
 
 #[test]
+fn a_master_clock_is_trusted_as_the_reference_or_within_its_bound_of_it() {
+    let ms = 1_000_000;
+    let mut c = MasterClock::default();
+    assert!(!c.trusted(0), "no exchange yet");
+    assert_eq!(c.read(5), 5);
+    c.follow(1);
+    // The reference is 3 ms ahead; a first exchange of 5 ms round trip
+    // (startup under load) moves the clock but is not trusted.
+    c.on_sync_reply(0, 7 * ms, 7 * ms, 5 * ms);
+    assert_eq!(c.read(10 * ms), 14_500_000, "1.5 ms off, within 2.5 ms");
+    assert!(!c.trusted(5 * ms));
+    // A fast one (200 us): trusted, its offset the correction.
+    c.on_sync_reply(
+        100 * ms,
+        103 * ms + 100_000,
+        103 * ms + 100_000,
+        100 * ms + 200_000,
+    );
+    assert_eq!(c.estimate(100 * ms + 200_000), Some((3 * ms, 100_000)));
+    assert!(c.trusted(100 * ms + 200_000));
+    // It ages at 50 ppm: 100 us of bound more after 2 s, 500 us after 8 s.
+    assert!(c.trusted(2_100 * ms));
+    assert!(!c.trusted(8_200 * ms));
+    // The same reference heard again: still trusted. A new one (it was
+    // following the old): the correction stays, trust waits for it.
+    c.follow(1);
+    assert!(c.trusted(200 * ms));
+    c.follow(2);
+    assert_eq!((c.read(0), c.estimate(200 * ms)), (3 * ms, None));
+    // A slow exchange with it (800 us, offset 3.2 ms) leaves the better
+    // correction and is not enough: 3.0 is within 0.2 + 0.4 ms of it.
+    c.on_sync_reply(
+        300 * ms,
+        303 * ms + 600_000,
+        303 * ms + 600_000,
+        300 * ms + 800_000,
+    );
+    assert_eq!(c.read(0), 3 * ms);
+    assert_eq!(c.estimate(301 * ms), Some((3 * ms, 600_000)));
+    assert!(!c.trusted(301 * ms));
+    // A fast one (100 us, offset 3.1 ms) is, and moves it.
+    c.on_sync_reply(
+        400 * ms,
+        403 * ms + 150_000,
+        403 * ms + 150_000,
+        400 * ms + 100_000,
+    );
+    assert_eq!(c.estimate(401 * ms), Some((3_100_000, 50_000)));
+    assert!(c.trusted(401 * ms));
+    // Answering: the reference, trusted, no correction; back to following,
+    // untrusted until an exchange.
+    c.become_reference();
+    assert_eq!(
+        (c.read(7), c.estimate(0), c.trusted(0)),
+        (7, Some((0, 0)), true)
+    );
+    c.follow(2);
+    assert!(!c.trusted(0));
+    assert_eq!(c.estimate(0), None);
+}
+
+#[test]
 fn the_estimate_is_the_exchange_of_least_bound_and_a_late_burst_does_not_move_it() {
     let mut e = Estimator::default();
     assert_eq!(e.best(0), None);

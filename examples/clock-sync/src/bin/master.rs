@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use clap::Parser;
 use tagwire::{Client, Domain, Publisher, SubscribeOptions};
 use tagwire_example_clock_sync::{
-    reply_tag, Action, Config, Estimator, Master, MasterMsg, Reply, Request, MASTERS_TAG,
+    reply_tag, Action, Config, Master, MasterClock, MasterMsg, Reply, Request, MASTERS_TAG,
     REQUEST_TAG,
 };
 
@@ -106,9 +106,7 @@ fn main() -> anyhow::Result<()> {
     let mut repliers: HashMap<u32, Publisher> = HashMap::new();
     // This master's clock: the kernel's, corrected by its estimate of the
     // answering master's (while it does not answer itself).
-    let mut sync = Estimator::default();
-    let mut correction = 0i64;
-    let clock = |c: i64| realtime() + c;
+    let mut clock = MasterClock::default();
 
     // Two receiving threads feed one loop; each stamps arrival on the
     // uncorrected clock (the loop corrects it).
@@ -170,7 +168,11 @@ fn main() -> anyhow::Result<()> {
         match event {
             Ok(Event::Request(req, at)) => {
                 replier(&tw, &mut repliers, req.slave, &a)?;
-                let t2 = at + correction;
+                // Arrival on the kernel's clock: put on this master's at
+                // sending, with t3, so that one exchange never mixes two
+                // corrections (a backup's pending requests are answered
+                // after its clock became the reference).
+                let t2 = at;
                 match a.variant {
                     // The handshake decides who answers.
                     Variant::Handshake => {
@@ -178,8 +180,9 @@ fn main() -> anyhow::Result<()> {
                             actions.push(Action::Reply(r));
                         }
                     }
-                    // Every master answers; the slaves' ownership picks.
-                    Variant::Ownership => actions.push(Action::Reply(Reply {
+                    // Every master whose clock is trusted answers; the
+                    // slaves' ownership picks.
+                    Variant::Ownership if clock.trusted(at) => actions.push(Action::Reply(Reply {
                         slave: req.slave,
                         seq: req.seq,
                         t1: req.t1,
@@ -187,27 +190,22 @@ fn main() -> anyhow::Result<()> {
                         t3: t2,
                         master: a.id,
                     })),
+                    Variant::Ownership => {}
                 }
             }
             Ok(Event::Masters(msg, at)) => match msg {
                 MasterMsg::Heartbeat { .. } => actions.extend(m.on_heartbeat(&msg, now)),
                 MasterMsg::SyncRequest { from, t1 } if m.is_active() && from != a.id => {
-                    let t2 = at + correction;
                     let reply = MasterMsg::SyncReply {
                         to: from,
                         t1,
-                        t2,
-                        t3: clock(correction),
+                        t2: clock.read(at),
+                        t3: clock.read(realtime()),
                     };
                     say.send(&reply.encode())?;
                 }
                 MasterMsg::SyncReply { to, t1, t2, t3 } if to == a.id => {
-                    // t1 and t4 on the uncorrected clock: the estimate
-                    // is the whole correction.
-                    sync.sample(t1, t2, t3, at);
-                    if let Some((offset, _)) = sync.best(at) {
-                        correction = offset;
-                    }
+                    clock.on_sync_reply(t1, t2, t3, at);
                 }
                 _ => {}
             },
@@ -216,7 +214,7 @@ fn main() -> anyhow::Result<()> {
                 anyhow::bail!("the daemon connection ended")
             }
         }
-        actions.extend(m.tick(now, clock(correction)));
+        actions.extend(m.tick(now, realtime()));
         for action in actions {
             match action {
                 Action::Say(msg) => {
@@ -224,7 +222,8 @@ fn main() -> anyhow::Result<()> {
                 }
                 Action::Reply(r) => {
                     let r = Reply {
-                        t3: clock(correction),
+                        t2: clock.read(r.t2),
+                        t3: clock.read(realtime()),
                         ..r
                     };
                     if let Some(p) = repliers.get_mut(&r.slave) {
@@ -239,11 +238,14 @@ fn main() -> anyhow::Result<()> {
                     writeln!(out, "ROLE {}", if active { "active" } else { "backup" })?;
                     out.flush()?;
                     if active {
-                        // The answering master's clock is the reference.
-                        correction = 0;
-                        sync = Estimator::default();
+                        clock.become_reference();
                     }
                 }
+            }
+        }
+        if !m.is_active() {
+            if let Some(id) = m.active_master(now) {
+                clock.follow(id);
             }
         }
         if now >= next_sync {
@@ -258,7 +260,7 @@ fn main() -> anyhow::Result<()> {
         }
         if now >= next_status {
             next_status = now + Duration::from_secs(1);
-            let (offset, bound) = sync.best(realtime()).unwrap_or((0, 0));
+            let (offset, bound) = clock.estimate(realtime()).unwrap_or((0, 0));
             writeln!(
                 out,
                 "STATUS id={} active={} answering={} pending={} dropped={} full={full} offset_ns={offset} bound_ns={bound} \

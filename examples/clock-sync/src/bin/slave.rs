@@ -43,10 +43,10 @@ struct Args {
     /// Seconds of requests; then 1 s for the last replies, and the result.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
-    /// Replies counted before the clock error is (the first estimates
-    /// rest on few exchanges).
-    #[arg(long, default_value_t = 5)]
-    settle_replies: u64,
+    /// The bound (us) under which this slave's estimate counts as settled:
+    /// `max_error_us` is the worst error from then on.
+    #[arg(long, default_value_t = 1000)]
+    settled_us: i64,
 }
 
 fn realtime() -> i64 {
@@ -85,6 +85,9 @@ fn main() -> anyhow::Result<()> {
     let mut answered: BTreeSet<u64> = BTreeSet::new();
     let (mut seq, mut sent, mut got, mut duplicates, mut resent) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let (mut max_gap, mut max_err, mut lost) = (Duration::ZERO, 0i64, 0u64);
+    // The reply at which the estimate settled, and the most the error
+    // exceeded the estimate's own bound, ns.
+    let (mut settled_reply, mut max_excess) = (0u64, 0i64);
     let mut last_reply: Option<Instant> = None;
     let mut by_master: BTreeMap<u32, u64> = BTreeMap::new();
     let mut recent: Vec<(Instant, u32)> = Vec::new();
@@ -176,15 +179,20 @@ fn main() -> anyhow::Result<()> {
             }
             last_reply = Some(now);
         }
-        if got > a.settle_replies {
-            if let Some((offset, _)) = est.best(t4) {
-                // Corrected clock minus the reference (this kernel's) at
-                // one instant: the slave's clock is the reference plus its
-                // skew, so that is `skew + offset`. (Read as two clock
-                // readings, one for each side, a preemption between them
-                // counted as clock error: 2.06 ms once under CI's load.)
-                let err = skew + offset;
-                max_err = max_err.max(err.abs());
+        if let Some((offset, bound)) = est.best(t4) {
+            // Corrected clock minus the reference (this kernel's) at one
+            // instant: the slave's clock is the reference plus its skew, so
+            // that is `skew + offset`. (Read as two clock readings, one for
+            // each side, a preemption between them counted as clock error:
+            // 2.06 ms once under CI's load.) It may exceed the estimate's
+            // bound by the answering master's own error.
+            let err = (skew + offset).abs();
+            max_excess = max_excess.max(err - bound);
+            if settled_reply == 0 && bound <= a.settled_us * 1000 {
+                settled_reply = got;
+            }
+            if settled_reply > 0 {
+                max_err = max_err.max(err);
             }
         }
     }
@@ -198,11 +206,12 @@ fn main() -> anyhow::Result<()> {
     let (offset, bound) = est.best(raw()).unwrap_or((0, 0));
     println!(
         "RESULT slave={} requests={sent} replies={got} unanswered={} duplicates={duplicates} resent={resent} \
-         lost={lost} max_gap_us={} max_error_us={} offset_ns={offset} bound_ns={bound} masters={} last_second={}",
+         lost={lost} max_gap_us={} max_error_us={} settled_reply={settled_reply} max_excess_us={} offset_ns={offset} bound_ns={bound} masters={} last_second={}",
         a.id,
         outstanding.len(),
         max_gap.as_micros(),
         max_err / 1000,
+        max_excess / 1000,
         masters.join(","),
         last.join(","),
     );
