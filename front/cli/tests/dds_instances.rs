@@ -79,19 +79,6 @@ fn a_cyclone_writers_instances_and_dispose_reach_a_tagwire_subscriber_by_key() {
     assert_eq!(got[3].origin.unwrap().guid, got[0].origin.unwrap().guid);
 }
 
-/// An `Item` sample in CDR (little-endian).
-fn item(id: i32, text: &str) -> Vec<u8> {
-    let mut p = vec![0x00, 0x01, 0x00, 0x00];
-    p.extend_from_slice(&id.to_le_bytes());
-    p.extend_from_slice(&(text.len() as u32 + 1).to_le_bytes());
-    p.extend_from_slice(text.as_bytes());
-    p.push(0);
-    while p.len() % 4 != 0 {
-        p.push(0);
-    }
-    p
-}
-
 #[test]
 fn a_tagwire_publishers_instances_and_dispose_reach_a_cyclone_reader() {
     let Some(python) = python_or_skip() else {

@@ -133,3 +133,85 @@ fn a_gateway_started_in_the_middle_of_a_cyclone_stream_starts_at_its_match() {
     let _gateway = gateway(dir.path(), domain, "/items Items Item key=i32@0\n");
     starts_at_the_match(&mut sub, 3000, &lines, 100);
 }
+
+/// A tagwire publisher's stream, one sample a millisecond, and Cyclone
+/// readers (`late_readers.py`): A from the start, then, 300 samples into
+/// A's, B in A's participant and C in a participant of its own. Each
+/// reader is volatile: B and C start near where they joined (not at the
+/// writer's history), and every reader then takes every sample, in order,
+/// with nothing lost by Cyclone's count. (B shares A's participant, where
+/// Cyclone applies what the writer says to one reader to the others too:
+/// nothing said to B may make A skip a sample.)
+#[test]
+fn cyclone_readers_that_join_a_tagwire_stream_late_start_there_and_lose_nothing() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let domain = 58u32;
+    let (_dir, _d, c) = daemon(domain, "/items Items Item key=i32@0\n");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/dds/late_readers.py");
+    let (_r, lines) = spawn_lines(
+        Command::new(&python)
+            .arg(&script)
+            .args([domain.to_string(), "300".into(), "10".into()])
+            .stderr(Stdio::inherit()),
+    );
+    let mut publ = c.publisher("/items").unwrap();
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    while t0.elapsed() < Duration::from_secs(8) {
+        n += 1;
+        publ.send_keyed(&0i32.to_be_bytes(), &item(0, &n.to_string()))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let until = Instant::now() + Duration::from_secs(15);
+    while !lines
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.starts_with("lost C"))
+    {
+        assert!(Instant::now() < until, "{:?}", lines.lock().unwrap().last());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let lines = lines.lock().unwrap().clone();
+    let joined: u64 = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("joined "))
+        .unwrap_or_else(|| panic!("B and C never joined: {lines:?}"))
+        .parse()
+        .unwrap();
+    for reader in ["A", "B", "C"] {
+        let got: Vec<u64> = lines
+            .iter()
+            .filter_map(|l| l.strip_prefix(reader)?.strip_prefix(' ')?.parse().ok())
+            .collect();
+        let lost = lines
+            .iter()
+            .find_map(|l| l.strip_prefix(&format!("lost {reader} ")))
+            .unwrap();
+        println!(
+            "{reader}: {} samples, {}..={}, Cyclone counted {lost} lost (joined after {joined})",
+            got.len(),
+            got.first().unwrap_or(&0),
+            got.last().unwrap_or(&0),
+        );
+        assert!(!got.is_empty(), "{reader} got nothing");
+        assert!(
+            got.windows(2).all(|p| p[1] == p[0] + 1),
+            "{reader}: a hole or a repeat: {got:?}"
+        );
+        assert_eq!(*got.last().unwrap(), n, "{reader} did not get the last");
+        assert_eq!(lost, "0", "{reader}");
+        if reader != "A" {
+            // Not the writer's history (a volatile reader), and not long
+            // after it joined (a second at this rate).
+            assert!(
+                got[0] + 5 > joined && got[0] <= joined + 1000,
+                "{reader} started at {}, joined after {joined}",
+                got[0]
+            );
+        }
+    }
+}

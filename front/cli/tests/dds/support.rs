@@ -160,6 +160,19 @@ pub(crate) fn text(payload: &[u8]) -> String {
     String::from_utf8_lossy(&payload[12..12 + len - 1]).into_owned()
 }
 
+/// An `Item` sample in CDR (little-endian): `text`'s inverse.
+pub(crate) fn item(id: i32, text: &str) -> Vec<u8> {
+    let mut p = vec![0x00, 0x01, 0x00, 0x00];
+    p.extend_from_slice(&id.to_le_bytes());
+    p.extend_from_slice(&(text.len() as u32 + 1).to_le_bytes());
+    p.extend_from_slice(text.as_bytes());
+    p.push(0);
+    while p.len() % 4 != 0 {
+        p.push(0);
+    }
+    p
+}
+
 /// A daemon without a DDS gateway in a new directory, and a client of it
 /// (a gateway may be started later: [`gateway`]).
 pub(crate) fn plain_daemon() -> (tempfile::TempDir, Kill, Client) {
