@@ -30,8 +30,14 @@
 //! the work on this node is a part: pessimistic until the update thread's
 //! own share is measured).
 //!
+//! The platform's own work, which no task or thread of the set is (the
+//! kernel's interrupts and deferred work, the hypervisor taking the CPU),
+//! is the costs' `stolen` records: what a thread at the highest priority
+//! lost per window, measured under the set's load; the analysis takes its
+//! mean share `ρ` of the CPU ([`Costs::platform_share`]).
+//!
 //! Worst-case response time ([`analyze`]): `R = J + w`, `w` the least
-//! fixed point of `w = C + B + Σ_{j more urgent} ⌈(w + J_j) / T_j⌉ C_j`,
+//! fixed point of `w = C + B + ρw + Σ_{j more urgent} ⌈(w + J_j) / T_j⌉ C_j`,
 //! unschedulable if `R` passes the task's deadline (its period unless
 //! given). `J` is a task's release jitter: for a periodic task, how late
 //! its timer may wake it (the costs' `wakeup` record), so that `R` counts
@@ -102,6 +108,9 @@ pub struct CallCost {
     pub max_us: f64,
     /// The 99.9th percentile, µs.
     pub p999_us: f64,
+    /// The mean, µs (read for `stolen`).
+    #[serde(default)]
+    pub mean_us: Option<f64>,
 }
 
 /// Which figure of the measured costs stands for a call's worst case.
@@ -166,6 +175,25 @@ impl Costs {
             .fold(0.0, f64::max)
     }
 
+    /// The share of a CPU the platform (interrupts, the kernel's deferred
+    /// work, the hypervisor) takes from the most urgent thread: the
+    /// `stolen` records' mean per window over the window's length (the
+    /// worst CPU's). 0 without records.
+    ///
+    /// A rate, not a worst case: the platform's rare stalls (a CPU taken
+    /// for milliseconds, which a record's maximum shows) would make every
+    /// short task's bound vacuous; like a late wake-up, a response they
+    /// hold up passes its bound, and the records show how far.
+    pub fn platform_share(&self) -> f64 {
+        self.calls
+            .iter()
+            .filter(|c| c.call == "stolen" && c.size > 0)
+            .filter_map(|c| Some(c.mean_us? / c.size as f64))
+            .filter(|r| r.is_finite())
+            .fold(0.0, f64::max)
+            .min(1.0)
+    }
+
     /// The costs given directly (for tests and tools).
     pub fn new(calls: Vec<CallCost>, figure: CostFigure) -> Costs {
         Costs { calls, figure }
@@ -209,6 +237,9 @@ pub struct TaskBound {
     pub cost: f64,
     /// Its blocking term, s.
     pub blocking: f64,
+    /// What the platform takes within its response time
+    /// ([`Costs::platform_share`] of it), s.
+    pub platform: f64,
     /// Worst-case response time, s (`None`: it passes the deadline).
     pub response: Option<f64>,
     /// When it passes its deadline: by at least this much, s.
@@ -250,20 +281,31 @@ impl Analysis {
     }
 }
 
-/// The least fixed point of `R = c + b + Σ ⌈(R + J_j) / T_j⌉ C_j` over
-/// `hp` (period `T_j`, cost `C_j`, release jitter `J_j`); `Err(r)` once an
+/// The least fixed point of `R = c + b + ρR + Σ ⌈(R + J_j) / T_j⌉ C_j`
+/// over `hp` (period `T_j`, cost `C_j`, release jitter `J_j`), `ρ` the
+/// platform's share of the CPU (`share`, below 1); `Err(r)` once an
 /// iterate `r` passes `limit` (the response time is at least `r`).
-pub fn response_time(c: f64, b: f64, hp: &[(f64, f64, f64)], limit: f64) -> Result<f64, f64> {
-    let mut r = c + b;
+pub fn response_time(
+    c: f64,
+    b: f64,
+    hp: &[(f64, f64, f64)],
+    share: f64,
+    limit: f64,
+) -> Result<f64, f64> {
+    // (With the preemptions' count fixed, `R = (c + b + Σ) / (1 - ρ)`
+    // solves the rest at once.)
+    let keep = 1.0 - share.clamp(0.0, 0.99);
+    let mut r = (c + b) / keep;
     for _ in 0..100_000 {
         if r > limit {
             return Err(r);
         }
-        let next = c
+        let next = (c
             + b
             + hp.iter()
                 .map(|(t, cj, j)| ((r + j) / t).ceil() * cj)
-                .sum::<f64>();
+                .sum::<f64>())
+            / keep;
         // Equal within rounding: the fixed point.
         if (next - r).abs() <= 1e-12 * next.max(1.0) {
             return if next <= limit { Ok(next) } else { Err(next) };
@@ -304,6 +346,7 @@ pub fn analyze(set: &TaskSet, costs: &Costs) -> Result<Analysis, AnalyzeError> {
     let mut response: HashMap<&str, Option<f64>> = HashMap::new();
     let mut overrun: HashMap<&str, f64> = HashMap::new();
     let wakeup = costs.wakeup();
+    let share = costs.platform_share();
     // Blocking: the tables' measured hold when they change while the set
     // runs (a call that reads them can wait that long), never below what
     // the set gives.
@@ -343,7 +386,7 @@ pub fn analyze(set: &TaskSet, costs: &Costs) -> Result<Analysis, AnalyzeError> {
             // A periodic task's response counts from its due release: its
             // own wake-up jitter comes first.
             let late = own_jitter(t);
-            let r = response_time(cost[t.name.as_str()], block, &hp, deadline - late)
+            let r = response_time(cost[t.name.as_str()], block, &hp, share, deadline - late)
                 .map(|w| w + late)
                 .map_err(|w| w + late);
             if let Err(past) = r {
@@ -378,6 +421,8 @@ pub fn analyze(set: &TaskSet, costs: &Costs) -> Result<Analysis, AnalyzeError> {
                 period: p,
                 cost: cost[t.name.as_str()],
                 blocking: block,
+                // (Within the response less its own release jitter.)
+                platform: r.map_or(0.0, |r| share * (r - own_jitter(t))),
                 response: r,
                 overrun: overrun.get(t.name.as_str()).copied(),
                 deadline,
@@ -396,17 +441,18 @@ pub fn analyze(set: &TaskSet, costs: &Costs) -> Result<Analysis, AnalyzeError> {
 pub fn table(a: &Analysis) -> String {
     let ms = |s: f64| s * 1e3;
     let mut out = String::from(
-        "task                         prio  period ms    cost ms  block ms   response ms  deadline ms  ok\n\
+        "task                         prio  period ms    cost ms  block ms  platf ms   response ms  deadline ms  ok\n\
          (a response of +X: past the deadline by at least X)\n",
     );
     for t in &a.tasks {
         out += &format!(
-            "{:<28} {:>4} {:>10.3} {:>10.4} {:>9.4} {:>13} {:>12.3}  {}\n",
+            "{:<28} {:>4} {:>10.3} {:>10.4} {:>9.4} {:>9.4} {:>13} {:>12.3}  {}\n",
             t.task,
             t.priority,
             ms(t.period),
             ms(t.cost),
             ms(t.blocking),
+            ms(t.platform),
             t.response.map_or_else(
                 || format!("+{:.4}", ms(t.overrun.unwrap_or(0.0))),
                 |r| format!("{:.4}", ms(r))

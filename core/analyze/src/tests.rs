@@ -10,6 +10,7 @@ fn costs(entries: &[(&str, usize, &str, f64)]) -> Costs {
                 place: (*place).into(),
                 max_us: *us,
                 p999_us: us / 2.0,
+                mean_us: None,
             })
             .collect(),
         CostFigure::Max,
@@ -62,8 +63,56 @@ fn the_textbook_task_set_has_its_textbook_response_times() {
     // 6 + 3·3 + 2·3 = 21: at least 1 past its deadline.
     assert_eq!(a.tasks[2].overrun, Some(1.0));
     assert!(table(&a).contains("+1000.0000"), "{}", table(&a));
-    assert_eq!(response_time(1.0, 0.0, &[(2.0, 1.0, 0.0)], 5.0), Ok(2.0));
-    assert_eq!(response_time(3.0, 0.0, &[(2.0, 1.0, 0.0)], 5.0), Err(6.0));
+    assert_eq!(
+        response_time(1.0, 0.0, &[(2.0, 1.0, 0.0)], 0.0, 5.0),
+        Ok(2.0)
+    );
+    assert_eq!(
+        response_time(3.0, 0.0, &[(2.0, 1.0, 0.0)], 0.0, 5.0),
+        Err(6.0)
+    );
+    // A quarter of the CPU the platform's: 1 + 0.25·4 + ⌈4 / 2⌉ = 4.
+    assert_eq!(
+        response_time(1.0, 0.0, &[(2.0, 1.0, 0.0)], 0.25, 5.0),
+        Ok(4.0)
+    );
+}
+
+#[test]
+fn the_platform_takes_the_share_stolen_from_the_most_urgent_thread() {
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert_eq!(Costs::default().platform_share(), 0.0);
+    // 1 % of one CPU, 2 % of the other (mean per 10 ms window); the
+    // maximum (a stall of 6 ms) is not the share.
+    let stolen = |mean_us: f64| CallCost {
+        call: "stolen".into(),
+        size: 10_000,
+        place: "local".into(),
+        max_us: 6_000.0,
+        p999_us: 6_000.0,
+        mean_us: Some(mean_us),
+    };
+    let c = Costs::new(vec![stolen(100.0), stolen(200.0)], CostFigure::Max);
+    assert!(close(c.platform_share(), 0.02), "{}", c.platform_share());
+    // A task of 4.9 ms alone: 4.9 / 0.98 = 5 ms, of which 0.1 the platform.
+    let set = TaskSet {
+        task: vec![periodic("t", "n", 1, 0.01, 0.0049)],
+        ..TaskSet::default()
+    };
+    let a = analyze(&set, &c).unwrap();
+    assert!(
+        close(a.tasks[0].response.unwrap(), 0.005),
+        "{:?}",
+        a.tasks[0]
+    );
+    assert!(close(a.tasks[0].platform, 0.0001), "{:?}", a.tasks[0]);
+    assert!(table(&a).contains("0.1000"), "{}", table(&a));
+    // Without the records, as before.
+    let a = analyze(&set, &Costs::default()).unwrap();
+    assert_eq!(
+        (a.tasks[0].response, a.tasks[0].platform),
+        (Some(0.0049), 0.0)
+    );
 }
 
 #[test]

@@ -369,6 +369,7 @@ mod tests {
             place: place.into(),
             max_us: 0.0,
             p999_us: 0.0,
+            mean_us: None,
         };
         let costs = Costs::new(
             vec![free("send", "remote"), free("receive", "local")],

@@ -21,8 +21,15 @@ another node) and one receive per tag it receives, at the next measured size
 up. A periodic task's response counts from its due release: it adds how
 late a timer wakes (the costs' `wakeup`). Event-run tasks are released with
 their messages' arrival jitter (holistic analysis). `[[thread]]`s (tagwire's
-forwarder and delivery threads raised to a subscription's policy, the
-kernel's work) preempt the tasks below them with their period and cost.
+forwarder and delivery threads raised to a subscription's policy) preempt
+the tasks below them with their period and cost. The platform's own work
+(interrupts, the kernel's deferred work, the hypervisor) takes what the
+costs' `stolen` records measured from a thread at the highest priority:
+their mean share of the CPU (the worst CPU's) stretches every response
+(R = (C + B + preemptions) / (1 - share)). A rate, not a worst case: the
+platform's rare stalls of milliseconds, which the records' maxima show,
+are left out as late wake-ups are, or every short task's bound would be
+vacuous.
 Blocking: `table_block`, the time a table change holds the tag tables
 (given; when `table_changes` is above 0, at least the costs' measured
 `table_hold` and `state_hold`), and `table_changes` per second, each

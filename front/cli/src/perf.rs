@@ -103,8 +103,10 @@ enum Bench {
     /// What each API call costs its caller (create/destroy tag, get and
     /// release send access, subscribe/unsubscribe, send and receive per
     /// size, senders/receivers, pull): p50, p99.9, maximum, for timing
-    /// analysis; `--remote` adds the same with the tag known on another
-    /// node (network namespaces; root).
+    /// analysis, and the time the platform takes from the most urgent
+    /// thread of each CPU (`stolen`, per window; needs SCHED_FIFO 99);
+    /// `--remote` adds the same with the tag known on another node
+    /// (network namespaces; root).
     Costs {
         /// Calls timed per call kind (table changes across nodes: at most
         /// 2,000; 1 MiB sends and receives: at most 2,000).

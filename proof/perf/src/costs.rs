@@ -16,6 +16,9 @@
 //! The paper's blocking term: the longest the client's local tag table
 //! (its update thread applying a change) and the daemons' state were held
 //! (`table_hold`, `state_hold`), read after the table changes were timed.
+//! And what no call costs but every response time pays: the time the
+//! platform (interrupts, the kernel's deferred work, the hypervisor) takes
+//! from the most urgent thread of each CPU (`stolen`).
 
 use std::time::{Duration, Instant};
 
@@ -24,6 +27,8 @@ use serde::{Deserialize, Serialize};
 use tagwire::{Client, Domain, HistoryQuery, KeepHistory, RingParams, SubscribeOptions};
 
 use crate::stats::percentile_sorted;
+
+pub mod stolen;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -99,9 +104,11 @@ pub struct CostRecord {
     /// `senders`, `receivers`, `pull`; and two that are not calls:
     /// `wakeup`, how late a thread sleeping until an absolute time wakes
     /// (a periodic task's release jitter), `deliver` (remote), from a
-    /// send to the far subscriber's receive, and `table_hold` and
+    /// send to the far subscriber's receive, `table_hold` and
     /// `state_hold`, the longest the client's tag table and the daemons'
-    /// state were held (one value each).
+    /// state were held (one value each), and `stolen`, the time the
+    /// platform took from the most urgent thread of a CPU per window of
+    /// `size` µs ([`stolen`]).
     pub call: String,
     /// Message size for `send`, `receive` and `pull` (each message), else 0.
     pub size: usize,
@@ -118,6 +125,10 @@ pub struct CostRecord {
     pub max_us: f64,
     /// Mean, µs.
     pub mean_us: f64,
+    /// The CPU measured, for `stolen` (whose `size` is its window, µs;
+    /// see [`stolen`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<usize>,
 }
 
 fn record(call: &str, size: usize, place: Where, mut t: Vec<f64>) -> anyhow::Result<CostRecord> {
@@ -134,6 +145,7 @@ fn record(call: &str, size: usize, place: Where, mut t: Vec<f64>) -> anyhow::Res
         p999_us: percentile_sorted(&t, 99.9).unwrap_or(0.0),
         max_us: t[n - 1],
         mean_us: t.iter().sum::<f64>() / n as f64,
+        cpu: None,
     })
 }
 
@@ -256,6 +268,14 @@ pub fn measure(
     let _ = c.destroy_tag(&tag);
     if place == Where::Local {
         push(wakeup_cost(spec.calls.min(2_000))?, &mut out);
+        for cpu in stolen_cpus(spec)? {
+            match stolen::measure(cpu)? {
+                Some(records) => records.into_iter().for_each(|r| push(r, &mut out)),
+                None => eprintln!(
+                    "perf costs: no stolen time measured on cpu {cpu}: SCHED_FIFO 99 not permitted"
+                ),
+            }
+        }
     }
     Ok(out)
 }
@@ -281,6 +301,19 @@ fn holds(c: &Client, other: Option<&Client>, place: Where) -> anyhow::Result<Vec
         record("table_hold", 0, place, vec![us(table)])?,
         record("state_hold", 0, place, vec![state as f64])?,
     ])
+}
+
+/// The CPUs whose stolen time is measured: those the calling thread may
+/// run on, and the far subscriber's.
+fn stolen_cpus(spec: &Spec) -> anyhow::Result<Vec<usize>> {
+    let set = rustix::thread::sched_getaffinity(None).context("the caller's CPUs")?;
+    let mut cpus: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|c| set.is_set(*c))
+        .chain(spec.far_cpu)
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
 }
 
 /// How late a sleep until an absolute time ends (`calls` of them, 1 ms
@@ -480,7 +513,10 @@ pub fn table(records: &[CostRecord]) -> String {
     for r in records {
         out += &format!(
             "{:<18} {:>8} {:<7} {:>6} {:>10.2} {:>10.2} {:>10.1} {:>10.2}\n",
-            r.call,
+            match r.cpu {
+                Some(cpu) => format!("{} cpu{cpu}", r.call),
+                None => r.call.clone(),
+            },
             r.size,
             match r.place {
                 Where::Local => "local",

@@ -97,9 +97,13 @@ fn costs(a: &Args) -> anyhow::Result<()> {
         far_cpu: None,
     };
     let show = |r: &tagwire_perf::costs::CostRecord| {
+        let what = match r.cpu {
+            Some(cpu) => format!("{} cpu{cpu} per {} us", r.call, r.size),
+            None => format!("{} {} B {:?}", r.call, r.size, r.place),
+        };
         eprintln!(
-            "perf costs: {} {} B {:?}: p50 {:.2} us, p99.9 {:.2} us, max {:.1} us",
-            r.call, r.size, r.place, r.p50_us, r.p999_us, r.max_us
+            "perf costs: {what}: p50 {:.2} us, p99.9 {:.2} us, max {:.1} us",
+            r.p50_us, r.p999_us, r.max_us
         );
     };
     let (socket, _daemon) = daemon_for(a)?;
