@@ -846,6 +846,56 @@ fn tagwire_stats_prints_every_subscribers_counters_as_tables_and_json() {
 }
 
 #[test]
+fn large_messages_nobody_reads_do_not_take_the_daemons_descriptors() {
+    // A daemon under a low descriptor limit (200), and a publisher of 400
+    // large messages (each in a memfd the daemon keeps while its record
+    // is in the ring: 256 slots) that nobody reads. Found by `tagwire perf
+    // soak`: the daemon kept one descriptor per message until its table
+    // was full, then refused the next message's memfd ("PutBlob needs the
+    // message's memfd attached") and every new client (`accept` failed).
+    // Now the oldest kept messages make room, and it keeps serving.
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        println!("skipped: prlimit (util-linux) not found");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("tagwired.sock");
+    let _daemon = Proc(
+        Command::new("prlimit")
+            .arg("--nofile=200:200")
+            .arg(BIN)
+            .args(["daemon", "--socket"])
+            .arg(&socket)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let opts = ClientOptions {
+        socket: socket.clone(),
+        autostart: false,
+        ..ClientOptions::default()
+    };
+    wait_until("daemon up", || Client::with_options(opts.clone()).is_ok());
+    let c = Client::with_options(opts.clone()).unwrap();
+    c.create_tag("/big", Domain::Local).unwrap();
+    let mut publ = c.publisher("/big").unwrap();
+    let big = vec![7u8; 100_000];
+    for i in 0..400 {
+        if let Err(e) = publ.send(&big) {
+            panic!("large message {i}: {e}");
+        }
+    }
+    // A new client, a new tag, and the large tag's newest messages.
+    let other = Client::with_options(opts).unwrap();
+    other.create_tag("/small", Domain::Local).unwrap();
+    let mut sub = other
+        .subscribe("/big", SubscribeOptions::default())
+        .unwrap();
+    publ.send(&big).unwrap();
+    assert_eq!(sub.receive(T).unwrap().payload.len(), big.len());
+}
+
+#[test]
 fn a_daemon_short_of_descriptors_refuses_new_tags_and_keeps_serving() {
     // A daemon under a low descriptor limit (set with util-linux's prlimit,
     // which `.ci/run`'s Debian has): tags past its budget are refused with a

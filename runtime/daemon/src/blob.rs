@@ -31,13 +31,15 @@
 //! The daemon learns where records are by looking at the ring (`BlobStore::scan`):
 //! only the records written since the last look, at each store.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
 
 use tagwire_proto::ClientId;
 use tagwire_shm::{Peek, Ring};
 use tagwire_wire::frame::{BlobRef, FrameHeader, FLAG_BLOB, HEADER_LEN};
-use tagwire_wire::TagName;
+use tagwire_wire::{TagId, TagName};
+
+use crate::quota::Exceeded;
 
 use crate::Shared;
 
@@ -210,6 +212,24 @@ impl BlobStore {
         }
     }
 
+    /// Evicts the oldest blob that no gated reader holds and whose
+    /// publisher is done with it, to free its descriptor for another
+    /// tag's message (a reader without a gate that comes for it later
+    /// counts it lost). Whether there was one.
+    pub(crate) fn evict_oldest(&mut self, ring: RingState) -> bool {
+        let Some(i) = self
+            .kept
+            .iter()
+            .position(|b| !held(b, ring) && (b.done || b.at.is_some()))
+        else {
+            return false;
+        };
+        if let Some(b) = self.kept.remove(i) {
+            self.bytes -= b.len;
+        }
+        true
+    }
+
     /// Blobs kept.
     pub fn len(&self) -> usize {
         self.kept.len()
@@ -270,6 +290,44 @@ impl BlobStore {
         }
         Ok(())
     }
+}
+
+/// Makes room for one more large message's descriptor within
+/// [`crate::quota::large_descriptors`] over every tag's store (`blobs`,
+/// their rings in `rings`): first what no reader can need, then the
+/// oldest kept that no gated reader holds, of the stores that keep the
+/// most. Refused when everything kept is held.
+pub(crate) fn descriptors_within(
+    blobs: &mut HashMap<TagId, BlobStore>,
+    rings: &HashMap<TagId, Ring>,
+) -> Result<(), Exceeded> {
+    let budget = crate::quota::large_descriptors();
+    let mut kept: usize = blobs.values().map(BlobStore::len).sum();
+    if kept < budget {
+        return Ok(());
+    }
+    let mut stores: Vec<(RingState, &mut BlobStore)> = blobs
+        .iter_mut()
+        .filter_map(|(tag, s)| {
+            let ring = rings.get(tag)?;
+            s.sweep(RingState::of(ring), |i| look(ring, i));
+            Some((RingState::of(ring), s))
+        })
+        .collect();
+    kept = stores.iter().map(|(_, s)| s.len()).sum();
+    stores.sort_by_key(|(_, s)| std::cmp::Reverse(s.len()));
+    for (ring, store) in &mut stores {
+        while kept >= budget && store.evict_oldest(*ring) {
+            kept -= 1;
+        }
+    }
+    if kept >= budget {
+        return Err(Exceeded::new(
+            "large-message descriptors on this daemon",
+            budget,
+        ));
+    }
+    Ok(())
 }
 
 impl Limits {
@@ -400,6 +458,34 @@ mod tests {
         let r = ring(records.len() as u64, gate);
         s.scan(r, |i| records[i as usize]);
         r
+    }
+
+    #[test]
+    fn the_oldest_published_blob_no_gate_holds_goes_for_a_descriptor() {
+        let big = Limits {
+            count: 10,
+            bytes: 1000,
+        };
+        let mut s = BlobStore::default();
+        let mut records = Vec::new();
+        for _ in 0..3 {
+            let id = store(&mut s, &records, None, C, 10, big).unwrap();
+            publish(&mut records, &mut s, id);
+        }
+        // One in flight (stored, not published yet).
+        let in_flight = store(&mut s, &records, None, C, 10, big).unwrap();
+        // A gate at record 1 holds blobs 2 and 3: only blob 1 may go.
+        let r = scan(&mut s, &records, Some(1));
+        assert!(s.evict_oldest(r));
+        assert_eq!((s.len(), s.bytes()), (3, 30));
+        assert!(s.get(1).is_none() && s.get(2).is_some());
+        assert!(!s.evict_oldest(r), "held or in flight: kept");
+        // Without the gate, the oldest published next; never the one in
+        // flight.
+        let r = scan(&mut s, &records, None);
+        assert!(s.evict_oldest(r) && s.evict_oldest(r));
+        assert!(!s.evict_oldest(r));
+        assert!(s.get(in_flight).is_some());
     }
 
     /// Looks at the ring, then stores a blob.

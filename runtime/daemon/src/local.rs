@@ -697,7 +697,10 @@ fn handle(
             }
             let at = blob::RingState::of(&ring);
             store.scan(at, |i| blob::look(&ring, i));
-            if let Err(q) = large_bytes_within(shared, &mut st, len) {
+            if let Err(q) = large_bytes_within(shared, &mut st, len).and_then(|()| {
+                let State { blobs, rings, .. } = &mut *st;
+                blob::descriptors_within(blobs, rings)
+            }) {
                 return error(ErrorCode::Quota, q.message());
             }
             let store = st.blobs.entry(tag).or_default();

@@ -10,6 +10,7 @@
 //! | ring bytes in all | 8 GiB | shared memory |
 //! | history depth / bytes per tag | 1 M messages / 1 GiB | the daemon's memory |
 //! | large-message bytes in all | 4 GiB | memory held in memfds |
+//! | large-message descriptors in all | half the descriptor limit past 128 | each kept large message holds its memfd |
 //! | rights per client | 4096 | table entries; a subscription's seat (a descriptor) and, when lossless, its gate |
 //!
 //! At start the daemon raises its descriptor limit to the hard limit, and a
@@ -159,6 +160,20 @@ fn descriptors_for(n: u64, reserve: u64) -> Result<(), Exceeded> {
         return Err(Exceeded::new("descriptors left to the daemon", limit));
     }
     Ok(())
+}
+
+/// Descriptors large messages may hold on this daemon in all (each kept
+/// one holds its memfd): half of what the descriptor limit leaves past
+/// twice [`DESCRIPTOR_RESERVE`], at least 8. A publisher of large messages
+/// nobody reads keeps a ring's worth of them per tag; without this bound a
+/// few such tags filled the daemon's descriptor table, after which it
+/// could neither take a new client nor receive the next message's memfd.
+pub(crate) fn large_descriptors() -> usize {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    let budget = limit.saturating_sub(2 * DESCRIPTOR_RESERVE) / 2;
+    usize::try_from(budget).unwrap_or(usize::MAX).max(8)
 }
 
 /// Raises the soft descriptor limit to the hard one (best effort).

@@ -206,6 +206,10 @@ fn deliver_one(
         let limits = Limits::of(&shared.config, ring.shape().slots);
         let at = RingState::of(ring);
         let mut st = shared.lock();
+        // (Stored whatever the bound says: what comes from other nodes is
+        // bounded by the held-back queue; the room is made for the next.)
+        let State { blobs, rings, .. } = &mut *st;
+        let _ = blob::descriptors_within(blobs, rings);
         let store = st.blobs.entry(id).or_default();
         store.scan(at, |i| blob::look(ring, i));
         let blob_id = store.put_anyway(fd, payload.len() as u64, Owner::Inbound, limits, at);
