@@ -87,9 +87,17 @@ impl TcpOuts {
         lost
     }
 
-    /// Keeps the connections to the nodes `keep` accepts.
+    /// Keeps the connections to the nodes `keep` accepts; the others are
+    /// given up on ([`TcpOut::abandon`]: a node that went down must not get
+    /// their last frames after the next connection's, once it is back).
     pub(crate) fn retain(&mut self, keep: impl Fn(SocketAddr) -> bool) {
-        self.conns.retain(|a, _| keep(*a));
+        self.conns.retain(|a, c| {
+            let kept = keep(*a);
+            if !kept {
+                c.abandon();
+            }
+            kept
+        });
     }
 }
 
@@ -191,9 +199,18 @@ impl TcpOut {
         }
         if !sent {
             // A frame may be half written: this connection is unusable.
-            self.conn = None;
+            self.abandon();
         }
         sent
+    }
+
+    /// Gives the connection up: what it has not sent is dropped with it
+    /// (the receiver counts those frames missing), never delivered later,
+    /// behind the frames of the next connection.
+    fn abandon(&mut self) {
+        if let Some(c) = self.conn.take() {
+            let _ = tagwire_net::abort_on_close(c.get_ref());
+        }
     }
 }
 
@@ -275,6 +292,47 @@ mod tests {
     fn free_port() -> SocketAddr {
         let l = TcpListener::bind((LO, 0)).unwrap();
         l.local_addr().unwrap()
+    }
+
+    #[test]
+    fn a_connection_given_up_on_delivers_nothing_it_had_not_sent() {
+        // A receiver that does not read yet: the writes stall once both
+        // buffers are full, and the node stops being wanted.
+        let guard = Guard::new(None, false, LO, 1);
+        let l = TcpListener::bind((LO, 0)).unwrap();
+        let dest = l.local_addr().unwrap();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let reader = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let _ = wait.recv();
+            let mut buf = vec![0u8; 1 << 16];
+            // To the end (a plain close, after all it had sent), or to the
+            // reset.
+            loop {
+                match c.read(&mut buf) {
+                    Ok(0) => return false,
+                    Ok(_) => {}
+                    Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
+                }
+            }
+        });
+        let mut out = TcpOut::new(dest);
+        let frame = vec![1u8; 60_000];
+        let stop = AtomicBool::new(false);
+        for _ in 0..1000 {
+            if !out.send_all(&guard, [&frame[..]], || !stop.swap(true, Ordering::Relaxed)) {
+                break;
+            }
+            stop.store(false, Ordering::Relaxed);
+        }
+        assert!(out.conn.is_none(), "a write stalled and was given up");
+        let _ = go.send(());
+        // The rest of the sender's buffer never came, and the reader knows
+        // (a plain close would have delivered all of it, however late).
+        assert!(
+            reader.join().unwrap(),
+            "the connection ended without a reset"
+        );
     }
 
     #[test]

@@ -342,6 +342,16 @@ pub fn set_stream_tos(stream: &TcpStream, tos: u8) -> io::Result<()> {
     }
 }
 
+/// Makes closing `stream` abortive: its unsent data is discarded and the
+/// peer gets a reset, instead of the kernel delivering the data after the
+/// close, however late. For a data connection given up on, whose unsent
+/// frames the receiver already counted missing: delivered after the frames
+/// of the next connection, they came out of order (found by `tagwire perf
+/// soak`: a partition of two seconds).
+pub fn abort_on_close(stream: &TcpStream) -> io::Result<()> {
+    socket2::SockRef::from(stream).set_linger(Some(Duration::ZERO))
+}
+
 /// The TOS byte (IPv4) or traffic class (IPv6) `stream` sends with.
 pub fn stream_tos(stream: &TcpStream) -> io::Result<u8> {
     if stream.local_addr()?.is_ipv4() {
