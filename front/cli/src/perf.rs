@@ -206,6 +206,48 @@ enum Bench {
         )]
         sizes: Vec<usize>,
     },
+    /// Tags on several nodes for a long time while faults come at random
+    /// (kills of publishers, subscribers and daemons, link cuts, drops,
+    /// rate limits, partitions), checking that no message is corrupt,
+    /// repeated, out of order or lost without being reported (network
+    /// namespaces; root).
+    Soak {
+        /// Hosts.
+        #[arg(long, default_value_t = 4)]
+        nodes: usize,
+        /// Tags (each one publisher, two subscribers).
+        #[arg(long, default_value_t = 20)]
+        tags: usize,
+        /// Seconds of faults.
+        #[arg(long, default_value_t = 1800)]
+        seconds: u64,
+        /// Seconds between two faults.
+        #[arg(long, default_value_t = 4)]
+        fault_every: u64,
+        /// The draw's seed (printed; the same seed, the same faults).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The faults drawn from.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "kill-publisher,kill-subscriber,restart-daemon,link-down,drops,rate,partition"
+        )]
+        faults: Vec<tagwire_perf::soak::Fault>,
+        /// The subscriber kinds, given to the tags by turns.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "reliable,lossless,best-effort,tcp"
+        )]
+        kinds: Vec<tagwire_perf::soak::child::Kind>,
+    },
+    /// A soak's publisher or subscriber (internal: `perf soak` starts them).
+    #[command(hide = true)]
+    SoakChild {
+        /// What it does (JSON).
+        spec: String,
+    },
     /// Round trip against the number of receivers, all on one other host
     /// (paper Figure 4-6; network namespaces; root).
     RemoteFanout {
@@ -447,6 +489,8 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
         | Bench::Record { .. }
         | Bench::Play { .. }
         | Bench::Costs { .. }
+        | Bench::Soak { .. }
+        | Bench::SoakChild { .. }
         | Bench::Place { .. }
         | Bench::Napa { .. }
         | Bench::Priority { .. }
@@ -661,6 +705,8 @@ fn remote(a: &Args) -> anyhow::Result<()> {
         | Bench::Record { .. }
         | Bench::Play { .. }
         | Bench::Costs { .. }
+        | Bench::Soak { .. }
+        | Bench::SoakChild { .. }
         | Bench::Pull { .. }
         | Bench::Table2 { .. }
         | Bench::Napa { .. }

@@ -50,6 +50,7 @@ pub mod raw;
 pub mod remote;
 pub mod report;
 pub mod sender_priority;
+pub mod soak;
 pub mod stats;
 pub mod suite;
 pub mod table2;

@@ -35,7 +35,10 @@ const MTU_PAYLOAD: usize = 1472;
 /// deletes the namespaces.
 pub struct Site {
     // Field order is drop order: daemons first, then their namespaces.
-    daemons: Vec<Daemon>,
+    /// (`None` while [`Site::restart`] starts it again.)
+    daemons: Vec<Option<Daemon>>,
+    /// Each daemon's settings and CPU, to start it again ([`Site::restart`]).
+    configs: Vec<(Config, Option<usize>)>,
     lan: Lan,
     dir: PathBuf,
 }
@@ -121,6 +124,7 @@ impl Site {
         std::fs::write(&nodes_file, list)?;
         let mut site = Site {
             daemons: Vec::new(),
+            configs: Vec::new(),
             lan,
             dir,
         };
@@ -138,17 +142,9 @@ impl Site {
                 ..Config::default()
             };
             let cpu = cpus.map(|c| if i == 0 { c.0 } else { c.1 });
-            let d = h
-                .spawn(move || {
-                    if let Some(c) = cpu {
-                        raw::pin_current_thread(c)?;
-                    }
-                    Daemon::start(cfg).map_err(anyhow::Error::from)
-                })?
-                .join()
-                .map_err(|_| anyhow::anyhow!("daemon start panicked"))?
-                .with_context(|| format!("starting the daemon on {}", h.name()))?;
-            site.daemons.push(d);
+            site.configs.push((cfg.clone(), cpu));
+            let d = start_in(h, cfg, cpu)?;
+            site.daemons.push(Some(d));
         }
         for i in 0..hosts {
             let c = site.client(i)?;
@@ -176,6 +172,22 @@ impl Site {
         self.dir.join(format!("h{i}.sock"))
     }
 
+    /// Stops host `i`'s daemon (its clients lose it) and starts it again
+    /// with the same settings: a new incarnation, as after a crash.
+    pub fn restart(&mut self, i: usize) -> anyhow::Result<()> {
+        let (cfg, cpu) = self.configs.get(i).context("no such host")?.clone();
+        if let Some(old) = self.daemons.get_mut(i).and_then(Option::take) {
+            old.shutdown();
+        }
+        self.daemons[i] = Some(start_in(self.lan.host(i), cfg, cpu)?);
+        Ok(())
+    }
+
+    /// Host `i`'s daemon (`None` only during a restart).
+    fn daemon(&self, i: usize) -> Option<&Daemon> {
+        self.daemons.get(i).and_then(Option::as_ref)
+    }
+
     /// Host `i`.
     pub fn host(&self, i: usize) -> &Host {
         self.lan.host(i)
@@ -184,7 +196,7 @@ impl Site {
     /// Datagrams host `i`'s daemon has sent again so far (after a NACK or
     /// on its resend timer): loss repair a run needed.
     pub fn retransmissions(&self, i: usize) -> u64 {
-        self.daemons.get(i).map_or(0, Daemon::retransmissions)
+        self.daemon(i).map_or(0, Daemon::retransmissions)
     }
 
     /// Number of hosts.
@@ -279,9 +291,23 @@ impl Site {
     }
 }
 
+/// Starts a daemon with `cfg` inside `h` (its threads there, pinned to
+/// `cpu`).
+fn start_in(h: &Host, cfg: Config, cpu: Option<usize>) -> anyhow::Result<Daemon> {
+    h.spawn(move || {
+        if let Some(c) = cpu {
+            raw::pin_current_thread(c)?;
+        }
+        Daemon::start(cfg).map_err(anyhow::Error::from)
+    })?
+    .join()
+    .map_err(|_| anyhow::anyhow!("daemon start panicked"))?
+    .with_context(|| format!("starting the daemon on {}", h.name()))
+}
+
 impl Drop for Site {
     fn drop(&mut self) {
-        for d in self.daemons.drain(..) {
+        for d in self.daemons.drain(..).flatten() {
             d.shutdown();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -474,11 +500,11 @@ pub fn proxy_rtt(
                 Some(Proxy::Node(_)) => Some(2),
                 _ => None,
             };
-            let before = filter_at.map(|i| site.daemons[i].scaled_out());
+            let before = filter_at.map(|i| site.daemon(i).map_or(0, Daemon::scaled_out));
             let d = workload::rtt(&env, Rounds::new(size, o.iters, o.warmup).every(n, proxy))?;
             if let (Some(i), Some(before)) = (filter_at, before) {
                 anyhow::ensure!(
-                    site.daemons[i].scaled_out() > before,
+                    site.daemon(i).map_or(0, Daemon::scaled_out) > before,
                     "{name}: host {i}'s daemon filtered nothing; the proxy was not where asked"
                 );
             }

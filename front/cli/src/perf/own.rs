@@ -25,6 +25,10 @@ pub(super) fn run(a: &Args) -> Option<anyhow::Result<()>> {
         Bench::Napa { .. } => napa(a),
         Bench::Priority { .. } => priority(a),
         Bench::Costs { .. } => costs(a),
+        Bench::Soak { .. } => soak(a),
+        Bench::SoakChild { spec } => serde_json::from_str(spec)
+            .map_err(anyhow::Error::from)
+            .and_then(|s| tagwire_perf::soak::child::run(&s)),
         _ => return None,
     })
 }
@@ -299,4 +303,45 @@ fn place(a: &Args, max_nodes: usize) -> anyhow::Result<()> {
         &report::json_lines(&records)?,
         &tagwire_perf::place::table(&records),
     )
+}
+
+/// `perf soak`: see `tagwire_perf::soak`. Exits with an error when an
+/// invariant broke.
+fn soak(a: &Args) -> anyhow::Result<()> {
+    let Bench::Soak {
+        nodes,
+        tags,
+        seconds,
+        fault_every,
+        seed,
+        faults,
+        kinds,
+    } = &a.bench
+    else {
+        unreachable!("soak's arguments");
+    };
+    let spec = tagwire_perf::soak::Spec {
+        nodes: *nodes,
+        tags: (*tags).max(1),
+        duration: Duration::from_secs(*seconds),
+        fault_every: Duration::from_secs((*fault_every).max(1)),
+        seed: *seed,
+        faults: faults.clone(),
+        kinds: kinds.clone(),
+        exe: std::env::current_exe()?,
+    };
+    let outcome = tagwire_perf::soak::run(&spec, |line| eprintln!("{line}"))?;
+    let json = serde_json::to_string(&outcome)? + "\n";
+    save(
+        a,
+        "soak",
+        json.as_bytes(),
+        &tagwire_perf::soak::table(&outcome),
+    )?;
+    anyhow::ensure!(
+        outcome.violations.is_empty(),
+        "the soak broke its invariants: {}",
+        outcome.violations.join("; ")
+    );
+    Ok(())
 }

@@ -1,0 +1,72 @@
+//! `tagwire perf soak` for two minutes with a fixed seed: four hosts in
+//! network namespaces, twelve tags (each a publisher and two subscribers,
+//! processes of their own; reliable, lossless, best-effort and TCP
+//! subscribers; messages of 24 B to 1 MiB), a fault every four seconds
+//! drawn from every kind (publishers, subscribers and daemons killed and
+//! started again, link cuts, random drops, rate limits, partitions). No
+//! message may be corrupt, and every one missing must have been reported
+//! lost to its subscriber. Repeated and out-of-order messages are printed
+//! and held to at most 20: two races the soak found are open (issue 43's
+//! note; bench/results/soak/NOTES.md): a reliable stream's first messages
+//! delivered twice around a publisher's start (1, 0, 1), and a TCP
+//! stream's messages out of order after a partition (once in six 40 s
+//! runs, after a fix for the common case). `tagwire perf soak` itself
+//! fails on any of them.
+//!
+//! Needs root (network namespaces): without it the test prints `skipped:
+//! <reason>` and passes; `.ci/run` runs it as root.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tagwire");
+
+#[test]
+fn two_minutes_of_mixed_faults_lose_nothing_in_silence() {
+    if let Some(reason) = tagwire_testkit::skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["perf", "soak", "--nodes", "4", "--tags", "12"])
+        .args(["--seconds", "120", "--fault-every", "4", "--seed", "1"])
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let table = std::fs::read_to_string(dir.path().join("soak.txt")).unwrap_or_default();
+    println!("{table}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    let json = std::fs::read_to_string(dir.path().join("soak.json"))
+        .unwrap_or_else(|e| panic!("no soak.json ({e}): {said}"));
+    let o: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    let mut disordered = 0;
+    for k in o["kinds"].as_array().unwrap() {
+        let t = &k["tally"];
+        let n = |f: &str| t[f].as_u64().unwrap();
+        assert_eq!(n("corrupt"), 0, "{k}\n{table}");
+        assert!(
+            n("missing") <= n("reported"),
+            "lost in silence: {k}\n{table}"
+        );
+        disordered += n("duplicate") + n("reordered");
+    }
+    assert!(
+        disordered <= 20,
+        "{disordered} repeated or out of order:\n{table}"
+    );
+    // Every fault kind came at least once (the seed draws them all).
+    for f in o["faults"].as_array().unwrap() {
+        assert!(f[1].as_u64().unwrap() >= 1, "{f} never injected:\n{table}");
+    }
+    // Every kind of subscriber heard publishers, and more than one life
+    // of some (publishers were killed and started again).
+    for k in o["kinds"].as_array().unwrap() {
+        let t = &k["tally"];
+        assert!(t["got"].as_u64().unwrap() > 1000, "{k}");
+        assert!(t["lives"].as_u64().unwrap() >= 3, "{k}");
+    }
+    assert!(o["sent"].as_u64().unwrap() > 50_000, "{table}");
+}
