@@ -229,7 +229,10 @@ impl Totals {
 
 /// Runs the soak. `say` hears what happens as it happens.
 pub fn run(spec: &Spec, mut say: impl FnMut(&str)) -> anyhow::Result<Outcome> {
-    anyhow::ensure!(spec.nodes >= 2, "a soak needs at least 2 nodes");
+    anyhow::ensure!(
+        spec.nodes >= 2 && spec.tags >= 1,
+        "a soak needs at least 2 nodes and a tag"
+    );
     anyhow::ensure!(
         !spec.faults.is_empty() && !spec.kinds.is_empty(),
         "a soak needs a fault kind and a subscriber kind"

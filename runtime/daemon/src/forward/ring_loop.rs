@@ -619,6 +619,10 @@ impl<'a> Forwarder<'a> {
             drain(&mut s, Instant::now()).1
         };
         self.out.account(self.shared, route, events);
+        // No node gets the tag from here any more: what a TCP connection
+        // has not sent is dropped, not delivered after a later forwarder's
+        // frames (a partition that took every receiving node down).
+        self.tcp.retain(|_| false);
     }
 
     /// Moves the gate, if there is one, past what has been read.
