@@ -845,6 +845,35 @@ fn tagwire_stats_prints_every_subscribers_counters_as_tables_and_json() {
     assert_eq!(tag_row["counters"]["records"], 5);
 }
 
+/// A daemon limited to `n` descriptors (util-linux's prlimit, which
+/// `.ci/run`'s Debian has), running, and the options of a client of it;
+/// `None` (printed) without prlimit.
+fn daemon_with_descriptors(n: u32) -> Option<(tempfile::TempDir, Proc, ClientOptions)> {
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        println!("skipped: prlimit (util-linux) not found");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("tagwired.sock");
+    let daemon = Proc(
+        Command::new("prlimit")
+            .arg(format!("--nofile={n}:{n}"))
+            .arg(BIN)
+            .args(["daemon", "--socket"])
+            .arg(&socket)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let opts = ClientOptions {
+        socket,
+        autostart: false,
+        ..ClientOptions::default()
+    };
+    wait_until("daemon up", || Client::with_options(opts.clone()).is_ok());
+    Some((dir, daemon, opts))
+}
+
 #[test]
 fn large_messages_nobody_reads_do_not_take_the_daemons_descriptors() {
     // A daemon under a low descriptor limit (200), and a publisher of 400
@@ -854,28 +883,9 @@ fn large_messages_nobody_reads_do_not_take_the_daemons_descriptors() {
     // was full, then refused the next message's memfd ("PutBlob needs the
     // message's memfd attached") and every new client (`accept` failed).
     // Now the oldest kept messages make room, and it keeps serving.
-    if Command::new("prlimit").arg("--version").output().is_err() {
-        println!("skipped: prlimit (util-linux) not found");
+    let Some((_dir, _daemon, opts)) = daemon_with_descriptors(200) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("tagwired.sock");
-    let _daemon = Proc(
-        Command::new("prlimit")
-            .arg("--nofile=200:200")
-            .arg(BIN)
-            .args(["daemon", "--socket"])
-            .arg(&socket)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let opts = ClientOptions {
-        socket: socket.clone(),
-        autostart: false,
-        ..ClientOptions::default()
     };
-    wait_until("daemon up", || Client::with_options(opts.clone()).is_ok());
     let c = Client::with_options(opts.clone()).unwrap();
     c.create_tag("/big", Domain::Local).unwrap();
     let mut publ = c.publisher("/big").unwrap();
@@ -901,28 +911,9 @@ fn a_daemon_short_of_descriptors_refuses_new_tags_and_keeps_serving() {
     // which `.ci/run`'s Debian has): tags past its budget are refused with a
     // quota error, before their ring is made, and the tags it has keep
     // working for old and new clients.
-    if Command::new("prlimit").arg("--version").output().is_err() {
-        println!("skipped: prlimit (util-linux) not found");
+    let Some((_dir, _daemon, opts)) = daemon_with_descriptors(160) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("tagwired.sock");
-    let _daemon = Proc(
-        Command::new("prlimit")
-            .arg("--nofile=160:160")
-            .arg(BIN)
-            .args(["daemon", "--socket"])
-            .arg(&socket)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let opts = ClientOptions {
-        socket: socket.clone(),
-        autostart: false,
-        ..ClientOptions::default()
     };
-    wait_until("daemon up", || Client::with_options(opts.clone()).is_ok());
     let c = Client::with_options(opts.clone()).unwrap();
     c.create_tag("/keep", Domain::Local).unwrap();
     let mut sub = c.subscribe("/keep", SubscribeOptions::default()).unwrap();

@@ -77,11 +77,17 @@ pub enum Fault {
     Partition,
 }
 
+/// The variant of `T` (a kebab-case serde enum) named `s`.
+pub(crate) fn named<T: serde::de::DeserializeOwned>(s: &str) -> Option<T> {
+    serde_json::from_value(serde_json::Value::String(s.into())).ok()
+}
+
 impl std::str::FromStr for Fault {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        serde_json::from_value(serde_json::Value::String(s.into()))
-            .map_err(|_| format!("no fault `{s}` (kill-publisher, kill-subscriber, restart-daemon, link-down, drops, rate, partition)"))
+        named(s).ok_or_else(|| {
+            format!("no fault `{s}` (kill-publisher, kill-subscriber, restart-daemon, link-down, drops, rate, partition)")
+        })
     }
 }
 

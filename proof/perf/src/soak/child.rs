@@ -29,8 +29,9 @@ pub enum Kind {
 impl std::str::FromStr for Kind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        serde_json::from_value(serde_json::Value::String(s.into()))
-            .map_err(|_| format!("no subscriber kind `{s}` (reliable, lossless, best-effort, tcp)"))
+        super::named(s).ok_or_else(|| {
+            format!("no subscriber kind `{s}` (reliable, lossless, best-effort, tcp)")
+        })
     }
 }
 
