@@ -363,7 +363,8 @@ impl Subscriber {
         if !holding && st.overflowed > 0 {
             let lost = std::mem::take(&mut st.overflowed);
             // Counted here: the gaps this leaves are not counted again.
-            self.gaps.forget();
+            let lap = u64::from(self.ring.shape().slots);
+            self.gaps.covered(lost, lap);
             self.lost += lost;
             self.count();
             return Step::Done(Err(Error::Overflowed { lost }));
@@ -396,7 +397,8 @@ impl Subscriber {
             ReadOutcome::Lost(n) => {
                 self.advance();
                 // Counted here: the gaps this leaves are not counted again.
-                self.gaps.forget();
+                let lap = u64::from(self.ring.shape().slots);
+                self.gaps.covered(n, lap);
                 self.lost += n;
                 self.count();
                 return Step::Done(Err(Error::Overflowed { lost: n }));
