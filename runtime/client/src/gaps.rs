@@ -64,11 +64,15 @@ impl Gaps {
             Some(last) if seq > last => wanted_between(last, seq, every),
             _ => 0,
         };
+        if self.credit == 0 {
+            return gap;
+        }
+        // (A credit only after a reported overflow: the common path above.)
         if self.credit_for == 0 {
             self.credit = 0;
-        } else {
-            self.credit_for -= 1;
+            return gap;
         }
+        self.credit_for -= 1;
         let known = gap.min(self.credit);
         self.credit -= known;
         gap - known
