@@ -12,12 +12,7 @@
 //! message of a publisher sets where counting starts (a late joiner misses
 //! nothing it did not ask for); a number that goes back starts afresh (a
 //! publisher that began again). What a ring overflow already reported is not
-//! counted twice: the subscriber hands it over as a credit
-//! ([`Gaps::covered`]) that the gaps it leaves are taken from, for one lap
-//! of the ring. (It used to forget every publisher's last number instead,
-//! which also hid any other loss across that moment: a message another
-//! publisher lost on the network was then counted nowhere; the soak saw
-//! one in a million.)
+//! counted twice: the subscriber calls [`Gaps::forget`] then.
 
 use std::collections::HashMap;
 
@@ -35,10 +30,6 @@ pub(crate) struct Gaps {
     hot: Option<((SenderInfo, u16), u64)>,
     /// The others.
     last: HashMap<(SenderInfo, u16), u64>,
-    /// Losses reported another way whose gaps are still to come.
-    credit: u64,
-    /// Messages the credit lasts for.
-    credit_for: u64,
 }
 
 impl Gaps {
@@ -60,31 +51,10 @@ impl Gaps {
                 self.last.remove(&key)
             }
         };
-        let gap = match before {
+        match before {
             Some(last) if seq > last => wanted_between(last, seq, every),
             _ => 0,
-        };
-        if self.credit == 0 {
-            return gap;
         }
-        // (A credit only after a reported overflow: the common path above.)
-        if self.credit_for == 0 {
-            self.credit = 0;
-            return gap;
-        }
-        self.credit_for -= 1;
-        let known = gap.min(self.credit);
-        self.credit -= known;
-        gap - known
-    }
-
-    /// `n` messages were counted lost another way (records a ring
-    /// overwrote): the gaps they leave in the next `lap` messages are not
-    /// counted again. (A publisher that stops for good leaves its share
-    /// of the credit unused: it lapses after `lap`.)
-    pub(crate) fn covered(&mut self, n: u64, lap: u64) {
-        self.credit = self.credit.saturating_add(n);
-        self.credit_for = lap.max(1);
     }
 
     /// Forgets every publisher's last number (losses up to here were
@@ -92,8 +62,6 @@ impl Gaps {
     pub(crate) fn forget(&mut self) {
         self.hot = None;
         self.last.clear();
-        self.credit = 0;
-        self.credit_for = 0;
     }
 }
 
@@ -148,25 +116,6 @@ mod tests {
         assert_eq!(g.note(who(1), 0, 2, 1), 0);
         g.forget();
         assert_eq!(g.note(who(1), 0, 9, 1), 0);
-    }
-
-    #[test]
-    fn losses_counted_another_way_are_not_counted_again_and_others_still_are() {
-        let mut g = Gaps::default();
-        g.note(who(1), 0, 10, 1);
-        g.note(who(2), 0, 100, 1);
-        // The ring lost 3 records (reported): publisher 1's 11-13.
-        g.covered(3, 8);
-        // Publisher 2 lost 2 on the network meanwhile: counted, although
-        // the credit is taken first; then publisher 1's gap takes the rest.
-        let b = g.note(who(2), 0, 103, 1);
-        let a = g.note(who(1), 0, 14, 1);
-        assert_eq!(a + b, 2, "3 covered of 5 missing");
-        // The credit lapses after its lap: a later gap counts whole.
-        g.covered(4, 2);
-        g.note(who(1), 0, 15, 1);
-        g.note(who(1), 0, 16, 1);
-        assert_eq!(g.note(who(1), 0, 20, 1), 3);
     }
 
     #[test]

@@ -363,8 +363,7 @@ impl Subscriber {
         if !holding && st.overflowed > 0 {
             let lost = std::mem::take(&mut st.overflowed);
             // Counted here: the gaps this leaves are not counted again.
-            let lap = u64::from(self.ring.shape().slots);
-            self.gaps.covered(lost, lap);
+            self.gaps.forget();
             self.lost += lost;
             self.count();
             return Step::Done(Err(Error::Overflowed { lost }));
@@ -397,8 +396,7 @@ impl Subscriber {
             ReadOutcome::Lost(n) => {
                 self.advance();
                 // Counted here: the gaps this leaves are not counted again.
-                let lap = u64::from(self.ring.shape().slots);
-                self.gaps.covered(n, lap);
+                self.gaps.forget();
                 self.lost += n;
                 self.count();
                 return Step::Done(Err(Error::Overflowed { lost: n }));
