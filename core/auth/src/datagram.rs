@@ -22,6 +22,10 @@
 //! associated data and the body is encrypted. Either way a change to any
 //! byte, the flags included, fails the tag.
 //!
+//! Flag bit 3 says the key that sealed it was derived from a domain key of
+//! an odd generation: during a key roll (`crate::key`) a receiver holding
+//! both generations' keys opens it with the one of that parity.
+//!
 //! With flag bit 1 the datagram was sealed by a publishing client with its
 //! tag's key ([`crate::DomainKey::tag_key`]; the send ticket), and the tag
 //! id ([`tag_id`]) tells the receiver which key to try. Such a key can seal
@@ -50,6 +54,9 @@ pub const FLAG_TAG_KEY: u8 = 2;
 /// ([`crate::direct`]); a tag id follows the counter, as with
 /// [`FLAG_TAG_KEY`] (the two are never set together).
 pub const FLAG_DIRECT: u8 = 4;
+/// `flags` bit: sealed with a key derived from a domain key of an odd
+/// generation (see the module docs).
+pub const FLAG_ODD: u8 = 8;
 /// Bytes of the tag id.
 pub const TAG_ID_LEN: usize = 8;
 /// What sealing with a tag key adds.
@@ -89,6 +96,10 @@ pub enum OpenError {
         /// The datagram's.
         found: u64,
     },
+    /// Sealed with a key of a domain key generation the receiver does not
+    /// accept (an old one after a roll, or a roll it has not been given).
+    #[error("sealed with a key of a generation not accepted here")]
+    WrongGeneration,
     /// Sealed with the key of a tag the receiver does not know (or keeps
     /// too many keys of already).
     #[error("unknown tag key {0:#x}")]
@@ -112,6 +123,8 @@ pub struct SealedHeader {
     pub tag: Option<u64>,
     /// Sealed for a direct receiver's holding (flag bit 2).
     pub direct: bool,
+    /// Sealed with a key of an odd domain key generation (flag bit 3).
+    pub odd: bool,
 }
 
 impl SealedHeader {
@@ -128,7 +141,7 @@ impl SealedHeader {
         if magic != MAGIC || version != VERSION {
             return Err(OpenError::NotSealed);
         }
-        if flags & !(FLAG_ENCRYPTED | FLAG_TAG_KEY | FLAG_DIRECT) != 0
+        if flags & !(FLAG_ENCRYPTED | FLAG_TAG_KEY | FLAG_DIRECT | FLAG_ODD) != 0
             || flags & (FLAG_TAG_KEY | FLAG_DIRECT) == FLAG_TAG_KEY | FLAG_DIRECT
         {
             return Err(OpenError::UnknownFlags(flags));
@@ -144,6 +157,7 @@ impl SealedHeader {
             encrypted: flags & FLAG_ENCRYPTED != 0,
             tag: tagged.then(|| u64_at(datagram, HEADER_LEN)),
             direct,
+            odd: flags & FLAG_ODD != 0,
         })
     }
 
@@ -168,12 +182,14 @@ impl SealedHeader {
 pub struct DatagramKey {
     aead: LessSafeKey,
     epoch: u64,
+    odd: bool,
 }
 
 impl fmt::Debug for DatagramKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DatagramKey")
             .field("epoch", &self.epoch)
+            .field("odd", &self.odd)
             .finish_non_exhaustive()
     }
 }
@@ -187,13 +203,27 @@ impl DatagramKey {
                     .unwrap_or_else(|_| unreachable!("ChaCha20-Poly1305 takes 32-byte keys")),
             ),
             epoch,
+            odd: false,
         }
     }
 
     /// A tag key from the bytes its daemon handed over
-    /// ([`crate::DomainKey::tag_key_bytes`]), for life `epoch`.
+    /// ([`crate::DomainKey::tag_key_bytes`]), for life `epoch` (of an even
+    /// generation: see [`DatagramKey::with_odd`]).
     pub fn from_tag_key(key: &[u8; 32], epoch: u64) -> Self {
         Self::new(key, epoch)
+    }
+
+    /// The same key, derived from a domain key of an odd generation or not
+    /// ([`FLAG_ODD`]).
+    pub fn with_odd(mut self, odd: bool) -> Self {
+        self.odd = odd;
+        self
+    }
+
+    /// Whether it was derived from a domain key of an odd generation.
+    pub fn odd(&self) -> bool {
+        self.odd
     }
 
     /// The epoch this key seals under.
@@ -252,6 +282,9 @@ impl DatagramKey {
         out.extend_from_slice(&MAGIC);
         out.push(VERSION);
         let mut flags = if encrypt { FLAG_ENCRYPTED } else { 0 };
+        if self.odd {
+            flags |= FLAG_ODD;
+        }
         if let Some((_, bit)) = tag {
             flags |= bit;
         }
@@ -280,9 +313,13 @@ impl DatagramKey {
     }
 
     /// Verifies `datagram` (decrypting its body in place when encrypted) and
-    /// returns its header and body. Checks the epoch before the tag.
+    /// returns its header and body. Checks the generation's parity and the
+    /// epoch before the tag.
     pub fn open<'a>(&self, datagram: &'a mut [u8]) -> Result<(SealedHeader, &'a [u8]), OpenError> {
         let header = SealedHeader::peek(datagram)?;
+        if header.odd != self.odd {
+            return Err(OpenError::WrongGeneration);
+        }
         if header.epoch != self.epoch {
             return Err(OpenError::WrongEpoch {
                 expected: self.epoch,
@@ -381,9 +418,28 @@ mod tests {
                     encrypted: encrypt,
                     tag: None,
                     direct: false,
+                    odd: false,
                 }
             );
         }
+    }
+
+    #[test]
+    fn an_odd_generations_key_says_so_and_opens_only_its_parity() {
+        let d = DomainKey::from_bytes([1; 32]);
+        let node = "10.0.0.1".parse().unwrap();
+        let odd = d.clone().with_generation(3).datagram_key(node, 9);
+        let even = d.with_generation(2).datagram_key(node, 9);
+        assert!(odd.odd() && !even.odd());
+        let mut dg = odd.seal(5, false, b"x");
+        assert_eq!(dg[3] & FLAG_ODD, FLAG_ODD);
+        assert!(SealedHeader::peek(&dg).unwrap().odd);
+        // The same bytes, the parity refused before any cryptography.
+        assert_eq!(even.open(&mut dg.clone()), Err(OpenError::WrongGeneration));
+        assert_eq!(odd.open(&mut dg.clone()).unwrap().1, b"x");
+        // The flag is authenticated: clearing it fails the tag.
+        dg[3] &= !FLAG_ODD;
+        assert_eq!(even.open(&mut dg), Err(OpenError::Forged));
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub mod replay;
 
 pub use datagram::{tag_id, DatagramKey, OpenError, SealedHeader};
 pub use direct::{Holder, HoldingKey, ToHolder};
-pub use key::{DomainKey, KeyError};
+pub use key::{Accepted, DomainKey, KeyError, KeyFile, ROLL_GRACE};
 pub use link::{Deframer, Handshake, LinkError, LinkHello, LinkReceiver, LinkSender, Progress};
 pub use peer::{Opener, Refused, Sealer};
 pub use replay::{Replay, ReplayWindow, ReplayWindows};

@@ -136,8 +136,8 @@ pub struct Handshake {
 enum Stage {
     /// Initiator: sent `psk, e`, awaits `e, ee`.
     AwaitAnswer(Box<HandshakeState>),
-    /// Responder: awaits `psk, e`.
-    AwaitFirst(Box<HandshakeState>),
+    /// Responder: awaits `psk, e`, under each key it accepts.
+    AwaitFirst(Vec<HandshakeState>),
     /// Responder: answered, awaits the initiator's hello (transport #0).
     AwaitHello(Arc<StatelessTransportState>),
     /// Over (or failed).
@@ -181,9 +181,18 @@ impl Handshake {
 
     /// The accepting end.
     pub fn responder(key: &DomainKey, mine: LinkHello) -> Result<Self, LinkError> {
-        let noise = builder(key, |b| b.build_responder())?;
+        Self::responder_any(std::slice::from_ref(key), mine)
+    }
+
+    /// The accepting end, during a key roll: the initiator may use any of
+    /// `keys` (the first frame is tried under each; at most two).
+    pub fn responder_any(keys: &[DomainKey], mine: LinkHello) -> Result<Self, LinkError> {
+        let noise = keys
+            .iter()
+            .map(|k| builder(k, |b| b.build_responder()))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
-            stage: Stage::AwaitFirst(Box::new(noise)),
+            stage: Stage::AwaitFirst(noise),
             mine,
         })
     }
@@ -192,8 +201,19 @@ impl Handshake {
     pub fn handle_frame(&mut self, body: &[u8]) -> Result<Progress, LinkError> {
         let mut payload = vec![0u8; MAX_FRAME];
         match std::mem::replace(&mut self.stage, Stage::Done) {
-            Stage::AwaitFirst(mut noise) => {
-                noise.read_message(body, &mut payload).map_err(refused)?;
+            Stage::AwaitFirst(states) => {
+                let mut failure = LinkError::Unauthenticated("no key accepted".into());
+                let mut opened = None;
+                for mut noise in states {
+                    match noise.read_message(body, &mut payload) {
+                        Ok(_) => {
+                            opened = Some(noise);
+                            break;
+                        }
+                        Err(e) => failure = refused(e),
+                    }
+                }
+                let mut noise = opened.ok_or(failure)?;
                 let mut msg = vec![0u8; MAX_FRAME];
                 let n = noise
                     .write_message(&self.mine.encode(), &mut msg)

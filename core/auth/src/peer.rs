@@ -5,10 +5,12 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use arc_swap::ArcSwap;
+
 use crate::datagram::{DatagramKey, OpenError, SealedHeader};
 use crate::link::LinkHello;
 use crate::replay::{Replay, ReplayWindow};
-use crate::DomainKey;
+use crate::{Accepted, DomainKey};
 
 /// Why a peer's datagram was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -22,11 +24,13 @@ pub enum Refused {
 }
 
 /// Seals this daemon's datagrams: its key for this life, and the counter
-/// that every thread sending shares (each value used once).
+/// that every thread sending shares (each value used once, whatever the
+/// key: a roll's switch changes the key, not the counter).
 #[derive(Debug)]
 pub struct Sealer {
-    key: DatagramKey,
+    key: ArcSwap<DatagramKey>,
     node: IpAddr,
+    epoch: u64,
     counter: AtomicU64,
     encrypt: bool,
 }
@@ -36,17 +40,30 @@ impl Sealer {
     /// bodies are encrypted too.
     pub fn new(domain: &DomainKey, node: IpAddr, epoch: u64, encrypt: bool) -> Self {
         Self {
-            key: domain.datagram_key(node, epoch),
+            key: ArcSwap::from_pointee(domain.datagram_key(node, epoch)),
             node,
+            epoch,
             counter: AtomicU64::new(1),
             encrypt,
         }
     }
 
+    /// Seals with `domain`'s key from now on (a key roll's switch).
+    pub fn switch_to(&self, domain: &DomainKey) {
+        self.key.store(std::sync::Arc::new(
+            domain.datagram_key(self.node, self.epoch),
+        ));
+    }
+
+    /// Whether the key it seals with now is of an odd generation.
+    pub fn odd(&self) -> bool {
+        self.key.load().odd()
+    }
+
     /// `body` sealed into `out` under the next counter.
     pub fn seal_into(&self, body: &[u8], out: &mut Vec<u8>) {
         let counter = self.counter.fetch_add(1, Ordering::Relaxed);
-        self.key.seal_into(counter, self.encrypt, body, out);
+        self.key.load().seal_into(counter, self.encrypt, body, out);
     }
 
     /// Reserves `n` counters (for datagrams sealed elsewhere: a publishing
@@ -57,7 +74,7 @@ impl Sealer {
 
     /// This life.
     pub fn epoch(&self) -> u64 {
-        self.key.epoch()
+        self.epoch
     }
 
     /// What to tell a peer in a [`LinkHello`]: this life and the counter
@@ -65,7 +82,7 @@ impl Sealer {
     pub fn hello(&self) -> LinkHello {
         LinkHello {
             node: self.node,
-            epoch: self.key.epoch(),
+            epoch: self.epoch,
             floor: self.counter.load(Ordering::Relaxed),
         }
     }
@@ -80,30 +97,67 @@ pub const MAX_TAG_KEYS: usize = 4096;
 /// its publishing clients sealed with their tags' keys, each tag with a
 /// window of its own (their counters come from the daemon's, so the floor
 /// holds for them too, and a client jumping ahead harms only its tag).
+/// During a key roll it holds both generations' keys and opens each
+/// datagram with the one its parity names; the windows are the same.
 #[derive(Debug, Clone)]
 pub struct Opener {
-    domain: DomainKey,
+    domains: Accepted,
     hello: LinkHello,
-    key: DatagramKey,
+    keys: [Option<DatagramKey>; 2],
     window: ReplayWindow,
-    tags: HashMap<u64, (DatagramKey, ReplayWindow)>,
+    tags: HashMap<u64, TagKeys>,
+}
+
+/// One tag's keys (by generation parity) and its window.
+#[derive(Debug, Clone)]
+struct TagKeys {
+    keys: [Option<DatagramKey>; 2],
+    window: ReplayWindow,
 }
 
 impl Opener {
     /// For the peer that said `hello` over an authenticated link.
     pub fn new(domain: &DomainKey, hello: &LinkHello) -> Self {
-        Self {
-            domain: domain.clone(),
+        Self::accepting(&Accepted::one(domain.clone()), hello)
+    }
+
+    /// For the peer that said `hello`, opening with any of `domains`.
+    pub fn accepting(domains: &Accepted, hello: &LinkHello) -> Self {
+        let mut o = Self {
+            domains: domains.clone(),
             hello: *hello,
-            key: domain.datagram_key(hello.node, hello.epoch),
+            keys: [None, None],
             window: ReplayWindow::new(hello.floor),
             tags: HashMap::new(),
+        };
+        o.derive();
+        o
+    }
+
+    /// Opens with `domains` from now on (a key roll); the windows go on.
+    pub fn accept(&mut self, domains: &Accepted) {
+        if &self.domains != domains {
+            self.domains = domains.clone();
+            self.derive();
+        }
+    }
+
+    fn derive(&mut self) {
+        for odd in [false, true] {
+            self.keys[usize::from(odd)] = self
+                .domains
+                .get(odd)
+                .map(|d| d.datagram_key(self.hello.node, self.hello.epoch));
+        }
+        // Tag keys are derived again as datagrams name them.
+        for t in self.tags.values_mut() {
+            t.keys = [None, None];
         }
     }
 
     /// The peer's epoch.
     pub fn epoch(&self) -> u64 {
-        self.key.epoch()
+        self.hello.epoch
     }
 
     /// Opens `datagram` in place: its body if authentic and new. Datagrams
@@ -129,8 +183,12 @@ impl Opener {
             // Sealed for a direct receiver: never a daemon's to open.
             return Err(Refused::Open(OpenError::UnknownTag(peek.tag.unwrap_or(0))));
         }
+        let parity = usize::from(peek.odd);
         let Some(tag) = peek.tag else {
-            let (header, body) = self.key.open(datagram)?;
+            let key = self.keys[parity]
+                .as_ref()
+                .ok_or(OpenError::WrongGeneration)?;
+            let (header, body) = key.open(datagram)?;
             self.window.accept(header.counter)?;
             return Ok((body, None));
         };
@@ -140,21 +198,38 @@ impl Opener {
                 found: peek.epoch,
             }));
         }
-        if !self.tags.contains_key(&tag) {
+        let domain = self
+            .domains
+            .get(peek.odd)
+            .ok_or(OpenError::WrongGeneration)?;
+        let known = self
+            .tags
+            .get(&tag)
+            .is_some_and(|t| t.keys[parity].is_some());
+        if !known {
             let unknown = Refused::Open(OpenError::UnknownTag(tag));
-            if self.tags.len() >= MAX_TAG_KEYS {
+            if !self.tags.contains_key(&tag) && self.tags.len() >= MAX_TAG_KEYS {
                 return Err(unknown);
             }
             let n = name(tag).ok_or(unknown)?;
-            let key = self.domain.tag_key(self.hello.node, self.hello.epoch, &n);
+            let key = domain.tag_key(self.hello.node, self.hello.epoch, &n);
+            let floor = self.hello.floor;
             self.tags
-                .insert(tag, (key, ReplayWindow::new(self.hello.floor)));
+                .entry(tag)
+                .or_insert_with(|| TagKeys {
+                    keys: [None, None],
+                    window: ReplayWindow::new(floor),
+                })
+                .keys[parity] = Some(key);
         }
-        let Some((key, window)) = self.tags.get_mut(&tag) else {
+        let Some(t) = self.tags.get_mut(&tag) else {
+            return Err(Refused::Open(OpenError::UnknownTag(tag)));
+        };
+        let Some(key) = &t.keys[parity] else {
             return Err(Refused::Open(OpenError::UnknownTag(tag)));
         };
         let (header, body) = key.open(datagram)?;
-        window.accept(header.counter)?;
+        t.window.accept(header.counter)?;
         Ok((body, Some(tag)))
     }
 }
@@ -225,6 +300,68 @@ mod tests {
             rx.open_any(&mut other, names),
             Err(Refused::Open(OpenError::Forged))
         );
+    }
+
+    #[test]
+    fn a_key_roll_opens_both_generations_during_it_and_the_old_one_never_after() {
+        let old = domain(1);
+        let next = domain(2).with_generation(1);
+        let s = Sealer::new(&old, A, 5, true);
+        let mut rx = Opener::new(&old, &s.hello());
+        let id = crate::datagram::tag_id("/t");
+        let name = |i: u64| (i == id).then(|| "/t".to_owned());
+        let mut before = Vec::new();
+        s.seal_into(b"before", &mut before);
+        let tagged = |d: &DomainKey, c: u64| {
+            let mut dg = Vec::new();
+            d.tag_key(A, 5, "/t")
+                .seal_tagged_into(c, false, id, b"t", &mut dg);
+            dg
+        };
+        let old_tagged = tagged(&old, s.reserve(1));
+        // The roll starts here (both keys open) and the sealer switches
+        // before the receiver has heard of it: refused until it has.
+        s.switch_to(&next);
+        assert!(s.odd());
+        let mut after = Vec::new();
+        s.seal_into(b"after", &mut after);
+        assert_eq!(
+            rx.open(&mut after.clone()),
+            Err(Refused::Open(OpenError::WrongGeneration))
+        );
+        rx.accept(&Accepted::two(old.clone(), next.clone()));
+        assert_eq!(rx.open(&mut after.clone()), Ok(&b"after"[..]));
+        assert_eq!(rx.open(&mut before.clone()), Ok(&b"before"[..]));
+        assert_eq!(
+            rx.open_any(&mut old_tagged.clone(), name),
+            Ok((&b"t"[..], Some(id)))
+        );
+        let new_tagged = tagged(&next, s.reserve(1));
+        assert_eq!(
+            rx.open_any(&mut new_tagged.clone(), name),
+            Ok((&b"t"[..], Some(id)))
+        );
+        // One window for both generations: a counter is taken once.
+        assert!(matches!(
+            rx.open(&mut after.clone()),
+            Err(Refused::Replay(_))
+        ));
+        // The roll is over: the old key opens nothing, however new.
+        rx.accept(&Accepted::one(next.clone()));
+        let mut late = Vec::new();
+        Sealer::new(&old, A, 5, true).seal_into(b"late", &mut late);
+        assert_eq!(
+            rx.open(&mut late),
+            Err(Refused::Open(OpenError::WrongGeneration))
+        );
+        let c = s.reserve(1);
+        assert_eq!(
+            rx.open_any(&mut tagged(&old, c), name),
+            Err(Refused::Open(OpenError::WrongGeneration))
+        );
+        let mut dg = Vec::new();
+        s.seal_into(b"on", &mut dg);
+        assert_eq!(rx.open(&mut dg), Ok(&b"on"[..]));
     }
 
     #[test]

@@ -188,7 +188,9 @@ impl SendSession {
 ///             bits 56..64: the packet class (`Priority::to_u8`)
 ///  word 3     stream id
 ///  word 4     sequence number the publisher's datagram takes
-///  word 5     sealing counter reserved by the forwarder (0 without a domain key)
+///  word 5     bits 0..63: sealing counter reserved by the forwarder (0 without
+///             a domain key); bit 63: seal with the keys of the odd domain key
+///             generation (a key roll)
 /// ```
 ///
 /// The words come from another process: [`TicketEntry::from_words`]
@@ -203,8 +205,12 @@ pub struct TicketEntry {
     /// At most [`TicketEntry::MEMBER_MASK`]; zero for a node's daemon.
     pub member: u64,
     /// Under a domain key, the sealing counter reserved for this copy
-    /// (never used twice); zero without a key.
+    /// (never used twice, below 2⁶³); zero without a key.
     pub counter: u64,
+    /// Under a domain key, whether the copy is sealed with a key of the
+    /// odd generation (during a key roll the publisher sees the switch
+    /// here, and asks for its new keys).
+    pub odd: bool,
 }
 
 impl TicketEntry {
@@ -213,6 +219,9 @@ impl TicketEntry {
 
     /// The bits of a grant an entry carries above the port.
     pub const MEMBER_MASK: u64 = (1 << 40) - 1;
+
+    /// Word 5's bit for [`TicketEntry::odd`].
+    const ODD_BIT: u64 = 1 << 63;
 
     /// The entry's words (see the type's diagram); a grant wider than
     /// [`TicketEntry::MEMBER_MASK`] is cut to it.
@@ -234,7 +243,7 @@ impl TicketEntry {
                 | u64::from(self.dest.priority.to_u8()) << 56,
             self.dest.stream,
             self.dest.seq,
-            self.counter,
+            (self.counter & !Self::ODD_BIT) | if self.odd { Self::ODD_BIT } else { 0 },
         ]
     }
 
@@ -258,7 +267,8 @@ impl TicketEntry {
                 priority: Priority::from_u8((w[2] >> 56) as u8).unwrap_or_default(),
             },
             member: (w[2] >> 16) & Self::MEMBER_MASK,
-            counter: w[5],
+            counter: w[5] & !Self::ODD_BIT,
+            odd: w[5] & Self::ODD_BIT != 0,
         })
     }
 }
@@ -317,11 +327,19 @@ mod tests {
                 },
                 member: 5,
                 counter: 1 << 40,
+                odd: false,
             };
             assert_eq!(TicketEntry::from_words(e.to_words()), Some(e));
             let e = TicketEntry {
                 member: 0,
                 counter: 0,
+                ..e
+            };
+            assert_eq!(TicketEntry::from_words(e.to_words()), Some(e));
+            // A key roll's generation rides above the counter.
+            let e = TicketEntry {
+                counter: (1 << 63) - 1,
+                odd: true,
                 ..e
             };
             assert_eq!(TicketEntry::from_words(e.to_words()), Some(e));

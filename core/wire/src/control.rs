@@ -223,6 +223,13 @@ pub enum Request {
         key: [u8; 32],
         /// Whether to encrypt acknowledgements' bodies.
         encrypt: bool,
+        /// The key comes from a domain key of an odd generation (a key
+        /// roll, `tagwire_auth::KeyFile`).
+        odd: bool,
+        /// Another generation's key of the holding the client has (a key
+        /// roll begins): keep both. Without it, this key alone (a new
+        /// holding, or a roll is over).
+        also: bool,
     },
     /// The key this client seals its first copies of `name` to the direct
     /// receiver at `to` with (send ticket; the receiver's grant `member`, as
@@ -554,6 +561,9 @@ pub enum Response {
         key: [u8; 32],
         /// Whether to encrypt bodies too.
         encrypt: bool,
+        /// The key comes from a domain key of an odd generation (a key
+        /// roll: seal with `tagwire_auth::DatagramKey::with_odd`).
+        odd: bool,
     },
     /// The request failed.
     Error {
@@ -760,13 +770,20 @@ mod tests {
                 tag: TagId(t),
                 seat
             }),
-            (any::<u32>(), any::<[u8; 32]>(), any::<bool>()).prop_map(|(t, key, encrypt)| {
-                Request::Holding {
+            (
+                any::<u32>(),
+                any::<[u8; 32]>(),
+                any::<bool>(),
+                any::<bool>(),
+                any::<bool>()
+            )
+                .prop_map(|(t, key, encrypt, odd, also)| Request::Holding {
                     tag: TagId(t),
                     key,
                     encrypt,
-                }
-            }),
+                    odd,
+                    also,
+                }),
             (name(), any::<[u8; 16]>(), any::<u16>(), any::<u64>()).prop_map(
                 |(name, ip, port, member)| Request::DirectKey {
                     name,
@@ -884,13 +901,18 @@ mod tests {
         prop_oneof![
             Just(Response::Ok),
             Just(Response::Pong),
-            (any::<u64>(), any::<[u8; 32]>(), any::<bool>()).prop_map(|(epoch, key, encrypt)| {
-                Response::TagKey {
+            (
+                any::<u64>(),
+                any::<[u8; 32]>(),
+                any::<bool>(),
+                any::<bool>()
+            )
+                .prop_map(|(epoch, key, encrypt, odd)| Response::TagKey {
                     epoch,
                     key,
                     encrypt,
-                }
-            }),
+                    odd,
+                }),
             proptest::collection::vec(
                 (
                     any::<[u8; 16]>(),

@@ -81,7 +81,8 @@ pub(crate) struct Args {
     mlock: bool,
     /// The domain key file (`tagwire keygen`; the same on every node, mode
     /// 0600): peers must hold it, and every datagram and control link is
-    /// authenticated with it.
+    /// authenticated with it. Read again whenever it changes: a key roll
+    /// it announces (`tagwire keygen --next`) needs no restart.
     #[arg(long, env = "TAGWIRE_KEY")]
     key: Option<PathBuf>,
     /// With --key: encrypt data between nodes too (not only authenticate).
@@ -131,6 +132,7 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
             .as_deref()
             .map(tagwire_daemon::read_key_file)
             .transpose()?;
+        net.key_file = a.key.clone();
         net.encrypt = a.encrypt;
         net.control_port = a.control_port;
         net.delivery_port = a.delivery_port;

@@ -13,7 +13,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use tagwire::{Domain, StatsKind, SubscribeOptions};
@@ -41,17 +41,6 @@ fn start_keyed_with(site: &Site, i: usize, key: &Path, nodes: &Path, encrypt: bo
     net.key = Some(tagwire_daemon::read_key_file(key).unwrap());
     net.encrypt = encrypt;
     start_in(site.lan.host(i), cfg)
-}
-
-/// The node list of hosts `hosts`.
-fn node_list(site: &Site, hosts: &[usize]) -> PathBuf {
-    let path = site.dir.path().join(format!("nodes-{hosts:?}"));
-    let text: String = hosts
-        .iter()
-        .map(|&i| format!("h{i} {}\n", site.lan.host(i).addr()))
-        .collect();
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 /// A forged batch datagram of `tag`, as if a publisher on `node` sent

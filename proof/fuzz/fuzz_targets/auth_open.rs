@@ -1,7 +1,8 @@
 //! The authenticated openings on arbitrary bytes (tagwire-auth): a sealed
 //! datagram (as a daemon's, and as a direct receiver's and its sender's
 //! for a holding), a control link's first handshake frame, and transport
-//! frames after a real handshake. None panics and none accepts what was not
+//! frames after a real handshake, also with both keys of a key roll.
+//! None panics and none accepts what was not
 //! sealed with the key; whatever the fuzzer seals opens to itself once, and
 //! any changed byte of it is refused.
 #![no_main]
@@ -9,7 +10,7 @@
 use libfuzzer_sys::fuzz_target;
 use std::net::{IpAddr, Ipv4Addr};
 use tagwire_auth::{
-    Deframer, DomainKey, Handshake, Holder, LinkHello, Opener, Progress, Sealer, SealedHeader,
+    Accepted, Deframer, DomainKey, Handshake, Holder, LinkHello, Opener, Progress, Sealer, SealedHeader,
     ToHolder,
 };
 
@@ -25,6 +26,7 @@ fn hello(epoch: u64) -> LinkHello {
 
 fuzz_target!(|data: &[u8]| {
     let key = DomainKey::from_bytes([9; 32]);
+    let next = DomainKey::from_bytes([10; 32]).with_generation(1);
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
@@ -35,6 +37,12 @@ fuzz_target!(|data: &[u8]| {
             let mut rx = Opener::new(&key, &hello(7));
             let mut b = rest.to_vec();
             assert!(rx.open(&mut b).is_err(), "forged datagram opened");
+            let mut rolling = Opener::accepting(&Accepted::two(key.clone(), next.clone()), &hello(7));
+            let mut b = rest.to_vec();
+            assert!(
+                rolling.open_any(&mut b, |_| Some("/t".into())).is_err(),
+                "forged datagram opened during a roll"
+            );
             // As a direct receiver's data, and as its acknowledgement.
             let mut holder = Holder::new(key.holding_key(NODE, 3, 4, "/t"), "/t", false);
             let mut b = rest.to_vec();
@@ -91,7 +99,8 @@ fuzz_target!(|data: &[u8]| {
         }
         // Arbitrary bytes as the first handshake frame: refused.
         2 => {
-            let mut r = Handshake::responder(&key, hello(1)).expect("noise setup");
+            let keys = [key.clone(), next.clone()];
+            let mut r = Handshake::responder_any(&keys, hello(1)).expect("noise setup");
             let mut d = Deframer::default();
             d.push(rest);
             while let Some(f) = d.next_frame() {

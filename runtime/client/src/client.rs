@@ -116,7 +116,8 @@ pub(crate) struct Core {
     pub(crate) stash: Mutex<HashMap<TagId, Vec<tagwire_wire::handover::StreamState>>>,
     /// Under a domain key, the holding keys of the tags whose streams the
     /// daemon hands over (`Request::Holding`, before the streams), by tag.
-    pub(crate) holdings: Mutex<HashMap<TagId, (tagwire_auth::HoldingKey, bool)>>,
+    /// (Two during a key roll, the one sealed with first.)
+    pub(crate) holdings: Mutex<HashMap<TagId, (Vec<tagwire_auth::HoldingKey>, bool)>>,
     /// The seats of the tags' subscribers (`Request::Seat`), by tag: the
     /// rings of this client's publishers get them, also those granted later.
     pub(crate) seats: Mutex<HashMap<TagId, Vec<Arc<Seat>>>>,
@@ -562,8 +563,8 @@ impl Core {
         tag: TagId,
         streams: Vec<tagwire_wire::handover::StreamState>,
     ) {
-        if let Some((key, encrypt)) = lock(&self.holdings).get(&tag) {
-            d.set_holding(key.clone(), *encrypt);
+        if let Some((keys, encrypt)) = lock(&self.holdings).get(&tag) {
+            d.set_holding(keys, *encrypt);
         }
         d.take(streams);
     }

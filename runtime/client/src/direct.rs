@@ -171,14 +171,38 @@ impl Direct {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Under a domain key, the daemon's key for this holding (it comes
-    /// before the streams): from now on only datagrams sealed for it are
-    /// taken. The same key again keeps the windows and the counter.
-    pub(crate) fn set_holding(&self, key: HoldingKey, encrypt: bool) {
+    /// Under a domain key, the daemon's keys for this holding (they come
+    /// before the streams; two during a key roll, the one sealed with
+    /// first): from now on only datagrams sealed for it are taken. The same
+    /// holding again keeps the windows and the counter.
+    pub(crate) fn set_holding(&self, keys: &[HoldingKey], encrypt: bool) {
+        let Some((first, rest)) = keys.split_first() else {
+            return;
+        };
         let mut st = self.lock();
-        if !st.guard.as_ref().is_some_and(|g| g.is(&key)) {
-            let tag = st.tag.as_str().to_owned();
-            st.guard = Some(Holder::new(key, &tag, encrypt));
+        match &mut st.guard {
+            Some(g) if g.is(first) => g.give(first.clone(), false),
+            _ => {
+                let tag = st.tag.as_str().to_owned();
+                st.guard = Some(Holder::new(first.clone(), &tag, encrypt));
+            }
+        }
+        if let Some(g) = &mut st.guard {
+            for k in rest {
+                g.give(k.clone(), true);
+            }
+        }
+    }
+
+    /// A key roll moved on while this receiver may hold the streams: `key`
+    /// beside the other generation's (`also`), or alone. A key of another
+    /// holding waits for its hand-over ([`Direct::set_holding`]).
+    pub(crate) fn give_holding(&self, key: HoldingKey, also: bool) {
+        let mut st = self.lock();
+        if let Some(g) = &mut st.guard {
+            if also || g.is(&key) {
+                g.give(key, also);
+            }
         }
     }
 
@@ -795,7 +819,7 @@ mod tests {
         let domain = tagwire_auth::DomainKey::from_bytes([9; 32]);
         let (node, me): (std::net::IpAddr, std::net::IpAddr) =
             ("127.0.0.1".parse().unwrap(), "127.0.0.1".parse().unwrap());
-        d.set_holding(domain.holding_key(node, 5, 3, tag.as_str()), false);
+        d.set_holding(&[domain.holding_key(node, 5, 3, tag.as_str())], false);
         d.take(Vec::new());
         // Plain datagrams (a host without the key): refused, unacknowledged.
         let (mut s, sock) = sender(&tag, addr);

@@ -88,6 +88,9 @@ struct Direct {
     holders: HashMap<(SocketAddr, u64), Option<tagwire_auth::DatagramKey>>,
     /// Direct receivers named by a ticket whose key is to be asked for.
     wanted: Vec<(SocketAddr, u64)>,
+    /// A ticket named another domain key generation than the tag key's (a
+    /// key roll switched): the tag key is to be asked for again.
+    stale: bool,
 }
 
 /// Direct receivers' keys a publisher remembers (past it, it asks again).
@@ -107,10 +110,10 @@ struct TagSeal {
 fn tag_seal(client: &Client, tag: &tagwire_wire::TagName) -> Option<Option<TagSeal>> {
     match client.tag_key(tag) {
         Ok(None) => Some(None),
-        Ok(Some((epoch, key, encrypt))) => Some(Some(TagSeal {
-            key: tagwire_auth::DatagramKey::from_tag_key(&key, epoch),
+        Ok(Some(k)) => Some(Some(TagSeal {
+            key: k.datagram_key(),
             id: tagwire_auth::tag_id(tag.as_str()),
-            encrypt,
+            encrypt: k.encrypt,
         })),
         Err(e) => {
             tracing::debug!(tag = %tag, error = %e, "no tag key: the forwarder sends every first copy");
@@ -143,17 +146,25 @@ impl Direct {
         // that key (not asked for yet, or refused), the forwarder sends
         // every copy of this record; a missing key is asked for after it
         // (`fetch_keys`).
-        if self.seal.is_some() {
+        // During a key roll the ticket says which generation seals: a key
+        // of the other one is asked for again after the record is out.
+        if let Some(seal) = &self.seal {
             let mut decline = false;
             for e in claim.dests().filter_map(TicketEntry::from_words) {
                 if e.member == 0 {
+                    if e.odd != seal.key.odd() {
+                        self.stale = true;
+                        decline = true;
+                    }
                     continue;
                 }
-                match self.holders.get(&(e.dest.addr, e.member)) {
-                    Some(Some(_)) => {}
-                    Some(None) => decline = true,
-                    None => {
-                        self.wanted.push((e.dest.addr, e.member));
+                let at = (e.dest.addr, e.member);
+                match self.holders.get(&at) {
+                    Some(Some(k)) if k.odd() == e.odd => {}
+                    Some(None) if !self.stale => decline = true,
+                    _ => {
+                        self.holders.remove(&at);
+                        self.wanted.push(at);
                         decline = true;
                     }
                 }
@@ -197,6 +208,13 @@ impl Direct {
     /// Asks the daemon for the keys of the direct receivers a declined
     /// ticket named (after the record is out).
     fn fetch_keys(&mut self, client: &Client, tag: &tagwire_wire::TagName) {
+        if std::mem::take(&mut self.stale) {
+            if let Some(Some(seal)) = tag_seal(client, tag) {
+                self.seal = Some(seal);
+            }
+            // (A receiver the daemon gave no key for may have one now.)
+            self.holders.retain(|_, k| k.is_some());
+        }
         if self.wanted.is_empty() {
             return;
         }
@@ -205,9 +223,7 @@ impl Direct {
         }
         for (to, member) in std::mem::take(&mut self.wanted) {
             let key = match client.direct_key(tag, to, member) {
-                Ok(Some((epoch, key, _))) => {
-                    Some(tagwire_auth::DatagramKey::from_tag_key(&key, epoch))
-                }
+                Ok(Some(k)) => Some(k.datagram_key()),
                 Ok(None) => None,
                 Err(e) => {
                     tracing::debug!(%to, error = %e, "no key for a direct receiver: the forwarder sends its copies");
@@ -259,6 +275,7 @@ impl Publisher {
                     sealed: Vec::new(),
                     holders: HashMap::new(),
                     wanted: Vec::new(),
+                    stale: false,
                 })
             });
         Self {

@@ -29,13 +29,20 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, RwLock};
 
 use tagwire_auth::{
-    tag_id, DomainKey, KeyError, LinkHello, Opener, Refused, ReplayWindows, SealedHeader, Sealer,
-    ToHolder,
+    tag_id, Accepted, DomainKey, KeyError, KeyFile, LinkHello, Opener, Refused, ReplayWindows,
+    SealedHeader, Sealer, ToHolder,
 };
 use tagwire_wire::control::Response;
 use tagwire_wire::TagName;
 
 use crate::lock;
+use tagwire_auth::HoldingKey;
+
+/// A read guard however a writer panicked (the data stays consistent:
+/// every write replaces whole values).
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Why a key file was not used.
 #[derive(Debug, thiserror::Error)]
@@ -69,8 +76,13 @@ pub enum KeyFileError {
 }
 
 /// Reads a domain key file (`tagwire keygen`), refusing one that group or
-/// others may access.
+/// others may access: the key in use (see [`read_key_roll`] for a roll).
 pub fn read_key_file(path: &Path) -> Result<DomainKey, KeyFileError> {
+    read_key_roll(path).map(|f| f.current)
+}
+
+/// Reads a whole domain key file, a key roll's next key included.
+pub fn read_key_roll(path: &Path) -> Result<KeyFile, KeyFileError> {
     let read = |source| KeyFileError::Read {
         path: path.to_owned(),
         source,
@@ -84,7 +96,7 @@ pub fn read_key_file(path: &Path) -> Result<DomainKey, KeyFileError> {
         });
     }
     let text = std::fs::read_to_string(path).map_err(read)?;
-    DomainKey::parse(&text).map_err(|source| KeyFileError::Malformed {
+    KeyFile::parse(&text).map_err(|source| KeyFileError::Malformed {
         path: path.to_owned(),
         source,
     })
@@ -141,9 +153,25 @@ pub(crate) struct Guard {
     up: RwLock<HashSet<IpAddr>>,
 }
 
+/// The domain keys a node opens with and the one it seals with (a key
+/// roll changes them: `tagwire_auth::KeyFile::schedule`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Keys {
+    pub(crate) accepted: Accepted,
+    pub(crate) active: DomainKey,
+}
+
+impl Keys {
+    /// Keys for the file `file` at `now` (Unix seconds).
+    pub(crate) fn at(file: &KeyFile, now: u64) -> Self {
+        let (accepted, active) = file.schedule(now);
+        Self { accepted, active }
+    }
+}
+
 #[derive(Debug)]
 struct Keyed {
-    domain: DomainKey,
+    keys: RwLock<Keys>,
     sealer: Sealer,
     /// Per peer address, the opener of the life it announced last.
     openers: RwLock<HashMap<IpAddr, Mutex<Opener>>>,
@@ -169,7 +197,10 @@ impl Guard {
         Self {
             node,
             keyed: key.map(|k| Keyed {
-                domain: k.clone(),
+                keys: RwLock::new(Keys {
+                    accepted: Accepted::one(k.clone()),
+                    active: k.clone(),
+                }),
                 sealer: Sealer::new(k, node, incarnation, encrypt),
                 openers: RwLock::new(HashMap::new()),
                 encrypt,
@@ -191,9 +222,36 @@ impl Guard {
         self.keyed.is_some()
     }
 
-    /// The domain key, if any.
-    pub(crate) fn domain(&self) -> Option<&DomainKey> {
-        self.keyed.as_ref().map(|k| &k.domain)
+    /// The domain keys now, if any.
+    pub(crate) fn keys(&self) -> Option<Keys> {
+        self.keyed.as_ref().map(|k| read(&k.keys).clone())
+    }
+
+    /// Whether first copies are sealed with keys of the odd generation
+    /// now (the send ticket tells publishers).
+    pub(crate) fn sealing_odd(&self) -> bool {
+        self.keyed.as_ref().is_some_and(|k| k.sealer.odd())
+    }
+
+    /// A key roll moved on (`crate::keyroll`): seal with `keys.active`,
+    /// open with `keys.accepted`, from now on. Returns the keys before
+    /// when anything changed.
+    pub(crate) fn roll_to(&self, keys: Keys) -> Option<Keys> {
+        let k = self.keyed.as_ref()?;
+        let mut now = k.keys.write().unwrap_or_else(|e| e.into_inner());
+        if *now == keys {
+            return None;
+        }
+        if now.active != keys.active {
+            k.sealer.switch_to(&keys.active);
+        }
+        for o in read(&k.openers).values() {
+            lock(o).accept(&keys.accepted);
+        }
+        for h in read(&k.holders).values() {
+            lock(h).set_keys(&keys.accepted, &keys.active);
+        }
+        Some(std::mem::replace(&mut *now, keys))
     }
 
     /// What this daemon tells a peer in a link handshake.
@@ -266,27 +324,38 @@ impl Guard {
                 continue;
             };
             holders.entry(addr).or_insert_with(|| {
-                Mutex::new(ToHolder::new(
-                    &k.domain,
+                let keys = read(&k.keys);
+                let mut to = ToHolder::new(
+                    &keys.active,
                     h.node,
                     epoch,
                     h.member,
                     h.tag.as_str(),
                     self.node,
                     k.sealer.epoch(),
-                ))
+                );
+                to.set_keys(&keys.accepted, &keys.active);
+                Mutex::new(to)
             });
         }
     }
 
-    /// The holding key of this node's direct receiver of `tag` (grant
-    /// `member`), and whether to encrypt; `None` without a key.
-    pub(crate) fn holding(&self, tag: &TagName, member: u64) -> Option<([u8; 32], bool)> {
+    /// The holding keys of this node's direct receiver of `tag` (grant
+    /// `member`): the generation sealed with first, then, during a key
+    /// roll, the other; and whether to encrypt. `None` without a key.
+    pub(crate) fn holding(&self, tag: &TagName, member: u64) -> Option<(Vec<HoldingKey>, bool)> {
         let k = self.keyed.as_ref()?;
-        let key = k
-            .domain
-            .holding_key(self.node, k.sealer.epoch(), member, tag.as_str());
-        Some((key.to_bytes(), k.encrypt))
+        let keys = read(&k.keys);
+        let epoch = k.sealer.epoch();
+        let make = |d: &DomainKey| d.holding_key(self.node, epoch, member, tag.as_str());
+        let mut all = vec![make(&keys.active)];
+        all.extend(
+            keys.accepted
+                .iter()
+                .filter(|d| d.odd() != keys.active.odd())
+                .map(make),
+        );
+        Some((all, k.encrypt))
     }
 
     /// The grant of another node's direct receiver at `addr`, if it is one
@@ -310,11 +379,13 @@ impl Guard {
         let k = self.keyed.as_ref()?;
         let holders = k.holders.read().unwrap_or_else(|e| e.into_inner());
         let h = lock(holders.get(&to)?);
+        let (key, odd) = h.data_key_bytes();
         (h.member() & MEMBER_MASK == member & MEMBER_MASK && h.tag() == tag_id(tag.as_str())).then(
             || Response::TagKey {
                 epoch: k.sealer.epoch(),
-                key: h.data_key_bytes(),
+                key,
                 encrypt: k.encrypt,
+                odd,
             },
         )
     }
@@ -324,7 +395,7 @@ impl Guard {
     /// opened under that life, from that floor.
     pub(crate) fn admit(&self, hello: &LinkHello) {
         if let Some(k) = &self.keyed {
-            let opener = Opener::new(&k.domain, hello);
+            let opener = Opener::accepting(&read(&k.keys).accepted, hello);
             k.openers
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
@@ -345,10 +416,12 @@ impl Guard {
             return Response::Ok;
         };
         let epoch = k.sealer.epoch();
+        let keys = read(&k.keys);
         Response::TagKey {
             epoch,
-            key: k.domain.tag_key_bytes(self.node, epoch, tag.as_str()),
+            key: keys.active.tag_key_bytes(self.node, epoch, tag.as_str()),
             encrypt: k.encrypt,
+            odd: keys.active.odd(),
         }
     }
 
@@ -444,7 +517,11 @@ impl Guard {
             return Ok((datagram, None));
         };
         let header = SealedHeader::peek(datagram).map_err(|_| Refusal::Unauthenticated)?;
-        let key = k.domain.datagram_key(from, header.epoch);
+        let key = read(&k.keys)
+            .accepted
+            .get(header.odd)
+            .ok_or(Refusal::Unauthenticated)?
+            .datagram_key(from, header.epoch);
         let (h, body) = key.open(datagram).map_err(|_| Refusal::Unauthenticated)?;
         lock(&k.beacons)
             .accept(&from, h.epoch, h.counter)
@@ -521,7 +598,7 @@ mod tests {
     #[test]
     fn another_nodes_direct_receiver_gets_its_tag_sealed_for_its_holding_and_is_heard_only_as_its_acknowledgements(
     ) {
-        use tagwire_auth::{Holder, HoldingKey, OpenError};
+        use tagwire_auth::{Holder, OpenError};
         let key = DomainKey::from_bytes([4; 32]);
         let (a, b) = (
             Guard::new(Some(&key), false, A, 1),
@@ -541,7 +618,8 @@ mod tests {
         assert_eq!(a.holder_member(port), None);
         // What B hands its receiver with grant 7.
         let (hk, encrypt) = b.holding(&tag, 7).unwrap();
-        let mut holder = Holder::new(HoldingKey::from_bytes(hk), "/d", encrypt);
+        assert_eq!(hk.len(), 1);
+        let mut holder = Holder::new(hk[0].clone(), "/d", encrypt);
         let mut s = Vec::new();
         let mut dg = a.seal_to(b"data", &mut s, r).to_vec();
         assert_eq!(holder.open(A, &mut dg), Ok(&b"data"[..]));
@@ -611,6 +689,98 @@ mod tests {
         let mut s = Vec::new();
         let mut forged = wrong.seal(b"beacon", &mut s).to_vec();
         assert_eq!(a.open_beacon(B, &mut forged), Err(Refusal::Unauthenticated));
+    }
+
+    #[test]
+    fn a_key_roll_carries_datagrams_tag_keys_and_holdings_across_the_switch() {
+        use tagwire_auth::{DatagramKey, Holder};
+        let old = DomainKey::from_bytes([4; 32]);
+        let next = DomainKey::from_bytes([6; 32]).with_generation(1);
+        let (a, b) = (
+            Guard::new(Some(&old), false, A, 1),
+            Guard::new(Some(&old), false, B, 2),
+        );
+        b.set_up(A, true);
+        b.admit(&a.hello().unwrap());
+        a.set_up(B, true);
+        a.admit(&b.hello().unwrap());
+        let tag = TagName::new("/d").unwrap();
+        b.know_tag(&tag);
+        let r = SocketAddr::new(B, 40000);
+        a.set_holders(HashMap::from([(
+            r,
+            HolderAt {
+                node: B,
+                member: 7,
+                tag: tag.clone(),
+            },
+        )]));
+        let (keys, _) = b.holding(&tag, 7).unwrap();
+        let mut holder = Holder::new(keys[0].clone(), "/d", false);
+        let seal = |g: &Guard, to: Option<SocketAddr>| {
+            let mut s = Vec::new();
+            match to {
+                Some(to) => g.seal_to(b"x", &mut s, to).to_vec(),
+                None => g.seal(b"x", &mut s).to_vec(),
+            }
+        };
+        let before = seal(&a, None);
+        let before_direct = seal(&a, Some(r));
+        // The roll begins on both (both keys open), then A switches.
+        let rolling = |active: &DomainKey| Keys {
+            accepted: Accepted::two(old.clone(), next.clone()),
+            active: active.clone(),
+        };
+        assert!(b.roll_to(rolling(&old)).is_some());
+        assert!(b.roll_to(rolling(&old)).is_none(), "no change, no roll");
+        assert!(a.roll_to(rolling(&old)).is_some());
+        assert!(!a.sealing_odd());
+        assert!(a.roll_to(rolling(&next)).is_some());
+        assert!(a.sealing_odd());
+        let after = seal(&a, None);
+        assert!(SealedHeader::peek(&after).unwrap().odd);
+        let from = SocketAddr::new(A, 1);
+        for mut d in [after, before] {
+            assert_eq!(b.open(from, &mut d), Ok((&b"x"[..], Opened::Node)));
+        }
+        // A client's tag key now is the next generation's, and B opens it.
+        let Response::TagKey {
+            epoch, key, odd, ..
+        } = a.tag_key(&tag)
+        else {
+            panic!("no tag key")
+        };
+        assert!(odd);
+        let k = DatagramKey::from_tag_key(&key, epoch).with_odd(odd);
+        let mut d = Vec::new();
+        k.seal_tagged_into(a.reserve(1), false, tag_id("/d"), b"t", &mut d);
+        assert_eq!(
+            b.open(from, &mut d),
+            Ok((&b"t"[..], Opened::Tag(tag_id("/d"))))
+        );
+        // B's holder is handed both generations (the one B seals with
+        // first) and opens the direct data of both.
+        let (keys, _) = b.holding(&tag, 7).unwrap();
+        assert_eq!(keys.len(), 2);
+        assert!(!keys[0].odd() && keys[1].odd());
+        holder.give(keys[1].clone(), true);
+        let mut after_direct = seal(&a, Some(r));
+        assert!(SealedHeader::peek(&after_direct).unwrap().odd);
+        assert_eq!(holder.open(A, &mut after_direct), Ok(&b"x"[..]));
+        let mut before_direct = before_direct;
+        assert_eq!(holder.open(A, &mut before_direct), Ok(&b"x"[..]));
+        let mut ack = Vec::new();
+        holder.seal_ack(b"ack", &mut ack);
+        assert!(a.open(r, &mut ack).is_ok());
+        // The roll is over: what the old key seals is refused.
+        let done = Keys {
+            accepted: Accepted::one(next.clone()),
+            active: next.clone(),
+        };
+        assert!(b.roll_to(done).is_some());
+        let stale = Guard::new(Some(&old), false, A, 1);
+        let mut d = seal(&stale, None);
+        assert_eq!(b.open(from, &mut d), Err(Refusal::Unauthenticated));
     }
 
     #[test]

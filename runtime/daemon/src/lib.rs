@@ -48,6 +48,7 @@ pub mod blob;
 pub mod delivery;
 mod forward;
 pub mod guard;
+mod keyroll;
 pub mod local;
 mod outbox;
 pub mod peers;
@@ -67,10 +68,10 @@ mod tcpout;
 mod train;
 pub mod update;
 
-pub use guard::{read_key_file, KeyFileError};
+pub use guard::{read_key_file, read_key_roll, KeyFileError};
 pub use peers::{Discovery, NetConfig, NodeListEntry};
 pub use tagwire_auth::key::KEY_LEN as DOMAIN_KEY_LEN;
-pub use tagwire_auth::DomainKey;
+pub use tagwire_auth::{DomainKey, KeyFile, ROLL_GRACE};
 pub use tagwire_reliable::pacer::PacerConfig;
 
 use priority_inheriting_lock::{PriorityInheritingLock, PriorityInheritingLockGuard};
@@ -529,7 +530,11 @@ impl Daemon {
                 let _ = shared.delivery.set(d);
                 peers::start(&shared, &net)
             })
-            .and_then(|()| update::start(&shared));
+            .and_then(|()| update::start(&shared))
+            .and_then(|()| match &net.key_file {
+                Some(path) if net.key.is_some() => keyroll::start(&shared, path.clone()),
+                _ => Ok(()),
+            });
             if let Err(e) = started {
                 shared.stopping.store(true, Ordering::SeqCst);
                 let _ = std::fs::remove_file(&shared.config.socket);

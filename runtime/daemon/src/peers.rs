@@ -65,6 +65,10 @@ pub struct NetConfig {
     /// sealed and checked ([`crate::guard`]); without it this node trusts
     /// every host that reaches its ports.
     pub key: Option<tagwire_auth::DomainKey>,
+    /// The file `key` came from: read again whenever it changes, so that
+    /// a key roll it announces (`tagwire keygen --next`) happens without a
+    /// restart (`tagwire_auth::KeyFile`).
+    pub key_file: Option<PathBuf>,
     /// With a key, also encrypt datagram bodies (not only authenticate).
     pub encrypt: bool,
     /// A peer silent this long is declared dead.
@@ -94,6 +98,7 @@ impl NetConfig {
             discovery: Some(Discovery::default()),
             key: None,
             encrypt: false,
+            key_file: None,
             lease: Duration::from_secs(3),
             apply_timeout: Duration::from_secs(1),
             pacing: None,

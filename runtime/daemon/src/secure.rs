@@ -51,7 +51,7 @@ pub(crate) fn handshake(
     guard: &Guard,
     initiator: bool,
 ) -> Result<Option<Session>, HandshakeError> {
-    let (Some(key), Some(mine)) = (guard.domain(), guard.hello()) else {
+    let (Some(keys), Some(mine)) = (guard.keys(), guard.hello()) else {
         return Ok(None);
     };
     let actual = stream.peer_addr()?.ip();
@@ -60,11 +60,13 @@ pub(crate) fn handshake(
     let mut s = stream;
     s.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
     let mut hs = if initiator {
-        let (hs, first) = Handshake::initiator(key, mine)?;
+        let (hs, first) = Handshake::initiator(&keys.active, mine)?;
         s.write_all(&first)?;
         hs
     } else {
-        Handshake::responder(key, mine)?
+        // (During a key roll the other end may dial with either key.)
+        let accepted: Vec<_> = keys.accepted.iter().cloned().collect();
+        Handshake::responder_any(&accepted, mine)?
     };
     let mut frames = Deframer::default();
     let done = loop {

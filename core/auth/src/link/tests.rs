@@ -17,8 +17,13 @@ struct End {
 
 /// Runs a handshake between two keys; the frames the initiator sent too.
 fn connect(ki: &DomainKey, kr: &DomainKey) -> Result<(End, End, Vec<Vec<u8>>), LinkError> {
+    connect_any(ki, std::slice::from_ref(kr))
+}
+
+/// [`connect`] to a responder that accepts any of `kr`.
+fn connect_any(ki: &DomainKey, kr: &[DomainKey]) -> Result<(End, End, Vec<Vec<u8>>), LinkError> {
     let (mut i, first) = Handshake::initiator(ki, hello(1, 11))?;
-    let mut r = Handshake::responder(kr, hello(2, 22))?;
+    let mut r = Handshake::responder_any(kr, hello(2, 22))?;
     let mut sent = vec![first.clone()];
     let mut d = Deframer::default();
     d.push(&first);
@@ -88,6 +93,22 @@ fn both_ends_learn_each_others_hello_and_exchange_messages() {
     r.sender.seal(b"ok", &mut back);
     i.receiver.push(&back);
     assert_eq!(i.receiver.next_plain().unwrap().unwrap(), b"ok");
+}
+
+#[test]
+fn during_a_key_roll_a_responder_takes_either_key_and_no_other() {
+    let roll = [key(1), key(2).with_generation(1)];
+    for k in &roll {
+        let (mut i, mut r, _) = connect_any(k, &roll).unwrap();
+        let mut wire = Vec::new();
+        i.sender.seal(b"hi", &mut wire);
+        r.receiver.push(&wire);
+        assert_eq!(r.receiver.next_plain().unwrap().unwrap(), b"hi");
+    }
+    assert!(matches!(
+        connect_any(&key(3), &roll),
+        Err(LinkError::Unauthenticated(_))
+    ));
 }
 
 #[test]

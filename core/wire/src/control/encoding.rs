@@ -61,8 +61,15 @@ pub(super) fn encode_request(r: &Request, w: &mut Writer) {
             w.str(name.as_str());
             qos.encode(w);
         }
-        Request::Holding { tag, key, encrypt } => {
-            w.u32(tag.0).bytes(key).u8(u8::from(*encrypt));
+        Request::Holding {
+            tag,
+            key,
+            encrypt,
+            odd,
+            also,
+        } => {
+            let bits = u8::from(*encrypt) | u8::from(*odd) << 1 | u8::from(*also) << 2;
+            w.u32(tag.0).bytes(key).u8(bits);
         }
         Request::DirectKey { name, to, member } => {
             w.str(name.as_str())
@@ -201,11 +208,18 @@ pub(super) fn decode_request(kind: u8, r: &mut Reader<'_>) -> Result<Request, De
             tag: TagId(r.u32()?),
             query: r.u32()?,
         },
-        23 => Request::Holding {
-            tag: TagId(r.u32()?),
-            key: r.array()?,
-            encrypt: decode_bool(r)?,
-        },
+        23 => {
+            let tag = TagId(r.u32()?);
+            let key = r.array()?;
+            let bits = decode_bits(r, 3)?;
+            Request::Holding {
+                tag,
+                key,
+                encrypt: bits & 1 != 0,
+                odd: bits & 2 != 0,
+                also: bits & 4 != 0,
+            }
+        }
         24 => Request::DirectKey {
             name: TagName::decode(r)?,
             to: std::net::SocketAddr::new(NodeAddr::from_bytes(r.array()?).0, r.u16()?),
@@ -315,8 +329,11 @@ pub(super) fn encode_response(r: &Response, w: &mut Writer) {
             epoch,
             key,
             encrypt,
+            odd,
         } => {
-            w.u64(*epoch).bytes(key).u8(u8::from(*encrypt));
+            w.u64(*epoch)
+                .bytes(key)
+                .u8(u8::from(*encrypt) | u8::from(*odd) << 1);
         }
         Response::Nodes { nodes } => {
             w.count(nodes.len());
@@ -396,11 +413,17 @@ pub(super) fn decode_response(kind: u8, r: &mut Reader<'_>) -> Result<Response, 
         76 => Response::Stats {
             rows: stats::decode_rows(r)?,
         },
-        77 => Response::TagKey {
-            epoch: r.u64()?,
-            key: r.array()?,
-            encrypt: decode_bool(r)?,
-        },
+        77 => {
+            let epoch = r.u64()?;
+            let key = r.array()?;
+            let bits = decode_bits(r, 2)?;
+            Response::TagKey {
+                epoch,
+                key,
+                encrypt: bits & 1 != 0,
+                odd: bits & 2 != 0,
+            }
+        }
         72 => Response::Pong,
         73 => Response::Error {
             code: ErrorCode::from_u16(r.u16()?),
@@ -549,6 +572,15 @@ pub(super) fn decode_channels(
         out.push((Member::decode(r)?, ChannelQos::decode(r)?));
     }
     Ok(out)
+}
+
+/// A byte of `n` flag bits (the lowest); any higher bit set is refused.
+pub(super) fn decode_bits(r: &mut Reader<'_>, n: u32) -> Result<u8, DecodeError> {
+    let b = r.u8()?;
+    if u32::from(b) >> n != 0 {
+        return Err(DecodeError::Invalid("flag bits"));
+    }
+    Ok(b)
 }
 
 pub(super) fn decode_bool(r: &mut Reader<'_>) -> Result<bool, DecodeError> {

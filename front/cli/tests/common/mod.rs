@@ -287,6 +287,17 @@ pub(crate) fn captured_fields(
     )
 }
 
+/// The node list of hosts `hosts` (a file in the site's directory).
+pub(crate) fn node_list(site: &Site, hosts: &[usize]) -> PathBuf {
+    let path = site.dir.path().join(format!("nodes-{hosts:?}"));
+    let text: String = hosts
+        .iter()
+        .map(|&i| format!("h{i} {}\n", site.lan.host(i).addr()))
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 /// Writes a key file (mode 0600) with `byte` repeated.
 pub(crate) fn key_file(dir: &Path, name: &str, byte: u8) -> PathBuf {
     let path = dir.join(name);

@@ -8,9 +8,24 @@ use tagwire_wire::TagName;
 use super::{unexpected, Client};
 use crate::Result;
 
-/// A sealing key as the daemon hands it over: its epoch, the key, and
-/// whether to encrypt.
-pub(crate) type SealKey = (u64, [u8; 32], bool);
+/// A sealing key as the daemon hands it over.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SealKey {
+    /// The daemon's life (the key's epoch).
+    pub(crate) epoch: u64,
+    pub(crate) key: [u8; 32],
+    /// Whether to encrypt bodies.
+    pub(crate) encrypt: bool,
+    /// Of an odd domain key generation (a key roll).
+    pub(crate) odd: bool,
+}
+
+impl SealKey {
+    /// As a key to seal with.
+    pub(crate) fn datagram_key(&self) -> tagwire_auth::DatagramKey {
+        tagwire_auth::DatagramKey::from_tag_key(&self.key, self.epoch).with_odd(self.odd)
+    }
+}
 
 impl Client {
     /// The key this client's publisher of `tag` seals its own first copies
@@ -44,9 +59,15 @@ impl Client {
                     epoch,
                     key,
                     encrypt,
+                    odd,
                 },
                 _,
-            ) => Ok(Some((epoch, key, encrypt))),
+            ) => Ok(Some(SealKey {
+                epoch,
+                key,
+                encrypt,
+                odd,
+            })),
             other => Err(unexpected(other, tag)),
         }
     }

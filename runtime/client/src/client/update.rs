@@ -4,6 +4,7 @@
 //! endpoint after the daemon restarts (see the parent module).
 
 use super::*;
+use tagwire_auth::HoldingKey;
 
 impl Core {
     /// Hello + table snapshot, done synchronously on a socket nobody else reads yet.
@@ -201,13 +202,48 @@ impl Core {
             Request::GiveStreams { tag } => self.give_streams(conn, id, tag),
             Request::Streams { tag, query: 0 } => self.take_streams(tag, fd),
             Request::Seat { tag, seat } => self.take_seat(tag, seat, fd),
-            Request::Holding { tag, key, encrypt } => {
-                let key = tagwire_auth::HoldingKey::from_bytes(key);
-                lock(&self.holdings).insert(tag, (key, encrypt));
-            }
+            Request::Holding {
+                tag,
+                key,
+                encrypt,
+                odd,
+                also,
+            } => self.take_holding(
+                tag,
+                HoldingKey::from_bytes(key).with_odd(odd),
+                encrypt,
+                also,
+            ),
             other => return Some(other),
         }
         None
+    }
+
+    /// A holding key from the daemon: kept for the tag's next hand-over
+    /// and given at once to its direct receiver if it holds the streams
+    /// (a key roll): beside the other generation's with `also`, alone
+    /// without.
+    fn take_holding(&self, tag: TagId, key: HoldingKey, encrypt: bool, also: bool) {
+        {
+            let mut holdings = lock(&self.holdings);
+            let (keys, enc) = holdings.entry(tag).or_insert_with(|| (Vec::new(), encrypt));
+            *enc = encrypt;
+            if also {
+                keys.retain(|k| k.odd() != key.odd());
+            } else {
+                keys.clear();
+            }
+            keys.push(key.clone());
+        }
+        let directs: Vec<_> = lock(&self.endpoints)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|ep| ep.tag() == tag)
+            .filter_map(|ep| ep.direct.clone())
+            .collect();
+        for d in directs {
+            d.give_holding(key.clone(), also);
+        }
     }
 
     /// The daemon wants a tag's streams back (direct delivery): the

@@ -89,6 +89,49 @@ pub(crate) struct Direct {
     asked: std::sync::Mutex<HashMap<TagId, ClientId>>,
 }
 
+/// Under a domain key, hands the holding keys of `tag` (`id`) to its direct
+/// receiver `client` (behind `out`). A new holding (`fresh`): the
+/// generation sealed with now, alone, then during a key roll the other one
+/// beside it. A key roll moving on: each key beside what the holder has,
+/// or, once the roll is over, the one left alone (so the holder never
+/// lacks a key that still opens). Returns false when the node is keyed and
+/// the client holds no grant of the tag (no key, so no streams either).
+fn give_holding(
+    st: &State,
+    guard: &Guard,
+    out: &crate::Outbox,
+    (id, tag): (TagId, &TagName),
+    client: ClientId,
+    fresh: bool,
+) -> bool {
+    let member = st.table.entry_by_id(id).and_then(|e| {
+        e.rights(Role::Receiver)
+            .iter()
+            .find(|r| r.holder == Holder::Local(client))
+            .map(|r| r.key.id)
+    });
+    let Some((keys, encrypt)) = member.and_then(|m| guard.holding(tag, m)) else {
+        return !guard.is_keyed();
+    };
+    let alone = keys.len() == 1;
+    for (i, key) in keys.into_iter().enumerate() {
+        let give = Message::Request {
+            id: 0,
+            body: Request::Holding {
+                tag: id,
+                key: key.to_bytes(),
+                encrypt,
+                odd: key.odd(),
+                also: if fresh { i > 0 } else { !alone },
+            },
+        };
+        if out.tx.try_send((give.encode(), None, Vec::new())).is_err() {
+            tracing::warn!(%tag, "cannot hand a holding key over");
+        }
+    }
+    true
+}
+
 /// This node's direct receiver of `e`, if it has one (see the module docs).
 pub(crate) fn holder(me: NodeAddr, e: &tagwire_proto::Entry, plan: &Plan) -> Option<ClientId> {
     let receivers = e
@@ -103,6 +146,17 @@ pub(crate) fn holder(me: NodeAddr, e: &tagwire_proto::Entry, plan: &Plan) -> Opt
 }
 
 impl Direct {
+    /// A key roll moved on (under the state lock): every direct receiver
+    /// here gets its holding's keys again (the window and counters of its
+    /// holding go on; see `tagwire_auth::Holder::give`).
+    pub(crate) fn rekey(&self, st: &State, guard: &Guard) {
+        for (id, (client, tag)) in lock(&self.holders).iter() {
+            if let Some(out) = st.clients.get(client) {
+                give_holding(st, guard, out, (*id, tag), *client, false);
+            }
+        }
+    }
+
     /// After a table change (under the state lock): switches the tags
     /// whose direct receiver changed. Returns whether commands were queued
     /// (the inbound thread is to be woken).
@@ -147,29 +201,9 @@ impl Direct {
             if let Some(out) = st.clients.get(new) {
                 // Under a domain key, first its holding's key (the same
                 // channel: it comes before the streams).
-                let member = st.table.entry_by_id(*id).and_then(|e| {
-                    e.rights(Role::Receiver)
-                        .iter()
-                        .find(|r| r.holder == Holder::Local(*new))
-                        .map(|r| r.key.id)
-                });
-                let holding = member.and_then(|m| guard.holding(tag, m));
-                if guard.is_keyed() && holding.is_none() {
+                if !give_holding(st, guard, out, (*id, tag), *new, true) {
                     // (Its grant is gone: no key, so no streams either.)
                     continue;
-                }
-                if let Some((key, encrypt)) = holding {
-                    let give = Message::Request {
-                        id: 0,
-                        body: Request::Holding {
-                            tag: *id,
-                            key,
-                            encrypt,
-                        },
-                    };
-                    if out.tx.try_send((give.encode(), None, Vec::new())).is_err() {
-                        tracing::warn!(%tag, "cannot hand a holding key over");
-                    }
                 }
                 lock(&self.asked).remove(id);
                 cmds.push_back(Cmd::Give {

@@ -543,6 +543,7 @@ impl<'a> Forwarder<'a> {
         let guard = &self.shared.guard;
         let base = guard.reserve(offer.dests.len() as u64);
         let keyed = guard.is_keyed();
+        let odd = guard.sealing_odd();
         let entries: Vec<TicketDest> = offer
             .dests
             .iter()
@@ -552,6 +553,7 @@ impl<'a> Forwarder<'a> {
                     dest: *d,
                     member: guard.holder_member(d.addr).unwrap_or(0),
                     counter: if keyed { counter } else { 0 },
+                    odd,
                 }
                 .to_words()
             })
