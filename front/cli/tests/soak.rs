@@ -16,6 +16,10 @@
 //! of the kind the soak found and fixed (hundreds) fails. `tagwire perf
 //! soak` itself fails on any of them.
 //!
+//! A second run, a minute with keyed daemons, rolls their domain key
+//! again and again among the other faults (daemon restarts aside: see
+//! `rolling_the_domain_key_among_faults_loses_nothing_in_silence`).
+//!
 //! Needs root (network namespaces): without it the test prints `skipped:
 //! <reason>` and passes; `.ci/run` runs it as root.
 
@@ -25,16 +29,23 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tagwire");
 
-#[test]
-fn two_minutes_of_mixed_faults_lose_nothing_in_silence() {
-    if let Some(reason) = tagwire_testkit::skip_reason() {
-        println!("skipped: {reason}");
-        return;
-    }
+/// The seven fault kinds other than a key roll, in `Fault::ALL`'s order
+/// (so that seed 1 draws what it drew before key rolls existed).
+const UNKEYED_FAULTS: &str =
+    "kill-publisher,kill-subscriber,restart-daemon,link-down,drops,rate,partition";
+
+/// Runs `perf soak` with `args` and holds its outcome to the bounds above:
+/// no message corrupt, at most 2 lost in silence, at most 20 repeated or
+/// out of order, every fault kind injected, every subscriber kind busy.
+/// Returns the outcome.
+fn soak(args: &[&str], min_got: u64, min_lives: u64) -> serde_json::Value {
+    // One soak at a time: two at once load the two cores twice over.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(BIN)
         .args(["perf", "soak", "--nodes", "4", "--tags", "12"])
-        .args(["--seconds", "120", "--fault-every", "4", "--seed", "1"])
+        .args(args)
         .arg("--out")
         .arg(dir.path())
         .output()
@@ -58,7 +69,7 @@ fn two_minutes_of_mixed_faults_lose_nothing_in_silence() {
         disordered <= 20,
         "{disordered} repeated or out of order:\n{table}"
     );
-    // Every fault kind came at least once (the seed draws them all).
+    // Every fault kind asked for came at least once (the seed draws them all).
     for f in o["faults"].as_array().unwrap() {
         assert!(f[1].as_u64().unwrap() >= 1, "{f} never injected:\n{table}");
     }
@@ -66,8 +77,68 @@ fn two_minutes_of_mixed_faults_lose_nothing_in_silence() {
     // of some (publishers were killed and started again).
     for k in o["kinds"].as_array().unwrap() {
         let t = &k["tally"];
-        assert!(t["got"].as_u64().unwrap() > 1000, "{k}");
-        assert!(t["lives"].as_u64().unwrap() >= 3, "{k}");
+        assert!(t["got"].as_u64().unwrap() > min_got, "{k}");
+        assert!(t["lives"].as_u64().unwrap() >= min_lives, "{k}");
     }
-    assert!(o["sent"].as_u64().unwrap() > 50_000, "{table}");
+    o
+}
+
+#[test]
+fn two_minutes_of_mixed_faults_lose_nothing_in_silence() {
+    if let Some(reason) = tagwire_testkit::skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let o = soak(
+        &[
+            "--seconds",
+            "120",
+            "--fault-every",
+            "4",
+            "--seed",
+            "1",
+            "--faults",
+            UNKEYED_FAULTS,
+        ],
+        1000,
+        3,
+    );
+    assert_eq!(o["faults"].as_array().unwrap().len(), 7);
+    assert!(o["sent"].as_u64().unwrap() > 50_000);
+}
+
+/// Keyed daemons whose domain key rolls every few faults (a new key in
+/// every node's file, the switch two seconds later, the roll ended a
+/// second after), among publisher and subscriber kills, link cuts, drops,
+/// rate limits and partitions: the same bounds hold. Daemon restarts are
+/// left out: with a key an in-process daemon's sockets have outlived its
+/// stop by seconds (an open finding, bench/results/soak/NOTES.md).
+#[test]
+fn rolling_the_domain_key_among_faults_loses_nothing_in_silence() {
+    if let Some(reason) = tagwire_testkit::skip_reason() {
+        println!("skipped: {reason}");
+        return;
+    }
+    let o = soak(
+        &[
+            "--seconds",
+            "60",
+            "--fault-every",
+            "4",
+            "--seed",
+            "2",
+            "--faults",
+            "key-roll,kill-publisher,kill-subscriber,link-down,drops,rate,partition",
+        ],
+        300,
+        1,
+    );
+    let rolls = o["faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f[0] == "key-roll")
+        .and_then(|f| f[1].as_u64())
+        .unwrap();
+    assert!(rolls >= 2, "{rolls} key rolls");
 }

@@ -1,7 +1,8 @@
 //! `tagwire perf soak`: many tags on several nodes for a long time, while
 //! faults come at random, checking that nothing is lost in silence.
 //!
-//! Hosts in network namespaces, a daemon each ([`Site`]). Each tag has one
+//! Hosts in network namespaces, a daemon each ([`Site`], with a domain
+//! key, each node following its own copy of the key file). Each tag has one
 //! publisher and two subscribers, each a process of its own
 //! ([`child`], started in its host's namespace), so that the soak can
 //! kill it; a tag's subscribers are reliable, lossless, best-effort or
@@ -12,7 +13,8 @@
 //! again, a host's link cut for a second, a host's input dropping 1-5 %
 //! at random, its egress through a `tbf` of 20-200 Mbit/s, or two hosts
 //! unable to hear each other (a partition), each for a few seconds, then
-//! healed. At the end, after a quiet spell, every subscriber's [`Tally`]:
+//! healed; or the domain key rolled (a new key in every node's file, the
+//! switch two seconds later, the roll ended a second after it). At the end, after a quiet spell, every subscriber's [`Tally`]:
 //! no message corrupt, repeated or out of order, and none missing that
 //! the subscription did not report lost (`silent`). The soak process's
 //! memory and descriptors (the daemons run in it) are sampled each
@@ -75,6 +77,9 @@ pub enum Fault {
     Rate,
     /// Two hosts that cannot hear each other.
     Partition,
+    /// The domain key rolled: a new key in every node's key file, the
+    /// switch 2 s later, the roll ended 1 s after it.
+    KeyRoll,
 }
 
 /// The variant of `T` (a kebab-case serde enum) named `s`.
@@ -86,14 +91,14 @@ impl std::str::FromStr for Fault {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         named(s).ok_or_else(|| {
-            format!("no fault `{s}` (kill-publisher, kill-subscriber, restart-daemon, link-down, drops, rate, partition)")
+            format!("no fault `{s}` (kill-publisher, kill-subscriber, restart-daemon, link-down, drops, rate, partition, key-roll)")
         })
     }
 }
 
 impl Fault {
     /// Every kind.
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 8] = [
         Fault::KillPublisher,
         Fault::KillSubscriber,
         Fault::RestartDaemon,
@@ -101,6 +106,7 @@ impl Fault {
         Fault::Drops,
         Fault::Rate,
         Fault::Partition,
+        Fault::KeyRoll,
     ];
 }
 
@@ -243,7 +249,16 @@ pub fn run(spec: &Spec, mut say: impl FnMut(&str)) -> anyhow::Result<Outcome> {
         !spec.faults.is_empty() && !spec.kinds.is_empty(),
         "a soak needs a fault kind and a subscriber kind"
     );
-    let mut site = Site::new(spec.nodes)?;
+    // Keyed when the key is to roll (each node following its own copy of
+    // the key file).
+    let key = if spec.faults.contains(&Fault::KeyRoll) {
+        let mut key = [0u8; tagwire_daemon::DOMAIN_KEY_LEN];
+        getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+        Some(tagwire_daemon::DomainKey::from_bytes(key))
+    } else {
+        None
+    };
+    let mut site = Site::with_key(spec.nodes, key, None)?;
     let mut rng = Rng(spec.seed.max(1));
     say(&format!(
         "soak: seed {}, {} nodes, {} tags, {:?} of faults",
@@ -284,7 +299,12 @@ pub fn run(spec: &Spec, mut say: impl FnMut(&str)) -> anyhow::Result<Outcome> {
     std::thread::sleep(Duration::from_secs(2));
 
     let mut totals = Totals::default();
-    let mut faults: Vec<(Fault, u64)> = Fault::ALL.iter().map(|f| (*f, 0)).collect();
+    // (The kinds drawn from, each once, in the order of `Fault::ALL`.)
+    let mut faults: Vec<(Fault, u64)> = Fault::ALL
+        .iter()
+        .filter(|f| spec.faults.contains(f))
+        .map(|f| (*f, 0))
+        .collect();
     let (mut rss_kb, mut fds) = (Vec::new(), Vec::new());
     let sample = |rss_kb: &mut Vec<u64>, fds: &mut Vec<u64>| {
         rss_kb.push(own_rss_kb());
@@ -403,8 +423,11 @@ fn inject(
             )
         }
         Fault::RestartDaemon => {
-            site.restart(host)?;
-            format!("restarted h{host}'s daemon")
+            let waited = site.restart(host)?;
+            format!(
+                "restarted h{host}'s daemon (up again after {} ms)",
+                waited.as_millis()
+            )
         }
         Fault::LinkDown => {
             site.host(host).link_down()?;
@@ -438,6 +461,13 @@ fn inject(
             a.stop_dropping()?;
             b.stop_dropping()?;
             format!("h{host} and h{other} partitioned for 2 s")
+        }
+        Fault::KeyRoll => {
+            let generation = site.roll_key(Duration::from_secs(2))?;
+            hold(3_000);
+            site.finish_roll()?;
+            hold(1_000);
+            format!("rolled the domain key to generation {generation}")
         }
     })
 }

@@ -38,7 +38,7 @@ fn unix_now() -> u64 {
 }
 
 /// The file's roll as this daemon follows it.
-struct Watch {
+pub(crate) struct Watch {
     path: PathBuf,
     stamp: Stamp,
     file: Option<KeyFile>,
@@ -103,9 +103,9 @@ impl Watch {
     }
 }
 
-/// Applies `path`'s keys now, then follows the file on a thread of its
-/// own until the daemon stops.
-pub(crate) fn start(shared: &Arc<Shared>, path: PathBuf) -> std::io::Result<()> {
+/// Applies `path`'s keys now (before any link is made: a daemon started
+/// during or after a roll uses the file's keys from its first handshake).
+pub(crate) fn prepare(shared: &Shared, path: PathBuf) -> Watch {
     let mut w = Watch {
         stamp: None,
         file: None,
@@ -113,6 +113,11 @@ pub(crate) fn start(shared: &Arc<Shared>, path: PathBuf) -> std::io::Result<()> 
     };
     w.refresh();
     w.apply(shared);
+    w
+}
+
+/// Follows the file on a thread of its own until the daemon stops.
+pub(crate) fn start(shared: &Arc<Shared>, mut w: Watch) -> std::io::Result<()> {
     let weak: Weak<Shared> = Arc::downgrade(shared);
     std::thread::Builder::new()
         .name("tagwired-keys".into())

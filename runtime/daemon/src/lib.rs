@@ -521,6 +521,10 @@ impl Daemon {
         });
         let _ = shared.this.set(Arc::downgrade(&shared));
         if let Some(net) = shared.config.net.clone() {
+            let keys = match &net.key_file {
+                Some(path) if net.key.is_some() => Some(keyroll::prepare(&shared, path.clone())),
+                _ => None,
+            };
             let started = delivery::Delivery::start(
                 &shared,
                 std::net::SocketAddr::new(net.addr, net.delivery_port),
@@ -531,9 +535,9 @@ impl Daemon {
                 peers::start(&shared, &net)
             })
             .and_then(|()| update::start(&shared))
-            .and_then(|()| match &net.key_file {
-                Some(path) if net.key.is_some() => keyroll::start(&shared, path.clone()),
-                _ => Ok(()),
+            .and_then(|()| match keys {
+                Some(w) => keyroll::start(&shared, w),
+                None => Ok(()),
             });
             if let Err(e) = started {
                 shared.stopping.store(true, Ordering::SeqCst);
