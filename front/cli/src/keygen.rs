@@ -72,8 +72,8 @@ pub(crate) fn run(a: Args) -> anyhow::Result<()> {
 }
 
 /// Adds `key` to the key file at `path` as the next one, switched to in
-/// `switch_in` seconds. The file is replaced whole (a new file renamed over
-/// it), so a daemon never reads half of it.
+/// `switch_in` seconds (the file replaced whole: a daemon never reads half
+/// of it).
 fn roll(
     path: &Path,
     key: [u8; tagwire_daemon::DOMAIN_KEY_LEN],
@@ -86,17 +86,8 @@ fn roll(
         .unwrap_or(0);
     let at = now.saturating_add(switch_in);
     let rolled = file.roll(key, at, now);
-    let tmp = path.with_extension("next-tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", tmp.display()))?;
-    f.write_all(rolled.to_text().as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
+    tagwire_daemon::write_key_file(path, &rolled)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     let generation = rolled.next.as_ref().map_or(0, |(k, _)| k.generation());
     eprintln!(
         "{}: generation {generation} is the next key; every node seals with it from Unix time {at} \

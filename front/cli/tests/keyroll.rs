@@ -34,13 +34,10 @@ fn start_following(site: &Site, i: usize, key: &Path, nodes: &Path) -> Daemon {
     start_in(site.lan.host(i), cfg)
 }
 
-/// Puts `text` in place of the file at `path` at once (written beside it
-/// and renamed over it, mode 0600), as an operator's copy tool would.
-fn replace(path: &Path, text: &str) {
-    let tmp = path.with_extension("copy");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
+/// Puts `file` in place of the file at `path` at once, as an operator's
+/// copy tool would.
+fn replace(path: &Path, file: &KeyFile) {
+    tagwire_daemon::write_key_file(path, file).unwrap();
 }
 
 /// The payload of message `i`.
@@ -134,7 +131,7 @@ fn a_domain_key_rolls_under_load_losing_nothing_and_the_old_key_is_refused_after
     let (next, _) = roll.next.clone().expect("no next key in the file");
     assert_eq!(next.generation(), 1);
     for f in &files[1..] {
-        replace(f, &rolled);
+        replace(f, &roll);
     }
     // Past the switch: every node seals with the next key.
     std::thread::sleep(Duration::from_millis(3500));
@@ -146,8 +143,7 @@ fn a_domain_key_rolls_under_load_losing_nothing_and_the_old_key_is_refused_after
     let finished = KeyFile {
         current: next.clone(),
         next: None,
-    }
-    .to_text();
+    };
     for f in &files {
         replace(f, &finished);
     }

@@ -12,13 +12,15 @@
 //! same path, in the same run.
 
 use std::net::UdpSocket;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use tagwire::{Client, ClientOptions, NodeState, Proxy};
-use tagwire_daemon::{Config, Daemon, DomainKey, NetConfig, PacerConfig};
+use tagwire_daemon::{Config, Daemon, DomainKey, KeyFile, NetConfig, PacerConfig};
 use tagwire_testkit::{Host, Lan};
+
+mod keys;
 
 use crate::ddsperf::{self, DdsOpts};
 use crate::peers::{self, PeerOpts};
@@ -139,7 +141,11 @@ impl Site {
                 // Each node's own copy of the key file, which its daemon
                 // follows (a key roll: `Site::roll_key`).
                 let path = site.key_file(i);
-                write_private(&path, &k.to_text())?;
+                let file = KeyFile {
+                    current: k.clone(),
+                    next: None,
+                };
+                tagwire_daemon::write_key_file(&path, &file)?;
                 net.key_file = Some(path);
             }
             net.pacing = pacing;
@@ -172,46 +178,6 @@ impl Site {
             }
         }
         Ok(site)
-    }
-
-    /// Host `i`'s copy of the domain key file (keyed sites).
-    pub fn key_file(&self, i: usize) -> PathBuf {
-        self.dir.join(format!("h{i}.key"))
-    }
-
-    /// Starts a key roll on every node of a keyed site: a new random key,
-    /// switched to in `switch_in` (the same file copied to every host).
-    /// Returns the new key's generation.
-    pub fn roll_key(&self, switch_in: Duration) -> anyhow::Result<u32> {
-        let file = tagwire_daemon::read_key_roll(&self.key_file(0))?;
-        let mut bytes = [0u8; tagwire_daemon::DOMAIN_KEY_LEN];
-        getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
-        let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
-        // (Whole seconds: the switch comes within a second of `switch_in`.)
-        let at = now + switch_in.as_secs().max(1);
-        let rolled = file.roll(bytes, at, now);
-        let generation = rolled.next.as_ref().map_or(0, |(k, _)| k.generation());
-        for i in 0..self.lan.hosts().len() {
-            write_private(&self.key_file(i), &rolled.to_text())?;
-        }
-        Ok(generation)
-    }
-
-    /// Ends a key roll on every node at once: the files name the new key
-    /// alone (what the grace would do a minute after the switch).
-    pub fn finish_roll(&self) -> anyhow::Result<()> {
-        let file = tagwire_daemon::read_key_roll(&self.key_file(0))?;
-        let Some((next, _)) = file.next else {
-            return Ok(());
-        };
-        let done = tagwire_daemon::KeyFile {
-            current: next,
-            next: None,
-        };
-        for i in 0..self.lan.hosts().len() {
-            write_private(&self.key_file(i), &done.to_text())?;
-        }
-        Ok(())
     }
 
     /// Daemon socket of host `i`.
@@ -840,22 +806,4 @@ pub fn remote_throughput(
     }
     out.extend(skipped.into_iter().map(|r| r.with_nodes(2)));
     Ok(out)
-}
-
-/// Replaces the file at `path` with `text` at once (written beside it with
-/// mode 0600 and renamed over it), as a copy to a node would.
-fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(text.as_bytes())?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
 }

@@ -102,6 +102,24 @@ pub fn read_key_roll(path: &Path) -> Result<KeyFile, KeyFileError> {
     })
 }
 
+/// Writes `file` to `path` at once: a new file beside it (mode 0600, on
+/// disk) renamed over it, so a daemon following the file (a key roll)
+/// never reads half of it.
+pub fn write_key_file(path: &Path, file: &KeyFile) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("new");
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(file.to_text().as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
 /// Why a datagram was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {

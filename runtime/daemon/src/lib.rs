@@ -68,7 +68,7 @@ mod tcpout;
 mod train;
 pub mod update;
 
-pub use guard::{read_key_file, read_key_roll, KeyFileError};
+pub use guard::{read_key_file, read_key_roll, write_key_file, KeyFileError};
 pub use peers::{Discovery, NetConfig, NodeListEntry};
 pub use tagwire_auth::key::KEY_LEN as DOMAIN_KEY_LEN;
 pub use tagwire_auth::{DomainKey, KeyFile, ROLL_GRACE};
