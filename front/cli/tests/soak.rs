@@ -17,8 +17,7 @@
 //! soak` itself fails on any of them.
 //!
 //! A second run, a minute with keyed daemons, rolls their domain key
-//! again and again among the other faults (daemon restarts aside: see
-//! `rolling_the_domain_key_among_faults_loses_nothing_in_silence`).
+//! again and again among the other faults.
 //!
 //! Needs root (network namespaces): without it the test prints `skipped:
 //! <reason>` and passes; `.ci/run` runs it as root.
@@ -36,9 +35,9 @@ const UNKEYED_FAULTS: &str =
 
 /// Runs `perf soak` with `args` and holds its outcome to the bounds above:
 /// no message corrupt, at most 2 lost in silence, at most 20 repeated or
-/// out of order, every fault kind injected, every subscriber kind busy.
-/// Returns the outcome.
-fn soak(args: &[&str], min_got: u64, min_lives: u64) -> serde_json::Value {
+/// out of order, every subscriber kind busy, and with `every_kind` every
+/// fault kind asked for injected. Returns the outcome.
+fn soak(args: &[&str], min_got: u64, min_lives: u64, every_kind: bool) -> serde_json::Value {
     // One soak at a time: two at once load the two cores twice over.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -71,7 +70,10 @@ fn soak(args: &[&str], min_got: u64, min_lives: u64) -> serde_json::Value {
     );
     // Every fault kind asked for came at least once (the seed draws them all).
     for f in o["faults"].as_array().unwrap() {
-        assert!(f[1].as_u64().unwrap() >= 1, "{f} never injected:\n{table}");
+        assert!(
+            !every_kind || f[1].as_u64().unwrap() >= 1,
+            "{f} never injected:\n{table}"
+        );
     }
     // Every kind of subscriber heard publishers, and more than one life
     // of some (publishers were killed and started again).
@@ -102,6 +104,7 @@ fn two_minutes_of_mixed_faults_lose_nothing_in_silence() {
         ],
         1000,
         3,
+        true,
     );
     assert_eq!(o["faults"].as_array().unwrap().len(), 7);
     assert!(o["sent"].as_u64().unwrap() > 50_000);
@@ -109,10 +112,7 @@ fn two_minutes_of_mixed_faults_lose_nothing_in_silence() {
 
 /// Keyed daemons whose domain key rolls every few faults (a new key in
 /// every node's file, the switch two seconds later, the roll ended a
-/// second after), among publisher and subscriber kills, link cuts, drops,
-/// rate limits and partitions: the same bounds hold. Daemon restarts are
-/// left out: with a key an in-process daemon's sockets have outlived its
-/// stop by seconds (an open finding, bench/results/soak/NOTES.md).
+/// second after), among every other kind of fault: the same bounds hold.
 #[test]
 fn rolling_the_domain_key_among_faults_loses_nothing_in_silence() {
     if let Some(reason) = tagwire_testkit::skip_reason() {
@@ -124,21 +124,25 @@ fn rolling_the_domain_key_among_faults_loses_nothing_in_silence() {
             "--seconds",
             "60",
             "--fault-every",
-            "4",
+            "3",
             "--seed",
-            "2",
+            "3",
             "--faults",
-            "key-roll,kill-publisher,kill-subscriber,link-down,drops,rate,partition",
+            "key-roll,kill-publisher,kill-subscriber,restart-daemon,link-down,drops,rate,partition",
         ],
         300,
         1,
+        false,
     );
-    let rolls = o["faults"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f[0] == "key-roll")
-        .and_then(|f| f[1].as_u64())
-        .unwrap();
-    assert!(rolls >= 2, "{rolls} key rolls");
+    let count = |kind: &str| {
+        o["faults"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f[0] == kind)
+            .and_then(|f| f[1].as_u64())
+            .unwrap()
+    };
+    assert!(count("key-roll") >= 2, "{} key rolls", count("key-roll"));
+    assert!(count("restart-daemon") >= 1, "no daemon restarted");
 }

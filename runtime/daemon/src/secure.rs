@@ -51,6 +51,18 @@ pub(crate) fn handshake(
     guard: &Guard,
     initiator: bool,
 ) -> Result<Option<Session>, HandshakeError> {
+    handshake_while(stream, guard, initiator, &|| true)
+}
+
+/// [`handshake`], giving up early (`Interrupted`) once `keep` says no: it
+/// is asked at least every [`HANDSHAKE_POLL`] while waiting for the other
+/// end (a stopping daemon is not held by a peer that does not answer).
+pub(crate) fn handshake_while(
+    stream: &TcpStream,
+    guard: &Guard,
+    initiator: bool,
+    keep: &dyn Fn() -> bool,
+) -> Result<Option<Session>, HandshakeError> {
     let (Some(keys), Some(mine)) = (guard.keys(), guard.hello()) else {
         return Ok(None);
     };
@@ -70,7 +82,7 @@ pub(crate) fn handshake(
     };
     let mut frames = Deframer::default();
     let done = loop {
-        let body = next_frame(&mut s, &mut frames, deadline)?;
+        let body = next_frame(&mut s, &mut frames, deadline, keep)?;
         match hs.handle_frame(&body)? {
             Progress::Send(f) => s.write_all(&f)?,
             Progress::Done {
@@ -104,10 +116,14 @@ pub(crate) fn handshake(
     Ok(Some(done))
 }
 
+/// How often a handshake waiting for the other end asks whether to go on.
+const HANDSHAKE_POLL: Duration = Duration::from_millis(100);
+
 fn next_frame(
     s: &mut &TcpStream,
     frames: &mut Deframer,
     deadline: Instant,
+    keep: &dyn Fn() -> bool,
 ) -> Result<Vec<u8>, HandshakeError> {
     loop {
         if let Some(f) = frames.next_frame() {
@@ -117,12 +133,21 @@ fn next_frame(
         if left.is_zero() {
             return Err(io::Error::from(io::ErrorKind::TimedOut).into());
         }
-        s.set_read_timeout(Some(left))?;
+        if !keep() {
+            return Err(io::Error::from(io::ErrorKind::Interrupted).into());
+        }
+        s.set_read_timeout(Some(left.min(HANDSHAKE_POLL)))?;
         let mut chunk = [0u8; 4096];
         match s.read(&mut chunk) {
             Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
             Ok(n) => frames.push(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted
+                        | io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                ) => {}
             Err(e) => return Err(e.into()),
         }
     }
@@ -272,6 +297,24 @@ mod tests {
     fn guard(k: u8, epoch: u64) -> Guard {
         let key = DomainKey::from_bytes([k; 32]);
         Guard::new(Some(&key), false, "127.0.0.1".parse().unwrap(), epoch)
+    }
+
+    #[test]
+    fn a_handshake_with_a_silent_peer_gives_up_when_told() {
+        let (a, _silent) = pair();
+        let start = Instant::now();
+        let told = start + Duration::from_millis(200);
+        let e = handshake_while(&a, &guard(1, 1), true, &|| Instant::now() < told).unwrap_err();
+        assert!(
+            matches!(&e, HandshakeError::Io(e) if e.kind() == io::ErrorKind::Interrupted),
+            "{e}"
+        );
+        let took = start.elapsed();
+        assert!(
+            took < Duration::from_millis(200) + 2 * HANDSHAKE_POLL,
+            "{took:?}"
+        );
+        assert!(took < HANDSHAKE_TIMEOUT);
     }
 
     #[test]

@@ -153,12 +153,19 @@ impl TcpOut {
         let mut pause = RETRY_FIRST;
         let mut failures = 0u32;
         while self.conn.is_none() {
-            let connected = tagwire_net::tcp_connect_from(guard.node(), self.dest, CONNECT_TIMEOUT)
-                .map_err(HandshakeError::Io)
-                .and_then(|c| {
-                    let session = secure::handshake(&c, guard, true)?;
-                    Ok((c, session))
-                });
+            // (Both watch `wanted`: a stopping forwarder is not held by a
+            // node that does not answer.)
+            let connected = tagwire_net::tcp_connect_from_while(
+                guard.node(),
+                self.dest,
+                CONNECT_TIMEOUT,
+                &wanted,
+            )
+            .map_err(HandshakeError::Io)
+            .and_then(|c| {
+                let session = secure::handshake_while(&c, guard, true, &wanted)?;
+                Ok((c, session))
+            });
             match connected {
                 Ok((c, session)) => {
                     let _ = tagwire_net::tune_link(&c);
@@ -224,7 +231,15 @@ fn write_fully(
     while !bytes.is_empty() {
         match conn.write(bytes) {
             Ok(0) => return Err(ErrorKind::WriteZero.into()),
-            Ok(n) => bytes = &bytes[n..],
+            // (Asked between writes too, not only when one waited: a long
+            // write, sealed a frame at a time, must not hold a stopping
+            // forwarder.)
+            Ok(n) => {
+                bytes = &bytes[n..];
+                if !bytes.is_empty() && !wanted() {
+                    return Err(ErrorKind::Interrupted.into());
+                }
+            }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 if !wanted() {
                     return Err(e);
@@ -263,6 +278,35 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     const LO: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn a_long_write_stops_between_writes_when_its_node_is_no_longer_wanted() {
+        /// Takes 10 bytes a call, however many it is given.
+        struct Slow(usize);
+        impl std::io::Write for Slow {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                let n = b.len().min(10);
+                self.0 += n;
+                Ok(n)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let calls = std::cell::Cell::new(0);
+        let wanted = || {
+            calls.set(calls.get() + 1);
+            calls.get() < 3
+        };
+        let mut w = Slow(0);
+        let e = write_fully(&mut w, &[0u8; 1000], &wanted).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted);
+        assert_eq!(w.0, 30, "it went on after being told");
+        // Wanted throughout: all of it.
+        let mut w = Slow(0);
+        write_fully(&mut w, &[0u8; 1000], &|| true).unwrap();
+        assert_eq!(w.0, 1000);
+    }
 
     /// What a connection carries for `frames`: each behind its length.
     fn framed(frames: &[&[u8]]) -> Vec<u8> {

@@ -322,6 +322,64 @@ pub fn tcp_connect_from(
     Ok(s.into())
 }
 
+/// [`tcp_connect_from`], giving up early (`Interrupted`) once `keep` says
+/// no: it is asked every [`CONNECT_POLL`] while the connection is under
+/// way, so that a caller told to stop is not held by a peer that does not
+/// answer for as long as `timeout`.
+pub fn tcp_connect_from_while(
+    from: std::net::IpAddr,
+    to: SocketAddr,
+    timeout: Duration,
+    keep: impl Fn() -> bool,
+) -> io::Result<TcpStream> {
+    let s = Socket::new(Domain::for_address(to), Type::STREAM, Some(Protocol::TCP))?;
+    if from.is_ipv4() == to.is_ipv4() && !from.is_unspecified() {
+        s.bind(&SockAddr::from(SocketAddr::new(from, 0)))?;
+    }
+    s.set_nonblocking(true)?;
+    match s.connect(&SockAddr::from(to)) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
+            let deadline = Instant::now() + timeout;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                if !keep() {
+                    return Err(io::ErrorKind::Interrupted.into());
+                }
+                let wait = left.min(CONNECT_POLL);
+                let mut fd = libc::pollfd {
+                    fd: std::os::fd::AsRawFd::as_raw_fd(&s),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd for the socket, which outlives
+                // the call.
+                let n = unsafe { libc::poll(&mut fd, 1, wait.as_millis() as libc::c_int) };
+                if n < 0 {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                } else if n > 0 {
+                    if let Some(e) = s.take_error()? {
+                        return Err(e);
+                    }
+                    break;
+                }
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    s.set_nonblocking(false)?;
+    Ok(s.into())
+}
+
+/// How often [`tcp_connect_from_while`] asks whether to go on.
+pub const CONNECT_POLL: Duration = Duration::from_millis(100);
+
 /// Options every peer link gets: no Nagle delay, keep-alive as a backstop to
 /// the daemons' own heartbeats.
 pub fn tune_link(stream: &TcpStream) -> io::Result<()> {
@@ -396,6 +454,57 @@ mod tests {
             set_stream_tos(&c, 0x28).unwrap();
             assert_eq!(stream_tos(&c).unwrap(), 0x28, "{lo}");
         }
+    }
+
+    #[test]
+    fn a_connect_that_hangs_gives_up_when_told() {
+        // A listener that accepts nothing, its queue full: the kernel
+        // drops further SYNs, so the next connect hangs.
+        let s = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+        s.bind(&SockAddr::from(SocketAddr::from(([127, 0, 0, 1], 0))))
+            .unwrap();
+        s.listen(0).unwrap();
+        let to = s.local_addr().unwrap().as_socket().unwrap();
+        let from: std::net::IpAddr = Ipv4Addr::LOCALHOST.into();
+        let mut queued = Vec::new();
+        let mut hung = false;
+        for _ in 0..8 {
+            match tcp_connect_from(from, to, Duration::from_millis(300)) {
+                Ok(c) => queued.push(c),
+                Err(_) => {
+                    hung = true;
+                    break;
+                }
+            }
+        }
+        if !hung {
+            println!("skipped: this kernel queues every connection");
+            return;
+        }
+        let start = Instant::now();
+        let told = start + Duration::from_millis(200);
+        let e = tcp_connect_from_while(from, to, Duration::from_secs(5), || Instant::now() < told)
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Interrupted);
+        let took = start.elapsed();
+        assert!(
+            took < Duration::from_millis(200) + 2 * CONNECT_POLL,
+            "{took:?}"
+        );
+        // Not told: it waits for its timeout.
+        let e = tcp_connect_from_while(from, to, Duration::from_millis(300), || true).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        // And connects where it can.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = tcp_connect_from_while(
+            from,
+            l.local_addr().unwrap(),
+            Duration::from_secs(1),
+            || true,
+        )
+        .unwrap();
+        assert_eq!(c.peer_addr().unwrap(), l.local_addr().unwrap());
+        drop(queued);
     }
 
     #[test]

@@ -352,7 +352,8 @@ fn tcp_inbound(shared: &Arc<Shared>, conn: std::net::TcpStream, from: SocketAddr
     let _ = conn.set_nonblocking(false);
     // With a key, the connection authenticates first (as a control link
     // does); its frames are then Noise transport messages.
-    let secured = match crate::secure::handshake(&conn, &shared.guard, false) {
+    let running = || !shared.is_stopping();
+    let secured = match crate::secure::handshake_while(&conn, &shared.guard, false, &running) {
         Ok(s) => s,
         Err(e) => {
             crate::stats::refused(shared, from.ip(), crate::guard::Refusal::Unauthenticated);
