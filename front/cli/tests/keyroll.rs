@@ -133,8 +133,21 @@ fn a_domain_key_rolls_under_load_losing_nothing_and_the_old_key_is_refused_after
     for f in &files[1..] {
         replace(f, &roll);
     }
+    let keys = |c: &tagwire::Client| {
+        (
+            counter(c, StatsKind::Node, "", "key_generation"),
+            counter(c, StatsKind::Node, "", "keys_accepted"),
+        )
+    };
+    // Read by every daemon: both keys open, the old one seals.
+    wait_until("every node has both keys", || {
+        c.iter().all(|c| keys(c) == (0, 2))
+    });
     // Past the switch: every node seals with the next key.
     std::thread::sleep(Duration::from_millis(3500));
+    for c in &c {
+        assert_eq!(keys(c), (1, 2), "a node did not switch");
+    }
     let sent_itself = || counter(&c[0], StatsKind::Node, "", "direct_sent");
     let after_switch = sent_itself();
     std::thread::sleep(Duration::from_millis(500));
@@ -147,6 +160,9 @@ fn a_domain_key_rolls_under_load_losing_nothing_and_the_old_key_is_refused_after
     for f in &files {
         replace(f, &finished);
     }
+    wait_until("every node has the new key alone", || {
+        c.iter().all(|c| keys(c) == (1, 1))
+    });
     std::thread::sleep(Duration::from_secs(1));
 
     // What host 0 seals now carries the next generation's flag.

@@ -187,6 +187,8 @@ impl Keys {
     }
 }
 
+/// Locks are taken in this order: `keys`, `openers`, `holders` (and
+/// within the last two, one entry's mutex at a time).
 #[derive(Debug)]
 struct Keyed {
     keys: RwLock<Keys>,
@@ -322,6 +324,8 @@ impl Guard {
         let Some(k) = &self.keyed else {
             return;
         };
+        // (Lock order: keys, openers, holders, as in `roll_to`.)
+        let keys = read(&k.keys);
         let epochs: HashMap<IpAddr, u64> = {
             let openers = k.openers.read().unwrap_or_else(|e| e.into_inner());
             now.values()
@@ -342,7 +346,6 @@ impl Guard {
                 continue;
             };
             holders.entry(addr).or_insert_with(|| {
-                let keys = read(&k.keys);
                 let mut to = ToHolder::new(
                     &keys.active,
                     h.node,
@@ -413,7 +416,10 @@ impl Guard {
     /// opened under that life, from that floor.
     pub(crate) fn admit(&self, hello: &LinkHello) {
         if let Some(k) = &self.keyed {
-            let opener = Opener::accepting(&read(&k.keys).accepted, hello);
+            // (Held until the opener is in: a roll moving on meanwhile
+            // would miss it.)
+            let keys = read(&k.keys);
+            let opener = Opener::accepting(&keys.accepted, hello);
             k.openers
                 .write()
                 .unwrap_or_else(|e| e.into_inner())

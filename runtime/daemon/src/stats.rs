@@ -225,6 +225,7 @@ fn daemon_rows(shared: &Shared, st: &crate::State) -> Vec<StatsRow> {
     let s = &shared.stats;
     let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let d = shared.delivery.get();
+    let keys = shared.guard.keys();
     // A counter of the delivery port's replies socket (`crate::replies`; 0
     // without one).
     let replies = |f: fn(&crate::replies::Replies) -> u64| {
@@ -264,7 +265,19 @@ fn daemon_rows(shared: &Shared, st: &crate::State) -> Vec<StatsRow> {
         .with("scaled_out", n(&s.scaled_out))
         .with("multicast_sent", n(&s.multicast_sent))
         .with("tcp_frames", n(&s.tcp_frames))
-        .with("state_hold_max_us", n(&s.state_hold_max_ns) / 1000)];
+        .with("state_hold_max_us", n(&s.state_hold_max_ns) / 1000)
+        // The domain key generation it seals with, and how many keys it
+        // opens with (2 during a key roll, 0 without a key).
+        .with(
+            "key_generation",
+            keys.as_ref()
+                .map_or(0, |k| u64::from(k.active.generation())),
+        )
+        .with(
+            "keys_accepted",
+            keys.as_ref()
+                .map_or(0, |k| k.accepted.iter().count() as u64),
+        )];
     let mut entries: Vec<_> = st.table.entries().collect();
     entries.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
     for e in entries {
