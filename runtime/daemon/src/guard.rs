@@ -44,16 +44,17 @@ fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Why a key file was not used.
+/// Why a key file was not used. (The message says the cause; it is not
+/// also given as the error's source, which `{:#}` would print again.)
 #[derive(Debug, thiserror::Error)]
 pub enum KeyFileError {
     /// It cannot be read.
-    #[error("cannot read key file {path}: {source}")]
+    #[error("cannot read key file {path}: {cause}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Others than its owner may read or write it.
     #[error(
@@ -66,12 +67,12 @@ pub enum KeyFileError {
         mode: u32,
     },
     /// Its text is not a key.
-    #[error("key file {path}: {source}")]
+    #[error("key file {path}: {cause}")]
     Malformed {
         /// The file.
         path: PathBuf,
         /// What is wrong.
-        source: KeyError,
+        cause: KeyError,
     },
 }
 
@@ -83,9 +84,9 @@ pub fn read_key_file(path: &Path) -> Result<DomainKey, KeyFileError> {
 
 /// Reads a whole domain key file, a key roll's next key included.
 pub fn read_key_roll(path: &Path) -> Result<KeyFile, KeyFileError> {
-    let read = |source| KeyFileError::Read {
+    let read = |cause| KeyFileError::Read {
         path: path.to_owned(),
-        source,
+        cause,
     };
     let meta = std::fs::metadata(path).map_err(read)?;
     let mode = meta.permissions().mode() & 0o777;
@@ -96,9 +97,9 @@ pub fn read_key_roll(path: &Path) -> Result<KeyFile, KeyFileError> {
         });
     }
     let text = std::fs::read_to_string(path).map_err(read)?;
-    KeyFile::parse(&text).map_err(|source| KeyFileError::Malformed {
+    KeyFile::parse(&text).map_err(|cause| KeyFileError::Malformed {
         path: path.to_owned(),
-        source,
+        cause,
     })
 }
 
@@ -828,10 +829,12 @@ mod tests {
             read_key_file(&path),
             Err(KeyFileError::Malformed { .. })
         ));
-        assert!(matches!(
-            read_key_file(&dir.join("none")),
-            Err(KeyFileError::Read { .. })
-        ));
+        let missing = read_key_file(&dir.join("none")).unwrap_err();
+        assert!(matches!(missing, KeyFileError::Read { .. }));
+        // The message says the cause; it is not a source as well, which a
+        // chain (`tagwire: {e:#}`) would print a second time.
+        assert!(missing.to_string().contains("os error"), "{missing}");
+        assert!(std::error::Error::source(&missing).is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
