@@ -150,6 +150,11 @@ pub struct Outcome {
     pub violations: Vec<String>,
     /// The first messages that did, in words (a few per subscriber).
     pub anomalies: Vec<String>,
+    /// The first jumps larger than the losses reported just before them,
+    /// in words (a few per subscriber): where to look for a loss in
+    /// silence.
+    #[serde(default)]
+    pub clues: Vec<String>,
     /// The first sends that failed, in words (a few per publisher).
     pub failures: Vec<String>,
 }
@@ -212,6 +217,7 @@ struct Totals {
     pubs: PubReport,
     subs: Vec<(Kind, Tally, u64)>,
     anomalies: Vec<String>,
+    clues: Vec<String>,
     failures: Vec<String>,
 }
 
@@ -229,11 +235,15 @@ impl Totals {
             }
         } else if let Ok(s) = serde_json::from_str::<SubReport>(&line) {
             self.subs.push((r.spec.kind, s.tally, s.errors));
+            let who = format!(
+                "{:?} subscriber of {} on h{}",
+                r.spec.kind, r.spec.tag, r.host
+            );
             for a in s.anomalies {
-                self.anomalies.push(format!(
-                    "{:?} subscriber of {} on h{}: {a}",
-                    r.spec.kind, r.spec.tag, r.host
-                ));
+                self.anomalies.push(format!("{who}: {a}"));
+            }
+            for c in s.clues {
+                self.clues.push(format!("{who}: {c}"));
             }
         }
     }
@@ -385,6 +395,7 @@ pub fn run(spec: &Spec, mut say: impl FnMut(&str)) -> anyhow::Result<Outcome> {
         fds,
         violations,
         anomalies: totals.anomalies,
+        clues: totals.clues,
         failures: totals.failures,
     })
 }
@@ -527,11 +538,15 @@ pub fn table(o: &Outcome) -> String {
         "soak process (daemons in it): RSS max {r1} kB first half, {r2} kB second; descriptors max {f1}, {f2}\n"
     );
     for (what, list) in [
-        ("broke an invariant", &o.anomalies),
-        ("sends failed", &o.failures),
+        ("messages broke an invariant", &o.anomalies),
+        (
+            "jumps exceeded the losses reported just before them",
+            &o.clues,
+        ),
+        ("messages sends failed", &o.failures),
     ] {
         if !list.is_empty() {
-            out += &format!("{} messages {what}, the first:\n", list.len());
+            out += &format!("{} {what}, the first:\n", list.len());
         }
         for a in list.iter().take(6) {
             out += &format!("  {a}\n");

@@ -103,13 +103,36 @@ impl Tally {
     }
 }
 
+/// Where a message came from, for the words of an anomaly: its
+/// publisher's sequence number and whether the subscription held its
+/// stream on its own socket (direct delivery) when it took it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct At {
+    /// The publisher's sequence number (tagwire's, not the payload's).
+    pub seq: u64,
+    /// Taken while the subscription held the stream (direct delivery).
+    pub direct: bool,
+}
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let via = if self.direct { "direct" } else { "ring" };
+        write!(f, "seq {}, {via}", self.seq)
+    }
+}
+
 /// Follows each publisher life a subscriber hears.
 #[derive(Debug, Default)]
 pub struct Checker {
-    last: HashMap<u64, u64>,
+    /// Each life's last counter and where that message came from.
+    last: HashMap<u64, (u64, At)>,
     tally: Tally,
     /// The first few messages that broke an invariant, said in words.
     anomalies: Vec<String>,
+    /// The first few jumps that more than the losses reported just before
+    /// them: where a loss in silence is to be looked for (the report may
+    /// also have come earlier, for another life).
+    clues: Vec<String>,
     /// Losses reported since the last message.
     lost_since: u64,
 }
@@ -118,26 +141,32 @@ pub struct Checker {
 const ANOMALIES: usize = 8;
 
 impl Checker {
-    /// A message taken.
-    pub fn on_message(&mut self, p: &[u8]) {
+    /// A message taken, which came `at`.
+    pub fn on_message(&mut self, p: &[u8], at: At) {
         self.tally.got += 1;
         let lost = std::mem::take(&mut self.lost_since);
         let Some((run, counter)) = parse(p) else {
             self.tally.corrupt += 1;
-            self.note(format!("a corrupt message of {} bytes", p.len()));
+            self.note(format!("a corrupt message of {} bytes ({at})", p.len()));
             return;
         };
         let Some(last) = self.last.get_mut(&run) else {
             // A life's first message here: what it sent before this
             // subscriber heard it is not this subscriber's.
-            self.last.insert(run, counter);
+            self.last.insert(run, (counter, at));
             self.tally.lives += 1;
             return;
         };
-        let before = *last;
+        let (before, was) = *last;
         if counter > before {
-            self.tally.missing += counter - before - 1;
-            *last = counter;
+            let skipped = counter - before - 1;
+            self.tally.missing += skipped;
+            *last = (counter, at);
+            if skipped > lost && self.clues.len() < ANOMALIES {
+                self.clues.push(format!(
+                    "life {run:x}: {skipped} missing between {before} ({was}) and {counter} ({at}), {lost} reported just before"
+                ));
+            }
             return;
         }
         let what = if counter == before {
@@ -148,7 +177,7 @@ impl Checker {
             "out of order"
         };
         self.note(format!(
-            "life {run:x}: message {counter} {what} after {before} ({lost} reported lost just before)"
+            "life {run:x}: message {counter} ({at}) {what} after {before} ({was}; {lost} reported lost just before)"
         ));
     }
 
@@ -161,6 +190,12 @@ impl Checker {
     /// The first few messages that broke an invariant, in words.
     pub fn anomalies(&self) -> &[String] {
         &self.anomalies
+    }
+
+    /// The first few jumps larger than the losses reported just before
+    /// them, in words.
+    pub fn clues(&self) -> &[String] {
+        &self.clues
     }
 
     /// The subscription reported `n` messages lost.
@@ -198,15 +233,16 @@ mod tests {
     #[test]
     fn a_checker_counts_gaps_repeats_and_reorders_per_life() {
         let mut c = Checker::default();
+        let at = |seq| At { seq, direct: false };
         for n in [5, 6, 9, 9, 8, 10] {
-            c.on_message(&payload(1, n, 40));
+            c.on_message(&payload(1, n, 40), at(n + 1));
         }
         // Another life starts anywhere; a corrupt message is counted.
-        c.on_message(&payload(2, 100, 30));
-        c.on_message(&payload(2, 101, 30));
+        c.on_message(&payload(2, 100, 30), at(101));
+        c.on_message(&payload(2, 101, 30), at(102));
         let mut bad = payload(2, 102, 30);
         bad[29] ^= 1;
-        c.on_message(&bad);
+        c.on_message(&bad, at(103));
         let t = c.tally();
         assert_eq!(
             (
@@ -220,7 +256,33 @@ mod tests {
             (9, 2, 2, 1, 1, 1)
         );
         assert_eq!(t.silent(), 2);
+        assert_eq!(
+            c.anomalies()[1],
+            "life 1: message 8 (seq 9, ring) out of order after 9 (seq 10, ring; 0 reported lost just before)"
+        );
+        assert_eq!(c.clues().len(), 1, "7 and 8 skipped, nothing reported");
         c.on_lost(2);
         assert_eq!(c.tally().silent(), 0);
+        // A jump the report just before covers is no clue.
+        c.on_lost(3);
+        c.on_message(
+            &payload(2, 105, 30),
+            At {
+                seq: 106,
+                direct: true,
+            },
+        );
+        assert_eq!(c.clues().len(), 1);
+        c.on_message(
+            &payload(2, 107, 30),
+            At {
+                seq: 108,
+                direct: true,
+            },
+        );
+        assert_eq!(
+            c.clues()[1],
+            "life 2: 1 missing between 105 (seq 106, direct) and 107 (seq 108, direct), 0 reported just before"
+        );
     }
 }

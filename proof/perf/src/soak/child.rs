@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tagwire::{Client, ClientOptions, Domain, Error, SubscribeOptions};
 
-use super::check::{payload, Checker, Tally};
+use super::check::{payload, At, Checker, Tally};
 
 /// How a soak subscriber subscribes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,6 +94,10 @@ pub struct SubReport {
     /// The first few messages that broke an invariant, in words.
     #[serde(default)]
     pub anomalies: Vec<String>,
+    /// The first few jumps larger than the losses reported just before
+    /// them (see [`Checker::clues`]).
+    #[serde(default)]
+    pub clues: Vec<String>,
 }
 
 /// Runs a child until it is killed.
@@ -138,7 +142,13 @@ pub fn run(spec: &ChildSpec) -> anyhow::Result<()> {
         let mut errors = 0u64;
         loop {
             match sub.receive(Some(Duration::from_millis(100))) {
-                Ok(m) => check.on_message(&m.payload),
+                Ok(m) => {
+                    let at = At {
+                        seq: m.seq.0,
+                        direct: sub.is_direct(),
+                    };
+                    check.on_message(&m.payload, at)
+                }
                 Err(Error::Overflowed { lost }) => check.on_lost(lost),
                 Err(Error::Timeout) => {}
                 Err(_) => {
@@ -151,6 +161,7 @@ pub fn run(spec: &ChildSpec) -> anyhow::Result<()> {
                     tally: check.tally(),
                     errors,
                     anomalies: check.anomalies().to_vec(),
+                    clues: check.clues().to_vec(),
                 };
                 println!("{}", serde_json::to_string(&r)?);
                 next_report += report;
