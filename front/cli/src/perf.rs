@@ -376,6 +376,13 @@ enum Bench {
         /// threads. Default: the class alone.
         #[arg(long, value_parser = str::parse::<tagwire::Sched>)]
         sched: Option<tagwire::Sched>,
+        /// The load channel runs its threads at this policy too: its
+        /// publishing and receiving threads, and through its publisher and
+        /// subscription the daemons' forwarder and inbound threads (Zenoh's
+        /// rows run their load in the process `chrt` starts at --sched
+        /// anyway). Default: the default policy.
+        #[arg(long, value_parser = str::parse::<tagwire::Sched>)]
+        load_sched: Option<tagwire::Sched>,
     },
     /// Round trip against the number of receivers spread over three other
     /// hosts, all acknowledging (paper Figure 4-7; network namespaces; root).

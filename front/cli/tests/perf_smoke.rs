@@ -325,6 +325,8 @@ fn priority_measures_a_critical_and_a_normal_channel_and_the_floor_beside_the_lo
         "1",
         "--sched",
         "fifo:30",
+        "--load-sched",
+        "fifo:20",
     ]);
     // Zenoh's two rows follow each load's when `proof/peers` is built
     // (`.ci/run` builds it first).
@@ -360,6 +362,9 @@ fn priority_measures_a_critical_and_a_normal_channel_and_the_floor_beside_the_lo
             "fifo:30"
         };
         assert_eq!(r["sched"], sched, "{r}");
+        // The load's threads (its sender's and counter's, its forwarder and
+        // inbound thread through its publisher and subscription) at theirs.
+        assert_eq!(r["load_sched"], "fifo:20", "{r}");
         assert_eq!(r["load_lost"], 0, "{r}");
         assert!(r["round_trips"].as_u64().unwrap() > 0, "{r}");
         assert!(r["p99_us"][0].as_f64().unwrap() >= r["p50_us"][0].as_f64().unwrap());

@@ -812,6 +812,7 @@ mod tests {
                 reps: 3,
                 hogs: 2,
                 sched: sched.to_owned(),
+                load_sched: "other".to_owned(),
                 round_trips: 100,
                 mean_us: [p99 / 3.0; 3],
                 std_us: [p99 / 4.0; 3],

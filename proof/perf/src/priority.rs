@@ -73,6 +73,12 @@ pub struct Spec {
     /// echo threads run at it, and its subscriptions ask it of the
     /// daemons' threads (`SubscribeOptions::sched`).
     pub sched: Option<Sched>,
+    /// The load channel's thread policy, if any: its publishing and
+    /// counting threads run at it, and its publisher and subscription ask
+    /// it of the daemons' threads (a deployment's answer to CPU hogs that
+    /// starve a bulk channel's forwarder; Zenoh's rows run their load
+    /// under `chrt` at `sched` in any case).
+    pub load_sched: Option<Sched>,
     /// The `tagwire-peers` binary, for the Zenoh rows (`None`: no Zenoh
     /// rows). In Figure 5b Zenoh's load runs in a process of its own on
     /// host 1.
@@ -163,6 +169,9 @@ pub struct PriorityRecord {
     pub hogs: usize,
     /// The measured channel's thread policy (`other`: the default).
     pub sched: String,
+    /// The load channel's thread policy in tagwire's rows and the floor's
+    /// (`other`: the default; Zenoh's load runs at `sched`).
+    pub load_sched: String,
     /// Round trips measured, total over reps.
     pub round_trips: usize,
     /// Round trip mean, µs: median, min, max over reps.
@@ -411,8 +420,13 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
     wait_known(&c0, &ping)?;
     wait_known(&c1, &pong)?;
     c_load.create_tag(&bulk, Domain::Global)?;
-    let mut load_sub = c1.subscribe(&bulk, carried(SubscribeOptions::default()))?;
-    let mut load_pub = c_load.publisher(&bulk)?;
+    let load_sched = spec.load_sched.unwrap_or_default();
+    let mut load_sub = c1.subscribe(
+        &bulk,
+        carried(SubscribeOptions::default().sched(load_sched)),
+    )?;
+    let mut load_pub =
+        c_load.publisher_with(&bulk, tagwire::PublishOptions::default().sched(load_sched))?;
     load_pub.set_send_timeout(Duration::from_secs(30));
     wait_known(&c_load, &bulk)?;
     let done = AtomicBool::new(false);
@@ -445,6 +459,7 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
             }
         };
         let counter = s.spawn(|| -> anyhow::Result<u64> {
+            tagwire::set_thread_sched(load_sched)?;
             while !done.load(Ordering::Relaxed) {
                 match load_sub.receive(Some(Duration::from_millis(100))) {
                     Ok(m) => {
@@ -460,6 +475,7 @@ fn cell(site: &Site, spec: &Spec, load: u32, probe: Probe, id: &str) -> anyhow::
             if load == 0 {
                 return Ok(());
             }
+            tagwire::set_thread_sched(load_sched)?;
             let per_s = load_per_s(spec, load);
             let payload = vec![0x5au8; spec.load_size];
             let start = Instant::now();
@@ -679,6 +695,7 @@ fn record(system: &str, load: u32, spec: &Spec, sched: Sched, runs: &[Run]) -> P
         reps: runs.len(),
         hogs: spec.hogs,
         sched: sched.to_string(),
+        load_sched: spec.load_sched.unwrap_or_default().to_string(),
         round_trips: runs.iter().map(|r| r.n).sum(),
         mean_us: spread(|r| r.mean),
         std_us: spread(|r| r.std),
@@ -703,7 +720,15 @@ fn shown(v: f64) -> String {
 /// the critical channel's unloaded p50, and normal ÷ critical per load.
 pub fn table(records: &[PriorityRecord]) -> String {
     let mut out = records.first().map_or_else(String::new, |r| {
-        format!("Figure {} over {}\n", r.figure, r.carrier.to_uppercase())
+        let load = match r.load_sched.as_str() {
+            "other" => String::new(),
+            s => format!(", tagwire's load channel at {s}"),
+        };
+        format!(
+            "Figure {} over {}{load}\n",
+            r.figure,
+            r.carrier.to_uppercase()
+        )
     });
     out.push_str(
         "system            sched     load  load Mbit/s  mean us (min-max)      std us      p50 us (min-max)       p99 us (min-max)         p99.9 us   max us  RTs   lost\n",

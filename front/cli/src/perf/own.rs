@@ -217,6 +217,7 @@ fn priority(a: &Args) -> anyhow::Result<()> {
         seconds,
         hogs,
         sched,
+        load_sched,
     } = &a.bench
     else {
         unreachable!("priority() is called for Bench::Priority");
@@ -232,6 +233,7 @@ fn priority(a: &Args) -> anyhow::Result<()> {
         reps: a.reps.max(1),
         hogs: *hogs,
         sched: *sched,
+        load_sched: *load_sched,
         zenoh: match a.no_peers {
             true => None,
             false => tagwire_perf::peers::available()
