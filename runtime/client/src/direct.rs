@@ -58,6 +58,14 @@ const PUMP_EVERY: u32 = 16;
 /// The socket's receive buffer.
 const RECV_BUFFER: usize = 4 << 20;
 
+/// A message the keeper dropped from a full queue: its publisher
+/// (sender, stream) and number.
+pub(crate) type Dropped = (tagwire_wire::SenderInfo, u16, u64);
+
+/// Dropped messages whose numbers are kept between two reports (past it
+/// the subscription's gaps start afresh after the report).
+const MAX_DROPPED_KEPT: usize = 4096;
+
 /// One subscription's own socket and session.
 #[derive(Debug)]
 pub(crate) struct Direct {
@@ -87,6 +95,11 @@ pub(crate) struct State {
     lossless: bool,
     /// Dropped from a full queue (not lossless), not yet reported.
     pub(crate) overflowed: u64,
+    /// Who sent each of those and its number, oldest first (at most
+    /// [`MAX_DROPPED_KEPT`]; `None` once more were dropped): the
+    /// subscription's gaps go on from them, so that a message lost on the
+    /// way beside the dropped ones is still counted.
+    pub(crate) dropped: Option<Vec<Dropped>>,
     /// Messages handed out since the subscriber last read its socket.
     since_pump: u32,
     /// Streams given up when the daemon went away, taken again if the
@@ -147,6 +160,7 @@ impl Direct {
                 depth: depth.max(1) as usize,
                 lossless,
                 overflowed: 0,
+                dropped: Some(Vec::new()),
                 since_pump: 0,
                 parked: Vec::new(),
                 buf: vec![0u8; gso::RECV_BUFFER],
@@ -347,8 +361,17 @@ impl Direct {
         self.collect(st);
         if keeper && !st.lossless {
             while st.queue.len() > st.depth {
-                st.queue.pop_front();
+                let Some(m) = st.queue.pop_front() else { break };
                 st.overflowed += 1;
+                let h = m.header;
+                st.dropped = st
+                    .dropped
+                    .take()
+                    .filter(|d| d.len() < MAX_DROPPED_KEPT)
+                    .map(|mut d| {
+                        d.push((h.sender, h.stream, h.seq.0));
+                        d
+                    });
             }
         }
         self.credit(st, now);
@@ -752,6 +775,9 @@ mod tests {
         assert_eq!(st.queue.len(), 8);
         assert_eq!(st.overflowed, 32);
         assert_eq!(seq_of(&st.queue[0]), 53);
+        // Each dropped one's number is kept for the subscription's gaps.
+        let dropped: Vec<u64> = st.dropped.iter().flatten().map(|d| d.2).collect();
+        assert_eq!(dropped, (21..=52).collect::<Vec<_>>());
     }
 
     /// A lossless subscriber's pump takes what fits the room it has now:

@@ -18,6 +18,8 @@ use std::collections::HashMap;
 
 use tagwire_wire::SenderInfo;
 
+use crate::direct::Dropped;
+
 /// Publishers remembered at most (a hostile flood of senders costs this
 /// much memory, then counting starts afresh).
 const MAX_PUBLISHERS: usize = 4096;
@@ -54,6 +56,24 @@ impl Gaps {
         match before {
             Some(last) if seq > last => wanted_between(last, seq, every),
             _ => 0,
+        }
+    }
+
+    /// Notes messages dropped on the way to the subscriber and reported
+    /// as such (a direct subscription's full queue), oldest first, as if
+    /// taken: returns how many it takes are missing before or between
+    /// them. `None` (too many to have kept their numbers): forgets every
+    /// publisher's last number instead, and returns 0.
+    pub(crate) fn note_dropped(&mut self, dropped: Option<Vec<Dropped>>, every: u32) -> u64 {
+        match dropped {
+            Some(dropped) => dropped
+                .into_iter()
+                .map(|(sender, stream, seq)| self.note(sender, stream, seq, every))
+                .sum(),
+            None => {
+                self.forget();
+                0
+            }
         }
     }
 
@@ -116,6 +136,30 @@ mod tests {
         assert_eq!(g.note(who(1), 0, 2, 1), 0);
         g.forget();
         assert_eq!(g.note(who(1), 0, 9, 1), 0);
+    }
+
+    #[test]
+    fn messages_dropped_and_reported_leave_a_loss_beside_them_counted() {
+        // 190 taken; 191 and 192 dropped from a full queue (reported as
+        // two); 193 lost when the streams moved; 194 taken.
+        let mut g = Gaps::default();
+        g.note(who(1), 0, 190, 1);
+        assert_eq!(
+            g.note_dropped(Some(vec![(who(1), 0, 191), (who(1), 0, 192)]), 1),
+            0
+        );
+        assert_eq!(g.note(who(1), 0, 194, 1), 1, "193 is counted");
+        // Missing between dropped ones counts, of each publisher.
+        assert_eq!(
+            g.note_dropped(
+                Some(vec![(who(1), 0, 196), (who(2), 0, 5), (who(1), 0, 199)]),
+                1
+            ),
+            3
+        );
+        // Too many dropped to keep their numbers: afresh.
+        assert_eq!(g.note_dropped(None, 1), 0);
+        assert_eq!(g.note(who(1), 0, 400, 1), 0);
     }
 
     #[test]

@@ -361,9 +361,14 @@ impl Subscriber {
     fn look_at_socket(&mut self, d: &Direct, holding: bool, payload: &mut Vec<u8>) -> Step {
         let mut st = d.lock();
         if !holding && st.overflowed > 0 {
-            let lost = std::mem::take(&mut st.overflowed);
-            // Counted here: the gaps this leaves are not counted again.
-            self.gaps.forget();
+            let dropped = st.dropped.replace(Vec::new());
+            let mut lost = std::mem::take(&mut st.overflowed);
+            // Counted here, the dropped messages are noted as if taken: a
+            // message missing before or between them (lost on the way, or
+            // when the streams moved) is counted too, once.
+            let missing = self.gaps.note_dropped(dropped, self.opts.qos.every);
+            lost += missing;
+            self.missing += missing;
             self.lost += lost;
             self.count();
             return Step::Done(Err(Error::Overflowed { lost }));
