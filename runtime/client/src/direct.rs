@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 use tagwire_auth::{Holder, HoldingKey};
 
 use crate::clock::coarse_us;
+use crate::gaps::{Dropped, MAX_DROPPED_KEPT};
 use tagwire_net::gso;
 use tagwire_session::{Config, Delivery, ReceiveSession};
 use tagwire_wire::datagram::peek_tag;
@@ -57,14 +58,6 @@ const PUMP_EVERY: u32 = 16;
 
 /// The socket's receive buffer.
 const RECV_BUFFER: usize = 4 << 20;
-
-/// A message the keeper dropped from a full queue: its publisher
-/// (sender, stream) and number.
-pub(crate) type Dropped = (tagwire_wire::SenderInfo, u16, u64);
-
-/// Dropped messages whose numbers are kept between two reports (past it
-/// the subscription's gaps start afresh after the report).
-const MAX_DROPPED_KEPT: usize = 4096;
 
 /// One subscription's own socket and session.
 #[derive(Debug)]

@@ -16,9 +16,48 @@
 
 use std::collections::HashMap;
 
+use tagwire_shm::{Peek, Ring};
+use tagwire_wire::frame::{FrameHeader, HEADER_LEN};
 use tagwire_wire::SenderInfo;
 
-use crate::direct::Dropped;
+/// A message dropped on its way to the subscriber and reported as such:
+/// its publisher (sender, stream) and number.
+pub(crate) type Dropped = (SenderInfo, u16, u64);
+
+/// Dropped messages whose numbers are kept for one report (past it the
+/// subscription's gaps start afresh after the report).
+pub(crate) const MAX_DROPPED_KEPT: usize = 4096;
+
+/// The publishers and numbers of ring records `from .. from + n`, which a
+/// subscriber fell too far behind to read (reported lost) but which may
+/// still be in their slots, oldest first, those `wanted` only; `None` if
+/// any is gone (overwritten, never committed, unreadable) or there are
+/// too many.
+pub(crate) fn dropped_in_ring(
+    ring: &Ring,
+    from: u64,
+    n: u64,
+    wanted: impl Fn(&FrameHeader) -> bool,
+) -> Option<Vec<Dropped>> {
+    if n > MAX_DROPPED_KEPT as u64 {
+        return None;
+    }
+    let mut raw = [0u8; HEADER_LEN];
+    let mut out = Vec::with_capacity(n as usize);
+    for i in from..from.checked_add(n)? {
+        let Peek::Record(len) = ring.peek(i, &mut raw) else {
+            return None;
+        };
+        if len < HEADER_LEN {
+            return None;
+        }
+        let (h, _) = FrameHeader::parse(&raw).ok()?;
+        if wanted(&h) {
+            out.push((h.sender, h.stream, h.seq.0));
+        }
+    }
+    Some(out)
+}
 
 /// Publishers remembered at most (a hostile flood of senders costs this
 /// much memory, then counting starts afresh).
@@ -160,6 +199,50 @@ mod tests {
         // Too many dropped to keep their numbers: afresh.
         assert_eq!(g.note_dropped(None, 1), 0);
         assert_eq!(g.note(who(1), 0, 400, 1), 0);
+    }
+
+    #[test]
+    fn records_skipped_in_the_ring_are_named_while_they_are_still_there() {
+        let ring = Ring::create(
+            "gaps-test",
+            tagwire_shm::RingShape {
+                slots: 8,
+                payload: 256,
+            },
+        )
+        .unwrap();
+        let publish = |pid: u32, seq: u64| {
+            let h = FrameHeader {
+                flags: 0,
+                sender: who(pid),
+                stream: 0,
+                seq: tagwire_wire::SeqNum(seq),
+                timestamp_ns: 0,
+            };
+            let mut raw = [0u8; HEADER_LEN];
+            let _ = h.emit(&mut raw);
+            ring.publish(&[&raw, b"payload"]).unwrap();
+        };
+        for seq in 1..=6 {
+            publish(1 + (seq % 2) as u32, seq);
+        }
+        let all = |_: &FrameHeader| true;
+        assert_eq!(
+            dropped_in_ring(&ring, 1, 3, all),
+            Some(vec![(who(1), 0, 2), (who(2), 0, 3), (who(1), 0, 4)])
+        );
+        // Only the wanted ones.
+        assert_eq!(
+            dropped_in_ring(&ring, 0, 6, |h| h.seq.0 % 3 == 0),
+            Some(vec![(who(2), 0, 3), (who(1), 0, 6)])
+        );
+        // Not written yet, or overwritten by a later lap: unknown.
+        assert_eq!(dropped_in_ring(&ring, 4, 3, all), None);
+        for seq in 7..=12 {
+            publish(1, seq);
+        }
+        assert_eq!(dropped_in_ring(&ring, 2, 3, all), None, "index 3 is lapped");
+        assert_eq!(dropped_in_ring(&ring, 4, 8, all).map(|v| v.len()), Some(8));
     }
 
     #[test]

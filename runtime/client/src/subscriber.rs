@@ -395,16 +395,23 @@ impl Subscriber {
     /// The next record of the ring: its message, a loss, or nothing yet.
     fn look_at_ring(&mut self, raw: &mut [u8; HEADER_LEN], payload: &mut Vec<u8>) -> Step {
         // The frame header goes aside, the payload to the caller's buffer.
+        let from = self.cursor.position();
         let (outcome, len) = self.ring.read_split(&mut self.cursor, raw, payload);
         match outcome {
             ReadOutcome::Record => {}
             ReadOutcome::Lost(n) => {
                 self.advance();
-                // Counted here: the gaps this leaves are not counted again.
-                self.gaps.forget();
-                self.lost += n;
+                // Counted here: the records skipped are noted as if taken
+                // where they are still in the ring (a subscriber past its
+                // depth), so that what is missing beside them is counted
+                // too; else counting starts afresh.
+                let dropped =
+                    crate::gaps::dropped_in_ring(&self.ring, from, n, |h| self.wanted(Some(h)));
+                let missing = self.gaps.note_dropped(dropped, self.opts.qos.every);
+                self.lost += n + missing;
+                self.missing += missing;
                 self.count();
-                return Step::Done(Err(Error::Overflowed { lost: n }));
+                return Step::Done(Err(Error::Overflowed { lost: n + missing }));
             }
             ReadOutcome::Empty | ReadOutcome::Pending => return Step::Nothing,
         }
