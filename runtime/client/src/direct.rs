@@ -362,7 +362,7 @@ impl Direct {
                     .take()
                     .filter(|d| d.len() < MAX_DROPPED_KEPT)
                     .map(|mut d| {
-                        d.push((h.sender, h.stream, h.seq.0));
+                        d.push((h.sender, h.stream, h.seq.0, h.timestamp_ns));
                         d
                     });
             }

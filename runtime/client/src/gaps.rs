@@ -10,9 +10,19 @@
 //!
 //! A scaled subscription (every n-th) expects only multiples of n. The first
 //! message of a publisher sets where counting starts (a late joiner misses
-//! nothing it did not ask for); a number that goes back starts afresh (a
-//! publisher that began again). What a ring overflow already reported is not
-//! counted twice: the subscriber calls [`Gaps::forget`] then.
+//! nothing it did not ask for).
+//!
+//! A number at or below the last one's is a message that comes late or
+//! again (a publisher numbers each of its messages once, and carries its
+//! numbering across its daemon's restarts): two paths of one publisher
+//! across a switch of its streams. Handing it out would break the order
+//! the subscriber was promised, and one that came late was counted missing
+//! when the later one came; so it is not handed out ([`Note::Late`]). Only
+//! a later send time says the publisher began again (a process's
+//! publisher numbers wrap after 65,536, a pid is reused): counting then
+//! starts afresh. Messages reported dropped on the way are noted as if
+//! taken ([`Gaps::note_dropped`]): what is missing beside them is counted,
+//! they are not counted twice.
 
 use std::collections::HashMap;
 
@@ -21,8 +31,8 @@ use tagwire_wire::frame::{FrameHeader, HEADER_LEN};
 use tagwire_wire::SenderInfo;
 
 /// A message dropped on its way to the subscriber and reported as such:
-/// its publisher (sender, stream) and number.
-pub(crate) type Dropped = (SenderInfo, u16, u64);
+/// its publisher (sender, stream), number and send time (ns).
+pub(crate) type Dropped = (SenderInfo, u16, u64, u64);
 
 /// Dropped messages whose numbers are kept for one report (past it the
 /// subscription's gaps start afresh after the report).
@@ -53,7 +63,7 @@ pub(crate) fn dropped_in_ring(
         }
         let (h, _) = FrameHeader::parse(&raw).ok()?;
         if wanted(&h) {
-            out.push((h.sender, h.stream, h.seq.0));
+            out.push((h.sender, h.stream, h.seq.0, h.timestamp_ns));
         }
     }
     Some(out)
@@ -63,24 +73,49 @@ pub(crate) fn dropped_in_ring(
 /// much memory, then counting starts afresh).
 const MAX_PUBLISHERS: usize = 4096;
 
-/// The last number seen from each publisher.
+/// The last number seen from each publisher, and its send time.
 #[derive(Debug, Default)]
 pub(crate) struct Gaps {
     /// The publisher of the last message and its number (most tags have one
     /// publisher: no hashing per message for them).
-    hot: Option<((SenderInfo, u16), u64)>,
+    hot: Option<((SenderInfo, u16), Last)>,
     /// The others.
-    last: HashMap<(SenderInfo, u16), u64>,
+    last: HashMap<(SenderInfo, u16), Last>,
+}
+
+/// A publisher's last message: its number and send time (ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Last {
+    seq: u64,
+    sent: u64,
+}
+
+/// What [`Gaps::note`] says of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Note {
+    /// Hand it out; this many messages the subscription takes are missing
+    /// before it.
+    Take(u64),
+    /// Its publisher's numbering already went past it: it comes late or
+    /// again (not handed out).
+    Late,
 }
 
 impl Gaps {
-    /// Notes message `seq` of publisher (`sender`, `stream`), for a
-    /// subscription that takes every `every`-th; returns how many messages it
-    /// takes are missing before this one.
-    pub(crate) fn note(&mut self, sender: SenderInfo, stream: u16, seq: u64, every: u32) -> u64 {
+    /// Notes message `seq`, sent at `sent` (ns), of publisher (`sender`,
+    /// `stream`), for a subscription that takes every `every`-th.
+    pub(crate) fn note(
+        &mut self,
+        sender: SenderInfo,
+        stream: u16,
+        seq: u64,
+        sent: u64,
+        every: u32,
+    ) -> Note {
         let key = (sender, stream);
+        let now = Last { seq, sent };
         let before = match &mut self.hot {
-            Some((k, last)) if *k == key => Some(std::mem::replace(last, seq)),
+            Some((k, last)) if *k == key => Some(*last),
             hot => {
                 if let Some((k, last)) = hot.take() {
                     if self.last.len() >= MAX_PUBLISHERS && !self.last.contains_key(&k) {
@@ -88,14 +123,21 @@ impl Gaps {
                     }
                     self.last.insert(k, last);
                 }
-                *hot = Some((key, seq));
-                self.last.remove(&key)
+                let before = self.last.remove(&key);
+                *hot = Some((key, before.unwrap_or(now)));
+                before
             }
         };
-        match before {
-            Some(last) if seq > last => wanted_between(last, seq, every),
-            _ => 0,
+        let note = match before {
+            Some(last) if seq > last.seq => Note::Take(wanted_between(last.seq, seq, every)),
+            // Late or again; a later send time: the publisher began again.
+            Some(last) if sent <= last.sent => return Note::Late,
+            _ => Note::Take(0),
+        };
+        if let Some((_, last)) = &mut self.hot {
+            *last = now;
         }
+        note
     }
 
     /// Notes messages dropped on the way to the subscriber and reported
@@ -107,7 +149,12 @@ impl Gaps {
         match dropped {
             Some(dropped) => dropped
                 .into_iter()
-                .map(|(sender, stream, seq)| self.note(sender, stream, seq, every))
+                .map(|(sender, stream, seq, sent)| {
+                    match self.note(sender, stream, seq, sent, every) {
+                        Note::Take(missing) => missing,
+                        Note::Late => 0,
+                    }
+                })
                 .sum(),
             None => {
                 self.forget();
@@ -143,38 +190,65 @@ mod tests {
         }
     }
 
+    /// Message `seq` of (`pid`, `stream`), sent at 10 ns a number (in
+    /// order), for a subscription taking every `every`-th.
+    fn note(g: &mut Gaps, pid: u32, stream: u16, seq: u64, every: u32) -> Note {
+        g.note(who(pid), stream, seq, seq * 10, every)
+    }
+
+    fn dropped(pid: u32, seq: u64) -> Dropped {
+        (who(pid), 0, seq, seq * 10)
+    }
+
     #[test]
     fn a_jump_counts_the_numbers_skipped_per_publisher() {
         let mut g = Gaps::default();
-        assert_eq!(g.note(who(1), 0, 3, 1), 0, "the first sets the start");
-        assert_eq!(g.note(who(1), 0, 4, 1), 0);
-        assert_eq!(g.note(who(1), 0, 7, 1), 2);
+        assert_eq!(
+            note(&mut g, 1, 0, 3, 1),
+            Note::Take(0),
+            "the first sets the start"
+        );
+        assert_eq!(note(&mut g, 1, 0, 4, 1), Note::Take(0));
+        assert_eq!(note(&mut g, 1, 0, 7, 1), Note::Take(2));
         // Another publisher of the same process, and another process.
-        assert_eq!(g.note(who(1), 1, 1, 1), 0);
-        assert_eq!(g.note(who(2), 0, 10, 1), 0);
-        assert_eq!(g.note(who(1), 1, 2, 1), 0);
-        assert_eq!(g.note(who(2), 0, 12, 1), 1);
+        assert_eq!(note(&mut g, 1, 1, 1, 1), Note::Take(0));
+        assert_eq!(note(&mut g, 2, 0, 10, 1), Note::Take(0));
+        assert_eq!(note(&mut g, 1, 1, 2, 1), Note::Take(0));
+        assert_eq!(note(&mut g, 2, 0, 12, 1), Note::Take(1));
     }
 
     #[test]
     fn a_scaled_subscription_counts_only_the_samples_it_takes() {
         let mut g = Gaps::default();
-        assert_eq!(g.note(who(1), 0, 3, 3), 0);
-        assert_eq!(g.note(who(1), 0, 6, 3), 0);
-        assert_eq!(g.note(who(1), 0, 15, 3), 2, "9 and 12");
+        assert_eq!(note(&mut g, 1, 0, 3, 3), Note::Take(0));
+        assert_eq!(note(&mut g, 1, 0, 6, 3), Note::Take(0));
+        assert_eq!(note(&mut g, 1, 0, 15, 3), Note::Take(2), "9 and 12");
         assert_eq!(wanted_between(0, 1, 4), 0);
         assert_eq!(wanted_between(4, 12, 4), 1);
     }
 
     #[test]
-    fn a_number_going_back_or_repeating_starts_afresh_and_forget_forgets() {
+    fn a_message_late_or_again_is_not_taken_and_a_later_send_time_begins_again() {
+        // The soak's reorder: 92644 came, then 92627 by another path (it
+        // was counted missing with 92644); and a message twice.
         let mut g = Gaps::default();
-        g.note(who(1), 0, 50, 1);
-        assert_eq!(g.note(who(1), 0, 50, 1), 0);
-        assert_eq!(g.note(who(1), 0, 1, 1), 0, "begun again");
-        assert_eq!(g.note(who(1), 0, 2, 1), 0);
+        assert_eq!(note(&mut g, 1, 0, 92626, 1), Note::Take(0));
+        assert_eq!(note(&mut g, 1, 0, 92644, 1), Note::Take(17));
+        assert_eq!(note(&mut g, 1, 0, 92627, 1), Note::Late);
+        assert_eq!(note(&mut g, 1, 0, 92644, 1), Note::Late, "again");
+        assert_eq!(
+            note(&mut g, 1, 0, 92645, 1),
+            Note::Take(0),
+            "the last stays"
+        );
+        // Another publisher in between changes nothing.
+        assert_eq!(note(&mut g, 2, 0, 5, 1), Note::Take(0));
+        assert_eq!(note(&mut g, 1, 0, 92630, 1), Note::Late);
+        // A number going back with a later send time: begun again.
+        assert_eq!(g.note(who(1), 0, 1, 2_000_000, 1), Note::Take(0));
+        assert_eq!(g.note(who(1), 0, 3, 2_000_010, 1), Note::Take(1));
         g.forget();
-        assert_eq!(g.note(who(1), 0, 9, 1), 0);
+        assert_eq!(note(&mut g, 1, 0, 9, 1), Note::Take(0));
     }
 
     #[test]
@@ -182,23 +256,23 @@ mod tests {
         // 190 taken; 191 and 192 dropped from a full queue (reported as
         // two); 193 lost when the streams moved; 194 taken.
         let mut g = Gaps::default();
-        g.note(who(1), 0, 190, 1);
+        note(&mut g, 1, 0, 190, 1);
         assert_eq!(
-            g.note_dropped(Some(vec![(who(1), 0, 191), (who(1), 0, 192)]), 1),
+            g.note_dropped(Some(vec![dropped(1, 191), dropped(1, 192)]), 1),
             0
         );
-        assert_eq!(g.note(who(1), 0, 194, 1), 1, "193 is counted");
+        assert_eq!(note(&mut g, 1, 0, 194, 1), Note::Take(1), "193 is counted");
         // Missing between dropped ones counts, of each publisher.
         assert_eq!(
             g.note_dropped(
-                Some(vec![(who(1), 0, 196), (who(2), 0, 5), (who(1), 0, 199)]),
+                Some(vec![dropped(1, 196), dropped(2, 5), dropped(1, 199)]),
                 1
             ),
             3
         );
         // Too many dropped to keep their numbers: afresh.
         assert_eq!(g.note_dropped(None, 1), 0);
-        assert_eq!(g.note(who(1), 0, 400, 1), 0);
+        assert_eq!(note(&mut g, 1, 0, 400, 1), Note::Take(0));
     }
 
     #[test]
@@ -229,12 +303,16 @@ mod tests {
         let all = |_: &FrameHeader| true;
         assert_eq!(
             dropped_in_ring(&ring, 1, 3, all),
-            Some(vec![(who(1), 0, 2), (who(2), 0, 3), (who(1), 0, 4)])
+            Some(vec![
+                (who(1), 0, 2, 0),
+                (who(2), 0, 3, 0),
+                (who(1), 0, 4, 0)
+            ])
         );
         // Only the wanted ones.
         assert_eq!(
             dropped_in_ring(&ring, 0, 6, |h| h.seq.0 % 3 == 0),
-            Some(vec![(who(2), 0, 3), (who(1), 0, 6)])
+            Some(vec![(who(2), 0, 3, 0), (who(1), 0, 6, 0)])
         );
         // Not written yet, or overwritten by a later lap: unknown.
         assert_eq!(dropped_in_ring(&ring, 4, 3, all), None);
@@ -249,7 +327,7 @@ mod tests {
     fn memory_is_bounded_by_the_number_of_publishers() {
         let mut g = Gaps::default();
         for p in 0..(MAX_PUBLISHERS as u32 + 10) {
-            g.note(who(p), 0, 1, 1);
+            note(&mut g, p, 0, 1, 1);
         }
         assert!(g.last.len() <= MAX_PUBLISHERS);
     }

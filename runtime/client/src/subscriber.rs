@@ -25,7 +25,7 @@ use tagwire_wire::{Carrier, Proxy};
 
 use crate::client::{daemon_error, is_code, Client, Endpoint, EndpointKind};
 use crate::direct::Direct;
-use crate::gaps::Gaps;
+use crate::gaps::{Gaps, Note};
 pub use crate::options::{PublishOptions, SubscribeOptions, DEFAULT_DEPTH, FLOW_POLL};
 use crate::{Error, Message, Result};
 
@@ -429,9 +429,15 @@ impl Subscriber {
                 return Step::Done(Err(e));
             }
         };
-        let missing = self
-            .gaps
-            .note(h.sender, h.stream, h.seq.0, self.opts.qos.every);
+        let every = self.opts.qos.every;
+        let Note::Take(missing) =
+            self.gaps
+                .note(h.sender, h.stream, h.seq.0, h.timestamp_ns, every)
+        else {
+            // Its publisher's numbering went past it (see `crate::gaps`).
+            self.advance();
+            return Step::Again;
+        };
         let decoded = self.decode(h, payload);
         // Past the record only now: the daemon keeps a large message until
         // every gate has passed its record.
@@ -516,9 +522,15 @@ impl Subscriber {
         if !self.wanted(Some(&h)) {
             return None;
         }
-        let missing = self
-            .gaps
-            .note(h.sender, h.stream, h.seq.0, self.opts.qos.every);
+        let every = self.opts.qos.every;
+        let Note::Take(missing) =
+            self.gaps
+                .note(h.sender, h.stream, h.seq.0, h.timestamp_ns, every)
+        else {
+            // Its publisher's numbering went past it (see `crate::gaps`).
+            self.spare.push(m.payload);
+            return None;
+        };
         let mut bytes = m.payload;
         let info = match crate::describe(&h, &mut bytes) {
             Ok(i) => i,
