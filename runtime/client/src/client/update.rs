@@ -249,12 +249,21 @@ impl Core {
     /// The daemon wants a tag's streams back (direct delivery): the
     /// subscriber's session gives them up, and they go back in a memfd.
     fn give_streams(&self, conn: &SeqPacket, query: u32, tag: TagId) {
-        let direct = lock(&self.endpoints)
+        // (Under the endpoints' lock, as a subscription being opened takes
+        // its stash.)
+        let eps = lock(&self.endpoints);
+        let direct = eps
             .iter()
             .filter_map(Weak::upgrade)
             .find(|ep| ep.tag() == tag && ep.direct.is_some())
             .and_then(|ep| ep.direct.clone());
-        let streams = direct.map(|d| d.give()).unwrap_or_default();
+        let given = direct.map(|d| d.give());
+        // Streams that came before their subscription took them (see
+        // `Core::stash`) go back instead: taken later, they would make it
+        // hold what the daemon took back.
+        let stashed = lock(&self.stash).remove(&tag);
+        drop(eps);
+        let streams = stashed.or(given).unwrap_or_default();
         let bytes = tagwire_wire::handover::encode(&streams);
         match tagwire_unix::sealed_memfd("tagwire-streams", &bytes) {
             Ok(fd) => self.send_on(conn, Request::Streams { tag, query }, Some(fd.as_fd())),

@@ -18,15 +18,20 @@
 //!   │                    are all in the ring (C reads the ring first), sends
 //!   │                    C `Streams` with them; C imports and receives.
 //!   └─ client C → none:  Expect: the port's session drops the tag's data
-//!                        unacknowledged; C gets `GiveStreams`, exports, and
-//!                        answers `Streams`; Import takes them over. A C that
-//!                        left, or does not answer in EXPECT_FOR, is not
-//!                        waited for (Accept: new streams start).
+//!                        unacknowledged and sends C `GiveStreams`; C
+//!                        exports and answers `Streams`; Import takes them
+//!                        over. A C that left, or does not answer in
+//!                        EXPECT_FOR, is not waited for (Accept: new
+//!                        streams start).
 //! ```
 //!
 //! The commands reach the port's inbound thread, which owns the session,
 //! through a queue and an empty datagram that wakes it; it takes them
-//! before the next datagram it handles. Since the table change reaches
+//! before the next datagram it handles. That thread alone sends a client
+//! its `Streams` and `GiveStreams`, in the order of the table changes: a
+//! `GiveStreams` sent at the table change could overtake the `Streams`
+//! of the change before it, and the client would hold streams the daemon
+//! took back (asleep on its socket while its data comes to the ring). Since the table change reaches
 //! other nodes only after this, their data for the new holder comes after
 //! the holder has its streams.
 
@@ -55,9 +60,18 @@ pub(crate) const EXPECT_FOR: Duration = Duration::from_secs(1);
 pub(crate) enum Cmd {
     /// Give the tag's streams to the client behind `to`.
     Give { tag: TagName, id: TagId, to: OutTx },
-    /// Its direct receiver was asked for the streams back: drop the tag's
-    /// data unacknowledged until they come.
-    Expect { tag: TagName },
+    /// Ask the tag's direct receiver `client` (behind `to`) for the
+    /// streams back, and drop the tag's data unacknowledged until they
+    /// come. Asked from here, not when the table changed, so that the
+    /// client gets it after the `Streams` of an earlier `Give`, never
+    /// before (it would then hold streams the daemon took back, and wait
+    /// on its socket for data that goes to its ring).
+    Expect {
+        tag: TagName,
+        id: TagId,
+        client: ClientId,
+        to: OutTx,
+    },
     /// They came.
     Import {
         tag: TagName,
@@ -179,18 +193,12 @@ impl Direct {
                     .any(|r| r.holder == Holder::Local(*old))
             });
             match st.clients.get(old) {
-                Some(out) if still => {
-                    let ask = Message::Request {
-                        id: id.0.max(1),
-                        body: Request::GiveStreams { tag: *id },
-                    };
-                    if out.tx.try_send((ask.encode(), None, Vec::new())).is_ok() {
-                        lock(&self.asked).insert(*id, *old);
-                        cmds.push_back(Cmd::Expect { tag: tag.clone() });
-                        continue;
-                    }
-                    cmds.push_back(Cmd::Accept { tag: tag.clone() });
-                }
+                Some(out) if still => cmds.push_back(Cmd::Expect {
+                    tag: tag.clone(),
+                    id: *id,
+                    client: *old,
+                    to: out.tx.clone(),
+                }),
                 _ => cmds.push_back(Cmd::Accept { tag: tag.clone() }),
             }
         }
@@ -205,7 +213,6 @@ impl Direct {
                     // (Its grant is gone: no key, so no streams either.)
                     continue;
                 }
-                lock(&self.asked).remove(id);
                 cmds.push_back(Cmd::Give {
                     tag: tag.clone(),
                     id: *id,
@@ -261,17 +268,37 @@ impl Direct {
             tracing::debug!(?cmd, "direct: command");
             match cmd {
                 Cmd::Give { tag, id, to } => {
+                    lock(&self.asked).remove(&id);
                     w.expecting.remove(&tag);
                     let streams = session.export_inbound(&tag);
                     w.giving.retain(|g| g.0 != tag);
                     w.giving.push((tag, id, to, streams));
                 }
-                Cmd::Expect { tag } => {
+                Cmd::Expect {
+                    tag,
+                    id,
+                    client,
+                    to,
+                } => {
                     // Already away since its Give; a stream begun here since
                     // (a sender that had not heard) is dropped with it.
                     let _ = session.export_inbound(&tag);
+                    // Streams not sent yet are not sent at all.
                     w.giving.retain(|g| g.0 != tag);
-                    w.expecting.insert(tag, now + EXPECT_FOR);
+                    let ask = Message::Request {
+                        id: id.0.max(1),
+                        body: Request::GiveStreams { tag: id },
+                    };
+                    // (Asked before it can answer.)
+                    lock(&self.asked).insert(id, client);
+                    if to.try_send((ask.encode(), None, Vec::new())).is_ok() {
+                        w.expecting.insert(tag, now + EXPECT_FOR);
+                    } else {
+                        // Gone or stuck: not waited for.
+                        lock(&self.asked).remove(&id);
+                        w.expecting.remove(&tag);
+                        session.accept_inbound(&tag);
+                    }
                 }
                 Cmd::Import { tag, streams } => {
                     if w.expecting.remove(&tag).is_some() {
@@ -315,5 +342,145 @@ impl Direct {
             session.accept_inbound(tag);
             false
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use tagwire_session::Config;
+    use tagwire_unix::SeqPacket;
+
+    use super::*;
+    use crate::outbox::Wake;
+
+    /// A client's outbox and the daemon's and the client's ends of its
+    /// socket.
+    fn client() -> (OutTx, SeqPacket, SeqPacket) {
+        let efd = rustix::event::eventfd(0, rustix::event::EventfdFlags::NONBLOCK).unwrap();
+        let (daemon, client) = SeqPacket::pair().unwrap();
+        let tx = OutTx::new(ClientId(3), None, Arc::new(Wake::new(efd)));
+        (tx, daemon, client)
+    }
+
+    /// The requests the client got so far (written out as the local
+    /// manager's loop does).
+    fn got(tx: &OutTx, daemon: &SeqPacket, client: &SeqPacket) -> Vec<Request> {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        tx.write_out(daemon).unwrap();
+        let mut out = Vec::new();
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        while poll(&mut [PollFd::new(client, PollFlags::IN)], Some(&zero)).unwrap() > 0 {
+            let p = client.recv(1 << 16).unwrap().unwrap();
+            match Message::decode(&p.data).unwrap() {
+                Message::Request { body, .. } => out.push(body),
+                m => panic!("not a request: {m:?}"),
+            }
+        }
+        out
+    }
+
+    fn tag() -> (TagName, TagId) {
+        (TagName::new("/direct/switch").unwrap(), TagId(9))
+    }
+
+    #[test]
+    fn a_give_back_asked_while_the_streams_went_out_reaches_the_client_after_them() {
+        let d = Direct::default();
+        let mut session = ReceiveSession::new(Config::default());
+        let mut w = Waiting::default();
+        let (tx, daemon, client) = client();
+        let (name, id) = tag();
+        lock(&d.cmds).push_back(Cmd::Give {
+            tag: name.clone(),
+            id,
+            to: tx.clone(),
+        });
+        d.queued.store(true, Ordering::Release);
+        // The table changes back (a publisher on the node) while the
+        // inbound thread is about to send the streams.
+        d.apply(&mut session, Instant::now(), &mut w, |_| {
+            lock(&d.cmds).push_back(Cmd::Expect {
+                tag: name.clone(),
+                id,
+                client: ClientId(3),
+                to: tx.clone(),
+            });
+            d.queued.store(true, Ordering::Release);
+            true
+        });
+        d.apply(&mut session, Instant::now(), &mut w, |_| true);
+        let got = got(&tx, &daemon, &client);
+        assert!(
+            matches!(
+                got[..],
+                [
+                    Request::Streams { tag: a, query: 0 },
+                    Request::GiveStreams { tag: b }
+                ] if a == id && b == id
+            ),
+            "{got:?}"
+        );
+        // Its answer is taken, once.
+        assert!(d.answered(ClientId(3), id, name.clone(), Vec::new()));
+        assert!(!d.answered(ClientId(3), id, name, Vec::new()));
+    }
+
+    #[test]
+    fn streams_still_waiting_when_the_give_back_comes_are_never_sent() {
+        let d = Direct::default();
+        let mut session = ReceiveSession::new(Config::default());
+        let mut w = Waiting::default();
+        let (tx, daemon, client) = client();
+        let (name, id) = tag();
+        lock(&d.cmds).push_back(Cmd::Give {
+            tag: name.clone(),
+            id,
+            to: tx.clone(),
+        });
+        d.queued.store(true, Ordering::Release);
+        // Held back for a lossless subscriber: not drained yet.
+        d.apply(&mut session, Instant::now(), &mut w, |_| false);
+        assert!(got(&tx, &daemon, &client).is_empty());
+        lock(&d.cmds).push_back(Cmd::Expect {
+            tag: name.clone(),
+            id,
+            client: ClientId(3),
+            to: tx.clone(),
+        });
+        d.queued.store(true, Ordering::Release);
+        d.apply(&mut session, Instant::now(), &mut w, |_| true);
+        d.apply(&mut session, Instant::now(), &mut w, |_| true);
+        let got = got(&tx, &daemon, &client);
+        assert!(
+            matches!(got[..], [Request::GiveStreams { tag: b }] if b == id),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn a_client_that_cannot_be_asked_is_not_waited_for() {
+        let d = Direct::default();
+        let mut session = ReceiveSession::new(Config::default());
+        let mut w = Waiting::default();
+        let (tx, _daemon, _client) = client();
+        let (name, id) = tag();
+        tx.close();
+        lock(&d.cmds).push_back(Cmd::Expect {
+            tag: name.clone(),
+            id,
+            client: ClientId(3),
+            to: tx,
+        });
+        d.queued.store(true, Ordering::Release);
+        d.apply(&mut session, Instant::now(), &mut w, |_| true);
+        assert!(w.expecting.is_empty());
+        assert!(!d.answered(ClientId(3), id, name, Vec::new()));
     }
 }
