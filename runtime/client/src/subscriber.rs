@@ -441,8 +441,20 @@ impl Subscriber {
                     lost: lost + missing,
                 })
             }
-            Err(e) => Err(e),
+            Err(e) => Err(self.unreadable(&e, missing)),
         }
+    }
+
+    /// A message this subscription is past but could not read (its large
+    /// message's daemon went away, a malformed record): lost, counted and
+    /// reported as a loss with the `missing` before it (its publisher's
+    /// numbering counts it taken); why is logged.
+    fn unreadable(&mut self, why: &Error, missing: u64) -> Error {
+        tracing::warn!(tag = %self.ep.name, error = %why, "a message could not be read: counted lost");
+        self.lost += 1 + missing;
+        self.missing += missing;
+        self.count();
+        Error::Overflowed { lost: 1 + missing }
     }
 
     /// True when `receive` would return at once with a message (or a loss report).

@@ -154,3 +154,24 @@ fn a_lossless_subscriber_that_stops_reading_holds_large_messages_back_and_then_g
     });
     assert_eq!(sub.lost(), 0);
 }
+
+#[test]
+fn a_large_message_whose_daemon_went_away_before_it_was_read_is_counted_lost() {
+    let (_dir, daemon, opts) = start();
+    let c = Client::with_options(opts).unwrap();
+    c.create_tag("/gone", Domain::Global).unwrap();
+    let mut sub = c.subscribe("/gone", SubscribeOptions::default()).unwrap();
+    let mut p = c.publisher("/gone").unwrap();
+    p.send(&[1u8; 16]).unwrap();
+    p.send(&vec![7u8; 100 * 1024]).unwrap();
+    assert_eq!(
+        sub.receive(Some(Duration::from_secs(2))).unwrap().payload,
+        [1u8; 16]
+    );
+    // The daemon keeps large messages: gone with it, before the
+    // subscriber fetched this one.
+    daemon.shutdown();
+    let r = sub.receive(Some(Duration::from_secs(2)));
+    assert!(matches!(r, Err(Error::Overflowed { lost: 1 })), "{r:?}");
+    assert_eq!(sub.lost(), 1);
+}

@@ -107,7 +107,7 @@ impl Subscriber {
         let mut bytes = m.payload;
         let info = match crate::describe(&h, &mut bytes) {
             Ok(i) => i,
-            Err(e) => return Some(Err(e)),
+            Err(e) => return Some(Err(self.unreadable(&e, missing))),
         };
         if missing == 0 {
             // The caller's buffer goes back to the session for the next
