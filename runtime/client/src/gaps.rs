@@ -22,9 +22,13 @@
 //! publisher numbers wrap after 65,536, a pid is reused): counting then
 //! starts afresh. Messages reported dropped on the way are noted as if
 //! taken ([`Gaps::note_dropped`]): what is missing beside them is counted,
-//! they are not counted twice.
+//! they are not counted twice. Where their numbers are unknown (ring
+//! records already overwritten, more dropped than were kept), the count
+//! reported is taken off the next gap of each publisher known then, the
+//! gaps those records were in: what else is missing there is still
+//! counted.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use tagwire_shm::{Peek, Ring};
 use tagwire_wire::frame::{FrameHeader, HEADER_LEN};
@@ -81,6 +85,19 @@ pub(crate) struct Gaps {
     hot: Option<((SenderInfo, u16), Last)>,
     /// The others.
     last: HashMap<(SenderInfo, u16), Last>,
+    /// Messages reported lost whose publishers are unknown: see
+    /// [`Gaps::note_dropped`].
+    unknown: Option<Unknown>,
+}
+
+/// Messages reported lost without their publishers' numbers: `count` of
+/// them, each in the gap before the next message of one of `publishers`
+/// (those known when they were reported; a publisher first seen later
+/// numbers afresh, nothing of its own was reported).
+#[derive(Debug, Default)]
+struct Unknown {
+    count: u64,
+    publishers: HashSet<(SenderInfo, u16)>,
 }
 
 /// A publisher's last message: its number and send time (ns).
@@ -129,7 +146,10 @@ impl Gaps {
             }
         };
         let note = match before {
-            Some(last) if seq > last.seq => Note::Take(wanted_between(last.seq, seq, every)),
+            Some(last) if seq > last.seq => {
+                let missing = wanted_between(last.seq, seq, every);
+                Note::Take(missing - self.reported_unknown(&key, missing))
+            }
             // Late or again; a later send time: the publisher began again.
             Some(last) if sent <= last.sent => return Note::Late,
             _ => Note::Take(0),
@@ -140,12 +160,38 @@ impl Gaps {
         note
     }
 
-    /// Notes messages dropped on the way to the subscriber and reported
-    /// as such (a direct subscription's full queue), oldest first, as if
-    /// taken: returns how many it takes are missing before or between
-    /// them. `None` (too many to have kept their numbers): forgets every
-    /// publisher's last number instead, and returns 0.
-    pub(crate) fn note_dropped(&mut self, dropped: Option<Vec<Dropped>>, every: u32) -> u64 {
+    /// How many of the `missing` before this message of publisher `key`
+    /// were reported already without their numbers (see
+    /// [`Gaps::note_dropped`]).
+    fn reported_unknown(&mut self, key: &(SenderInfo, u16), missing: u64) -> u64 {
+        let Some(u) = &mut self.unknown else {
+            return 0;
+        };
+        if !u.publishers.remove(key) {
+            return 0;
+        }
+        let reported = missing.min(u.count);
+        u.count -= reported;
+        if u.count == 0 || u.publishers.is_empty() {
+            self.unknown = None;
+        }
+        reported
+    }
+
+    /// Notes `n` messages dropped on the way to the subscriber and
+    /// reported as such (a direct subscription's full queue, ring records
+    /// the subscriber fell past), oldest first, as if taken: returns how
+    /// many it takes are missing before or between them. `None` (their
+    /// numbers are unknown: too many to have kept them, or overwritten):
+    /// each is in the gap before the next message of some publisher known
+    /// now, so the next gap of each of them is counted less what is left
+    /// of the `n`; returns 0.
+    pub(crate) fn note_dropped(
+        &mut self,
+        dropped: Option<Vec<Dropped>>,
+        n: u64,
+        every: u32,
+    ) -> u64 {
         match dropped {
             Some(dropped) => dropped
                 .into_iter()
@@ -157,7 +203,22 @@ impl Gaps {
                 })
                 .sum(),
             None => {
-                self.forget();
+                let u = self.unknown.get_or_insert_with(Unknown::default);
+                u.count = u.count.saturating_add(n);
+                let known = self
+                    .hot
+                    .iter()
+                    .map(|(k, _)| *k)
+                    .chain(self.last.keys().copied());
+                for k in known {
+                    if u.publishers.len() >= MAX_PUBLISHERS {
+                        break;
+                    }
+                    u.publishers.insert(k);
+                }
+                if u.publishers.is_empty() {
+                    self.unknown = None;
+                }
                 0
             }
         }
@@ -168,6 +229,7 @@ impl Gaps {
     pub(crate) fn forget(&mut self) {
         self.hot = None;
         self.last.clear();
+        self.unknown = None;
     }
 }
 
@@ -258,7 +320,7 @@ mod tests {
         let mut g = Gaps::default();
         note(&mut g, 1, 0, 190, 1);
         assert_eq!(
-            g.note_dropped(Some(vec![dropped(1, 191), dropped(1, 192)]), 1),
+            g.note_dropped(Some(vec![dropped(1, 191), dropped(1, 192)]), 2, 1),
             0
         );
         assert_eq!(note(&mut g, 1, 0, 194, 1), Note::Take(1), "193 is counted");
@@ -266,13 +328,42 @@ mod tests {
         assert_eq!(
             g.note_dropped(
                 Some(vec![dropped(1, 196), dropped(2, 5), dropped(1, 199)]),
+                3,
                 1
             ),
             3
         );
-        // Too many dropped to keep their numbers: afresh.
-        assert_eq!(g.note_dropped(None, 1), 0);
-        assert_eq!(note(&mut g, 1, 0, 400, 1), Note::Take(0));
+    }
+
+    #[test]
+    fn messages_reported_lost_without_their_numbers_leave_the_rest_of_each_gap_counted() {
+        // The soak's TCP loss: ring records overwritten before they could
+        // be named, and one more lost on the way.
+        let mut g = Gaps::default();
+        note(&mut g, 1, 0, 10, 1);
+        note(&mut g, 2, 0, 5, 1);
+        // Four records past: 1's 11 and 12, 2's 6 and 7.
+        assert_eq!(g.note_dropped(None, 4, 1), 0);
+        // 1's 13 was lost on the way: counted, at the last of the gaps
+        // the four were in (which publishers they were of is unknown).
+        assert_eq!(note(&mut g, 1, 0, 14, 1), Note::Take(0));
+        assert_eq!(note(&mut g, 2, 0, 8, 1), Note::Take(1), "13");
+        // Spent: a later gap counts whole.
+        assert_eq!(note(&mut g, 1, 0, 16, 1), Note::Take(1));
+        // Only the first gap of a publisher known then takes from the
+        // count: 3 left of 5 stay unused when 2 never sends again, and a
+        // publisher first seen later is not touched.
+        assert_eq!(g.note_dropped(None, 5, 1), 0);
+        assert_eq!(note(&mut g, 3, 0, 40, 1), Note::Take(0));
+        assert_eq!(note(&mut g, 3, 0, 42, 1), Note::Take(1));
+        assert_eq!(note(&mut g, 1, 0, 19, 1), Note::Take(0), "17, 18 reported");
+        assert_eq!(note(&mut g, 1, 0, 21, 1), Note::Take(1));
+        // Afresh; then unknown numbers before known ones.
+        g.forget();
+        assert_eq!(note(&mut g, 1, 0, 30, 1), Note::Take(0));
+        assert_eq!(g.note_dropped(None, 2, 1), 0);
+        assert_eq!(g.note_dropped(Some(vec![dropped(1, 33)]), 1, 1), 0);
+        assert_eq!(note(&mut g, 1, 0, 35, 1), Note::Take(1), "34");
     }
 
     #[test]

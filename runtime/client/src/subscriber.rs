@@ -369,10 +369,10 @@ impl Subscriber {
                 // Counted here: the records skipped are noted as if taken
                 // where they are still in the ring (a subscriber past its
                 // depth), so that what is missing beside them is counted
-                // too; else counting starts afresh.
+                // too; else their count is taken off the next gaps.
                 let dropped =
                     crate::gaps::dropped_in_ring(&self.ring, from, n, |h| self.wanted(Some(h)));
-                let missing = self.gaps.note_dropped(dropped, self.opts.qos.every);
+                let missing = self.gaps.note_dropped(dropped, n, self.opts.qos.every);
                 self.lost += n + missing;
                 self.missing += missing;
                 self.count();

@@ -27,7 +27,7 @@ impl Subscriber {
             // Counted here, the dropped messages are noted as if taken: a
             // message missing before or between them (lost on the way, or
             // when the streams moved) is counted too, once.
-            let missing = self.gaps.note_dropped(dropped, self.opts.qos.every);
+            let missing = self.gaps.note_dropped(dropped, lost, self.opts.qos.every);
             lost += missing;
             self.missing += missing;
             self.lost += lost;
