@@ -146,6 +146,11 @@ pub struct Outcome {
     pub rss_kb: Vec<u64>,
     /// Open descriptors, one sample a second.
     pub fds: Vec<u64>,
+    /// The bytes its allocator has handed out and not had back (kB), one
+    /// sample a second: RSS growing while this stays flat is the
+    /// allocator's keeping freed memory, not something kept.
+    #[serde(default)]
+    pub heap_kb: Vec<u64>,
     /// What broke an invariant (empty: none).
     pub violations: Vec<String>,
     /// The first messages that did, in words (a few per subscriber).
@@ -315,10 +320,11 @@ pub fn run(spec: &Spec, mut say: impl FnMut(&str)) -> anyhow::Result<Outcome> {
         .filter(|f| spec.faults.contains(f))
         .map(|f| (*f, 0))
         .collect();
-    let (mut rss_kb, mut fds) = (Vec::new(), Vec::new());
-    let sample = |rss_kb: &mut Vec<u64>, fds: &mut Vec<u64>| {
+    let (mut rss_kb, mut fds, mut heap_kb) = (Vec::new(), Vec::new(), Vec::new());
+    let mut sample = |rss_kb: &mut Vec<u64>, fds: &mut Vec<u64>| {
         rss_kb.push(own_rss_kb());
         fds.push(own_fds());
+        heap_kb.push(heap_in_use_kb());
     };
     let start = Instant::now();
     let mut next_sample = start;
@@ -393,6 +399,7 @@ pub fn run(spec: &Spec, mut say: impl FnMut(&str)) -> anyhow::Result<Outcome> {
         kinds,
         rss_kb,
         fds,
+        heap_kb,
         violations,
         anomalies: totals.anomalies,
         clues: totals.clues,
@@ -495,6 +502,14 @@ fn own_rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
+/// What this process's allocator has handed out and not had back, kB
+/// (glibc's `mallinfo2`: in use in its arenas and in its own mappings).
+fn heap_in_use_kb() -> u64 {
+    // SAFETY: no arguments; glibc walks its arenas under their locks.
+    let m = unsafe { libc::mallinfo2() };
+    ((m.uordblks + m.hblkhd) / 1024) as u64
+}
+
 /// This process's open descriptors.
 fn own_fds() -> u64 {
     std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64)
@@ -537,6 +552,10 @@ pub fn table(o: &Outcome) -> String {
     out += &format!(
         "soak process (daemons in it): RSS max {r1} kB first half, {r2} kB second; descriptors max {f1}, {f2}\n"
     );
+    if !o.heap_kb.is_empty() {
+        let (h1, h2) = half(&o.heap_kb);
+        out += &format!("  heap in use (malloc): max {h1} kB first half, {h2} kB second\n");
+    }
     for (what, list) in [
         ("messages broke an invariant", &o.anomalies),
         (
