@@ -151,6 +151,14 @@ pub struct Outcome {
     /// allocator's keeping freed memory, not something kept.
     #[serde(default)]
     pub heap_kb: Vec<u64>,
+    /// The RSS's anonymous part (heap, stacks) and its shared-memory part
+    /// (the pages of the rings and large messages touched so far; bounded
+    /// by their sizes), kB, one sample a second.
+    #[serde(default)]
+    pub anon_kb: Vec<u64>,
+    /// See `anon_kb`.
+    #[serde(default)]
+    pub shmem_kb: Vec<u64>,
     /// What broke an invariant (empty: none).
     pub violations: Vec<String>,
     /// The first messages that did, in words (a few per subscriber).
@@ -321,10 +329,13 @@ pub fn run(spec: &Spec, mut say: impl FnMut(&str)) -> anyhow::Result<Outcome> {
         .map(|f| (*f, 0))
         .collect();
     let (mut rss_kb, mut fds, mut heap_kb) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut anon_kb, mut shmem_kb) = (Vec::new(), Vec::new());
     let mut sample = |rss_kb: &mut Vec<u64>, fds: &mut Vec<u64>| {
         rss_kb.push(own_rss_kb());
         fds.push(own_fds());
         heap_kb.push(heap_in_use_kb());
+        anon_kb.push(own_status_kb("RssAnon:"));
+        shmem_kb.push(own_status_kb("RssShmem:"));
     };
     let start = Instant::now();
     let mut next_sample = start;
@@ -400,6 +411,8 @@ pub fn run(spec: &Spec, mut say: impl FnMut(&str)) -> anyhow::Result<Outcome> {
         rss_kb,
         fds,
         heap_kb,
+        anon_kb,
+        shmem_kb,
         violations,
         anomalies: totals.anomalies,
         clues: totals.clues,
@@ -492,11 +505,17 @@ fn inject(
 
 /// This process's resident memory, kB.
 fn own_rss_kb() -> u64 {
+    own_status_kb("VmRSS:")
+}
+
+/// A line of this process's `/proc/self/status` in kB (`key` with its
+/// colon), 0 if it has none.
+fn own_status_kb(key: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .find_map(|l| l.strip_prefix(key))
                 .and_then(|v| v.split_whitespace().next()?.parse().ok())
         })
         .unwrap_or(0)
@@ -553,8 +572,12 @@ pub fn table(o: &Outcome) -> String {
         "soak process (daemons in it): RSS max {r1} kB first half, {r2} kB second; descriptors max {f1}, {f2}\n"
     );
     if !o.heap_kb.is_empty() {
+        let (a1, a2) = half(&o.anon_kb);
+        let (s1, s2) = half(&o.shmem_kb);
         let (h1, h2) = half(&o.heap_kb);
-        out += &format!("  heap in use (malloc): max {h1} kB first half, {h2} kB second\n");
+        out += &format!(
+            "  of it anonymous {a1} kB, {a2} kB (heap in use {h1} kB, {h2} kB); shared memory {s1} kB, {s2} kB\n"
+        );
     }
     for (what, list) in [
         ("messages broke an invariant", &o.anomalies),
