@@ -31,9 +31,9 @@
 //! its `Streams` and `GiveStreams`, in the order of the table changes: a
 //! `GiveStreams` sent at the table change could overtake the `Streams`
 //! of the change before it, and the client would hold streams the daemon
-//! took back (asleep on its socket while its data comes to the ring). Since the table change reaches
-//! other nodes only after this, their data for the new holder comes after
-//! the holder has its streams.
+//! took back (asleep on its socket while its data comes to the ring).
+//! Since the table change reaches other nodes only after this, their data
+//! for the new holder comes after the holder has its streams.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
