@@ -180,6 +180,40 @@ impl Direct {
         guard: &Guard,
         now: HashMap<TagId, (ClientId, TagName)>,
     ) -> bool {
+        self.switch_with(
+            now,
+            |id, old| {
+                let still = st.table.entry_by_id(id).is_some_and(|e| {
+                    e.rights(Role::Receiver)
+                        .iter()
+                        .any(|r| r.holder == Holder::Local(old))
+                });
+                st.clients
+                    .get(&old)
+                    .filter(|_| still)
+                    .map(|out| out.tx.clone())
+            },
+            |id, tag, new| {
+                let out = st.clients.get(&new)?;
+                // Under a domain key, first its holding's key (the same
+                // channel: it comes before the streams). Its grant gone:
+                // no key, so no streams either.
+                give_holding(st, guard, out, (id, tag), new, true).then(|| out.tx.clone())
+            },
+        )
+    }
+
+    /// [`Direct::switch`] without the daemon's state: `asked(tag, old)`
+    /// is the outbox of an old holder still subscribed (to ask for its
+    /// streams back), `given(tag, name, new)` that of a new holder, having
+    /// handed it its holding's key. Queues commands only: what the clients
+    /// get, the inbound thread sends (see the module's description).
+    fn switch_with(
+        &self,
+        now: HashMap<TagId, (ClientId, TagName)>,
+        asked: impl Fn(TagId, ClientId) -> Option<OutTx>,
+        mut given: impl FnMut(TagId, &TagName, ClientId) -> Option<OutTx>,
+    ) -> bool {
         let mut holders = lock(&self.holders);
         let mut cmds = lock(&self.cmds);
         let before = cmds.len();
@@ -187,36 +221,25 @@ impl Direct {
             if now.get(id).is_some_and(|(c, _)| c == old) {
                 continue;
             }
-            let still = st.table.entry_by_id(*id).is_some_and(|e| {
-                e.rights(Role::Receiver)
-                    .iter()
-                    .any(|r| r.holder == Holder::Local(*old))
-            });
-            match st.clients.get(old) {
-                Some(out) if still => cmds.push_back(Cmd::Expect {
+            match asked(*id, *old) {
+                Some(to) => cmds.push_back(Cmd::Expect {
                     tag: tag.clone(),
                     id: *id,
                     client: *old,
-                    to: out.tx.clone(),
+                    to,
                 }),
-                _ => cmds.push_back(Cmd::Accept { tag: tag.clone() }),
+                None => cmds.push_back(Cmd::Accept { tag: tag.clone() }),
             }
         }
         for (id, (new, tag)) in &now {
             if holders.get(id).is_some_and(|(c, _)| c == new) {
                 continue;
             }
-            if let Some(out) = st.clients.get(new) {
-                // Under a domain key, first its holding's key (the same
-                // channel: it comes before the streams).
-                if !give_holding(st, guard, out, (*id, tag), *new, true) {
-                    // (Its grant is gone: no key, so no streams either.)
-                    continue;
-                }
+            if let Some(to) = given(*id, tag, *new) {
                 cmds.push_back(Cmd::Give {
                     tag: tag.clone(),
                     id: *id,
-                    to: out.tx.clone(),
+                    to,
                 });
             }
         }
@@ -390,6 +413,17 @@ mod tests {
         (TagName::new("/direct/switch").unwrap(), TagId(9))
     }
 
+    /// Client 3 becomes the tag's direct receiver (`true`) or stops being
+    /// it, as a table change says.
+    fn switch(d: &Direct, tx: &OutTx, holds: bool) -> bool {
+        let (name, id) = tag();
+        let now = match holds {
+            true => HashMap::from([(id, (ClientId(3), name))]),
+            false => HashMap::new(),
+        };
+        d.switch_with(now, |_, _| Some(tx.clone()), |_, _, _| Some(tx.clone()))
+    }
+
     #[test]
     fn a_give_back_asked_while_the_streams_went_out_reaches_the_client_after_them() {
         let d = Direct::default();
@@ -397,22 +431,11 @@ mod tests {
         let mut w = Waiting::default();
         let (tx, daemon, client) = client();
         let (name, id) = tag();
-        lock(&d.cmds).push_back(Cmd::Give {
-            tag: name.clone(),
-            id,
-            to: tx.clone(),
-        });
-        d.queued.store(true, Ordering::Release);
+        assert!(switch(&d, &tx, true));
         // The table changes back (a publisher on the node) while the
         // inbound thread is about to send the streams.
         d.apply(&mut session, Instant::now(), &mut w, |_| {
-            lock(&d.cmds).push_back(Cmd::Expect {
-                tag: name.clone(),
-                id,
-                client: ClientId(3),
-                to: tx.clone(),
-            });
-            d.queued.store(true, Ordering::Release);
+            assert!(switch(&d, &tx, false));
             true
         });
         d.apply(&mut session, Instant::now(), &mut w, |_| true);
@@ -438,23 +461,16 @@ mod tests {
         let mut session = ReceiveSession::new(Config::default());
         let mut w = Waiting::default();
         let (tx, daemon, client) = client();
-        let (name, id) = tag();
-        lock(&d.cmds).push_back(Cmd::Give {
-            tag: name.clone(),
-            id,
-            to: tx.clone(),
-        });
-        d.queued.store(true, Ordering::Release);
+        let (_, id) = tag();
+        switch(&d, &tx, true);
         // Held back for a lossless subscriber: not drained yet.
         d.apply(&mut session, Instant::now(), &mut w, |_| false);
         assert!(got(&tx, &daemon, &client).is_empty());
-        lock(&d.cmds).push_back(Cmd::Expect {
-            tag: name.clone(),
-            id,
-            client: ClientId(3),
-            to: tx.clone(),
-        });
-        d.queued.store(true, Ordering::Release);
+        switch(&d, &tx, false);
+        assert!(
+            got(&tx, &daemon, &client).is_empty(),
+            "asked by the inbound thread"
+        );
         d.apply(&mut session, Instant::now(), &mut w, |_| true);
         d.apply(&mut session, Instant::now(), &mut w, |_| true);
         let got = got(&tx, &daemon, &client);
@@ -471,14 +487,10 @@ mod tests {
         let mut w = Waiting::default();
         let (tx, _daemon, _client) = client();
         let (name, id) = tag();
+        switch(&d, &tx, true);
+        d.apply(&mut session, Instant::now(), &mut w, |_| true);
         tx.close();
-        lock(&d.cmds).push_back(Cmd::Expect {
-            tag: name.clone(),
-            id,
-            client: ClientId(3),
-            to: tx,
-        });
-        d.queued.store(true, Ordering::Release);
+        switch(&d, &tx, false);
         d.apply(&mut session, Instant::now(), &mut w, |_| true);
         assert!(w.expecting.is_empty());
         assert!(!d.answered(ClientId(3), id, name, Vec::new()));
