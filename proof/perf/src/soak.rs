@@ -571,6 +571,19 @@ pub fn table(o: &Outcome) -> String {
     out += &format!(
         "soak process (daemons in it): RSS max {r1} kB first half, {r2} kB second; descriptors max {f1}, {f2}\n"
     );
+    // Whether it keeps growing once warm: the second half's two quarters.
+    let quarters = |v: &[u64]| -> [u64; 4] {
+        let q = v.len() / 4;
+        let max = |s: &[u64]| s.iter().copied().max().unwrap_or(0);
+        [
+            max(&v[..q]),
+            max(&v[q..2 * q]),
+            max(&v[2 * q..3 * q]),
+            max(&v[3 * q..]),
+        ]
+    };
+    let [q1, q2, q3, q4] = quarters(&o.rss_kb);
+    out += &format!("  RSS max by quarter: {q1}, {q2}, {q3}, {q4} kB\n");
     if !o.heap_kb.is_empty() {
         let (a1, a2) = half(&o.anon_kb);
         let (s1, s2) = half(&o.shmem_kb);
