@@ -380,33 +380,62 @@ mod tests {
     use super::*;
     use crate::outbox::Wake;
 
-    /// A client's outbox and the daemon's and the client's ends of its
-    /// socket.
-    fn client() -> (OutTx, SeqPacket, SeqPacket) {
-        let efd = rustix::event::eventfd(0, rustix::event::EventfdFlags::NONBLOCK).unwrap();
-        let (daemon, client) = SeqPacket::pair().unwrap();
-        let tx = OutTx::new(ClientId(3), None, Arc::new(Wake::new(efd)));
-        (tx, daemon, client)
+    /// A node's direct receivers, its delivery port's session, and client
+    /// 3: its outbox and both ends of its socket.
+    struct Rig {
+        d: Direct,
+        session: ReceiveSession,
+        w: Waiting,
+        tx: OutTx,
+        daemon: SeqPacket,
+        client: SeqPacket,
     }
 
-    /// The requests the client got so far (written out as the local
-    /// manager's loop does).
-    fn got(tx: &OutTx, daemon: &SeqPacket, client: &SeqPacket) -> Vec<Request> {
-        use rustix::event::{poll, PollFd, PollFlags, Timespec};
-        tx.write_out(daemon).unwrap();
-        let mut out = Vec::new();
-        let zero = Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        while poll(&mut [PollFd::new(client, PollFlags::IN)], Some(&zero)).unwrap() > 0 {
-            let p = client.recv(1 << 16).unwrap().unwrap();
-            match Message::decode(&p.data).unwrap() {
-                Message::Request { body, .. } => out.push(body),
-                m => panic!("not a request: {m:?}"),
+    impl Rig {
+        fn new() -> Rig {
+            let efd = rustix::event::eventfd(0, rustix::event::EventfdFlags::NONBLOCK).unwrap();
+            let (daemon, client) = SeqPacket::pair().unwrap();
+            Rig {
+                d: Direct::default(),
+                session: ReceiveSession::new(Config::default()),
+                w: Waiting::default(),
+                tx: OutTx::new(ClientId(3), None, Arc::new(Wake::new(efd))),
+                daemon,
+                client,
             }
         }
-        out
+
+        /// The inbound thread's pass, the tag's held-back messages all in
+        /// its ring (`drained`) or not; `during` runs as it looks.
+        fn apply(&mut self, drained: bool, during: impl Fn(&Direct, &OutTx)) {
+            let Rig {
+                d, session, w, tx, ..
+            } = self;
+            d.apply(session, Instant::now(), w, |_| {
+                during(d, tx);
+                drained
+            });
+        }
+
+        /// The requests the client got so far (written out as the local
+        /// manager's loop does).
+        fn got(&self) -> Vec<Request> {
+            use rustix::event::{poll, PollFd, PollFlags, Timespec};
+            self.tx.write_out(&self.daemon).unwrap();
+            let mut out = Vec::new();
+            let zero = Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            while poll(&mut [PollFd::new(&self.client, PollFlags::IN)], Some(&zero)).unwrap() > 0 {
+                let p = self.client.recv(1 << 16).unwrap().unwrap();
+                match Message::decode(&p.data).unwrap() {
+                    Message::Request { body, .. } => out.push(body),
+                    m => panic!("not a request: {m:?}"),
+                }
+            }
+            out
+        }
     }
 
     fn tag() -> (TagName, TagId) {
@@ -426,20 +455,14 @@ mod tests {
 
     #[test]
     fn a_give_back_asked_while_the_streams_went_out_reaches_the_client_after_them() {
-        let d = Direct::default();
-        let mut session = ReceiveSession::new(Config::default());
-        let mut w = Waiting::default();
-        let (tx, daemon, client) = client();
+        let mut r = Rig::new();
         let (name, id) = tag();
-        assert!(switch(&d, &tx, true));
+        assert!(switch(&r.d, &r.tx, true));
         // The table changes back (a publisher on the node) while the
         // inbound thread is about to send the streams.
-        d.apply(&mut session, Instant::now(), &mut w, |_| {
-            assert!(switch(&d, &tx, false));
-            true
-        });
-        d.apply(&mut session, Instant::now(), &mut w, |_| true);
-        let got = got(&tx, &daemon, &client);
+        r.apply(true, |d, tx| assert!(switch(d, tx, false)));
+        r.apply(true, |_, _| {});
+        let got = r.got();
         assert!(
             matches!(
                 got[..],
@@ -451,29 +474,23 @@ mod tests {
             "{got:?}"
         );
         // Its answer is taken, once.
-        assert!(d.answered(ClientId(3), id, name.clone(), Vec::new()));
-        assert!(!d.answered(ClientId(3), id, name, Vec::new()));
+        assert!(r.d.answered(ClientId(3), id, name.clone(), Vec::new()));
+        assert!(!r.d.answered(ClientId(3), id, name, Vec::new()));
     }
 
     #[test]
     fn streams_still_waiting_when_the_give_back_comes_are_never_sent() {
-        let d = Direct::default();
-        let mut session = ReceiveSession::new(Config::default());
-        let mut w = Waiting::default();
-        let (tx, daemon, client) = client();
+        let mut r = Rig::new();
         let (_, id) = tag();
-        switch(&d, &tx, true);
+        switch(&r.d, &r.tx, true);
         // Held back for a lossless subscriber: not drained yet.
-        d.apply(&mut session, Instant::now(), &mut w, |_| false);
-        assert!(got(&tx, &daemon, &client).is_empty());
-        switch(&d, &tx, false);
-        assert!(
-            got(&tx, &daemon, &client).is_empty(),
-            "asked by the inbound thread"
-        );
-        d.apply(&mut session, Instant::now(), &mut w, |_| true);
-        d.apply(&mut session, Instant::now(), &mut w, |_| true);
-        let got = got(&tx, &daemon, &client);
+        r.apply(false, |_, _| {});
+        assert!(r.got().is_empty());
+        switch(&r.d, &r.tx, false);
+        assert!(r.got().is_empty(), "asked by the inbound thread");
+        r.apply(true, |_, _| {});
+        r.apply(true, |_, _| {});
+        let got = r.got();
         assert!(
             matches!(got[..], [Request::GiveStreams { tag: b }] if b == id),
             "{got:?}"
@@ -482,17 +499,14 @@ mod tests {
 
     #[test]
     fn a_client_that_cannot_be_asked_is_not_waited_for() {
-        let d = Direct::default();
-        let mut session = ReceiveSession::new(Config::default());
-        let mut w = Waiting::default();
-        let (tx, _daemon, _client) = client();
+        let mut r = Rig::new();
         let (name, id) = tag();
-        switch(&d, &tx, true);
-        d.apply(&mut session, Instant::now(), &mut w, |_| true);
-        tx.close();
-        switch(&d, &tx, false);
-        d.apply(&mut session, Instant::now(), &mut w, |_| true);
-        assert!(w.expecting.is_empty());
-        assert!(!d.answered(ClientId(3), id, name, Vec::new()));
+        switch(&r.d, &r.tx, true);
+        r.apply(true, |_, _| {});
+        r.tx.close();
+        switch(&r.d, &r.tx, false);
+        r.apply(true, |_, _| {});
+        assert!(r.w.expecting.is_empty());
+        assert!(!r.d.answered(ClientId(3), id, name, Vec::new()));
     }
 }
